@@ -1,0 +1,274 @@
+"""Message classes built from the spec, one per message, with nested struct classes.
+
+Classes are created on first use (``from kafkawire.protocol.messages import
+FetchRequest``), and each version's codec is compiled on the first encode or
+decode at that version. A class carries the union of the fields of every
+version; fields a version lacks keep their schema default.
+
+    >>> from kafkawire.protocol.messages import ApiVersionsRequest
+    >>> ApiVersionsRequest(client_software_name="x").encode(version=3)
+    b'\\x02x\\x01\\x00'
+"""
+from __future__ import annotations
+
+import functools
+import struct
+import threading
+import uuid
+
+from .codegen import Codec, compile_codec
+from .primitives import DecodeError, EncodeError, UnsupportedVersionError
+from .schema import FieldSpec, MessageSpec, message_names, message_spec
+
+_MISSING = object()
+
+
+class Struct:
+    """Base of every generated struct class: equality, repr, to_dict."""
+
+    __slots__ = ("_unknown_tags",)
+    _fields: tuple[FieldSpec, ...] = ()
+    _attrs: tuple[str, ...] = ()
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, a) == getattr(other, a) for a in self._attrs) and \
+            (self._unknown_tags or None) == (other._unknown_tags or None)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self):
+        parts = [f"{a}={getattr(self, a)!r}" for a in self._attrs]
+        if self._unknown_tags:
+            parts.append(f"unknown_tags={self._unknown_tags!r}")
+        return f"{type(self).__qualname__}({', '.join(parts)})"
+
+    @property
+    def unknown_tags(self) -> list[tuple[int, bytes]]:
+        """Tagged fields this version of kafkawire does not know, as (tag, raw bytes)."""
+        return list(self._unknown_tags or ())
+
+    def to_dict(self) -> dict:
+        return {a: _plain(getattr(self, a)) for a in self._attrs}
+
+    def replace(self, **changes):
+        clone = object.__new__(type(self))
+        for a in self._attrs:
+            setattr(clone, a, changes.pop(a, getattr(self, a)))
+        clone._unknown_tags = changes.pop("_unknown_tags", self._unknown_tags)
+        if changes:
+            raise TypeError(f"unknown fields for {type(self).__qualname__}: {sorted(changes)}")
+        return clone
+
+
+def _plain(value):
+    if isinstance(value, Struct):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, memoryview):
+        return bytes(value)
+    return value
+
+
+class Message(Struct):
+    """A top-level message (request, response, header or data)."""
+
+    __slots__ = ()
+    spec: MessageSpec
+    name: str
+    kind: str
+    api_key: int | None
+    min_version: int
+    max_version: int
+    _codecs: dict[int, Codec]
+    _lock: threading.Lock
+
+    @classmethod
+    def codec(cls, version: int) -> Codec:
+        codec = cls._codecs.get(version)
+        if codec is None:
+            if version not in cls.spec.valid:
+                raise UnsupportedVersionError(
+                    f"{cls.name} has versions {cls.spec.valid}; version {version} is not one of them")
+            with cls._lock:
+                codec = cls._codecs.get(version)
+                if codec is None:
+                    codec = compile_codec(cls.spec, version, cls._classes, cls._class_fields)
+                    cls._codecs[version] = codec
+        return codec
+
+    @classmethod
+    def is_flexible(cls, version: int) -> bool:
+        return cls.spec.is_flexible(version)
+
+    def encode(self, version: int) -> bytes:
+        parts: list = []
+        self.encode_into(parts.append, version)
+        return b"".join(parts)
+
+    def encode_into(self, write, version: int) -> None:
+        """Write the encoding as a sequence of buffers; records fields pass through uncopied."""
+        codec = self.codec(version)
+        try:
+            codec.encode(self, write)
+        except EncodeError:
+            raise
+        except Exception as exc:  # struct.error (range), AttributeError, TypeError ...
+            raise EncodeError(f"{self.name} v{version}: {type(exc).__name__}: {exc}") from exc
+
+    @classmethod
+    def decode(cls, buf, version: int, *, strict: bool = True):
+        """Decode a whole buffer. With ``strict``, bytes left after the message are an error."""
+        view = _as_view(buf)
+        obj, pos = cls.decode_from(view, 0, version)
+        if strict and pos != len(view):
+            raise DecodeError(f"{len(view) - pos} trailing bytes after the message",
+                              offset=pos, message=f"{cls.name} v{version}")
+        return obj
+
+    @classmethod
+    def decode_from(cls, buf, pos: int, version: int):
+        """Decode at ``pos``; returns (message, position after it)."""
+        view = _as_view(buf)
+        codec = cls.codec(version)
+        try:
+            return codec.decode(view, pos)
+        except Exception:
+            pass
+        raise _diagnose(cls, codec, view, pos, version)
+
+
+def _as_view(buf) -> memoryview:
+    view = buf if isinstance(buf, memoryview) else memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def _diagnose(cls, codec: Codec, view: memoryview, pos: int, version: int) -> DecodeError:
+    """Re-run the checked decoder to name the field path and offset of the failure."""
+    ctx = ["", "", pos]
+    label = f"{cls.name} v{version}"
+    try:
+        codec.decode_checked(view, pos, ctx, "")
+    except DecodeError as exc:
+        return DecodeError(exc.problem, path=_path(ctx), offset=exc.offset if exc.offset is not None else ctx[2],
+                           message=label)
+    except UnicodeDecodeError as exc:
+        return DecodeError(f"invalid UTF-8 in string ({exc.reason})", path=_path(ctx), offset=ctx[2], message=label)
+    except (IndexError, ValueError, struct.error) as exc:
+        return DecodeError(f"truncated: {exc}", path=_path(ctx), offset=ctx[2], message=label)
+    except Exception as exc:
+        return DecodeError(f"{type(exc).__name__}: {exc}", path=_path(ctx), offset=ctx[2], message=label)
+    return DecodeError("decoder failed on input that decodes when checked", offset=pos, message=label)
+
+
+def _path(ctx) -> str:
+    prefix, field, _ = ctx
+    return f"{prefix.lstrip('.')}.{field}".lstrip(".") if prefix else field
+
+
+# -- class construction ------------------------------------------------------
+
+def _class_fields(spec: MessageSpec) -> dict[str, list[FieldSpec]]:
+    """Union of fields per struct name across definitions; newest definition wins on conflicts."""
+    out: dict[str, dict[str, FieldSpec]] = {}
+
+    def visit(name: str, fields: list[FieldSpec]):
+        bucket = out.setdefault(name, {})
+        for f in fields:
+            bucket.setdefault(f.attr, f)
+            if f.struct is not None:
+                visit(f.struct.name, f.struct.fields)
+
+    for definition in reversed(spec.definitions):
+        visit(spec.name, definition.root.fields)
+    # keep schema order of the newest definition, older-only fields appended
+    return {name: list(fields.values()) for name, fields in out.items()}
+
+
+def _make_init(cls_name: str, fields: list[FieldSpec], classes: dict[str, type]):
+    ns: dict = {"_MISSING": _MISSING}
+    params, body = [], []
+    for i, f in enumerate(fields):
+        value = f.default_value()
+        if f.is_array:
+            default = "None" if value is None else "[]"
+        elif f.is_struct:
+            default = "None" if value is None else f"_C{i}()"
+            ns[f"_C{i}"] = classes[f.struct.name]
+        else:
+            ns[f"_D{i}"] = value
+            params.append(f"{f.attr}=_D{i}")
+            body.append(f"    self.{f.attr} = {f.attr}")
+            continue
+        params.append(f"{f.attr}=_MISSING")
+        body.append(f"    self.{f.attr} = {default} if {f.attr} is _MISSING else {f.attr}")
+    body.append("    self._unknown_tags = _unknown_tags")
+    src = f"def __init__(self, *, {', '.join(params + ['_unknown_tags=None'])}):\n" + "\n".join(body) + "\n"
+    exec(compile(src, f"<kafkawire init {cls_name}>", "exec"), ns)
+    return ns["__init__"]
+
+
+def _build(spec: MessageSpec) -> type[Message]:
+    class_fields = _class_fields(spec)
+    classes: dict[str, type] = {}
+    # nested first so that defaults can construct them; order by dependency
+    def build(name: str) -> type:
+        if name in classes:
+            return classes[name]
+        fields = class_fields[name]
+        for f in fields:
+            if f.struct is not None:
+                build(f.struct.name)
+        base = Message if name == spec.name else Struct
+        attrs = tuple(f.attr for f in fields)
+        cls = type(name, (base,), {
+            "__slots__": attrs, "_fields": tuple(fields), "_attrs": attrs, "__module__": __name__,
+        })
+        cls.__init__ = _make_init(name, fields, classes)
+        classes[name] = cls
+        return cls
+
+    root = build(spec.name)
+    for name, cls in classes.items():
+        if cls is not root:
+            cls.__qualname__ = f"{spec.name}.{name}"
+            setattr(root, name, cls)
+    root.spec = spec
+    root.name = spec.name
+    root.kind = spec.kind
+    root.api_key = spec.api_key
+    root.min_version = spec.valid.lo
+    root.max_version = spec.valid.hi
+    root._codecs = {}
+    root._lock = threading.Lock()
+    root._classes = classes
+    root._class_fields = class_fields
+    return root
+
+
+@functools.cache
+def message_class(name: str) -> type[Message]:
+    return _build(message_spec(name))
+
+
+def all_message_names(include_tests: bool = False) -> tuple[str, ...]:
+    return message_names(include_tests)
+
+
+def __getattr__(name: str):
+    if name[:1].isupper():
+        try:
+            return message_class(name)
+        except KeyError:
+            pass
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(message_names()))
