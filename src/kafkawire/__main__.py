@@ -1,0 +1,5 @@
+import sys
+
+from kafkawire.cli.main import main
+
+sys.exit(main())

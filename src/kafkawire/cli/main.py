@@ -1,0 +1,48 @@
+"""The ``kafkawire`` command: one sub-command per module, imported only when used."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# sub-command -> module in kafkawire.cli providing configure(parser) and run(args) -> int
+COMMANDS = {
+    "serve": ("serve", "run the broker (default: 127.0.0.1:9092, data in ./kafkawire-data)"),
+    "decode": ("decode", "annotate the bytes of a request or response"),
+    "produce": ("client_commands", "produce records from stdin to a topic"),
+    "consume": ("client_commands", "consume records from a topic to stdout"),
+    "topics": ("client_commands", "list, create, delete and describe topics"),
+    "apis": ("client_commands", "show the API versions a broker supports"),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kafkawire", description="Kafka's wire protocol, broker and tools")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if name == wanted:  # only the chosen command's module is imported
+            mod = importlib.import_module(f"kafkawire.cli.{module}")
+            mod.configure(p, name)
+            p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
