@@ -1,0 +1,183 @@
+"""The one interface between the broker's protocol handlers and where records live.
+
+Handlers speak only to ``Storage`` and ``PartitionLog``. The default engine
+keeps log segments on local disk (``segments``); ``memory`` keeps everything
+in RAM (tests, throw-away brokers). Another engine plugs in by implementing
+these two classes, without touching a handler.
+
+Contract every engine keeps:
+- ``append`` takes validated v2 record batches (bytes the producer sent, CRC
+  already checked), assigns offsets by rewriting each batch's base offset (the
+  CRC does not cover it), and returns only once the batches are readable; with
+  ``durable=True`` also only once they are on stable storage.
+- Offsets are dense and monotonic; the log end offset is the last record's
+  offset + 1. On a single node the high watermark equals the log end offset.
+- ``read`` returns whole batches starting with the one that contains
+  ``offset``; it returns at least one whole batch when ``min_one`` even if it
+  is larger than ``max_bytes`` (so a consumer always makes progress), and never
+  more than ``max_bytes`` otherwise.
+"""
+from __future__ import annotations
+
+import abc
+import uuid
+from dataclasses import dataclass, field
+
+
+class StorageError(Exception):
+    """Base of storage errors; each maps to a Kafka error code in the handlers."""
+
+
+class UnknownTopicError(StorageError):
+    pass
+
+
+class TopicExistsError(StorageError):
+    pass
+
+
+class OffsetOutOfRangeError(StorageError):
+    def __init__(self, offset: int, log_start: int, log_end: int):
+        self.offset, self.log_start, self.log_end = offset, log_start, log_end
+        super().__init__(f"offset {offset} is outside [{log_start}, {log_end}]")
+
+
+@dataclass
+class TopicMeta:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # only explicitly set ones; defaults live in config
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    base_offset: int  # offset of the first appended record
+    last_offset: int
+    log_append_time: int  # ms, -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+
+
+@dataclass
+class ReadResult:
+    """Batches as a list of buffers (memoryviews or bytes) to write to a socket as they are."""
+
+    chunks: list
+    size: int
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    log_start_offset: int
+    log_end_offset: int
+    size_bytes: int
+
+
+class PartitionLog(abc.ABC):
+    topic: str
+    partition: int
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    @abc.abstractmethod
+    def size_bytes(self) -> int: ...
+
+    @abc.abstractmethod
+    def append(self, batches: bytes | bytearray | memoryview, *, log_append_time: int | None = None,
+               durable: bool = False) -> AppendResult:
+        """Append whole v2 batches; ``log_append_time`` (ms) rewrites their max timestamp and sets the
+        LogAppendTime attribute (the engine recomputes the CRC in that case only)."""
+
+    @abc.abstractmethod
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
+        """Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+
+    @abc.abstractmethod
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp_ms``, or None."""
+
+    @abc.abstractmethod
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp, or None when empty."""
+
+    @abc.abstractmethod
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset forward to ``offset`` (DeleteRecords); returns the new log start."""
+
+    @abc.abstractmethod
+    def flush(self) -> None: ...
+
+
+class Storage(abc.ABC):
+    """Topics, partitions and broker-level state (cluster id) of one node."""
+
+    @property
+    @abc.abstractmethod
+    def cluster_id(self) -> str: ...
+
+    @abc.abstractmethod
+    def topics(self) -> dict[str, TopicMeta]: ...
+
+    def topic(self, name: str) -> TopicMeta:
+        meta = self.topics().get(name)
+        if meta is None:
+            raise UnknownTopicError(name)
+        return meta
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMeta:
+        for meta in self.topics().values():
+            if meta.topic_id == topic_id:
+                return meta
+        raise UnknownTopicError(str(topic_id))
+
+    @abc.abstractmethod
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     topic_id: uuid.UUID | None = None) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def delete_topic(self, name: str) -> None: ...
+
+    @abc.abstractmethod
+    def add_partitions(self, name: str, total: int) -> TopicMeta: ...
+
+    @abc.abstractmethod
+    def set_topic_configs(self, name: str, configs: dict[str, str | None]) -> TopicMeta:
+        """Set (value) or remove (None) explicit topic configs; persisted."""
+
+    @abc.abstractmethod
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        """UnknownTopicError if the topic or partition does not exist."""
+
+    @abc.abstractmethod
+    def enforce_retention(self, now_ms: int) -> int:
+        """Apply retention.ms / retention.bytes; returns the number of segments deleted."""
+
+    @abc.abstractmethod
+    def flush(self) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def partitions_info(self) -> list[PartitionInfo]:
+        out = []
+        for meta in self.topics().values():
+            for p in range(meta.partitions):
+                log = self.partition(meta.name, p)
+                out.append(PartitionInfo(meta.name, p, log.log_start_offset, log.log_end_offset, log.size_bytes))
+        return out
