@@ -84,7 +84,8 @@ class _Compiler:
     # -- helpers -----------------------------------------------------------
     def const(self, value, prefix="_K") -> str:
         self.counter += 1
-        name = f"{prefix}{self.counter}"
+        # the separator keeps generated names apart from fixed helpers such as _P16/_P32
+        name = f"{prefix}_{self.counter}"
         self.ns[name] = value
         return name
 

@@ -93,7 +93,7 @@ class Message(Struct):
         if codec is None:
             if version not in cls.spec.valid:
                 raise UnsupportedVersionError(
-                    f"{cls.name} has versions {cls.spec.valid}; version {version} is not one of them")
+                    f"{cls.spec.name} has versions {cls.spec.valid}; version {version} is not one of them")
             with cls._lock:
                 codec = cls._codecs.get(version)
                 if codec is None:
@@ -118,7 +118,7 @@ class Message(Struct):
         except EncodeError:
             raise
         except Exception as exc:  # struct.error (range), AttributeError, TypeError ...
-            raise EncodeError(f"{self.name} v{version}: {type(exc).__name__}: {exc}") from exc
+            raise EncodeError(f"{self.spec.name} v{version}: {type(exc).__name__}: {exc}") from exc
 
     @classmethod
     def decode(cls, buf, version: int, *, strict: bool = True):
@@ -127,7 +127,7 @@ class Message(Struct):
         obj, pos = cls.decode_from(view, 0, version)
         if strict and pos != len(view):
             raise DecodeError(f"{len(view) - pos} trailing bytes after the message",
-                              offset=pos, message=f"{cls.name} v{version}")
+                              offset=pos, message=f"{cls.spec.name} v{version}")
         return obj
 
     @classmethod
@@ -152,7 +152,7 @@ def _as_view(buf) -> memoryview:
 def _diagnose(cls, codec: Codec, view: memoryview, pos: int, version: int) -> DecodeError:
     """Re-run the checked decoder to name the field path and offset of the failure."""
     ctx = ["", "", pos]
-    label = f"{cls.name} v{version}"
+    label = f"{cls.spec.name} v{version}"
     try:
         codec.decode_checked(view, pos, ctx, "")
     except DecodeError as exc:
@@ -240,11 +240,12 @@ def _build(spec: MessageSpec) -> type[Message]:
             cls.__qualname__ = f"{spec.name}.{name}"
             setattr(root, name, cls)
     root.spec = spec
-    root.name = spec.name
-    root.kind = spec.kind
-    root.api_key = spec.api_key
-    root.min_version = spec.valid.lo
-    root.max_version = spec.valid.hi
+    # Convenience metadata; a field of the same name (DefaultPrincipalData.name) wins, and
+    # kafkawire's own code reads ``spec`` so that it works either way.
+    for meta, value in (("name", spec.name), ("kind", spec.kind), ("api_key", spec.api_key),
+                        ("min_version", spec.valid.lo), ("max_version", spec.valid.hi)):
+        if meta not in root._attrs:
+            setattr(root, meta, value)
     root._codecs = {}
     root._lock = threading.Lock()
     root._classes = classes

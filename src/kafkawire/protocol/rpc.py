@@ -46,8 +46,8 @@ def request_header(api_key: int, api_version: int, correlation_id: int, client_i
 def encode_request_parts(header: Message, body: Message) -> list:
     """Size prefix, header and body as a list of buffers (records pass through uncopied)."""
     key, version = header.request_api_key, header.request_api_version
-    if body.api_key != key:
-        raise ValueError(f"header says API key {key} but the body is {body.name}")
+    if body.spec.api_key != key:
+        raise ValueError(f"header says API key {key} but the body is {body.spec.name}")
     parts: list = [b""]
     header.encode_into(parts.append, apis.request_header_version(key, version))
     body.encode_into(parts.append, version)
@@ -94,7 +94,7 @@ def decode_request(data, *, framed: bool = True, strict: bool = True) -> Request
 
 
 def encode_response_parts(correlation_id: int, body: Message, api_version: int) -> list:
-    header_version = apis.response_header_version(body.api_key, api_version)
+    header_version = apis.response_header_version(body.spec.api_key, api_version)
     header = message_class("ResponseHeader")(correlation_id=correlation_id)
     parts: list = [b""]
     header.encode_into(parts.append, header_version)
