@@ -24,6 +24,7 @@ class ApiInfo:
     carries_records: bool
     request: str  # message class names
     response: str
+    former_name: str | None = None  # the API's name before a rename (key 74: ListClientMetricsResources)
 
     def is_flexible(self, version: int) -> bool:
         return self.flexible_min is not None and version >= self.flexible_min
@@ -56,6 +57,7 @@ def _registry() -> dict[int, ApiInfo]:
             latest_version_unstable=req.latest_version_unstable,
             carries_records=req.has_records() or resp.has_records(),
             request=req.name, response=resp.name,
+            former_name=req.former_name.removesuffix("Request") if req.former_name else None,
         )
     return out
 
@@ -73,6 +75,9 @@ def api(key: int) -> ApiInfo:
 def api_by_name(name: str) -> ApiInfo:
     for info in _registry().values():
         if info.name == name or info.request == name:
+            return info
+    for info in _registry().values():
+        if info.former_name is not None and name in (info.former_name, info.former_name + "Request"):
             return info
     raise KeyError(name)
 
