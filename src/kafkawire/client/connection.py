@@ -1,0 +1,282 @@
+"""One asyncio connection to one Kafka broker.
+
+* framing and correlation ids: every request gets the next correlation id;
+  responses are matched by id (Kafka answers in order, but matching by id
+  makes a late or missing response harmless);
+* pipelining: any number of requests may be in flight at once (bounded by
+  ``max_in_flight``); ``request()`` only waits for its own response;
+* ApiVersions negotiation when the connection opens: per API, the highest
+  version both sides support (``negotiate``). A broker that does not know
+  our ApiVersions version answers UNSUPPORTED_VERSION with its own range, and
+  we ask again at the highest version it supports;
+* timeouts: a request that gets no answer within its timeout raises
+  ``RequestTimeout`` and closes the connection (what the Java client does:
+  a connection that lost a response cannot be trusted to be in sync).
+
+Requests whose API has no response on the wire (Produce with ``acks=0``)
+complete when written.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from collections.abc import Mapping
+
+from ..protocol import KafkaError, api, decode_response, encode_request_parts, request_header
+from ..protocol import errors as kerrors
+from ..protocol.framing import DEFAULT_MAX_FRAME, check_frame_size
+from ..protocol.messages import Message, message_class
+from ..protocol.negotiation import negotiate, ranges_from_response, supported_ranges
+
+API_VERSIONS = 18
+PRODUCE = 0
+_SIZE = struct.Struct(">i")
+
+CLIENT_SOFTWARE_NAME = "kafkawire-python"
+try:  # pragma: no cover - metadata is present when installed
+    from importlib.metadata import version as _dist_version
+
+    CLIENT_SOFTWARE_VERSION = _dist_version("kafkawire")
+except Exception:  # pragma: no cover
+    CLIENT_SOFTWARE_VERSION = "0.0.0"
+
+
+class ConnectionClosed(OSError):
+    """The connection failed or was closed while a request was pending (retriable)."""
+
+    retriable = True
+
+
+class RequestTimeout(TimeoutError):
+    """No response within the request timeout (retriable; the connection is closed)."""
+
+    retriable = True
+
+
+class UnsupportedApi(KafkaError):
+    """The broker supports no version of this API that we can speak."""
+
+    def __init__(self, api_name: str, broker_range=None):
+        super().__init__(kerrors.UNSUPPORTED_VERSION,
+                         f"broker does not support {api_name}" + (f" (it has {broker_range})" if broker_range else ""))
+
+
+class Connection:
+    """A connection to one broker. Create with ``await Connection.open(host, port)``."""
+
+    def __init__(self, host: str, port: int, *, client_id: str | None = "kafkawire",
+                 request_timeout: float = 30.0, max_in_flight: int = 64,
+                 max_frame: int = DEFAULT_MAX_FRAME, node_id: int | None = None,
+                 max_versions: Mapping[int, int] | None = None):
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.max_frame = max_frame
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task | None = None
+        self._closed = False
+        self._close_reason: BaseException | None = None
+        self._max_versions = dict(max_versions or {})
+        #: {api_key: (min, max)} as the broker announced it
+        self.broker_versions: dict[int, tuple[int, int]] = {}
+        #: {api_key: version} negotiated: the highest version both sides support
+        self.versions: dict[int, int] = {}
+
+    def __repr__(self):
+        state = "closed" if self._closed else "open"
+        return f"<Connection {self.host}:{self.port} node={self.node_id} {state} in_flight={len(self._pending)}>"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, host: str, port: int, *, connect_timeout: float = 10.0, **kwargs) -> "Connection":
+        conn = cls(host, port, **kwargs)
+        await conn._connect(connect_timeout)
+        return conn
+
+    async def _connect(self, connect_timeout: float) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, limit=1 << 20), connect_timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"connecting to {self.host}:{self.port} timed out after {connect_timeout}s") from None
+        except OSError as exc:
+            raise ConnectionClosed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        try:
+            await self._negotiate()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _negotiate(self) -> None:
+        info = api(API_VERSIONS)
+        ours = supported_ranges()
+        version = ours[API_VERSIONS][1]
+        body_cls = message_class("ApiVersionsRequest")
+        for _ in range(3):
+            body = body_cls(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION)
+            resp = await self.request(body, version=version)
+            if resp.error_code == kerrors.UNSUPPORTED_VERSION:
+                theirs = ranges_from_response(resp.api_keys).get(API_VERSIONS)
+                # the broker tells us its range (in a v0-shaped body); ask again at its highest
+                new = min(theirs[1], ours[API_VERSIONS][1]) if theirs else 0
+                if new >= version or new < info.min_version:
+                    new = 0 if version > 0 else None
+                if new is None:
+                    raise KafkaError(resp.error_code, "ApiVersions negotiation failed")
+                version = new
+                continue
+            if resp.error_code:
+                raise KafkaError(resp.error_code, "ApiVersions")
+            self.broker_versions = ranges_from_response(resp.api_keys)
+            mine = dict(ours)
+            for key, hi in self._max_versions.items():
+                if key in mine:
+                    mine[key] = (mine[key][0], min(mine[key][1], hi))
+            self.versions = negotiate(mine, self.broker_versions)
+            return
+        raise KafkaError(kerrors.UNSUPPORTED_VERSION, "ApiVersions negotiation did not converge")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self, reason: BaseException | None = None) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._close_reason = reason
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception:
+                pass
+        task = self._read_task
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except BaseException:
+                pass
+        self._fail_pending(reason or ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
+
+    def _fail_pending(self, exc: BaseException) -> None:
+        pending, self._pending = self._pending, {}
+        for fut, _, _ in pending.values():
+            if not fut.done():
+                fut.set_exception(exc if isinstance(exc, Exception) else ConnectionClosed(str(exc)))
+
+    # -- requests --------------------------------------------------------------
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version of an API; ``UnsupportedApi`` if there is none."""
+        v = self.versions.get(api_key)
+        if v is None:
+            raise UnsupportedApi(api(api_key).name, self.broker_versions.get(api_key))
+        return v
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        v = self.versions.get(api_key)
+        return v is not None and v >= min_version
+
+    async def request(self, body: Message, *, version: int | None = None, timeout: float | None = None,
+                      expect_response: bool | None = None) -> Message:
+        """Send ``body`` and return the decoded response body.
+
+        ``version``: the API version to use (default: the negotiated one).
+        Kafka error codes inside the response are *not* raised here: every
+        API reports them at a different level; callers check them.
+        """
+        if self._closed:
+            raise self._closed_error()
+        key = body.api_key
+        if version is None:
+            version = self.version_for(key)
+        if expect_response is None:
+            expect_response = not (key == PRODUCE and getattr(body, "acks", -1) == 0)
+        timeout = self.request_timeout if timeout is None else timeout
+        await self._slots.acquire()
+        try:
+            cid = next(self._ids) & 0x7FFFFFFF
+            parts = encode_request_parts(request_header(key, version, cid, self.client_id), body)
+            fut = None
+            if expect_response:
+                fut = asyncio.get_running_loop().create_future()
+                self._pending[cid] = (fut, key, version)
+            try:
+                self._writer.writelines(parts)
+                await self._writer.drain()
+            except (OSError, RuntimeError) as exc:
+                self._pending.pop(cid, None)
+                err = ConnectionClosed(f"write to {self.host}:{self.port} failed: {exc}")
+                await self.close(err)
+                raise err from exc
+            if fut is None:
+                return None
+            try:
+                return await asyncio.wait_for(asyncio.shield(fut), timeout)
+            except asyncio.TimeoutError:
+                self._pending.pop(cid, None)
+                err = RequestTimeout(f"{api(key).name} v{version} to {self.host}:{self.port} "
+                                     f"got no response within {timeout}s")
+                await self.close(err)
+                raise err from None
+        finally:
+            self._slots.release()
+
+    def _closed_error(self) -> Exception:
+        reason = self._close_reason
+        if isinstance(reason, Exception):
+            return ConnectionClosed(f"connection to {self.host}:{self.port} is closed ({reason})")
+        return ConnectionClosed(f"connection to {self.host}:{self.port} is closed")
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (size,) = _SIZE.unpack(head)
+                check_frame_size(size, self.max_frame)
+                payload = await reader.readexactly(size)
+                if size < 4:
+                    raise ConnectionClosed(f"response of {size} bytes has no correlation id")
+                (cid,) = _SIZE.unpack_from(payload, 0)
+                entry = self._pending.pop(cid, None)
+                if entry is None:
+                    continue  # a response whose request timed out
+                fut, key, version = entry
+                if fut.done():
+                    continue
+                try:
+                    resp = decode_response(payload, key, version, framed=False, strict=False)
+                except Exception as exc:  # a decode failure fails only that request
+                    fut.set_exception(exc)
+                    continue
+                fut.set_result(resp.body)
+        except asyncio.CancelledError:
+            raise
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            err = ConnectionClosed(f"connection to {self.host}:{self.port} closed by the peer"
+                                   if isinstance(exc, asyncio.IncompleteReadError) else
+                                   f"connection to {self.host}:{self.port} failed: {exc}")
+            self._closed = True
+            self._close_reason = err
+            self._fail_pending(err)
+        except Exception as exc:
+            self._closed = True
+            self._close_reason = exc
+            self._fail_pending(ConnectionClosed(f"connection to {self.host}:{self.port} broken: {exc}"))
+        finally:
+            if self._writer is not None and self._closed:
+                try:
+                    self._writer.close()
+                except Exception:
+                    pass
