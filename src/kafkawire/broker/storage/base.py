@@ -20,8 +20,10 @@ Contract every engine keeps:
 from __future__ import annotations
 
 import abc
+import os
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class StorageError(Exception):
@@ -34,6 +36,22 @@ class UnknownTopicError(StorageError):
 
 class TopicExistsError(StorageError):
     pass
+
+
+class InvalidTopicError(StorageError):
+    """The name cannot be a topic (Kafka's legal characters are ASCII letters, digits, '.', '_', '-')."""
+
+
+class InvalidPartitionsError(StorageError):
+    pass
+
+
+class InvalidConfigError(StorageError):
+    pass
+
+
+class CorruptBatchError(StorageError):
+    """``append`` was given bytes that are not whole v2 record batches."""
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -56,6 +74,37 @@ class AppendResult:
     last_offset: int
     log_append_time: int  # ms, -1 unless the topic uses LogAppendTime
     log_start_offset: int
+
+
+@dataclass(frozen=True, eq=False)
+class FileRegion:
+    """``length`` bytes at ``position`` of an open file: hand it to ``os.sendfile`` /
+    ``loop.sock_sendfile`` instead of copying it through Python.
+
+    ``file`` is the engine's open file object; holding the region keeps it open even if
+    retention deletes the segment meanwhile (the data stays readable until released).
+    """
+
+    file: Any  # has fileno()
+    position: int
+    length: int
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def __len__(self) -> int:
+        return self.length
+
+    def tobytes(self) -> bytes:
+        """Copy the region into memory (for transports that cannot sendfile)."""
+        parts, pos, end = [], self.position, self.position + self.length
+        while pos < end:
+            chunk = os.pread(self.fileno(), end - pos, pos)
+            if not chunk:
+                raise EOFError(f"file ends before {end} (read to {pos})")
+            parts.append(chunk)
+            pos += len(chunk)
+        return b"".join(parts)
 
 
 @dataclass
@@ -107,6 +156,13 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
         """Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+
+    def read_regions(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
+        """Like ``read`` but chunks may also be ``FileRegion``s (for ``os.sendfile``).
+
+        Engines without files return exactly what ``read`` returns.
+        """
+        return self.read(offset, max_bytes, min_one=min_one)
 
     @abc.abstractmethod
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
@@ -170,6 +226,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def flush(self) -> None: ...
+
+    def flush_due(self, now_ms: int) -> int:
+        """Flush partitions whose ``flush.ms`` / ``log.flush.interval.ms`` has elapsed; returns how
+        many were flushed. The broker calls it on a timer; engines without files do nothing."""
+        return 0
 
     @abc.abstractmethod
     def close(self) -> None: ...

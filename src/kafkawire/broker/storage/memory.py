@@ -1,0 +1,209 @@
+"""In-RAM engine: tests and throw-away brokers. Nothing survives the process.
+
+Each partition keeps its batches as immutable ``bytes`` (offsets assigned) in
+a list, with their base offsets in a parallel list for bisection. Reads hand
+out memoryviews of those bytes. Retention works per batch here (a batch plays
+the part of a segment), so ``enforce_retention`` counts deleted batches.
+"""
+from __future__ import annotations
+
+import threading
+import uuid
+from bisect import bisect_right
+from typing import Mapping
+
+from . import _batch, topics
+from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, TopicMeta,
+                   UnknownTopicError)
+from .config import StorageConfig, TopicSettings
+
+
+class MemoryPartitionLog(PartitionLog):
+    def __init__(self, topic: str, partition: int, settings: "callable[[], TopicSettings]"):
+        self.topic, self.partition = topic, partition
+        self._settings = settings
+        # Appends may run in an executor thread while the event loop reads.
+        self._lock = threading.Lock()
+        self._batches: list[bytes] = []
+        self._bases: list[int] = []
+        self._infos: list[_batch.BatchInfo] = []
+        self._start = 0
+        self._end = 0
+        self._size = 0
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    def append(self, batches, *, log_append_time: int | None = None, durable: bool = False) -> AppendResult:
+        view = memoryview(batches).cast("B")
+        infos = _batch.split(view)
+        with self._lock:
+            first = next_offset = self._end
+            for info in infos:
+                raw = view[info.position:info.position + info.size]
+                stored = bytearray(_batch.base_offset_bytes(next_offset))
+                stored += raw[8:]
+                if log_append_time is not None:
+                    _batch.stamp_log_append_time(stored, log_append_time)
+                data = bytes(stored)
+                self._batches.append(data)
+                self._bases.append(next_offset)
+                self._infos.append(_batch.read_info(data, 0))
+                self._size += len(data)
+                next_offset += info.last_offset - info.base_offset + 1
+            self._end = next_offset
+            return AppendResult(first, next_offset - 1, -1 if log_append_time is None else log_append_time,
+                                self._start)
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
+        with self._lock:
+            if offset < self._start or offset > self._end:
+                raise OffsetOutOfRangeError(offset, self._start, self._end)
+            chunks, size = [], 0
+            i = bisect_right(self._bases, offset) - 1 if offset < self._end else len(self._batches)
+            while i < len(self._batches):
+                n = len(self._batches[i])
+                if size + n > max_bytes and not (min_one and not chunks):
+                    break
+                chunks.append(memoryview(self._batches[i]))
+                size += n
+                i += 1
+            return ReadResult(chunks, size, self._end, self._start, self._end)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        with self._lock:
+            for data, info in zip(self._batches, self._infos):
+                if info.max_timestamp >= timestamp_ms and info.last_offset >= self._start:
+                    found = topics.first_record_at_or_after(data, timestamp_ms, self._start)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        with self._lock:
+            best = None
+            for data, info in zip(self._batches, self._infos):
+                if best is None or info.max_timestamp > best[1].max_timestamp:
+                    best = (data, info)
+            if best is None:
+                return None
+            return topics.record_with_timestamp(best[0], best[1].max_timestamp)
+
+    def delete_records_before(self, offset: int) -> int:
+        with self._lock:
+            if offset < 0 or offset > self._end:
+                raise OffsetOutOfRangeError(offset, self._start, self._end)
+            if offset > self._start:
+                self._start = offset
+                self._drop_while(lambda info: info.last_offset < self._start)
+            return self._start
+
+    def enforce_retention(self, now_ms: int) -> int:
+        settings = self._settings()
+        if not settings.deletes:
+            return 0
+        with self._lock:
+            dropped = 0
+            if settings.retention_ms >= 0:
+                dropped += self._drop_while(lambda info: now_ms - info.max_timestamp > settings.retention_ms)
+            if settings.retention_bytes >= 0:
+                dropped += self._drop_while(lambda info: self._size - info.size >= settings.retention_bytes)
+            return dropped
+
+    def _drop_while(self, predicate) -> int:
+        n = 0
+        while n < len(self._infos) and predicate(self._infos[n]):
+            self._size -= self._infos[n].size
+            n += 1
+        if n:
+            del self._batches[:n], self._bases[:n], self._infos[:n]
+            self._start = max(self._start, self._bases[0] if self._bases else self._end)
+        return n
+
+    def flush(self) -> None:
+        pass
+
+
+class MemoryStorage(Storage):
+    def __init__(self, config: StorageConfig | Mapping[str, object] | None = None, *, cluster_id: str | None = None):
+        self.config = StorageConfig.coerce(config)
+        self._cluster_id = cluster_id or topics.new_cluster_id()
+        self._lock = threading.Lock()
+        self._topics: dict[str, TopicMeta] = {}
+        self._logs: dict[str, list[MemoryPartitionLog]] = {}
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicMeta]:
+        with self._lock:
+            return dict(self._topics)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     topic_id: uuid.UUID | None = None) -> TopicMeta:
+        with self._lock:
+            meta = topics.new_topic(self._topics, self.config, name, partitions, configs, topic_id)
+            self._topics[name] = meta
+            self._logs[name] = [MemoryPartitionLog(name, p, self._settings_for(name)) for p in range(partitions)]
+            return meta
+
+    def _settings_for(self, name: str):
+        def settings() -> TopicSettings:
+            meta = self._topics.get(name)
+            return self.config.for_topic(meta.configs if meta else {})
+        return settings
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            if name not in self._topics:
+                raise UnknownTopicError(name)
+            del self._topics[name], self._logs[name]
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            topics.check_new_total(meta, total)
+            logs = self._logs[name]
+            logs.extend(MemoryPartitionLog(name, p, self._settings_for(name)) for p in range(len(logs), total))
+            meta = TopicMeta(meta.name, meta.topic_id, total, dict(meta.configs))
+            self._topics[name] = meta
+            return meta
+
+    def set_topic_configs(self, name: str, configs: dict[str, str | None]) -> TopicMeta:
+        with self._lock:
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            meta = TopicMeta(meta.name, meta.topic_id, meta.partitions,
+                             topics.merged_configs(self.config, meta.configs, configs))
+            self._topics[name] = meta
+            return meta
+
+    def partition(self, topic: str, partition: int) -> MemoryPartitionLog:
+        logs = self._logs.get(topic)
+        if logs is None or not 0 <= partition < len(logs):
+            raise UnknownTopicError(f"{topic}-{partition}")
+        return logs[partition]
+
+    def enforce_retention(self, now_ms: int) -> int:
+        with self._lock:
+            logs = [log for per_topic in self._logs.values() for log in per_topic]
+        return sum(log.enforce_retention(now_ms) for log in logs)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
