@@ -55,7 +55,7 @@ def padded_batch(size: int, *, records: int = 1, base_timestamp: int = 1_700_000
     """A batch of exactly ``size`` bytes (``records`` records sharing the padding)."""
     overhead = len(build_batch([b""] * records, base_timestamp=base_timestamp))
     pad = size - overhead
-    for extra in range(0, 8):  # varint lengths grow with the value; settle on an exact fit
+    for extra in range(0, 64):  # varint lengths grow with the value; settle on an exact fit
         values = [b"x" * ((pad - extra) // records)] * (records - 1)
         values.append(b"x" * (pad - extra - sum(len(v) for v in values)))
         batch = build_batch(values, base_timestamp=base_timestamp)
