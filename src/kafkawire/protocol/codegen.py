@@ -452,8 +452,14 @@ class _Compiler:
                 s("else:")
                 s(f"    {w}(b'\\x01')")
                 s(f"    e_{f.struct.name}({var}, {w})")
-            else:
+            elif element:
                 s(f"e_{f.struct.name}({expr}, {w})")
+            else:
+                var = self.tmp()
+                s(f"{var} = {expr}")
+                s(f"if {var} is None: raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable "
+                  f"in version {self.version}')")
+                s(f"e_{f.struct.name}({var}, {w})")
             return
         if t in FIXED_TYPES:
             pack = self.const(struct.Struct(">" + FIXED_TYPES[t][0]).pack, "_P")
