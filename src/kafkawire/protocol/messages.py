@@ -156,8 +156,8 @@ def _diagnose(cls, codec: Codec, view: memoryview, pos: int, version: int) -> De
     try:
         codec.decode_checked(view, pos, ctx, "")
     except DecodeError as exc:
-        return DecodeError(exc.problem, path=_path(ctx), offset=exc.offset if exc.offset is not None else ctx[2],
-                           message=label)
+        # ctx[2] is where the failing field starts: the offset a reader looks for in a hexdump
+        return DecodeError(exc.problem, path=_path(ctx), offset=ctx[2], message=label)
     except UnicodeDecodeError as exc:
         return DecodeError(f"invalid UTF-8 in string ({exc.reason})", path=_path(ctx), offset=ctx[2], message=label)
     except (IndexError, ValueError, struct.error) as exc:

@@ -16,6 +16,7 @@ from .primitives import DecodeError, UnsupportedVersionError
 
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
+_V0_CLIENT_ID = message_class("RequestHeader")().client_id
 
 
 class Request(NamedTuple):
@@ -48,8 +49,11 @@ def encode_request_parts(header: Message, body: Message) -> list:
     key, version = header.request_api_key, header.request_api_version
     if body.spec.api_key != key:
         raise ValueError(f"header says API key {key} but the body is {body.spec.name}")
+    header_version = apis.request_header_version(key, version)
+    if header_version == 0 and header.client_id != _V0_CLIENT_ID:
+        header = header.replace(client_id=_V0_CLIENT_ID)  # header v0 has no client id to carry
     parts: list = [b""]
-    header.encode_into(parts.append, apis.request_header_version(key, version))
+    header.encode_into(parts.append, header_version)
     body.encode_into(parts.append, version)
     parts[0] = frame_size_prefix(sum(len(p) for p in parts))
     return parts
