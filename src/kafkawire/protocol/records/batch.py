@@ -364,70 +364,80 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
                     log_append_time: int | None) -> list:
     """Decode ``count`` records that must fill ``data`` exactly.
 
-    The varints are inlined for their 1- and 2-byte forms, which cover
-    lengths below 8 KiB and offset deltas below 8192; longer ones take the
-    general path.  Running off the end shows up as ``IndexError``.
+    Varints are inlined for their 1- and 2-byte forms through lookup tables
+    (lengths below 8 KiB, small deltas) and, for the deltas, also the 3-byte
+    form (batches of thousands of records, timestamps spread over seconds);
+    anything longer takes the general path.  Running off the end shows up as ``IndexError``.
     """
     out = []
     append = out.append
     new = tuple.__new__
     R = Record
+    Z1 = _ZIGZAG1
+    Z2 = _ZIGZAG2
     rv = read_varint
     rl = read_varlong
     pos = 0
     for _ in range(count):
-        # length
+        # length; the attributes byte (unused by Kafka so far) is skipped with it
         b = data[pos]
         if b < 128:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
+            end = pos + 1 + Z1[b]
+            pos += 2
         else:
             c = data[pos + 1]
             if c < 128:
-                u = (b & 127) | (c << 7)
-                length = (u >> 1) ^ -(u & 1)
-                pos += 2
+                end = pos + 2 + Z2[b - 128 + (c << 7)]
+                pos += 3
             else:
                 length, pos = rv(data, pos)
-        end = pos + length
-        # attributes (int8): unused by Kafka so far
-        pos += 1
+                end = pos + length
+                pos += 1
         # timestamp delta (varlong)
         b = data[pos]
         if b < 128:
-            tsd = (b >> 1) ^ -(b & 1)
+            tsd = Z1[b]
             pos += 1
         else:
             c = data[pos + 1]
             if c < 128:
-                u = (b & 127) | (c << 7)
-                tsd = (u >> 1) ^ -(u & 1)
+                tsd = Z2[b - 128 + (c << 7)]
                 pos += 2
             else:
-                tsd, pos = rl(data, pos)
+                d = data[pos + 2]
+                if d < 128:
+                    u = (b & 127) | ((c & 127) << 7) | (d << 14)
+                    tsd = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    tsd, pos = rl(data, pos)
         # offset delta
         b = data[pos]
         if b < 128:
-            od = (b >> 1) ^ -(b & 1)
+            od = Z1[b]
             pos += 1
         else:
             c = data[pos + 1]
             if c < 128:
-                u = (b & 127) | (c << 7)
-                od = (u >> 1) ^ -(u & 1)
+                od = Z2[b - 128 + (c << 7)]
                 pos += 2
             else:
-                od, pos = rv(data, pos)
+                d = data[pos + 2]
+                if d < 128:
+                    u = (b & 127) | ((c & 127) << 7) | (d << 14)
+                    od = (u >> 1) ^ -(u & 1)
+                    pos += 3
+                else:
+                    od, pos = rv(data, pos)
         # key
         b = data[pos]
         if b < 128:
-            n = (b >> 1) ^ -(b & 1)
+            n = Z1[b]
             pos += 1
         else:
             c = data[pos + 1]
             if c < 128:
-                u = (b & 127) | (c << 7)
-                n = (u >> 1) ^ -(u & 1)
+                n = Z2[b - 128 + (c << 7)]
                 pos += 2
             else:
                 n, pos = rv(data, pos)
@@ -441,13 +451,12 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
         # value
         b = data[pos]
         if b < 128:
-            n = (b >> 1) ^ -(b & 1)
+            n = Z1[b]
             pos += 1
         else:
             c = data[pos + 1]
             if c < 128:
-                u = (b & 127) | (c << 7)
-                n = (u >> 1) ^ -(u & 1)
+                n = Z2[b - 128 + (c << 7)]
                 pos += 2
             else:
                 n, pos = rv(data, pos)
@@ -465,13 +474,18 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
         else:
             headers, pos = _decode_headers(data, pos, end)
         if pos != end:
-            raise CorruptRecordError(
-                f"record at offset delta {od} declares {length} bytes but its fields take {pos - end + length}")
+            raise CorruptRecordError(f"record at offset delta {od} does not end where its length says")
         append(new(R, (base_offset + od, base_ts + tsd if log_append_time is None else log_append_time,
                        key, value, headers)))
     if pos != len(data):
         raise CorruptRecordError(f"{len(data) - pos} bytes left after the {count} declared records")
     return out
+
+
+# Zig-zag decoded values of 1-byte varints (index: the byte) and of 2-byte
+# varints (index: first byte - 128 + second byte << 7).
+_ZIGZAG1 = [(u >> 1) ^ -(u & 1) for u in range(128)]
+_ZIGZAG2 = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
 
 
 def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list, int]:

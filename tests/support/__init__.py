@@ -1,0 +1,1 @@
+"""Helpers shared by kafkawire's tests (real peers, fixtures)."""
