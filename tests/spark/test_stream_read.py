@@ -1,0 +1,134 @@
+"""Streaming reads: rate limit, checkpointed offsets, stop and restart, exactly once across runs."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import time
+
+import pytest
+
+from test_read import produce
+
+
+def values(n0: int, n1: int) -> list[dict]:
+    return [{"key": f"k{i % 5}".encode(), "value": f"rec-{i}".encode(), "headers": None,
+             "timestamp": 1_700_000_000_000 + i} for i in range(n0, n1)]
+
+
+def stream(spark, broker, topic, **options):
+    r = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def to_parquet(df, out, ck, **trigger):
+    return (df.selectExpr("CAST(value AS STRING) AS v", "partition", "offset").writeStream.format("parquet")
+            .option("path", out).option("checkpointLocation", ck).trigger(**trigger).start())
+
+
+def finished(q, seconds=180) -> None:
+    assert q.awaitTermination(seconds), "query did not finish"
+    assert q.exception() is None, q.exception()
+
+
+def rows_per_batch(q) -> list[int]:
+    return [p["numInputRows"] for p in q.recentProgress]
+
+
+def test_max_offsets_per_trigger_stop_restart_exactly_once(spark, broker, tmp_path):
+    topic = broker.new_topic("stream", partitions=2)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    produce(broker, topic, values(0, 40))
+
+    # run 1: Trigger.AvailableNow with at most 7 records per micro-batch
+    q = to_parquet(stream(spark, broker, topic, maxOffsetsPerTrigger="7"), out, ck, availableNow=True)
+    finished(q)
+    per_batch = [n for n in rows_per_batch(q) if n]
+    assert sum(per_batch) == 40
+    assert max(per_batch) <= 7 and len(per_batch) >= 6
+
+    # the checkpoint holds Spark-style offsets {"topic": {"partition": offset}}
+    offsets_dir = os.path.join(ck, "offsets")
+    last = max(int(f) for f in os.listdir(offsets_dir) if f.isdigit())
+    with open(os.path.join(offsets_dir, str(last))) as fh:
+        source_offsets = json.loads(fh.read().strip().splitlines()[-1])
+    assert set(source_offsets) == {topic}
+    assert sum(source_offsets[topic].values()) == 40
+
+    # run 2: continuous micro-batches, stopped after a few
+    produce(broker, topic, values(40, 100))
+    q = to_parquet(stream(spark, broker, topic, maxOffsetsPerTrigger="9"), out, ck, processingTime="0 seconds")
+    for _ in range(600):  # bounded wait for two micro-batches with data
+        if sum(1 for n in rows_per_batch(q) if n) >= 2 or q.exception() is not None:
+            break
+        time.sleep(0.1)
+    q.stop()
+    assert q.exception() is None
+    assert sum(1 for n in rows_per_batch(q) if n) >= 2
+
+    # run 3: resume from the checkpoint, read the rest
+    produce(broker, topic, values(100, 130))
+    q = to_parquet(stream(spark, broker, topic, maxOffsetsPerTrigger="50"), out, ck, availableNow=True)
+    finished(q)
+    assert max(rows_per_batch(q)) <= 50
+
+    got = spark.read.parquet(out).collect()
+    counts = collections.Counter(r.v for r in got)
+    assert counts == collections.Counter(f"rec-{i}" for i in range(130))  # every record, exactly once
+    assert len({(r.partition, r.offset) for r in got}) == 130
+
+
+def test_starting_latest_reads_only_new_records(spark, broker, tmp_path):
+    topic = broker.new_topic("latest", partitions=1)
+    produce(broker, topic, values(0, 10))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    df = stream(spark, broker, topic, startingOffsets="latest")
+    q = to_parquet(df, out, ck, availableNow=True)
+    finished(q)  # first run fixes the starting point at the then latest offset
+    produce(broker, topic, values(10, 15))
+    q = to_parquet(stream(spark, broker, topic, startingOffsets="latest"), out, ck, availableNow=True)
+    finished(q)
+    got = sorted(r.v for r in spark.read.parquet(out).collect())
+    assert got == sorted(f"rec-{i}" for i in range(10, 15))
+
+
+def test_new_partition_assignment_json_offsets(spark, broker, tmp_path):
+    topic = broker.new_topic("assign", partitions=3)
+    recs = produce(broker, topic, values(0, 60))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    start = {topic: {"0": 3, "2": -2}}
+    df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("assign", json.dumps({topic: [0, 2]})).option("startingOffsets", json.dumps(start)).load())
+    q = to_parquet(df, out, ck, availableNow=True)
+    finished(q)
+    got = sorted((r.partition, r.offset, r.v) for r in spark.read.parquet(out).collect())
+    want = sorted((r["partition"], r["offset"], r["value"].decode()) for r in recs
+                  if r["partition"] == 2 or (r["partition"] == 0 and r["offset"] >= 3))
+    assert got == want
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_data_loss_follows_fail_on_data_loss(spark, broker, fail):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = broker.new_topic("loss", partitions=1)
+    produce(broker, topic, values(0, 20))
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        fut = admin.delete_records([TopicPartition(topic, 0, 8)])
+        for f in fut.values():
+            f.result(timeout=30)
+    except Exception as exc:  # the broker has no DeleteRecords
+        pytest.skip(f"broker cannot delete records: {exc}")
+    df = (spark.read.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": 2}}))
+          .option("failOnDataLoss", str(fail).lower()).load())
+    if fail:
+        with pytest.raises(Exception, match="failOnDataLoss"):
+            df.collect()
+    else:
+        assert sorted(r.offset for r in df.collect()) == list(range(8, 20))
