@@ -274,11 +274,12 @@ def _decode_inner(payload: bytes, magic: int, wrapper_offset: int, wrapper_ts: i
         pos += LOG_OVERHEAD + size
     if not entries:
         raise CorruptRecordError("compressed wrapper holds no messages")
+    shift = 0
     if magic > 0:
         # Inner offsets are relative; the wrapper has the absolute last offset.
-        shift = wrapper_offset - entries[-1][0]
-    else:
-        shift = 0
+        # A wrapper that was never given offsets (a producer's, offset 0)
+        # yields a negative base: then, like Kafka, keep the relative offsets.
+        shift = max(wrapper_offset - entries[-1][0], 0)
     if log_append_time:
         return [Record(o + shift, wrapper_ts, k, v, []) for o, _, k, v in entries]
     return [Record(o + shift, t, k, v, []) for o, t, k, v in entries]
