@@ -10,7 +10,7 @@ from kafkawire.broker.storage import base
 from kafkawire.broker.storage.memory import MemoryStorage
 from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
-ENGINES = ["memory"]
+ENGINES = ["memory", "segments"]
 
 
 def _make(kind, tmp_path, props=None):
@@ -313,3 +313,16 @@ def test_reads_during_appends_from_another_thread_see_whole_batches(storage):
         assert offset <= result.high_watermark
     writer.join()
     assert not errors and seen == 300 and log.log_end_offset == 1200
+
+
+def test_read_regions_carry_the_same_bytes_as_read(storage):
+    storage.create_topic("t", 1, {"segment.bytes": "2000"})
+    log = storage.partition("t", 0)
+    for i in range(10):
+        log.append(padded_batch(700, base_timestamp=i))
+    for offset in (0, 3, 9):
+        plain = log.read(offset, 2500)
+        regions = log.read_regions(offset, 2500)
+        as_bytes = [c.tobytes() if isinstance(c, base.FileRegion) else bytes(c) for c in regions.chunks]
+        assert b"".join(as_bytes) == b"".join(bytes(c) for c in plain.chunks)
+        assert regions.size == plain.size == sum(len(c) for c in regions.chunks)

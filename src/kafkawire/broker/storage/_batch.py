@@ -85,13 +85,13 @@ def crc_ok(buf, info: BatchInfo) -> bool:
     return crc32c(view[info.position + ATTRIBUTES_OFFSET:info.position + info.size]) == stored
 
 
-def valid_prefix(buf, start: int = 0) -> tuple[list[BatchInfo], int, str | None]:
+def valid_prefix(buf, start: int = 0, first_offset: int | None = None) -> tuple[list[BatchInfo], int, str | None]:
     """Walk batches from ``start``; stop at the first torn or corrupt one.
 
     Returns (good batches, end of the last good batch, why it stopped or None).
-    Offsets must also be increasing: a batch that goes backwards is garbage.
+    Offsets must also be increasing (from ``first_offset`` on): a batch that goes backwards is garbage.
     """
-    out, pos, end, next_offset = [], start, len(buf), None
+    out, pos, end, next_offset = [], start, len(buf), first_offset
     while pos < end:
         if end - pos < HEADER_SIZE:
             return out, pos, f"{end - pos} bytes at {pos} are a torn batch header"

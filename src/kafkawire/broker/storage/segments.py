@@ -1,0 +1,574 @@
+"""The default engine: Kafka-style log segments on local disk.
+
+Layout of ``data_dir``::
+
+    meta.properties                    cluster.id, node.id, version
+    __kafkawire_meta/topics.json       topics: name, id, partition count, explicit configs
+    log-start-offset-checkpoint        log start offsets moved by DeleteRecords
+    <topic>-<partition>/
+        partition.metadata             the topic id owning this directory
+        00000000000000000000.log       v2 batches exactly as Kafka stores them
+        00000000000000000000.index     sparse offset -> position index
+        00000000000000000000.timeindex sparse timestamp -> offset index
+
+Durability, kafkawire's default: an append with ``durable=True`` returns only
+after the segment is fsynced, and the broker passes ``durable=True`` for
+acks=all produce requests (``StorageConfig.fsync_acks_all``, on unless the
+operator sets ``kafkawire.log.fsync.acks.all=false``). That is stronger than
+Kafka, which acknowledges from the page cache and relies on replicas: a single
+node has no replicas, so its disk is the only copy of an acknowledged record.
+Concurrent durable appends share one fsync (whoever fsyncs covers everything
+written before it). Independently, ``flush.messages`` /
+``log.flush.interval.messages`` and ``flush.ms`` / ``log.flush.interval.ms``
+force periodic fsyncs (Kafka's defaults: never); the broker calls
+``flush_due(now_ms)`` on a timer for the latter. Segments are fsynced (log and
+indexes) when they roll, so after a crash only the active segment can have a
+torn tail; ``recovery`` checks it on every start.
+
+Reads return ``memoryview``s of read-only mmaps of the segment files (zero
+copies; one chunk per segment touched). ``read_regions`` returns
+``FileRegion``s instead, for ``os.sendfile``.
+
+Threads: the broker may run appends (and their fsyncs) in an executor while
+the event loop reads. Per partition, one lock serialises writers (append,
+roll, retention, DeleteRecords) and another guards what readers look at; a
+writer holds the latter only to publish a write, never during file I/O or an
+fsync, so readers never wait for the disk.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from bisect import bisect_right
+from pathlib import Path
+from typing import Callable, Mapping
+
+from . import _batch, metadata, topics
+from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, StorageError, TopicMeta,
+                   UnknownTopicError)
+from .config import StorageConfig, TopicSettings
+from .recovery import load_segments
+from .segment import LogSegment
+
+log = logging.getLogger("kafkawire.storage")
+
+_MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the segment's base as i32
+_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class SegmentPartitionLog(PartitionLog):
+    def __init__(self, topic: str, partition: int, directory: str, segments: list[LogSegment], log_start: int,
+                 settings: Callable[[], TopicSettings], checkpoint: Callable[[], None],
+                 clock: Callable[[], int]):
+        self.topic, self.partition, self.directory = topic, partition, directory
+        self._settings, self._checkpoint, self._clock = settings, checkpoint, clock
+        self._write_lock = threading.Lock()  # one writer at a time
+        self._state_lock = threading.Lock()  # what readers see
+        self._flush_lock = threading.Lock()  # one fsync at a time; late comers find their data already covered
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._end = segments[-1].next_offset
+        self._start = min(max(log_start, segments[0].base_offset), self._end)
+        self._size = sum(s.size for s in segments)
+        self._flushed_offset = self._end  # recovery leaves everything on disk
+        self._unflushed_messages = 0
+        self._last_flush_ms = clock()
+        self._closed = False
+
+    # ------------------------------------------------------------ offsets
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        """A snapshot of the segments, oldest first (for tools and tests)."""
+        with self._state_lock:
+            return list(self._segments)
+
+    @property
+    def flushed_offset(self) -> int:
+        """Every record below this offset is on stable storage."""
+        return self._flushed_offset
+
+    # ------------------------------------------------------------- append
+
+    def append(self, batches, *, log_append_time: int | None = None, durable: bool = False) -> AppendResult:
+        view = memoryview(batches).cast("B")
+        infos = _batch.split(view)
+        settings = self._settings()
+        total = sum(i.size for i in infos)
+        records = sum(i.last_offset - i.base_offset + 1 for i in infos)
+        messages = sum(i.record_count for i in infos)
+        incoming_max_ts = log_append_time if log_append_time is not None else max(i.max_timestamp for i in infos)
+        with self._write_lock:
+            if self._closed:
+                raise StorageError(f"{self.topic}-{self.partition} is closed")
+            first = self._end
+            if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
+                self._roll()
+            segment = self._segments[-1]
+            buffers, written, position, next_offset = [], [], segment.size, first
+            for info in infos:
+                last = next_offset + info.last_offset - info.base_offset
+                raw = view[info.position:info.position + info.size]
+                if log_append_time is None:
+                    # Only the base offset changes and the CRC does not cover it: write the rest as given.
+                    buffers += (_batch.base_offset_bytes(next_offset), raw[8:])
+                    max_ts = info.max_timestamp
+                else:
+                    stamped = bytearray(raw)
+                    stamped[0:8] = _batch.base_offset_bytes(next_offset)
+                    _batch.stamp_log_append_time(stamped, log_append_time)
+                    buffers.append(stamped)
+                    max_ts = log_append_time
+                written.append(info._replace(position=position, base_offset=next_offset, last_offset=last,
+                                             max_timestamp=max_ts))
+                position += info.size
+                next_offset = last + 1
+            segment.write(buffers, total)
+            with self._state_lock:
+                segment.commit(written, settings.index_interval_bytes)
+                self._size += total
+                self._end = next_offset
+            self._unflushed_messages += messages
+            start = self._start
+        if durable or self._unflushed_messages >= settings.flush_messages or (
+                settings.flush_ms is not None and self._clock() - self._last_flush_ms >= settings.flush_ms):
+            self._flush_to(next_offset)
+        return AppendResult(first, next_offset - 1, -1 if log_append_time is None else log_append_time, start)
+
+    def _should_roll(self, settings: TopicSettings, incoming: int, incoming_max_ts: int, last_offset: int) -> bool:
+        active = self._segments[-1]
+        if active.size == 0:
+            return False
+        if active.size > settings.segment_bytes - incoming:
+            return True
+        if active.first_batch_timestamp >= 0 and incoming_max_ts >= 0:
+            waited = incoming_max_ts - active.first_batch_timestamp  # Kafka measures in record time
+        else:
+            waited = self._clock() - active.created_ms
+        return waited > settings.segment_ms or last_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+
+    def _roll(self) -> None:
+        """Seal the active segment and start a new one at the log end (caller holds the write lock)."""
+        old = self._segments[-1]
+        old.seal()  # fsyncs log and indexes: sealed segments never need recovery
+        new = LogSegment(self.directory, self._end, created_ms=self._clock())
+        new.create()
+        metadata.fsync_dir(self.directory)
+        with self._state_lock:
+            self._segments.append(new)
+            self._bases.append(new.base_offset)
+        self._note_flushed(old.next_offset)
+
+    def roll(self) -> None:
+        """Start a new segment now (if the active one holds anything)."""
+        with self._write_lock:
+            if self._segments[-1].size:
+                self._roll()
+
+    # -------------------------------------------------------------- flush
+
+    def _note_flushed(self, offset: int) -> None:
+        with self._flush_lock:
+            if offset > self._flushed_offset:
+                self._flushed_offset = offset
+
+    def _flush_to(self, offset: int) -> None:
+        with self._flush_lock:
+            if self._flushed_offset >= offset:
+                return  # someone else's fsync already covered it
+            with self._state_lock:
+                active, end = self._segments[-1], self._end
+            active.fsync_log()  # anything before the active segment was fsynced when it rolled
+            self._flushed_offset = max(self._flushed_offset, end)
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._clock()
+
+    def flush(self) -> None:
+        self._flush_to(self._end)
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        flush_ms = self._settings().flush_ms
+        if flush_ms is None or self._flushed_offset >= self._end or now_ms - self._last_flush_ms < flush_ms:
+            return False
+        self.flush()
+        return True
+
+    # --------------------------------------------------------------- read
+
+    def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
+        return self._read(offset, max_bytes, min_one, regions=False)
+
+    def read_regions(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
+        return self._read(offset, max_bytes, min_one, regions=True)
+
+    def _read(self, offset: int, max_bytes: int, min_one: bool, regions: bool) -> ReadResult:
+        with self._state_lock:
+            start, end = self._start, self._end
+            if offset < start or offset > end:
+                raise OffsetOutOfRangeError(offset, start, end)
+            chunks, total = [], 0
+            if offset < end:
+                i = bisect_right(self._bases, offset) - 1
+                position = self._segments[i].locate(offset)
+                while i < len(self._segments):
+                    segment = self._segments[i]
+                    if position is not None and position < segment.size:
+                        stop = segment.extent(position, max_bytes - total, min_one and not chunks)
+                        if stop > position:
+                            length = stop - position
+                            chunks.append(segment.region(position, length) if regions
+                                          else segment.view(position, length))
+                            total += length
+                        if stop < segment.size:
+                            break
+                    i += 1
+                    position = 0
+            return ReadResult(chunks, total, end, start, end)
+
+    # --------------------------------------------------------- timestamps
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        with self._state_lock:
+            for segment in self._segments:
+                if segment.max_timestamp >= timestamp_ms and segment.next_offset > self._start:
+                    found = segment.find_by_timestamp(timestamp_ms, self._start)
+                    if found is not None:
+                        return found
+            return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        with self._state_lock:
+            best = None
+            for segment in self._segments:
+                if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
+                    best = segment
+            if best is None:
+                return None
+            position = best.locate(best.offset_of_max_timestamp)
+            if position is None:  # no batch had a timestamp (all -1)
+                return best.next_offset - 1, best.max_timestamp
+            return topics.record_with_timestamp(best.batch_at(position), best.max_timestamp)
+
+    # ---------------------------------------------------- deletion & retention
+
+    def delete_records_before(self, offset: int) -> int:
+        with self._write_lock:
+            with self._state_lock:
+                if offset < 0 or offset > self._end:
+                    raise OffsetOutOfRangeError(offset, self._start, self._end)
+                if offset <= self._start:
+                    return self._start
+                self._start = offset
+            self._checkpoint()  # acknowledged DeleteRecords survives a restart
+            return offset
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete whole segments past retention.ms / retention.bytes or wholly below the log start,
+        oldest first (Kafka's rules, including rolling the active segment when all of it expired)."""
+        settings = self._settings()
+        with self._write_lock:
+            if self._closed:
+                return 0
+            deleted = 0
+            if settings.deletes and settings.retention_ms >= 0:
+                deleted += self._delete_oldest(
+                    lambda seg, _next, _state: now_ms - self._segment_time(seg) > settings.retention_ms)
+            if settings.deletes and settings.retention_bytes >= 0:
+                excess = [self._size - settings.retention_bytes]
+
+                def over_size(seg, _next, _state):
+                    if excess[0] - seg.size < 0:
+                        return False
+                    excess[0] -= seg.size
+                    return True
+                deleted += self._delete_oldest(over_size)
+            deleted += self._delete_oldest(lambda seg, nxt, _state: nxt is not None and nxt.base_offset <= self._start)
+            return deleted
+
+    @staticmethod
+    def _segment_time(segment: LogSegment) -> int:
+        if segment.max_timestamp >= 0:
+            return segment.max_timestamp
+        return int(os.path.getmtime(segment.log_path) * 1000)  # no timestamps: Kafka uses the file's mtime
+
+    def _delete_oldest(self, predicate) -> int:
+        segments = list(self._segments)
+        count = 0
+        for i, segment in enumerate(segments):
+            nxt = segments[i + 1] if i + 1 < len(segments) else None
+            if nxt is None and segment.size == 0:
+                break
+            if not predicate(segment, nxt, None):
+                break
+            count += 1
+        if not count:
+            return 0
+        if count == len(segments):
+            self._roll()  # keep an (empty) active segment at the log end
+        with self._state_lock:
+            doomed = self._segments[:count]
+            del self._segments[:count], self._bases[:count]
+            self._size -= sum(s.size for s in doomed)
+            self._start = max(self._start, self._segments[0].base_offset)
+        for segment in doomed:
+            log.info("deleting segment %s (offsets %d..%d)", segment.log_path, segment.base_offset,
+                     segment.next_offset - 1)
+            segment.delete()
+        return count
+
+    # ---------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self.flush()
+            for segment in self._segments:
+                segment.close()
+
+    def discard(self) -> None:
+        """Close without flushing (the topic is being deleted)."""
+        with self._write_lock:
+            self._closed = True
+            for segment in self._segments:
+                segment.close()
+
+
+class SegmentStorage(Storage):
+    def __init__(self, data_dir: str | os.PathLike, config: StorageConfig | Mapping[str, object] | None = None,
+                 *, clock: Callable[[], int] = _wall_ms):
+        self.config = StorageConfig.coerce(config)
+        self.data_dir = str(Path(data_dir))
+        self._clock = clock
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._lock_file = self._lock_data_dir()
+        self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(), self.config.node_id)
+        self._cluster_id = props["cluster.id"]
+        self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
+        self._logs: dict[str, list[SegmentPartitionLog]] = {}
+        self._settings_cache: dict[str, tuple[dict, TopicSettings]] = {}
+        self._closed = False
+        try:
+            starts = metadata.load_log_start_offsets(self.data_dir)
+            self._sweep_directories()
+            for meta in self._topics.values():
+                self._logs[meta.name] = [self._open_partition(meta, p, starts.get((meta.name, p), 0))
+                                         for p in range(meta.partitions)]
+            self._save_log_starts()  # drops entries of topics that no longer exist
+        except BaseException:
+            self._release()
+            raise
+
+    # ------------------------------------------------------------- startup
+
+    def _lock_data_dir(self):
+        f = open(os.path.join(self.data_dir, ".lock"), "a+b")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.close()
+            raise StorageError(f"{self.data_dir} is in use by another broker") from None
+        return f
+
+    def _release(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()  # closing drops the flock
+            self._lock_file = None
+
+    def _sweep_directories(self) -> None:
+        """Finish interrupted topic deletions and set aside directories no topic owns."""
+        for name in os.listdir(self.data_dir):
+            path = os.path.join(self.data_dir, name)
+            if not os.path.isdir(path) or name == metadata.META_DIR:
+                continue
+            if name.endswith("-delete"):
+                shutil.rmtree(path, ignore_errors=True)
+                continue
+            m = _PARTITION_DIR.fullmatch(name)
+            if m is None or name.endswith("-stray"):
+                continue
+            meta = self._topics.get(m.group(1))
+            owner = metadata.read_partition_topic_id(path)
+            if meta is None or int(m.group(2)) >= meta.partitions or (owner is not None and owner != meta.topic_id):
+                stray = f"{path}.{uuid.uuid4().hex}-stray"
+                log.warning("%s belongs to no current topic; moved aside to %s", path, stray)
+                os.rename(path, stray)
+
+    def _partition_dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def _open_partition(self, meta: TopicMeta, partition: int, log_start: int) -> SegmentPartitionLog:
+        directory = self._partition_dir(meta.name, partition)
+        settings = self._settings_for(meta.name)
+        now = self._clock()
+        if not os.path.isdir(directory):
+            os.makedirs(directory)
+            metadata.write_partition_metadata(directory, meta.topic_id)
+            metadata.fsync_dir(self.data_dir)
+        segments = load_segments(directory, settings().index_interval_bytes, now)
+        if not segments:
+            segment = LogSegment(directory, max(log_start, 0), created_ms=now)
+            segment.create()
+            metadata.fsync_dir(directory)
+            segments = [segment]
+        return SegmentPartitionLog(meta.name, partition, directory, segments, log_start, settings,
+                                   self._save_log_starts, self._clock)
+
+    def _settings_for(self, name: str) -> Callable[[], TopicSettings]:
+        def settings() -> TopicSettings:
+            meta = self._topics.get(name)
+            configs = meta.configs if meta is not None else {}
+            cached = self._settings_cache.get(name)
+            if cached is None or cached[0] is not configs:
+                cached = (configs, self.config.for_topic(configs))
+                self._settings_cache[name] = cached
+            return cached[1]
+        return settings
+
+    def _save_log_starts(self) -> None:
+        with self._checkpoint_lock:
+            offsets = {(log_.topic, log_.partition): log_.log_start_offset
+                       for logs in list(self._logs.values()) for log_ in logs if log_.log_start_offset > 0}
+            metadata.save_log_start_offsets(self.data_dir, offsets)
+
+    # ------------------------------------------------------------- topics
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicMeta]:
+        with self._lock:
+            return dict(self._topics)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError("storage is closed")
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     topic_id: uuid.UUID | None = None) -> TopicMeta:
+        with self._lock:
+            self._check_open()
+            meta = topics.new_topic(self._topics, self.config, name, partitions, configs, topic_id)
+            for p in range(partitions):
+                self._move_aside(self._partition_dir(name, p))
+            self._topics[name] = meta
+            try:
+                metadata.save_topics(self.data_dir, self._topics)
+            except BaseException:
+                del self._topics[name]
+                raise
+            self._logs[name] = [self._open_partition(meta, p, 0) for p in range(partitions)]
+            return meta
+
+    def _move_aside(self, directory: str) -> None:
+        if os.path.exists(directory):
+            stray = f"{directory}.{uuid.uuid4().hex}-stray"
+            log.warning("%s already exists; moved aside to %s", directory, stray)
+            os.rename(directory, stray)
+
+    def delete_topic(self, name: str) -> None:
+        with self._lock:
+            self._check_open()
+            if name not in self._topics:
+                raise UnknownTopicError(name)
+            remaining = {k: v for k, v in self._topics.items() if k != name}
+            metadata.save_topics(self.data_dir, remaining)
+            self._topics = remaining
+            logs = self._logs.pop(name)
+            self._settings_cache.pop(name, None)
+            self._save_log_starts()
+            for log_ in logs:
+                log_.discard()
+                doomed = f"{log_.directory}.{uuid.uuid4().hex}-delete"
+                os.rename(log_.directory, doomed)
+                shutil.rmtree(doomed, ignore_errors=True)
+            metadata.fsync_dir(self.data_dir)
+
+    def add_partitions(self, name: str, total: int) -> TopicMeta:
+        with self._lock:
+            self._check_open()
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            topics.check_new_total(meta, total)
+            for p in range(meta.partitions, total):
+                self._move_aside(self._partition_dir(name, p))
+            grown = TopicMeta(meta.name, meta.topic_id, total, dict(meta.configs))
+            metadata.save_topics(self.data_dir, {**self._topics, name: grown})
+            self._topics[name] = grown
+            self._logs[name].extend(self._open_partition(grown, p, 0) for p in range(meta.partitions, total))
+            return grown
+
+    def set_topic_configs(self, name: str, configs: dict[str, str | None]) -> TopicMeta:
+        with self._lock:
+            self._check_open()
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicError(name)
+            changed = TopicMeta(meta.name, meta.topic_id, meta.partitions,
+                                topics.merged_configs(self.config, meta.configs, configs))
+            metadata.save_topics(self.data_dir, {**self._topics, name: changed})
+            self._topics[name] = changed
+            return changed
+
+    def partition(self, topic: str, partition: int) -> SegmentPartitionLog:
+        logs = self._logs.get(topic)
+        if logs is None or not 0 <= partition < len(logs):
+            raise UnknownTopicError(f"{topic}-{partition}")
+        return logs[partition]
+
+    def _all_logs(self) -> list[SegmentPartitionLog]:
+        with self._lock:
+            return [log_ for logs in self._logs.values() for log_ in logs]
+
+    # --------------------------------------------------------- maintenance
+
+    def enforce_retention(self, now_ms: int) -> int:
+        deleted = 0
+        for log_ in self._all_logs():
+            deleted += log_.enforce_retention(now_ms)
+        return deleted
+
+    def flush(self) -> None:
+        for log_ in self._all_logs():
+            log_.flush()
+
+    def flush_due(self, now_ms: int) -> int:
+        return sum(log_.flush_if_due(now_ms) for log_ in self._all_logs())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                for log_ in [log_ for logs in self._logs.values() for log_ in logs]:
+                    log_.close()
+            finally:
+                self._release()
