@@ -1,0 +1,312 @@
+"""The group coordinator: every group of this node, their committed offsets and their durable log.
+
+``GroupCoordinator`` is a plain object driven by method calls and ``Scheduler``
+timers (no sockets): the broker's handlers (``broker/handlers/groups.py``)
+translate requests into calls and results into responses; tests drive it
+directly with a ``FakeScheduler``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kafkawire.protocol import errors
+
+from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps
+from .config import GroupConfig
+from .consumer import ConsumerGroup, ConsumerOps
+from .offsets import OffsetEntry, OffsetStore
+from .persistence import TOPIC, GroupLog, encode_value, group_key, offset_key
+
+log = logging.getLogger("kafkawire.groups")
+
+
+@dataclass
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+class GroupCoordinator(ClassicOps, ConsumerOps):
+    def __init__(self, storage, config: GroupConfig | None = None, scheduler=None):
+        from .timers import FakeScheduler
+
+        self.storage = storage
+        self.config = config or GroupConfig()
+        self.scheduler = scheduler or FakeScheduler()
+        self.groups: dict = {}
+        self.offsets = OffsetStore()
+        self.log = GroupLog(storage, partitions=self.config.offsets_topic_partitions,
+                            fsync=self.config.offsets_fsync) if storage is not None else None
+        self.pending_txn_offsets = None  # hook: fn(group, topic, partition) -> bool for require_stable
+
+    # -- topics -------------------------------------------------------------------------
+    def topics(self) -> dict:
+        if self.storage is None:
+            return {}
+        return self.storage.topics()
+
+    def _partition_exists(self, topic: str, partition: int) -> bool:
+        meta = self.topics().get(topic)
+        return meta is not None and 0 <= partition < meta.partitions
+
+    # -- durability -----------------------------------------------------------------------
+    def load(self) -> None:
+        """Replay ``__consumer_offsets`` (call once, before serving)."""
+        if self.log is None:
+            return
+        group_docs: dict[str, dict | None] = {}
+        n = 0
+        for key, value in self.log.replay():
+            n += 1
+            if not isinstance(key, list) or not key:
+                continue
+            if key[0] == "offset" and len(key) == 4:
+                _, g, t, p = key
+                if value is None:
+                    self.offsets.delete(g, t, int(p))
+                else:
+                    self.offsets.put(g, t, int(p), OffsetEntry.from_json(value))
+            elif key[0] == "group" and len(key) == 2:
+                group_docs[key[1]] = value
+        now = self.scheduler.now_ms()
+        for gid, doc in group_docs.items():
+            if doc is None:
+                continue
+            if doc.get("type") == "consumer":
+                group = ConsumerGroup.from_json(gid, doc, now)
+                self.groups[gid] = group
+                for m in group.members.values():
+                    self._consumer_session(group, m)
+            else:
+                group = ClassicGroup(gid, now)
+                group.protocol_type = doc.get("protocol_type")
+                group.generation_id = int(doc.get("generation", 0))
+                group.protocol_name = doc.get("protocol")
+                group.leader_id = doc.get("leader")
+                for md in doc.get("members", []):
+                    m = ClassicMember.from_json(md, group.protocol_type)
+                    group.members[m.member_id] = m
+                    if m.instance_id is not None:
+                        group.static_members[m.instance_id] = m.member_id
+                group.state = STABLE if group.members else EMPTY
+                if group.leader_id not in group.members:
+                    group.leader_id = next(iter(group.members), None)
+                self.groups[gid] = group
+                for m in group.members.values():
+                    self._schedule_heartbeat(group, m)
+        for gid in self.offsets.groups():
+            if gid not in self.groups:
+                self.groups[gid] = ClassicGroup(gid, now)
+        log.info("loaded %d groups and %d committed offsets from %d records of %s", len(self.groups),
+                 self.offsets.count(), n, TOPIC)
+        self._maybe_compact()
+
+    def _write(self, records) -> None:
+        if self.log is None or not records:
+            return
+        self.log.append(records)
+        self._maybe_compact()
+
+    def _live_records(self):
+        out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
+        for gid, group in self.groups.items():
+            if group.kind == "consumer" or group.members or group.generation_id:
+                out.append((group_key(gid), encode_value(group.to_json())))
+        return out
+
+    def _maybe_compact(self) -> None:
+        if self.log is None:
+            return
+        threshold = self.config.compact_after_records
+        if self.log.records_written < threshold:
+            return
+        live = self._live_records()
+        if self.log.records_written > len(live) + threshold // 2:
+            self.log.compact(live)
+
+    def persist_group(self, group) -> None:
+        self._write([(group_key(group.group_id), encode_value(group.to_json()))])
+
+    def _drop_group(self, group) -> None:
+        """Forget a group's membership state (its offsets stay)."""
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        self._write([(group_key(group.group_id), None)])
+
+    def _maybe_forget_group(self, group) -> None:
+        pass  # empty groups stay listed (as Kafka's do until their offsets expire)
+
+    def connection_closed(self, conn) -> None:
+        pass  # group membership outlives connections (sessions time out instead)
+
+    # -- OffsetCommit -------------------------------------------------------------------------
+    def _commit_error(self, group_id, generation, member_id, instance_id, version) -> tuple[int, object]:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation < 0:
+                group = ClassicGroup(group_id, self.scheduler.now_ms())  # a "simple" group of manual commits
+                self.groups[group_id] = group
+                return 0, group
+            return (errors.GROUP_ID_NOT_FOUND if version >= 9 else errors.ILLEGAL_GENERATION), None
+        if group.kind == "consumer":
+            if generation < 0 and not group.members:
+                return 0, group
+            member = group.members.get(member_id)
+            if member is None:
+                return errors.UNKNOWN_MEMBER_ID, group
+            if version < 9:
+                return errors.UNSUPPORTED_VERSION, group
+            if generation > member.member_epoch:
+                return errors.FENCED_MEMBER_EPOCH, group
+            if generation < member.member_epoch:
+                return errors.STALE_MEMBER_EPOCH, group
+            return 0, group
+        if group.state == "Dead":
+            return errors.COORDINATOR_NOT_AVAILABLE, group
+        if generation < 0 and group.state == EMPTY:
+            return 0, group
+        if generation >= 0 or member_id or instance_id is not None:
+            err = self._validate_member(group, member_id, instance_id)
+            if err:
+                return err, group
+            if generation != group.generation_id:
+                return errors.ILLEGAL_GENERATION, group
+        elif group.state != EMPTY:
+            return errors.UNKNOWN_MEMBER_ID, group
+        if group.state == "CompletingRebalance":
+            return errors.REBALANCE_IN_PROGRESS, group
+        if group.state == STABLE and member_id in group.members:
+            self._schedule_heartbeat(group, group.members[member_id])  # a commit counts as a heartbeat
+        return 0, group
+
+    def offset_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
+                      version: int, partitions: list[CommitPartition]) -> list[int]:
+        """Per-partition error codes, in the order given."""
+        if not group_id:
+            return [errors.INVALID_GROUP_ID] * len(partitions)
+        err, group = self._commit_error(group_id, generation, member_id, instance_id, version)
+        if err:
+            return [err] * len(partitions)
+        now = self.scheduler.now_ms()
+        out, records = [], []
+        for cp in partitions:
+            if not self._partition_exists(cp.topic, cp.partition):
+                out.append(errors.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            metadata = cp.metadata if cp.metadata is not None else ""
+            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                out.append(errors.OFFSET_METADATA_TOO_LARGE)
+                continue
+            entry = OffsetEntry(cp.offset, cp.leader_epoch, metadata, now)
+            self.offsets.put(group_id, cp.topic, cp.partition, entry)
+            records.append((offset_key(group_id, cp.topic, cp.partition), encode_value(entry.to_json())))
+            out.append(0)
+        self._write(records)
+        return out
+
+    # -- OffsetFetch --------------------------------------------------------------------------
+    def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
+                     member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False):
+        """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])."""
+        group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer" and not (member_id is None and member_epoch < 0):
+            member = group.members.get(member_id or "")
+            if member is None:
+                return errors.UNKNOWN_MEMBER_ID, []
+            if member_epoch != member.member_epoch:
+                return errors.STALE_MEMBER_EPOCH, []
+        committed = self.offsets.group(group_id)
+        pending = self.pending_txn_offsets
+        out = []
+        if topics is None:
+            by_topic: dict[str, list] = {}
+            for (t, p), e in committed.items():
+                by_topic.setdefault(t, []).append((p, e.offset, e.leader_epoch, e.metadata, 0))
+            return 0, sorted(by_topic.items())
+        for topic, parts in topics:
+            rows = []
+            for p in parts:
+                if require_stable and pending is not None and pending(group_id, topic, p):
+                    rows.append((p, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT))
+                    continue
+                e = committed.get((topic, p))
+                if e is None:
+                    rows.append((p, -1, -1, "", 0))
+                else:
+                    rows.append((p, e.offset, e.leader_epoch, e.metadata, 0))
+            out.append((topic, rows))
+        return 0, out
+
+    # -- OffsetDelete -------------------------------------------------------------------------
+    def offset_delete(self, group_id: str, topics: list[tuple[str, list[int]]]):
+        """(group error, [(topic, [(partition, error)])])."""
+        group = self.groups.get(group_id)
+        if group is None or getattr(group, "state", None) == "Dead":
+            return errors.GROUP_ID_NOT_FOUND, []
+        if group.kind == "classic":
+            if group.members and group.protocol_type not in (None, "", "consumer"):
+                return errors.NON_EMPTY_GROUP, []
+            subscribed = group.subscribed_topics() if group.members else set()
+            subscribed = subscribed or set()
+        else:
+            subscribed = group.subscribed_topics(self.topics())
+        out, records = [], []
+        for topic, parts in topics:
+            rows = []
+            for p in parts:
+                if topic in subscribed:
+                    rows.append((p, errors.GROUP_SUBSCRIBED_TO_TOPIC))
+                    continue
+                if self.offsets.delete(group_id, topic, p):
+                    records.append((offset_key(group_id, topic, p), None))
+                rows.append((p, 0))
+            out.append((topic, rows))
+        self._write(records)
+        return 0, out
+
+    # -- ListGroups / DescribeGroups / DeleteGroups ----------------------------------------------------
+    def list_groups(self, states: list[str] | None = None, types: list[str] | None = None):
+        """[(group_id, protocol_type, state, type)]."""
+        states_l = {s.lower() for s in states} if states else None
+        types_l = {t.lower() for t in types} if types else None
+        out = []
+        for gid, g in sorted(self.groups.items()):
+            state = g.state
+            if states_l is not None and state.lower() not in states_l:
+                continue
+            if types_l is not None and g.type_name not in types_l:
+                continue
+            out.append((gid, g.protocol_type or "", state, g.type_name))
+        return out
+
+    def delete_groups(self, group_ids: list[str]) -> list[int]:
+        out = []
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None:
+                out.append(errors.GROUP_ID_NOT_FOUND if not self.offsets.has_group(gid) else 0)
+                if self.offsets.has_group(gid):
+                    self._delete_offsets(gid)
+                continue
+            if not group.is_empty():
+                out.append(errors.NON_EMPTY_GROUP)
+                continue
+            if group.kind == "classic":
+                group.state = "Dead"
+                if group.join_timer is not None:
+                    group.join_timer.cancel()
+                for timer in group.pending_members.values():
+                    timer.cancel()
+            del self.groups[gid]
+            self._delete_offsets(gid)
+            self._write([(group_key(gid), None)])
+            log.info("group %s deleted", gid)
+            out.append(0)
+        return out
+
+    def _delete_offsets(self, gid: str) -> None:
+        self._write([(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])

@@ -1,0 +1,388 @@
+"""The group coordinator as a state machine: method calls, a fake clock, no sockets."""
+from __future__ import annotations
+
+import pytest
+
+from kafkawire.broker.groups import CommitPartition, FakeScheduler, GroupConfig, GroupCoordinator
+from kafkawire.broker.storage.memory import MemoryStorage
+from kafkawire.protocol import errors
+
+PROTO = [("range", b"meta-r"), ("roundrobin", b"meta-rr")]
+
+
+class Call:
+    def __init__(self):
+        self.results = []
+
+    def __call__(self, result):
+        self.results.append(result)
+
+    @property
+    def done(self):
+        return bool(self.results)
+
+    @property
+    def result(self):
+        assert len(self.results) == 1, self.results
+        return self.results[0]
+
+
+@pytest.fixture
+def env():
+    storage = MemoryStorage()
+    storage.create_topic("t", 6)
+    clock = FakeScheduler()
+    cfg = GroupConfig(initial_rebalance_delay_ms=100, min_session_timeout_ms=1000,
+                      consumer_heartbeat_interval_ms=500, consumer_session_timeout_ms=3000)
+    coord = GroupCoordinator(storage, cfg, clock)
+    coord.load()
+    return coord, clock, storage
+
+
+def join(coord, member_id="", group="g", protocols=PROTO, instance=None, session=6000, rebalance=10000,
+         version=9, client="c"):
+    call = Call()
+    coord.join_group(group, member_id, instance, "consumer", protocols, session, rebalance, client, "/127.0.0.1",
+                     call, require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+    return call
+
+
+def join_new(coord, clock, **kw):
+    first = join(coord, **kw)
+    if kw.get("instance") is None:
+        assert first.result.error == errors.MEMBER_ID_REQUIRED
+        return join(coord, member_id=first.result.member_id, **kw)
+    return first
+
+
+def sync(coord, member_id, generation, assignments=(), group="g"):
+    call = Call()
+    coord.sync_group(group, generation, member_id, None, "consumer", "range", list(assignments), call)
+    return call
+
+
+def test_member_id_required_then_initial_delay_then_stable(env):
+    coord, clock, _ = env
+    a = join_new(coord, clock)
+    assert not a.done  # waits for the initial rebalance delay
+    b = join_new(coord, clock)
+    clock.advance(99)
+    assert not a.done and not b.done
+    clock.advance(200)
+    ra, rb = a.result, b.result
+    assert ra.error == rb.error == 0
+    assert ra.generation_id == rb.generation_id == 1
+    assert ra.leader == rb.leader == ra.member_id
+    assert ra.protocol_name == "range"
+    assert sorted(m[0] for m in ra.members) == sorted([ra.member_id, rb.member_id])
+    assert all(m[2] == b"meta-r" for m in ra.members)
+    assert rb.members == []
+    sb = sync(coord, rb.member_id, 1)
+    assert not sb.done
+    sa = sync(coord, ra.member_id, 1, [(ra.member_id, b"A"), (rb.member_id, b"B")])
+    assert sa.result.error == 0 and sa.result.assignment == b"A"
+    assert sb.result.error == 0 and sb.result.assignment == b"B"
+    assert coord.groups["g"].state == "Stable"
+    assert coord.heartbeat("g", 1, rb.member_id, None) == 0
+    assert coord.heartbeat("g", 0, rb.member_id, None) == errors.ILLEGAL_GENERATION
+    assert coord.heartbeat("g", 1, "nobody", None) == errors.UNKNOWN_MEMBER_ID
+
+
+def _stable_pair(coord, clock):
+    a = join_new(coord, clock)
+    b = join_new(coord, clock)
+    clock.advance(200)
+    ra, rb = a.result, b.result
+    sb = sync(coord, rb.member_id, 1)
+    sync(coord, ra.member_id, 1, [(ra.member_id, b"A"), (rb.member_id, b"B")])
+    assert sb.result.error == 0
+    return ra.member_id, rb.member_id
+
+
+def test_second_member_joining_during_rebalance_is_not_unknown(env):
+    coord, clock, _ = env
+    a = join_new(coord, clock)
+    clock.advance(200)
+    ida = a.result.member_id
+    sync(coord, ida, 1, [(ida, b"A")])
+    # a new member arrives: the group rebalances; the old member learns it from its heartbeat
+    b = join_new(coord, clock)
+    assert coord.groups["g"].state == "PreparingRebalance"
+    assert coord.heartbeat("g", 1, ida, None) == errors.REBALANCE_IN_PROGRESS
+    # a third member joins while the rebalance is in progress
+    c = join_new(coord, clock)
+    assert c.results == [] and b.results == []
+    a2 = join(coord, member_id=ida)
+    for call in (a2, b, c):
+        assert call.result.error == 0 and call.result.generation_id == 2
+    assert len(a2.result.members) == 3
+
+
+def test_session_timeout_removes_member_and_rebalances(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    for _ in range(2):
+        clock.advance(2000)
+        assert coord.heartbeat("g", 1, ida, None) == 0
+    assert idb in coord.groups["g"].members
+    clock.advance(2100)
+    # b stopped heartbeating: after 6 s it is gone and a must rejoin
+    assert idb not in coord.groups["g"].members
+    assert coord.heartbeat("g", 1, ida, None) == errors.REBALANCE_IN_PROGRESS
+    a2 = join(coord, member_id=ida)
+    assert a2.result.error == 0 and a2.result.generation_id == 2 and len(a2.result.members) == 1
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    c = join_new(coord, clock)  # triggers a rebalance, b never rejoins (but keeps heartbeating)
+    a2 = join(coord, member_id=ida)
+    for _ in range(6):
+        clock.advance(1900)
+        coord.heartbeat("g", 1, idb, None)
+    assert a2.result.error == 0 and c.result.error == 0
+    assert a2.result.generation_id == 2
+    assert idb not in coord.groups["g"].members
+    assert coord.heartbeat("g", 1, idb, None) == errors.UNKNOWN_MEMBER_ID
+
+
+def test_leave_group_batched_and_empty(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    top, per = coord.leave_group("g", [(idb, None), ("ghost", None)])
+    assert top == 0 and per == [0, errors.UNKNOWN_MEMBER_ID]
+    a2 = join(coord, member_id=ida)
+    assert a2.result.error == 0 and a2.result.generation_id == 2
+    assert coord.leave_group("g", [(ida, None)]) == (0, [0])
+    assert coord.groups["g"].state == "Empty"
+    assert coord.leave_group("nogroup", [(ida, None)])[0] == errors.UNKNOWN_MEMBER_ID
+
+
+def test_protocol_selection_and_inconsistent_protocol(env):
+    coord, clock, _ = env
+    a = join_new(coord, clock, protocols=[("roundrobin", b"x"), ("range", b"y")])
+    b = join_new(coord, clock, protocols=[("range", b"y"), ("roundrobin", b"x")])
+    c = join_new(coord, clock, protocols=[("range", b"y")])
+    clock.advance(200)
+    assert a.result.protocol_name == "range"  # the only protocol all support
+    bad = join(coord, protocols=[("sticky", b"z")])
+    assert bad.result.error == errors.INCONSISTENT_GROUP_PROTOCOL
+    other_type = Call()
+    coord.join_group("g", "", None, "connect", [("range", b"")], 6000, 6000, "c", "h", other_type)
+    assert other_type.result.error == errors.INCONSISTENT_GROUP_PROTOCOL
+    del b, c
+
+
+def test_invalid_session_timeout_and_group_id(env):
+    coord, clock, _ = env
+    assert join(coord, session=10).result.error == errors.INVALID_SESSION_TIMEOUT
+    assert join(coord, group="").result.error == errors.INVALID_GROUP_ID
+
+
+def test_sync_errors(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    assert sync(coord, ida, 7).result.error == errors.ILLEGAL_GENERATION
+    assert sync(coord, "ghost", 1).result.error == errors.UNKNOWN_MEMBER_ID
+    assert sync(coord, ida, 1, group="nope").result.error == errors.UNKNOWN_MEMBER_ID
+    # Stable: a repeated SyncGroup gets the member's assignment again
+    assert sync(coord, idb, 1).result.assignment == b"B"
+    join_new(coord, clock)
+    assert sync(coord, ida, 1).result.error == errors.REBALANCE_IN_PROGRESS
+
+
+def test_static_membership_replaces_and_fences(env):
+    coord, clock, _ = env
+    a = join(coord, instance="i-a")
+    assert not a.done  # static members skip MEMBER_ID_REQUIRED
+    clock.advance(200)
+    ida = a.result.member_id
+    assert ida.startswith("i-a-")
+    sync(coord, ida, 1, [(ida, b"A")])
+    # the same instance restarts: new member id, same generation and assignment, no rebalance
+    a2 = join(coord, instance="i-a")
+    r = a2.result
+    assert r.error == 0 and r.member_id != ida and r.generation_id == 1
+    assert coord.groups["g"].state == "Stable"
+    assert coord.heartbeat("g", 1, ida, "i-a") == errors.FENCED_INSTANCE_ID
+    assert coord.heartbeat("g", 1, r.member_id, "i-a") == 0
+    assert sync(coord, r.member_id, 1).result.assignment == b"A"
+    top, per = coord.leave_group("g", [(ida, "i-a")])
+    assert per == [errors.FENCED_INSTANCE_ID]
+    assert coord.leave_group("g", [("", "i-a")]) == (0, [0])
+
+
+def test_pending_member_that_never_returns_does_not_block_rebalance(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    first = join(coord)
+    assert first.result.error == errors.MEMBER_ID_REQUIRED
+    a2 = join(coord, member_id=ida)  # a rejoins (e.g. changed metadata): rebalance
+    b2 = join(coord, member_id=idb)
+    clock.advance(6001)  # the pending member expires
+    assert a2.result.error == 0 and b2.result.error == 0
+
+
+def test_sync_timeout_removes_members_that_never_sync(env):
+    coord, clock, _ = env
+    a = join_new(coord, clock)
+    b = join_new(coord, clock)
+    clock.advance(200)
+    ra, rb = a.result, b.result
+    sync(coord, ra.member_id, 1, [(ra.member_id, b"A"), (rb.member_id, b"B")])
+    for _ in range(6):
+        clock.advance(1900)
+        coord.heartbeat("g", 1, ra.member_id, None)
+    assert rb.member_id not in coord.groups["g"].members
+
+
+def test_offsets_commit_fetch_and_errors(env):
+    coord, clock, storage = env
+    ida, idb = _stable_pair(coord, clock)
+    res = coord.offset_commit("g", 1, ida, None, 8, [
+        CommitPartition("t", 0, 10, 3, "meta"), CommitPartition("t", 9, 1), CommitPartition("nope", 0, 1),
+        CommitPartition("t", 1, 5, -1, "x" * 4097), CommitPartition("t", 2, 7, -1, None)])
+    assert res == [0, errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_OR_PARTITION,
+                   errors.OFFSET_METADATA_TOO_LARGE, 0]
+    assert coord.offset_commit("g", 0, ida, None, 8, [CommitPartition("t", 0, 1)]) == [errors.ILLEGAL_GENERATION]
+    assert coord.offset_commit("g", 1, "ghost", None, 8, [CommitPartition("t", 0, 1)]) == [
+        errors.UNKNOWN_MEMBER_ID]
+    assert coord.offset_commit("g", -1, "", None, 8, [CommitPartition("t", 0, 1)]) == [errors.UNKNOWN_MEMBER_ID]
+    assert coord.offset_commit("new", 3, "m", None, 8, [CommitPartition("t", 0, 1)]) == [errors.ILLEGAL_GENERATION]
+    assert coord.offset_commit("new", 3, "m", None, 9, [CommitPartition("t", 0, 1)]) == [errors.GROUP_ID_NOT_FOUND]
+    assert coord.offset_commit("simple", -1, "", None, 8, [CommitPartition("t", 3, 42)]) == [0]
+    err, topics = coord.offset_fetch("g", [("t", [0, 1, 2])])
+    assert err == 0 and topics == [("t", [(0, 10, 3, "meta", 0), (1, -1, -1, "", 0), (2, 7, -1, "", 0)])]
+    assert coord.offset_fetch("g", None)[1] == [("t", [(0, 10, 3, "meta", 0), (2, 7, -1, "", 0)])]
+    assert coord.offset_fetch("unknown", [("t", [0])]) == (0, [("t", [(0, -1, -1, "", 0)])])
+    # offsets and group state survive a restart (a new coordinator replaying the same storage)
+    coord2 = GroupCoordinator(storage, coord.config, FakeScheduler())
+    coord2.load()
+    assert coord2.offset_fetch("g", None) == coord.offset_fetch("g", None)
+    assert coord2.offset_fetch("simple", [("t", [3])])[1] == [("t", [(3, 42, -1, "", 0)])]
+    g2 = coord2.groups["g"]
+    assert g2.state == "Stable" and g2.generation_id == 1 and set(g2.members) == {ida, idb}
+    assert coord2.heartbeat("g", 1, ida, None) == 0
+
+
+def test_list_describe_delete(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    coord.offset_commit("simple", -1, "", None, 8, [CommitPartition("t", 0, 1)])
+    assert coord.list_groups() == [("g", "consumer", "Stable", "classic"), ("simple", "", "Empty", "classic")]
+    assert coord.list_groups(states=["empty"]) == [("simple", "", "Empty", "classic")]
+    assert coord.list_groups(types=["consumer"]) == []
+    assert coord.delete_groups(["g", "simple", "nope"]) == [errors.NON_EMPTY_GROUP, 0, errors.GROUP_ID_NOT_FOUND]
+    assert coord.offset_fetch("simple", None) == (0, [])
+    err, rows = coord.offset_delete("g", [("t", [0])])
+    assert err == 0 and rows == [("t", [(0, 0)])]
+    assert coord.offset_delete("nope", [("t", [0])])[0] == errors.GROUP_ID_NOT_FOUND
+
+
+def test_compaction_keeps_state(env):
+    coord, clock, storage = env
+    coord.config.compact_after_records = 100
+    for i in range(500):
+        coord.offset_commit("simple", -1, "", None, 8, [CommitPartition("t", i % 3, i)])
+    plog = storage.partition("__consumer_offsets", 0)
+    assert plog.log_start_offset > 0
+    coord2 = GroupCoordinator(storage, coord.config, FakeScheduler())
+    coord2.load()
+    assert coord2.offset_fetch("simple", None) == coord.offset_fetch("simple", None)
+
+
+# -- KIP-848 ------------------------------------------------------------------------------------------
+
+
+class TP:
+    def __init__(self, topic_id, partitions):
+        self.topic_id, self.partitions = topic_id, partitions
+
+
+def hb(coord, member_id, epoch, owned=None, topics=("t",), version=1, assignor=None):
+    owned_tps = None
+    if owned is not None:
+        by = {}
+        for tid, p in owned:
+            by.setdefault(tid, []).append(p)
+        owned_tps = [TP(t, ps) for t, ps in by.items()]
+    return coord.consumer_heartbeat(
+        version=version, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=list(topics) if epoch == 0 else None,
+        subscribed_topic_regex=None, server_assignor=assignor, topic_partitions=owned_tps)
+
+
+def flat(assignment):
+    return {(t, p) for t, ps in assignment for p in ps}
+
+
+def test_consumer_protocol_revoke_before_assign(env):
+    coord, clock, storage = env
+    r1 = hb(coord, "m1", 0)
+    assert r1.error == 0 and r1.member_epoch == 1 and len(flat(r1.assignment)) == 6
+    a1 = flat(r1.assignment)
+    assert hb(coord, "m1", 1, owned=a1).assignment is None
+    r2 = hb(coord, "m2", 0)
+    assert r2.error == 0 and r2.member_epoch == 2  # at the new epoch, but nothing free yet: m1 owns everything
+    assert flat(r2.assignment) == set()
+    assert coord.groups["cg"].state == "Reconciling"
+    # m1 is asked to give up 3 partitions, keeping its epoch until it reports the revocation
+    r1 = hb(coord, "m1", 1, owned=a1)
+    kept = flat(r1.assignment)
+    assert len(kept) == 3 and r1.member_epoch == 1
+    r1 = hb(coord, "m1", 1, owned=kept)
+    assert r1.member_epoch == 2
+    r2 = hb(coord, "m2", 2, owned=set())
+    got = flat(r2.assignment)
+    assert len(got) == 3 and not (got & kept)
+    hb(coord, "m2", r2.member_epoch, owned=got)
+    assert coord.groups["cg"].state == "Stable"
+    # fencing and unknown members
+    assert hb(coord, "m1", 9, owned=kept).error == errors.FENCED_MEMBER_EPOCH
+    assert hb(coord, "zz", 3, owned=set()).error == errors.UNKNOWN_MEMBER_ID
+    assert hb(coord, "", 0).error == errors.INVALID_REQUEST
+    assert hb(coord, "m3", 0, assignor="nope").error == errors.UNSUPPORTED_ASSIGNOR
+    # m2 leaves; m1 gets everything back
+    assert hb(coord, "m2", -1).member_epoch == -1
+    r1 = hb(coord, "m1", r1.member_epoch, owned=kept)
+    assert len(flat(r1.assignment)) == 6
+    # commits are checked against member epochs
+    assert coord.offset_commit("cg", r1.member_epoch, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [0]
+    assert coord.offset_commit("cg", 1, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [errors.STALE_MEMBER_EPOCH]
+    assert coord.offset_commit("cg", 99, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [
+        errors.FENCED_MEMBER_EPOCH]
+    assert coord.offset_fetch("cg", [("t", [0])], member_id="m1", member_epoch=1)[0] == errors.STALE_MEMBER_EPOCH
+    # a silent member is removed after the session timeout
+    clock.advance(3001)
+    assert coord.groups["cg"].state == "Empty"
+    assert coord.list_groups(types=["consumer"]) == [("cg", "consumer", "Empty", "consumer")]
+
+
+def test_consumer_group_survives_restart(env):
+    coord, clock, storage = env
+    r1 = hb(coord, "m1", 0)
+    coord2 = GroupCoordinator(storage, coord.config, FakeScheduler())
+    coord2.load()
+    g = coord2.groups["cg"]
+    assert g.members["m1"].member_epoch == r1.member_epoch
+    r = hb(coord2, "m1", r1.member_epoch, owned=flat(r1.assignment))
+    assert r.error == 0
+
+
+def test_assignors_balanced_and_sticky():
+    import uuid
+
+    from kafkawire.broker.groups.assignors import range_, uniform
+    t1, t2 = uuid.uuid4(), uuid.uuid4()
+    members = {f"m{i}": {t1, t2} for i in range(3)}
+    a = uniform(members, {t1: 6, t2: 4}, {})
+    assert sorted(len(v) for v in a.values()) == [3, 3, 4]
+    assert set().union(*a.values()) == {(t1, p) for p in range(6)} | {(t2, p) for p in range(4)}
+    members["m3"] = {t1, t2}
+    b = uniform(members, {t1: 6, t2: 4}, a)
+    assert sorted(len(v) for v in b.values()) == [2, 2, 3, 3]
+    moved = sum(len(a[m] - b[m]) for m in a)
+    assert moved <= 3
+    r = range_({"a": {t1}, "b": {t1}}, {t1: 5}, {})
+    assert r["a"] == {(t1, p) for p in range(3)} and r["b"] == {(t1, 3), (t1, 4)}
