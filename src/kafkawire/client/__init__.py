@@ -1,0 +1,45 @@
+"""kafkawire.client: a Kafka client in Python, for kafkawire's broker and real Kafka alike.
+
+Synchronous API (the async core runs on a private event loop in a daemon
+thread; see ``kafkawire.client.sync``)::
+
+    from kafkawire.client import Producer, Consumer, Admin, NewTopic
+
+    with Admin("127.0.0.1:9092") as admin:
+        admin.create_topics([NewTopic("events", num_partitions=3)])
+    with Producer("127.0.0.1:9092", compression="zstd") as p:
+        p.produce("events", b"value", key=b"k", headers=[("h", b"v")])
+        p.flush()
+    with Consumer("127.0.0.1:9092") as c:
+        c.assign([("events", 0)], offset="earliest")
+        records = c.poll(timeout=1.0)          # [ConsumerRecord]
+        batches = c.poll_arrow(timeout=1.0)    # [pyarrow.RecordBatch], no per-record objects
+
+asyncio API: ``AsyncProducer``, ``AsyncConsumer``, ``AsyncAdmin`` (same
+options, ``await``-able methods). Errors a broker returns are raised as
+``kafkawire.protocol.KafkaError`` (``.name``, ``.code``, ``.retriable``).
+
+Modules: ``connection`` (one broker connection: framing, correlation ids,
+pipelining, ApiVersions negotiation, timeouts), ``cluster`` (bootstrap,
+metadata cache, leaders), ``retry`` (backoff), ``partitioner`` (Java's
+murmur2), ``producer``, ``consumer``, ``arrow`` (Arrow decoding), ``offsets``
+(ListOffsets), ``admin``, ``sync``.
+"""
+from __future__ import annotations
+
+from ..protocol import KafkaError
+from .admin import AsyncAdmin, NewTopic
+from .cluster import Cluster
+from .connection import Connection, ConnectionClosed, RequestTimeout
+from .consumer import AsyncConsumer, ConsumerRecord
+from .offsets import EARLIEST, LATEST, OffsetAndTimestamp
+from .partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
+from .producer import AsyncProducer, RecordMetadata
+from .sync import Admin, Consumer, LoopThread, Producer
+
+__all__ = [
+    "Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Cluster", "Connection", "ConnectionClosed",
+    "Consumer", "ConsumerRecord", "DefaultPartitioner", "EARLIEST", "KafkaError", "LATEST", "LoopThread",
+    "NewTopic", "OffsetAndTimestamp", "Producer", "RecordMetadata", "RequestTimeout", "RoundRobinPartitioner",
+    "murmur2", "partition_for_key",
+]

@@ -173,6 +173,7 @@ class Connection:
         for fut, _, _ in pending.values():
             if not fut.done():
                 fut.set_exception(exc if isinstance(exc, Exception) else ConnectionClosed(str(exc)))
+                fut.exception()  # retrieved: a request whose waiter is gone must not log a warning
 
     # -- requests --------------------------------------------------------------
 

@@ -1,0 +1,101 @@
+"""Client benchmarks: the consumer's Arrow decode path (records/s), offline and end to end.
+
+    python benchmarks/bench_client.py                       # decode only, no broker
+    python benchmarks/bench_client.py --bootstrap HOST:PORT # also produce + consume through a broker
+
+The decode benchmark builds v2 batches of 100-byte values (as the Spark
+target: >= 1M records/s) with the records module and times
+``ArrowColumns.add_batch`` + ``to_batch``, per codec.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from kafkawire.client.arrow import ArrowColumns
+from kafkawire.protocol.records import RecordBatch, build_batch, iter_batches
+
+
+def make_batches(n_records: int, per_batch: int, value_size: int, codec: str, keyed: bool) -> bytes:
+    value = os.urandom(value_size)
+    out = []
+    ts = 1_700_000_000_000
+    offset = 0
+    while offset < n_records:
+        k = min(per_batch, n_records - offset)
+        recs = [((b"key-%d" % (offset + i)) if keyed else None, value, None, ts + i) for i in range(k)]
+        out.append(build_batch(recs, compression=codec, base_offset=offset))
+        offset += k
+    return b"".join(out)
+
+
+def bench_decode(n: int, value_size: int, codec: str, keyed: bool) -> float:
+    buf = make_batches(n, 2000, value_size, codec, keyed)
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        cols = ArrowColumns("bench", 0)
+        for batch in iter_batches(buf):
+            cols.add_batch(batch)
+        rb = cols.to_batch()
+        dt = time.perf_counter() - t0
+        assert rb.num_rows == n
+        best = max(best, n / dt)
+    return best
+
+
+def bench_records(n: int, value_size: int) -> float:
+    buf = make_batches(n, 2000, value_size, "none", False)
+    t0 = time.perf_counter()
+    count = 0
+    for batch in iter_batches(buf):
+        for _ in batch.records():
+            count += 1
+    return count / (time.perf_counter() - t0)
+
+
+def bench_broker(bootstrap: str, n: int, value_size: int) -> None:
+    from kafkawire.client import Admin, Consumer, Producer
+
+    topic = f"bench-{os.getpid()}-{int(time.time())}"
+    with Admin(bootstrap) as admin:
+        admin.create_topics([topic])
+    value = os.urandom(value_size)
+    with Producer(bootstrap, linger_ms=20) as producer:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            producer.produce(topic, value)
+        producer.flush()
+        print(f"produce:               {n / (time.perf_counter() - t0):>12,.0f} records/s")
+    with Consumer(bootstrap) as consumer:
+        consumer.assign([(topic, 0)], offset="earliest")
+        t0 = time.perf_counter()
+        got = 0
+        deadline = time.monotonic() + 120
+        while got < n and time.monotonic() < deadline:
+            for rb in consumer.poll_arrow(timeout=1.0):
+                got += rb.num_rows
+        print(f"consume (arrow):       {got / (time.perf_counter() - t0):>12,.0f} records/s")
+    with Admin(bootstrap) as admin:
+        admin.delete_topics([topic])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--bootstrap")
+    args = ap.parse_args()
+    for codec in ("none", "lz4", "zstd", "snappy", "gzip"):
+        rate = bench_decode(args.records, args.value_size, codec, keyed=False)
+        print(f"arrow decode {codec:<7}  {rate:>12,.0f} records/s  ({args.value_size}-byte values, null keys)")
+    rate = bench_decode(args.records, args.value_size, "none", keyed=True)
+    print(f"arrow decode keyed    {rate:>12,.0f} records/s")
+    print(f"records path (none)   {bench_records(args.records, args.value_size):>12,.0f} records/s")
+    if args.bootstrap:
+        bench_broker(args.bootstrap, args.records, args.value_size)
+
+
+if __name__ == "__main__":
+    main()

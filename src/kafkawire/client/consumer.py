@@ -1,0 +1,535 @@
+"""The consumer (asyncio core) for assigned partitions: no group membership, positions are the caller's.
+
+``assign()`` partitions with a starting point ("earliest", "latest", an
+offset, or a timestamp via ``seek_to_timestamp``); positions that are not an
+offset yet are resolved with ListOffsets. A background fetcher sends one
+Fetch per leader for all of its partitions and keeps up to
+``max_buffered_bytes`` of fetched (still encoded) batches ahead of the
+reader: the next fetch goes out while the caller decodes the previous one.
+Positions advance at fetch time by reading batch headers only.
+
+Two ways to read what was fetched:
+
+* ``getmany()`` -> ``{(topic, partition): [ConsumerRecord, ...]}`` (one
+  Python object per record);
+* ``poll_arrow()`` -> ``[pyarrow.RecordBatch]`` (one per partition), decoded
+  straight into Arrow columns by ``kafkawire.client.arrow`` with no
+  per-record Python objects: the path the Spark data source uses.
+
+Transactions: with ``isolation_level=READ_COMMITTED`` the fetch stops at the
+last stable offset and records of aborted transactions are dropped (the
+Fetch response's aborted-transaction list, ended by the abort markers).
+Control batches are never returned.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import NamedTuple
+
+from ..protocol import KafkaError
+from ..protocol import errors as kerrors
+from ..protocol.messages import message_class
+from ..protocol.records import CorruptRecordError, iter_batches
+from .cluster import STALE_METADATA, ZERO_UUID, Cluster
+from .connection import ConnectionClosed, RequestTimeout
+from .offsets import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offsets, offset_spec
+from .retry import Backoff
+
+FETCH = 1
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: int    # 0 create time, 1 log append time
+    key: bytes | None
+    value: bytes | None
+    headers: list          # [(str, bytes | None)]
+
+
+class _Chunk(NamedTuple):
+    """Fetched, still-encoded data of one partition."""
+    tp: tuple[str, int]
+    epoch: int                 # the partition's seek epoch when fetched: a seek drops older chunks
+    data: memoryview           # complete batches only
+    min_offset: int            # records before it are dropped (a fetch inside a batch)
+    aborted: list | None       # [(producer_id, first_offset)] for READ_COMMITTED
+    high_watermark: int
+
+
+class _PartitionState:
+    __slots__ = ("position", "pending", "epoch", "high_watermark", "last_stable_offset", "log_start_offset",
+                 "max_bytes", "paused")
+
+    def __init__(self, pending):
+        self.position: int | None = None
+        self.pending = pending      # an offset spec to resolve with ListOffsets, or None
+        self.epoch = 0
+        self.high_watermark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        self.max_bytes = 0
+        self.paused = False
+
+
+class AsyncConsumer:
+    """``async with AsyncConsumer(bootstrap) as c: c.assign([("t", 0)], offset="earliest"); await c.getmany()``."""
+
+    def __init__(self, bootstrap="127.0.0.1:9092", *, auto_offset_reset: str = "latest",
+                 isolation_level: int | str = READ_UNCOMMITTED, fetch_max_wait_ms: int = 500,
+                 fetch_min_bytes: int = 1, fetch_max_bytes: int = 64 << 20,
+                 max_partition_fetch_bytes: int = 8 << 20, max_buffered_bytes: int = 64 << 20,
+                 check_crcs: bool = False, request_timeout: float = 30.0, client_id: str = "kafkawire-consumer",
+                 backoff: Backoff | None = None, cluster: Cluster | None = None, **cluster_options):
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError("auto_offset_reset is 'earliest', 'latest' or 'none'")
+        self.auto_offset_reset = auto_offset_reset
+        if isinstance(isolation_level, str):
+            isolation_level = READ_COMMITTED if isolation_level.replace("-", "_") == "read_committed" \
+                else READ_UNCOMMITTED
+        self.isolation_level = isolation_level
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.max_buffered_bytes = max_buffered_bytes
+        self.check_crcs = check_crcs
+        self.backoff = backoff or Backoff()
+        self._own_cluster = cluster is None
+        self.cluster = cluster or Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout,
+                                          backoff=self.backoff, **cluster_options)
+        self._parts: dict[tuple[str, int], _PartitionState] = {}
+        self._chunks: deque[_Chunk] = deque()
+        self._buffered = 0
+        self._fetcher: asyncio.Task | None = None
+        self._data: asyncio.Event | None = None
+        self._room: asyncio.Event | None = None
+        self._changed: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._fetch_attempt = 0
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    # -- assignment and positions --------------------------------------------------------
+
+    def assign(self, partitions, offset=None) -> None:
+        """Consume these partitions: ``[(topic, partition)]`` or ``{(topic, partition): start}``.
+
+        A start is "earliest", "latest" or an offset; default ``auto_offset_reset``.
+        Replaces the previous assignment (positions of partitions kept are kept).
+        """
+        if isinstance(partitions, dict):
+            wanted = dict(partitions)
+        else:
+            wanted = {tuple(tp): offset for tp in partitions}
+        new = {}
+        for tp, start in wanted.items():
+            tp = (tp[0], int(tp[1]))
+            state = self._parts.get(tp)
+            if state is None or start is not None:
+                state = _PartitionState(None)
+                self._set_start(state, start if start is not None else self.auto_offset_reset)
+            new[tp] = state
+        self._parts = new
+        self._chunks = deque(c for c in self._chunks if c.tp in new)
+        self._recount()
+        self._poke()
+
+    def assignment(self) -> list[tuple[str, int]]:
+        return list(self._parts)
+
+    def _set_start(self, state: _PartitionState, start) -> None:
+        state.epoch += 1
+        if isinstance(start, int) and start >= 0:
+            state.position, state.pending = start, None
+        else:
+            state.position, state.pending = None, offset_spec(start)
+
+    def seek(self, tp, offset) -> None:
+        """Next fetch of ``tp`` starts at ``offset`` (an int, "earliest" or "latest")."""
+        state = self._state(tp)
+        self._set_start(state, offset)
+        self._drop_chunks(tuple(tp))
+
+    def seek_to_beginning(self, *tps) -> None:
+        for tp in tps or list(self._parts):
+            self.seek(tp, "earliest")
+
+    def seek_to_end(self, *tps) -> None:
+        for tp in tps or list(self._parts):
+            self.seek(tp, "latest")
+
+    async def seek_to_timestamp(self, timestamp_ms: int, *tps) -> None:
+        """Each partition to the earliest offset whose timestamp is >= ``timestamp_ms`` (the end if none)."""
+        tps = [tuple(tp) for tp in (tps or list(self._parts))]
+        found = await list_offsets(self.cluster, {tp: int(timestamp_ms) for tp in tps},
+                                   isolation_level=self.isolation_level)
+        for tp in tps:
+            off = found[tp].offset
+            self.seek(tp, off if off >= 0 else "latest")
+
+    async def offsets_for_times(self, timestamps: dict) -> dict:
+        return await list_offsets(self.cluster, {tuple(tp): int(ts) for tp, ts in timestamps.items()},
+                                  isolation_level=self.isolation_level)
+
+    async def beginning_offsets(self, tps) -> dict:
+        found = await list_offsets(self.cluster, {tuple(tp): EARLIEST for tp in tps})
+        return {tp: v.offset for tp, v in found.items()}
+
+    async def end_offsets(self, tps) -> dict:
+        found = await list_offsets(self.cluster, {tuple(tp): LATEST for tp in tps},
+                                   isolation_level=self.isolation_level)
+        return {tp: v.offset for tp, v in found.items()}
+
+    async def position(self, tp) -> int:
+        """The offset of the next record that will be returned for ``tp``."""
+        tp = tuple(tp)
+        state = self._state(tp)
+        for chunk in self._chunks:   # fetched but not yet returned
+            if chunk.tp == tp and chunk.epoch == state.epoch:
+                return chunk.min_offset
+        if state.position is None:
+            await self._resolve([tp])
+        return state.position
+
+    def high_watermark(self, tp) -> int:
+        """The partition's high watermark as of the last fetch (-1 before the first)."""
+        return self._state(tuple(tp)).high_watermark
+
+    def pause(self, *tps) -> None:
+        for tp in tps:
+            self._state(tuple(tp)).paused = True
+
+    def resume(self, *tps) -> None:
+        for tp in tps:
+            self._state(tuple(tp)).paused = False
+        self._poke()
+
+    def _state(self, tp) -> _PartitionState:
+        state = self._parts.get((tp[0], int(tp[1])))
+        if state is None:
+            raise KeyError(f"{tp[0]}-{tp[1]} is not assigned")
+        return state
+
+    def _drop_chunks(self, tp) -> None:
+        self._chunks = deque(c for c in self._chunks if c.tp != tp)
+        self._recount()
+        self._poke()
+
+    def _recount(self):
+        self._buffered = sum(len(c.data) for c in self._chunks)
+        if self._room is not None and self._buffered < self.max_buffered_bytes:
+            self._room.set()
+
+    def _poke(self):
+        if self._changed is not None:
+            self._changed.set()
+
+    async def _resolve(self, tps) -> None:
+        specs = {tp: self._parts[tp].pending for tp in tps if self._parts[tp].pending is not None}
+        if not specs:
+            return
+        epochs = {tp: self._parts[tp].epoch for tp in specs}
+        found = await list_offsets(self.cluster, specs, isolation_level=self.isolation_level)
+        for tp, value in found.items():
+            state = self._parts.get(tp)
+            if state is not None and state.epoch == epochs[tp] and state.pending is not None:
+                state.position, state.pending = value.offset, None
+
+    # -- the fetcher ----------------------------------------------------------------------
+
+    def _start(self):
+        if self._closed:
+            raise RuntimeError("consumer is closed")
+        if self._fetcher is None or self._fetcher.done():
+            self._data = asyncio.Event()
+            self._room = asyncio.Event()
+            self._room.set()
+            self._changed = asyncio.Event()
+            self._fetcher = asyncio.get_running_loop().create_task(self._fetch_loop())
+
+    async def _fetch_loop(self) -> None:
+        while True:
+            try:
+                while self._buffered >= self.max_buffered_bytes:
+                    self._room.clear()
+                    await self._room.wait()
+                active = [tp for tp, s in self._parts.items() if not s.paused]
+                if not active:
+                    self._changed.clear()
+                    await self._changed.wait()
+                    continue
+                pending = [tp for tp in active if self._parts[tp].position is None]
+                if pending:
+                    await self._resolve(pending)
+                by_node: dict[int, list] = {}
+                for tp in active:
+                    state = self._parts.get(tp)
+                    if state is None or state.position is None:
+                        continue
+                    try:
+                        leader = await self.cluster.leader(*tp)
+                    except KafkaError as exc:
+                        if exc.code in STALE_METADATA or exc.retriable:
+                            continue
+                        raise
+                    by_node.setdefault(leader, []).append(tp)
+                if not by_node:
+                    await self._backoff()
+                    continue
+                self._changed.clear()
+                results = await asyncio.gather(*(self._fetch(node, tps) for node, tps in by_node.items()),
+                                               return_exceptions=True)
+                got_any = False
+                for r in results:
+                    if isinstance(r, BaseException):
+                        if isinstance(r, (ConnectionClosed, RequestTimeout, OSError, TimeoutError)) or \
+                                (isinstance(r, KafkaError) and (r.retriable or r.code in STALE_METADATA)):
+                            self.cluster.invalidate()
+                            continue
+                        raise r
+                    got_any = got_any or r
+                if got_any:
+                    self._fetch_attempt = 0
+                elif any(isinstance(r, BaseException) for r in results):
+                    await self._backoff(refresh=True)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # surfaced to the reader by the next poll
+                self._error = exc
+                self._data.set()
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def _backoff(self, refresh: bool = False):
+        self._fetch_attempt += 1
+        await asyncio.sleep(self.backoff.delay(self._fetch_attempt))
+        if refresh:
+            try:
+                await self.cluster.refresh()
+            except (OSError, TimeoutError, KafkaError):
+                pass
+
+    async def _fetch(self, node: int, tps: list) -> bool:
+        """One Fetch to ``node``; returns whether any data arrived."""
+        conn = await self.cluster.connection(node)
+        version = conn.version_for(FETCH)
+        topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID)
+                     for t, _ in tps}
+        if version >= 13 and any(i == ZERO_UUID for i in topic_ids.values()):
+            version = 12  # topic ids unknown (old metadata): fetch by name
+        cls = message_class("FetchRequest")
+        topics: dict[str, list] = {}
+        epochs = {}
+        for tp in tps:
+            state = self._parts[tp]
+            epochs[tp] = state.epoch
+            topics.setdefault(tp[0], []).append(cls.FetchPartition(
+                partition=tp[1], current_leader_epoch=-1, fetch_offset=state.position, last_fetched_epoch=-1,
+                log_start_offset=-1, partition_max_bytes=max(state.max_bytes, self.max_partition_fetch_bytes)))
+        req = cls(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
+                  max_bytes=self.fetch_max_bytes, isolation_level=self.isolation_level, session_id=0,
+                  session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                  topics=[cls.FetchTopic(topic=t, topic_id=topic_ids[t], partitions=ps) for t, ps in topics.items()])
+        resp = await conn.request(req, version=version,
+                                  timeout=self.cluster.request_timeout + self.fetch_max_wait_ms / 1000)
+        if resp.error_code:
+            raise KafkaError(resp.error_code, "Fetch")
+        got = False
+        for t in resp.responses:
+            name = t.topic if version < 13 else self.cluster.topic_names.get(t.topic_id, t.topic)
+            for p in t.partitions:
+                tp = (name, p.partition_index)
+                state = self._parts.get(tp)
+                if state is None or state.epoch != epochs.get(tp):
+                    continue  # unassigned or sought while the fetch was out
+                got |= self._handle_partition(tp, state, p)
+        if got:
+            self._data.set()
+        return got
+
+    def _handle_partition(self, tp, state: _PartitionState, p) -> bool:
+        code = p.error_code
+        if code:
+            if code == kerrors.OFFSET_OUT_OF_RANGE:
+                if self.auto_offset_reset == "none":
+                    raise KafkaError(code, f"{tp[0]}-{tp[1]} offset {state.position}")
+                self._set_start(state, self.auto_offset_reset)
+                return False
+            if code in STALE_METADATA or KafkaError(code).retriable:
+                self.cluster.handle_error(code, tp[0])
+                self.cluster.invalidate()
+                return False
+            raise KafkaError(code, f"fetching {tp[0]}-{tp[1]}")
+        state.high_watermark = p.high_watermark
+        state.last_stable_offset = p.last_stable_offset
+        state.log_start_offset = p.log_start_offset
+        records = p.records
+        if not records:
+            return False
+        view = records if isinstance(records, memoryview) else memoryview(records)
+        reader = iter_batches(view)
+        next_offset = None
+        end = 0
+        for batch in reader:
+            if self.check_crcs:
+                batch.validate_crc()
+            next_offset = batch.last_offset + 1
+            end = batch.position + len(batch)
+        if next_offset is None:
+            if reader.partial_tail_bytes:
+                # the first batch is bigger than we asked for (a pre-KIP-74 broker): ask for more next time
+                state.max_bytes = max(self.max_partition_fetch_bytes, state.max_bytes) * 2
+            return False
+        state.max_bytes = 0
+        start = state.position
+        state.position = max(next_offset, start)
+        aborted = None
+        if self.isolation_level == READ_COMMITTED and p.aborted_transactions:
+            aborted = sorted((a.producer_id, a.first_offset) for a in p.aborted_transactions)
+        self._chunks.append(_Chunk(tp, state.epoch, view[:end], start, aborted, p.high_watermark))
+        self._buffered += end
+        return True
+
+    # -- reading ----------------------------------------------------------------------------
+
+    async def _take(self, timeout: float | None, max_bytes: int | None = None) -> list[_Chunk]:
+        self._start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self._error is not None:
+                err, self._error = self._error, None
+                self._poke()
+                raise err
+            chunks = []
+            size = 0
+            while self._chunks and (max_bytes is None or not chunks or size < max_bytes):
+                c = self._chunks.popleft()
+                state = self._parts.get(c.tp)
+                if state is None or state.epoch != c.epoch:
+                    continue
+                chunks.append(c)
+                size += len(c.data)
+            if chunks:
+                self._recount()
+                return chunks
+            self._data.clear()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return []
+            try:
+                await asyncio.wait_for(self._data.wait(), left)
+            except asyncio.TimeoutError:
+                return []
+
+    async def getmany(self, timeout: float | None = 1.0, max_records: int | None = None) -> dict:
+        """Records fetched so far (waiting up to ``timeout`` for some): {(topic, partition): [ConsumerRecord]}."""
+        chunks = await self._take(timeout)
+        out: dict[tuple[str, int], list] = {}
+        for c in chunks:
+            out.setdefault(c.tp, []).extend(self._decode(c))
+        if max_records is not None:  # put back what does not fit
+            return self._limit(out, max_records)
+        return {tp: recs for tp, recs in out.items() if recs}
+
+    def _limit(self, out: dict, max_records: int) -> dict:
+        kept, n = {}, 0
+        for tp, recs in out.items():
+            room = max_records - n
+            if room <= 0 or not recs:
+                if recs:
+                    self.seek(tp, recs[0].offset)
+                continue
+            kept[tp] = recs[:room]
+            n += len(kept[tp])
+            if len(recs) > room:
+                self.seek(tp, recs[room].offset)
+        return kept
+
+    async def records(self, timeout: float | None = 1.0) -> list[ConsumerRecord]:
+        """``getmany`` flattened into one list."""
+        return [r for recs in (await self.getmany(timeout)).values() for r in recs]
+
+    def _decode(self, c: _Chunk) -> list[ConsumerRecord]:
+        topic, partition = c.tp
+        out = []
+        append = out.append
+        new = tuple.__new__
+        for batch in _visible_batches(c):
+            ts_type = 1 if batch.timestamp_type == 1 else 0
+            for r in batch.records():
+                if r.offset < c.min_offset:
+                    continue
+                append(new(ConsumerRecord, (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
+                                            r.headers)))
+        return out
+
+    async def poll_arrow(self, timeout: float | None = 1.0, *, headers: bool = False,
+                         max_bytes: int | None = None) -> list:
+        """Fetched records as ``pyarrow.RecordBatch`` es (one per partition and poll; schema ``arrow.SCHEMA``)."""
+        chunks = await self._take(timeout, max_bytes)
+        return decode_chunks_arrow(chunks, headers=headers)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._fetcher is not None:
+            self._fetcher.cancel()
+            try:
+                await self._fetcher
+            except BaseException:
+                pass
+        self._chunks.clear()
+        if self._own_cluster:
+            await self.cluster.close()
+
+
+def _visible_batches(c: _Chunk):
+    """The data batches of a chunk a reader may see: no control batches, no aborted transactions."""
+    aborted = list(c.aborted) if c.aborted else None
+    ongoing: set[int] = set()
+    for batch in iter_batches(c.data):
+        if batch.magic < 2:
+            yield batch
+            continue
+        if aborted is not None:
+            # producers whose aborted transaction started at or before this batch
+            while aborted and aborted[0][1] <= batch.last_offset:
+                ongoing.add(aborted.pop(0)[0])
+            if batch.is_control:
+                if batch.producer_id in ongoing:
+                    ongoing.discard(batch.producer_id)  # the abort marker ends the transaction
+                continue
+            if batch.is_transactional and batch.producer_id in ongoing:
+                continue
+        elif batch.is_control:
+            continue
+        yield batch
+
+
+def decode_chunks_arrow(chunks, *, headers: bool = False) -> list:
+    from .arrow import ArrowColumns
+
+    cols: dict[tuple[str, int], ArrowColumns] = {}
+    for c in chunks:
+        col = cols.get(c.tp)
+        if col is None:
+            col = cols[c.tp] = ArrowColumns(c.tp[0], c.tp[1], headers=headers)
+        for batch in _visible_batches(c):
+            if batch.magic < 2:
+                raise CorruptRecordError("the Arrow path reads v2 record batches only (message format 2)")
+            col.add_batch(batch, c.min_offset)
+    return [col.to_batch() for col in cols.values() if len(col)]
+
+
+__all__ = ["AsyncConsumer", "ConsumerRecord", "decode_chunks_arrow"]

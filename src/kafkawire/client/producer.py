@@ -1,0 +1,495 @@
+"""The producer (asyncio core): batching by size and linger, every codec, idempotence.
+
+``send()`` appends a record to the open batch of its partition and returns a
+future of its ``RecordMetadata``; a batch is sent when it is full
+(``batch_size`` bytes, uncompressed), when it is ``linger_ms`` old, or on
+``flush()``. One ProduceRequest per broker carries at most one batch per
+partition; requests to different brokers (and for different partitions) are
+in flight at the same time.
+
+Idempotence (on by default, as in the Java client since 3.0): the producer
+gets a producer id and epoch with InitProducerId, numbers each partition's
+batches with sequence numbers, and keeps one batch in flight per partition,
+so a retried batch is written once and in order. It needs ``acks=-1``
+("all"); with ``enable_idempotence=False`` any acks works.
+
+Retries: a batch that fails with a retriable error (``error_for(code).retriable``,
+a lost connection or a timeout) is retried with backoff, metadata refreshed
+first when the error says it is stale, until ``delivery_timeout`` passes.
+Other errors fail the batch's futures with ``KafkaError``.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import NamedTuple
+
+from ..protocol import KafkaError
+from ..protocol import errors as kerrors
+from ..protocol.messages import message_class
+from ..protocol.records import BatchBuilder, Compression, codec_available
+from .cluster import STALE_METADATA, Cluster, TopicInfo
+from .connection import ConnectionClosed, RequestTimeout
+from .partitioner import DefaultPartitioner
+from .retry import Backoff
+
+PRODUCE = 0
+INIT_PRODUCER_ID = 22
+NO_TIMESTAMP = -1
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int        # -1 when unknown (acks=0, or a duplicate the broker had already written)
+    timestamp: int     # the record's timestamp, or the broker's log append time
+
+
+def _acks(value) -> int:
+    if value in ("all", "-1", -1):
+        return -1
+    return int(value)
+
+
+class _Batch:
+    __slots__ = ("tp", "builder", "futures", "created", "closed", "attempts", "payload", "sequence",
+                 "deadline", "timestamps", "size")
+
+    def __init__(self, tp, builder, deadline):
+        self.tp = tp
+        self.builder = builder
+        self.futures: list[asyncio.Future] = []
+        self.timestamps: list[int] = []
+        self.created = time.monotonic()
+        self.closed = False
+        self.attempts = 0
+        self.payload: bytes | None = None
+        self.sequence = -1
+        self.deadline = deadline
+        self.size = 0
+
+
+class AsyncProducer:
+    """``async with AsyncProducer("127.0.0.1:9092") as p: fut = await p.send("t", b"v"); await fut``."""
+
+    def __init__(self, bootstrap="127.0.0.1:9092", *, acks="all", compression="none", batch_size: int = 1 << 20,
+                 linger_ms: float = 5, enable_idempotence: bool = True, delivery_timeout: float = 120.0,
+                 request_timeout: float = 30.0, buffer_memory: int = 64 << 20, partitioner=None,
+                 client_id: str = "kafkawire-producer", backoff: Backoff | None = None,
+                 cluster: Cluster | None = None, allow_auto_topic_creation: bool = True, **cluster_options):
+        self.acks = _acks(acks)
+        self.compression = Compression.parse(compression)
+        if not codec_available(self.compression):
+            raise ValueError(f"compression {self.compression.name.lower()} needs a package that is not installed")
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000.0
+        self.idempotent = bool(enable_idempotence)
+        if self.idempotent and self.acks != -1:
+            raise ValueError("enable_idempotence needs acks='all' (-1)")
+        self.delivery_timeout = delivery_timeout
+        self.request_timeout = request_timeout
+        self.buffer_memory = buffer_memory
+        self.partitioner = partitioner or DefaultPartitioner()
+        self.backoff = backoff or Backoff()
+        self._own_cluster = cluster is None
+        self.cluster = cluster or Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout,
+                                          backoff=self.backoff, allow_auto_topic_creation=allow_auto_topic_creation,
+                                          **cluster_options)
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._in_flight: set[tuple[str, int]] = set()
+        self._waiting_meta: dict[str, list] = {}    # topic -> records waiting for its metadata
+        self._meta_tasks: dict[str, asyncio.Task] = {}
+        self._buffered = 0
+        self._unfinished = 0                         # records sent but not yet completed
+        self._wakeup: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._space: asyncio.Event | None = None
+        self._sender: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._flushing = 0
+        self._closed = False
+        self._init_lock: asyncio.Lock | None = None
+
+    async def __aenter__(self):
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect and (with idempotence) get a producer id. Called by the first ``send`` too."""
+        self._ensure_loop_objects()
+        if self.idempotent and self.producer_id < 0:
+            if self._init_lock is None:
+                self._init_lock = asyncio.Lock()
+            async with self._init_lock:
+                if self.producer_id < 0:
+                    await self._init_producer_id()
+
+    def _ensure_loop_objects(self):
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+            self._idle = asyncio.Event()
+            self._idle.set()
+            self._space = asyncio.Event()
+            self._space.set()
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send_loop())
+
+    async def _init_producer_id(self) -> None:
+        cls = message_class("InitProducerIdRequest")
+        attempt = 0
+        while True:
+            try:
+                conn = await self.cluster.any_connection()
+                resp = await conn.request(cls(transactional_id=None, transaction_timeout_ms=-1,
+                                              producer_id=-1, producer_epoch=-1))
+                if resp.error_code:
+                    raise KafkaError(resp.error_code, "InitProducerId")
+                self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
+                self._sequences.clear()
+                return
+            except (KafkaError, OSError, TimeoutError) as exc:
+                attempt += 1
+                retriable = getattr(exc, "retriable", False) or isinstance(exc, OSError)
+                if not retriable or attempt > 10:
+                    raise
+                await asyncio.sleep(self.backoff.delay(attempt))
+
+    # -- appending -----------------------------------------------------------------
+
+    async def send(self, topic: str, value=None, key=None, *, partition: int | None = None,
+                   timestamp: int | None = None, headers=None) -> asyncio.Future:
+        """Queue one record; returns a future of its ``RecordMetadata`` (or a ``KafkaError``).
+
+        Waits only while more than ``buffer_memory`` bytes are queued.
+        """
+        await self.start()
+        while self._buffered > self.buffer_memory:
+            self._space.clear()
+            self._wakeup.set()
+            await self._space.wait()
+        return self.send_nowait(topic, value, key, partition=partition, timestamp=timestamp, headers=headers)
+
+    async def send_and_wait(self, topic: str, value=None, key=None, **kw) -> RecordMetadata:
+        return await (await self.send(topic, value, key, **kw))
+
+    def send_nowait(self, topic: str, value=None, key=None, *, partition: int | None = None,
+                    timestamp: int | None = None, headers=None) -> asyncio.Future:
+        """Like ``send`` but never waits (call on the event loop's thread, after ``start()``)."""
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        self._ensure_loop_objects()
+        fut = asyncio.get_running_loop().create_future()
+        if isinstance(value, str):
+            value = value.encode()
+        if isinstance(key, str):
+            key = key.encode()
+        if timestamp is None:
+            timestamp = int(time.time() * 1000)
+        if headers is not None and isinstance(headers, dict):
+            headers = list(headers.items())
+        if headers:
+            headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in headers]
+        rec = (key, value, headers, timestamp, partition, fut)
+        self._unfinished += 1
+        self._idle.clear()
+        waiting = self._waiting_meta.get(topic)
+        info = self.cluster.topics.get(topic)
+        if waiting is not None or info is None or not info.partitions:
+            if waiting is None:
+                waiting = self._waiting_meta[topic] = []
+                self._spawn(self._fetch_metadata(topic))
+            waiting.append(rec)
+            return fut
+        self._append(topic, info, rec)
+        return fut
+
+    def _spawn(self, coro):
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _fetch_metadata(self, topic: str) -> None:
+        try:
+            info = await self.cluster.topic(topic, timeout=min(self.delivery_timeout, self.request_timeout * 2))
+        except Exception as exc:
+            for rec in self._waiting_meta.pop(topic, []):
+                self._complete(rec[5], exc)
+            return
+        for rec in self._waiting_meta.pop(topic, []):
+            self._append(topic, info, rec)
+        self._wakeup.set()
+
+    def _append(self, topic: str, info: TopicInfo, rec) -> None:
+        key, value, headers, timestamp, partition, fut = rec
+        n = info.num_partitions
+        if partition is None:
+            partition = self.partitioner.partition(topic, key, n, info.available())
+        elif partition not in info.partitions:
+            self._complete(fut, KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION,
+                                           f"{topic} has no partition {partition}"))
+            return
+        tp = (topic, partition)
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        batch = queue[-1] if queue and not queue[-1].closed else None
+        if batch is not None and not batch.builder.has_room_for(key, value, headers):
+            self._close_batch(batch)
+            batch = None
+        if batch is None:
+            builder = BatchBuilder(compression=self.compression, producer_id=self.producer_id,
+                                   producer_epoch=self.producer_epoch, max_batch_size=self.batch_size)
+            batch = _Batch(tp, builder, time.monotonic() + self.delivery_timeout)
+            queue.append(batch)
+            if len(queue) == 1:
+                self._wakeup.set()  # the sender arms its linger timer
+        before = batch.builder.size_in_bytes
+        try:
+            batch.builder.append(key, value, headers, timestamp)
+        except (TypeError, ValueError) as exc:
+            self._complete(fut, exc)
+            if batch.builder.is_empty:
+                queue.remove(batch)
+            return
+        grown = batch.builder.size_in_bytes - before
+        batch.size += grown
+        self._buffered += grown
+        batch.futures.append(fut)
+        batch.timestamps.append(timestamp)
+        if batch.builder.max_batch_size and batch.builder.size_in_bytes >= self.batch_size:
+            self._close_batch(batch)
+
+    def _close_batch(self, batch: _Batch) -> None:
+        if not batch.closed:
+            batch.closed = True
+            self.partitioner.on_batch_closed(*batch.tp)
+            self._wakeup.set()
+
+    def _complete(self, fut: asyncio.Future, result) -> None:
+        if not fut.done():
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
+        self._unfinished -= 1
+        if self._unfinished <= 0:
+            self._unfinished = 0
+            self._idle.set()
+
+    # -- flushing and closing ------------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send every queued record now and wait until each has its result."""
+        if self._wakeup is None:
+            return
+        self._flushing += 1
+        try:
+            self._wakeup.set()
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        finally:
+            self._flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        try:
+            if self._wakeup is not None:
+                await self.flush(timeout)
+        finally:
+            self._closed = True
+            if self._sender is not None:
+                self._sender.cancel()
+                try:
+                    await self._sender
+                except BaseException:
+                    pass
+            for task in list(self._tasks):
+                task.cancel()
+            err = KafkaError(kerrors.UNKNOWN_SERVER_ERROR, "producer closed before the record was sent")
+            for queue in self._queues.values():
+                for batch in queue:
+                    for fut in batch.futures:
+                        if not fut.done():
+                            fut.set_exception(err)
+            self._queues.clear()
+            if self._own_cluster:
+                await self.cluster.close()
+
+    # -- the sender ----------------------------------------------------------------------
+
+    async def _send_loop(self) -> None:
+        while True:
+            timeout = self._drain()
+            self._wakeup.clear()
+            if timeout is None:
+                await self._wakeup.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), max(timeout, 0.0005))
+                except asyncio.TimeoutError:
+                    pass
+
+    def _drain(self) -> float | None:
+        """Start sending every ready batch; returns seconds until the next one gets ready (None: none)."""
+        now = time.monotonic()
+        next_ready = None
+        by_node: dict[int, list[_Batch]] = {}
+        for tp, queue in self._queues.items():
+            if not queue or tp in self._in_flight:
+                continue
+            batch = queue[0]
+            ready_at = batch.created + self.linger
+            if not (batch.closed or self._flushing or now >= ready_at or len(queue) > 1):
+                next_ready = ready_at - now if next_ready is None else min(next_ready, ready_at - now)
+                continue
+            info = self.cluster.topics.get(tp[0])
+            part = info.partitions.get(tp[1]) if info else None
+            if part is None or part.leader < 0:
+                self._in_flight.add(tp)  # wait for metadata before trying again
+                self._spawn(self._await_leader(batch))
+                continue
+            self._close_batch(batch)
+            self._in_flight.add(tp)
+            by_node.setdefault(part.leader, []).append(batch)
+        for node, batches in by_node.items():
+            self._spawn(self._send_batches(node, batches))
+        return next_ready
+
+    async def _await_leader(self, batch: _Batch) -> None:
+        try:
+            try:
+                await self.cluster.refresh(sorted({batch.tp[0]} | set(self.cluster.topics)))
+            except Exception:
+                pass
+            info = self.cluster.topics.get(batch.tp[0])
+            part = info.partitions.get(batch.tp[1]) if info else None
+            if part is None or part.leader < 0:
+                batch.attempts += 1
+                if time.monotonic() >= batch.deadline:
+                    self._fail_batch(batch, KafkaError(kerrors.LEADER_NOT_AVAILABLE,
+                                                       f"{batch.tp[0]}-{batch.tp[1]} has no leader"))
+                    return
+                await asyncio.sleep(self.backoff.delay(batch.attempts))
+        finally:
+            self._in_flight.discard(batch.tp)
+            self._wakeup.set()
+
+    def _payload(self, batch: _Batch) -> bytes:
+        if batch.payload is None:
+            builder = batch.builder
+            if self.idempotent:
+                seq = self._sequences.get(batch.tp, 0)
+                builder.producer_id = self.producer_id
+                builder.producer_epoch = self.producer_epoch
+                builder.base_sequence = seq
+                batch.sequence = seq
+                self._sequences[batch.tp] = (seq + builder.record_count) & 0x7FFFFFFF
+            batch.payload = builder.build()
+            builder._parts = None  # the encoded records live in the payload now
+        return batch.payload
+
+    async def _send_batches(self, node: int, batches: list[_Batch]) -> None:
+        cls = message_class("ProduceRequest")
+        try:
+            topics: dict[str, list] = {}
+            for b in batches:
+                topics.setdefault(b.tp[0], []).append(
+                    cls.PartitionProduceData(index=b.tp[1], records=self._payload(b)))
+                b.attempts += 1
+            infos = {t: self.cluster.topics.get(t) for t in topics}
+            req = cls(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+                      topic_data=[cls.TopicProduceData(name=t, topic_id=infos[t].topic_id if infos[t] else None,
+                                                       partition_data=ps) for t, ps in topics.items()])
+            try:
+                conn = await self.cluster.connection(node)
+                resp = await conn.request(req, timeout=self.request_timeout + 5)
+            except (ConnectionClosed, RequestTimeout, OSError, TimeoutError) as exc:
+                for b in batches:
+                    self._retry_or_fail(b, KafkaError(kerrors.NETWORK_EXCEPTION, str(exc)), stale=True)
+                return
+            except KafkaError as exc:
+                for b in batches:
+                    self._retry_or_fail(b, exc, stale=exc.code in STALE_METADATA)
+                return
+            if resp is None:  # acks=0
+                for b in batches:
+                    self._succeed(b, -1, -1)
+                return
+            answers = {}
+            for t in resp.responses:
+                name = t.name if t.name else self.cluster.topic_names.get(t.topic_id)
+                for p in t.partition_responses:
+                    answers[(name, p.index)] = p
+            for b in batches:
+                p = answers.get(b.tp)
+                if p is None:
+                    self._retry_or_fail(b, KafkaError(kerrors.UNKNOWN_SERVER_ERROR, "no answer for the partition"))
+                elif p.error_code == 0:
+                    self._succeed(b, p.base_offset, p.log_append_time_ms)
+                elif p.error_code == kerrors.DUPLICATE_SEQUENCE_NUMBER:
+                    self._succeed(b, -1, -1)  # written by an earlier attempt
+                else:
+                    msg = p.error_message
+                    if p.record_errors:
+                        msg = (msg or "") + " " + "; ".join(
+                            f"record {e.batch_index}: {e.batch_index_error_message}" for e in p.record_errors)
+                    self._retry_or_fail(b, KafkaError(p.error_code, msg), stale=p.error_code in STALE_METADATA)
+        except Exception as exc:  # a bug or an encode error must not leave futures hanging
+            for b in batches:
+                if b.tp in self._in_flight:
+                    self._fail_batch(b, exc)
+        finally:
+            self._wakeup.set()
+
+    def _succeed(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        self._dequeue(batch)
+        topic, partition = batch.tp
+        for i, (fut, ts) in enumerate(zip(batch.futures, batch.timestamps)):
+            self._complete(fut, RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
+                                               log_append_time if log_append_time not in (None, -1) else ts))
+
+    def _dequeue(self, batch: _Batch) -> None:
+        queue = self._queues.get(batch.tp)
+        if queue and queue[0] is batch:
+            queue.popleft()
+        elif queue and batch in queue:
+            queue.remove(batch)
+        self._in_flight.discard(batch.tp)
+        self._buffered -= batch.size
+        if self._buffered <= self.buffer_memory and self._space is not None:
+            self._space.set()
+
+    def _fail_batch(self, batch: _Batch, exc: BaseException) -> None:
+        self._dequeue(batch)
+        for fut in batch.futures:
+            self._complete(fut, exc)
+
+    def _retry_or_fail(self, batch: _Batch, exc: KafkaError, stale: bool = False) -> None:
+        if stale:
+            self.cluster.handle_error(kerrors.NOT_LEADER_OR_FOLLOWER, batch.tp[0])
+        retriable = exc.retriable or exc.code in STALE_METADATA
+        if not retriable or time.monotonic() + self.backoff.delay(batch.attempts) >= batch.deadline:
+            self._fail_batch(batch, exc)
+            return
+        # keep the batch (and its sequence) at the head of its queue; try again after a backoff
+        self._spawn(self._retry_later(batch, stale))
+
+    async def _retry_later(self, batch: _Batch, stale: bool) -> None:
+        try:
+            await asyncio.sleep(self.backoff.delay(batch.attempts))
+            if stale:
+                try:
+                    await self.cluster.refresh(sorted({batch.tp[0]} | set(self.cluster.topics)))
+                except Exception:
+                    pass
+        finally:
+            self._in_flight.discard(batch.tp)
+            self._wakeup.set()

@@ -1,0 +1,292 @@
+"""Synchronous API: ``Producer``, ``Consumer``, ``Admin``.
+
+The asyncio core runs on a private event loop in one daemon thread per
+process (``LoopThread.get()``), started on first use; the sync classes hand
+coroutines to it and wait for their results. Plain threads, Spark worker
+processes and scripts need no event loop of their own. After a ``fork``
+the child gets a new loop thread (the parent's does not survive the fork);
+clients created before the fork must not be used in the child.
+
+``Producer.produce`` does not make one cross-thread call per record: records
+are queued in a thread-safe deque and the loop thread drains it in bursts,
+so producing from a plain thread costs a few microseconds per record.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import os
+import threading
+
+from .admin import AsyncAdmin, NewTopic
+from .consumer import AsyncConsumer
+from .producer import AsyncProducer, RecordMetadata
+
+
+class LoopThread:
+    """An asyncio event loop running forever in a daemon thread."""
+
+    _instance: "LoopThread | None" = None
+    _lock = threading.Lock()
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.pid = os.getpid()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._main, name="kafkawire-client-loop", daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _main(self):
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+
+    @classmethod
+    def get(cls) -> "LoopThread":
+        inst = cls._instance
+        if inst is None or inst.pid != os.getpid() or not inst.thread.is_alive():
+            with cls._lock:
+                inst = cls._instance
+                if inst is None or inst.pid != os.getpid() or not inst.thread.is_alive():
+                    inst = cls._instance = LoopThread()
+        return inst
+
+    def run(self, coro, timeout: float | None = None):
+        """Run ``coro`` on the loop and wait for its result (raising its exception)."""
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("a sync kafkawire call was made on the client's own event loop thread")
+        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise TimeoutError(f"no result within {timeout}s") from None
+
+
+class _SyncBase:
+    _core = None
+
+    def __init__(self):
+        self._loop_thread = LoopThread.get()
+
+    def _run(self, coro, timeout: float | None = None):
+        return self._loop_thread.run(coro, timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        if self._core is not None:
+            core, self._core = self._core, None
+            self._run(core.close())
+
+    def __del__(self):  # best effort: do not leak sockets of a forgotten client
+        try:
+            if self._core is not None and self._loop_thread.pid == os.getpid():
+                asyncio.run_coroutine_threadsafe(self._core.close(), self._loop_thread.loop)
+        except Exception:
+            pass
+
+
+class Producer(_SyncBase):
+    """Synchronous producer. Options as ``AsyncProducer`` (acks, compression, batch_size, linger_ms, ...).
+
+    ``produce()`` queues a record and returns a ``concurrent.futures.Future``
+    of its ``RecordMetadata``; ``on_delivery(metadata_or_None, error_or_None)``
+    is called (on the client's thread) when it is known. ``flush()`` waits for all.
+    """
+
+    def __init__(self, bootstrap="127.0.0.1:9092", **options):
+        super().__init__()
+        self._core = AsyncProducer(bootstrap, **options)
+        self._queue: collections.deque = collections.deque()
+        self._scheduled = False
+        self._qlock = threading.Lock()
+        self._run(self._core.start())
+
+    def produce(self, topic: str, value=None, key=None, *, partition: int | None = None,
+                timestamp: int | None = None, headers=None, on_delivery=None) -> concurrent.futures.Future:
+        core = self._core
+        if core is None:
+            raise RuntimeError("producer is closed")
+        if core._buffered > core.buffer_memory:
+            self._run(self._wait_for_space())
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        if on_delivery is not None:
+            fut.add_done_callback(lambda f: on_delivery(None, f.exception()) if f.exception()
+                                  else on_delivery(f.result(), None))
+        self._queue.append((topic, value, key, partition, timestamp, headers, fut))
+        if not self._scheduled:
+            with self._qlock:
+                if not self._scheduled:
+                    self._scheduled = True
+                    self._loop_thread.loop.call_soon_threadsafe(self._drain)
+        return fut
+
+    async def _wait_for_space(self):
+        await asyncio.sleep(0)
+        self._drain()
+        core = self._core
+        while core._buffered > core.buffer_memory:
+            core._space.clear()
+            core._wakeup.set()
+            await core._space.wait()
+
+    def _drain(self):
+        """On the loop thread: move queued records into the async producer."""
+        with self._qlock:
+            self._scheduled = False
+        queue = self._queue
+        core = self._core
+        while queue:
+            topic, value, key, partition, timestamp, headers, cfut = queue.popleft()
+            if core is None:
+                cfut.set_exception(RuntimeError("producer is closed"))
+                continue
+            try:
+                afut = core.send_nowait(topic, value, key, partition=partition, timestamp=timestamp,
+                                        headers=headers)
+            except Exception as exc:
+                cfut.set_exception(exc)
+                continue
+            afut.add_done_callback(lambda f, c=cfut: _copy_result(f, c))
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._run(self._flush(timeout))
+
+    async def _flush(self, timeout):
+        self._drain()
+        await self._core.flush(timeout)
+
+    def send(self, topic: str, value=None, key=None, timeout: float | None = None, **kw) -> RecordMetadata:
+        """Produce one record and wait for its result."""
+        fut = self.produce(topic, value, key, **kw)
+        self.flush(timeout)
+        return fut.result(timeout)
+
+    def close(self, timeout: float | None = None):
+        if self._core is not None:
+            self._run(self._close(timeout))
+
+    async def _close(self, timeout):
+        self._drain()
+        core, self._core = self._core, None
+        await core.close(timeout)
+
+
+def _copy_result(afut: asyncio.Future, cfut: concurrent.futures.Future) -> None:
+    if cfut.done():
+        return
+    if afut.cancelled():
+        cfut.cancel()
+    elif afut.exception() is not None:
+        cfut.set_exception(afut.exception())
+    else:
+        cfut.set_result(afut.result())
+
+
+class Consumer(_SyncBase):
+    """Synchronous consumer of assigned partitions (options as ``AsyncConsumer``).
+
+    ``assign``, ``seek*`` are immediate; ``poll``/``poll_arrow`` wait up to
+    ``timeout`` seconds; the fetcher keeps running in the loop thread between polls.
+    """
+
+    def __init__(self, bootstrap="127.0.0.1:9092", **options):
+        super().__init__()
+        self._core = AsyncConsumer(bootstrap, **options)
+
+    def _call(self, fn, *args, **kw):
+        async def call():
+            return fn(*args, **kw)
+        return self._run(call())
+
+    def assign(self, partitions, offset=None) -> None:
+        self._call(self._core.assign, partitions, offset)
+
+    def assignment(self):
+        return self._core.assignment()
+
+    def seek(self, tp, offset) -> None:
+        self._call(self._core.seek, tp, offset)
+
+    def seek_to_beginning(self, *tps) -> None:
+        self._call(self._core.seek_to_beginning, *tps)
+
+    def seek_to_end(self, *tps) -> None:
+        self._call(self._core.seek_to_end, *tps)
+
+    def seek_to_timestamp(self, timestamp_ms: int, *tps) -> None:
+        self._run(self._core.seek_to_timestamp(timestamp_ms, *tps))
+
+    def position(self, tp) -> int:
+        return self._run(self._core.position(tp))
+
+    def high_watermark(self, tp) -> int:
+        return self._core.high_watermark(tp)
+
+    def beginning_offsets(self, tps) -> dict:
+        return self._run(self._core.beginning_offsets(tps))
+
+    def end_offsets(self, tps) -> dict:
+        return self._run(self._core.end_offsets(tps))
+
+    def offsets_for_times(self, timestamps: dict) -> dict:
+        return self._run(self._core.offsets_for_times(timestamps))
+
+    def pause(self, *tps):
+        self._call(self._core.pause, *tps)
+
+    def resume(self, *tps):
+        self._call(self._core.resume, *tps)
+
+    def getmany(self, timeout: float | None = 1.0, max_records: int | None = None) -> dict:
+        return self._run(self._core.getmany(timeout, max_records))
+
+    def poll(self, timeout: float | None = 1.0, max_records: int | None = None) -> list:
+        """Records fetched so far as one list of ``ConsumerRecord`` (waiting up to ``timeout`` for some)."""
+        return [r for recs in self.getmany(timeout, max_records).values() for r in recs]
+
+    def poll_arrow(self, timeout: float | None = 1.0, *, headers: bool = False,
+                   max_bytes: int | None = None) -> list:
+        """Fetched records as ``pyarrow.RecordBatch`` es; decoded on the caller's thread.
+
+        Fetching continues in the loop thread while this thread decodes.
+        """
+        from .consumer import decode_chunks_arrow
+
+        chunks = self._run(self._core._take(timeout, max_bytes))
+        return decode_chunks_arrow(chunks, headers=headers)
+
+    def __iter__(self):
+        while True:
+            yield from self.poll(1.0)
+
+
+class Admin(_SyncBase):
+    """Synchronous admin client: every ``AsyncAdmin`` method, blocking."""
+
+    def __init__(self, bootstrap="127.0.0.1:9092", **options):
+        super().__init__()
+        self._core = AsyncAdmin(bootstrap, **options)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(self._core, name)
+        if not callable(attr) or not asyncio.iscoroutinefunction(attr):
+            return attr
+
+        def call(*args, **kw):
+            return self._run(attr(*args, **kw))
+        call.__name__ = name
+        call.__doc__ = attr.__doc__
+        return call
+
+
+__all__ = ["Admin", "Consumer", "LoopThread", "NewTopic", "Producer"]
