@@ -71,6 +71,9 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
     """Load a sealed segment cheaply; False if it had to be truncated."""
     size = segment.file_size()
     try:
+        for index in (segment.offset_index, segment.time_index):
+            if not os.path.exists(index.path):
+                raise IndexCorruptError(f"{index.path} is missing")
         segment.offset_index.load(size)
         segment.time_index.load()
         if size == 0:
@@ -80,7 +83,11 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
             first = _batch.read_info(buf, 0)
             if first.base_offset < segment.base_offset:
                 raise IndexCorruptError(f"{segment.log_path} starts at offset {first.base_offset}")
+            if first.max_timestamp >= 0 and not len(segment.time_index):
+                raise IndexCorruptError(f"{segment.time_index.path} lacks the entry written at roll")
             idx = segment.offset_index
+            if not len(idx) and size > first.size + index_interval_bytes:
+                raise IndexCorruptError(f"{idx.path} is empty for a {size}-byte segment")
             if len(idx):
                 info = _batch.read_info(buf, idx.positions[-1])
                 if info.last_offset != idx.offsets[-1]:
