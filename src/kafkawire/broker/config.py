@@ -1,0 +1,442 @@
+"""Broker configuration: Kafka's ``server.properties`` keys, their defaults, and topic config definitions.
+
+``BrokerConfig.load(path, overrides)`` reads a Java properties file (the format
+Kafka uses), applies command-line overrides, and keeps every property it was
+given so that DescribeConfigs can report them as ``STATIC_BROKER_CONFIG``.
+Keys kafkawire does not know are reported once (``unknown_keys``) and ignored.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+
+LONG_MAX = 9223372036854775807
+
+# Config types as DescribeConfigs v3+ reports them
+BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST, CLASS, PASSWORD = 1, 2, 3, 4, 5, 6, 7, 8, 9
+
+# Config sources (DescribeConfigsResponse.ConfigSource)
+SOURCE_UNKNOWN = 0
+TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: int
+    default: str | None  # as Kafka reports it (None: no default)
+    doc: str = ""
+    read_only: bool = False
+    sensitive: bool = False
+
+
+def _d(name, type_, default, doc="", read_only=False):
+    return ConfigDef(name, type_, default, doc, read_only)
+
+
+# Broker configs kafkawire knows: name -> definition. Values are Kafka 4.x defaults.
+BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
+    _d("node.id", INT, "-1", "The node id of this server.", True),
+    _d("broker.id", INT, "-1", "The broker id of this server.", True),
+    _d("listeners", LIST, "PLAINTEXT://:9092", "Listener list.", True),
+    _d("advertised.listeners", LIST, None, "Listeners to publish for clients to use.", True),
+    _d("log.dirs", STRING, None, "Directories in which the log data is kept.", True),
+    _d("log.dir", STRING, "/tmp/kafka-logs", "The directory in which the log data is kept.", True),
+    _d("num.partitions", INT, "1", "The default number of log partitions per topic."),
+    _d("default.replication.factor", INT, "1", "The replication factor for automatically created topics."),
+    _d("auto.create.topics.enable", BOOLEAN, "true", "Enable auto creation of topic on the server.", True),
+    _d("log.segment.bytes", INT, "1073741824", "The maximum size of a single log file."),
+    _d("log.retention.ms", LONG, None, "Milliseconds to keep a log file before deleting it."),
+    _d("log.retention.minutes", INT, None, "Minutes to keep a log file before deleting it."),
+    _d("log.retention.hours", INT, "168", "Hours to keep a log file before deleting it."),
+    _d("log.retention.bytes", LONG, "-1", "The maximum size of the log before deleting it."),
+    _d("log.retention.check.interval.ms", LONG, "300000", "How often the log cleaner checks retention.", True),
+    _d("log.roll.ms", LONG, None, "Maximum time before a new log segment is rolled out."),
+    _d("log.roll.hours", INT, "168", "Maximum time before a new log segment is rolled out."),
+    _d("log.roll.jitter.ms", LONG, None, "Maximum jitter subtracted from log roll time."),
+    _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time."),
+    _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
+    _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
+    _d("log.flush.interval.messages", LONG, str(LONG_MAX), "Messages accumulated before flushing to disk."),
+    _d("log.flush.interval.ms", LONG, None, "Maximum time a message stays in memory before flushing."),
+    _d("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), "How often the log flusher checks.", True),
+    _d("log.cleanup.policy", LIST, "delete", "The default cleanup policy for segments."),
+    _d("log.cleaner.delete.retention.ms", LONG, "86400000", "How long delete records are retained."),
+    _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
+    _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
+    _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
+    _d("log.segment.delete.delay.ms", LONG, "60000", "Time to wait before deleting a file."),
+    _d("log.index.interval.bytes", INT, "4096", "Interval at which an entry is added to the offset index."),
+    _d("log.index.size.max.bytes", INT, "10485760", "The maximum size in bytes of the offset index."),
+    _d("log.message.timestamp.type", STRING, "CreateTime", "CreateTime or LogAppendTime."),
+    _d("log.message.timestamp.before.max.ms", LONG, str(LONG_MAX), "Allowed past timestamp difference."),
+    _d("log.message.timestamp.after.max.ms", LONG, "3600000", "Allowed future timestamp difference."),
+    _d("log.preallocate", BOOLEAN, "false", "Preallocate the file when creating a segment."),
+    _d("log.local.retention.ms", LONG, "-2", "Local retention time (tiered storage)."),
+    _d("log.local.retention.bytes", LONG, "-2", "Local retention size (tiered storage)."),
+    _d("compression.type", STRING, "producer", "The final compression type for a topic."),
+    _d("compression.gzip.level", INT, "-1", "Gzip compression level."),
+    _d("compression.lz4.level", INT, "9", "LZ4 compression level."),
+    _d("compression.zstd.level", INT, "3", "Zstd compression level."),
+    _d("min.insync.replicas", INT, "1", "Minimum number of in-sync replicas for acks=all."),
+    _d("unclean.leader.election.enable", BOOLEAN, "false", "Allow out-of-ISR replicas to become leader."),
+    _d("offsets.topic.replication.factor", SHORT, "3", "Replication factor of the offsets topic.", True),
+    _d("offsets.topic.num.partitions", INT, "50", "Number of partitions of the offsets topic.", True),
+    _d("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.",
+       True),
+    _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
+    _d("group.initial.rebalance.delay.ms", INT, "3000", "Delay before the first rebalance of a group.", True),
+    _d("delete.topic.enable", BOOLEAN, "true", "Enables delete topic.", True),
+    _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire).", True),
+    _d("num.io.threads", INT, "8", "Threads processing requests (unused by kafkawire).", True),
+    _d("socket.send.buffer.bytes", INT, "102400", "SO_SNDBUF of the socket server sockets.", True),
+    _d("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of the socket server sockets.", True),
+    _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused).", True),
+    _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.",
+       True),
+    _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
+]}
+
+# Keys of a Kafka server.properties that mean something only to a multi-node or KRaft cluster: accepted
+# silently (no warning) because every Kafka quickstart file has them.
+QUIET_KEYS = {
+    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers", "controller.listener.names",
+    "inter.broker.listener.name", "listener.security.protocol.map", "zookeeper.connect",
+    "zookeeper.connection.timeout.ms", "share.coordinator.state.topic.replication.factor",
+    "share.coordinator.state.topic.min.isr",
+}
+
+
+@dataclass(frozen=True)
+class TopicConfigDef:
+    name: str
+    type: int
+    broker_synonyms: tuple[str, ...]  # broker keys in Kafka's synonym order
+    default: str
+
+
+# Topic configs: name -> definition with the broker configs that supply their default.
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
+    TopicConfigDef("cleanup.policy", LIST, ("log.cleanup.policy",), "delete"),
+    TopicConfigDef("compression.type", STRING, ("compression.type",), "producer"),
+    TopicConfigDef("compression.gzip.level", INT, ("compression.gzip.level",), "-1"),
+    TopicConfigDef("compression.lz4.level", INT, ("compression.lz4.level",), "9"),
+    TopicConfigDef("compression.zstd.level", INT, ("compression.zstd.level",), "3"),
+    TopicConfigDef("delete.retention.ms", LONG, ("log.cleaner.delete.retention.ms",), "86400000"),
+    TopicConfigDef("file.delete.delay.ms", LONG, ("log.segment.delete.delay.ms",), "60000"),
+    TopicConfigDef("flush.messages", LONG, ("log.flush.interval.messages",), str(LONG_MAX)),
+    TopicConfigDef("flush.ms", LONG, ("log.flush.interval.ms",), str(LONG_MAX)),
+    TopicConfigDef("follower.replication.throttled.replicas", LIST, (), ""),
+    TopicConfigDef("index.interval.bytes", INT, ("log.index.interval.bytes",), "4096"),
+    TopicConfigDef("leader.replication.throttled.replicas", LIST, (), ""),
+    TopicConfigDef("local.retention.bytes", LONG, ("log.local.retention.bytes",), "-2"),
+    TopicConfigDef("local.retention.ms", LONG, ("log.local.retention.ms",), "-2"),
+    TopicConfigDef("max.compaction.lag.ms", LONG, ("log.cleaner.max.compaction.lag.ms",), str(LONG_MAX)),
+    TopicConfigDef("max.message.bytes", INT, ("message.max.bytes",), "1048588"),
+    TopicConfigDef("message.timestamp.after.max.ms", LONG, ("log.message.timestamp.after.max.ms",), "3600000"),
+    TopicConfigDef("message.timestamp.before.max.ms", LONG, ("log.message.timestamp.before.max.ms",),
+                   str(LONG_MAX)),
+    TopicConfigDef("message.timestamp.type", STRING, ("log.message.timestamp.type",), "CreateTime"),
+    TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, ("log.cleaner.min.cleanable.ratio",), "0.5"),
+    TopicConfigDef("min.compaction.lag.ms", LONG, ("log.cleaner.min.compaction.lag.ms",), "0"),
+    TopicConfigDef("min.insync.replicas", INT, ("min.insync.replicas",), "1"),
+    TopicConfigDef("preallocate", BOOLEAN, ("log.preallocate",), "false"),
+    TopicConfigDef("remote.storage.enable", BOOLEAN, (), "false"),
+    TopicConfigDef("retention.bytes", LONG, ("log.retention.bytes",), "-1"),
+    TopicConfigDef("retention.ms", LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                   "604800000"),
+    TopicConfigDef("segment.bytes", INT, ("log.segment.bytes",), "1073741824"),
+    TopicConfigDef("segment.index.bytes", INT, ("log.index.size.max.bytes",), "10485760"),
+    TopicConfigDef("segment.jitter.ms", LONG, ("log.roll.jitter.ms", "log.roll.jitter.hours"), "0"),
+    TopicConfigDef("segment.ms", LONG, ("log.roll.ms", "log.roll.hours"), "604800000"),
+    TopicConfigDef("unclean.leader.election.enable", BOOLEAN, ("unclean.leader.election.enable",), "false"),
+]}
+
+# A broker key in hours/minutes that feeds a topic config in ms
+_UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
+            "log.roll.jitter.hours": 3_600_000}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def validate_value(type_: int, value: str | None, name: str) -> None:
+    """Raise ConfigError when ``value`` does not parse as ``type_`` (Kafka's INVALID_CONFIG)."""
+    if value is None:
+        return
+    try:
+        if type_ == BOOLEAN:
+            if value.strip().lower() not in ("true", "false"):
+                raise ValueError(value)
+        elif type_ in (INT, SHORT, LONG):
+            n = int(value.strip())
+            bits = {INT: 31, SHORT: 15, LONG: 63}[type_]
+            if not -(1 << bits) <= n < (1 << bits):
+                raise ValueError(value)
+        elif type_ == DOUBLE:
+            float(value)
+    except ValueError:
+        raise ConfigError(f"Invalid value {value} for configuration {name}") from None
+
+
+def validate_topic_config(name: str, value: str | None) -> None:
+    d = TOPIC_CONFIGS.get(name)
+    if d is None:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    validate_value(d.type, value, name)
+    if value is None:
+        return
+    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
+                          "CreateTime, LogAppendTime")
+    if name == "cleanup.policy":
+        for part in value.split(","):
+            if part.strip() not in ("delete", "compact", ""):
+                raise ConfigError(f"Invalid value {value} for configuration {name}")
+    if name == "compression.type" and value not in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"):
+        raise ConfigError(f"Invalid value {value} for configuration {name}")
+    if name in ("segment.bytes",) and int(value) < 14:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least 14")
+
+
+# -- properties files ----------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and i + 5 < len(text):
+                try:
+                    out.append(chr(int(text[i + 2:i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties`` syntax: ``key=value``, ``key: value`` or ``key value``, ``#``/``!`` comments,
+    backslash line continuations and escapes."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        if _continues(line):
+            line = line[:-1]
+        m = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:]?\s*(.*)$", line, re.S)
+        key, value = m.group(1), m.group(2)
+        props[_unescape(key)] = _unescape(value)
+    return props
+
+
+def _continues(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def parse_host_port(text: str, default_port: int = 9092) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT``, ``[v6]:PORT`` or ``HOST``."""
+    text = text.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port = rest.lstrip(":")
+        return host, int(port) if port else default_port
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, int(port) if port else default_port
+    if text.isdigit():
+        return "", int(text)
+    return text, default_port
+
+
+def pick_listener(value: str) -> tuple[str, int] | None:
+    """The PLAINTEXT (or first non-controller) listener of a ``listeners`` value."""
+    entries = [e.strip() for e in value.split(",") if e.strip()]
+    chosen = None
+    for e in entries:
+        name = e.split("://", 1)[0].upper() if "://" in e else "PLAINTEXT"
+        if name == "PLAINTEXT":
+            chosen = e
+            break
+        if chosen is None and name != "CONTROLLER":
+            chosen = e
+    if chosen is None:
+        return None
+    return parse_host_port(chosen)
+
+
+@dataclass
+class BrokerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
+    data_dir: str = "./kafkawire-data"
+    node_id: int = 1
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    auto_create_topics: bool = True
+    message_max_bytes: int = 1048588
+    socket_request_max_bytes: int = 104857600
+    acks_all_fsync: bool = True
+    storage: str = "segments"  # or "memory"
+    properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
+    unknown_keys: list[str] = field(default_factory=list)
+    rack: str | None = None
+    # set at run time with (Incremental)AlterConfigs on the broker resource (not persisted)
+    dynamic: dict[str, str] = field(default_factory=dict)  # this broker ("<node id>")
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide default ("")
+
+    # -- derived ------------------------------------------------------------
+    @property
+    def advertised(self) -> tuple[str, int]:
+        host = self.advertised_host
+        if not host:
+            host = self.host
+            if host in ("", "0.0.0.0", "::"):
+                host = socket.getfqdn() or "localhost"
+        return host, self.advertised_port or self.port
+
+    def broker_value(self, name: str) -> tuple[str | None, int]:
+        """(value, source) of a broker config, in Kafka's precedence order."""
+        for source, layer in self.broker_layers():
+            if name in layer:
+                return layer[name], source
+        d = BROKER_CONFIGS.get(name)
+        return (d.default if d else None), DEFAULT_CONFIG
+
+    def broker_layers(self):
+        return ((DYNAMIC_BROKER_CONFIG, self.dynamic), (DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
+                (STATIC_BROKER_CONFIG, self.properties))
+
+    def broker_synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
+        """(name, value, source) of every layer that sets ``name``, then its default (DescribeConfigs synonyms)."""
+        out = [(name, layer[name], source) for source, layer in self.broker_layers() if name in layer]
+        d = BROKER_CONFIGS.get(name)
+        if d is not None and d.default is not None:
+            out.append((name, d.default, DEFAULT_CONFIG))
+        return out
+
+    def topic_default(self, name: str) -> tuple[str, int, str | None]:
+        """(value, source, broker synonym that supplied it) of a topic config with no topic override."""
+        d = TOPIC_CONFIGS[name]
+        for source, layer in self.broker_layers():
+            for syn in d.broker_synonyms:
+                if syn in layer:
+                    value = layer[syn]
+                    if syn in _UNIT_MS:
+                        value = str(int(value) * _UNIT_MS[syn])
+                    return value, source, syn
+        return d.default, DEFAULT_CONFIG, None
+
+    def topic_value(self, configs: dict[str, str], name: str) -> str:
+        if name in configs:
+            return configs[name]
+        return self.topic_default(name)[0]
+
+    _DYNAMIC_FIELDS = {"num.partitions": ("num_partitions", int),
+                       "default.replication.factor": ("default_replication_factor", int),
+                       "message.max.bytes": ("message_max_bytes", int)}
+
+    def apply_dynamic(self) -> None:
+        """Re-resolve the typed fields that dynamic broker configs may change."""
+        static = self.__dict__.setdefault("_static", {k: getattr(self, f) for k, (f, _) in self._DYNAMIC_FIELDS.items()})
+        for key, (attr, conv) in self._DYNAMIC_FIELDS.items():
+            value = self.dynamic.get(key, self.dynamic_default.get(key))
+            setattr(self, attr, conv(value) if value is not None else static[key])
+
+    # -- loading --------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
+        cfg = cls(properties=dict(props))
+        for key, value in props.items():
+            if key not in BROKER_CONFIGS and key not in QUIET_KEYS and key not in TOPIC_CONFIGS:
+                cfg.unknown_keys.append(key)
+        try:
+            if "listeners" in props:
+                picked = pick_listener(props["listeners"])
+                if picked:
+                    cfg.host, cfg.port = picked
+            if props.get("advertised.listeners"):
+                picked = pick_listener(props["advertised.listeners"])
+                if picked:
+                    cfg.advertised_host, cfg.advertised_port = picked
+            if "log.dirs" in props or "log.dir" in props:
+                cfg.data_dir = (props.get("log.dirs") or props["log.dir"]).split(",")[0].strip()
+            if "node.id" in props:
+                cfg.node_id = int(props["node.id"])
+            elif "broker.id" in props and int(props["broker.id"]) >= 0:
+                cfg.node_id = int(props["broker.id"])
+            if "num.partitions" in props:
+                cfg.num_partitions = int(props["num.partitions"])
+            if "default.replication.factor" in props:
+                cfg.default_replication_factor = int(props["default.replication.factor"])
+            if "auto.create.topics.enable" in props:
+                cfg.auto_create_topics = _bool(props["auto.create.topics.enable"])
+            if "message.max.bytes" in props:
+                cfg.message_max_bytes = int(props["message.max.bytes"])
+            if "socket.request.max.bytes" in props:
+                cfg.socket_request_max_bytes = int(props["socket.request.max.bytes"])
+            if "kafkawire.acks.all.fsync" in props:
+                cfg.acks_all_fsync = _bool(props["kafkawire.acks.all.fsync"])
+            if "kafkawire.storage" in props:
+                cfg.storage = props["kafkawire.storage"].strip()
+            if props.get("broker.rack"):
+                cfg.rack = props["broker.rack"]
+        except ValueError as exc:
+            raise ConfigError(f"invalid broker configuration: {exc}") from None
+        for key in props:
+            d = BROKER_CONFIGS.get(key)
+            if d is not None:
+                validate_value(d.type, props[key], key)
+        return cfg
+
+    @classmethod
+    def load(cls, path: str | os.PathLike | None = None, **overrides) -> BrokerConfig:
+        props: dict[str, str] = {}
+        if path is not None:
+            with open(path, encoding="utf-8") as f:
+                props = parse_properties(f.read())
+        cfg = cls.from_properties(props)
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(cfg, key, value)
+        return cfg
+
+    def storage_properties(self) -> dict[str, str]:
+        """Properties for the storage engine (``StorageConfig.from_properties``)."""
+        return dict(self.properties)
+
+
+def _bool(text: str) -> bool:
+    v = text.strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError(f"not a boolean: {text!r}")
+    return v == "true"

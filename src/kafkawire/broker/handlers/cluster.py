@@ -1,0 +1,58 @@
+"""DescribeCluster, DescribeLogDirs."""
+from __future__ import annotations
+
+import os
+import shutil
+
+from kafkawire.protocol import errors
+from kafkawire.protocol.messages import DescribeClusterResponse, DescribeLogDirsResponse
+
+from ..dispatch import handles
+from ._common import CLUSTER_OPERATIONS, INT32_MIN, find_topic
+
+BROKERS_ENDPOINT = 1
+
+
+@handles("DescribeCluster")
+def describe_cluster(broker, ctx, body):
+    R = DescribeClusterResponse
+    if ctx.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
+        return R(throttle_time_ms=0, error_code=errors.UNSUPPORTED_ENDPOINT_TYPE,
+                 error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
+                               f"type {'CONTROLLER' if body.endpoint_type == 2 else body.endpoint_type}",
+                 endpoint_type=body.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
+    host, port = broker.advertised
+    return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
+             cluster_id=broker.cluster_id, controller_id=broker.node_id,
+             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config.rack,
+                                              is_fenced=False)],
+             cluster_authorized_operations=CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
+             else INT32_MIN)
+
+
+@handles("DescribeLogDirs")
+def describe_log_dirs(broker, ctx, body):
+    R = DescribeLogDirsResponse
+    wanted = None
+    if body.topics is not None:
+        wanted = {}
+        for t in body.topics:
+            wanted.setdefault(t.topic, set()).update(t.partitions)
+    by_topic: dict[str, list] = {}
+    for info in broker.storage.partitions_info():
+        if wanted is not None and (info.topic not in wanted or info.partition not in wanted[info.topic]):
+            continue
+        by_topic.setdefault(info.topic, []).append(R.DescribeLogDirsPartition(
+            partition_index=info.partition, partition_size=info.size_bytes, offset_lag=0, is_future_key=False))
+    log_dir = os.path.abspath(broker.config.data_dir)
+    total = usable = -1
+    try:
+        usage = shutil.disk_usage(log_dir if os.path.exists(log_dir) else ".")
+        total, usable = usage.total, usage.free
+    except OSError:
+        pass
+    result = R.DescribeLogDirsResult(error_code=0, log_dir=log_dir,
+                                     topics=[R.DescribeLogDirsTopic(name=n, partitions=ps)
+                                             for n, ps in sorted(by_topic.items())],
+                                     total_bytes=total, usable_bytes=usable)
+    return R(throttle_time_ms=0, error_code=0, results=[result])

@@ -1,0 +1,264 @@
+"""Fetch: stored batches go into the response as they are (no re-encoding), written with ``writelines``.
+
+Long polling: when fewer than MinBytes are available the request waits (up to
+MaxWaitMs) for a produce to one of its partitions. The first batch is
+returned even when it is larger than MaxBytes/PartitionMaxBytes, so a
+consumer always makes progress. Fetch v0-3 get magic 0/1 message sets
+(down-converted); fetch sessions are in ``fetch_sessions``.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from kafkawire.protocol import errors, message_class
+from kafkawire.protocol.framing import frame_size_prefix
+from kafkawire.protocol.apis import response_header_version
+from kafkawire.protocol.messages import FetchResponse
+from kafkawire.protocol.records import batches_to_message_set
+
+from ..dispatch import handles
+from ..storage import base as sb
+from ._common import ZERO_UUID, find_topic, log
+from .fetch_sessions import CachedPartition, FetchContext
+
+FETCH_KEY = 1
+INT32_MAX = 2147483647
+READ_COMMITTED = 1
+
+TopicResponse = FetchResponse.FetchableTopicResponse
+PartitionData = FetchResponse.PartitionData
+
+
+class Chunks:
+    """Several stored buffers that go into one ``records`` field without being joined."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks, size):
+        self.chunks = chunks
+        self.size = size
+
+    def __len__(self):
+        return self.size
+
+    def tobytes(self) -> bytes:
+        return b"".join(bytes(c) if not isinstance(c, (bytes, memoryview)) else c for c in self.chunks)
+
+
+def encode_fetch_response(correlation_id: int, body, version: int) -> list:
+    """Like ``encode_response_parts`` but expands ``Chunks`` into their buffers (zero copy)."""
+    parts: list = [b""]
+    append = parts.append
+    extend = parts.extend
+
+    def write(buf):
+        if type(buf) is Chunks:
+            extend(buf.chunks)
+        else:
+            append(buf)
+
+    header = message_class("ResponseHeader")(correlation_id=correlation_id)
+    header.encode_into(append, response_header_version(FETCH_KEY, version))
+    body.encode_into(write, version)
+    parts[0] = frame_size_prefix(sum(len(p) for p in parts))
+    return parts
+
+
+class _Read:
+    __slots__ = ("cached", "meta", "data", "size", "error")
+
+    def __init__(self, cached, meta):
+        self.cached = cached
+        self.meta = meta
+        self.data = None
+        self.size = 0
+        self.error = 0
+
+
+def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
+    by_id = version >= 13
+    out = []
+    for t in body.topics:
+        key = t.topic_id if by_id else t.topic
+        for p in t.partitions:
+            out.append(CachedPartition(key, p.partition, p.fetch_offset,
+                                       p.partition_max_bytes, p.current_leader_epoch))
+    return out
+
+
+def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict) -> tuple[list, int]:
+    """One pass over the partitions: (reads, bytes found, any error)."""
+    by_id = version >= 13
+    remaining = max_bytes
+    min_one = True
+    total = 0
+    reads = []
+    for cp in parts:
+        meta = metas.get(cp.topic_key, False)
+        if meta is False:
+            meta = metas[cp.topic_key] = find_topic(broker, None if by_id else cp.topic_key,
+                                                     cp.topic_key if by_id else None)
+        r = _Read(cp, meta)
+        reads.append(r)
+        if meta is None:
+            r.error = errors.UNKNOWN_TOPIC_ID if by_id else errors.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if not 0 <= cp.partition < meta.partitions:
+            r.error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if cp.current_leader_epoch > broker.leader_epoch:
+            r.error = errors.UNKNOWN_LEADER_EPOCH
+            continue
+        if 0 <= cp.current_leader_epoch < broker.leader_epoch:
+            r.error = errors.FENCED_LEADER_EPOCH
+            continue
+        try:
+            plog = broker.storage.partition(meta.name, cp.partition)
+            limit = min(cp.max_bytes, remaining)
+            if limit <= 0 and not min_one:
+                r.data = plog.read(cp.fetch_offset, 0, min_one=False)
+                continue
+            result = plog.read(cp.fetch_offset, max(limit, 0), min_one=min_one)
+        except sb.OffsetOutOfRangeError:
+            r.error = errors.OFFSET_OUT_OF_RANGE
+            continue
+        except sb.UnknownTopicError:
+            r.error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        r.data = result
+        r.size = result.size
+        if result.size:
+            min_one = False
+            remaining -= result.size
+            total += result.size
+    return reads, total
+
+
+def _records_field(result, version: int, fetch_offset: int):
+    if result is None or not result.chunks:
+        return b"" if version >= 4 else b""
+    chunks = result.chunks
+    if version <= 3:  # magic 0 (v0-1) or 1 (v2-3) message sets for old consumers
+        buf = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return batches_to_message_set(buf, 0 if version <= 1 else 1, first_offset=fetch_offset)
+    if len(chunks) == 1:
+        return chunks[0]
+    return Chunks(chunks, result.size)
+
+
+def _state(broker, meta, partition):
+    """(high watermark, log start, last stable) of a partition, for error responses."""
+    try:
+        plog = broker.storage.partition(meta.name, partition)
+        return plog.high_watermark, plog.log_start_offset, plog.high_watermark
+    except Exception:
+        return -1, -1, -1
+
+
+def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchResponse:
+    by_id = version >= 13
+    committed = version >= 4 and body.isolation_level == READ_COMMITTED
+    topics: list = []
+    last_key = object()
+    for r in reads:
+        cp = r.cached
+        if r.data is not None:
+            hw, start, lso = r.data.high_watermark, r.data.log_start_offset, r.data.last_stable_offset
+        elif r.meta is not None and r.error in (errors.OFFSET_OUT_OF_RANGE, errors.UNKNOWN_LEADER_EPOCH,
+                                                errors.FENCED_LEADER_EPOCH):
+            hw, start, lso = _state(broker, r.meta, cp.partition)
+        else:
+            hw, start, lso = -1, -1, -1
+        if ctx.incremental:
+            changed = (r.size > 0 or r.error or hw != cp.high_watermark or start != cp.log_start_offset
+                       or lso != cp.last_stable_offset)
+            if not changed:
+                continue
+        if ctx.session is not None:
+            cp.high_watermark, cp.log_start_offset, cp.last_stable_offset = hw, start, lso
+        pd = PartitionData(partition_index=cp.partition, error_code=r.error, high_watermark=hw,
+                           last_stable_offset=lso, log_start_offset=start,
+                           aborted_transactions=[] if committed else None, preferred_read_replica=-1,
+                           records=_records_field(r.data, version, cp.fetch_offset))
+        if cp.topic_key != last_key:
+            last_key = cp.topic_key
+            if by_id:
+                name = r.meta.name if r.meta is not None else ""
+                topics.append(TopicResponse(topic=name, topic_id=cp.topic_key, partitions=[pd]))
+            else:
+                topics.append(TopicResponse(topic=cp.topic_key, topic_id=ZERO_UUID, partitions=[pd]))
+        else:
+            topics[-1].partitions.append(pd)
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=ctx.response_session_id, responses=topics,
+                         node_endpoints=[])
+
+
+@handles("Fetch")
+def fetch(broker, ctx, body):
+    version = ctx.api_version
+    if version <= 14 and body.replica_id >= 0 or version >= 15 and body.replica_state.replica_id >= 0:
+        # a follower: kafkawire has no replicas
+        return FetchResponse(throttle_time_ms=0, error_code=errors.NOT_LEADER_OR_FOLLOWER, session_id=0,
+                             responses=[])
+    by_id = version >= 13
+    requested = _partitions_of(broker, body, version)
+    forgotten = []
+    if version >= 7:
+        for t in body.forgotten_topics_data:
+            key = t.topic_id if by_id else t.topic
+            forgotten.extend((key, p) for p in t.partitions)
+    fctx = broker.fetch_sessions.new_context(body.session_id if version >= 7 else 0,
+                                             body.session_epoch if version >= 7 else -1,
+                                             requested, forgotten, by_id, version >= 7)
+    if fctx.error:
+        log.info("fetch session error %s for session %d epoch %d from %r", errors.error_for(fctx.error).name,
+                 body.session_id, body.session_epoch, ctx.client_id)
+        return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
+    max_bytes = body.max_bytes if version >= 3 else INT32_MAX
+    metas: dict = {}
+    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas)
+    errored = any(r.error for r in reads)
+    if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
+        return _respond(broker, ctx, body, fctx, reads)
+    return _long_poll(broker, ctx, body, fctx, max_bytes, metas)
+
+
+def _respond(broker, ctx, body, fctx, reads):
+    response = _build(broker, ctx.api_version, body, fctx, reads)
+    return _Encoded(encode_fetch_response(ctx.correlation_id, response, ctx.api_version))
+
+
+class _Encoded(list):
+    """An already encoded response (the dispatcher writes it as it is)."""
+
+
+async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
+    version = ctx.api_version
+    deadline = time.monotonic() + body.max_wait_ms / 1000.0
+    keys = []
+    for cp in fctx.partitions:
+        meta = metas.get(cp.topic_key)
+        if meta:
+            keys.append((meta.name, cp.partition))
+    event = broker.waiters.register(keys)
+    try:
+        while True:
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
+            try:
+                await asyncio.wait_for(event.wait(), timeout)
+            except asyncio.TimeoutError:
+                break
+            event.clear()
+            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {})
+            if total >= body.min_bytes or any(r.error for r in reads):
+                return _respond(broker, ctx, body, fctx, reads)
+            if broker.server is None:
+                break
+    finally:
+        broker.waiters.unregister(event)
+    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {})
+    return _respond(broker, ctx, body, fctx, reads)

@@ -1,0 +1,126 @@
+"""ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+from __future__ import annotations
+
+from kafkawire.protocol import errors
+from kafkawire.protocol.messages import DeleteRecordsResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
+
+from ..dispatch import handles
+from ..storage import base as sb
+from ._common import find_topic, partition_log
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+
+
+def leader_epoch_error(broker, current_leader_epoch: int) -> int:
+    if current_leader_epoch > broker.leader_epoch:
+        return errors.UNKNOWN_LEADER_EPOCH
+    if 0 <= current_leader_epoch < broker.leader_epoch:
+        return errors.FENCED_LEADER_EPOCH
+    return 0
+
+
+def _lookup(broker, plog, ts: int) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for a ListOffsets timestamp."""
+    epoch = broker.leader_epoch
+    if ts == LATEST:
+        return plog.high_watermark, -1, epoch
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1, epoch
+    if ts == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        return (found[0], found[1], epoch) if found else (-1, -1, -1)
+    if ts < 0:  # tiered storage lookups: kafkawire keeps everything local
+        return -1, -1, -1
+    found = plog.offset_for_timestamp(ts)
+    return (found[0], found[1], epoch) if found else (-1, -1, -1)
+
+
+@handles("ListOffsets")
+def list_offsets(broker, ctx, body):
+    version = ctx.api_version
+    R = ListOffsetsResponse
+    topics = []
+    for t in body.topics:
+        meta = find_topic(broker, t.name)
+        parts = []
+        for p in t.partitions:
+            pr = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, old_style_offsets=[],
+                                                timestamp=-1, offset=-1, leader_epoch=-1)
+            parts.append(pr)
+            plog = partition_log(broker, meta, p.partition_index) if meta is not None else None
+            if plog is None:
+                pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if version >= 4:
+                pr.error_code = leader_epoch_error(broker, p.current_leader_epoch)
+                if pr.error_code:
+                    continue
+            if version == 0:
+                ts = p.timestamp
+                if ts == LATEST:
+                    offsets = [plog.high_watermark]
+                elif ts == EARLIEST:
+                    offsets = [plog.log_start_offset]
+                else:
+                    found = plog.offset_for_timestamp(ts) if ts >= 0 else None
+                    offsets = [found[0] if found else plog.high_watermark]
+                pr.old_style_offsets = offsets[:max(p.max_num_offsets, 0)]
+                continue
+            if p.timestamp == MAX_TIMESTAMP and version < 7 or p.timestamp < MAX_TIMESTAMP and version < 8:
+                pr.error_code = errors.UNSUPPORTED_VERSION
+                continue
+            pr.offset, pr.timestamp, pr.leader_epoch = _lookup(broker, plog, p.timestamp)
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+@handles("OffsetForLeaderEpoch")
+def offset_for_leader_epoch(broker, ctx, body):
+    R = OffsetForLeaderEpochResponse
+    topics = []
+    for t in body.topics:
+        meta = find_topic(broker, t.topic)
+        parts = []
+        for p in t.partitions:
+            pr = R.EpochEndOffset(error_code=0, partition=p.partition, leader_epoch=-1, end_offset=-1)
+            parts.append(pr)
+            plog = partition_log(broker, meta, p.partition) if meta is not None else None
+            if plog is None:
+                pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if ctx.api_version >= 2:
+                pr.error_code = leader_epoch_error(broker, p.current_leader_epoch)
+                if pr.error_code:
+                    continue
+            if 0 <= p.leader_epoch <= broker.leader_epoch:
+                # epoch 0 is the only epoch there has ever been: it ends at the log end offset
+                pr.leader_epoch, pr.end_offset = broker.leader_epoch, plog.log_end_offset
+        topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+@handles("DeleteRecords")
+def delete_records(broker, ctx, body):
+    R = DeleteRecordsResponse
+    topics = []
+    for t in body.topics:
+        meta = find_topic(broker, t.name)
+        parts = []
+        for p in t.partitions:
+            pr = R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
+            parts.append(pr)
+            plog = partition_log(broker, meta, p.partition_index) if meta is not None else None
+            if plog is None:
+                pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > plog.high_watermark:
+                pr.error_code = errors.OFFSET_OUT_OF_RANGE
+                continue
+            try:
+                pr.low_watermark = plog.delete_records_before(offset) if offset > plog.log_start_offset \
+                    else plog.log_start_offset
+            except sb.OffsetOutOfRangeError:
+                pr.error_code = errors.OFFSET_OUT_OF_RANGE
+        topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,35 @@
+"""ApiVersions: what this broker implements, each API at every version it handles."""
+from __future__ import annotations
+
+import re
+
+from kafkawire.protocol import encode_response_parts, errors
+from kafkawire.protocol.messages import ApiVersionsResponse
+
+from ..dispatch import advertised_versions, handles
+
+# Kafka's check of ClientSoftwareName / ClientSoftwareVersion (ApiVersionsRequest.isValid)
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _api_keys(broker):
+    cls = ApiVersionsResponse.ApiVersion
+    return [cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions(broker.handlers)]
+
+
+@handles("ApiVersions")
+def api_versions(broker, ctx, body):
+    if ctx.api_version >= 3 and not (_SOFTWARE.fullmatch(body.client_software_name or "")
+                                     and _SOFTWARE.fullmatch(body.client_software_version or "")):
+        return ApiVersionsResponse(error_code=errors.INVALID_REQUEST, api_keys=[])
+    if ctx.connection is not None and ctx.api_version >= 3:
+        ctx.connection.attributes["client_software"] = (body.client_software_name, body.client_software_version)
+    # Tagged fields (supported/finalized features) keep their defaults, so they are not written at all.
+    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(broker), throttle_time_ms=0)
+
+
+def unsupported_version_response(broker, correlation_id: int) -> list:
+    """UNSUPPORTED_VERSION in a v0 body listing the supported ranges (header v0), as Kafka answers a request
+    at an ApiVersions version it does not know; the client retries at a version both sides support."""
+    body = ApiVersionsResponse(error_code=errors.UNSUPPORTED_VERSION, api_keys=_api_keys(broker))
+    return encode_response_parts(correlation_id, body, 0)

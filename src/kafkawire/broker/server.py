@@ -1,0 +1,366 @@
+"""The broker: one node that is leader and only replica of every partition.
+
+``Broker`` owns the storage, the dispatch table and the state that outlives a
+request (fetch sessions, idempotent producers, fetch waiters); ``BrokerServer``
+puts it on a socket. ``start_in_thread`` runs a whole broker on its own event
+loop in a background thread (tests, notebooks).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from kafkawire.net.server import CloseConnection, FramedServer
+from kafkawire.protocol import DecodeError, UnsupportedVersionError, api, decode_request, encode_response_parts
+from kafkawire.protocol.rpc import peek_request_prefix
+
+from . import dispatch
+from .config import BrokerConfig
+from .dispatch import RequestContext
+from .fetch_waiters import FetchWaiters
+from .storage.base import Storage
+
+log = logging.getLogger("kafkawire.broker")
+
+API_VERSIONS = 18
+LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at epoch 0
+
+
+def open_storage(config: BrokerConfig) -> Storage:
+    """The engine the configuration names (``segments`` on disk by default, or ``memory``)."""
+    props = config.storage_properties()
+    props.setdefault("node.id", str(config.node_id))
+    if not config.acks_all_fsync:
+        props["kafkawire.log.fsync.acks.all"] = "false"
+    if config.storage == "memory":
+        from .storage.memory import MemoryStorage
+
+        return MemoryStorage(props)
+    if config.storage in ("segments", "disk", "segment"):
+        from .storage.config import StorageConfig
+
+        try:
+            from .storage.segments import SegmentStorage
+        except ImportError:  # the on-disk engine is not there yet: keep serving from memory
+            log.warning("the segments storage engine is not available; using the memory engine (nothing is kept)")
+            from .storage.memory import MemoryStorage
+
+            return MemoryStorage(props)
+
+        return SegmentStorage(config.data_dir, StorageConfig.from_properties(props))
+    raise ValueError(f"unknown storage engine {config.storage!r} (use segments or memory)")
+
+
+class PartitionQueue:
+    """Runs storage work for one partition in order, in a thread when the engine does file I/O."""
+
+    __slots__ = ("tail",)
+
+    def __init__(self):
+        self.tail: asyncio.Future | None = None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, storage: Storage | None = None):
+        self.config = config
+        self.node_id = config.node_id
+        self.storage = storage if storage is not None else open_storage(config)
+        self.handlers = dispatch.load_handlers()
+        self.leader_epoch = LEADER_EPOCH
+        self.waiters = FetchWaiters()
+        # state kept by handler families, created on first use by their modules
+        from .handlers.fetch_sessions import FetchSessionCache
+        from .handlers.producers import ProducerStateManager
+
+        self.fetch_sessions = FetchSessionCache()
+        self.producers = ProducerStateManager()
+        self.group_coordinator = None  # consumer groups (handlers/groups.py) attach their coordinator here
+        self.txn_coordinator = None
+        # storage appends run in a thread for engines that touch files, in order per partition
+        self.storage_in_thread = type(self.storage).__name__ != "MemoryStorage"
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage") \
+            if self.storage_in_thread else None
+        self._queues: dict[tuple[str, int], PartitionQueue] = {}
+        self.started_ms = int(time.time() * 1000)
+        self.server: FramedServer | None = None
+        self._background: list[asyncio.Task] = []
+
+    # -- addresses ------------------------------------------------------------
+    @property
+    def advertised(self) -> tuple[str, int]:
+        host, port = self.config.advertised
+        if self.server is not None and not self.config.advertised_port and self.config.port == 0:
+            port = self.server.port
+        return host, port
+
+    @property
+    def cluster_id(self) -> str:
+        return self.storage.cluster_id
+
+    # -- requests ---------------------------------------------------------------
+    def handle(self, payload: bytes, conn):
+        """The net layer's handler: a response (list of buffers), None, or an awaitable of either."""
+        try:
+            key, version, correlation_id = peek_request_prefix(payload)
+        except DecodeError as exc:
+            raise CloseConnection(f"unparsable request header: {exc}") from None
+        spec = self.handlers.get(key)
+        if spec is None:
+            try:
+                name = api(key).name
+            except KeyError:
+                name = "unknown"
+            raise CloseConnection(f"unsupported API key {key} ({name}) v{version}, correlation id {correlation_id}")
+        if not spec.min_version <= version <= spec.max_version:
+            if key == API_VERSIONS:
+                from .handlers.versions import unsupported_version_response
+
+                log.warning("connection %s: ApiVersions v%d is not supported; answering UNSUPPORTED_VERSION",
+                            getattr(conn, "id", "?"), version)
+                return unsupported_version_response(self, correlation_id)
+            raise CloseConnection(f"{spec.name} v{version} is outside the supported range "
+                                  f"{spec.min_version}-{spec.max_version}, correlation id {correlation_id}")
+        try:
+            request = decode_request(payload, framed=False, strict=False)
+        except (DecodeError, UnsupportedVersionError) as exc:
+            raise CloseConnection(f"{spec.name} v{version} request (correlation id {correlation_id}) "
+                                  f"does not decode: {exc}") from None
+        ctx = RequestContext(request.header, version, conn)
+        try:
+            body = spec.fn(self, ctx, request.body)
+        except CloseConnection:
+            raise
+        except Exception as exc:
+            return self._failed(spec, ctx, exc)
+        if inspect.isawaitable(body):
+            return self._finish_async(spec, ctx, body, correlation_id, version)
+        if body is None or isinstance(body, list):
+            return body  # no response (acks=0), or one the handler encoded itself
+        return encode_response_parts(correlation_id, body, version)
+
+    async def _finish_async(self, spec, ctx, pending, correlation_id, version):
+        try:
+            response = await pending
+        except (CloseConnection, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            return self._failed(spec, ctx, exc)
+        if response is None or isinstance(response, list):
+            return response
+        return encode_response_parts(correlation_id, response, version)
+
+    def _failed(self, spec, ctx, exc):
+        """A handler raised: answer UNKNOWN_SERVER_ERROR when the response has a top-level error code, else
+        close the connection (Kafka answers every failed request with an error response)."""
+        log.error("%s v%d from %s (client %r, correlation id %d) failed", spec.name, ctx.api_version,
+                  getattr(ctx.connection, "peer", "?"), ctx.client_id, ctx.correlation_id, exc_info=exc)
+        from kafkawire.protocol import message_class
+
+        cls = message_class(api(spec.api_key).response)
+        if "error_code" in cls._attrs:
+            body = cls(error_code=-1)
+            try:
+                return encode_response_parts(ctx.correlation_id, body, ctx.api_version)
+            except Exception:
+                pass
+        raise CloseConnection(f"{spec.name} failed: {type(exc).__name__}: {exc}")
+
+    # -- storage work in order per partition -----------------------------------
+    def reserve_partition(self, topic: str, partition: int):
+        """Take a place in the partition's queue now (synchronously, so in request arrival order); pass the
+        ticket to ``run_reserved``."""
+        key = (topic, partition)
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = PartitionQueue()
+        prev = queue.tail
+        mine = asyncio.get_running_loop().create_future()
+        queue.tail = mine
+        return key, queue, prev, mine
+
+    def release(self, ticket) -> None:
+        key, queue, _prev, mine = ticket
+        if not mine.done():
+            mine.set_result(None)
+        if queue.tail is mine and self._queues.get(key) is queue:
+            del self._queues[key]
+
+    async def run_reserved(self, ticket, fn, *args):
+        """Run ``fn(*args)`` in the storage thread pool once earlier work of the same partition is done."""
+        _key, _queue, prev, _mine = ticket
+        submitted = False
+        try:
+            if prev is not None and not prev.done():
+                await prev
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(self._executor, functools.partial(fn, *args))
+            submitted = True
+            fut.add_done_callback(lambda _f: self.release(ticket))  # released when the work really ends
+            return await fut
+        finally:
+            if not submitted:
+                self.release(ticket)
+
+    async def run_partition(self, topic: str, partition: int, fn, *args):
+        if self._executor is None:
+            return fn(*args)
+        return await self.run_reserved(self.reserve_partition(topic, partition), fn, *args)
+
+    # -- lifecycle ----------------------------------------------------------------
+    async def start(self) -> None:
+        self.server = FramedServer(self.handle, self.config.host, self.config.port,
+                                   max_frame=self.config.socket_request_max_bytes)
+        self.server.on_connection_closed.append(self._connection_closed)
+        await self.server.start()
+        self._background.append(asyncio.ensure_future(self._housekeeping()))
+        host, port = self.advertised
+        log.info("kafkawire broker %d listening on %s:%d (advertised %s:%d), cluster id %s, storage %s",
+                 self.node_id, self.config.host or "*", self.server.port, host, port, self.cluster_id,
+                 type(self.storage).__name__)
+
+    def _connection_closed(self, conn) -> None:
+        if self.group_coordinator is not None and hasattr(self.group_coordinator, "connection_closed"):
+            self.group_coordinator.connection_closed(conn)
+
+    async def _housekeeping(self) -> None:
+        """Retention and time-based flushes on a timer."""
+        retention_every = int(self.config.broker_value("log.retention.check.interval.ms")[0]) / 1000.0
+        last_retention = time.monotonic()
+        while True:
+            await asyncio.sleep(1.0)
+            now_ms = int(time.time() * 1000)
+            try:
+                if self._executor is not None:
+                    await asyncio.get_running_loop().run_in_executor(self._executor, self.storage.flush_due, now_ms)
+                else:
+                    self.storage.flush_due(now_ms)
+                if time.monotonic() - last_retention >= retention_every:
+                    last_retention = time.monotonic()
+                    deleted = self.storage.enforce_retention(now_ms)
+                    if deleted:
+                        log.info("retention deleted %d segments", deleted)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("housekeeping failed")
+
+    async def stop(self) -> None:
+        for task in self._background:
+            task.cancel()
+        self._background.clear()
+        if self.server is not None:
+            await self.server.close()
+        self.waiters.wake_all()
+        try:
+            self.storage.flush()
+        except Exception:
+            log.exception("flushing storage on shutdown failed")
+        try:
+            self.storage.close()
+        except Exception:
+            log.exception("closing storage failed")
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        log.info("kafkawire broker %d stopped", self.node_id)
+
+
+class BrokerThread:
+    """A broker on its own event loop in a daemon thread: ``with start_in_thread(cfg) as b: b.port``."""
+
+    def __init__(self, config: BrokerConfig, storage: Storage | None = None):
+        self.config = config
+        self._storage = storage
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.broker: Broker | None = None
+        self._ready = threading.Event()
+        self._stopped = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="kafkawire-broker", daemon=True)
+
+    def start(self) -> BrokerThread:
+        self._thread.start()
+        self._ready.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.broker = Broker(self.config, self._storage)
+            self.loop.run_until_complete(self.broker.start())
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.run_until_complete(self.broker.stop())
+            self.loop.close()
+            self._stopped.set()
+
+    @property
+    def port(self) -> int:
+        return self.broker.server.port
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.config.host or "127.0.0.1", self.port
+
+    @property
+    def bootstrap(self) -> str:
+        host, port = self.address
+        return f"{host}:{port}"
+
+    def call(self, fn, *args):
+        """Run ``fn(*args)`` on the broker's loop and return its result (for tests)."""
+        import concurrent.futures
+
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run():
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as exc:
+                fut.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return fut.result(10)
+
+    def stop(self) -> None:
+        if self.loop is not None and not self._stopped.is_set():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._stopped.wait(10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def start_in_thread(config: BrokerConfig | None = None, storage: Storage | None = None, **overrides) -> BrokerThread:
+    """Start a broker in a background thread (defaults: memory storage, a free port on 127.0.0.1)."""
+    if config is None:
+        config = BrokerConfig(port=0, storage="memory")
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return BrokerThread(config, storage).start()
+
+
+def install_event_loop_policy() -> str:
+    """uvloop when installed; returns the loop's name."""
+    try:
+        import uvloop
+    except ImportError:
+        return "asyncio"
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return "uvloop"

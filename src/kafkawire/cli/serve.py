@@ -1,0 +1,97 @@
+"""``kafkawire serve``: run the broker until SIGTERM/SIGINT."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+
+
+def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
+    parser.add_argument("properties", nargs="?", metavar="PROPERTIES_FILE",
+                        help="a Kafka server.properties file (listeners, advertised.listeners, log.dirs, node.id, ...)")
+    parser.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:9092)")
+    parser.add_argument("--advertised", metavar="HOST:PORT", help="address clients are told to connect to")
+    parser.add_argument("--data-dir", metavar="DIR", help="where the logs are kept (default ./kafkawire-data)")
+    parser.add_argument("--node-id", type=int, metavar="N", help="this node's id (default 1)")
+    parser.add_argument("--storage", choices=("segments", "memory"),
+                        help="storage engine: segments on disk (default) or memory")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="set a server.properties key (repeatable)")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
+
+
+def build_config(args):
+    from kafkawire.broker.config import BrokerConfig, parse_host_port, parse_properties
+
+    props: dict[str, str] = {}
+    if args.properties:
+        with open(args.properties, encoding="utf-8") as f:
+            props = parse_properties(f.read())
+    for item in args.override:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--override expects KEY=VALUE, got {item!r}")
+        props[key.strip()] = value.strip()
+    cfg = BrokerConfig.from_properties(props)
+    if args.listen:
+        cfg.host, cfg.port = parse_host_port(args.listen)
+    if args.advertised:
+        cfg.advertised_host, cfg.advertised_port = parse_host_port(args.advertised)
+    if args.data_dir:
+        cfg.data_dir = args.data_dir
+    if args.node_id is not None:
+        cfg.node_id = args.node_id
+    if args.storage:
+        cfg.storage = args.storage
+    return cfg
+
+
+def run(args) -> int:
+    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("kafkawire.serve")
+    started = time.monotonic()
+    from kafkawire.broker.config import ConfigError
+    from kafkawire.broker.server import Broker, install_event_loop_policy
+
+    try:
+        cfg = build_config(args)
+    except (ConfigError, OSError, ValueError) as exc:
+        log.error("%s", exc)
+        return 2
+    for key in cfg.unknown_keys:
+        log.warning("ignoring unknown configuration key %s", key)
+    loop_name = install_event_loop_policy()
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
+        try:
+            broker = Broker(cfg)
+            await broker.start()
+        except OSError as exc:
+            log.error("cannot start: %s", exc)
+            return 1
+        log.info("started in %.0f ms (%s event loop)", (time.monotonic() - started) * 1000, loop_name)
+        await stop.wait()
+        log.info("shutting down")
+        try:
+            await asyncio.wait_for(broker.stop(), 1.5)
+        except asyncio.TimeoutError:
+            log.warning("shutdown took too long; exiting anyway")
+        return 0
+
+    try:
+        code = asyncio.run(main())
+    except KeyboardInterrupt:
+        code = 0
+    logging.shutdown()
+    return code

@@ -1,0 +1,251 @@
+"""asyncio framing for Kafka-style servers: 4-byte size, payload, responses in request order.
+
+A ``FramedServer`` accepts connections and, per connection, splits the byte
+stream into frames (rejecting a size above ``max_frame`` before buffering
+it), hands each payload to ``handler(payload, connection)`` and writes the
+results back in the order the requests arrived, however many are in flight
+(pipelining). The handler returns:
+
+- a list of buffers (written with ``transport.writelines``, nothing joined),
+- ``None`` when the request gets no response (Kafka's acks=0 produce),
+- an awaitable resolving to either of those (long polls, slow storage),
+
+or raises ``CloseConnection`` to drop the connection (after the responses to
+earlier requests are written), as Kafka does for a request it cannot parse.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import socket
+import struct
+from collections import deque
+
+log = logging.getLogger("kafkawire.net")
+
+_SIZE = struct.Struct(">i")
+MAX_IN_FLIGHT = 256  # requests buffered per connection before reading pauses
+_ids = itertools.count(1)
+
+
+class CloseConnection(Exception):
+    """Raised by a handler: close this connection; the message says why (it is logged)."""
+
+
+class _Slot:
+    __slots__ = ("done", "buffers", "close_reason")
+
+    def __init__(self):
+        self.done = False
+        self.buffers = None
+        self.close_reason = None
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: FramedServer):
+        self.server = server
+        self.id = next(_ids)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.closed = False
+        self.close_reason: str | None = None
+        self._buf = bytearray()
+        self._slots: deque[_Slot] = deque()
+        self._reading_paused = False
+        self._writing_paused = False
+        self._closing_after: _Slot | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
+
+    # -- asyncio.Protocol ---------------------------------------------------
+    def connection_made(self, transport):
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.server._connections.add(self)
+        log.info("connection %d from %s opened", self.id, self.peer)
+
+    def connection_lost(self, exc):
+        self.closed = True
+        self.server._connections.discard(self)
+        for task in list(self._tasks):
+            task.cancel()
+        reason = self.close_reason or (f"error: {exc}" if exc else "closed by peer")
+        log.info("connection %d from %s closed (%s)", self.id, self.peer, reason)
+        for cb in self.server.on_connection_closed:
+            try:
+                cb(self)
+            except Exception:  # pragma: no cover - callbacks must not break the loop
+                log.exception("connection close callback failed")
+
+    def pause_writing(self):
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self):
+        self._writing_paused = False
+        self._update_reading()
+
+    def data_received(self, data):
+        if self.closed or self._closing_after is not None:
+            return
+        buf = self._buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        max_frame = self.server.max_frame
+        while n - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if size < 0 or size > max_frame:
+                self.abort(f"frame size {size} is outside [0, {max_frame}] (socket.request.max.bytes)")
+                return
+            end = pos + 4 + size
+            if end > n:
+                break
+            payload = bytes(buf[pos + 4:end])
+            pos = end
+            self._handle(payload)
+            if self.closed or self._closing_after is not None:
+                break
+        if pos:
+            del buf[:pos]
+        self._update_reading()
+
+    def eof_received(self):
+        return False  # close our side too
+
+    # -- request handling ---------------------------------------------------
+    def _handle(self, payload: bytes) -> None:
+        slot = _Slot()
+        self._slots.append(slot)
+        try:
+            result = self.server.handler(payload, self)
+        except CloseConnection as exc:
+            self._close_at(slot, str(exc))
+            return
+        except Exception as exc:  # handler bug: drop the connection, keep the server
+            log.exception("connection %d from %s: request handler failed", self.id, self.peer)
+            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}")
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._finished(t, s))
+        else:
+            slot.done = True
+            slot.buffers = result
+            self._flush()
+
+    def _finished(self, task: asyncio.Task, slot: _Slot) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, CloseConnection):
+            self._close_at(slot, str(exc))
+            return
+        if exc is not None:
+            log.error("connection %d from %s: request handler failed", self.id, self.peer, exc_info=exc)
+            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}")
+            return
+        slot.done = True
+        slot.buffers = task.result()
+        self._flush()
+
+    def _close_at(self, slot: _Slot, reason: str) -> None:
+        slot.done = True
+        slot.close_reason = reason
+        self._closing_after = slot
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self._slots
+        transport = self.transport
+        while slots and slots[0].done:
+            slot = slots.popleft()
+            if slot.close_reason is not None:
+                self.abort(slot.close_reason, graceful=True)
+                return
+            if slot.buffers and not self.closed:
+                transport.writelines(slot.buffers)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.closed or self.transport is None:
+            return
+        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    # -- closing ------------------------------------------------------------
+    def abort(self, reason: str, graceful: bool = False) -> None:
+        """Close the connection; ``reason`` goes to the log."""
+        if self.closed:
+            return
+        self.closed = True
+        self.close_reason = reason
+        log.warning("connection %d from %s: closing: %s", self.id, self.peer, reason)
+        for task in list(self._tasks):
+            task.cancel()
+        if self.transport is not None:
+            if graceful:
+                self.transport.close()  # written responses still go out
+            else:
+                self.transport.abort()
+
+
+class FramedServer:
+    def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024):
+        self.handler = handler
+        self.host = host
+        self.port = port
+        self.max_frame = max_frame
+        self.backlog = backlog
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[Connection] = set()
+        self.on_connection_closed: list = []
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        host = self.host or None  # "" binds every interface
+        self._server = await loop.create_server(lambda: Connection(self), host, self.port,
+                                                reuse_address=True, backlog=self.backlog)
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+
+    @property
+    def sockets(self):
+        return self._server.sockets if self._server else ()
+
+    @property
+    def connections(self) -> set[Connection]:
+        return set(self._connections)
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self._connections):
+            if conn.transport is not None:
+                conn.closed = True
+                conn.close_reason = conn.close_reason or "server shutting down"
+                for task in list(conn._tasks):
+                    task.cancel()
+                conn.transport.abort()
+        try:
+            await asyncio.wait_for(self._server.wait_closed(), 1.0)
+        except (asyncio.TimeoutError, Exception):
+            pass
+        self._server = None
