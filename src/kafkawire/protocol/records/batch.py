@@ -520,11 +520,11 @@ def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list, int]:
 
 
 def _check_v2_at(buf, pos: int) -> None:
+    if 0 <= pos and pos + MAGIC_OFFSET < len(buf) and buf[pos + MAGIC_OFFSET] != 2:
+        raise ValueError(f"entry at position {pos} has magic {buf[pos + MAGIC_OFFSET]}; "
+                         "only v2 batches can be rewritten in place")
     if pos < 0 or pos + HEADER_SIZE > len(buf):
         raise ValueError(f"no v2 batch header at position {pos} (buffer holds {len(buf)} bytes)")
-    magic = buf[pos + MAGIC_OFFSET]
-    if magic != 2:
-        raise ValueError(f"entry at position {pos} has magic {magic}; only v2 batches can be rewritten in place")
 
 
 def set_base_offset(buf, pos: int, base_offset: int, partition_leader_epoch: int | None = None) -> None:

@@ -123,12 +123,13 @@ def _lz4_compress(data, magic: int, level: int | None) -> bytes:
 
 
 def _zstd_compressor(level: int):
+    zstd = _codec_module(Compression.ZSTD)
     cache = getattr(_tls, "zstd", None)
     if cache is None:
         cache = _tls.zstd = {}
     c = cache.get(level)
     if c is None:
-        c = cache[level] = _codec_module(Compression.ZSTD).ZstdCompressor(level=level)
+        c = cache[level] = zstd.ZstdCompressor(level=level)
     return c
 
 
