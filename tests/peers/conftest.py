@@ -9,15 +9,12 @@ A failing test gets the tail of the broker's log in its report.
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from peer_harness import TARGET_ENV, TARGETS, BrokerProcess, BrokerStartError, tansu_binary  # noqa: E402
+from .peer_harness import TARGET_ENV, TARGETS, BrokerProcess, BrokerStartError, tansu_binary
 
 
 def _target() -> str:

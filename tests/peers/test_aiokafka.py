@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from peer_harness import Rec, assert_readback, confluent_consume, confluent_create_topic, make_records
+from .peer_harness import Rec, assert_readback, confluent_consume, confluent_create_topic, make_records
 
 aiokafka = pytest.importorskip("aiokafka")
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition  # noqa: E402

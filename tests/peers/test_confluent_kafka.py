@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from peer_harness import (assert_readback, by_partition, confluent_consume, confluent_create_topic,
+from .peer_harness import (assert_readback, by_partition, confluent_consume, confluent_create_topic,
                           confluent_produce, end_offsets, make_records, wait_for_topic)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")

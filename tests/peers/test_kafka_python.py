@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from peer_harness import Rec, assert_readback, confluent_consume, make_records
+from .peer_harness import Rec, assert_readback, confluent_consume, make_records
 
 kafka = pytest.importorskip("kafka")
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from peer_harness import assert_readback, by_partition, confluent_consume, end_offsets, make_records
+from .peer_harness import assert_readback, by_partition, confluent_consume, end_offsets, make_records
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 SCRIPT = NODE_DIR / "kafkajs_peer.js"

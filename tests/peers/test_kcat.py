@@ -11,11 +11,12 @@ import subprocess
 
 import pytest
 
-from peer_harness import (Rec, assert_readback, confluent_consume, confluent_create_topic, confluent_produce,
+from .peer_harness import (Rec, assert_readback, confluent_consume, confluent_create_topic, confluent_produce,
                           now_ms)
 
 pytestmark = [
     pytest.mark.timeout(120),
+    pytest.mark.tansu_gap("librdkafka 2.0.x cannot read its ApiVersions response (Read underflow)"),
     pytest.mark.skipif(shutil.which("kcat") is None,
                        reason="kcat not installed (Debian package 'kcat'; tools/run-tests installs it as root)"),
 ]
