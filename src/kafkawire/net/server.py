@@ -110,7 +110,7 @@ class Connection(asyncio.Protocol):
             end = pos + 4 + size
             if end > n:
                 break
-            payload = bytes(buf[pos + 4:end])
+            payload = buf[pos + 4:end]  # a writable copy: handlers may patch records in place
             pos = end
             self._handle(payload)
             if self.closed or self._closing_after is not None:

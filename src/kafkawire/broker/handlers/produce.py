@@ -23,6 +23,7 @@ from .producers import BatchMeta
 
 HEADER = struct.Struct(">qiibIhiqqqhii")  # v2 batch header, 61 bytes
 HEADER_SIZE = HEADER.size
+_I32 = struct.Struct(">i")
 ZSTD = 4
 CONTROL = 0x20
 LONG_MAX = 9223372036854775807
@@ -75,6 +76,9 @@ def _prepare(broker, version: int, meta, partition: int, records):
         except Exception as exc:
             raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: cannot up-convert message set: {exc}") from None
     view = memoryview(buf)
+    if view.readonly:
+        buf = bytearray(buf)
+        view = memoryview(buf)
     ts_type = broker.config.topic_value(meta.configs, "message.timestamp.type")
     now = now_ms()
     before_max = int(broker.config.topic_value(meta.configs, "message.timestamp.before.max.ms"))
@@ -114,6 +118,7 @@ def _prepare(broker, version: int, meta, partition: int, records):
                 raise Rejected(errors.INVALID_TIMESTAMP, f"{tp}: timestamp {max_ts} is after the allowed "
                                                          f"range (message.timestamp.after.max.ms={after_max})")
         header = h
+        _I32.pack_into(view, pos + 12, broker.leader_epoch)  # the partition leader epoch (not covered by the CRC)
     if len(entries) > 1 or header[9] < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return buf, header
