@@ -102,26 +102,25 @@ class MemoryPartitionLog(PartitionLog):
         with self._lock:
             if offset < 0 or offset > self._end:
                 raise OffsetOutOfRangeError(offset, self._start, self._end)
-            if offset > self._start:
-                self._start = offset
-                self._drop_while(lambda info: info.last_offset < self._start)
+            # As in Kafka, the batches below the new start are freed by the next retention pass.
+            self._start = max(self._start, offset)
             return self._start
 
     def enforce_retention(self, now_ms: int) -> int:
         settings = self._settings()
-        if not settings.deletes:
-            return 0
         with self._lock:
             dropped = 0
-            if settings.retention_ms >= 0:
+            if settings.deletes and settings.retention_ms >= 0:
                 dropped += self._drop_while(lambda info: now_ms - info.max_timestamp > settings.retention_ms)
-            if settings.retention_bytes >= 0:
+            if settings.deletes and settings.retention_bytes >= 0:
                 dropped += self._drop_while(lambda info: self._size - info.size >= settings.retention_bytes)
+            # Batches wholly below the log start (DeleteRecords), except the last, whatever the policy.
+            dropped += self._drop_while(lambda info: info.last_offset < self._start, keep_last=True)
             return dropped
 
-    def _drop_while(self, predicate) -> int:
-        n = 0
-        while n < len(self._infos) and predicate(self._infos[n]):
+    def _drop_while(self, predicate, keep_last: bool = False) -> int:
+        n, limit = 0, len(self._infos) - (1 if keep_last else 0)
+        while n < limit and predicate(self._infos[n]):
             self._size -= self._infos[n].size
             n += 1
         if n:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 from typing import Iterable
 
 from . import _batch
@@ -21,6 +22,8 @@ from .base import FileRegion, StorageError
 from .index import OffsetIndex, TimeIndex
 
 _IOV_MAX = 1024  # Linux's limit on buffers per writev
+# A writer thread and a reader may both be first to touch a segment's file; exactly one must open it.
+_open_lock = threading.Lock()
 
 
 def segment_name(base_offset: int) -> str:
@@ -70,9 +73,13 @@ class LogSegment:
 
     @property
     def file(self):
-        if self._file is None:
-            self._file = SegmentFile(self.log_path)
-        return self._file
+        file = self._file
+        if file is None:
+            with _open_lock:
+                if self._file is None:
+                    self._file = SegmentFile(self.log_path)
+                file = self._file
+        return file
 
     def create(self) -> None:
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)

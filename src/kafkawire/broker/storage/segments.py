@@ -428,8 +428,9 @@ class SegmentStorage(Storage):
         now = self._clock()
         if not os.path.isdir(directory):
             os.makedirs(directory)
-            metadata.write_partition_metadata(directory, meta.topic_id)
             metadata.fsync_dir(self.data_dir)
+        if metadata.read_partition_topic_id(directory) is None:
+            metadata.write_partition_metadata(directory, meta.topic_id)
         segments = load_segments(directory, settings().index_interval_bytes, now)
         if not segments:
             segment = LogSegment(directory, max(log_start, 0), created_ms=now)
