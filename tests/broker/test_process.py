@@ -1,0 +1,166 @@
+"""``python -m kafkawire serve`` as a process: start time, SIGTERM, restart on the same port, stdin closed."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from .conftest import RawClient, msg
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, tmp_path, stdin=subprocess.DEVNULL):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", *args], cwd=tmp_path, stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    return proc
+
+
+def wait_listening(port, proc, timeout=10.0) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"broker exited: {proc.stderr.read().decode()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return time.monotonic() - start
+        except OSError:
+            time.sleep(0.02)
+    raise AssertionError("broker did not start listening")
+
+
+def stop(proc, sig=signal.SIGTERM) -> float:
+    t = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(10)
+    return time.monotonic() - t
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_starts_answers_and_exits_on_signal(tmp_path, sig):
+    port = free_port()
+    proc = start(["--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")], tmp_path)
+    try:
+        wait_listening(port, proc)
+        c = RawClient(("127.0.0.1", port))
+        assert c.call(msg("ApiVersionsRequest"), 0).error_code == 0
+        c.close()
+        assert stop(proc, sig) < 2.0
+        assert proc.returncode == 0
+        err = proc.stderr.read().decode()
+        assert "listening on 127.0.0.1" in err and "connection 1 from" in err and "shutting down" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_sigterm_with_open_connections_and_long_poll(tmp_path):
+    port = free_port()
+    proc = start(["--listen", f"127.0.0.1:{port}", "--storage", "memory"], tmp_path)
+    try:
+        wait_listening(port, proc)
+        from .helpers import create_topic, fetch_request
+
+        c = RawClient(("127.0.0.1", port))
+        create_topic(c, "t")
+        c.send(fetch_request([("t", 0, 0)], max_wait_ms=30_000), 12)
+        time.sleep(0.2)
+        assert stop(proc) < 2.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_restart_on_the_same_port_keeps_cluster_id_and_data(tmp_path):
+    port = free_port()
+    args = ["--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data")]
+    from .helpers import batch, create_topic, fetch_request, produce_request, values_of
+
+    proc = start(args, tmp_path)
+    try:
+        wait_listening(port, proc)
+        c = RawClient(("127.0.0.1", port))
+        cluster_id = c.call(msg("MetadataRequest", topics=[]), 12).cluster_id
+        create_topic(c, "kept")
+        c.call(produce_request("kept", 0, batch([b"durable"])), 9)
+        c.close()
+        stop(proc)
+        proc = start(args, tmp_path)  # immediately, same port (SO_REUSEADDR)
+        wait_listening(port, proc)
+        c = RawClient(("127.0.0.1", port))
+        assert c.call(msg("MetadataRequest", topics=[]), 12).cluster_id == cluster_id
+        f = c.call(fetch_request([("kept", 0, 0)]), 12)
+        assert values_of(f.responses[0].partitions[0].records) == [b"durable"]
+        c.close()
+        stop(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_survives_stdin_closed(tmp_path):
+    port = free_port()
+    proc = start(["--listen", f"127.0.0.1:{port}", "--storage", "memory"], tmp_path, stdin=subprocess.PIPE)
+    try:
+        proc.stdin.close()
+        wait_listening(port, proc)
+        time.sleep(0.3)
+        assert proc.poll() is None
+        c = RawClient(("127.0.0.1", port))
+        assert c.call(msg("ApiVersionsRequest"), 0).error_code == 0
+        c.close()
+        assert stop(proc) < 2.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_server_properties_file_as_only_argument(tmp_path):
+    port = free_port()
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a Kafka server.properties\n"
+        "process.roles=broker,controller\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{port + 1}\n"
+        f"log.dirs={tmp_path / 'logs'}\n"
+        "node.id=7\n"
+        "num.partitions=4\n"
+        "some.unknown.key=1\n")
+    proc = start([str(props)], tmp_path)
+    try:
+        wait_listening(port, proc)
+        c = RawClient(("127.0.0.1", port))
+        R = msg("MetadataRequest").__class__
+        res = c.call(R(topics=[R.MetadataRequestTopic(name="fromprops")]), 12)
+        assert res.controller_id == 7 and res.brokers[0].node_id == 7
+        assert len(res.topics[0].partitions) == 4
+        c.close()
+        stop(proc)
+        err = proc.stderr.read().decode()
+        assert err.count("some.unknown.key") == 1
+        assert "process.roles" not in err
+        assert (tmp_path / "logs").exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_start_time_is_well_under_a_second(tmp_path):
+    port = free_port()
+    t = time.monotonic()
+    proc = start(["--listen", f"127.0.0.1:{port}", "--storage", "memory"], tmp_path)
+    try:
+        wait_listening(port, proc)
+        assert time.monotonic() - t < 2.0  # interpreter start included; the broker itself logs its own time
+    finally:
+        stop(proc)
