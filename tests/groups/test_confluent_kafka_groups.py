@@ -1,0 +1,102 @@
+"""confluent-kafka (librdkafka) consumer groups against the real broker: classic and KIP-848 protocols.
+
+Three consumers in their own processes share a 6-partition topic. One closes cleanly, one is SIGKILLed;
+the survivor must get every partition within the session timeout and, with the others, consume every
+record. After a broker restart a new consumer resumes at the committed offsets.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .harness import create_topic, produce, read_events, wait_for
+
+WORKER = Path(__file__).parent / "workers" / "ck_worker.py"
+PARTITIONS = 6
+
+
+def start_worker(broker, topic, group, protocol, tmp_path, name):
+    events, stop = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.stop"
+    proc = subprocess.Popen([sys.executable, str(WORKER), broker.bootstrap, topic, group, protocol, str(events),
+                             str(stop)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return {"proc": proc, "events": events, "stop": stop, "name": name}
+
+
+def current_assignment(w):
+    parts = None
+    for e in read_events(w["events"]):
+        if e["k"] == "assigned":
+            parts = e["parts"]
+    return parts
+
+
+def consumed_values(workers):
+    return {e["v"] for w in workers for e in read_events(w["events"]) if e["k"] == "rec"}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_three_consumers_close_kill_restart(broker, topic, tmp_path, protocol):
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    group = f"g-{topic}"
+    produce(broker.bootstrap, topic, list(range(300)), PARTITIONS)
+    workers = [start_worker(broker, topic, group, protocol, tmp_path, f"w{i}") for i in range(3)]
+    try:
+        # every partition assigned exactly once across the three members
+        def balanced():
+            assignments = [current_assignment(w) for w in workers]
+            if any(a is None or len(a) != 2 for a in assignments):
+                return False
+            return sorted(p for a in assignments for p in a) == list(range(PARTITIONS))
+
+        wait_for(balanced, 40, "three members with two partitions each")
+        wait_for(lambda: consumed_values(workers) >= set(range(300)), 40, "the first 300 records")
+
+        # one closes cleanly ...
+        workers[0]["stop"].touch()
+        workers[0]["proc"].wait(30)
+        wait_for(lambda: all(len(current_assignment(w) or []) == 3 for w in workers[1:]), 30,
+                 "two members with three partitions each")
+        # ... another is killed without leaving the group
+        workers[1]["proc"].send_signal(signal.SIGKILL)
+        workers[1]["proc"].wait(10)
+        killed_at = time.time()
+        produce(broker.bootstrap, topic, list(range(300, 600)), PARTITIONS)
+        wait_for(lambda: current_assignment(workers[2]) == list(range(PARTITIONS)), 30,
+                 "the survivor to own every partition")
+        took = time.time() - killed_at
+        assert took < 6.0 + 6.0, f"rebalance after the kill took {took:.1f}s (session timeout 6s)"
+        wait_for(lambda: consumed_values(workers) >= set(range(600)), 40, "all 600 records")
+        time.sleep(1.0)  # let the survivor commit its last batch
+        workers[2]["stop"].touch()
+        workers[2]["proc"].wait(30)
+        assert "closed" in [e["k"] for e in read_events(workers[2]["events"])]
+    finally:
+        for w in workers:
+            if w["proc"].poll() is None:
+                w["proc"].kill()
+                w["proc"].wait(10)
+
+    # committed offsets survive a broker restart: a new member starts where the group left off
+    broker.restart()
+    produce(broker.bootstrap, topic, list(range(600, 700)), PARTITIONS)
+    fresh = start_worker(broker, topic, group, protocol, tmp_path, "fresh")
+    try:
+        wait_for(lambda: consumed_values([fresh]) >= set(range(600, 700)), 60, "the 100 new records")
+        time.sleep(1.0)
+        got = [e for e in read_events(fresh["events"]) if e["k"] == "rec"]
+        assert {e["v"] for e in got} == set(range(600, 700)), "re-read records that were committed before restart"
+        first = {}
+        for e in got:
+            first.setdefault(e["p"], e["o"])
+        assert all(o == 100 for o in first.values()), first  # 100 records per partition were committed
+    finally:
+        fresh["stop"].touch()
+        try:
+            fresh["proc"].wait(30)
+        except subprocess.TimeoutExpired:
+            fresh["proc"].kill()
