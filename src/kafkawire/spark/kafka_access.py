@@ -1,12 +1,20 @@
-"""Every Kafka call the Spark data source makes goes through this module.
+"""Every Kafka call the Spark data source makes goes through this module, on ``kafkawire.client``.
 
 * :class:`Admin` - topics and partitions, earliest/latest/by-timestamp offsets (driver side);
 * :func:`read_range` - the records of one partition between two offsets, as Arrow
-  record batches in the data source's read schema (executor side);
-* :class:`ArrowProducer` - writes Arrow batches with Spark's sink columns (executor side).
+  record batches in the data source's read schema (executor side, the hot path:
+  the client decodes fetched record batches straight into Arrow columns, and this
+  module only reorders and casts columns, in C);
+* :class:`ArrowProducer` / :func:`write_batches` - Arrow batches with Spark's sink
+  columns into the client's producer (executor side).
+
+Options: every ``kafka.<name>`` option of the data source arrives here as ``<name>``
+(Java client spelling) and is mapped to the client's keyword arguments; names the
+client does not have are logged and ignored, as the Java client does with unknown configs.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from typing import Iterable, Iterator
@@ -41,25 +49,104 @@ def data_loss(message: str, fail: bool) -> None:
     log.warning("%s; going on since failOnDataLoss is false", message)
 
 
-def _confluent_conf(conf: dict) -> dict:
-    out = {k: v for k, v in conf.items()}
-    out.setdefault("client.id", "kafkawire-spark")
-    return out
+# -- client settings ---------------------------------------------------------------------------
 
+def _ms(v):
+    return float(v) / 1000.0
+
+
+def _int(v):
+    return int(v)
+
+
+def _bool(v):
+    return str(v).strip().lower() in ("true", "1", "yes")
+
+
+_COMMON = {
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout", _ms),
+    "metadata.max.age.ms": ("metadata_max_age", _ms),
+    "socket.connection.setup.timeout.ms": ("connect_timeout", _ms),
+}
+_CONSUMER = {
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _int),
+    "fetch.min.bytes": ("fetch_min_bytes", _int),
+    "fetch.max.bytes": ("fetch_max_bytes", _int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int),
+    "isolation.level": ("isolation_level", str),
+    "check.crcs": ("check_crcs", _bool),
+}
+_PRODUCER = {
+    "acks": ("acks", str),
+    "compression.type": ("compression", str),
+    "batch.size": ("batch_size", _int),
+    "linger.ms": ("linger_ms", float),
+    "enable.idempotence": ("enable_idempotence", _bool),
+    "delivery.timeout.ms": ("delivery_timeout", _ms),
+    "buffer.memory": ("buffer_memory", _int),
+}
+_IGNORED_QUIETLY = {"bootstrap.servers", "security.protocol"}
+
+
+def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
+    """(bootstrap, keyword arguments) of a kafkawire client for ``role`` admin/consumer/producer."""
+    proto = str(conf.get("security.protocol", "PLAINTEXT")).upper()
+    if proto != "PLAINTEXT":
+        raise KafkaAccessError(
+            f"kafka.security.protocol={proto} is not supported: the kafkawire client speaks PLAINTEXT only")
+    table = dict(_COMMON)
+    if role == "consumer":
+        table.update(_CONSUMER)
+    elif role == "producer":
+        table.update(_PRODUCER)
+    kwargs: dict = {}
+    for name, raw in conf.items():
+        if name in table:
+            key, conv = table[name]
+            try:
+                kwargs[key] = conv(raw)
+            except ValueError:
+                raise KafkaAccessError(f"option 'kafka.{name}' has an invalid value {raw!r}") from None
+        elif name not in _IGNORED_QUIETLY and name not in _COMMON and name not in _CONSUMER \
+                and name not in _PRODUCER:
+            log.warning("option 'kafka.%s' is not a setting of the kafkawire client; ignored", name)
+    if role == "producer":
+        acks = kwargs.get("acks")
+        if acks is not None and acks not in ("all", "-1") and "enable_idempotence" not in kwargs:
+            kwargs["enable_idempotence"] = False  # idempotence needs acks=all, as in the Java client
+    if role == "admin":
+        kwargs = {k: v for k, v in kwargs.items() if k in ("client_id", "request_timeout", "metadata_max_age",
+                                                           "connect_timeout")}
+    return conf["bootstrap.servers"], kwargs
+
+
+def _errtext(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- driver side -------------------------------------------------------------------------------
 
 class Admin:
     """Driver-side metadata and offset look-ups."""
 
     def __init__(self, conf: dict):
-        from confluent_kafka import Consumer
+        from kafkawire.client import Admin as ClientAdmin
 
-        c = _confluent_conf(conf)
-        c.update({"group.id": "kafkawire-spark-admin", "enable.auto.commit": False})
-        self._consumer = Consumer(c)
-        self._timeout = float(conf.get("request.timeout.ms", 30000)) / 1000.0
+        bootstrap, kwargs = client_kwargs(conf, "admin")
+        kwargs.setdefault("client_id", "kafkawire-spark")
+        self._isolation = 1 if str(conf.get("isolation.level", "")).replace("-", "_") == "read_committed" else 0
+        try:
+            self._admin = ClientAdmin(bootstrap, **kwargs)
+        except Exception as exc:
+            raise KafkaAccessError(f"could not connect to {bootstrap}: {_errtext(exc)}") from None
+        self._bootstrap = bootstrap
 
     def close(self) -> None:
-        self._consumer.close()
+        try:
+            self._admin.close()
+        except Exception:  # closing a client that failed to connect
+            pass
 
     def __enter__(self):
         return self
@@ -69,18 +156,12 @@ class Admin:
 
     def topics(self) -> dict[str, list[int]]:
         """All topics of the cluster (internal ones left out): {topic: sorted partitions}."""
-        from confluent_kafka import KafkaException
-
         try:
-            md = self._consumer.list_topics(timeout=self._timeout)
-        except KafkaException as exc:
-            raise KafkaAccessError(f"could not fetch the cluster's metadata: {exc}") from None
-        out = {}
-        for name, t in md.topics.items():
-            if name.startswith("__") or t.error is not None:
-                continue
-            out[name] = sorted(t.partitions)
-        return out
+            infos = self._admin.describe_topics()
+        except Exception as exc:
+            raise KafkaAccessError(f"could not fetch the metadata of {self._bootstrap}: {_errtext(exc)}") from None
+        return {name: sorted(info.partitions) for name, info in infos.items()
+                if not info.is_internal and not info.error_code and not name.startswith("__")}
 
     def partitions_of(self, selection) -> list[tuple[str, int]]:
         """The (topic, partition) pairs a topic selection stands for, sorted."""
@@ -90,7 +171,7 @@ class Admin:
             if missing:
                 raise UnknownTopicError(
                     f"topic(s) {', '.join(repr(t) for t in missing)} do not exist on the broker(s) "
-                    f"(subscribe={','.join(selection.topics)}); known topics: {sorted(topics)}")
+                    f"{self._bootstrap} (subscribe={','.join(selection.topics)})")
             return sorted((t, p) for t in selection.topics for p in topics[t])
         if selection.kind == "subscribePattern":
             rx = re.compile(selection.pattern)
@@ -98,7 +179,8 @@ class Admin:
         out = []
         for t, p in selection.assignment:
             if t not in topics:
-                raise UnknownTopicError(f"topic {t!r} of option 'assign' does not exist on the broker(s)")
+                raise UnknownTopicError(f"topic {t!r} of option 'assign' does not exist on the broker(s) "
+                                        f"{self._bootstrap}")
             if p not in topics[t]:
                 raise UnknownTopicError(
                     f"partition {p} of topic {t!r} (option 'assign') does not exist; the topic has "
@@ -106,200 +188,232 @@ class Admin:
             out.append((t, p))
         return sorted(out)
 
-    def _watermarks(self, tps) -> dict:
-        from confluent_kafka import KafkaException, TopicPartition
-
-        out = {}
-        for t, p in tps:
-            try:
-                out[(t, p)] = self._consumer.get_watermark_offsets(TopicPartition(t, p), timeout=self._timeout,
-                                                                   cached=False)
-            except KafkaException as exc:
-                raise KafkaAccessError(f"could not list the offsets of {t}-{p}: {exc}") from None
-        return out
+    def _list(self, specs: dict) -> dict:
+        if not specs:
+            return {}
+        try:
+            found = self._admin.list_offsets(specs, isolation_level=self._isolation)
+        except Exception as exc:
+            raise KafkaAccessError(f"could not list offsets of {sorted(specs)}: {_errtext(exc)}") from None
+        return {tp: found[tp].offset for tp in specs}
 
     def earliest(self, tps) -> dict[tuple[str, int], int]:
-        return {tp: lo for tp, (lo, hi) in self._watermarks(tps).items()}
+        return self._list({tuple(tp): "earliest" for tp in tps})
 
     def latest(self, tps) -> dict[tuple[str, int], int]:
-        return {tp: hi for tp, (lo, hi) in self._watermarks(tps).items()}
+        return self._list({tuple(tp): "latest" for tp in tps})
 
     def for_timestamps(self, wanted: dict) -> dict[tuple[str, int], int | None]:
         """{(t, p): ts_ms} -> {(t, p): first offset with timestamp >= ts, or None when there is none}."""
-        from confluent_kafka import KafkaException, TopicPartition
-
-        if not wanted:
-            return {}
-        req = [TopicPartition(t, p, ts) for (t, p), ts in wanted.items()]
-        try:
-            res = self._consumer.offsets_for_times(req, timeout=self._timeout)
-        except KafkaException as exc:
-            raise KafkaAccessError(f"could not look up offsets by timestamp: {exc}") from None
-        out = {}
-        for tp in res:
-            out[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
-        return out
+        found = self._list({tuple(tp): int(ts) for tp, ts in wanted.items()})
+        return {tp: (off if off >= 0 else None) for tp, off in found.items()}
 
 
-def _timestamps(ms: list):
-    arr = pa.array(ms, pa.int64())
-    return pc.multiply(arr, 1000).cast(pa.timestamp("us", tz="UTC"))
+# -- executor side: reads ----------------------------------------------------------------------
+
+_TS_US_UTC = pa.timestamp("us", tz="UTC")
+
+
+def to_spark_batch(batch: pa.RecordBatch, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
+    """A client Arrow batch (topic, partition, offset, timestamp[ms], timestamp_type, key, value[, headers])
+    as the data source's read schema; every step is a column-level operation in C."""
+    n = batch.num_rows
+    col = batch.column
+    names = batch.schema.names
+    ts = col(names.index("timestamp")).cast(pa.int64())
+    ts_us = pc.multiply(ts, pa.scalar(1000, pa.int64())).cast(_TS_US_UTC)
+    cols = [col(names.index("key")), col(names.index("value")), col(names.index("topic")),
+            col(names.index("partition")), col(names.index("offset")), ts_us,
+            col(names.index("timestamp_type")).cast(pa.int32())]
+    if include_headers:
+        h = col(names.index("headers"))
+        target = schema.field("headers").type
+        if h.type != target:
+            h = pa.ListArray.from_arrays(h.offsets, h.values, type=target, mask=h.is_null() if h.null_count else None)
+        cols.append(h)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _slice_below(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
+    """The rows with offset < end (offsets ascend within a client batch)."""
+    offs = batch.column(batch.schema.names.index("offset"))
+    if offs[len(offs) - 1].as_py() < end:
+        return batch
+    keep = pc.sum(pc.less(offs, pa.scalar(end, pa.int64()))).as_py() or 0
+    return batch.slice(0, keep)
 
 
 def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, include_headers: bool,
-               fail_on_data_loss: bool, max_records: int = 65536) -> Iterator[pa.RecordBatch]:
-    """The records of ``topic``-``partition`` with ``start <= offset < end`` as Arrow batches."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+               fail_on_data_loss: bool, max_records: int = 65536, idle_polls: int = 120) -> Iterator[pa.RecordBatch]:
+    """The records of ``topic``-``partition`` with ``start <= offset < end`` as Arrow batches.
+
+    Offsets that are no longer in the log follow ``fail_on_data_loss``. Offsets of control records and of
+    records removed by compaction are simply absent. Raises after ``idle_polls`` polls of 1 s bring
+    nothing while records below ``end`` are still missing.
+    """
+    from kafkawire.client import Consumer
+    from kafkawire.protocol import KafkaError
 
     if end <= start:
         return
     schema = arrow_read_schema(include_headers)
-    c = _confluent_conf(conf)
-    c.update({"group.id": "kafkawire-spark-reader", "enable.auto.commit": False, "enable.partition.eof": True,
-              "auto.offset.reset": "error"})
-    consumer = Consumer(c)
+    bootstrap, kwargs = client_kwargs(conf, "consumer")
+    kwargs.setdefault("client_id", "kafkawire-spark-reader")
+    # no buffering far past the range: the fetcher would keep reading the partition's tail
+    kwargs.setdefault("max_buffered_bytes", 32 << 20)
+    tp = (topic, partition)
     try:
-        lo, hi = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30, cached=False)
+        consumer = Consumer(bootstrap, auto_offset_reset="earliest" if not fail_on_data_loss else "none", **kwargs)
+    except Exception as exc:
+        raise KafkaAccessError(f"could not connect to {bootstrap}: {_errtext(exc)}") from None
+    try:
+        lo = consumer.beginning_offsets([tp])[tp]
+        hi = consumer.end_offsets([tp])[tp]
         if start < lo:
             data_loss(f"{topic}-{partition}: offsets {start}..{min(lo, end) - 1} were asked for but the earliest "
-                      f"offset is now {lo}", fail_on_data_loss)
+                      f"available offset is now {lo}", fail_on_data_loss)
             start = lo
-            if start >= end:
-                return
         if hi < end:
             data_loss(f"{topic}-{partition}: offsets up to {end - 1} were asked for but the latest offset is now "
                       f"{hi}", fail_on_data_loss)
             end = hi
-            if start >= end:
-                return
-        consumer.assign([TopicPartition(topic, partition, start)])
-        topic_arr_cache = {}
-        done = False
+        if start >= end:
+            return
+        consumer.assign({tp: start})
         idle = 0
-        while not done:
-            msgs = consumer.consume(num_messages=min(max_records, end - start), timeout=1.0)
-            if not msgs:
+        while True:
+            try:
+                got = consumer.poll_arrow(1.0, headers=include_headers)
+            except KafkaError as exc:
+                if exc.name == "OFFSET_OUT_OF_RANGE":
+                    data_loss(f"{topic}-{partition}: offset out of range while reading {start}..{end - 1}", True)
+                raise KafkaAccessError(f"{topic}-{partition}: fetch failed: {_errtext(exc)}") from None
+            done = False
+            for b in got:
+                if b.num_rows == 0:
+                    continue
+                b = _slice_below(b, end)
+                if b.num_rows:
+                    idle = 0
+                    for i in range(0, b.num_rows, max_records):
+                        yield to_spark_batch(b.slice(i, max_records), schema, include_headers)
+                    last = b.column(b.schema.names.index("offset"))[b.num_rows - 1].as_py()
+                    if last >= end - 1:
+                        done = True
+                else:
+                    done = True
+            if done:
+                return
+            if not got:
+                # the next record may sit past a gap (control records, compaction): ask where we are
+                if consumer.position(tp) >= end:
+                    return
                 idle += 1
-                if idle > 60:
-                    raise KafkaAccessError(f"{topic}-{partition}: no records arrived for offsets {start}..{end - 1}")
-                continue
-            idle = 0
-            keys, values, offsets, ts, tst, headers = [], [], [], [], [], []
-            for m in msgs:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        if m.offset() >= end:
-                            done = True
-                        continue
-                    raise KafkaAccessError(f"{topic}-{partition}: fetch failed: {err}")
-                off = m.offset()
-                if off >= end:
-                    done = True
-                    break
-                keys.append(m.key())
-                values.append(m.value())
-                offsets.append(off)
-                t_type, t = m.timestamp()
-                ts.append(t)
-                tst.append(t_type - 1 if t_type > 0 else -1)
-                if include_headers:
-                    h = m.headers()
-                    headers.append([{"key": k, "value": v} for k, v in h] if h else [])
-                if off >= end - 1:
-                    done = True
-                    break
-            if offsets:
-                n = len(offsets)
-                if n not in topic_arr_cache:
-                    topic_arr_cache = {n: (pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()))}
-                t_arr, p_arr = topic_arr_cache[n]
-                cols = [pa.array(keys, pa.binary()), pa.array(values, pa.binary()), t_arr, p_arr,
-                        pa.array(offsets, pa.int64()), _timestamps(ts), pa.array(tst, pa.int32())]
-                if include_headers:
-                    cols.append(pa.array(headers, schema.field("headers").type))
-                yield pa.RecordBatch.from_arrays(cols, schema=schema)
+                if idle >= idle_polls:
+                    raise KafkaAccessError(f"{topic}-{partition}: no records arrived for offsets "
+                                           f"{consumer.position(tp)}..{end - 1} in {idle_polls} polls")
     finally:
         consumer.close()
 
 
+# -- executor side: writes ---------------------------------------------------------------------
+
+def _column(batch: pa.RecordBatch, names: dict, name: str, as_binary: bool = False):
+    i = names.get(name)
+    if i is None:
+        return None
+    a = batch.column(i)
+    if as_binary and (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
+        a = a.cast(pa.binary())
+    return a.to_pylist()
+
+
 class ArrowProducer:
-    """Writes Arrow batches whose columns follow Spark's Kafka sink (topic, key, value, headers, partition)."""
+    """Writes Arrow batches whose columns follow Spark's Kafka sink (topic, key, value, headers, partition).
+
+    Keys are partitioned with the Java client's murmur2 partitioner. Rows are handed to the
+    client's asyncio producer in one call per Arrow batch on the client's loop thread.
+    """
 
     def __init__(self, conf: dict, topic: str | None):
-        from confluent_kafka import Producer
+        from kafkawire.client import LoopThread
+        from kafkawire.client import AsyncProducer
 
-        c = _confluent_conf(conf)
-        c.setdefault("partitioner", "murmur2_random")
-        c.setdefault("linger.ms", "5")
-        self._producer = Producer(c)
+        bootstrap, kwargs = client_kwargs(conf, "producer")
+        kwargs.setdefault("client_id", "kafkawire-spark-writer")
+        self._loop = LoopThread.get()
         self._topic = topic
         self._errors: list = []
+        self._failed = 0
         self.sent = 0
 
-    def _on_delivery(self, err, msg):
-        if err is not None and len(self._errors) < 10:
-            self._errors.append(f"{msg.topic()}: {err}")
+        async def make():
+            p = AsyncProducer(bootstrap, **kwargs)
+            await p.start()
+            return p
+        try:
+            self._producer = self._loop.run(make())
+        except Exception as exc:
+            raise KafkaAccessError(f"could not start a producer for {bootstrap}: {_errtext(exc)}") from None
 
-    def write(self, batch: pa.RecordBatch) -> None:
-        names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-        n = batch.num_rows
-        if n == 0:
-            return
+    def _done(self, fut) -> None:
+        exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
+        if exc is not None:
+            self._failed += 1
+            if len(self._errors) < 5:
+                self._errors.append(_errtext(exc))
 
-        def col(name):
-            i = names.get(name)
-            if i is None:
-                return None
-            a = batch.column(i)
-            if pa.types.is_string(a.type) or pa.types.is_large_string(a.type):
-                a = a.cast(pa.binary()) if name in ("key", "value") else a
-            return a.to_pylist()
-
-        values = col("value")
-        keys = col("key") or [None] * n
-        topics = [self._topic] * n if self._topic is not None else col("topic")
-        parts = col("partition") or [None] * n
-        headers = col("headers") or [None] * n
-        produce = self._producer.produce
-        poll = self._producer.poll
-        cb = self._on_delivery
-        for i in range(n):
+    async def _send(self, topics, keys, values, parts, headers) -> None:
+        p = self._producer
+        send = p.send
+        done = self._done
+        for i in range(len(values)):
             t = topics[i]
             if t is None:
                 raise KafkaAccessError("a row has a null topic and the option 'topic' is not set")
-            h = headers[i]
-            kwargs = {}
+            h = headers[i] if headers is not None else None
             if h:
-                kwargs["headers"] = [(x["key"], x["value"]) for x in h]
-            p = parts[i]
-            if p is not None:
-                kwargs["partition"] = p
-            while True:
-                try:
-                    produce(t, values[i], keys[i], on_delivery=cb, **kwargs)
-                    break
-                except BufferError:
-                    poll(0.1)
-            self.sent += 1
-        poll(0)
+                h = [(x["key"], x["value"]) for x in h]
+            kw = {"partition": parts[i]} if parts is not None and parts[i] is not None else {}
+            fut = await send(t, values[i], keys[i] if keys is not None else None, headers=h or None, **kw)
+            fut.add_done_callback(done)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        n = batch.num_rows
+        if n == 0:
+            return
+        names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+        values = _column(batch, names, "value", as_binary=True)
+        keys = _column(batch, names, "key", as_binary=True)
+        topics = [self._topic] * n if self._topic is not None else _column(batch, names, "topic")
+        parts = _column(batch, names, "partition")
+        headers = _column(batch, names, "headers")
+        self._loop.run(self._send(topics, keys, values, parts, headers))
+        self.sent += n
         self._check()
 
-    def _check(self):
+    def _check(self) -> None:
         if self._errors:
-            raise KafkaAccessError(f"{len(self._errors)}+ records could not be delivered: {self._errors[:3]}")
+            raise KafkaAccessError(f"{self._failed} record(s) could not be delivered, e.g. {self._errors[:3]}")
 
-    def flush(self) -> None:
-        left = self._producer.flush(120)
-        if left:
-            raise KafkaAccessError(f"{left} records were not delivered within the flush timeout")
+    def flush(self, timeout: float | None = 300.0) -> None:
+        try:
+            self._loop.run(self._producer.flush(timeout))
+        except TimeoutError:
+            raise KafkaAccessError(f"records were not all acknowledged within {timeout}s") from None
         self._check()
 
     def close(self) -> None:
-        pass
+        p, self._producer = self._producer, None
+        if p is not None:
+            try:
+                self._loop.run(p.close(30))
+            except Exception as exc:  # the error that matters was raised already
+                log.warning("closing the producer: %s", _errtext(exc))
 
 
 def write_batches(conf: dict, topic: str | None, batches: Iterable[pa.RecordBatch]) -> int:
+    """Write every batch, wait until each record is acknowledged; raises if any was not."""
     p = ArrowProducer(conf, topic)
     try:
         for b in batches:
