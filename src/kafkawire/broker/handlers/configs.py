@@ -45,7 +45,8 @@ def topic_config_entry(broker, configs: dict, name: str):
 
 def _entry(version, name, value, source, synonyms, read_only, type_, doc, with_synonyms, with_doc):
     return DR.DescribeConfigsResourceResult(
-        name=name, value=value, read_only=read_only, config_source=source, is_default=source == C.DEFAULT_CONFIG,
+        name=name, value=value, read_only=read_only, config_source=source,
+        is_default=version == 0 and source == C.DEFAULT_CONFIG,
         is_sensitive=False,
         synonyms=[DR.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms] if with_synonyms
         else [],

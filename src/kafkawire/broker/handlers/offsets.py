@@ -69,7 +69,9 @@ def list_offsets(broker, ctx, body):
             if p.timestamp == MAX_TIMESTAMP and version < 7 or p.timestamp < MAX_TIMESTAMP and version < 8:
                 pr.error_code = errors.UNSUPPORTED_VERSION
                 continue
-            pr.offset, pr.timestamp, pr.leader_epoch = _lookup(broker, plog, p.timestamp)
+            pr.offset, pr.timestamp, epoch = _lookup(broker, plog, p.timestamp)
+            if version >= 4:
+                pr.leader_epoch = epoch
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 
