@@ -1,0 +1,74 @@
+"""The same broker on the on-disk engine: appends run in storage threads, in order per partition."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from kafkawire.broker.config import BrokerConfig
+
+from .helpers import batch, create_topic, fetch_request, produce_request, records_with_offsets, values_of
+from .test_sessions_idempotence import init_producer, produce_idem
+
+
+@pytest.fixture
+def broker_config(tmp_path):
+    return BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"))
+
+
+def test_engine_runs_appends_in_threads(broker):
+    assert type(broker.broker.storage).__name__ == "SegmentStorage"
+    assert broker.broker.storage_in_thread
+
+
+def test_pipelined_produces_keep_their_order(client):
+    create_topic(client, "order", partitions=2)
+    sent = []
+    for i in range(200):
+        sent.append(client.send(produce_request("order", i % 2, batch([b"%d" % i]), acks=-1 if i % 3 else 1), 9))
+    bases = {0: [], 1: []}
+    for i, cid in enumerate(sent):
+        res = client.recv(0, 9, cid)
+        pr = res.responses[0].partition_responses[0]
+        assert pr.error_code == 0
+        bases[i % 2].append(pr.base_offset)
+    assert bases[0] == list(range(100)) and bases[1] == list(range(100))
+    f = client.call(fetch_request([("order", 0, 0)]), 12)
+    assert values_of(f.responses[0].partitions[0].records) == [b"%d" % i for i in range(0, 200, 2)]
+
+
+def test_idempotence_and_long_poll_on_disk(client, connect):
+    create_topic(client, "disk")
+    pid, epoch = init_producer(client)
+    assert produce_idem(client, "disk", pid, epoch, 0, [b"a"]).base_offset == 0
+    assert produce_idem(client, "disk", pid, epoch, 0, [b"a"]).base_offset == 0
+    assert produce_idem(client, "disk", pid, epoch, 2, [b"c"]).error_code != 0
+    producer = connect()
+
+    def later():
+        time.sleep(0.2)
+        producer.call(produce_request("disk", 0, batch([b"b"])), 9)
+
+    threading.Thread(target=later).start()
+    res = client.call(fetch_request([("disk", 0, 1)], max_wait_ms=5000), 12)
+    assert records_with_offsets(res.responses[0].partitions[0].records) == [(1, b"b")]
+
+
+def test_acks_all_is_durable(broker, client, monkeypatch):
+    create_topic(client, "dur")
+    calls = []
+    log = broker.broker.storage.partition("dur", 0)
+    original = type(log).append
+
+    def spy(self, batches, *, log_append_time=None, durable=False):
+        calls.append(durable)
+        return original(self, batches, log_append_time=log_append_time, durable=durable)
+
+    monkeypatch.setattr(type(log), "append", spy)
+    client.call(produce_request("dur", 0, batch([b"x"]), acks=-1), 9)
+    client.call(produce_request("dur", 0, batch([b"y"]), acks=1), 9)
+    assert calls == [True, False]
+    broker.broker.config.acks_all_fsync = False
+    client.call(produce_request("dur", 0, batch([b"z"]), acks=-1), 9)
+    assert calls == [True, False, False]
