@@ -107,6 +107,7 @@ def test_offset_index_follows_kafkas_interval_and_format(open_storage, data_dir)
         log.append(padded_batch(1000, records=3))
         positions.append(pos)
         pos += 1000
+    storage.close()  # index files are written when a segment is sealed or the storage closes
     with open(data_dir / "t-0" / "00000000000000000000.index", "rb") as f:
         entries = list(struct.iter_unpack(">ii", f.read()))
     # an entry whenever more than 4096 bytes were appended since the last: every 5th batch from the 6th
@@ -447,3 +448,18 @@ def test_a_torn_sealed_segment_drops_everything_after_it(open_storage, data_dir,
     assert files(data_dir / "t-0", ".log") == [f"{0:020d}.log", f"{3:020d}.log"]
     assert read_bytes(log, 0, 900) == first_segment
     assert log.append(padded_batch(300)).base_offset == 4
+
+
+def test_restart_does_not_hold_a_file_open_per_segment(open_storage):
+    props = {"log.segment.bytes": "1000"}
+    storage = open_storage(props)
+    storage.create_topic("t", 3)
+    for p in range(3):
+        for _ in range(60):
+            storage.partition("t", p).append(padded_batch(300))
+    assert len(storage.partition("t", 0).segments) == 20
+    storage.close()
+    before = len(os.listdir("/proc/self/fd"))
+    storage = open_storage(props)
+    assert len(os.listdir("/proc/self/fd")) - before <= 2  # the data-dir lock (sealed segments open on first read)
+    assert storage.partition("t", 2).read(0, 10).size == 300

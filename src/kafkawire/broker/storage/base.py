@@ -95,6 +95,9 @@ class FileRegion:
     def __len__(self) -> int:
         return self.length
 
+    def __bytes__(self) -> bytes:
+        return self.tobytes()
+
     def tobytes(self) -> bytes:
         """Copy the region into memory (for transports that cannot sendfile)."""
         parts, pos, end = [], self.position, self.position + self.length

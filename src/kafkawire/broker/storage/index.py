@@ -11,9 +11,12 @@ at the same moments with the largest timestamp seen so far and the last offset
 of the batch that carried it; timestamps strictly increase. A sealed
 (non-active) segment's last entry is its largest timestamp.
 
-Both are appended to as batches are written and kept in memory as sorted
-arrays. They are never the only copy of anything: recovery rebuilds them from
-the log.
+Entries live in memory as sorted arrays (the lookups bisect them). The files
+are written whole, fsynced, when a segment is sealed (rolled) or the storage
+closes, and by recovery: an active segment's index is always rebuilt from its
+log on start, so writing it entry by entry would buy nothing and cost two open
+files per partition and a syscall per entry. Indexes are never the only copy
+of anything.
 """
 from __future__ import annotations
 
@@ -39,49 +42,30 @@ def _read_file(path: str) -> bytes:
 
 
 class _IndexFile:
-    """Append-only file of fixed-size entries; opened for appending only while the segment is active."""
+    """Fixed-size entries in memory, written out whole on request."""
 
     entry: struct.Struct
 
     def __init__(self, path: str, base_offset: int):
         self.path, self.base_offset = path, base_offset
-        self._fd: int | None = None
+        self.dirty = False  # memory has entries the file lacks
 
-    def _open_for_append(self) -> int:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
-
-    def _write(self, data: bytes) -> None:
-        fd = self._open_for_append()
-        while data:
-            data = data[os.write(fd, data):]
-
-    def rewrite(self) -> None:
-        """Replace the file with the in-memory entries (after a rebuild or truncation)."""
-        self.close()
+    def write(self, *, fsync: bool) -> None:
+        """Replace the file with the in-memory entries (atomically: a crash leaves old or new)."""
         tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(self._encode_all())
-        os.replace(tmp, self.path)
-
-    def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-        elif os.path.exists(self.path):
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            data = memoryview(self._encode_all())
+            while data:
+                data = data[os.write(fd, data):]
+            if fsync:
                 os.fsync(fd)
-            finally:
-                os.close(fd)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        self.dirty = False
 
     def delete(self) -> None:
-        self.close()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
@@ -118,7 +102,7 @@ class OffsetIndex(_IndexFile):
         self.offsets, self.positions = offsets, positions
 
     def append(self, last_offset: int, position: int) -> None:
-        self._write(self.entry.pack(last_offset - self.base_offset, position))
+        self.dirty = True
         self.offsets.append(last_offset)
         self.positions.append(position)
 
@@ -139,7 +123,7 @@ class OffsetIndex(_IndexFile):
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self.offsets = array("q", (o for o, _ in entries))
         self.positions = array("q", (p for _, p in entries))
-        self.rewrite()
+        self.dirty = True
 
     def _encode_all(self) -> bytes:
         return b"".join(self.entry.pack(o - self.base_offset, p) for o, p in zip(self.offsets, self.positions))
@@ -175,7 +159,7 @@ class TimeIndex(_IndexFile):
     def maybe_append(self, timestamp: int, offset: int) -> None:
         if timestamp < 0 or (self.timestamps and timestamp <= self.timestamps[-1]):
             return
-        self._write(self.entry.pack(timestamp, offset - self.base_offset))
+        self.dirty = True
         self.timestamps.append(timestamp)
         self.offsets.append(offset)
 
@@ -195,7 +179,7 @@ class TimeIndex(_IndexFile):
     def reset(self, entries: list[tuple[int, int]]) -> None:
         self.timestamps = array("q", (t for t, _ in entries))
         self.offsets = array("q", (o for _, o in entries))
-        self.rewrite()
+        self.dirty = True
 
     def _encode_all(self) -> bytes:
         return b"".join(self.entry.pack(t, o - self.base_offset) for t, o in zip(self.timestamps, self.offsets))

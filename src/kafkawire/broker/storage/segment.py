@@ -84,11 +84,10 @@ class LogSegment:
     def create(self) -> None:
         fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         os.close(fd)
-        for index in (self.offset_index, self.time_index):
-            index.reset([])
+        self.write_indexes(fsync=False)
 
     def file_size(self) -> int:
-        return os.fstat(self.file.fileno()).st_size
+        return os.path.getsize(self.log_path)  # without opening: sealed segments stay closed until read
 
     def buffer(self) -> mmap.mmap | memoryview:
         """The committed bytes, mapped; valid while the returned object is referenced."""
@@ -170,6 +169,7 @@ class LogSegment:
             since += info.size
         self.offset_index.reset(offsets)
         self.time_index.reset(times)
+        self.write_indexes(fsync=False)
         if infos:
             last = infos[-1]
             self.size, self.next_offset = last.position + last.size, last.last_offset + 1
@@ -185,16 +185,15 @@ class LogSegment:
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp as the last time index entry
-        (so a restart knows it without a scan) and make everything durable."""
+        (so a restart knows it without a scan) and make log and indexes durable."""
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self.flush()
-        self.offset_index.close()
-        self.time_index.close()
+        self.fsync_log()
+        self.write_indexes(fsync=True)
 
-    def flush(self) -> None:
-        os.fsync(self.file.fileno())
-        self.offset_index.flush()
-        self.time_index.flush()
+    def write_indexes(self, *, fsync: bool) -> None:
+        for index in (self.offset_index, self.time_index):
+            if index.dirty or not os.path.exists(index.path):
+                index.write(fsync=fsync)
 
     def fsync_log(self) -> None:
         os.fsync(self.file.fileno())
@@ -248,8 +247,6 @@ class LogSegment:
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        self.offset_index.close()
-        self.time_index.close()
         if self._map is not None:
             try:
                 self._map.close()

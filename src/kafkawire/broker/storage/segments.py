@@ -346,6 +346,7 @@ class SegmentPartitionLog(PartitionLog):
                 return
             self._closed = True
             self.flush()
+            self._segments[-1].write_indexes(fsync=True)  # for tools; a restart rebuilds them anyway
             for segment in self._segments:
                 segment.close()
 
