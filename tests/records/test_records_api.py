@@ -381,3 +381,23 @@ def test_lz4_magic0_uses_kafkas_header_checksum():
 def test_zstd_is_not_allowed_for_legacy_magics():
     with pytest.raises(UnsupportedCodecError):
         build_message_set(legacy_records(1), magic=1, compression="zstd")
+
+
+def test_try_append_fills_to_the_limit_exactly():
+    limit = 1000
+    b = BatchBuilder(max_batch_size=limit)
+    deltas = []
+    while True:
+        d = b.try_append(b"key", b"x" * 50, [("h", b"v")], TS)
+        if d is None:
+            break
+        deltas.append(d)
+    built = b.build()
+    assert len(built) == b.size_in_bytes <= limit
+    assert limit - len(built) < 70  # one more record would not have fitted
+    assert deltas == list(range(len(deltas)))
+    (batch,) = list(iter_batches(built, check_crc=True))
+    assert batch.record_count == len(deltas)
+    # A refused record leaves the builder untouched; an empty builder takes anything.
+    assert b.build() == built
+    assert BatchBuilder(max_batch_size=10).try_append(None, b"y" * 100, None, TS) == 0

@@ -97,16 +97,19 @@ class BatchBuilder:
                  partition_leader_epoch: int = -1, base_timestamp: int | None = None,
                  log_append_time: int | None = None, max_batch_size: int | None = None,
                  delete_horizon_ms: int | None = None, control: bool = False):
-        self.compression = Compression.parse(compression)
+        # Enum coercion is slow next to the rest; producers build many small batches.
+        self.compression = compression if type(compression) is Compression else Compression.parse(compression)
         self.base_offset = base_offset
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
         self.transactional = bool(transactional)
         self.control = bool(control)
-        self.timestamp_type = TimestampType(timestamp_type)
-        if self.timestamp_type == TimestampType.NO_TIMESTAMP_TYPE:
+        if type(timestamp_type) is not TimestampType:
+            timestamp_type = TimestampType(timestamp_type)
+        if timestamp_type is TimestampType.NO_TIMESTAMP_TYPE:
             raise ValueError("v2 batches need CREATE_TIME or LOG_APPEND_TIME")
+        self.timestamp_type = timestamp_type
         self.partition_leader_epoch = partition_leader_epoch
         self.log_append_time = log_append_time
         self.delete_horizon_ms = delete_horizon_ms
@@ -172,6 +175,59 @@ class BatchBuilder:
         self._last_delta = delta
         return delta
 
+    def try_append(self, key=None, value=None, headers: Sequence | None = None,
+                   timestamp: int | None = None) -> int | None:
+        """Append unless the record would take the batch past ``max_batch_size``.
+
+        Returns the offset delta, or ``None`` (nothing appended) when the
+        batch is full.  The check uses the record's exact encoded size; an
+        empty builder always takes the record.  (The encoding is inlined:
+        this is the producer's per-record path.)
+        """
+        if timestamp is None:
+            timestamp = _now_ms()
+        base_ts = self._base_ts
+        if base_ts is None:
+            base_ts = timestamp
+        table = VARINT_TABLE
+        delta = self._last_delta + 1
+        ts_delta = timestamp - base_ts
+        tsb = table[ts_delta] if 0 <= ts_delta < VARINT_TABLE_SIZE else encode_varint(ts_delta)
+        odb = table[delta] if delta < VARINT_TABLE_SIZE else encode_varint(delta)
+        if key is None:
+            kb = NULL_VARINT
+            key = b""
+        else:
+            if type(key) is not bytes:
+                key = _as_bytes(key)
+            kb = table[len(key)] if len(key) < VARINT_TABLE_SIZE else encode_varint(len(key))
+        if value is None:
+            vb = NULL_VARINT
+            value = b""
+        else:
+            if type(value) is not bytes:
+                value = _as_bytes(value)
+            vb = table[len(value)] if len(value) < VARINT_TABLE_SIZE else encode_varint(len(value))
+        if headers:
+            hb, hlen = _encode_headers(headers)
+        else:
+            hb = b"\x00"
+            hlen = 1
+        body = 1 + len(tsb) + len(odb) + len(kb) + len(key) + len(vb) + len(value) + hlen
+        lb = table[body] if body < VARINT_TABLE_SIZE else encode_varint(body)
+        size = body + len(lb)
+        limit = self.max_batch_size
+        if limit is not None and self._count and self._size + size > limit:
+            return None
+        self._parts += (lb, b"\x00", tsb, odb, kb, key, vb, value, hb)
+        self._base_ts = base_ts
+        self._size += size
+        if timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._count += 1
+        self._last_delta = delta
+        return delta
+
     def extend(self, records: Iterable) -> None:
         """Append many records (see :func:`build_batch` for the accepted shapes)."""
         _append_all(self, records)
@@ -179,8 +235,8 @@ class BatchBuilder:
     # ------------------------------------------------------------- build
 
     def attributes(self, *, compressed: bool = True) -> int:
-        attrs = int(self.compression) if compressed else 0
-        if self.timestamp_type == LOG_APPEND_TIME:
+        attrs = self.compression.value if compressed else 0
+        if self.timestamp_type is LOG_APPEND_TIME:
             attrs |= TIMESTAMP_TYPE_MASK
         if self.transactional:
             attrs |= TRANSACTIONAL_MASK
@@ -195,9 +251,9 @@ class BatchBuilder:
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
         body = b"".join(self._parts)
-        if self.compression != Compression.NONE:
+        if self.compression is not Compression.NONE:
             body = compress(self.compression, body, magic=2)
-        if self.timestamp_type == LOG_APPEND_TIME:
+        if self.timestamp_type is LOG_APPEND_TIME:
             max_ts = self.log_append_time if self.log_append_time is not None else _now_ms()
         else:
             max_ts = self._max_ts
@@ -217,7 +273,7 @@ class BatchBuilder:
             self._count,
         ]
         header = HEADER.pack(*fields)
-        fields[4] = crc32c(body, crc32c(memoryview(header)[ATTRIBUTES_OFFSET:]))
+        fields[4] = crc32c(body, crc32c(header[ATTRIBUTES_OFFSET:]))
         return HEADER.pack(*fields) + body
 
 

@@ -74,7 +74,8 @@ def _codec_module(codec: Compression):
 
 def compress(codec: Compression | int, data, *, magic: int = 2, level: int | None = None) -> bytes:
     """Compress ``data`` the way Kafka's Java client frames it for ``magic``."""
-    codec = Compression(codec)
+    if type(codec) is not Compression:
+        codec = Compression(codec)
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
