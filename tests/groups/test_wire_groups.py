@@ -1,0 +1,248 @@
+"""Group APIs on the wire, every version that matters, with Kafka's error codes for bad input."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.server import start_in_thread
+from kafkawire.protocol import errors
+from kafkawire.protocol.messages import (ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+                                         JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
+                                         OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
+
+from .harness import GROUP_OVERRIDES
+from .wire import WireClient
+
+
+@pytest.fixture(scope="module")
+def node():
+    cfg = BrokerConfig(port=0, storage="memory", properties=dict(GROUP_OVERRIDES, **{
+        "group.initial.rebalance.delay.ms": "0"}))
+    with start_in_thread(cfg) as b:
+        b.call(lambda: b.broker.storage.create_topic("wt", 3))
+        yield b
+
+
+@pytest.fixture
+def client(node):
+    c = WireClient("127.0.0.1", node.port)
+    yield c
+    c.close()
+
+
+def subscription(topics):
+    meta = ConsumerProtocolSubscription(topics=topics).encode(0)
+    return (0).to_bytes(2, "big") + meta
+
+
+def protocols():
+    P = JoinGroupRequest.JoinGroupRequestProtocol
+    return [P(name="range", metadata=subscription(["wt"]))]
+
+
+def join(client, group, member_id="", version=9, instance=None, session=6000):
+    fields = dict(group_id=group, session_timeout_ms=session, member_id=member_id, protocol_type="consumer",
+                  protocols=protocols())
+    if version >= 1:
+        fields["rebalance_timeout_ms"] = 10000
+    if version >= 5:
+        fields["group_instance_id"] = instance
+    return client.call("JoinGroup", version, **fields)
+
+
+def stable_member(client, group, version=9):
+    r = join(client, group, version=version)
+    if r.error_code == errors.MEMBER_ID_REQUIRED:
+        r = join(client, group, r.member_id, version=version)
+    assert r.error_code == 0
+    assignment = (0).to_bytes(2, "big") + ConsumerProtocolAssignment(assigned_partitions=[
+        ConsumerProtocolAssignment.TopicPartition(topic="wt", partitions=[0, 1, 2])]).encode(0)
+    s = client.call("SyncGroup", min(version, 5), group_id=group, generation_id=r.generation_id,
+                    member_id=r.member_id, assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                        member_id=r.member_id, assignment=assignment)])
+    assert s.error_code == 0 and s.assignment == assignment
+    return r.member_id, r.generation_id
+
+
+@pytest.mark.parametrize("version", range(0, 10))
+def test_join_sync_heartbeat_leave_every_version(client, version):
+    group = f"v{version}"
+    r = join(client, group, version=version)
+    if version >= 4:
+        assert r.error_code == errors.MEMBER_ID_REQUIRED and r.member_id
+        r = join(client, group, r.member_id, version=version)
+    assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
+    assert [m.member_id for m in r.members] == [r.member_id]
+    sync_v = min(version, 5)
+    s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
+                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id,
+                                                                             assignment=b"\x00\x01abc")])
+    assert s.error_code == 0 and s.assignment == b"\x00\x01abc"
+    hb_v = min(version, 4)
+    assert client.call("Heartbeat", hb_v, group_id=group, generation_id=1, member_id=r.member_id).error_code == 0
+    assert client.call("Heartbeat", hb_v, group_id=group, generation_id=2,
+                       member_id=r.member_id).error_code == errors.ILLEGAL_GENERATION
+    assert client.call("Heartbeat", hb_v, group_id="nope", generation_id=1,
+                       member_id=r.member_id).error_code == errors.UNKNOWN_MEMBER_ID
+    leave_v = min(version, 5)
+    if leave_v >= 3:
+        resp = client.call("LeaveGroup", leave_v, group_id=group, members=[
+            LeaveGroupRequest.MemberIdentity(member_id=r.member_id)])
+        assert resp.error_code == 0 and [m.error_code for m in resp.members] == [0]
+    else:
+        assert client.call("LeaveGroup", leave_v, group_id=group, member_id=r.member_id).error_code == 0
+
+
+def test_find_coordinator_all_versions(client, node):
+    for v in range(0, 4):
+        fields = {"key": "g"}
+        if v >= 1:
+            fields["key_type"] = 0
+        r = client.call("FindCoordinator", v, **fields)
+        assert r.error_code == 0 and r.node_id == 1 and r.port == node.port
+    r = client.call("FindCoordinator", 4, key_type=1, coordinator_keys=["txn-a", "txn-b"])
+    assert [(c.key, c.node_id, c.error_code) for c in r.coordinators] == [("txn-a", 1, 0), ("txn-b", 1, 0)]
+    r = client.call("FindCoordinator", 6, key_type=0, coordinator_keys=["g1"])
+    assert r.coordinators[0].port == node.port
+    r = client.call("FindCoordinator", 4, key_type=7, coordinator_keys=["g1"])
+    assert r.coordinators[0].error_code == errors.INVALID_REQUEST
+
+
+def test_offsets_errors_and_versions(client):
+    group = "offs"
+    member, gen = stable_member(client, group)
+    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=gen, member_id=member, topics=[
+        T(name="wt", partitions=[P(partition_index=0, committed_offset=5, committed_metadata="m0"),
+                                 P(partition_index=1, committed_offset=6, committed_metadata="x" * 4097),
+                                 P(partition_index=7, committed_offset=1, committed_metadata="")]),
+        T(name="missing-topic", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
+    codes = [[p.error_code for p in t.partitions] for t in r.topics]
+    assert codes == [[0, errors.OFFSET_METADATA_TOO_LARGE, errors.UNKNOWN_TOPIC_OR_PARTITION],
+                     [errors.UNKNOWN_TOPIC_OR_PARTITION]]
+    r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=gen + 1, member_id=member,
+                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION
+    r = client.call("OffsetCommit", 9, group_id="ghost-group", generation_id_or_member_epoch=3, member_id="m",
+                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == errors.GROUP_ID_NOT_FOUND
+    # every OffsetFetch version reads the commit back, metadata string included
+    for v in range(1, 8):
+        r = client.call("OffsetFetch", v, group_id=group, topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[0, 2])])
+        rows = [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in r.topics[0].partitions]
+        assert rows == [(0, 5, "m0", 0), (2, -1, "", 0)], (v, rows)
+    G, GT = OffsetFetchRequest.OffsetFetchRequestGroup, OffsetFetchRequest.OffsetFetchRequestTopics
+    r = client.call("OffsetFetch", 8, groups=[G(group_id=group, topics=None), G(group_id="unknown-g", topics=[
+        GT(name="wt", partition_indexes=[0])])], require_stable=True)
+    assert [g.group_id for g in r.groups] == [group, "unknown-g"]
+    assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in r.groups[0].topics] == [
+        ("wt", [(0, 5)])]
+    assert r.groups[1].topics[0].partitions[0].committed_offset == -1
+    # v10: topic ids
+    topic_id = client.call("Metadata", 12, topics=[
+        __import__("kafkawire.protocol.messages", fromlist=["MetadataRequest"]).MetadataRequest.MetadataRequestTopic(
+            name="wt")]).topics[0].topic_id
+    r = client.call("OffsetFetch", 10, groups=[G(group_id=group, topics=[GT(topic_id=topic_id, partition_indexes=[0])])])
+    assert r.groups[0].topics[0].topic_id == topic_id and r.groups[0].topics[0].partitions[0].committed_offset == 5
+    # OffsetDelete: the group's members subscribe to the topic
+    D = OffsetDeleteRequest
+    r = client.call("OffsetDelete", 0, group_id=group, topics=[D.OffsetDeleteRequestTopic(
+        name="wt", partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])])
+    assert r.error_code == 0 and r.topics[0].partitions[0].error_code == errors.GROUP_SUBSCRIBED_TO_TOPIC
+    r = client.call("OffsetDelete", 0, group_id="never", topics=[])
+    assert r.error_code == errors.GROUP_ID_NOT_FOUND
+
+
+def test_list_describe_delete_groups(client):
+    member, gen = stable_member(client, "adm")
+    r = client.call("ListGroups", 5, states_filter=["stable"], types_filter=["classic"])
+    assert "adm" in [g.group_id for g in r.groups]
+    assert all(g.group_state == "Stable" and g.group_type == "classic" for g in r.groups)
+    r = client.call("ListGroups", 5, states_filter=[], types_filter=["consumer"])
+    assert "adm" not in [g.group_id for g in r.groups]
+    r = client.call("DescribeGroups", 5, groups=["adm", "no-such"], include_authorized_operations=True)
+    d = r.groups[0]
+    assert (d.group_state, d.protocol_type, d.protocol_data) == ("Stable", "consumer", "range")
+    assert d.members[0].member_id == member and d.members[0].member_assignment
+    assert d.members[0].client_host.startswith("/127.0.0.1")
+    assert r.groups[1].error_code == 0 and r.groups[1].group_state == "Dead"
+    r = client.call("DescribeGroups", 6, groups=["no-such"])
+    assert r.groups[0].error_code == errors.GROUP_ID_NOT_FOUND
+    r = client.call("DeleteGroups", 2, groups_names=["adm", "no-such"])
+    assert [(x.group_id, x.error_code) for x in r.results] == [("adm", errors.NON_EMPTY_GROUP),
+                                                               ("no-such", errors.GROUP_ID_NOT_FOUND)]
+    client.call("LeaveGroup", 5, group_id="adm", members=[LeaveGroupRequest.MemberIdentity(member_id=member)])
+    r = client.call("DeleteGroups", 2, groups_names=["adm"])
+    assert r.results[0].error_code == 0
+
+
+def test_second_member_during_rebalance_and_static_fencing(node):
+    a, b = WireClient("127.0.0.1", node.port), WireClient("127.0.0.1", node.port)
+    try:
+        ma, gen = stable_member(a, "dup")
+        # b joins: it waits in the rebalance; a learns about it from its heartbeat and rejoins
+        r = join(b, "dup")
+        assert r.error_code == errors.MEMBER_ID_REQUIRED
+        pending = b.send("JoinGroup", 9, group_id="dup", session_timeout_ms=6000, rebalance_timeout_ms=10000,
+                         member_id=r.member_id, protocol_type="consumer", protocols=protocols())
+        for _ in range(50):  # b's JoinGroup travels on another connection
+            code = a.call("Heartbeat", 4, group_id="dup", generation_id=gen, member_id=ma).error_code
+            if code:
+                break
+            time.sleep(0.02)
+        assert code == errors.REBALANCE_IN_PROGRESS
+        ra = join(a, "dup", ma)
+        rb = b.receive(pending)
+        assert ra.error_code == rb.error_code == 0 and ra.generation_id == rb.generation_id == gen + 1
+        assert len(ra.members) == 2 and rb.members == []
+        # the follower's SyncGroup waits for the leader's, then gets its own bytes
+        token = b.send("SyncGroup", 5, group_id="dup", generation_id=rb.generation_id, member_id=rb.member_id,
+                       protocol_type="consumer", protocol_name="range", assignments=[])
+        A = SyncGroupRequest.SyncGroupRequestAssignment
+        sa = a.call("SyncGroup", 5, group_id="dup", generation_id=ra.generation_id, member_id=ma,
+                    protocol_type="consumer", protocol_name="range",
+                    assignments=[A(member_id=ma, assignment=b"for-a"), A(member_id=rb.member_id, assignment=b"for-b")])
+        sb = b.receive(token)
+        assert (sa.error_code, sa.assignment, sb.error_code, sb.assignment) == (0, b"for-a", 0, b"for-b")
+        assert sb.protocol_name == "range" and sb.protocol_type == "consumer"
+        bad = a.call("SyncGroup", 5, group_id="dup", generation_id=ra.generation_id, member_id=ma,
+                     protocol_type="connect", protocol_name="range", assignments=[])
+        assert bad.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
+    finally:
+        a.close()
+        b.close()
+
+
+def test_consumer_group_heartbeat_and_describe(client, node):
+    r = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=0,
+                    rebalance_timeout_ms=10000, subscribed_topic_names=["wt"], topic_partitions=[])
+    assert r.error_code == 0 and r.member_epoch >= 1 and r.heartbeat_interval_ms == 500
+    assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2]
+    d = client.call("ConsumerGroupDescribe", 1, group_ids=["kip848", "nope"])
+    g = d.groups[0]
+    assert g.group_state == "Stable" and g.members[0].member_id == "m-1"
+    assert g.members[0].assignment.topic_partitions[0].topic_name == "wt"
+    assert d.groups[1].error_code == errors.GROUP_ID_NOT_FOUND
+    bad = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="", member_epoch=0,
+                      rebalance_timeout_ms=10000, subscribed_topic_names=["wt"])
+    assert bad.error_code == errors.INVALID_REQUEST
+    fenced = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1",
+                         member_epoch=r.member_epoch + 5)
+    assert fenced.error_code == errors.FENCED_MEMBER_EPOCH
+    # a classic JoinGroup cannot join a consumer group with members
+    j = join(client, "kip848")
+    assert j.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
+    left = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=-1)
+    assert left.error_code == 0 and left.member_epoch == -1
+
+
+def test_internal_topic_hidden_from_metadata(client):
+    from kafkawire.protocol.messages import MetadataRequest
+    stable_member(client, "meta-check")
+    everything = client.call("Metadata", 12, topics=None)
+    assert "__consumer_offsets" not in [t.name for t in everything.topics]
+    named = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")])
+    assert named.topics[0].error_code == 0 and named.topics[0].is_internal
