@@ -112,7 +112,8 @@ def test_append_rejects_bytes_that_are_not_whole_batches(storage):
     storage.create_topic("t", 1)
     log = storage.partition("t", 0)
     good = build_batch([b"a"])
-    for bad in (b"", good[:-1], good + good[:20], b"\x00" * 70):
+    backwards = good[:23] + b"\xff\xff\xff\xff" + good[27:]  # lastOffsetDelta -1
+    for bad in (b"", good[:-1], good + good[:20], b"\x00" * 70, backwards):
         with pytest.raises(base.CorruptBatchError):
             log.append(bad)
     assert log.log_end_offset == 0 and log.size_bytes == 0

@@ -72,6 +72,8 @@ def split(buf) -> list[BatchInfo]:
         info = read_info(buf, pos)
         if pos + info.size > end:
             raise CorruptBatchError(f"batch at {pos} declares {info.size} bytes, only {end - pos} given")
+        if info.last_offset < info.base_offset:
+            raise CorruptBatchError(f"batch at {pos} has a negative last offset delta")
         out.append(info)
         pos += info.size
     if not out:

@@ -82,7 +82,9 @@ class LogSegment:
         return file
 
     def create(self) -> None:
-        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        # Nothing can live at this base offset yet (it is the log end); a file there is the
+        # leftover of a roll that failed half-way, so it is emptied rather than refused.
+        fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.close(fd)
         self.write_indexes(fsync=False)
 
