@@ -26,7 +26,8 @@ from collections import deque
 log = logging.getLogger("kafkawire.net")
 
 _SIZE = struct.Struct(">i")
-MAX_IN_FLIGHT = 256  # requests buffered per connection before reading pauses
+MAX_IN_FLIGHT = 256
+COALESCE_BELOW = 16 * 1024  # response pieces smaller than this are joined before writing  # requests buffered per connection before reading pauses
 _ids = itertools.count(1)
 
 
@@ -57,6 +58,8 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
         self._closing_after: _Slot | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._out: list = []  # buffers of finished responses not yet handed to the transport
+        self._receiving = False
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
 
     # -- asyncio.Protocol ---------------------------------------------------
@@ -99,6 +102,7 @@ class Connection(asyncio.Protocol):
             return
         buf = self._buf
         buf += data
+        self._receiving = True  # responses made while reading are written once, at the end
         pos = 0
         n = len(buf)
         max_frame = self.server.max_frame
@@ -115,8 +119,10 @@ class Connection(asyncio.Protocol):
             self._handle(payload)
             if self.closed or self._closing_after is not None:
                 break
+        self._receiving = False
         if pos:
             del buf[:pos]
+        self._write_out()
         self._update_reading()
 
     def eof_received(self):
@@ -169,14 +175,45 @@ class Connection(asyncio.Protocol):
     def _flush(self) -> None:
         slots = self._slots
         transport = self.transport
+        out = self._out
         while slots and slots[0].done:
             slot = slots.popleft()
             if slot.close_reason is not None:
+                self._write_out()
                 self.abort(slot.close_reason, graceful=True)
                 return
             if slot.buffers and not self.closed:
-                transport.writelines(slot.buffers)
+                out.extend(slot.buffers)
+        if not self._receiving or len(out) > 256:
+            self._write_out()
         self._update_reading()
+
+    def _write_out(self) -> None:
+        """Hand pending response buffers to the transport: small pieces joined (fewer, larger writes), large
+        ones (stored record batches) passed as they are."""
+        out = self._out
+        if not out or self.closed or self.transport is None:
+            out.clear()
+            return
+        self._out = []
+        if len(out) == 1:
+            self.transport.write(out[0])
+            return
+        merged, small = [], []
+        for b in out:
+            if len(b) < COALESCE_BELOW:
+                small.append(b)
+            else:
+                if small:
+                    merged.append(b"".join(small) if len(small) > 1 else small[0])
+                    small = []
+                merged.append(b)
+        if small:
+            merged.append(b"".join(small) if len(small) > 1 else small[0])
+        if len(merged) == 1:
+            self.transport.write(merged[0])
+        else:
+            self.transport.writelines(merged)
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:

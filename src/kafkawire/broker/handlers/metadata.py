@@ -9,6 +9,7 @@ from ..storage import base as sb
 from ._common import (CLUSTER_OPERATIONS, INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, create_topic, find_topic,
                       log, storage_error_code, topic_name_problem)
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 Topic = MetadataResponse.MetadataResponseTopic
 Partition = MetadataResponse.MetadataResponsePartition
 Broker = MetadataResponse.MetadataResponseBroker
@@ -19,7 +20,7 @@ def topic_metadata(broker, meta, with_ops: bool) -> Topic:
     partitions = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=broker.leader_epoch,
                             replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
                   for p in range(meta.partitions)]
-    return Topic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.name.startswith("__"),
+    return Topic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.name in INTERNAL_TOPICS,
                  partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS if with_ops else INT32_MIN)
 
 

@@ -28,6 +28,7 @@ ZSTD = 4
 CONTROL = 0x20
 LONG_MAX = 9223372036854775807
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
 
@@ -183,6 +184,10 @@ def produce(broker, ctx, body):
             plog = partition_log(broker, meta, p.index)
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if meta.name in INTERNAL_TOPICS:
+                pr.error_code = errors.INVALID_TOPIC_EXCEPTION
+                pr.error_message = f"Cannot append to internal topic {meta.name}"
                 continue
             try:
                 buf, header = _prepare(broker, version, meta, p.index, p.records)

@@ -235,7 +235,7 @@ def describe_topic_partitions(broker, ctx, body):
             for p in range(first, end)]
         budget -= len(parts)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
-            error_code=0, name=name, topic_id=meta.topic_id, is_internal=name.startswith("__"), partitions=parts,
+            error_code=0, name=name, topic_id=meta.topic_id, is_internal=name in ("__consumer_offsets", "__transaction_state"), partitions=parts,
             topic_authorized_operations=TOPIC_OPERATIONS))
         if end < meta.partitions:
             next_cursor = R.Cursor(topic_name=name, partition_index=end)
