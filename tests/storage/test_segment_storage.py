@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from kafkawire.broker.storage import base, segments as segments_mod
+from kafkawire.broker.storage import base
 from kafkawire.broker.storage.segments import SegmentStorage
 from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 

@@ -4,13 +4,15 @@ Each partition keeps its batches as immutable ``bytes`` (offsets assigned) in
 a list, with their base offsets in a parallel list for bisection. Reads hand
 out memoryviews of those bytes. Retention works per batch here (a batch plays
 the part of a segment), so ``enforce_retention`` counts deleted batches.
+Timestamp lookups scan the batch headers linearly: fine for the sizes a
+RAM-only broker holds, and ListOffsets by time is rare.
 """
 from __future__ import annotations
 
 import threading
 import uuid
 from bisect import bisect_right
-from typing import Mapping
+from typing import Callable, Mapping
 
 from . import _batch, topics
 from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, TopicMeta,
@@ -19,7 +21,7 @@ from .config import StorageConfig, TopicSettings
 
 
 class MemoryPartitionLog(PartitionLog):
-    def __init__(self, topic: str, partition: int, settings: "callable[[], TopicSettings]"):
+    def __init__(self, topic: str, partition: int, settings: Callable[[], TopicSettings]):
         self.topic, self.partition = topic, partition
         self._settings = settings
         # Appends may run in an executor thread while the event loop reads.
