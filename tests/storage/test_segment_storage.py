@@ -463,3 +463,37 @@ def test_restart_does_not_hold_a_file_open_per_segment(open_storage):
     storage = open_storage(props)
     assert len(os.listdir("/proc/self/fd")) - before <= 2  # the data-dir lock (sealed segments open on first read)
     assert storage.partition("t", 2).read(0, 10).size == 300
+
+
+def test_short_writes_and_many_batches_in_one_append(open_storage, monkeypatch):
+    storage = open_storage()
+    storage.create_topic("t", 1)
+    log = storage.partition("t", 0)
+    real_pwritev = os.pwritev
+    # the kernel may write less than asked: take at most 1000 bytes per call
+    monkeypatch.setattr(os, "pwritev", lambda fd, bufs, pos: real_pwritev(fd, [bytes(b"".join(bufs))[:1000]], pos))
+    many = b"".join(build_batch([b"%d" % i]) for i in range(1500))  # 3000 buffers: more than IOV_MAX
+    assert log.append(many).last_offset == 1499
+    batches = parse_batches(read_bytes(log, 0))
+    assert [b[0] for b in batches] == list(range(1500))
+
+
+def test_failed_write_leaves_no_garbage(open_storage, data_dir, monkeypatch):
+    storage = open_storage()
+    storage.create_topic("t", 1)
+    log = storage.partition("t", 0)
+    log.append(build_batch([b"kept"]))
+    real_pwritev = os.pwritev
+
+    def disk_full(fd, bufs, pos):
+        real_pwritev(fd, [bytes(bufs[0])[:20]], pos)  # part of it lands, then the disk fills
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "pwritev", disk_full)
+    with pytest.raises(base.StorageError, match="No space"):
+        log.append(build_batch([b"lost"]))
+    monkeypatch.setattr(os, "pwritev", real_pwritev)
+    assert log.log_end_offset == 1
+    assert log.append(build_batch([b"next"])).base_offset == 1
+    storage.close()
+    log = open_storage().partition("t", 0)
+    assert [b[0] for b in parse_batches(read_bytes(log, 0))] == [0, 1]

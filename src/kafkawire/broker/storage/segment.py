@@ -118,15 +118,17 @@ class LogSegment:
         position, end = self.size, self.size + total
         try:
             pending = [memoryview(b).cast("B") for b in buffers]
-            while pending:
-                written = os.pwritev(fd, pending[:_IOV_MAX], position)
+            first = 0  # pending[:first] are fully written
+            while first < len(pending):
+                written = os.pwritev(fd, pending[first:first + _IOV_MAX], position)
                 if written <= 0:
                     raise OSError("pwritev wrote nothing")
                 position += written
-                while pending and written >= len(pending[0]):
-                    written -= len(pending.pop(0))
-                if written:
-                    pending[0] = pending[0][written:]
+                while first < len(pending) and written >= len(pending[first]):
+                    written -= len(pending[first])
+                    first += 1
+                if written:  # a short write stopped inside this buffer
+                    pending[first] = pending[first][written:]
             if position != end:
                 raise OSError(f"wrote {position - self.size} of {total} bytes")
         except OSError as exc:
