@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import struct
-import sys
 from pathlib import Path
 
 import pytest
 
 from kafkawire.broker.storage.segments import SegmentStorage
 from storage_batches import build_batch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from support.java import JavaProgram  # noqa: E402
+from support.java import JavaProgram  # tests/ is on sys.path (tests/conftest.py)
 
 HERE = Path(__file__).resolve().parent
 
