@@ -249,3 +249,14 @@ def test_many_connections(broker):
     finally:
         for c in clients:
             c.close()
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(client):
+    create_topic(client, "zstd")
+    res = client.call(produce_request("zstd", 0, batch([b"z"], compression="zstd")), 6)
+    assert res.responses[0].partition_responses[0].error_code == errors.UNSUPPORTED_COMPRESSION_TYPE
+    produce_ok(client, "zstd", batch([b"z"], compression="zstd"), version=7)
+    old = client.call(fetch_request([("zstd", 0, 0)]), 9).responses[0].partitions[0]
+    assert old.error_code == errors.UNSUPPORTED_COMPRESSION_TYPE and old.high_watermark == 1
+    new = client.call(fetch_request([("zstd", 0, 0)]), 10).responses[0].partitions[0]
+    assert new.error_code == 0 and values_of(new.records) == [b"z"]

@@ -9,6 +9,7 @@ consumer always makes progress. Fetch v0-3 get magic 0/1 message sets
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 import uuid
 
@@ -136,6 +137,22 @@ def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int
     return reads, total
 
 
+_LEN = struct.Struct(">i")
+_ATTRS = struct.Struct(">h")
+
+
+def _has_zstd(chunks) -> bool:
+    """Whether any stored batch is zstd-compressed (Fetch before v10 cannot carry those, KIP-110)."""
+    for chunk in chunks:
+        view = memoryview(chunk)
+        pos, n = 0, len(view)
+        while n - pos >= 23:
+            if (_ATTRS.unpack_from(view, pos + 21)[0] & 0x07) == 4:
+                return True
+            pos += 12 + _LEN.unpack_from(view, pos + 8)[0]
+    return False
+
+
 def _records_field(result, version: int, fetch_offset: int):
     if result is None or not result.chunks:
         return b"" if version >= 4 else b""
@@ -171,6 +188,8 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
             hw, start, lso = _state(broker, r.meta, cp.partition)
         else:
             hw, start, lso = -1, -1, -1
+        if version < 10 and r.data is not None and r.data.chunks and _has_zstd(r.data.chunks):
+            r.error, r.data, r.size = errors.UNSUPPORTED_COMPRESSION_TYPE, None, 0
         if ctx.incremental:
             changed = (r.size > 0 or r.error or hw != cp.high_watermark or start != cp.log_start_offset
                        or lso != cp.last_stable_offset)
