@@ -124,6 +124,33 @@ def iter_infos(buf, start: int, end: int) -> Iterator[BatchInfo]:
         pos += info.size
 
 
+# baseOffset, batchLength and lastOffsetDelta in one unpack: all a lookup needs.
+_SPAN = struct.Struct(">qi11xi")
+
+
+def find_batch(buf, pos: int, end: int, offset: int) -> int | None:
+    """Position of the batch holding ``offset`` among the (validated) batches in ``buf[pos:end]``."""
+    unpack = _SPAN.unpack_from
+    while pos + HEADER_SIZE <= end:
+        base, length, last_delta = unpack(buf, pos)
+        if base + last_delta >= offset:
+            return pos
+        pos += length + LOG_OVERHEAD
+    return None
+
+
+def whole_batches_end(buf, pos: int, end: int, limit: int) -> int:
+    """End of the run of (validated) batches from ``pos`` that finish by ``limit`` (``pos`` if none)."""
+    unpack = _SPAN.unpack_from
+    while pos + HEADER_SIZE <= end:
+        _base, length, _delta = unpack(buf, pos)
+        stop = pos + length + LOG_OVERHEAD
+        if stop > limit or stop > end:
+            break
+        pos = stop
+    return pos
+
+
 def base_offset_bytes(offset: int) -> bytes:
     return _I64.pack(offset)
 

@@ -208,11 +208,7 @@ class LogSegment:
         """Position of the batch containing ``offset``; None if it is past this segment."""
         if offset >= self.next_offset:
             return None
-        buf = self.buffer()
-        for info in _batch.iter_infos(buf, self.offset_index.lookup(offset), self.size):
-            if info.last_offset >= offset:
-                return info.position
-        return None
+        return _batch.find_batch(self.buffer(), self.offset_index.lookup(offset), self.size, offset)
 
     def extent(self, position: int, budget: int, take_first: bool) -> int:
         """End position of the whole batches from ``position`` that fit in ``budget`` bytes (at least
@@ -220,14 +216,11 @@ class LogSegment:
         limit = position + budget
         if limit >= self.size:
             return self.size
-        end = max(position, self.offset_index.last_position_within(limit))
         buf = self.buffer()
-        for info in _batch.iter_infos(buf, end, self.size):
-            if info.position + info.size > limit:
-                if take_first and info.position == position:
-                    return info.position + info.size
-                break
-            end = info.position + info.size
+        end = _batch.whole_batches_end(buf, max(position, self.offset_index.last_position_within(limit)),
+                                       self.size, limit)
+        if end == position and take_first:
+            return position + _batch.read_info(buf, position).size
         return end
 
     def batch_at(self, position: int) -> memoryview:
