@@ -80,7 +80,9 @@ class SegmentPartitionLog(PartitionLog):
         self._end = segments[-1].next_offset
         self._start = min(max(log_start, segments[0].base_offset), self._end)
         self._size = sum(s.size for s in segments)
-        self._flushed_offset = self._end  # recovery leaves everything on disk
+        # Sealed segments were fsynced when they rolled; the active one's pages may still be only in
+        # the page cache (the previous process was killed), so its first flush really fsyncs.
+        self._flushed_offset = segments[-1].base_offset
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._closed = False
