@@ -43,7 +43,11 @@ def stop(proc, sig=signal.SIGTERM) -> float:
     t = time.monotonic()
     proc.send_signal(sig)
     proc.wait(10)
-    return time.monotonic() - t
+    elapsed = time.monotonic() - t
+    proc.err_text = proc.stderr.read().decode()
+    proc.stderr.close()
+    proc.stdout.close()
+    return elapsed
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -57,11 +61,15 @@ def test_serve_starts_answers_and_exits_on_signal(tmp_path, sig):
         c.close()
         assert stop(proc, sig) < 2.0
         assert proc.returncode == 0
-        err = proc.stderr.read().decode()
+        err = proc.err_text
         assert "listening on 127.0.0.1" in err and "connection 1 from" in err and "shutting down" in err
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
 
 
 def test_sigterm_with_open_connections_and_long_poll(tmp_path):
@@ -76,9 +84,14 @@ def test_sigterm_with_open_connections_and_long_poll(tmp_path):
         c.send(fetch_request([("t", 0, 0)], max_wait_ms=30_000), 12)
         time.sleep(0.2)
         assert stop(proc) < 2.0
+        c.close()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
 
 
 def test_restart_on_the_same_port_keeps_cluster_id_and_data(tmp_path):
@@ -106,6 +119,10 @@ def test_restart_on_the_same_port_keeps_cluster_id_and_data(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
 
 
 def test_survives_stdin_closed(tmp_path):
@@ -123,6 +140,10 @@ def test_survives_stdin_closed(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
 
 
 def test_server_properties_file_as_only_argument(tmp_path):
@@ -146,13 +167,17 @@ def test_server_properties_file_as_only_argument(tmp_path):
         assert len(res.topics[0].partitions) == 4
         c.close()
         stop(proc)
-        err = proc.stderr.read().decode()
+        err = proc.err_text
         assert err.count("some.unknown.key") == 1
         assert "process.roles" not in err
         assert (tmp_path / "logs").exists()
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            if f is not None and not f.closed:
+                f.close()
 
 
 def test_start_time_is_well_under_a_second(tmp_path):
@@ -164,3 +189,5 @@ def test_start_time_is_well_under_a_second(tmp_path):
         assert time.monotonic() - t < 2.0  # interpreter start included; the broker itself logs its own time
     finally:
         stop(proc)
+        if proc.stdin:
+            proc.stdin.close()

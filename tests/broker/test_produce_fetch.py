@@ -260,3 +260,20 @@ def test_zstd_needs_produce_v7_and_fetch_v10(client):
     assert old.error_code == errors.UNSUPPORTED_COMPRESSION_TYPE and old.high_watermark == 1
     new = client.call(fetch_request([("zstd", 0, 0)]), 10).responses[0].partitions[0]
     assert new.error_code == 0 and values_of(new.records) == [b"z"]
+
+
+def test_topic_compression_type_recompresses(client):
+    from .test_sessions_idempotence import init_producer
+
+    create_topic(client, "recomp", configs={"compression.type": "gzip"})
+    pid, epoch = init_producer(client)
+    produce_ok(client, "recomp", batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=0))
+    produce_ok(client, "recomp", batch([b"c"], compression="lz4", producer_id=pid, producer_epoch=epoch,
+                                       base_sequence=2))
+    f = client.call(fetch_request([("recomp", 0, 0)]), 12)
+    entries = list(iter_batches(bytes(f.responses[0].partitions[0].records)))
+    assert [int(e.compression) for e in entries] == [1, 1]
+    assert [(e.producer_id, e.base_sequence) for e in entries] == [(pid, 0), (pid, 2)]
+    assert records_with_offsets(f.responses[0].partitions[0].records) == [(0, b"a"), (1, b"b"), (2, b"c")]
+    for e in entries:
+        e.validate_crc()

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from kafkawire.broker.config import BrokerConfig
+from kafkawire.protocol import errors
 
 from .helpers import batch, create_topic, fetch_request, produce_request, records_with_offsets, values_of
 from .test_sessions_idempotence import init_producer, produce_idem
@@ -72,3 +73,30 @@ def test_acks_all_is_durable(broker, client, monkeypatch):
     broker.broker.config.acks_all_fsync = False
     client.call(produce_request("dur", 0, batch([b"z"]), acks=-1), 9)
     assert calls == [True, False, False]
+
+
+def test_producer_state_survives_restart(tmp_path):
+    from kafkawire.broker.server import start_in_thread
+
+    from .conftest import RawClient
+
+    cfg = BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "restart"))
+    b = start_in_thread(cfg)
+    c = RawClient(b.address)
+    create_topic(c, "re")
+    pid, epoch = init_producer(c)
+    assert produce_idem(c, "re", pid, epoch, 0, [b"a", b"b"]).base_offset == 0
+    assert produce_idem(c, "re", pid, epoch, 2, [b"c"]).base_offset == 2
+    c.close()
+    b.stop()
+    b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "restart")))
+    try:
+        c = RawClient(b.address)
+        r = produce_idem(c, "re", pid, epoch, 2, [b"c"])  # a retry after the restart is still a duplicate
+        assert (r.error_code, r.base_offset) == (0, 2)
+        r = produce_idem(c, "re", pid, epoch, 5, [b"x"])
+        assert r.error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce_idem(c, "re", pid, epoch, 3, [b"d"]).base_offset == 3
+        c.close()
+    finally:
+        b.stop()

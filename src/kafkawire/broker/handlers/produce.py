@@ -120,9 +120,40 @@ def _prepare(broker, version: int, meta, partition: int, records):
                                                          f"range (message.timestamp.after.max.ms={after_max})")
         header = h
         _I32.pack_into(view, pos + 12, broker.leader_epoch)  # the partition leader epoch (not covered by the CRC)
+    target = _TARGET_CODECS.get(broker.config.topic_value(meta.configs, "compression.type"))
+    if target is not None and any((HEADER.unpack_from(view, e.position)[5] & 0x07) != target for e in entries):
+        buf = _recompress(view, entries, target, tp)
+        header = HEADER.unpack_from(buf, 0) if len(entries) == 1 else header
     if len(entries) > 1 or header[9] < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return buf, header
+
+
+# topic compression.type -> codec id every batch is rewritten with ("producer": kept as sent)
+_TARGET_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _recompress(view, entries, target: int, tp: str) -> bytearray:
+    """Rewrite batches with the topic's compression.type, as Kafka does (producer id, epoch, sequence and
+    timestamps kept)."""
+    from kafkawire.protocol.records import RecordBatch, build_batch
+
+    out = bytearray()
+    for e in entries:
+        b = RecordBatch(view[e.position:e.position + e.size])
+        if (b.attributes & 0x07) == target:
+            out += b.buffer
+            continue
+        try:
+            records = b.decode_records()
+        except CorruptRecordError as exc:
+            raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
+        out += build_batch(records, compression=target, base_offset=0, producer_id=b.producer_id,
+                           producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
+                           transactional=b.is_transactional, timestamp_type=b.timestamp_type,
+                           partition_leader_epoch=b.partition_leader_epoch,
+                           base_timestamp=b.base_timestamp)
+    return out
 
 
 def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None):
@@ -131,6 +162,7 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
     producers = broker.producers
     if header is not None:
         pid, epoch, first_seq, count = header[9], header[10], header[11], header[12]
+        producers.ensure_loaded(meta.name, partition, plog)
         last_seq = first_seq + count - 1
         if last_seq > 2147483647:  # sequences wrap around to 0 (DefaultRecordBatch.incrementSequence)
             last_seq -= 2147483648

@@ -22,6 +22,8 @@ from ..dispatch import handles
 from ._common import find_topic
 
 WINDOW = 5  # batches remembered per producer and partition (max.in.flight.requests.per.connection)
+REPLAY_OFFSETS = 20_000  # how far back the log tail is read to rebuild producer state
+REPLAY_BYTES = 16 * 1024 * 1024
 INT32_MAX = 2147483647
 
 
@@ -54,6 +56,7 @@ class ProducerStateManager:
         self._issued: set[int] = set()
         self._lock = threading.Lock()
         self.partitions: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
+        self._loaded: set[tuple[str, int]] = set()
 
     def allocate(self) -> tuple[int, int]:
         with self._lock:
@@ -63,6 +66,33 @@ class ProducerStateManager:
 
     def issued(self, pid: int) -> bool:
         return pid in self._issued
+
+    def ensure_loaded(self, topic: str, partition: int, plog) -> None:
+        """Rebuild the state of one partition from the tail of its log, once (after a restart Kafka replays
+        its producer snapshots; kafkawire reads the last batches), so retried batches stay duplicates."""
+        key = (topic, partition)
+        if key in self._loaded:
+            return
+        self._loaded.add(key)
+        end, start = plog.log_end_offset, plog.log_start_offset
+        if end <= start:
+            return
+        from kafkawire.protocol.records import iter_batches
+
+        try:
+            result = plog.read(max(start, end - REPLAY_OFFSETS), REPLAY_BYTES, min_one=True)
+        except Exception:
+            return
+        for chunk in result.chunks:
+            data = chunk.tobytes() if hasattr(chunk, "tobytes") and not isinstance(chunk, memoryview) else chunk
+            for b in iter_batches(data):
+                if b.magic != 2 or b.producer_id < 0 or b.is_control:
+                    continue
+                self._issued.add(b.producer_id)
+                ts = b.max_timestamp
+                self.record(topic, partition, b.producer_id, b.producer_epoch,
+                            BatchMeta(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, ts,
+                                      ts if b.timestamp_type == 1 else -1))
 
     def check(self, topic: str, partition: int, pid: int, epoch: int, first_seq: int, last_seq: int):
         """(error code, message, duplicate BatchMeta or None) for a batch about to be appended."""
@@ -107,6 +137,7 @@ class ProducerStateManager:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
             del self.partitions[key]
+        self._loaded = {k for k in self._loaded if k[0] != topic}
 
     def active(self, topic: str, partition: int) -> list[ProducerEntry]:
         return list(self.partitions.get((topic, partition), {}).values())
