@@ -125,3 +125,22 @@ def test_killed_process_keeps_every_acknowledged_record(tmp_path):
         assert len(log.segments) > 1
     finally:
         storage.close()
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_flipped_byte_anywhere_in_the_active_segment_keeps_a_valid_prefix(pristine, tmp_path, seed):
+    import random
+
+    data_dir, data, bounds = pristine
+    rng = random.Random(seed)
+    where = rng.randrange(len(data))
+    d = _clone(data_dir, tmp_path / "f")
+    with open(d / SEGMENT, "r+b") as f:
+        f.seek(where)
+        f.write(bytes([data[where] ^ (1 << rng.randrange(8))]))
+    end, read = _restart(d)
+    hit = next(b for b in bounds if b[0] <= where < b[1])
+    # everything before the damaged batch survives byte for byte; the damaged batch and all after it go
+    assert read == data[:hit[0]]
+    i = bounds.index(hit)
+    assert end == (bounds[i - 1][2] if i else 0)

@@ -91,7 +91,9 @@ def valid_prefix(buf, start: int = 0, first_offset: int | None = None) -> tuple[
     """Walk batches from ``start``; stop at the first torn or corrupt one.
 
     Returns (good batches, end of the last good batch, why it stopped or None).
-    Offsets must also be increasing (from ``first_offset`` on): a batch that goes backwards is garbage.
+    The CRC does not cover the base offset, so offsets are checked too: kafkawire's
+    logs are dense (no compaction), each batch starting right after the previous
+    one, the first at ``first_offset``.
     """
     out, pos, end, next_offset = [], start, len(buf), first_offset
     while pos < end:
@@ -103,8 +105,9 @@ def valid_prefix(buf, start: int = 0, first_offset: int | None = None) -> tuple[
             return out, pos, str(exc)
         if pos + info.size > end:
             return out, pos, f"batch at {pos} declares {info.size} bytes, file has {end - pos}"
-        if info.last_offset < info.base_offset or (next_offset is not None and info.base_offset < next_offset):
-            return out, pos, f"batch at {pos} has offsets {info.base_offset}..{info.last_offset} out of order"
+        if info.last_offset < info.base_offset or (next_offset is not None and info.base_offset != next_offset):
+            return out, pos, (f"batch at {pos} has offsets {info.base_offset}..{info.last_offset}, "
+                              f"expected to start at {next_offset}")
         if not crc_ok(buf, info):
             return out, pos, f"batch at {pos} (offset {info.base_offset}) fails its CRC"
         out.append(info)

@@ -81,7 +81,7 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
         buf = _mapped(segment.log_path, size)
         try:
             first = _batch.read_info(buf, 0)
-            if first.base_offset < segment.base_offset:
+            if first.base_offset != segment.base_offset:
                 raise IndexCorruptError(f"{segment.log_path} starts at offset {first.base_offset}")
             if first.max_timestamp >= 0 and not len(segment.time_index):
                 raise IndexCorruptError(f"{segment.time_index.path} lacks the entry written at roll")
