@@ -1,4 +1,12 @@
-"""Storage engines behind one interface (see base)."""
+"""Storage engines behind one interface (see base).
+
+- ``segments.SegmentStorage(data_dir, config)``: the default; Kafka's on-disk segment layout, crash
+  recovery, retention, fsync before acknowledging acks=all. Reads return memoryviews of mmapped
+  segments; ``read_regions`` returns ``FileRegion``s for ``os.sendfile``.
+- ``memory.MemoryStorage(config)``: everything in RAM.
+
+``config`` is a ``StorageConfig`` or a dict of server.properties keys (``StorageConfig.from_properties``).
+"""
 from .base import (AppendResult, CorruptBatchError, FileRegion, InvalidConfigError, InvalidPartitionsError,
                    InvalidTopicError, OffsetOutOfRangeError, PartitionInfo, PartitionLog, ReadResult, Storage,
                    StorageError, TopicExistsError, TopicMeta, UnknownTopicError)
