@@ -55,7 +55,7 @@ def metadata(broker, ctx, body):
                 if problem is not None:
                     topics.append(Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[]))
                     continue
-                if may_create:
+                if may_create and name not in INTERNAL_TOPICS:  # the coordinators create their own topics
                     try:
                         meta = create_topic(broker, name, broker.config.num_partitions)
                     except sb.TopicExistsError:

@@ -113,7 +113,7 @@ def create_topics(broker, ctx, body):
         except sb.StorageError as exc:
             res.error_code, res.error_message = storage_error_code(exc), str(exc)
         if res.error_code:
-            res.configs = None if version >= 5 else None
+            res.configs = [] if version >= 5 else None
             if version < 1:
                 res.error_message = None
             continue
