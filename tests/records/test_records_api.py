@@ -401,3 +401,36 @@ def test_try_append_fills_to_the_limit_exactly():
     # A refused record leaves the builder untouched; an empty builder takes anything.
     assert b.build() == built
     assert BatchBuilder(max_batch_size=10).try_append(None, b"y" * 100, None, TS) == 0
+
+
+def test_streaming_records_of_a_large_batch_match_and_fail_like_decode_records():
+    """records() decodes big batches in chunks; same records, same errors as decode_records()."""
+    records = [(b"%d" % i, b"v" * (i % 7), [], TS + i) for i in range(600)]
+    built = build_batch(records, compression="lz4")
+    (batch,) = list(iter_batches(built))
+    assert list(batch.records()) == batch.decode_records()
+    assert [r.offset for r in batch.records()] == list(range(600))
+    # A record far past the first chunk whose key length overruns: caught while iterating.
+    plain = bytearray(build_batch(records))
+    (batch,) = list(iter_batches(bytes(plain)))
+    pos = 61
+    for _ in range(500):
+        pos += 1 + plain[pos] // 2 if plain[pos] < 128 else 2 + (plain[pos] - 128 + (plain[pos + 1] << 7)) // 2
+    # length(1) attributes(1) timestamp delta(2) offset delta(2), then the key length
+    assert plain[pos + 6] == 6  # zig-zag of 3: b"500"
+    plain[pos + 6] = 0x7E  # key length 63
+    fix_crc(plain)
+    (bad,) = list(iter_batches(bytes(plain), check_crc=True))
+    it = bad.records()
+    assert len([next(it) for _ in range(256)]) == 256  # the first chunk is fine
+    with pytest.raises(CorruptRecordError, match="base offset 0, byte position 0: "):
+        list(it)
+    with pytest.raises(CorruptRecordError):
+        bad.decode_records()
+    # Trailing bytes after the last declared record are reported at the end of the stream.
+    extra = bytearray(build_batch(records) + b"\x00\x00")
+    struct.pack_into(">i", extra, 8, len(extra) - 12)
+    fix_crc(extra)
+    (batch,) = list(iter_batches(bytes(extra), check_crc=True))
+    with pytest.raises(CorruptRecordError, match="2 bytes left after the 600 declared records"):
+        list(batch.records())

@@ -25,6 +25,7 @@ then per header a varint-length UTF-8 key and varint-length value.
 from __future__ import annotations
 
 import struct
+from itertools import chain
 from typing import Iterator
 
 from crc32c import crc32c
@@ -70,6 +71,10 @@ DELETE_HORIZON_MASK = 0x40
 # delta, key length, value length, header count, one byte each.  Bounds the
 # record count a payload of a given size can honestly declare.
 MIN_RECORD_SIZE = 7
+
+# Records decoded per step by RecordBatch.records(); small enough that they
+# die young (cheap for the garbage collector), large enough to amortise the step.
+_CHUNK = 256
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -274,12 +279,12 @@ class RecordBatch:
         except CorruptRecordError as exc:
             raise exc.with_context(base_offset=self.base_offset, position=self.position) from exc
 
-    def decode_records(self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> list[Record]:
-        """Decode every record into a list (decompressing first if needed)."""
+    def _prepare(self, max_decompressed_size: int) -> tuple:
+        """Header checks and decompression: what must happen before any record is decoded."""
         base_offset, _, _, _, _, attrs, _, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(self.buffer)
-        where = {"base_offset": base_offset, "position": self.position}
         if count < 0:
-            raise CorruptRecordError(f"negative record count {count}", **where)
+            raise CorruptRecordError(f"negative record count {count}", base_offset=base_offset,
+                                     position=self.position)
         if attrs & COMPRESSION_MASK:
             data = self.records_payload(max_decompressed_size=max_decompressed_size)
         else:
@@ -287,21 +292,64 @@ class RecordBatch:
             # values out of a memoryview and converting each to bytes.
             data = self.buffer[RECORDS_OFFSET:].tobytes()
         if count > len(data) // MIN_RECORD_SIZE:
-            raise CorruptRecordError(
-                f"record count {count} cannot fit in {len(data)} bytes of records", **where)
+            raise CorruptRecordError(f"record count {count} cannot fit in {len(data)} bytes of records",
+                                     base_offset=base_offset, position=self.position)
         log_append_time = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
+        return data, count, base_offset, base_ts, log_append_time
+
+    def _decode_chunk(self, data, pos, count, base_offset, base_ts, log_append_time) -> tuple[list, int]:
         try:
-            return _decode_records(data, count, base_offset, base_ts, log_append_time)
+            return _decode_records(data, pos, count, base_offset, base_ts, log_append_time)
         except CorruptRecordError as exc:
-            raise exc.with_context(**where) from exc
+            raise exc.with_context(base_offset=base_offset, position=self.position) from exc
         except IndexError as exc:
-            raise CorruptRecordError("record runs past the end of the batch", **where) from exc
+            raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset,
+                                     position=self.position) from exc
         except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"header key is not valid UTF-8: {exc}", **where) from exc
+            raise CorruptRecordError(f"header key is not valid UTF-8: {exc}", base_offset=base_offset,
+                                     position=self.position) from exc
+
+    def _check_consumed(self, data, pos: int, count: int, base_offset: int) -> None:
+        if pos != len(data):
+            raise CorruptRecordError(f"{len(data) - pos} bytes left after the {count} declared records",
+                                     base_offset=base_offset, position=self.position)
+
+    def decode_records(self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> list[Record]:
+        """Decode every record into a list (decompressing first if needed); all or nothing."""
+        data, count, base_offset, base_ts, lat = self._prepare(max_decompressed_size)
+        records, pos = self._decode_chunk(data, 0, count, base_offset, base_ts, lat)
+        self._check_consumed(data, pos, count, base_offset)
+        return records
 
     def records(self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
-        """Iterate the records (decoded on this call, not before)."""
-        return iter(self.decode_records(max_decompressed_size=max_decompressed_size))
+        """Iterate the records.
+
+        Decompression and the header checks happen on this call; records are
+        then decoded in small chunks as the iteration proceeds, so a large
+        batch never holds thousands of live record objects at once (which
+        would make the garbage collector rescan them).  A corrupt record
+        raises when the iteration reaches its chunk.
+        """
+        prepared = self._prepare(max_decompressed_size)
+        if prepared[1] <= _CHUNK:
+            return iter(self._finish_small(*prepared))
+        return chain.from_iterable(self._chunks(*prepared))
+
+    def _finish_small(self, data, count, base_offset, base_ts, lat) -> list:
+        records, pos = self._decode_chunk(data, 0, count, base_offset, base_ts, lat)
+        self._check_consumed(data, pos, count, base_offset)
+        return records
+
+    def _chunks(self, data, count, base_offset, base_ts, lat):
+        pos = 0
+        remaining = count
+        while remaining:
+            n = _CHUNK if remaining > _CHUNK else remaining
+            chunk, pos = self._decode_chunk(data, pos, n, base_offset, base_ts, lat)
+            remaining -= n
+            if not remaining:
+                self._check_consumed(data, pos, count, base_offset)
+            yield chunk
 
     __iter__ = records
 
@@ -360,9 +408,9 @@ class RecordBatch:
 # ------------------------------------------------------------------ decoding
 
 
-def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
-                    log_append_time: int | None) -> list:
-    """Decode ``count`` records that must fill ``data`` exactly.
+def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts: int,
+                    log_append_time: int | None) -> tuple[list, int]:
+    """Decode ``count`` records from ``data[pos:]``; returns them and the position after them.
 
     Varints are inlined for their 1- and 2-byte forms through lookup tables
     (lengths below 8 KiB, small deltas) and, for the deltas, also the 3-byte
@@ -377,7 +425,6 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
     Z2 = _ZIGZAG2
     rv = read_varint
     rl = read_varlong
-    pos = 0
     for _ in range(count):
         # length; the attributes byte (unused by Kafka so far) is skipped with it
         b = data[pos]
@@ -477,9 +524,7 @@ def _decode_records(data: bytes, count: int, base_offset: int, base_ts: int,
             raise CorruptRecordError(f"record at offset delta {od} does not end where its length says")
         append(new(R, (base_offset + od, base_ts + tsd if log_append_time is None else log_append_time,
                        key, value, headers)))
-    if pos != len(data):
-        raise CorruptRecordError(f"{len(data) - pos} bytes left after the {count} declared records")
-    return out
+    return out, pos
 
 
 # Zig-zag decoded values of 1-byte varints (index: the byte) and of 2-byte
