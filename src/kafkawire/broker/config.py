@@ -98,6 +98,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("socket.send.buffer.bytes", INT, "102400", "SO_SNDBUF of the socket server sockets.", True),
     _d("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of the socket server sockets.", True),
     _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused).", True),
+    _d("group.consumer.assignors", LIST, "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
+       "org.apache.kafka.coordinator.group.assignor.RangeAssignor", "Server-side assignors (KIP-848).", True),
+    _d("group.consumer.heartbeat.interval.ms", INT, "5000", "Consumer group heartbeat interval.", True),
+    _d("group.consumer.session.timeout.ms", INT, "45000", "Consumer group session timeout.", True),
+    _d("group.consumer.max.size", INT, "2147483647", "Maximum members of a consumer group.", True),
+    _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", "Enabled rebalance protocols.", True),
+    _d("group.min.session.timeout.ms", INT, "6000", "Minimum allowed session timeout.", True),
+    _d("group.max.session.timeout.ms", INT, "1800000", "Maximum allowed session timeout.", True),
+    _d("group.max.size", INT, "2147483647", "Maximum members of a classic group.", True),
+    _d("offset.metadata.max.bytes", INT, "4096", "Maximum size of committed offset metadata.", True),
+    _d("offsets.retention.minutes", INT, "10080", "How long committed offsets are kept.", True),
+    _d("kafkawire.groups", STRING, None, "kafkawire: group coordinator settings.", True),
+    _d("kafkawire.offsets.compact.records", INT, None, "kafkawire: offsets topic compaction threshold.", True),
+    _d("kafkawire.offsets.fsync", BOOLEAN, None, "kafkawire: fsync committed offsets.", True),
+    _d("kafkawire.log.fsync.acks.all", BOOLEAN, "true", "Same as kafkawire.acks.all.fsync.", True),
     _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.",
        True),
     _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
@@ -404,8 +419,9 @@ class BrokerConfig:
                 cfg.message_max_bytes = int(props["message.max.bytes"])
             if "socket.request.max.bytes" in props:
                 cfg.socket_request_max_bytes = int(props["socket.request.max.bytes"])
-            if "kafkawire.acks.all.fsync" in props:
-                cfg.acks_all_fsync = _bool(props["kafkawire.acks.all.fsync"])
+            for key in ("kafkawire.log.fsync.acks.all", "kafkawire.acks.all.fsync"):
+                if key in props:
+                    cfg.acks_all_fsync = _bool(props[key])
             if "kafkawire.storage" in props:
                 cfg.storage = props["kafkawire.storage"].strip()
             if props.get("broker.rack"):
