@@ -32,6 +32,7 @@ from ..protocol.negotiation import negotiate, ranges_from_response, supported_ra
 API_VERSIONS = 18
 PRODUCE = 0
 _SIZE = struct.Struct(">i")
+_ERR = struct.Struct(">h")
 
 CLIENT_SOFTWARE_NAME = "kafkawire-python"
 try:  # pragma: no cover - metadata is present when installed
@@ -256,6 +257,9 @@ class Connection:
                 fut, key, version = entry
                 if fut.done():
                     continue
+                if key == API_VERSIONS and version > 0 and size >= 6 and \
+                        _ERR.unpack_from(payload, 4)[0] == kerrors.UNSUPPORTED_VERSION:
+                    version = 0  # a broker that does not know our version answers in a v0 body
                 try:
                     resp = decode_response(payload, key, version, framed=False, strict=False)
                 except Exception as exc:  # a decode failure fails only that request
