@@ -367,16 +367,17 @@ class SegmentStorage(Storage):
         self.data_dir = str(Path(data_dir))
         self._clock = clock
         os.makedirs(self.data_dir, exist_ok=True)
-        self._lock_file = self._lock_data_dir()
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
-        props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(), self.config.node_id)
-        self._cluster_id = props["cluster.id"]
-        self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
         self._logs: dict[str, list[SegmentPartitionLog]] = {}
         self._settings_cache: dict[str, tuple[dict, TopicSettings]] = {}
         self._closed = False
+        self._lock_file = self._lock_data_dir()
         try:
+            props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(),
+                                                            self.config.node_id)
+            self._cluster_id = props["cluster.id"]
+            self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
             starts = metadata.load_log_start_offsets(self.data_dir)
             self._sweep_directories()
             for meta in self._topics.values():
