@@ -497,3 +497,34 @@ def test_failed_write_leaves_no_garbage(open_storage, data_dir, monkeypatch):
     storage.close()
     log = open_storage().partition("t", 0)
     assert [b[0] for b in parse_batches(read_bytes(log, 0))] == [0, 1]
+
+
+def test_segment_ms_falls_back_to_wall_clock_without_timestamps(data_dir):
+    now = [5_000_000]
+    storage = SegmentStorage(data_dir, {"log.roll.ms": "1000"}, clock=lambda: now[0])
+    try:
+        storage.create_topic("t", 1)
+        log = storage.partition("t", 0)
+        no_ts = build_batch([b"x"], timestamps=[-1])
+        log.append(no_ts)
+        now[0] += 1000
+        log.append(no_ts)
+        assert len(log.segments) == 1
+        now[0] += 1
+        log.append(no_ts)
+        assert [s.base_offset for s in log.segments] == [0, 2]
+    finally:
+        storage.close()
+
+
+def test_file_regions_outlive_retention(open_storage):
+    storage = open_storage({"log.segment.bytes": "1000"})
+    storage.create_topic("t", 1, {"retention.bytes": "0"})
+    log = storage.partition("t", 0)
+    for _ in range(6):
+        log.append(padded_batch(300))
+    region = log.read_regions(0, 300).chunks[0]
+    expected = region.tobytes()
+    assert storage.enforce_retention(now_ms=0) == 2
+    assert log.log_start_offset == 6
+    assert bytes(region) == expected and os.pread(region.fileno(), 12, region.position) == expected[:12]
