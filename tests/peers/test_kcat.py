@@ -83,25 +83,17 @@ def test_consume_to_end(broker, topic):
     assert_readback(tail, kcat_json_records(out), start_offsets={1: 50})
 
 
-@pytest.mark.tansu_gap("ListOffsets by timestamp")
 def test_query_offset_by_timestamp(broker, topic):
-    confluent_create_topic(broker.bootstrap, topic, 1)
-    records = text_records(60, 1, now_ms() - 60_000)
+    confluent_create_topic(broker.bootstrap, topic, 2)
+    records = text_records(120, 2, now_ms() - 60_000)  # partition 1 holds records 1, 3, 5, ... at ts base+3i
     confluent_produce(broker.bootstrap, topic, records, {"linger.ms": 50})
-    target = records[40].timestamp - 1  # between records 39 and 40
-    out = kcat(broker, "-Q", "-t", f"{topic}:0:{target}", "-J")
-    answer = json.loads(out)
-    assert answer[topic]["0"]["offset"] == 40 if isinstance(answer, dict) and topic in answer else True, answer
-    assert any(entry.get("offset") == 40 for entry in _iter_query(answer, topic)), answer
-
-
-def _iter_query(answer, topic):
-    if isinstance(answer, dict):
-        for part in answer.get(topic, {}).values() if topic in answer else answer.values():
-            if isinstance(part, dict):
-                yield part
-    elif isinstance(answer, list):
-        yield from (a for a in answer if isinstance(a, dict))
+    # Record 81 is partition 1's 41st (offset 40); a target just above record 79's timestamp finds it.
+    target = records[79].timestamp + 1
+    answer = json.loads(kcat(broker, "-Q", "-t", f"{topic}:1:{target}", "-J"))
+    assert answer == {topic: {"topic": topic, "1": {"partition": 1, "offset": 40}}}
+    after_all = records[-1].timestamp + 1
+    answer = json.loads(kcat(broker, "-Q", "-t", f"{topic}:0:{after_all}", "-J"))
+    assert answer[topic]["0"]["offset"] == -1
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
