@@ -51,6 +51,9 @@ class BatchReader:
     iteration), :attr:`consumed` is the number of bytes in complete entries
     and :attr:`partial_tail_bytes` the number of bytes after them.
 
+    Being views, the entries pin ``buf``: a bytearray cannot be resized
+    while any of them (or the reader) is alive.
+
     ``check_crc=True`` validates each entry's CRC before yielding it.
     ``allow_partial=False`` turns a partial tail into a
     :class:`CorruptRecordError` (for inputs that must be whole, like a Produce
