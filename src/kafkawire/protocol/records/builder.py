@@ -37,9 +37,9 @@ def _now_ms() -> int:
 
 
 def _as_bytes(data) -> bytes:
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    if isinstance(data, bytes):
+    # Copied: the builder keeps references until build(), and a caller's
+    # bytearray may change in between.
+    if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise TypeError(f"record keys, values and header values must be bytes-like, not {type(data).__name__}")
 
