@@ -405,6 +405,10 @@ class AsyncConsumer:
     async def _take(self, timeout: float | None, max_bytes: int | None = None) -> list[_Chunk]:
         self._start()
         deadline = None if timeout is None else time.monotonic() + timeout
+        pending = [tp for tp, s in self._parts.items() if s.pending is not None]
+        if pending:  # resolve "earliest"/"latest" now, not when the fetcher gets round to it
+            await self._resolve(pending)
+            self._poke()
         while True:
             if self._error is not None:
                 err, self._error = self._error, None
