@@ -1,0 +1,196 @@
+"""Adapters between kafkawire messages and the differential peers (kafka-python 3.x, kio).
+
+Both sides are compared through a neutral form: nested dicts keyed by Kafka's
+JSON field names, holding only the fields present at the version, with lists
+for arrays, bytes for byte fields and UUIDs for uuids.
+"""
+from __future__ import annotations
+
+import datetime
+import importlib
+import io
+import pkgutil
+import uuid
+
+from kafkawire.protocol.schema import FieldSpec, StructSpec
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def neutral(obj, spec: StructSpec, version: int) -> dict | None:
+    """A kafkawire struct in neutral form."""
+    if obj is None:
+        return None
+    out = {}
+    for f in spec.fields:
+        if f.present(version):
+            out[f.name] = _neutral_value(getattr(obj, f.attr), f, version)
+    return out
+
+
+def _neutral_value(value, f: FieldSpec, version: int):
+    if value is None:
+        return None
+    if f.is_array:
+        return [_neutral_element(v, f, version) for v in value]
+    return _neutral_element(value, f, version)
+
+
+def _neutral_element(value, f: FieldSpec, version: int):
+    if f.struct is not None:
+        return neutral(value, f.struct, version)
+    if isinstance(value, (memoryview, bytearray)):
+        return bytes(value)
+    return value
+
+
+# -- kafka-python 3.x -----------------------------------------------------------------------
+
+def kafka_python_classes() -> dict[str, type]:
+    """kafka-python's schema-driven classes (requests, responses, data, headers) by Kafka name."""
+    import kafka.protocol as kp
+    from kafka.protocol.api_data import ApiData
+    from kafka.protocol.api_header import ApiHeader
+    from kafka.protocol.api_message import ApiMessage
+
+    for mod in pkgutil.walk_packages(kp.__path__, "kafka.protocol."):
+        if ".old" not in mod.name and "generate_stubs" not in mod.name:
+            importlib.import_module(mod.name)
+    out = {}
+
+    def walk(cls):
+        for sub in cls.__subclasses__():
+            if getattr(sub, "_class_version", None) is None and getattr(sub, "_json", None) is not None:
+                out[sub._json["name"]] = sub
+            walk(sub)
+
+    for base in (ApiMessage, ApiData, ApiHeader):
+        walk(base)
+    return out
+
+
+def kp_valid_versions(cls) -> tuple[int, int]:
+    """The versions the peer's own schema defines (kafka-python widens requests' lower bound to 0)."""
+    from kafka.protocol.schemas.fields.base import BaseField
+
+    lo, hi = BaseField.parse_versions(cls._json["validVersions"])
+    return lo, hi
+
+
+def kp_fields(kp_struct, version: int):
+    return [f for f in kp_struct._fields if f.for_version_q(version) or f.tagged_field_q(version)]
+
+
+def _pair_fields(kp_struct, spec: StructSpec) -> dict:
+    """The peer's field -> kafkawire's field. kafka-python renames a few fields in its own patches
+    (TopicAuthorizedOperations -> authorized_operations), so pair by schema position."""
+    assert len(kp_struct._fields) == len(spec.fields), (spec.name, kp_struct._fields)
+    return {kf.name: f for kf, f in zip(kp_struct._fields, spec.fields)}
+
+
+def _kp_data_class(kp_cls, kf):
+    return getattr(kp_cls, kf.type_str, None) or kf.data_class
+
+
+def _bitfield_to_kp(value: int):
+    # kafka-python patches authorized-operations int32 fields into sets of bit numbers,
+    # with the "not requested" value INT32_MIN (bit 31 alone) as None
+    from kafka.protocol.schemas.fields.codecs.types import BitField
+
+    bits = BitField.from_32_bit_field(value & 0xFFFFFFFF)
+    return None if bits == {31} else bits
+
+
+def _bitfield_from_kp(bits) -> int:
+    from kafka.protocol.schemas.fields.codecs.types import BitField
+
+    raw = BitField.to_32_bit_field({31} if bits is None else bits)
+    return raw - (1 << 32) if raw >= 1 << 31 else raw
+
+
+def to_kafka_python(obj, spec: StructSpec, kp_cls, version: int, top: bool = True):
+    """Build the peer's object holding the same values as a kafkawire struct."""
+    if obj is None:
+        return None
+    pairs = _pair_fields(kp_cls._struct, spec)
+    kwargs = {}
+    for kf in kp_fields(kp_cls._struct, version):
+        f = pairs[kf.name]
+        value = getattr(obj, f.attr)
+        if kf.is_struct() and kf.tagged_field_q(version) and value is not None \
+                and neutral(value, f.struct, version) == neutral_default(f.struct, version):
+            value = None  # the peer's "absent" for a tagged struct; kafkawire's is the default struct
+        elif value is not None and (kf.is_struct() or kf.is_struct_array()):
+            sub = _kp_data_class(kp_cls, kf)
+            if f.is_array:
+                value = [to_kafka_python(v, f.struct, sub, version, False) for v in value]
+            else:
+                value = to_kafka_python(value, f.struct, sub, version, False)
+        elif kf.type_str == "bitfield":
+            value = _bitfield_to_kp(value)
+        elif kf.type_str == "uuid" and value == ZERO_UUID:
+            value = None  # the peer's zero uuid (its default, so a tagged zero uuid is not written)
+        elif isinstance(value, memoryview):
+            value = bytes(value)
+        kwargs[kf.name] = value
+    if top:
+        kwargs["version"] = version
+    return kp_cls(**kwargs)
+
+
+def kp_neutral(obj, kp_struct, spec: StructSpec, version: int):
+    """The peer's decoded object in neutral form, keyed by kafkawire's field names."""
+    if obj is None:
+        return None
+    pairs = _pair_fields(kp_struct, spec)
+    out = {}
+    for kf in kp_fields(kp_struct, version):
+        f = pairs[kf.name]
+        value = getattr(obj, kf.name)
+        if value is not None and kf.is_struct_array():
+            value = [kp_neutral(v, kf, f.struct, version) for v in value]
+        elif value is not None and kf.is_struct():
+            value = kp_neutral(value, kf, f.struct, version)
+        elif value is None and kf.is_struct() and kf.tagged_field_q(version) and f.default_text != "null":
+            value = neutral_default(f.struct, version)
+        elif kf.type_str == "bitfield":
+            value = _bitfield_from_kp(value)
+        elif isinstance(value, (list, tuple)):
+            value = [bytes(v) if isinstance(v, memoryview) else v for v in value]
+        elif isinstance(value, (memoryview, bytearray)):
+            value = bytes(value)
+        if kf.type_str == "uuid" and value is None:
+            value = ZERO_UUID  # the peer reads the zero uuid as None
+        out[f.name] = value
+    return out
+
+
+def neutral_default(spec: StructSpec, version: int) -> dict:
+    """A struct holding only schema defaults, in neutral form."""
+    out = {}
+    for f in spec.fields:
+        if f.present(version):
+            value = f.default_value()
+            if f.is_struct and not f.is_array and value is not None:
+                value = neutral_default(f.struct, version)
+            out[f.name] = value
+    return out
+
+
+def kp_encode(kp_cls, obj, version: int, flexible: bool) -> bytes:
+    if kp_cls._json["type"] in ("request", "response"):
+        return bytes(obj.encode(version=version))
+    return bytes(kp_cls._struct.encode(obj, version=version, compact=flexible, tagged=flexible))
+
+
+def kp_decode(kp_cls, data: bytes, version: int, flexible: bool):
+    if kp_cls._json["type"] in ("request", "response"):
+        from kafka.protocol.api_message import ApiMessage
+
+        # the schema-level decoder: kafka-python's ApiVersionsResponse.decode switches to v0
+        # whenever the error code is not 0, a client policy rather than the wire format
+        return ApiMessage.decode.__func__(kp_cls, data, version=version)
+    buf = io.BytesIO(data)
+    obj = kp_cls._struct.decode(buf, version=version, compact=flexible, tagged=flexible, data_class=kp_cls)
+    assert buf.read() == b"", "the peer left bytes unread"
+    return obj
