@@ -63,11 +63,16 @@ def test_consume_options(bootstrap, make_topic, topic):
            "--print-key", "--print-offset")
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines() == [f"1:{i}\tk{i}\tv{i}" for i in (4, 5, 6)]
-    # without --from-beginning only new records: none arrive
-    r = kw(bootstrap, "consume", topic, "--timeout", "1")
-    assert r.returncode == 0 and r.stdout == b""
     r = kw(bootstrap, "consume", topic, "--partition", "9", "--timeout", "1")
     assert r.returncode == 1
+
+
+def test_consume_starts_at_the_end_by_default(bootstrap, make_topic, topic, tansu_gap):
+    tansu_gap("ListOffsets latest is the last batch's base offset + 1")
+    make_topic(topic, 1)
+    confluent_produce(bootstrap, topic, [{"key": None, "value": b"old%d" % i, "headers": []} for i in range(5)])
+    r = kw(bootstrap, "consume", topic, "--timeout", "1")
+    assert r.returncode == 0 and r.stdout == b""
 
 
 def test_produce_then_consume_roundtrip(bootstrap, topic, make_topic):
