@@ -194,3 +194,133 @@ def kp_decode(kp_cls, data: bytes, version: int, flexible: bool):
     obj = kp_cls._struct.decode(buf, version=version, compact=flexible, tagged=flexible, data_class=kp_cls)
     assert buf.read() == b"", "the peer left bytes unread"
     return obj
+
+
+# -- kio ------------------------------------------------------------------------------------
+
+def kio_classes() -> dict[tuple[str, int], type]:
+    """kio's per-version entity classes by (Kafka name, version)."""
+    from kio.schema.index import schema_name_map
+
+    out = {}
+    for versions in schema_name_map.values():
+        for version, kinds in versions.items():
+            for path in kinds.values():
+                out[(path.split(":")[1], version)] = path
+    return _Lazy(out)
+
+
+class _Lazy(dict):
+    """Resolves kio's classes on first use (importing all of them takes seconds)."""
+
+    def __getitem__(self, key):
+        from pkgutil import resolve_name
+
+        value = super().__getitem__(key)
+        if isinstance(value, str):
+            value = resolve_name(value)
+            super().__setitem__(key, value)
+        return value
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+_KIO_TYPE_OF = {"error_code": "int16", "timedelta_i32": "int32", "timedelta_i64": "int64", "datetime_i64": "int64"}
+
+
+def kio_field_pairs(kio_cls, spec: StructSpec, version: int) -> list[tuple]:
+    """(kio dataclass field, kafkawire field) for the fields present at the version, paired by schema
+    position (kio renames some fields, e.g. ThrottleTimeMs -> throttle_time); the wire types must agree."""
+    import dataclasses
+
+    ours = [f for f in spec.fields if f.present(version)]
+    theirs = list(dataclasses.fields(kio_cls))
+    assert len(ours) == len(theirs), (kio_cls, [k.name for k in theirs], [f.name for f in ours])
+    for k, f in zip(theirs, ours):
+        kafka_type = k.metadata.get("kafka_type")
+        if kafka_type is not None:
+            assert _KIO_TYPE_OF.get(kafka_type, kafka_type) == f.type, (kio_cls, k.name, kafka_type, f.name, f.type)
+    return list(zip(theirs, ours))
+
+
+def _kio_entity_type(kio_field):
+    from kio.serial._introspect import EntityField, EntityTupleField, classify_field
+
+    kind = classify_field(kio_field)
+    return kind.type_ if isinstance(kind, (EntityField, EntityTupleField)) else None
+
+
+def kio_kafka_types(kio_cls, spec: StructSpec, version: int, out: dict | None = None) -> dict:
+    """id(kafkawire FieldSpec) -> kio's kafka_type, for the whole struct tree."""
+    out = {} if out is None else out
+    for k, f in kio_field_pairs(kio_cls, spec, version):
+        nested = _kio_entity_type(k)
+        if nested is not None:
+            kio_kafka_types(nested, f.struct, version, out)
+        else:
+            from kio.serial._introspect import is_optional
+
+            out[id(f)] = (k.metadata.get("kafka_type"), is_optional(k))
+    return out
+
+
+def kio_neutral(obj, spec: StructSpec, version: int):
+    if obj is None:
+        return None
+    out = {}
+    for k, f in kio_field_pairs(type(obj), spec, version):
+        value = getattr(obj, k.name)
+        if isinstance(value, tuple):
+            value = [_kio_value(v, f, version) for v in value]
+        else:
+            value = _kio_value(value, f, version)
+        out[f.name] = value
+    return out
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def _kio_value(value, f: FieldSpec, version: int):
+    import enum
+
+    if f.struct is not None:
+        return kio_neutral(value, f.struct, version)
+    if value is None:
+        if f.type == "uuid":
+            return ZERO_UUID  # kio reads the zero uuid as None
+        if f.type == "int64" and not f.is_array:
+            return -1  # kio's nullable timestamps read -1 as None
+        return None
+    if isinstance(value, enum.Enum):
+        return int(value.value)
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // _MS
+    if isinstance(value, datetime.timedelta):
+        return value // _MS
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return value
+
+
+def kio_decode(kio_cls, data: bytes):
+    from kio.serial import entity_reader
+
+    obj, size = entity_reader(kio_cls)(data, 0)
+    assert size == len(data), f"kio read {size} of {len(data)} bytes"
+    return obj
+
+
+def kio_encode(kio_cls, obj) -> bytes:
+    from kio.serial import entity_writer
+
+    buf = io.BytesIO()
+    entity_writer(kio_cls)(buf, obj)
+    return buf.getvalue()

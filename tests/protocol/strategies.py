@@ -47,7 +47,10 @@ def scalar(type_name: str) -> st.SearchStrategy:
 class MessageStrategies:
     """Builds strategies for one message class; ``unknown_tags`` adds tagged fields no schema knows."""
 
-    def __init__(self, cls, version: int, *, unknown_tags: bool = False, max_items: int = 3):
+    def __init__(self, cls, version: int, *, unknown_tags: bool = False, max_items: int = 3, override=None):
+        """``override(field_spec)`` may return a strategy for a scalar field (a peer that can only
+        represent some values of a type, e.g. known error codes), or None for the default."""
+        self.override = override
         self.cls = cls
         self.version = version
         self.definition = cls.spec.definition(version)
@@ -84,6 +87,10 @@ class MessageStrategies:
         if f.struct is not None:
             cls = self.cls._classes[f.struct.name]
             return st.deferred(lambda: self.struct(f.struct, cls, depth))
+        if self.override is not None:
+            special = self.override(f)
+            if special is not None:
+                return special
         return scalar(f.type)
 
 
