@@ -240,3 +240,19 @@ def test_framed_decode_checks_the_size():
         decode_request(b"\x00\x00")
     with pytest.raises(DecodeError, match="frame size -1"):
         decode_request(b"\xff\xff\xff\xff" + API_VERSIONS_REQUEST_V3[4:])
+
+
+def test_api_versions_response_falls_back_to_v0():
+    """A broker answers an ApiVersions version it does not know with UNSUPPORTED_VERSION in a v0 body."""
+    body = ApiVersionsResponse(error_code=35, api_keys=[
+        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    data = encode_response(3, body, 0)
+    for asked in (1, 3, 4):
+        resp = decode_response(data, 18, asked)
+        assert resp.body.error_code == 35 and resp.body.api_keys == body.api_keys
+    # a response that is valid at the requested version is read at that version
+    v3 = ApiVersionsResponse(error_code=35, throttle_time_ms=5)
+    assert decode_response(encode_response(3, v3, 3), 18, 3).body == v3
+    # other APIs never fall back
+    with pytest.raises(DecodeError):
+        decode_response(encode_response(1, message_class("MetadataResponse")(), 0), 3, 9)

@@ -119,7 +119,16 @@ def decode_response(data, api_key: int, api_version: int, *, framed: bool = True
     header_version = apis.response_header_version(api_key, api_version)
     header, pos = message_class("ResponseHeader").decode_from(view, 0, header_version)
     body_cls = message_class(info.response)
-    body, end = body_cls.decode_from(view, pos, api_version)
+    try:
+        body, end = body_cls.decode_from(view, pos, api_version)
+        if strict and end != len(view) and api_key == apis.API_VERSIONS_KEY and api_version:
+            raise DecodeError("trailing bytes", offset=end)
+    except DecodeError:
+        if api_key != apis.API_VERSIONS_KEY or api_version == 0:
+            raise
+        # A broker that does not support the requested ApiVersions version answers with a
+        # v0 body (UNSUPPORTED_VERSION and its own ranges); read it the way Kafka's client does.
+        body, end = body_cls.decode_from(view, pos, 0)
     if strict and end != len(view):
         raise DecodeError(f"{len(view) - end} trailing bytes after the response body", offset=end,
                           message=f"{info.response} v{api_version}")
