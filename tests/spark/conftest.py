@@ -125,6 +125,7 @@ def spark():
 
     session = (SparkSession.builder.master("local[2]").appName("kafkawire-spark-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "2g")
