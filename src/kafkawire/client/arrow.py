@@ -1,12 +1,15 @@
 """Record batches straight into Arrow columns: the consumer's fast path (the Spark hot path).
 
 One pass over each batch's (decompressed) records section reads the varints
-of each record and appends four machine ints (offset, timestamp, key end,
-value end) to ``array`` buffers and two ``bytes`` slices to lists; keys and
-values are then joined once per column and handed to Arrow with
-``from_buffers`` (no per-record Python objects in the result, and no
-per-record pyarrow calls). Headers are decoded only for records that have
-them, and only when asked for.
+of each record and appends its timestamp and the start/end positions of its
+key and value to ``array`` buffers: no per-record Python objects, no copies
+of keys and values. The records sections of all batches are appended to one
+buffer; keys and values are then gathered out of it by Arrow itself:
+that buffer with the offsets ``[0, key0 start, key0 end, value0 start,
+value0 end, key1 start, ...]`` is a valid binary array whose elements
+``4i+1`` and ``4i+3`` are record ``i``'s key and value, and one ``take``
+(C, memcpy) per column makes them contiguous. Headers are decoded only for
+records that have them, and only when asked for.
 
 pyarrow is imported when this module is (the ``arrow`` extra); the rest of
 the client does not need it.
@@ -42,6 +45,10 @@ SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADER_TYPE)
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
+# the records sections gathered in one ArrowColumns stay below this (int32 offsets)
+MAX_BUFFER = (1 << 31) - 1
+_Z1 = [(u >> 1) ^ -(u & 1) for u in range(128)]
+_Z2 = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
 
 
 def _varint(data, pos):
@@ -62,8 +69,8 @@ def _varint(data, pos):
 class ArrowColumns:
     """Accumulates decoded records of one partition; ``to_batch()`` makes a ``pyarrow.RecordBatch``."""
 
-    __slots__ = ("topic", "partition", "headers", "offsets", "timestamps", "ts_types", "keys", "key_lens",
-                 "values", "value_lens", "header_rows")
+    __slots__ = ("topic", "partition", "headers", "offsets", "timestamps", "ts_types", "data", "positions",
+                 "key_empty", "value_nulls", "header_rows", "_pieces")
 
     def __init__(self, topic: str, partition: int, *, headers: bool = False):
         self.topic = topic
@@ -72,14 +79,19 @@ class ArrowColumns:
         self.offsets = array("q")
         self.timestamps = array("q")
         self.ts_types: list[tuple[int, int]] = []   # (row where a run starts, type), runs of one type
-        self.keys: list[bytes] = []
-        self.key_lens = array("i")      # -1: null
-        self.values: list[bytes] = []
-        self.value_lens = array("i")
+        self.data = bytearray()                     # the records sections, one after the other
+        self.positions = array("i", [0])            # key start, key end, value start, value end per record
+        self.key_empty: list[int] = []             # rows whose key is b"" (a null key is an empty span too)
+        self.value_nulls: list[int] = []
         self.header_rows: dict[int, list] = {}
+        self._pieces: list = []                     # (positions, data) of full buffers already closed
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.data) + sum(len(d) for _, d in self._pieces)
 
     def add_batch(self, batch: RecordBatch, min_offset: int = 0) -> int:
         """Decode one v2 batch (not a control batch) into the columns; returns how many records were added."""
@@ -88,22 +100,47 @@ class ArrowColumns:
             return 0
         codec = attrs & _COMPRESSION_MASK
         body = batch.buffer[RECORDS_OFFSET:]
-        data = decompress(codec, body, magic=2) if codec else body.tobytes()
-        if not isinstance(data, bytes):
-            data = bytes(data)
+        data = decompress(codec, body, magic=2) if codec else body
         log_append = attrs & _TIMESTAMP_TYPE_MASK
         ts_type = 1 if log_append else 0
         n0 = len(self.offsets)
         if not self.ts_types or self.ts_types[-1][1] != ts_type:
             self.ts_types.append((n0, ts_type))
+        if len(self.data) + len(data) > MAX_BUFFER:
+            self._close_piece()
+        base = len(self.data)
+        self.data += data
+        npos = len(self.positions)
+        nk, nv = len(self.key_empty), len(self.value_nulls)
         try:
-            self._decode(data, count, base_offset, base_ts, max_ts if log_append else None, min_offset)
-        except IndexError:
+            self._decode(self.data, base, base + len(data), count, base_offset, base_ts,
+                         max_ts if log_append else None, min_offset, last_delta)
+        except (IndexError, CorruptRecordError) as exc:
+            # undo this batch's partial rows, then report
+            del self.positions[npos:]
+            del self.offsets[n0:]
+            del self.timestamps[n0:]
+            del self.data[base:]
+            del self.key_empty[nk:]
+            del self.value_nulls[nv:]
+            self.header_rows = {r: h for r, h in self.header_rows.items() if r < n0}
+            if isinstance(exc, CorruptRecordError):
+                raise
             raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset) from None
         return len(self.offsets) - n0
 
-    def _decode(self, data: bytes, count: int, base_offset: int, base_ts: int, log_append_ts, min_offset: int):
-        pos = 0
+    def _close_piece(self):
+        self.positions.append(len(self.data))
+        self._pieces.append((self.positions, self.data))
+        self.positions = array("i", [0])
+        self.data = bytearray()
+
+    def _decode(self, data, pos: int, end: int, count: int, base_offset: int, base_ts: int, log_append_ts,
+                min_offset: int, last_delta: int):
+        Z1 = _Z1
+        Z2 = _Z2
+        regular = count == last_delta + 1
+        skipped = False
         if min_offset > base_offset:  # the fetch position is inside this batch: skip the records before it
             skip_below = min_offset - base_offset
             while count:
@@ -114,21 +151,25 @@ class ArrowColumns:
                     break
                 pos = p + ln
                 count -= 1
+                skipped = True
+            if pos > end:
+                raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset)
         if not count:
             return
         ts_app = self.timestamps.append
-        keys_app = self.keys.append
-        klen_app = self.key_lens.append
-        vals_app = self.values.append
-        vlen_app = self.value_lens.append
+        pos_ext = self.positions.extend
+        vnull_app = self.value_nulls.append
+        kempty_app = self.key_empty.append
         row0 = len(self.timestamps)
         want_headers = self.headers
-        # offset deltas are 0, 1, 2, ... except in batches compaction thinned out: check, don't store
-        _, p = _varint(data, pos)
-        _, p = _varint(data, p + 1)
-        first_od, _ = _varint(data, p)
-        expected = first_od - 1
-        irregular = None
+        # Offset deltas strictly increase within a batch, so when the batch holds last_delta + 1 records they
+        # are 0, 1, 2, ...: nothing to check or store. Otherwise (compacted batches) they are collected.
+        ods = None if regular else []
+        first_od = None
+        if not regular or skipped:
+            _, p = _varint(data, pos)
+            _, p = _varint(data, p + 1)
+            first_od, _ = _varint(data, p)
         for i in range(count):
             # record length (not needed: the fields tell where the record ends) + attributes
             if data[pos] < 0x80:
@@ -140,68 +181,56 @@ class ArrowColumns:
             # timestamp delta
             b = data[pos]
             if b < 0x80:
-                ts_app(base_ts + ((b >> 1) ^ -(b & 1)))
+                ts_app(base_ts + Z1[b])
                 pos += 1
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    raw = (b & 0x7F) | (b2 << 7)
-                    ts_app(base_ts + ((raw >> 1) ^ -(raw & 1)))
+                c = data[pos + 1]
+                if c < 0x80:
+                    ts_app(base_ts + Z2[b - 128 + (c << 7)])
                     pos += 2
                 else:
                     tsd, pos = _varint(data, pos)
                     ts_app(base_ts + tsd)
             # offset delta
-            b = data[pos]
-            if b < 0x80:
-                od = b >> 1
-                pos += 1
-            else:
-                od, pos = _varint(data, pos)
-            expected += 1
-            if od != expected:
-                if irregular is None:
-                    irregular = list(range(first_od, expected))
-                expected = od
-            if irregular is not None:
-                irregular.append(od)
-            # key
-            b = data[pos]
-            if b == 1:  # null
-                klen_app(-1)
-                pos += 1
-            else:
-                if b < 0x80:
-                    kl = b >> 1
+            if ods is None:
+                if data[pos] < 0x80:
                     pos += 1
                 else:
-                    kl, pos = _varint(data, pos)
-                keys_app(data[pos:pos + kl])
-                klen_app(kl)
-                pos += kl
+                    pos = _varint(data, pos)[1]
+            else:
+                od, pos = _varint(data, pos)
+                ods.append(od)
+            # key: a null key is an empty span; a real empty key (rare) is noted
+            b = data[pos]
+            if b < 0x80:
+                ks = pos + 1
+                if b == 1:
+                    ke = pos = ks
+                else:
+                    ke = pos = ks + (b >> 1)
+                    if not b:
+                        kempty_app(row0 + i)
+            else:
+                kl, ks = _varint(data, pos)
+                ke = pos = ks + kl
             # value
             b = data[pos]
             if b < 0x80:
+                vs = pos + 1
                 if b == 1:
-                    vlen_app(-1)
-                    pos += 1
-                    vl = 0
+                    ve = pos = vs
+                    vnull_app(row0 + i)
                 else:
-                    vl = b >> 1
-                    pos += 1
+                    ve = pos = vs + (b >> 1)
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    vl = ((b & 0x7F) | (b2 << 7)) >> 1
-                    pos += 2
+                c = data[pos + 1]
+                if c < 0x80:
+                    vs = pos + 2
+                    ve = pos = vs + Z2[b - 128 + (c << 7)]
                 else:
-                    vl, pos = _varint(data, pos)
-            if vl:
-                vals_app(data[pos:pos + vl])
-                vlen_app(vl)
-                pos += vl
-            elif b != 1:
-                vlen_app(0)
+                    vl, vs = _varint(data, pos)
+                    ve = pos = vs + vl
+            pos_ext((ks, ke, vs, ve))
             # headers: almost always a count of 0
             if data[pos]:
                 hs, pos = _headers(data, pos)
@@ -209,29 +238,44 @@ class ArrowColumns:
                     self.header_rows[row0 + i] = hs
             else:
                 pos += 1
-        if pos != len(data):
-            raise CorruptRecordError(f"records end at byte {pos} of a {len(data)}-byte records section",
+        if pos != end:
+            raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section",
                                      base_offset=base_offset)
         if log_append_ts is not None:
             n = len(self.timestamps)
             del self.timestamps[row0:]
             self.timestamps.extend(array("q", [log_append_ts]) * (n - row0))
-        if irregular is None:
-            start = base_offset + first_od
+        if ods is None:
+            start = base_offset + (first_od or 0)
             self.offsets.extend(range(start, start + count))
         else:
-            self.offsets.extend(base_offset + od for od in irregular)
+            if any(b <= a for a, b in zip(ods, ods[1:])) or (ods and ods[-1] > last_delta):
+                raise CorruptRecordError("offset deltas do not increase", base_offset=base_offset)
+            self.offsets.extend(base_offset + od for od in ods)
 
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.offsets)
+        pieces = self._pieces + [(self.positions, self.data)]
+        keys, values = [], []
+        for positions, data in pieces:
+            if len(positions) == 1:
+                continue
+            if positions is self.positions:
+                positions = array("i", positions)
+                positions.append(len(data))
+            count = len(positions) - 1     # 4 per record + what follows the last value
+            # elements 4i+1 / 4i+3 of this array are the keys / values; the rest is what lies between them
+            spans = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(positions), pa.py_buffer(data)])
+            keys.append(pc.filter(spans, _mask(count, b"\x22")))
+            values.append(pc.filter(spans, _mask(count, b"\x88")))
         cols = [
             _repeat_string(self.topic, n),
             pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", [self.partition]) * n)]),
             pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
             pa.Array.from_buffers(pa.timestamp("ms"), n, [None, pa.py_buffer(self.timestamps)]),
             self._ts_type_column(n),
-            _binary(n, self.key_lens, self.keys),
-            _binary(n, self.value_lens, self.values),
+            _keys_column(keys, self.key_empty, n),
+            _with_nulls(values, self.value_nulls, n),
         ]
         schema = SCHEMA
         if self.headers:
@@ -250,32 +294,50 @@ class ArrowColumns:
         return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(bytes(out))])
 
 
+def _mask(count: int, pattern: bytes) -> pa.Array:
+    """A boolean array of ``count`` whose bits repeat ``pattern`` (0x22: elements 4i+1, 0x88: 4i+3)."""
+    return pa.Array.from_buffers(pa.bool_(), count, [None, pa.py_buffer(pattern * ((count + 7) // 8))])
+
+
+def _keys_column(parts: list, empty: list[int], n: int) -> pa.Array:
+    """Keys: empty spans are null keys, except the rows listed in ``empty`` (keys of zero bytes)."""
+    if not parts:
+        return pa.array([], pa.binary())
+    arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+    lengths = pc.binary_length(arr)
+    nulls = n - pc.sum(pc.greater(lengths, 0)).as_py() - len(empty) if n else 0
+    if not nulls:
+        return arr
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    valid = pc.greater(lengths, 0)
+    bits = bytearray(valid.buffers()[1].to_pybytes()[: (n + 7) // 8])
+    for i in empty:
+        bits[i >> 3] |= 1 << (i & 7)
+    buffers = arr.buffers()
+    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]],
+                                 null_count=nulls, offset=arr.offset)
+
+
+def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
+    if not parts:
+        return pa.array([], pa.binary())
+    if len(nulls) == n:
+        return pa.nulls(n, pa.binary())
+    arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+    if not nulls:
+        return arr
+    bits = bytearray(b"\xff") * ((n + 7) // 8)
+    for i in nulls:
+        bits[i >> 3] &= ~(1 << (i & 7)) & 0xFF
+    buffers = arr.buffers()
+    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]],
+                                 null_count=len(nulls), offset=arr.offset)
+
+
 def _repeat_string(s: str, n: int) -> pa.Array:
-    raw = s.encode()
-    ends = array("i", range(0, len(raw) * (n + 1), len(raw))) if raw else array("i", [0]) * (n + 1)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(ends), pa.py_buffer(raw * n)])
-
-
-def _binary(n: int, lens: array, chunks: list[bytes]) -> pa.Array:
-    """A binary column from lengths (-1: null) and the non-null values in order; offsets computed in C."""
-    if not chunks:
-        if n and lens.count(-1) == n:
-            return pa.nulls(n, pa.binary())
-    data = b"".join(chunks)
-    if len(data) > 0x7FFFFFFF:
-        raise OverflowError("more than 2 GiB of keys or values in one Arrow batch")
-    length = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(lens)])
-    valid = pc.greater_equal(length, 0)
-    sizes = pc.max_element_wise(length, 0)
-    ends = pc.cumulative_sum(sizes)
-    offsets = pa.concat_arrays([pa.array([0], pa.int32()), ends.cast(pa.int32())])
-    null_count = n - pc.sum(valid).as_py() if n else 0
-    validity = None
-    if null_count:
-        validity = pc.invert(pc.is_null(pc.if_else(valid, True, None))).buffers()[1]
-        validity = valid.buffers()[1] if valid.offset == 0 and valid.null_count == 0 else validity
-    return pa.Array.from_buffers(pa.binary(), n, [validity, offsets.buffers()[1], pa.py_buffer(data)],
-                                 null_count=null_count)
+    zeros = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
+    return pa.array([s], pa.string()).take(zeros)
 
 
 def _headers(data: bytes, pos: int) -> tuple[list, int]:
