@@ -20,10 +20,11 @@ WORKER = Path(__file__).parent / "workers" / "ck_worker.py"
 PARTITIONS = 6
 
 
-def start_worker(broker, topic, group, protocol, tmp_path, name):
+def start_worker(broker, topic, group, protocol, tmp_path, name, instance=None):
     events, stop = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.stop"
     proc = subprocess.Popen([sys.executable, str(WORKER), broker.bootstrap, topic, group, protocol, str(events),
-                             str(stop)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                             str(stop)] + ([instance] if instance else []),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return {"proc": proc, "events": events, "stop": stop, "name": name}
 
 
@@ -100,3 +101,50 @@ def test_three_consumers_close_kill_restart(broker, topic, tmp_path, protocol):
             fresh["proc"].wait(30)
         except subprocess.TimeoutExpired:
             fresh["proc"].kill()
+
+
+def test_static_members_restart_without_rebalance(broker, topic, tmp_path):
+    """group.instance.id: a static member that restarts within the session timeout gets its partitions back
+    without a rebalance (the other member keeps its assignment and generation)."""
+    from .wire import WireClient
+
+    create_topic(broker.bootstrap, topic, 4)
+    group = f"static-{topic}"
+    produce(broker.bootstrap, topic, list(range(40)), 4)
+    a = start_worker(broker, topic, group, "classic", tmp_path, "a", instance="inst-a")
+    b = start_worker(broker, topic, group, "classic", tmp_path, "b", instance="inst-b")
+    workers = [a, b]
+    try:
+        wait_for(lambda: all(len(current_assignment(w) or []) == 2 for w in workers), 40, "2 + 2 partitions")
+        before_a = current_assignment(a)
+        host, port = broker.bootstrap.split(":")
+        wire = WireClient(host, int(port))
+
+        def describe():
+            return wire.call("DescribeGroups", 5, groups=[group]).groups[0]
+
+        members_before = {m.group_instance_id: m.member_id for m in describe().members}
+        assert set(members_before) == {"inst-a", "inst-b"}
+        a["proc"].send_signal(signal.SIGKILL)
+        a["proc"].wait(10)
+        a2 = start_worker(broker, topic, group, "classic", tmp_path, "a2", instance="inst-a")
+        workers.append(a2)
+        wait_for(lambda: current_assignment(a2) == before_a, 30, "the restarted static member's partitions")
+        d = describe()
+        members_after = {m.group_instance_id: m.member_id for m in d.members}
+        assert d.group_state == "Stable"
+        assert members_after["inst-b"] == members_before["inst-b"]
+        assert members_after["inst-a"] != members_before["inst-a"]  # a new member id for the same instance
+        # b never lost its partitions: it logged a single assignment
+        assert [e["parts"] for e in read_events(b["events"]) if e["k"] == "assigned" and e["parts"]] == [
+            current_assignment(b)]
+        wire.close()
+    finally:
+        for w in workers:
+            if w["proc"].poll() is None:
+                w["stop"].touch()
+        for w in workers:
+            try:
+                w["proc"].wait(20)
+            except subprocess.TimeoutExpired:
+                w["proc"].kill()

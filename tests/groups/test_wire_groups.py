@@ -188,6 +188,8 @@ def test_second_member_during_rebalance_and_static_fencing(node):
         assert r.error_code == errors.MEMBER_ID_REQUIRED
         pending = b.send("JoinGroup", 9, group_id="dup", session_timeout_ms=6000, rebalance_timeout_ms=10000,
                          member_id=r.member_id, protocol_type="consumer", protocols=protocols())
+        # pipelined behind the pending JoinGroup on the same connection: answered after it, in order
+        behind = b.send("Metadata", 12, topics=None)
         for _ in range(50):  # b's JoinGroup travels on another connection
             code = a.call("Heartbeat", 4, group_id="dup", generation_id=gen, member_id=ma).error_code
             if code:
@@ -196,6 +198,7 @@ def test_second_member_during_rebalance_and_static_fencing(node):
         assert code == errors.REBALANCE_IN_PROGRESS
         ra = join(a, "dup", ma)
         rb = b.receive(pending)
+        assert b.receive(behind).brokers[0].node_id == 1
         assert ra.error_code == rb.error_code == 0 and ra.generation_id == rb.generation_id == gen + 1
         assert len(ra.members) == 2 and rb.members == []
         # the follower's SyncGroup waits for the leader's, then gets its own bytes

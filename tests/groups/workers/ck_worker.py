@@ -1,6 +1,6 @@
 """A confluent-kafka group consumer in its own process (so a test can SIGKILL it).
 
-argv: bootstrap topic group protocol(classic|consumer) events-file stop-file
+argv: bootstrap topic group protocol(classic|consumer) events-file stop-file [group.instance.id]
 Writes JSON lines: {"k": "assigned", "parts": [...]} whenever its assignment changes,
 {"k": "rec", "p": partition, "o": offset, "v": value} per record, {"k": "closed"} at the end.
 Commits synchronously after each batch. Creating the stop file makes it close() cleanly.
@@ -13,6 +13,7 @@ import time
 import confluent_kafka as ck
 
 bootstrap, topic, group, protocol, events, stop = sys.argv[1:7]
+instance = sys.argv[7] if len(sys.argv) > 7 else None
 out = open(events, "a", buffering=1)
 
 
@@ -26,6 +27,8 @@ if protocol == "classic":
     conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
 else:
     conf["group.protocol"] = "consumer"
+if instance:
+    conf["group.instance.id"] = instance
 c = ck.Consumer(conf)
 c.subscribe([topic])
 last = None
