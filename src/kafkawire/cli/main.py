@@ -9,6 +9,7 @@ import sys
 COMMANDS = {
     "serve": ("serve", "run the broker (default: 127.0.0.1:9092, data in ./kafkawire-data)"),
     "decode": ("decode", "annotate the bytes of a request or response"),
+    "pcap": ("pcap", "dissect Kafka traffic in a pcap/pcapng capture"),
     "produce": ("client_commands", "produce records from stdin to a topic"),
     "consume": ("client_commands", "consume records from a topic to stdout"),
     "topics": ("client_commands", "list, create, delete and describe topics"),
