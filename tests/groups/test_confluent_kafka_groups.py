@@ -148,3 +148,34 @@ def test_static_members_restart_without_rebalance(broker, topic, tmp_path):
                 w["proc"].wait(20)
             except subprocess.TimeoutExpired:
                 w["proc"].kill()
+
+
+def test_consumer_protocol_regex_subscription_picks_up_new_topics(broker, topic):
+    """group.protocol=consumer with a regex subscription: the coordinator resolves it, including topics created
+    after the member joined (their partition counts bump the group epoch)."""
+    import confluent_kafka as ck
+
+    create_topic(broker.bootstrap, f"{topic}-a", 2)
+    produce(broker.bootstrap, f"{topic}-a", list(range(10)), 2)
+    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"rx-{topic}", "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+    c.subscribe([f"^{topic}-.*"])
+    seen = set()
+
+    def poll_until(n):
+        def step():
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                seen.add(int(m.value()))
+            return len(seen) >= n
+        return step
+
+    try:
+        wait_for(poll_until(10), 30, "the first topic's records")
+        create_topic(broker.bootstrap, f"{topic}-b", 2)
+        produce(broker.bootstrap, f"{topic}-b", list(range(10, 20)), 2)
+        wait_for(poll_until(20), 40, "the new topic's records")
+        assert seen == set(range(20))
+        assert {tp.topic for tp in c.assignment()} == {f"{topic}-a", f"{topic}-b"}
+    finally:
+        c.close()
