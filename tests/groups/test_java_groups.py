@@ -1,7 +1,9 @@
-"""The Java client 3.9.1: KafkaConsumer subscribe (classic protocol) and AdminClient group calls."""
+"""The Java client 3.9.1: KafkaConsumer subscribe (classic and KIP-848 consumer protocols) and AdminClient group calls."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from support.java import JavaProgram
 
@@ -10,19 +12,20 @@ from .harness import create_topic, produce
 SOURCE = Path(__file__).parent / "java" / "GroupsTool.java"
 
 
-def test_java_consumer_and_admin(broker, topic):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_java_consumer_and_admin(broker, topic, protocol):
     tool = JavaProgram.require(SOURCE)
     create_topic(broker.bootstrap, topic, 4)
     produce(broker.bootstrap, topic, list(range(200)), 4)
     group = f"java-{topic}"
-    out = tool.run("GroupsTool", broker.bootstrap, topic, group, "200", timeout=180)
+    out = tool.run("GroupsTool", broker.bootstrap, topic, group, "200", protocol, timeout=180)
     kv = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     assert kv["consumed"] == "200"
     assert kv["assignment"] == "0,1,2,3"
     assert kv["committedByConsumer"] == "200"
     assert kv["stableState"] == "Stable"
     assert kv["stableMembers"] == "1"
-    assert kv["stableAssignor"] in ("range", "cooperative-sticky")
+    assert kv["stableAssignor"] == ("range" if protocol == "classic" else "uniform")
     assert kv["stableMemberPartitions"] == "4"
     assert kv["coordinator"] == "1"
     assert kv["listed"] == "true"

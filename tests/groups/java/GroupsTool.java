@@ -3,7 +3,7 @@
 // describes the group and its offsets while the consumer is a member and after it left, then deletes
 // committed offsets and the group. Prints "key=value" lines for the test to check.
 //
-// args: bootstrap topic group expectedRecords
+// args: bootstrap topic group expectedRecords [classic|consumer]
 import java.time.Duration;
 import java.util.*;
 import java.util.stream.*;
@@ -16,14 +16,17 @@ public class GroupsTool {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[0], topic = args[1], group = args[2];
         int expected = Integer.parseInt(args[3]);
+        String protocol = args.length > 4 ? args[4] : "classic";
         Properties cp = new Properties();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
-        cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
-        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        if (protocol.equals("classic")) {
+            cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "6000");
+            cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        }
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, protocol);
         cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
         Properties ap = new Properties();
