@@ -73,12 +73,14 @@ class TopicInfo:
     is_internal: bool = False
     error_code: int = 0
 
+    available_partitions: list[int] = field(default_factory=list)  # those with a leader, sorted
+
     @property
     def num_partitions(self) -> int:
         return len(self.partitions)
 
     def available(self) -> list[int]:
-        return sorted(p for p, info in self.partitions.items() if info.leader >= 0)
+        return self.available_partitions
 
 
 @dataclass
@@ -252,6 +254,7 @@ class Cluster:
                 info.partitions[p.partition_index] = PartitionInfo(
                     p.partition_index, p.leader_id, p.leader_epoch if p.leader_epoch is not None else -1,
                     list(p.replica_nodes or []), list(p.isr_nodes or []), p.error_code)
+            info.available_partitions = sorted(p for p, pi in info.partitions.items() if pi.leader >= 0)
             self.topics[t.name] = info
             if info.topic_id != ZERO_UUID:
                 self.topic_names[info.topic_id] = t.name

@@ -21,6 +21,7 @@ Other errors fail the batch's futures with ``KafkaError``.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import deque
 from typing import NamedTuple
@@ -44,6 +45,78 @@ class RecordMetadata(NamedTuple):
     partition: int
     offset: int        # -1 when unknown (acks=0, or a duplicate the broker had already written)
     timestamp: int     # the record's timestamp, or the broker's log append time
+
+
+class RecordFuture:
+    """The result of one record sent through the sync API: ``result(timeout)``, ``done()``, callbacks.
+
+    Lighter than ``concurrent.futures.Future`` (a producer makes one per record): set on the client's
+    loop thread, waited for on any thread through one shared condition.
+    """
+
+    __slots__ = ("_result", "_done", "_callbacks")
+    _cond = threading.Condition()
+    _waiters = 0
+
+    def __init__(self):
+        self._result = None
+        self._done = False
+        self._callbacks = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def add_done_callback(self, fn) -> None:
+        """``fn(future)``, called at once if done, else on the client's loop thread when it is."""
+        if self._done:
+            fn(self)
+            return
+        if self._callbacks is None:
+            self._callbacks = []
+        self._callbacks.append(fn)
+        if self._done and fn in self._callbacks:  # finished meanwhile on the loop thread
+            self._callbacks.remove(fn)
+            fn(self)
+
+    def _set(self, result) -> None:
+        if self._done:
+            return
+        self._result = result
+        self._done = True
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for fn in callbacks:
+                try:
+                    fn(self)
+                except Exception:  # a user callback must not break the producer
+                    import logging
+                    logging.getLogger("kafkawire.client").exception("delivery callback failed")
+        if RecordFuture._waiters:
+            with RecordFuture._cond:
+                RecordFuture._cond.notify_all()
+
+    def _wait(self, timeout):
+        if self._done:
+            return
+        cond = RecordFuture._cond
+        with cond:
+            RecordFuture._waiters += 1
+            try:
+                if not cond.wait_for(lambda: self._done, timeout):
+                    raise TimeoutError(f"no delivery result within {timeout}s")
+            finally:
+                RecordFuture._waiters -= 1
+
+    def result(self, timeout: float | None = None) -> "RecordMetadata":
+        """The record's ``RecordMetadata``; raises its ``KafkaError`` if it failed."""
+        self._wait(timeout)
+        if isinstance(self._result, BaseException):
+            raise self._result
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._result if isinstance(self._result, BaseException) else None
 
 
 def _acks(value) -> int:
@@ -182,33 +255,39 @@ class AsyncProducer:
     def send_nowait(self, topic: str, value=None, key=None, *, partition: int | None = None,
                     timestamp: int | None = None, headers=None) -> asyncio.Future:
         """Like ``send`` but never waits (call on the event loop's thread, after ``start()``)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._enqueue(topic, value, key, partition, timestamp, headers, fut)
+        return fut
+
+    def _enqueue(self, topic, value, key, partition, timestamp, headers, sink) -> None:
+        """Queue one record whose result goes to ``sink`` (an asyncio future or a ``RecordFuture``)."""
         if self._closed:
             raise RuntimeError("producer is closed")
-        self._ensure_loop_objects()
-        fut = asyncio.get_running_loop().create_future()
-        if isinstance(value, str):
+        if self._wakeup is None:
+            self._ensure_loop_objects()
+        if type(value) is str:
             value = value.encode()
-        if isinstance(key, str):
+        if type(key) is str:
             key = key.encode()
         if timestamp is None:
             timestamp = int(time.time() * 1000)
-        if headers is not None and isinstance(headers, dict):
-            headers = list(headers.items())
         if headers:
+            if isinstance(headers, dict):
+                headers = list(headers.items())
             headers = [(k, v.encode() if isinstance(v, str) else v) for k, v in headers]
-        rec = (key, value, headers, timestamp, partition, fut)
+        rec = (key, value, headers, timestamp, partition, sink)
         self._unfinished += 1
-        self._idle.clear()
-        waiting = self._waiting_meta.get(topic)
+        if self._unfinished == 1:
+            self._idle.clear()
         info = self.cluster.topics.get(topic)
-        if waiting is not None or info is None or not info.partitions:
+        if info is None or not info.partitions or topic in self._waiting_meta:
+            waiting = self._waiting_meta.get(topic)
             if waiting is None:
                 waiting = self._waiting_meta[topic] = []
                 self._spawn(self._fetch_metadata(topic))
             waiting.append(rec)
-            return fut
+            return
         self._append(topic, info, rec)
-        return fut
 
     def _spawn(self, coro):
         task = asyncio.get_running_loop().create_task(coro)
@@ -229,9 +308,8 @@ class AsyncProducer:
 
     def _append(self, topic: str, info: TopicInfo, rec) -> None:
         key, value, headers, timestamp, partition, fut = rec
-        n = info.num_partitions
         if partition is None:
-            partition = self.partitioner.partition(topic, key, n, info.available())
+            partition = self.partitioner.partition(topic, key, info.num_partitions, info.available_partitions)
         elif partition not in info.partitions:
             self._complete(fut, KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION,
                                            f"{topic} has no partition {partition}"))
@@ -241,7 +319,8 @@ class AsyncProducer:
         if queue is None:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and not queue[-1].closed else None
-        if batch is not None and not batch.builder.has_room_for(key, value, headers):
+        if batch is not None and batch.builder._size + (len(value) if value else 0) + (len(key) if key else 0) + \
+                (len(headers) * 64 if headers else 0) + 32 > self.batch_size:
             self._close_batch(batch)
             batch = None
         if batch is None:
@@ -251,20 +330,21 @@ class AsyncProducer:
             queue.append(batch)
             if len(queue) == 1:
                 self._wakeup.set()  # the sender arms its linger timer
-        before = batch.builder.size_in_bytes
+        builder = batch.builder
+        before = builder._size
         try:
-            batch.builder.append(key, value, headers, timestamp)
+            builder.append(key, value, headers, timestamp)
         except (TypeError, ValueError) as exc:
             self._complete(fut, exc)
-            if batch.builder.is_empty:
+            if builder._count == 0:
                 queue.remove(batch)
             return
-        grown = batch.builder.size_in_bytes - before
+        grown = builder._size - before
         batch.size += grown
         self._buffered += grown
         batch.futures.append(fut)
         batch.timestamps.append(timestamp)
-        if batch.builder.max_batch_size and batch.builder.size_in_bytes >= self.batch_size:
+        if builder._size >= self.batch_size:
             self._close_batch(batch)
 
     def _close_batch(self, batch: _Batch) -> None:
@@ -273,8 +353,10 @@ class AsyncProducer:
             self.partitioner.on_batch_closed(*batch.tp)
             self._wakeup.set()
 
-    def _complete(self, fut: asyncio.Future, result) -> None:
-        if not fut.done():
+    def _complete(self, fut, result) -> None:
+        if type(fut) is RecordFuture:
+            fut._set(result)
+        elif not fut.done():
             if isinstance(result, BaseException):
                 fut.set_exception(result)
             else:
@@ -317,8 +399,7 @@ class AsyncProducer:
             for queue in self._queues.values():
                 for batch in queue:
                     for fut in batch.futures:
-                        if not fut.done():
-                            fut.set_exception(err)
+                        self._complete(fut, err)
             self._queues.clear()
             if self._own_cluster:
                 await self.cluster.close()

@@ -21,7 +21,7 @@ import threading
 
 from .admin import AsyncAdmin, NewTopic
 from .consumer import AsyncConsumer
-from .producer import AsyncProducer, RecordMetadata
+from .producer import AsyncProducer, RecordFuture, RecordMetadata
 
 
 class LoopThread:
@@ -96,9 +96,10 @@ class _SyncBase:
 class Producer(_SyncBase):
     """Synchronous producer. Options as ``AsyncProducer`` (acks, compression, batch_size, linger_ms, ...).
 
-    ``produce()`` queues a record and returns a ``concurrent.futures.Future``
-    of its ``RecordMetadata``; ``on_delivery(metadata_or_None, error_or_None)``
-    is called (on the client's thread) when it is known. ``flush()`` waits for all.
+    ``produce()`` queues a record and returns a ``RecordFuture`` of its
+    ``RecordMetadata`` (``result(timeout)``, ``exception()``, ``done()``,
+    ``add_done_callback``); ``on_delivery(metadata_or_None, error_or_None)``
+    is called (on the client's loop thread) when it is known. ``flush()`` waits for all.
     """
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
@@ -110,16 +111,17 @@ class Producer(_SyncBase):
         self._run(self._core.start())
 
     def produce(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                timestamp: int | None = None, headers=None, on_delivery=None) -> concurrent.futures.Future:
+                timestamp: int | None = None, headers=None, on_delivery=None) -> RecordFuture:
+        """Queue one record; returns its ``RecordFuture`` (``.result(timeout)`` -> ``RecordMetadata``)."""
         core = self._core
         if core is None:
             raise RuntimeError("producer is closed")
         if core._buffered > core.buffer_memory:
             self._run(self._wait_for_space())
-        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut = RecordFuture()
         if on_delivery is not None:
-            fut.add_done_callback(lambda f: on_delivery(None, f.exception()) if f.exception()
-                                  else on_delivery(f.result(), None))
+            fut.add_done_callback(lambda f: on_delivery(None, f._result) if isinstance(f._result, BaseException)
+                                  else on_delivery(f._result, None))
         self._queue.append((topic, value, key, partition, timestamp, headers, fut))
         if not self._scheduled:
             with self._qlock:
@@ -143,18 +145,16 @@ class Producer(_SyncBase):
             self._scheduled = False
         queue = self._queue
         core = self._core
+        pop = queue.popleft
         while queue:
-            topic, value, key, partition, timestamp, headers, cfut = queue.popleft()
+            item = pop()
             if core is None:
-                cfut.set_exception(RuntimeError("producer is closed"))
+                item[6]._set(RuntimeError("producer is closed"))
                 continue
             try:
-                afut = core.send_nowait(topic, value, key, partition=partition, timestamp=timestamp,
-                                        headers=headers)
+                core._enqueue(*item)
             except Exception as exc:
-                cfut.set_exception(exc)
-                continue
-            afut.add_done_callback(lambda f, c=cfut: _copy_result(f, c))
+                item[6]._set(exc)
 
     def flush(self, timeout: float | None = None) -> None:
         self._run(self._flush(timeout))
@@ -177,17 +177,6 @@ class Producer(_SyncBase):
         self._drain()
         core, self._core = self._core, None
         await core.close(timeout)
-
-
-def _copy_result(afut: asyncio.Future, cfut: concurrent.futures.Future) -> None:
-    if cfut.done():
-        return
-    if afut.cancelled():
-        cfut.cancel()
-    elif afut.exception() is not None:
-        cfut.set_exception(afut.exception())
-    else:
-        cfut.set_result(afut.result())
 
 
 class Consumer(_SyncBase):
