@@ -1,6 +1,6 @@
 """A confluent-kafka group consumer in its own process (so a test can SIGKILL it).
 
-argv: bootstrap topic group protocol(classic|consumer) events-file stop-file [group.instance.id]
+argv: bootstrap topic group protocol(classic|cooperative|consumer) events-file stop-file [group.instance.id]
 Writes JSON lines: {"k": "assigned", "parts": [...]} whenever its assignment changes,
 {"k": "rec", "p": partition, "o": offset, "v": value} per record, {"k": "closed"} at the end.
 Commits synchronously after each batch. Creating the stop file makes it close() cleanly.
@@ -23,8 +23,10 @@ def emit(kind, **kw):
 
 conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
         "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000}
-if protocol == "classic":
+if protocol in ("classic", "cooperative"):
     conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
+    if protocol == "cooperative":
+        conf["partition.assignment.strategy"] = "cooperative-sticky"
 else:
     conf["group.protocol"] = "consumer"
 if instance:
