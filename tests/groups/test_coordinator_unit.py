@@ -386,3 +386,84 @@ def test_assignors_balanced_and_sticky():
     assert moved <= 3
     r = range_({"a": {t1}, "b": {t1}}, {t1: 5}, {})
     assert r["a"] == {(t1, p) for p in range(3)} and r["b"] == {(t1, 3), (t1, 4)}
+
+
+def test_initial_delay_extends_while_members_arrive(env):
+    coord, clock, _ = env  # delay 100 ms, rebalance timeout 10 s
+    a = join_new(coord, clock)
+    for _ in range(5):
+        clock.advance(90)
+        join_new(coord, clock)  # each newcomer extends the wait by another delay
+    assert not a.done
+    clock.advance(100)
+    clock.advance(100)
+    assert a.result.error == 0 and len(a.result.members) == 6 and a.result.generation_id == 1
+
+
+def test_initial_delay_bounded_by_rebalance_timeout(env):
+    coord, clock, _ = env
+    a = join_new(coord, clock, rebalance=300)
+    for _ in range(20):
+        clock.advance(50)
+        join_new(coord, clock, rebalance=300)
+        if a.done:
+            break
+    assert a.done and a.result.error == 0
+
+
+def test_old_versions_join_without_member_id_round_trip(env):
+    coord, clock, _ = env
+    a = join(coord, version=3)
+    assert not a.done  # no MEMBER_ID_REQUIRED before v4
+    clock.advance(200)
+    assert a.result.error == 0 and a.result.member_id
+
+
+def test_heartbeat_in_completing_rebalance_and_group_max_size(env):
+    coord, clock, _ = env
+    coord.config.max_size = 2
+    a = join_new(coord, clock)
+    b = join_new(coord, clock)
+    clock.advance(200)
+    assert coord.groups["g"].state == "CompletingRebalance"
+    assert coord.heartbeat("g", 1, b.result.member_id, None) == 0
+    assert join(coord).result.error == errors.GROUP_MAX_SIZE_REACHED
+    del a
+
+
+def test_static_leader_rejoin_on_old_version_triggers_rebalance(env):
+    coord, clock, _ = env
+    a = join(coord, instance="i-a", version=5)
+    clock.advance(200)
+    ida = a.result.member_id
+    sync(coord, ida, 1, [(ida, b"A")])
+    a2 = join(coord, instance="i-a", version=5)  # the leader cannot skip assignment before v9
+    clock.advance(200)
+    assert a2.result.error == 0 and a2.result.generation_id == 2 and a2.result.members
+
+
+def test_consumer_protocol_member_that_never_revokes_is_fenced(env):
+    coord, clock, _ = env
+    r1 = hb(coord, "m1", 0)
+    owned = flat(r1.assignment)
+    hb(coord, "m2", 0)
+    r1b = hb(coord, "m1", r1.member_epoch, owned=owned)  # asked to revoke 3 partitions
+    assert len(flat(r1b.assignment)) == 3
+    for _ in range(12):  # m1 keeps heartbeating but never revokes; m2 heartbeats too
+        clock.advance(500)
+        hb(coord, "m1", r1.member_epoch, owned=owned)
+        r2 = hb(coord, "m2", coord.groups["cg"].members["m2"].member_epoch, owned=set())
+    assert "m1" not in coord.groups["cg"].members  # fenced after its 5 s rebalance timeout
+    assert len(flat(r2.assignment)) == 6 or len(coord.groups["cg"].members["m2"].assigned) == 6
+    assert hb(coord, "m1", r1.member_epoch, owned=owned).error == errors.UNKNOWN_MEMBER_ID
+
+
+def test_consumer_group_new_topic_partitions_bump_epoch(env):
+    coord, clock, storage = env
+    r1 = hb(coord, "m1", 0, topics=("t", "later"))
+    assert len(flat(r1.assignment)) == 6
+    epoch = coord.groups["cg"].group_epoch
+    storage.create_topic("later", 2)
+    r = hb(coord, "m1", r1.member_epoch, owned=flat(r1.assignment))
+    assert coord.groups["cg"].group_epoch == epoch + 1
+    assert len(flat(r.assignment)) == 8
