@@ -75,6 +75,7 @@ class Event:
     note: str = ""
     request_time_ns: int | None = None  # responses: when the paired request completed
     request_packet: int | None = None
+    topic_names: dict = field(default_factory=dict, repr=False)  # topic id -> name, learnt from the capture
 
     @property
     def api_name(self) -> str | None:
@@ -168,6 +169,7 @@ class Dissector:
         self._conns: dict[frozenset, _Conn] = {}
         self._count = 0
         self._last = (0, 0)
+        self.topic_names: dict[str, str] = {}
 
     # -- packets -----------------------------------------------------------------
     def packet(self, packet: Packet) -> list[Event]:
@@ -316,7 +318,19 @@ class Dissector:
         return self._split(conn, frames, piece.packet, piece.time_ns)
 
     def _event(self, conn: _Conn, frames: _Frames, kind: str, packet: int, time_ns: int, **kw) -> Event:
-        return Event(kind, conn.info, frames.from_client, packet, time_ns, **kw)
+        return Event(kind, conn.info, frames.from_client, packet, time_ns, topic_names=self.topic_names, **kw)
+
+    def _learn_topic_ids(self, event: Event) -> None:
+        # Metadata (and other) responses name a topic and give its id side by side
+        for _path, f, v in walk(event.message.body, event.api_version):
+            if f.is_array and f.struct is not None and isinstance(v, list):
+                for item in v:
+                    attrs = item._attrs
+                    if "topic_id" in attrs and ("name" in attrs or "topic" in attrs):
+                        name = getattr(item, "name" if "name" in attrs else "topic")
+                        topic_id = getattr(item, "topic_id")
+                        if isinstance(name, str) and name and topic_id is not None and int(topic_id):
+                            self.topic_names[str(topic_id)] = name
 
     def _gap(self, conn: _Conn, frames: _Frames, gap: Gap) -> list[Event]:
         self.stats.gaps += 1
@@ -504,6 +518,8 @@ class Dissector:
             self.stats.responses += 1
         if event.error is not None:
             self.stats.decode_errors += 1
+        elif event.message is not None and not event.from_client:
+            self._learn_topic_ids(event)
         return event
 
 
@@ -579,11 +595,13 @@ def topic_partitions(event: Event) -> dict[str, list[int]]:
     if event.message is None:
         return out
     for path, f, v in walk(event.message.body, event.api_version):
-        if f.is_array and f.struct is not None and isinstance(v, list) and "topic" in f.attr.lower():
+        if f.is_array and f.struct is not None and isinstance(v, list) and \
+                ("topic" in f.attr or "topic" in f.struct.name.lower()):
             for item in v:
                 name = _topic_name(item, event.api_version)
                 if name is None:
                     continue
+                name = event.topic_names.get(name, name)
                 parts = out.setdefault(name, [])
                 for pf, pattr in zip(item._fields, item._attrs):
                     if pf.is_array and pf.struct is not None and "partition" in pattr and pf.present(event.api_version):

@@ -1,0 +1,108 @@
+"""Wireshark's Kafka dissector as a reference: run tshark, read its PDML, line it up with kafkawire's events.
+
+tshark reports every Kafka PDU in the frame whose segment completed it, as
+kafkawire does, so the two sides are matched on (frame number, request or
+response, correlation id). :func:`ours` reads from a decoded kafkawire event
+the same facts that the dissector's fields report, walking the decoded
+message in schema order (the order of the bytes, the order tshark shows them).
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass
+
+from kafkawire.tools.pcap import Event, walk
+
+
+def tshark_binary() -> str | None:
+    return shutil.which("tshark")
+
+
+def tshark_version() -> str:
+    out = subprocess.run([tshark_binary(), "--version"], capture_output=True, text=True, timeout=30).stdout
+    return out.splitlines()[0] if out else "?"
+
+
+@dataclass
+class Pdu:
+    frame: int
+    is_request: bool
+    fields: dict[str, list[str]]
+    malformed: bool
+
+    def first(self, name: str) -> str | None:
+        values = self.fields.get(name)
+        return values[0] if values else None
+
+    def ints(self, name: str) -> list[int]:
+        return [int(v) for v in self.fields.get(name, [])]
+
+    @property
+    def correlation_id(self) -> int:
+        return int(self.first("kafka.correlation_id"))
+
+    @property
+    def unsupported(self) -> str | None:
+        """tshark's own words when it does not decode this API version's body."""
+        if "kafka.unsupported_api_version" in self.fields:
+            return next((m for m in self.fields.get("_ws.expert.message", []) if "Unsupported" in m), "unsupported")
+        return None
+
+
+def dissect(path, port: int) -> list[Pdu]:
+    """Every Kafka PDU tshark finds (two passes, so that responses find requests later in the file)."""
+    proc = subprocess.run([tshark_binary(), "-2", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka",
+                           "-T", "pdml"], capture_output=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tshark failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}")
+    root = ET.fromstring(proc.stdout)
+    pdus = []
+    for packet in root.iter("packet"):
+        protos = packet.findall("proto")
+        frame = int(next(f.get("show") for f in packet.iter("field") if f.get("name") == "frame.number"))
+        malformed = any(p.get("name") == "_ws.malformed" for p in protos)
+        for proto in protos:
+            if proto.get("name") != "kafka":
+                continue
+            fields: dict[str, list[str]] = defaultdict(list)
+            for f in proto.iter("field"):
+                fields[f.get("name")].append(f.get("show"))
+            pdus.append(Pdu(frame, "kafka.request_key" in fields, dict(fields), malformed))
+    return pdus
+
+
+_PARTITION_FIELDS = ("PartitionIndex", "Partition", "PartitionId", "Index", "PartitionIndexes")
+# int64 fields that the dissector shows as kafka.offset (log start and last stable offsets have fields of their own)
+_OFFSET_FIELDS = ("Offset", "CommittedOffset", "BaseOffset", "FetchOffset", "HighWatermark")
+
+
+def ours(event: Event) -> dict[str, list]:
+    """What kafkawire decoded, as the lists the dissector's fields hold, in the same (byte) order.
+
+    ``offset`` interleaves the offset fields with the record data where it
+    sits: a v2 batch gives its base offset, then every record's offset; a
+    magic 0/1 entry gives its own offset (the dissector does not list the
+    messages inside a compressed wrapper).
+    """
+    from kafkawire.protocol.records import RecordBatch, iter_batches
+
+    out: dict[str, list] = {"topic_name": [], "partition_id": [], "error": [], "offset": [], "client_id": []}
+    for _path, f, value in walk(event.message.body, event.api_version):
+        if f.entity_type == "topicName" and f.type == "string":
+            out["topic_name"] += value if f.is_array else [value]
+        elif f.type == "int32" and f.name in _PARTITION_FIELDS:
+            out["partition_id"] += value if f.is_array else [value]
+        elif f.type == "int16" and f.name == "ErrorCode":
+            out["error"].append(value)
+        elif f.type == "int64" and f.name in _OFFSET_FIELDS and not f.is_array:
+            out["offset"].append(value)
+        elif f.type == "records" and value:
+            for batch in iter_batches(value):
+                if isinstance(batch, RecordBatch):
+                    out["offset"] += [batch.base_offset] + [r.offset for r in batch.records()]
+                else:
+                    out["offset"].append(batch.offset)
+    return out
