@@ -467,3 +467,35 @@ def test_consumer_group_new_topic_partitions_bump_epoch(env):
     r = hb(coord, "m1", r1.member_epoch, owned=flat(r1.assignment))
     assert coord.groups["cg"].group_epoch == epoch + 1
     assert len(flat(r.assignment)) == 8
+
+
+def test_consumer_protocol_static_member_rejoins_with_its_partitions(env):
+    coord, clock, _ = env
+
+    def hbs(member_id, epoch, instance, owned=None):
+        return coord.consumer_heartbeat(
+            version=1, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=instance, rack_id=None,
+            rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=["t"] if epoch == 0 else None,
+            subscribed_topic_regex=None, server_assignor=None,
+            topic_partitions=None if owned is None else [TP(t, [p]) for t, p in owned])
+
+    a = hbs("a1", 0, "ia")
+    b = hbs("b1", 0, "ib")
+    for _ in range(4):  # converge
+        a = hbs("a1", a.member_epoch, "ia", coord.groups["cg"].members["a1"].assigned)
+        b = hbs("b1", b.member_epoch, "ib", coord.groups["cg"].members["b1"].assigned)
+    assert coord.groups["cg"].state == "Stable"
+    mine = set(coord.groups["cg"].members["a1"].assigned)
+    epoch = coord.groups["cg"].group_epoch
+    assert hbs("a1", -2, "ia").member_epoch == -2
+    assert hbs("a2", 0, "ib").error == errors.UNRELEASED_INSTANCE_ID  # b is still there
+    back = hbs("a2", 0, "ia")
+    assert back.error == 0 and flat(back.assignment) == mine
+    assert coord.groups["cg"].group_epoch == epoch  # no rebalance
+    assert "a1" not in coord.groups["cg"].members
+    # a static member that does not come back is removed when its session expires
+    hbs("a2", -2, "ia")
+    for _ in range(8):
+        clock.advance(500)
+        hbs("b1", coord.groups["cg"].members["b1"].member_epoch, "ib", coord.groups["cg"].members["b1"].assigned)
+    assert set(coord.groups["cg"].members) == {"b1"}

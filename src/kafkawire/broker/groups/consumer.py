@@ -60,6 +60,7 @@ class ConsumerMember:
         self.session_timer = None
         self.revocation_timer = None
         self.last_sent: frozenset | None = None
+        self.static_left = False  # left with epoch -2: keeps its partitions until its session expires
 
     def to_json(self) -> dict:
         return {"member_id": self.member_id, "instance_id": self.instance_id, "rack_id": self.rack_id,
@@ -67,13 +68,14 @@ class ConsumerMember:
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "subscribed_names": self.subscribed_names,
                 "subscribed_regex": self.subscribed_regex, "server_assignor": self.server_assignor,
                 "member_epoch": self.member_epoch, "previous_epoch": self.previous_epoch, "state": self.state,
+                "static_left": self.static_left,
                 "assigned": tps_to_json(self.assigned), "pending_revocation": tps_to_json(self.pending_revocation)}
 
     @classmethod
     def from_json(cls, d: dict) -> ConsumerMember:
         m = cls(d["member_id"])
         for k in ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "subscribed_names",
-                  "subscribed_regex", "server_assignor", "member_epoch", "previous_epoch", "state"):
+                  "subscribed_regex", "server_assignor", "member_epoch", "previous_epoch", "state", "static_left"):
             if k in d:
                 setattr(m, k, d[k])
         m.assigned = tps_from_json(d.get("assigned", []))
@@ -319,6 +321,15 @@ class ConsumerOps:
                 member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
             if member is None:
                 return fail(errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
+            if member_epoch == LEAVE_STATIC_EPOCH and member.instance_id is not None:
+                # a static member going away for a while: it keeps its partitions until its session
+                # expires, so that the same instance rejoining gets them back without a rebalance
+                log.info("consumer group %s: static member %s (%s) left temporarily", group_id,
+                         member.member_id, member.instance_id)
+                member.static_left = True
+                self._consumer_session(group, member)
+                self.persist_group(group)
+                return HeartbeatResult(0, None, member.member_id, member_epoch, 0)
             log.info("consumer group %s: member %s left", group_id, member.member_id)
             self._consumer_remove(group, member)
             self.persist_group(group)
@@ -335,13 +346,32 @@ class ConsumerOps:
         if member_epoch == 0:
             if not member_id:
                 member_id = str(uuid.uuid4())
+            replaced = False
             if instance_id is not None:
                 other = next((m for m in group.members.values()
                               if m.instance_id == instance_id and m.member_id != member_id), None)
-                if other is not None:
+                if other is not None and not other.static_left:
                     return fail(errors.UNRELEASED_INSTANCE_ID,
                                 f"Static member {instance_id} is still in use by member {other.member_id}.")
-            if member is None:
+                if other is not None and member is None:
+                    # the static member is back under a new member id: it takes over the old one's state
+                    log.info("consumer group %s: static member %s rejoined as %s (was %s)", group_id,
+                             instance_id, member_id, other.member_id)
+                    for t in (other.session_timer, other.revocation_timer):
+                        if t is not None:
+                            t.cancel()
+                    old_id = other.member_id
+                    del group.members[old_id]
+                    group.target[member_id] = group.target.pop(old_id, set())
+                    other.member_id = member_id
+                    other.static_left = False
+                    other.last_sent = None
+                    group.members[member_id] = other
+                    member = other
+                    replaced = True
+            if replaced:
+                pass  # keeps its assignment and epoch: no rebalance
+            elif member is None:
                 if len(group.members) >= self.config.consumer_max_size:
                     return fail(errors.GROUP_MAX_SIZE_REACHED)
                 member = ConsumerMember(member_id)
@@ -354,6 +384,7 @@ class ConsumerOps:
                 member.pending_revocation = set()
                 member.state = STABLE
                 member.member_epoch = 0
+                member.static_left = False
         else:
             if member is None:
                 return fail(errors.UNKNOWN_MEMBER_ID, f"Member {member_id} is not in group {group_id}.")
