@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Spark through kafkawire: read N 100-byte records from the broker into Spark and write them back.
+
+    python benchmarks/bench_spark.py                    # 5,000,000 records, kafkawire broker, local[2]
+    python benchmarks/bench_spark.py --records 500000
+    python benchmarks/bench_spark.py --bootstrap host:port   # an existing broker
+
+Figures (records/s, best of --repeat runs after one warm-up run):
+
+* spark read (kafkawire)   spark.read.format("kafkawire") -> count(*) and sum(length(value))
+* spark write (kafkawire)  the same read, then df.write.format("kafkawire") to a second topic
+* confluent-kafka consumer one librdkafka consumer process reading every partition (reference)
+* spark read (parquet)     the same records from a local Parquet copy, same aggregation (reference)
+
+The records are loaded with confluent-kafka's producer (not measured).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+VALUE_SIZE = 100
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_broker(tmp: str, storage: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    log = open(os.path.join(tmp, "broker.log"), "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
+                             "--data-dir", os.path.join(tmp, "data"), "--storage", storage, "--log-level", "WARNING"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(300):
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}, see {tmp}/broker.log")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("broker did not listen")
+
+
+def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(60)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
+                  "queue.buffering.max.messages": 1_000_000, "compression.type": "none",
+                  "partitioner": "murmur2_random"})
+    t0 = time.perf_counter()
+    body = bytearray(os.urandom(VALUE_SIZE))
+    for i in range(n):
+        body[:8] = i.to_bytes(8, "big")
+        while True:
+            try:
+                p.produce(topic, bytes(body), b"k%07d" % (i % 100_000))
+                break
+            except BufferError:
+                p.poll(0.05)
+    left = p.flush(600)
+    if left:
+        raise RuntimeError(f"{left} records not delivered")
+    return time.perf_counter() - t0
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                   for p in range(partitions))
+    finally:
+        c.close()
+
+
+def confluent_read(bootstrap: str, topic: str, partitions: int, n: int) -> float:
+    """One librdkafka consumer process reading all N records (values touched, sizes summed)."""
+    code = f"""
+import time
+from confluent_kafka import Consumer, TopicPartition
+c = Consumer({{"bootstrap.servers": {bootstrap!r}, "group.id": "bench-ref", "enable.auto.commit": False,
+              "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760,
+              "queued.max.messages.kbytes": 1048576}})
+c.assign([TopicPartition({topic!r}, p, 0) for p in range({partitions})])
+t0 = time.perf_counter(); n = 0; size = 0
+while n < {n}:
+    for m in c.consume(100000, 5.0):
+        if m.error() is None:
+            n += 1; size += len(m.value())
+print(time.perf_counter() - t0, n, size)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1800, check=True)
+    secs, got, size = out.stdout.split()
+    assert int(got) == n and int(size) == n * VALUE_SIZE, out.stdout
+    return float(secs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--bootstrap", help="existing broker (default: start kafkawire serve)")
+    ap.add_argument("--storage", default="memory", choices=("memory", "segments"),
+                    help="storage of the broker started here (default memory)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per figure, best kept (default 2)")
+    ap.add_argument("--skip-write", action="store_true")
+    args = ap.parse_args(argv)
+    n = args.records
+
+    tmp = tempfile.mkdtemp(prefix="kafkawire-bench-spark-")
+    proc = None
+    try:
+        bootstrap = args.bootstrap
+        if not bootstrap:
+            proc, bootstrap = start_broker(tmp, args.storage)
+        topic = f"bench-{os.getpid()}"
+        load_s = load(bootstrap, topic, n, args.partitions)
+        print(f"loaded {n:,} records of {VALUE_SIZE} bytes into {args.partitions} partitions in {load_s:.1f} s "
+              f"({n / load_s:,.0f}/s, confluent-kafka producer)", flush=True)
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        from kafkawire.spark import register
+
+        spark = (SparkSession.builder.master(args.master).appName("bench-spark")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "4g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+
+        def kafka_df():
+            return (spark.read.format("kafkawire").option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic).load())
+
+        def agg(df):
+            row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
+            assert row.n == n and row.bytes == n * VALUE_SIZE, (row, n)
+
+        def timed(fn, runs):
+            best = None
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                fn()
+                dt = time.perf_counter() - t0
+                best = dt if best is None else min(best, dt)
+            return best
+
+        results = []
+        agg(kafka_df())  # warm-up: JVM, Python workers
+        results.append(("spark read (kafkawire)", timed(lambda: agg(kafka_df()), args.repeat)))
+        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+
+        if not args.skip_write:
+            state = {"i": 0}
+
+            def write():
+                state["i"] += 1
+                out = f"{topic}-out{state['i']}"
+                from confluent_kafka.admin import AdminClient, NewTopic
+                admin = AdminClient({"bootstrap.servers": bootstrap})
+                for f in admin.create_topics([NewTopic(out, args.partitions, 1)]).values():
+                    f.result(60)
+                (kafka_df().select("key", "value").write.mode("append").format("kafkawire")
+                 .option("kafka.bootstrap.servers", bootstrap).option("topic", out).save())
+                got = end_offsets(bootstrap, out, args.partitions)
+                assert got == n, (got, n)
+            results.append(("spark read+write (kafkawire)", timed(write, 1)))
+            print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+
+        results.append(("confluent-kafka consumer", min(confluent_read(bootstrap, topic, args.partitions, n)
+                                                        for _ in range(args.repeat))))
+        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+
+        pq = os.path.join(tmp, "parquet")
+        kafka_df().write.mode("overwrite").parquet(pq)
+        agg(spark.read.parquet(pq))
+        results.append(("spark read (parquet)", timed(lambda: agg(spark.read.parquet(pq)), args.repeat)))
+        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+
+        spark.stop()
+        print()
+        print(f"{'':28s} {'seconds':>9s} {'records/s':>12s}   ({n:,} records x {VALUE_SIZE} B, {args.master})")
+        for name, secs in results:
+            print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f}")
+        return 0
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
