@@ -499,3 +499,24 @@ def test_consumer_protocol_static_member_rejoins_with_its_partitions(env):
         clock.advance(500)
         hbs("b1", coord.groups["cg"].members["b1"].member_epoch, "ib", coord.groups["cg"].members["b1"].assigned)
     assert set(coord.groups["cg"].members) == {"b1"}
+
+
+def test_offsets_of_empty_groups_expire_after_retention(env):
+    coord, clock, _ = env
+    coord.config.offsets_retention_minutes = 1
+    coord.config.offsets_retention_check_interval_ms = 10_000
+    coord.start_housekeeping()
+    ida, idb = _stable_pair(coord, clock)
+    assert coord.offset_commit("g", 1, ida, None, 8, [CommitPartition("t", 0, 3)]) == [0]
+    assert coord.offset_commit("simple", -1, "", None, 8, [CommitPartition("t", 1, 4)]) == [0]
+    for _ in range(16):  # the live group keeps heartbeating for 80 s: its offsets stay
+        clock.advance(5_000)
+        for m in (ida, idb):
+            coord.heartbeat("g", 1, m, None)
+    assert coord.offset_fetch("g", [("t", [0])])[1][0][1][0][1] == 3
+    assert not coord.offsets.has_group("simple") and "simple" not in coord.groups
+    coord.leave_group("g", [(ida, None), (idb, None)])
+    clock.advance(50_000)
+    assert coord.offsets.has_group("g")
+    clock.advance(20_000)
+    assert not coord.offsets.has_group("g")

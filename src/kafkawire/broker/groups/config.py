@@ -14,6 +14,8 @@ KEYS = {
     "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", 45000),
     "group.consumer.max.size": ("consumer_max_size", 2147483647),
     "offsets.topic.num.partitions": ("offsets_topic_partitions", 1),
+    "offsets.retention.minutes": ("offsets_retention_minutes", 10080),
+    "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 600000),
     "kafkawire.offsets.fsync": ("offsets_fsync", False),
     "kafkawire.offsets.compact.records": ("compact_after_records", 50000),
 }
@@ -30,6 +32,8 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_max_size: int = 2147483647
     offsets_topic_partitions: int = 1
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
     offsets_fsync: bool = False
     compact_after_records: int = 50000
     # server-side assignors of the consumer protocol (KIP-848), the first is the default

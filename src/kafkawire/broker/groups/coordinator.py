@@ -140,6 +140,45 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
     def _maybe_forget_group(self, group) -> None:
         pass  # empty groups stay listed (as Kafka's do until their offsets expire)
 
+    # -- offsets retention ----------------------------------------------------------------------
+    def start_housekeeping(self) -> None:
+        """Expire old offsets every ``offsets.retention.check.interval.ms`` (call once, with a running clock)."""
+        self.scheduler.call_later(self.config.offsets_retention_check_interval_ms, self._housekeeping_tick)
+
+    def _housekeeping_tick(self) -> None:
+        try:
+            self.expire_offsets()
+        except Exception:  # pragma: no cover - never let a timer kill the coordinator
+            log.exception("offset expiration failed")
+        self.start_housekeeping()
+
+    def expire_offsets(self) -> int:
+        """Kafka's rule (KIP-211): the offsets of a group without members expire ``offsets.retention.minutes``
+        after the later of their commit and the moment the group became empty; an empty group left with no
+        offsets is then forgotten. Groups with members keep their offsets."""
+        now = self.scheduler.now_ms()
+        retention = self.config.offsets_retention_minutes * 60_000
+        records, expired = [], 0
+        for gid in self.offsets.groups():
+            group = self.groups.get(gid)
+            if group is not None and not group.is_empty():
+                continue
+            became_empty = group.state_timestamp if group is not None else 0
+            for (topic, partition), entry in self.offsets.group(gid).items():
+                if now - max(entry.commit_timestamp, became_empty) >= retention:
+                    self.offsets.delete(gid, topic, partition)
+                    records.append((offset_key(gid, topic, partition), None))
+                    expired += 1
+        for gid, group in list(self.groups.items()):
+            if group.is_empty() and not self.offsets.has_group(gid) and \
+                    now - group.state_timestamp >= retention:
+                del self.groups[gid]
+                records.append((group_key(gid), None))
+        self._write(records)
+        if expired:
+            log.info("expired %d committed offsets", expired)
+        return expired
+
     def connection_closed(self, conn) -> None:
         pass  # group membership outlives connections (sessions time out instead)
 

@@ -32,6 +32,7 @@ def coordinator(broker) -> GroupCoordinator:
         cfg = GroupConfig.from_properties(getattr(broker.config, "properties", {}) or {})
         coord = GroupCoordinator(broker.storage, cfg, LoopScheduler(asyncio.get_running_loop()))
         coord.load()
+        coord.start_housekeeping()
         broker.group_coordinator = coord
     return coord
 
