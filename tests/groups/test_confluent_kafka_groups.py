@@ -179,3 +179,57 @@ def test_consumer_protocol_regex_subscription_picks_up_new_topics(broker, topic)
         assert {tp.topic for tp in c.assignment()} == {f"{topic}-a", f"{topic}-b"}
     finally:
         c.close()
+
+
+def test_admin_client_classic_and_consumer_groups(broker, topic):
+    """confluent-kafka AdminClient: list (state, type), describe (ConsumerGroupDescribe for KIP-848 groups),
+    list/alter offsets and delete groups."""
+    import confluent_kafka as ck
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, list(range(10)), 2)
+    consumers = []
+    for proto in ("classic", "consumer"):
+        conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"{proto}-{topic}", "auto.offset.reset": "earliest",
+                "enable.auto.commit": False}
+        if proto == "consumer":
+            conf["group.protocol"] = "consumer"
+        c = ck.Consumer(conf)
+        c.subscribe([topic])
+        seen = []
+
+        def step(c=c, seen=seen):
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                seen.append(m)
+            return len(seen) >= 10
+
+        wait_for(step, 30, f"{proto} consumer")
+        c.commit(asynchronous=False)
+        consumers.append(c)
+    classic, consumer = f"classic-{topic}", f"consumer-{topic}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    try:
+        listed = {g.group_id: (g.state.name, g.type.name) for g in admin.list_consumer_groups().result(20).valid}
+        assert listed[classic] == ("STABLE", "CLASSIC") and listed[consumer] == ("STABLE", "CONSUMER")
+        for gid, f in admin.describe_consumer_groups([classic, consumer]).items():
+            g = f.result(20)
+            assert g.state.name == "STABLE" and len(g.members) == 1
+            assert sorted(tp.partition for tp in g.members[0].assignment.topic_partitions) == [0, 1]
+        offs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(classic)])[classic].result(20)
+        assert sorted((tp.partition, tp.offset) for tp in offs.topic_partitions) == [(0, 5), (1, 5)]
+        for c in consumers:
+            c.close()
+        consumers = []
+        altered = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(classic, [TopicPartition(topic, 0, 2)])])[classic].result(20)
+        assert [(tp.partition, tp.offset, tp.error) for tp in altered.topic_partitions] == [(0, 2, None)]
+        results = admin.delete_consumer_groups([classic, consumer, f"nope-{topic}"])
+        assert results[classic].result(20) is None and results[consumer].result(20) is None
+        with pytest.raises(ck.KafkaException, match="GROUP_ID_NOT_FOUND"):
+            results[f"nope-{topic}"].result(20)
+    finally:
+        for c in consumers:
+            c.close()
