@@ -12,8 +12,8 @@ BS = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 
 
 def test_parse_defaults_and_kafka_options():
-    o = parse_source({**BS, "subscribe": "a, b", "kafka.fetch.max.bytes": "1000", "INCLUDEHEADERS": "TRUE"},
-                     streaming=False)
+    o = parse_source({**BS, "subscribe": "a, b", "kafka.fetch.max.bytes": "1000", "INCLUDEHEADERS": "TRUE",
+                      "kafka.group.id": "ignored"}, streaming=False)
     assert o.selection.topics == ("a", "b")
     assert o.starting == "earliest" and o.ending == "latest"
     assert o.client_conf == {"bootstrap.servers": "127.0.0.1:1", "fetch.max.bytes": "1000"}
@@ -40,7 +40,8 @@ def test_parse_defaults_and_kafka_options():
     ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
     ({**BS, "subscribe": "t", "minPartitions": "0"}, "'minPartitions' must be a positive integer"),
     ({**BS, "subscribe": "t", "failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
-    ({**BS, "subscribe": "t", "kafka.group.id": "g"}, "'kafka.group.id' is not supported"),
+    ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset' is not supported"),
+    ({**BS, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
 ])
 def test_bad_source_options(opts, message):
     with pytest.raises(KafkaWireOptionError) as info:
@@ -104,3 +105,22 @@ def test_errors_through_spark(spark, broker):
     with pytest.raises(Exception, match="kafka.bootstrap.servers' is required"):
         spark.readStream.format("kafkawire").option("subscribe", topic).load().writeStream.format(
             "console").start().awaitTermination(60)
+
+
+def test_kafka_options_map_to_client_settings():
+    from kafkawire.spark.kafka_access import KafkaAccessError, client_kwargs
+
+    conf = {"bootstrap.servers": "h:1", "linger.ms": "20", "compression.type": "zstd", "acks": "1",
+            "fetch.max.wait.ms": "100", "request.timeout.ms": "5000", "client.id": "me"}
+    bs, kw = client_kwargs(conf, "producer")
+    assert bs == "h:1"
+    assert kw == {"linger_ms": 20.0, "compression": "zstd", "acks": "1", "request_timeout": 5.0,
+                  "client_id": "me", "enable_idempotence": False}  # idempotence needs acks=all
+    _, kw = client_kwargs(conf, "consumer")
+    assert kw == {"fetch_max_wait_ms": 100, "request_timeout": 5.0, "client_id": "me"}
+    _, kw = client_kwargs(conf, "admin")
+    assert kw == {"request_timeout": 5.0, "client_id": "me"}
+    with pytest.raises(KafkaAccessError, match="security.protocol=SSL is not supported"):
+        client_kwargs({"bootstrap.servers": "h:1", "security.protocol": "SSL"}, "consumer")
+    with pytest.raises(KafkaAccessError, match="'kafka.batch.size' has an invalid value"):
+        client_kwargs({"bootstrap.servers": "h:1", "batch.size": "big"}, "producer")

@@ -22,12 +22,15 @@ names the option and what was expected.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
 EARLIEST = -2
 LATEST = -1
+
+log = logging.getLogger("kafkawire.spark")
 
 
 class KafkaWireOptionError(ValueError):
@@ -91,7 +94,12 @@ def client_conf(options: Mapping[str, str]) -> dict:
         raise KafkaWireOptionError(
             "option 'kafka.bootstrap.servers' is required: the broker(s) to connect to, e.g. "
             ".option('kafka.bootstrap.servers', 'localhost:9092')")
-    for name in ("group.id", "auto.offset.reset", "key.deserializer", "value.deserializer",
+    if "group.id" in conf:
+        # accepted for compatibility with Spark's connector; offsets live in Spark's checkpoint, so no
+        # consumer group is joined and nothing is committed to the broker
+        log.warning("option 'kafka.group.id' is ignored: kafkawire reads assigned partitions, no group")
+        conf.pop("group.id")
+    for name in ("auto.offset.reset", "key.deserializer", "value.deserializer",
                  "key.serializer", "value.serializer", "enable.auto.commit", "interceptor.classes"):
         if name in conf:
             raise KafkaWireOptionError(
@@ -267,8 +275,6 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
     min_partitions = _positive_int(opts, "minPartitions")
     max_per_partition = _positive_int(opts, "maxRecordsPerPartition")
-    if not streaming and max_per_trigger is not None:
-        pass  # Spark ignores it for batch queries; so do we.
     fetch_max = _positive_int(opts, "fetchMaxRecords") or 65536
     return SourceOptions(
         client_conf=conf, selection=selection, starting=starting, ending=ending,
