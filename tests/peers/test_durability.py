@@ -92,27 +92,32 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
             tally["ok"] += err is None
         return report
 
-    kill_after = 8000  # acknowledged records before the crash
-    window = 2000      # records in flight at most: the load is still going when the kill comes
-    acked_at_kill = None
+    kill_after = 8000   # acknowledged records before the crash
+    window = 2000       # records without a delivery report at most, so the load stays steady
+    after_kill = 1000   # the producer keeps sending into the crash, as an application would
+    acked_at_kill = outstanding_at_kill = None
+    produced = 0
     deadline = time.monotonic() + 90
     for i, r in enumerate(records):
         while i - tally["done"] >= window and time.monotonic() < deadline:
             producer.poll(0.01)
         producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
                          timestamp=r.timestamp, on_delivery=on_delivery(i))
+        produced = i + 1
         producer.poll(0)
-        if tally["ok"] >= kill_after:
-            acked_at_kill = tally["ok"]
+        if acked_at_kill is None and tally["ok"] >= kill_after:
+            acked_at_kill, outstanding_at_kill = tally["ok"], produced - tally["done"]
             disk_broker.kill()
-            produced = i + 1
+            stop_at = produced + after_kill
+        if acked_at_kill is not None and produced >= stop_at:
             break
     assert acked_at_kill is not None, "the producer never reached the kill point: the broker is too slow or stuck"
+    assert outstanding_at_kill > 0, "the kill came when no record was awaiting its acknowledgement"
     producer.flush(30)
     assert all(rep is not None for rep in reports[:produced]), "every record gets a delivery report (ok or error)"
     acked = {i: (rep[1], rep[2]) for i, rep in enumerate(reports[:produced]) if rep[0] == "ok"}
     assert len(acked) >= acked_at_kill
-    assert len(acked) < produced, "the crash did not interrupt the load: nothing was in flight"
+    assert len(acked) < produced, "records sent after the crash cannot have been acknowledged"
     del producer
 
     disk_broker.start()
@@ -144,7 +149,7 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
             positions.append(index_in_partition[r])
             found[(p, o)] = r
         assert positions == sorted(set(positions)), f"partition {p}: records out of order or duplicated"
-    print(f"killed after {acked_at_kill} acks with {produced - acked_at_kill} produced but unacknowledged; "
+    print(f"killed after {acked_at_kill} acks with {outstanding_at_kill} records awaiting acknowledgement; "
           f"acknowledged in the end {len(acked)}; in the log after restart {len(got)}")
     missing = [(i, where) for i, where in acked.items() if found.get(where) != records[i]]
     assert not missing, (f"{len(missing)} acknowledged records are not at their acknowledged offset after "
