@@ -16,7 +16,7 @@ from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps
 from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerOps
 from .offsets import OffsetEntry, OffsetStore
-from .persistence import TOPIC, GroupLog, encode_value, group_key, offset_key
+from .persistence import TOPIC, GroupLog, encode_value, group_key, offset_key, offset_value
 
 log = logging.getLogger("kafkawire.groups")
 
@@ -231,18 +231,21 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
         if err:
             return [err] * len(partitions)
         now = self.scheduler.now_ms()
+        topics = self.topics()
+        limit = self.config.offset_metadata_max_bytes
         out, records = [], []
         for cp in partitions:
-            if not self._partition_exists(cp.topic, cp.partition):
+            meta = topics.get(cp.topic)
+            if meta is None or not 0 <= cp.partition < meta.partitions:
                 out.append(errors.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
             metadata = cp.metadata if cp.metadata is not None else ""
-            if len(metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+            if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
                 out.append(errors.OFFSET_METADATA_TOO_LARGE)
                 continue
-            entry = OffsetEntry(cp.offset, cp.leader_epoch, metadata, now)
-            self.offsets.put(group_id, cp.topic, cp.partition, entry)
-            records.append((offset_key(group_id, cp.topic, cp.partition), encode_value(entry.to_json())))
+            self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
+            records.append((offset_key(group_id, cp.topic, cp.partition),
+                            offset_value(cp.offset, cp.leader_epoch, metadata, now)))
             out.append(0)
         self._write(records)
         return out

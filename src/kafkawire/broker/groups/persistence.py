@@ -25,6 +25,7 @@ still replays to the same state (the snapshot records only repeat values).
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -38,8 +39,20 @@ TOPIC = "__consumer_offsets"
 READ_CHUNK = 4 * 1024 * 1024
 
 
+@functools.lru_cache(maxsize=4096)
+def _js(text: str | None) -> str:
+    return json.dumps(text)
+
+
 def offset_key(group: str, topic: str, partition: int) -> bytes:
-    return json.dumps(["offset", group, topic, partition], separators=(",", ":")).encode()
+    # the same bytes json.dumps(["offset", group, topic, partition]) gives, built faster (the hot path of commits)
+    return f'["offset",{_js(group)},{_js(topic)},{int(partition)}]'.encode()
+
+
+def offset_value(offset: int, leader_epoch: int, metadata: str | None, commit_timestamp: int) -> bytes:
+    meta = _js(metadata) if metadata is None or len(metadata) <= 64 else json.dumps(metadata)
+    return (f'{{"offset":{int(offset)},"leader_epoch":{int(leader_epoch)},"metadata":{meta},'
+            f'"commit_timestamp":{int(commit_timestamp)}}}').encode()
 
 
 def group_key(group: str) -> bytes:
