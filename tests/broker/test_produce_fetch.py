@@ -277,3 +277,13 @@ def test_topic_compression_type_recompresses(client):
     assert records_with_offsets(f.responses[0].partitions[0].records) == [(0, b"a"), (1, b"b"), (2, b"c")]
     for e in entries:
         e.validate_crc()
+
+
+def test_response_after_a_long_poll_waits_its_turn(client):
+    create_topic(client, "turn")
+    start = time.monotonic()
+    fetch_id = client.send(fetch_request([("turn", 0, 0)], max_wait_ms=400, min_bytes=1), 12)
+    versions_id = client.send(msg("ApiVersionsRequest"), 0)
+    client.recv(1, 12, fetch_id)  # asserts the correlation id: the fetch is answered first
+    client.recv(18, 0, versions_id)
+    assert time.monotonic() - start >= 0.35

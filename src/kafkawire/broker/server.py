@@ -34,7 +34,7 @@ LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at
 def open_storage(config: BrokerConfig) -> Storage:
     """The engine the configuration names (``segments`` on disk by default, or ``memory``)."""
     props = config.storage_properties()
-    props.setdefault("node.id", str(config.node_id))
+    props["node.id"] = str(config.node_id)
     if not config.acks_all_fsync:
         props["kafkawire.log.fsync.acks.all"] = "false"
     if config.storage == "memory":
