@@ -292,14 +292,14 @@ def print_table(all_results: dict, ceiling: dict, args) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
-    parser.add_argument("--records", type=int, help="records per throughput phase (default 50000, quick 10000)")
+    parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 10000)")
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--rate", type=int, default=2000, help="records/s in the latency phase")
     parser.add_argument("--seconds", type=float, help="latency phase length (default 5, quick 2)")
     parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated subset of " + ",".join(BROKERS))
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
     args = parser.parse_args()
-    args.records = args.records or (10_000 if args.quick else 50_000)
+    args.records = args.records or (10_000 if args.quick else 100_000)
     args.seconds = args.seconds or (2.0 if args.quick else 5.0)
     chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
     for b in chosen:
