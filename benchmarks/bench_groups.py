@@ -9,6 +9,8 @@
    rejoin and sync: time from the LeaveGroup to all 9 synced. Median of --rounds rounds.
    (kafkawire runs with group.initial.rebalance.delay.ms=0, as Tansu has no such delay; Kafka's default
    is 3000 ms, which would dominate the first figure.)
+3. commit rate: OffsetCommit v8 requests of 6 partitions (simple group, generation -1), 50 in flight on one
+   connection; commits/s.
 2. read throughput: --records 100-byte records in a 6-partition topic, consumed by 3 confluent-kafka
    consumer processes in one group (classic protocol) until all are read; records/s and MB/s from the
    moment the consumers start (includes the group join).
@@ -251,6 +253,32 @@ def throughput(bootstrap, workdir: Path, records: int):
     return got, dt
 
 
+def commit_rate(bootstrap, n=3000):
+    from groups.wire import WireClient
+    from kafkawire.protocol.messages import OffsetCommitRequest as R
+
+    topic = "bench-groups-commits"
+    create_topic(bootstrap, topic, 6)
+    host, port = bootstrap.split(":")
+    c = WireClient(host, int(port))
+    c.call("FindCoordinator", 3, key="bench-commit", key_type=0)
+    pending = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        pending.append(c.send("OffsetCommit", 8, group_id="bench-commit", generation_id_or_member_epoch=-1,
+                              member_id="", topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
+                                  R.OffsetCommitRequestPartition(partition_index=p, committed_offset=i,
+                                                                 committed_metadata="") for p in range(6)])]))
+        if len(pending) >= 50:
+            resp = c.receive(pending.pop(0))
+            assert all(p.error_code == 0 for t in resp.topics for p in t.partitions), resp
+    for tok in pending:
+        c.receive(tok)
+    dt = time.perf_counter() - t0
+    c.close()
+    return n / dt
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--brokers", default="kafkawire,tansu")
@@ -274,11 +302,17 @@ def main():
                 except Exception as exc:  # a broker that cannot do it gets reported, not a crash
                     print(f"{kind}: rebalance round {r} failed: {exc!r}")
                     break
+            try:
+                commits = round(commit_rate(broker.bootstrap))
+            except Exception as exc:
+                print(f"{kind}: commit benchmark failed: {exc!r}")
+                commits = None
             got, dt = throughput(broker.bootstrap, workdir, args.records)
             results[kind] = {
                 "join_to_stable_10_members_ms": round(statistics.median(joins) * 1000, 1) if joins else None,
                 "rebalance_after_leave_9_members_ms": round(statistics.median(rebalances) * 1000, 1)
                 if rebalances else None,
+                "offset_commits_per_s_6_partitions": commits,
                 "group_read_records": got, "group_read_seconds": round(dt, 2),
                 "group_read_records_per_s": round(got / dt), "group_read_MB_per_s": round(got * 100 / dt / 1e6, 1),
             }
