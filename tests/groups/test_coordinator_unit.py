@@ -520,3 +520,15 @@ def test_offsets_of_empty_groups_expire_after_retention(env):
     assert coord.offsets.has_group("g")
     clock.advance(20_000)
     assert not coord.offsets.has_group("g")
+
+
+def test_transaction_hooks(env):
+    coord, clock, _ = env
+    ida, idb = _stable_pair(coord, clock)
+    assert coord.validate_txn_offset_commit("g", 1, ida, None) == 0
+    assert coord.validate_txn_offset_commit("g", 2, ida, None) == errors.ILLEGAL_GENERATION
+    assert coord.validate_txn_offset_commit("g", 1, "ghost", None) == errors.UNKNOWN_MEMBER_ID
+    coord.commit_transactional_offsets("txg", [CommitPartition("t", 0, 9, -1, "tx")])
+    assert coord.offset_fetch("txg", [("t", [0])])[1] == [("t", [(0, 9, -1, "tx", 0)])]
+    coord.pending_txn_offsets = lambda g, t, p: (g, t, p) == ("txg", "t", 0)
+    assert coord.offset_fetch("txg", [("t", [0])], require_stable=True)[1][0][1][0][4] == errors.UNSTABLE_OFFSET_COMMIT

@@ -41,7 +41,9 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
         self.offsets = OffsetStore()
         self.log = GroupLog(storage, partitions=self.config.offsets_topic_partitions,
                             fsync=self.config.offsets_fsync) if storage is not None else None
-        self.pending_txn_offsets = None  # hook: fn(group, topic, partition) -> bool for require_stable
+        # set by the transaction coordinator: fn(group, topic, partition) -> True while a transaction holds
+        # uncommitted offsets for it (OffsetFetch with require_stable then answers UNSTABLE_OFFSET_COMMIT)
+        self.pending_txn_offsets = None
 
     # -- topics -------------------------------------------------------------------------
     def topics(self) -> dict:
@@ -249,6 +251,36 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
             out.append(0)
         self._write(records)
         return out
+
+    # -- for the transaction coordinator (TxnOffsetCommit / EndTxn) ---------------------------------
+    def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
+                                   instance_id: str | None) -> int:
+        """The group/member/generation error TxnOffsetCommit v3+ returns (0 when the commit may be staged)."""
+        group = self.groups.get(group_id)
+        if group is None or generation < 0:
+            return 0
+        if group.kind == "consumer":
+            member = group.members.get(member_id)
+            if member is None:
+                return errors.UNKNOWN_MEMBER_ID
+            return errors.ILLEGAL_GENERATION if generation != member.member_epoch else 0
+        err = self._validate_member(group, member_id, instance_id)
+        if err:
+            return err
+        return errors.ILLEGAL_GENERATION if generation != group.generation_id else 0
+
+    def commit_transactional_offsets(self, group_id: str, partitions: list[CommitPartition]) -> None:
+        """Make offsets staged by a committed transaction visible (EndTxn COMMIT); no membership checks."""
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id, self.scheduler.now_ms())
+        now = self.scheduler.now_ms()
+        records = []
+        for cp in partitions:
+            metadata = cp.metadata if cp.metadata is not None else ""
+            self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
+            records.append((offset_key(group_id, cp.topic, cp.partition),
+                            offset_value(cp.offset, cp.leader_epoch, metadata, now)))
+        self._write(records)
 
     # -- OffsetFetch --------------------------------------------------------------------------
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
