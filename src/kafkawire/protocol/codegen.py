@@ -42,8 +42,67 @@ def _write_tags(tags, w):
         w(data)
 
 
+_ZERO_UUID = uuid.UUID(int=0)
+_ZERO_16 = bytes(16)
+_set = object.__setattr__
+_from_bytes = int.from_bytes
+_SAFE_UNKNOWN = uuid.SafeUUID.unknown
+
+
 def _uuid(raw) -> uuid.UUID:
-    return uuid.UUID(bytes=bytes(raw))
+    # uuid.UUID(bytes=...) validates its arguments in Python and costs over a microsecond;
+    # 16 bytes are always a valid UUID, so build it directly (the zero id is shared).
+    if raw == _ZERO_16:
+        return _ZERO_UUID
+    u = object.__new__(uuid.UUID)
+    _set(u, "int", _from_bytes(raw, "big"))
+    _set(u, "is_safe", _SAFE_UNKNOWN)
+    return u
+
+
+# Arrays of fixed-width numbers are (un)packed in one struct call; formats for the
+# common small counts are compiled once instead of per array.
+_SMALL_ARRAY = 64
+# How deep nested structs are compiled in line rather than called (deeper ones still get a call).
+_MAX_INLINE = 3
+
+
+def _array_codecs(ch: str):
+    structs = [struct.Struct(f">{n}{ch}") for n in range(_SMALL_ARRAY)]
+    return tuple(s.unpack_from for s in structs), tuple(s.pack for s in structs)
+
+
+_ARRAY_CODECS = {ch: _array_codecs(ch) for ch in "?bhHiIqd"}
+
+
+def _unpack_array(ch: str):
+    small = _ARRAY_CODECS[ch][0]
+
+    def unpack(n, buf, pos):
+        if n < _SMALL_ARRAY:
+            return list(small[n](buf, pos))
+        return list(struct.unpack_from(f">{n}{ch}", buf, pos))
+    return small, unpack
+
+
+def _pack_array(ch: str):
+    small = _ARRAY_CODECS[ch][1]
+
+    def pack(values):
+        n = len(values)
+        if n < _SMALL_ARRAY:
+            return small[n](*values)
+        return struct.pack(f">{n}{ch}", *values)
+    return pack
+
+
+def _write_unknown_tags(tags, w):
+    _write_tags(sorted(tags, key=operator.itemgetter(0)), w)
+
+
+def _has_records(struct_spec: StructSpec, version: int) -> bool:
+    return any(f.type == "records" or (f.struct is not None and _has_records(f.struct, version))
+               for f in struct_spec.fields if f.present(version))
 
 
 class _Source:
@@ -76,8 +135,10 @@ class _Compiler:
             "_I8": struct.Struct(">b").unpack_from, "_I16": struct.Struct(">h").unpack_from,
             "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
             "_P32": struct.Struct(">i").pack, "_write_tags": _write_tags, "_tagkey": operator.itemgetter(0),
+            "_write_unknown_tags": _write_unknown_tags, "_mv": memoryview, "_list": list, "_SMALL": _SMALL_ARRAY,
         }
         self.counter = 0
+        self.inline_depth = 0
         self.done: set[str] = set()
         self.src = _Source()
 
@@ -141,7 +202,6 @@ class _Compiler:
     # -- decoding ------------------------------------------------------------
     def emit_decoder(self, struct_spec: StructSpec, present: list[FieldSpec], checked: bool) -> None:
         s = self.src
-        v = self.version
         name = struct_spec.name
         if checked:
             s(f"def dc_{name}(buf, pos, c, p):")
@@ -149,6 +209,20 @@ class _Compiler:
             s(f"def d_{name}(buf, pos):")
         s.indent()
         s("L = len(buf)")
+        if not checked and _has_records(struct_spec, self.version):
+            s("M = _mv(buf)")  # records fields are slices of one view of the input
+        self.emit_decode_body(struct_spec, present, checked, "o")
+        s("return o, pos")
+        s.dedent()
+        s("")
+
+    def emit_decode_body(self, struct_spec: StructSpec, present: list[FieldSpec], checked: bool, out: str) -> None:
+        """Code that decodes one struct at ``pos`` into the variable ``out``. Its locals carry a
+        unique suffix so that the body can be inlined into an enclosing struct's decoder."""
+        s = self.src
+        v = self.version
+        name = struct_spec.name
+        k = self.tmp("")
         values: dict[str, str] = {}
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
@@ -171,53 +245,58 @@ class _Compiler:
             i += 1
         unk = "None"
         if self.flexible:
-            unk = "unk"
+            unk, ntags, tag, size, end = (f"unk{k}", f"ntags{k}", f"tag{k}", f"size{k}", f"end{k}")
             for f in tagged:
                 var = self.tmp()
                 values[f.attr] = var
                 s(f"{var} = {self.default_expr(f)}")
-            s("unk = None")
+            s(f"{unk} = None")
             if checked:
                 s("c[0] = p; c[1] = '<tagged fields>'; c[2] = pos")
-            self.emit_uvarint("ntags")
-            s("if ntags > L - pos: raise _DecodeError('tagged field count %d exceeds the remaining bytes' % ntags, offset=pos)")
-            s("for _ in range(ntags):")
+            # almost every tag section is empty: one byte, no loop
+            s("if buf[pos] == 0: pos += 1")
+            s("else:")
             s.indent()
-            self.emit_uvarint("tag")
-            self.emit_uvarint("size")
-            s("end = pos + size")
-            s("if end > L: raise _DecodeError('tagged field %d of size %d runs past the end of the buffer' % (tag, size), offset=pos)")
+            self.emit_uvarint(ntags)
+            s(f"if {ntags} > L - pos: raise _DecodeError('tagged field count %d exceeds the remaining bytes' % {ntags}, offset=pos)")
+            s(f"for _ in range({ntags}):")
+            s.indent()
+            self.emit_uvarint(tag)
+            self.emit_uvarint(size)
+            s(f"{end} = pos + {size}")
+            s(f"if {end} > L: raise _DecodeError('tagged field %d of size %d runs past the end of the buffer' % ({tag}, {size}), offset=pos)")
             first = True
             for f in tagged:
-                s(f"{'if' if first else 'elif'} tag == {f.tag}:")
+                s(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
                 first = False
                 s.indent()
                 if checked:
                     s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
                 self.emit_decode_value(f, values[f.attr], compact=True, checked=checked)
-                s("if pos != end: raise _DecodeError('tagged field %d: declared size %d does not match its content' % (tag, size), offset=pos)")
+                s(f"if pos != {end}: raise _DecodeError('tagged field %d: declared size %d does not match its content' % ({tag}, {size}), offset=pos)")
                 s.dedent()
             if tagged:
                 s("else:")
                 s.indent()
-            s("if unk is None: unk = []")
-            s("unk.append((tag, _bytes(buf[pos:end])))")
+            s(f"if {unk} is None: {unk} = []")
+            s(f"{unk}.append(({tag}, _bytes(buf[pos:{end}])))")
             if tagged:
                 s.dedent()
-            s("pos = end")
+            s(f"pos = {end}")
             s.dedent()
-        s(f"o = _new(C_{name})")
+            s.dedent()
+        s(f"{out} = _new(C_{name})")
         for f in self.class_fields[name]:
-            s(f"o.{f.attr} = {values.get(f.attr) or self.default_expr(f)}")
-        s(f"o._unknown_tags = {unk}")
-        s("return o, pos")
-        s.dedent()
-        s("")
+            s(f"{out}.{f.attr} = {values.get(f.attr) or self.default_expr(f)}")
+        s(f"{out}._unknown_tags = {unk}")
 
-    def emit_uvarint(self, var: str) -> None:
+    def emit_uvarint(self, var: str, two_bytes: bool = False) -> None:
         s = self.src
         s(f"{var} = buf[pos]")
         s(f"if {var} < 128: pos += 1")
+        if two_bytes:
+            # lengths of 128 B to 16 KiB (record batches, long strings) without a call
+            s(f"elif buf[pos + 1] < 128: {var} = ({var} & 127) | (buf[pos + 1] << 7); pos += 2")
         s(f"else: {var}, pos = _uv(buf, pos)")
 
     def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool) -> None:
@@ -244,7 +323,7 @@ class _Compiler:
         if checked and not compact:
             s(f"if pos + {width} > L: raise _DecodeError('needs {width} bytes for a length, %d left' % (L - pos), offset=pos)")
         if compact:
-            self.emit_uvarint(var)
+            self.emit_uvarint(var, two_bytes=not checked)
             s(f"{var} -= 1")
         else:
             s(f"{var} = {'_I16' if width == 2 else '_I32'}(buf, pos)[0]")
@@ -271,9 +350,12 @@ class _Compiler:
             s(f"if {n} > L - pos: raise _DecodeError('array count %d exceeds the %d remaining bytes' % ({n}, L - pos), offset=pos)")
             if f.type in FIXED_TYPES and f.type != "uuid":
                 ch, width = FIXED_TYPES[f.type]
+                small, unpack = _unpack_array(ch)
+                small_name = self.const(small, "_UA")
+                unpack_name = self.const(unpack, "_UAL")
                 s(f"e = pos + {n} * {width}")
                 s(f"if e > L: raise _DecodeError('array of %d {f.type} runs past the end of the buffer' % {n}, offset=pos)")
-                s(f"{var} = list(_unpack_from('>%d{ch}' % {n}, buf, pos))")
+                s(f"{var} = _list({small_name}[{n}](buf, pos)) if {n} < _SMALL else {unpack_name}({n}, buf, pos)")
                 s("pos = e")
             else:
                 idx = self.tmp("i")
@@ -335,7 +417,8 @@ class _Compiler:
         if t == "string":
             s(f"{var} = _str(buf[pos:e], 'utf-8')")
         elif t == "records":
-            s(f"{var} = buf[pos:e]")  # zero copy: a view into the input
+            # zero copy: a view into the input, even when it is bytes
+            s(f"{var} = {'_mv(buf)' if checked else 'M'}[pos:e]")
         else:
             s(f"{var} = _bytes(buf[pos:e])")
         s("pos = e")
@@ -344,21 +427,36 @@ class _Compiler:
     def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str) -> None:
         if checked:
             self.src(f"{var}, pos = dc_{f.struct.name}(buf, pos, c, {path_expr})")
+        elif self.inline_depth < _MAX_INLINE:
+            # Nested structs are decoded in line: a call per element of a struct array costs
+            # more than the element's own work.
+            self.inline_depth += 1
+            self.emit_decode_body(f.struct, [g for g in f.struct.fields if g.present(self.version)], False, var)
+            self.inline_depth -= 1
         else:
             self.src(f"{var}, pos = d_{f.struct.name}(buf, pos)")
 
     # -- encoding ------------------------------------------------------------
     def emit_encoder(self, struct_spec: StructSpec, present: list[FieldSpec]) -> None:
         s = self.src
+        s(f"def e_{struct_spec.name}(o, w):")
+        s.indent()
+        self.emit_encode_body(struct_spec, present, "o", "w")
+        s("return None")
+        s.dedent()
+        s("")
+
+    def emit_encode_body(self, struct_spec: StructSpec, present: list[FieldSpec], o: str, w: str) -> None:
+        """Code that writes the struct held in variable ``o`` through ``w``; inlinable like the decoder."""
+        s = self.src
         v = self.version
         name = struct_spec.name
-        s(f"def e_{name}(o, w):")
-        s.indent()
+        k = self.tmp("")
         present_attrs = {f.attr for f in present}
         for f in self.class_fields[name]:
             if f.attr in present_attrs or f.ignorable:
                 continue
-            var = f"o.{f.attr}"
+            var = f"{o}.{f.attr}"
             s(f"if {self.default_compare(f, var)}:")
             s(f"    raise _EncodeError('{self.spec.name}: field {f.name} of {name} does not exist in version {v}; "
               f"it cannot hold the non-default value %r' % ({var},))")
@@ -374,31 +472,42 @@ class _Compiler:
                     run.append(untagged[i + len(run)])
                 fmt = ">" + "".join(FIXED_TYPES[g.type][0] for g in run)
                 pack = self.const(struct.Struct(fmt).pack, "_P")
-                args = ", ".join(f"o.{g.attr}.bytes" if g.type == "uuid" else f"o.{g.attr}" for g in run)
-                s(f"w({pack}({args}))")
+                args = ", ".join(f"{o}.{g.attr}.bytes" if g.type == "uuid" else f"{o}.{g.attr}" for g in run)
+                s(f"{w}({pack}({args}))")
                 i += len(run)
                 continue
-            self.emit_encode_value(f, f"o.{f.attr}", f.compact(v, self.flexible), "w")
+            self.emit_encode_value(f, f"{o}.{f.attr}", f.compact(v, self.flexible), w)
             i += 1
-        if self.flexible:
-            s("t = None")
+        t, u, sub = f"t{k}", f"u{k}", f"sub{k}"
+        if self.flexible and not tagged:
+            s(f"{u} = {o}._unknown_tags")
+            s(f"if {u}: _write_unknown_tags({u}, {w})")
+            s(f"else: {w}(b'\\x00')")
+        elif self.flexible:
+            s(f"{t} = None")
             for f in tagged:
                 var = self.tmp()
-                s(f"{var} = o.{f.attr}")
+                s(f"{var} = {o}.{f.attr}")
                 s(f"if {self.default_compare(f, var)}:")
                 s.indent()
-                s("sub = []")
-                self.emit_encode_value(f, var, True, "sub.append")
-                s("if t is None: t = []")
-                s(f"t.append(({f.tag}, b''.join(sub)))")
+                s(f"{sub} = []")
+                self.emit_encode_value(f, var, True, f"{sub}.append")
+                s(f"if {t} is None: {t} = []")
+                s(f"{t}.append(({f.tag}, b''.join({sub})))")
                 s.dedent()
-            s("u = o._unknown_tags")
-            s("if u: t = sorted((t or []) + list(u), key=_tagkey)")
-            s("if t is None: w(b'\\x00')")
-            s("else: _write_tags(t, w)")
-        s("return None")
-        s.dedent()
-        s("")
+            s(f"{u} = {o}._unknown_tags")
+            s(f"if {u}: {t} = sorted(({t} or []) + list({u}), key=_tagkey)")
+            s(f"if {t} is None: {w}(b'\\x00')")
+            s(f"else: _write_tags({t}, {w})")
+
+    def emit_struct_write(self, f: FieldSpec, var: str, w: str) -> None:
+        """Write the (non-null) struct in variable ``var``."""
+        if self.inline_depth < _MAX_INLINE:
+            self.inline_depth += 1
+            self.emit_encode_body(f.struct, [g for g in f.struct.fields if g.present(self.version)], var, w)
+            self.inline_depth -= 1
+        else:
+            self.src(f"e_{f.struct.name}({var}, {w})")
 
     def emit_len(self, n: str, compact: bool, width: int, w: str) -> None:
         s = self.src
@@ -435,7 +544,7 @@ class _Compiler:
             self.emit_len(n, compact, 4, w)
             if t in FIXED_TYPES and t != "uuid":
                 ch = FIXED_TYPES[t][0]
-                s(f"{w}(_pack('>%d{ch}' % len({lst}), *{lst}))")
+                s(f"{w}({self.const(_pack_array(ch), '_PA')}({lst}))")
             else:
                 item = self.tmp("x")
                 s(f"for {item} in {lst}:")
@@ -445,21 +554,19 @@ class _Compiler:
             s.dedent()
             return
         if f.struct is not None:
+            var = self.tmp()
+            s(f"{var} = {expr}")
             if f.is_nullable(self.version) and not element:
-                var = self.tmp()
-                s(f"{var} = {expr}")
                 s(f"if {var} is None: {w}(b'\\xff')")
                 s("else:")
-                s(f"    {w}(b'\\x01')")
-                s(f"    e_{f.struct.name}({var}, {w})")
-            elif element:
-                s(f"e_{f.struct.name}({expr}, {w})")
+                s.indent()
+                s(f"{w}(b'\\x01')")
+                self.emit_struct_write(f, var, w)
+                s.dedent()
             else:
-                var = self.tmp()
-                s(f"{var} = {expr}")
                 s(f"if {var} is None: raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable "
                   f"in version {self.version}')")
-                s(f"e_{f.struct.name}({var}, {w})")
+                self.emit_struct_write(f, var, w)
             return
         if t in FIXED_TYPES:
             pack = self.const(struct.Struct(">" + FIXED_TYPES[t][0]).pack, "_P")

@@ -142,7 +142,11 @@ class Message(Struct):
         raise _diagnose(cls, codec, view, pos, version)
 
 
-def _as_view(buf) -> memoryview:
+def _as_view(buf):
+    """Something the codecs index by byte: bytes and bytearray as they are (faster to slice into
+    strings than a memoryview), any other buffer as a flat memoryview of bytes."""
+    if type(buf) is bytes or type(buf) is bytearray:
+        return buf
     view = buf if isinstance(buf, memoryview) else memoryview(buf)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")

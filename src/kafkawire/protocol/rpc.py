@@ -135,11 +135,11 @@ def decode_response(data, api_key: int, api_version: int, *, framed: bool = True
     return Response(header, body, header_version)
 
 
-def _unframe(view: memoryview) -> memoryview:
+def _unframe(view) -> memoryview:
     if len(view) < 4:
         raise DecodeError("frame shorter than its 4-byte size", offset=0, message="frame")
     (size,) = _SIZE.unpack_from(view, 0)
     if size < 0 or size != len(view) - 4:
         raise DecodeError(f"frame size {size} does not match the {len(view) - 4} bytes that follow it",
                           offset=0, message="frame")
-    return view[4:]
+    return memoryview(view)[4:]  # the payload without copying it

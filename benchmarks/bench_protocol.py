@@ -1,0 +1,187 @@
+"""Protocol message encode / decode throughput: kafkawire against kafka-python 3.x and kio, same run.
+
+    python benchmarks/bench_protocol.py [--quick]
+
+The corpus (built once, equal content for every library):
+
+* ApiVersionsResponse v3 listing every API key (0-92)
+* MetadataResponse v12: 100 topics x 12 partitions, 3 replicas, 3 ISR each
+* ProduceRequest v9: 10 partitions of 16 KiB record batches
+* FetchResponse v12: 10 partitions of 64 KiB record batches
+
+encode: message object -> bytes (kafkawire ``encode``, kafka-python ``encode``,
+        kio's pure-Python ``entity_writer``).
+decode: bytes -> message object (kafkawire ``decode``, kafka-python ``decode``,
+        kio's native ``entity_reader``).
+
+Each figure is the best of several timed rounds. Targets: at least 2x kafka-python
+on encode and decode, and faster than kio's pure-Python encoder.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+from kafkawire.protocol import all_apis, message_class
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+try:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from protocol import peers  # the differential tests' adapters build the peers' objects
+
+        KP = peers.kafka_python_classes()
+except ImportError:  # pragma: no cover - the benchmark still runs for kafkawire alone
+    peers, KP = None, {}
+try:
+    KIO = peers.kio_classes() if peers else {}
+except ImportError:  # pragma: no cover
+    KIO = {}
+
+
+def api_versions_response():
+    cls = message_class("ApiVersionsResponse")
+    return cls(api_keys=[cls.ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
+                         for k, a in sorted(all_apis().items())], throttle_time_ms=0), 3
+
+
+def metadata_response():
+    cls = message_class("MetadataResponse")
+    brokers = [cls.MetadataResponseBroker(node_id=i, host=f"broker-{i}.example.internal", port=9092, rack=f"r{i % 3}")
+               for i in range(3)]
+    topics = []
+    for t in range(100):
+        partitions = [cls.MetadataResponsePartition(partition_index=p, leader_id=p % 3, leader_epoch=7,
+                                                    replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2], offline_replicas=[])
+                      for p in range(12)]
+        topics.append(cls.MetadataResponseTopic(name=f"events.topic-{t:03d}", topic_id=uuid.UUID(int=t + 1),
+                                                partitions=partitions, topic_authorized_operations=-2147483648))
+    return cls(brokers=brokers, cluster_id="kafkawire-cluster", controller_id=0, topics=topics), 12
+
+
+def produce_request():
+    cls = message_class("ProduceRequest")
+    topic = cls.TopicProduceData(name="events", partition_data=[
+        cls.PartitionProduceData(index=p, records=bytes([p]) * (16 * 1024)) for p in range(10)])
+    return cls(acks=-1, timeout_ms=30000, topic_data=[topic]), 9
+
+
+def fetch_response():
+    cls = message_class("FetchResponse")
+    partitions = [cls.PartitionData(partition_index=p, high_watermark=100_000, last_stable_offset=100_000,
+                                    log_start_offset=0, aborted_transactions=[], records=bytes([p]) * (64 * 1024))
+                  for p in range(10)]
+    return cls(session_id=0, responses=[cls.FetchableTopicResponse(topic="events", partitions=partitions)]), 12
+
+
+CORPUS = [("ApiVersionsResponse v3", api_versions_response), ("MetadataResponse v12", metadata_response),
+          ("ProduceRequest v9", produce_request), ("FetchResponse v12", fetch_response)]
+
+
+def _loops(fn, min_time: float) -> int:
+    n = 1
+    while True:
+        start = time.process_time()
+        for _ in range(n):
+            fn()
+        elapsed = time.process_time() - start
+        if elapsed >= min_time / 4:
+            return max(1, int(n * min_time / max(elapsed, 1e-9)))
+        n *= 4
+
+
+def best_rates(fns: dict, min_time: float, rounds: int) -> dict[str, float]:
+    """Calls per second per library: the best of ``rounds`` loops, the libraries interleaved round by
+    round so that all see the same machine load. CPU time of this process, not wall time: the
+    benchmark shares its cores with other work."""
+    loops = {lib: _loops(fn, min_time) for lib, fn in fns.items()}
+    best = {lib: float("inf") for lib in fns}
+    gc.collect()
+    for _ in range(rounds):
+        for lib, fn in fns.items():
+            n = loops[lib]
+            start = time.process_time()
+            for _ in range(n):
+                fn()
+            best[lib] = min(best[lib], (time.process_time() - start) / n)
+    return {lib: 1.0 / t for lib, t in best.items()}
+
+
+def candidates(msg, version: int) -> dict[str, dict]:
+    """Per library: encode and decode callables over equal content (checked to give identical bytes)."""
+    cls = type(msg)
+    data = msg.encode(version)
+    assert cls.decode(data, version) == msg
+    out = {"kafkawire": {"encode": lambda: msg.encode(version), "decode": lambda: cls.decode(data, version)}}
+    root = cls.spec.definition(version).root
+    kp_cls = KP.get(cls.spec.name)
+    if kp_cls is not None:
+        kp_obj = peers.to_kafka_python(msg, root, kp_cls, version)
+        assert bytes(kp_obj.encode(version=version)) == data, "kafka-python encodes different bytes"
+        assert peers.kp_neutral(kp_cls.decode(data, version=version), kp_cls._struct, root, version) == \
+            peers.neutral(msg, root, version)
+        out["kafka-python"] = {"encode": lambda: kp_obj.encode(version=version),
+                               "decode": lambda: kp_cls.decode(data, version=version)}
+    kio_key = (cls.spec.name, version)
+    if KIO and kio_key in KIO:
+        from kio.serial import entity_reader, entity_writer
+
+        kio_cls = KIO[kio_key]
+        read, write = entity_reader(kio_cls), entity_writer(kio_cls)
+        kio_obj, _ = read(data, 0)
+
+        def kio_encode():
+            buf = io.BytesIO()
+            write(buf, kio_obj)
+            return buf.getvalue()
+
+        assert kio_encode() == data, "kio encodes different bytes"
+        out["kio"] = {"encode": kio_encode, "decode": lambda: read(data, 0)}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="shorter timing loops (noisier)")
+    args = ap.parse_args(argv)
+    min_time, rounds = (0.05, 3) if args.quick else (0.1, 9)
+    libs = ["kafkawire", "kafka-python", "kio"]
+    header = (f"{'message':<24} {'op':<7} {'bytes':>8} " + " ".join(f"{lib + ' ops/s':>18}" for lib in libs)
+              + f" {'vs kafka-python':>16} {'vs kio':>8}")
+    print(header)
+    print("-" * len(header))
+    worst = {"kafka-python": float("inf"), "kio": float("inf")}
+    kio_encode_worst = float("inf")
+    for label, build in CORPUS:
+        msg, version = build()
+        size = len(msg.encode(version))
+        runs = candidates(msg, version)
+        for op in ("encode", "decode"):
+            rates = best_rates({lib: fns[op] for lib, fns in runs.items()}, min_time, rounds)
+            cells = " ".join(f"{rates[lib]:>18,.0f}" if lib in rates else f"{'n/a':>18}" for lib in libs)
+            ratios = []
+            for peer in ("kafka-python", "kio"):
+                if peer in rates:
+                    ratio = rates["kafkawire"] / rates[peer]
+                    ratios.append(f"{ratio:.2f}x")
+                    worst[peer] = min(worst[peer], ratio)
+                    if peer == "kio" and op == "encode":
+                        kio_encode_worst = min(kio_encode_worst, ratio)
+                else:
+                    ratios.append("n/a")
+            print(f"{label:<24} {op:<7} {size:>8} {cells} {ratios[0]:>16} {ratios[1]:>8}")
+    print()
+    print(f"worst ratio vs kafka-python (target >= 2x): {worst['kafka-python']:.2f}x")
+    print(f"worst encode ratio vs kio's pure-Python encoder (target > 1x): {kio_encode_worst:.2f}x")
+    print(f"worst ratio vs kio overall (its decoder is native code): {worst['kio']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
