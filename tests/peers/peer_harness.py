@@ -306,8 +306,12 @@ def _describe(rec: Rec | None) -> str:
         if b is None:
             return "None"
         return repr(b[:24]) + (f"...({len(b)} bytes)" if len(b) > 24 else "")
+    try:
+        headers = [(k, short(v)) for k, v in rec.headers]
+    except (TypeError, ValueError):  # a client handed back something that is not a list of pairs
+        headers = repr(rec.headers)[:200]
     return (f"Rec(p={rec.partition}, key={short(rec.key)}, value={short(rec.value)}, "
-            f"headers={[(k, short(v)) for k, v in rec.headers]}, ts={rec.timestamp})")
+            f"headers={headers}, ts={rec.timestamp})")
 
 
 def assert_readback(expected: Sequence[Rec], got: Sequence[tuple[int, Rec]], *,
