@@ -251,3 +251,15 @@ def test_invalid_utf8_is_a_decode_error():
     with pytest.raises(DecodeError, match="UTF-8") as info:
         Records.decode(data, 0)
     assert info.value.path == "Topic" and info.value.offset == 0
+
+
+def test_api_versions_response_omits_default_tagged_fields():
+    """KAFKA-NOTES: librdkafka 2.0 (Debian's kcat) breaks on default-valued tagged fields in
+    ApiVersionsResponse v3+; SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures and
+    ZkMigrationReady at their defaults leave an empty tag section."""
+    resp = message_class("ApiVersionsResponse")
+    body = resp(api_keys=[resp.ApiVersion(api_key=18, min_version=0, max_version=4)],
+                supported_features=[], finalized_features_epoch=-1, finalized_features=[], zk_migration_ready=False)
+    assert body.encode(3).hex() == "0000" "02" "0012" "0000" "0004" "00" "00000000" "00"
+    with_epoch = body.replace(finalized_features_epoch=5).encode(3)
+    assert with_epoch.endswith(bytes.fromhex("01" "01" "08" "0000000000000005"))

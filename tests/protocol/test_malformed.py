@@ -158,9 +158,9 @@ def test_varint_cut_short():
 def test_tagged_field_errors():
     body = Example().encode(1)[:-1]
     err = _decode_expecting_error(Example, body + bytes.fromhex("01" "0a" "05" "00"), 1)  # size past the end
-    assert err.path == "<tagged fields>" and err.offset == len(body)
+    assert err.path == "_tagged_fields" and err.offset == len(body)
     err = _decode_expecting_error(Example, body + bytes.fromhex("7f"), 1)  # 127 tags in 0 bytes
-    assert err.path == "<tagged fields>"
+    assert err.path == "_tagged_fields"
     # a known tag whose declared size disagrees with its content (int16 in 3 bytes)
     err = _decode_expecting_error(Example, body + bytes.fromhex("01" "02" "03" "000100"), 1)
     assert err.path == "myInt16" and "does not match" in str(err)

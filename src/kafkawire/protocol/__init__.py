@@ -13,14 +13,15 @@ from .messages import Message, Struct, message_class
 from .negotiation import negotiate, pick_version, supported_ranges
 from .primitives import DecodeError, EncodeError, FrameError, ProtocolError, UnsupportedVersionError
 from .rpc import (Request, Response, decode_request, decode_response, encode_request, encode_request_parts,
-                  encode_response, encode_response_parts, request_header)
+                  encode_response, encode_response_parts, peek_request_prefix, request_header)
 
 __all__ = [
     "ApiInfo", "all_apis", "api", "api_by_name", "request_header_version", "response_header_version",
     "ErrorCode", "KafkaError", "error_for", "FrameParser", "frame", "Message", "Struct", "message_class",
     "negotiate", "pick_version", "supported_ranges", "DecodeError", "EncodeError", "FrameError",
     "ProtocolError", "UnsupportedVersionError", "Request", "Response", "decode_request", "decode_response",
-    "encode_request", "encode_request_parts", "encode_response", "encode_response_parts", "request_header",
+    "encode_request", "encode_request_parts", "encode_response", "encode_response_parts", "peek_request_prefix",
+    "request_header",
 ]
 
 

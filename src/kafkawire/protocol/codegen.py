@@ -252,7 +252,7 @@ class _Compiler:
                 s(f"{var} = {self.default_expr(f)}")
             s(f"{unk} = None")
             if checked:
-                s("c[0] = p; c[1] = '<tagged fields>'; c[2] = pos")
+                s("c[0] = p; c[1] = '_tagged_fields'; c[2] = pos")
             # almost every tag section is empty: one byte, no loop
             s("if buf[pos] == 0: pos += 1")
             s("else:")
