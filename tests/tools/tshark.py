@@ -46,10 +46,11 @@ class Pdu:
 
     @property
     def unsupported(self) -> str | None:
-        """tshark's own words when it does not decode this API version's body."""
-        if "kafka.unsupported_api_version" in self.fields:
-            return next((m for m in self.fields.get("_ws.expert.message", []) if "Unsupported" in m), "unsupported")
-        return None
+        """tshark's own words when it does not decode this PDU's version, else None."""
+        return self.fields["_unsupported"][0] if "_unsupported" in self.fields else None
+
+
+_RAW_FIELDS = ("kafka.message_key", "kafka.message_value")
 
 
 def dissect(path, port: int) -> list[Pdu]:
@@ -63,13 +64,24 @@ def dissect(path, port: int) -> list[Pdu]:
     for packet in root.iter("packet"):
         protos = packet.findall("proto")
         frame = int(next(f.get("show") for f in packet.iter("field") if f.get("name") == "frame.number"))
-        malformed = any(p.get("name") == "_ws.malformed" for p in protos)
-        for proto in protos:
+        for i, proto in enumerate(protos):
             if proto.get("name") != "kafka":
                 continue
             fields: dict[str, list[str]] = defaultdict(list)
             for f in proto.iter("field"):
-                fields[f.get("name")].append(f.get("show"))
+                name = f.get("name")
+                # record keys and values: the raw bytes as hex, not tshark's colon-separated rendering
+                fields[name].append(f.get("value", "") if name in _RAW_FIELDS else f.get("show"))
+            # "Unsupported X version" hangs under the PDU's own version field; an ApiVersions response
+            # also carries it under every listed API newer than the dissector, which does not count
+            for version_field in proto.iter("field"):
+                if version_field.get("name") in ("kafka.api_version", "kafka.response.version"):
+                    if any(f.get("name") == "kafka.unsupported_api_version" for f in version_field.iter("field")):
+                        fields["_unsupported"] = [next(
+                            (f.get("show") for f in version_field.iter("field")
+                             if f.get("name") == "_ws.expert.message"), "unsupported")]
+            # the dissector's exception shows as a _ws.malformed proto right after the PDU it hit
+            malformed = i + 1 < len(protos) and protos[i + 1].get("name") == "_ws.malformed"
             pdus.append(Pdu(frame, "kafka.request_key" in fields, dict(fields), malformed))
     return pdus
 
@@ -89,7 +101,8 @@ def ours(event: Event) -> dict[str, list]:
     """
     from kafkawire.protocol.records import RecordBatch, iter_batches
 
-    out: dict[str, list] = {"topic_name": [], "partition_id": [], "error": [], "offset": [], "client_id": []}
+    out: dict[str, list] = {"topic_name": [], "partition_id": [], "error": [], "offset": [], "message_key": [],
+                            "message_value": [], "header_key": [], "legacy_messages": 0}
     for _path, f, value in walk(event.message.body, event.api_version):
         if f.entity_type == "topicName" and f.type == "string":
             out["topic_name"] += value if f.is_array else [value]
@@ -102,7 +115,12 @@ def ours(event: Event) -> dict[str, list]:
         elif f.type == "records" and value:
             for batch in iter_batches(value):
                 if isinstance(batch, RecordBatch):
-                    out["offset"] += [batch.base_offset] + [r.offset for r in batch.records()]
+                    records = list(batch.records())
+                    out["offset"] += [batch.base_offset] + [r.offset for r in records]
+                    out["message_key"] += [(r.key or b"").hex() for r in records]
+                    out["message_value"] += [(r.value or b"").hex() for r in records]
+                    out["header_key"] += [k for r in records for k, _v in r.headers]
                 else:
                     out["offset"].append(batch.offset)
+                    out["legacy_messages"] += 1
     return out
