@@ -1,11 +1,14 @@
 // Drives KafkaJS against a broker for tests/peers/test_kafkajs.py.
 //
-// Reads one JSON job from stdin:
+// Reads one JSON job from stdin and writes one JSON result to stdout (logs go to stderr).
+// Produce job (default):
 //   {brokers: ["host:port"], topic, partitions, compression: "none"|"gzip", idempotent: bool,
 //    records: [{partition, key, value, headers: [[name, value]], timestamp}]}
-// where key/value/header values are base64 strings or null, and writes one JSON result to stdout:
-// what the admin saw (create, metadata, cluster, offsets) and where each record landed.
-// Logs go to stderr so that stdout stays machine-readable.
+//   -> what the admin saw (create, metadata, cluster, offsets) and where each record landed.
+// Consume job: {mode: "consume", brokers, topic, groupId, count, timeoutMs}
+//   -> {consumed: [{partition, offset, key, value, headers: [[name, value]], timestamp}]}, read by a
+//      group member subscribed from the beginning, stopping once `count` records arrived.
+// Keys, values and header values are base64 strings or null.
 'use strict';
 
 const { Kafka, logLevel, CompressionTypes } = require('kafkajs');
@@ -28,6 +31,40 @@ function stderrLogger() {
   };
 }
 
+const toB64 = (b) => (b === null || b === undefined ? null : Buffer.from(b).toString('base64'));
+
+async function consume(kafka, job) {
+  const consumer = kafka.consumer({ groupId: job.groupId, maxWaitTimeInMs: 100, sessionTimeout: 10000,
+                                    heartbeatInterval: 1000, allowAutoTopicCreation: false });
+  const consumed = [];
+  let finish;
+  const done = new Promise((resolve) => { finish = resolve; });
+  const timer = setTimeout(() => finish('timeout'), job.timeoutMs);
+  await consumer.connect();
+  try {
+    await consumer.subscribe({ topic: job.topic, fromBeginning: true });
+    await consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        const headers = [];
+        for (const [name, value] of Object.entries(message.headers || {})) {
+          for (const v of Array.isArray(value) ? value : [value]) headers.push([name, toB64(v)]);
+        }
+        consumed.push({ partition, offset: Number(message.offset), key: toB64(message.key),
+                        value: toB64(message.value), headers, timestamp: Number(message.timestamp) });
+        if (consumed.length >= job.count) finish('count');
+      },
+    });
+    const why = await done;
+    // A little longer: records beyond the expected count are a failure too.
+    if (why === 'count') await new Promise((r) => setTimeout(r, 500));
+  } finally {
+    clearTimeout(timer);
+    await consumer.disconnect();
+  }
+  return { consumed };
+}
+
 async function main() {
   const job = JSON.parse(await readStdin());
   const kafka = new Kafka({
@@ -39,6 +76,10 @@ async function main() {
     connectionTimeout: 5000,
     requestTimeout: 15000,
   });
+  if (job.mode === 'consume') {
+    process.stdout.write(JSON.stringify(await consume(kafka, job)) + '\n');
+    return;
+  }
   const result = {};
 
   const admin = kafka.admin();

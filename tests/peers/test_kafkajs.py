@@ -2,7 +2,8 @@
 
 The node script ``tests/node/kafkajs_peer.js`` does the KafkaJS side; the
 records it produced are read back here with librdkafka and checked in full.
-KafkaJS's consumer needs consumer groups, so its read-back is not part of this.
+KafkaJS's consumer only reads as a group member, so its read-back test also
+exercises the broker's group coordinator.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from .peer_harness import assert_readback, by_partition, confluent_consume, end_offsets, make_records
+from .peer_harness import (Rec, assert_readback, by_partition, confluent_consume, confluent_create_topic,
+                          confluent_produce, end_offsets, make_records)
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 SCRIPT = NODE_DIR / "kafkajs_peer.js"
@@ -85,3 +87,21 @@ def test_admin_and_producer(broker, topic, compression, idempotent):
     assert {o["partition"]: o["offset"] for o in result["byTimestamp"]}[1] == delivered[index][1] == 40
 
     assert result["scratchAfterDelete"] == []
+
+
+def test_group_consumer_reads_everything(broker, topic):
+    """Records from librdkafka, read by a KafkaJS group member subscribed from the beginning."""
+    partitions = 3
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(300, partitions, seed=310, null_header_values=False)
+    delivered = confluent_produce(broker.bootstrap, topic, records, {"compression.type": "gzip"})
+    result = run_kafkajs({"mode": "consume", "brokers": [broker.bootstrap], "topic": topic,
+                          "groupId": f"kafkajs-{topic}", "count": len(records), "timeoutMs": 60000})
+
+    def unb64(text):
+        return None if text is None else base64.b64decode(text)
+
+    got = [(m["offset"], Rec(m["partition"], unb64(m["key"]), unb64(m["value"]),
+                             tuple((k, unb64(v)) for k, v in m["headers"]), m["timestamp"]))
+           for m in result["consumed"]]
+    assert_readback(records, got, delivered=delivered)
