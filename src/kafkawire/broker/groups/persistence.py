@@ -87,7 +87,12 @@ class GroupLog:
         return self._log
 
     def replay(self):
-        """Yield (key: list, value: dict | None) for every record from the log start, in order."""
+        """Yield (key: list, value: dict | None) for every record from the log start, in order.
+
+        The topic is created on the first write, not here: a broker nobody used for groups has none."""
+        self.records_written = 0
+        if TOPIC not in self.storage.topics():
+            return
         plog = self._partition()
         offset = plog.log_start_offset
         end = plog.log_end_offset
