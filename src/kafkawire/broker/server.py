@@ -213,6 +213,10 @@ class Broker:
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
+        if self.group_coordinator is None:  # consumer groups: replay __consumer_offsets before serving
+            from .handlers.groups import coordinator
+
+            coordinator(self)
         self.server = FramedServer(self.handle, self.config.host, self.config.port,
                                    max_frame=self.config.socket_request_max_bytes)
         self.server.on_connection_closed.append(self._connection_closed)
