@@ -532,3 +532,13 @@ def test_transaction_hooks(env):
     assert coord.offset_fetch("txg", [("t", [0])])[1] == [("t", [(0, 9, -1, "tx", 0)])]
     coord.pending_txn_offsets = lambda g, t, p: (g, t, p) == ("txg", "t", 0)
     assert coord.offset_fetch("txg", [("t", [0])], require_stable=True)[1][0][1][0][4] == errors.UNSTABLE_OFFSET_COMMIT
+
+
+def test_offsets_of_deleted_topics_disappear(env):
+    coord, clock, storage = env
+    storage.create_topic("gone", 1)
+    coord.offset_commit("s", -1, "", None, 8, [CommitPartition("gone", 0, 1), CommitPartition("t", 0, 2)])
+    storage.delete_topic("gone")
+    assert coord.offset_fetch("s", None)[1] == [("t", [(0, 2, -1, "", 0)])]
+    coord.expire_offsets()
+    assert coord.offsets.get("s", "gone", 0) is None and coord.offsets.get("s", "t", 0) is not None

@@ -157,10 +157,15 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
     def expire_offsets(self) -> int:
         """Kafka's rule (KIP-211): the offsets of a group without members expire ``offsets.retention.minutes``
         after the later of their commit and the moment the group became empty; an empty group left with no
-        offsets is then forgotten. Groups with members keep their offsets."""
+        offsets is then forgotten. Groups with members keep their offsets. Offsets of deleted topics go too."""
         now = self.scheduler.now_ms()
         retention = self.config.offsets_retention_minutes * 60_000
         records, expired = [], 0
+        existing = self.topics() if self.storage is not None else None
+        for gid, topic, partition, _ in list(self.offsets.items()):
+            if existing is not None and topic not in existing:  # offsets of deleted topics
+                self.offsets.delete(gid, topic, partition)
+                records.append((offset_key(gid, topic, partition), None))
         for gid in self.offsets.groups():
             group = self.groups.get(gid)
             if group is not None and not group.is_empty():
@@ -298,7 +303,10 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
         out = []
         if topics is None:
             by_topic: dict[str, list] = {}
+            existing = self.topics() if self.storage is not None else None
             for (t, p), e in committed.items():
+                if existing is not None and t not in existing:
+                    continue  # the topic was deleted: its offsets go with it (dropped by housekeeping)
                 by_topic.setdefault(t, []).append((p, e.offset, e.leader_epoch, e.metadata, 0))
             return 0, sorted(by_topic.items())
         for topic, parts in topics:
