@@ -249,3 +249,45 @@ def test_internal_topic_hidden_from_metadata(client):
     assert "__consumer_offsets" not in [t.name for t in everything.topics]
     named = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")])
     assert named.topics[0].error_code == 0 and named.topics[0].is_internal
+
+
+def test_every_version_of_the_admin_and_offset_apis(client):
+    from kafkawire.protocol.messages import MetadataRequest
+    member, gen = stable_member(client, "allv")
+    topic_id = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="wt")]).topics[0].topic_id
+    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    # v0 carries no member: Kafka accepts it only for a group without members
+    r = client.call("OffsetCommit", 0, group_id="allv", topics=[T(name="wt", partitions=[
+        P(partition_index=1, committed_offset=1, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == errors.UNKNOWN_MEMBER_ID
+    r = client.call("OffsetCommit", 0, group_id="allv-simple", topics=[T(name="wt", partitions=[
+        P(partition_index=1, committed_offset=1, committed_metadata="")])])
+    assert r.topics[0].partitions[0].error_code == 0
+    for v in range(1, 11):
+        topic = T(topic_id=topic_id) if v >= 10 else T(name="wt")
+        topic.partitions = [P(partition_index=1, committed_offset=100 + v, committed_metadata=f"v{v}")]
+        fields = dict(group_id="allv", topics=[topic])
+        if v >= 1:
+            fields.update(generation_id_or_member_epoch=gen, member_id=member)
+        r = client.call("OffsetCommit", v, **fields)
+        assert r.topics[0].partitions[0].error_code == 0, (v, r)
+        if v >= 10:
+            assert r.topics[0].topic_id == topic_id
+        got = client.call("OffsetFetch", 7, group_id="allv", topics=[
+            OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[1])]).topics[0].partitions[0]
+        assert (got.committed_offset, got.metadata) == (100 + v, f"v{v}")
+    for v in range(0, 7):
+        fields = {"groups": ["allv"]}
+        if v >= 3:
+            fields["include_authorized_operations"] = True
+        d = client.call("DescribeGroups", v, **fields).groups[0]
+        assert d.group_state == "Stable" and d.members[0].member_id == member
+    for v in range(0, 6):
+        groups = client.call("ListGroups", v).groups
+        assert "allv" in [g.group_id for g in groups]
+    client.call("LeaveGroup", 0, group_id="allv", member_id=member)
+    for v in range(0, 3):
+        client.call("OffsetCommit", 2, group_id=f"del{v}", generation_id_or_member_epoch=-1, member_id="",
+                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
+        r = client.call("DeleteGroups", v, groups_names=[f"del{v}"])
+        assert r.results[0].error_code == 0
