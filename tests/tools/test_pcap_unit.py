@@ -8,7 +8,7 @@ import pytest
 
 from kafkawire.cli.main import main
 from kafkawire.protocol import DecodeError
-from kafkawire.tools.capture import CaptureError, read_packets, tcp_segment
+from kafkawire.tools.capture import CaptureError, CaptureReader, read_packets, tcp_segment
 from kafkawire.tools.pcap import Dissector, dissect, error_names, record_offsets, summary, topic_partitions
 from kafkawire.tools.reassembly import Data, Gap, HalfStream
 
@@ -71,6 +71,23 @@ def test_file_variants_keep_numbers_and_times(variant):
         assert p.data == frame
         assert p.time_ns == (t if exact else t // 1000 * 1000)
     assert kafka(dissect(data)) == EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["pcap", "pcapng"])
+def test_reader_fed_in_pieces_gives_the_same_packets(kind):
+    cap = simple_capture()
+    data = cap.pcap() if kind == "pcap" else cap.pcapng(big_endian=True)
+    whole = list(read_packets(data))
+    rng = random.Random(5)
+    reader = CaptureReader()
+    pieces = []
+    pos = 0
+    while pos < len(data):
+        n = rng.choice([1, 2, 3, 7, 50, 333])
+        pieces += reader.feed(data[pos:pos + n])
+        pos += n
+    assert reader.pending == 0
+    assert pieces == whole and len(whole) == len(cap.packets)
 
 
 def test_not_a_capture_and_truncated_file():
@@ -396,3 +413,29 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert main(["pcap", str(text)]) == 2
     assert "not a pcap or pcapng file" in capsys.readouterr()[1]
     assert main(["pcap", str(tmp_path / "missing.pcap")]) == 2
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(b"")
+    assert main(["pcap", str(empty)]) == 2
+    assert "too short" in capsys.readouterr()[1]
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(simple_capture().pcapng()[:-9])  # still being written
+    assert main(["pcap", str(cut)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 6 and "the capture ends inside a packet" in err
+
+
+def test_server_first_protocols_are_not_kafka_and_empty_connections_get_no_number():
+    clock = Clock()
+    idle = Conn(("10.0.0.1", 40001), clock=clock)  # to the Kafka port, but never sends a byte
+    smtp = Conn(("10.0.0.1", 40002), ("10.0.0.3", 2525), clock=clock)
+    busy = Conn(("10.0.0.1", 40003), clock=clock)
+    cap = Capture()
+    cap.extend(idle.handshake() + smtp.handshake())
+    cap.extend(smtp.send(False, b"220 mail.example ESMTP ready\r\n" * 3))  # the server speaks first
+    cap.extend(smtp.send(True, b"EHLO x\r\n"))
+    cap.extend(busy.handshake() + exchange(busy, [api_versions(1)]) + idle.close())
+    d = Dissector()
+    events = list(dissect(cap.pcapng(), dissector=d))
+    assert kafka(events) == [("request", 1, "ApiVersions", 3, 1), ("response", 1, "ApiVersions", 3, 1)]
+    assert events[0].connection.client == ("10.0.0.1", 40003)
+    assert (d.stats.kafka_connections, d.stats.other_connections) == (1, 1)

@@ -23,8 +23,8 @@ import json
 import sys
 
 from kafkawire.protocol.annotate import AnnotationError, annotate_request, annotate_response
-from kafkawire.tools.capture import CaptureError
-from kafkawire.tools.pcap import DEFAULT_PORTS, Dissector, Event, dissect, error_names, summary, topic_partitions
+from kafkawire.tools.capture import CaptureError, CaptureReader
+from kafkawire.tools.pcap import DEFAULT_PORTS, Dissector, Event, error_names, summary, topic_partitions
 
 from .decode import _jsonable, render
 
@@ -39,25 +39,41 @@ def configure(parser: argparse.ArgumentParser, name: str = "pcap") -> None:
     parser.add_argument("--annotate", action="store_true", help="every field of every frame")
 
 
+_CHUNK = 1 << 20
+
+
 def run(args) -> int:
     try:
-        if args.file == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(args.file, "rb") as fh:
-                data = fh.read()
+        fh = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
     except OSError as exc:
         print(f"kafkawire pcap: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
         return 2
+    reader = CaptureReader()
     dissector = Dissector(args.port or DEFAULT_PORTS, autodetect=args.autodetect)
     failed = False
-    try:
-        for event in dissect(data, dissector=dissector):
+
+    def emit(events) -> None:
+        nonlocal failed
+        for event in events:
             failed |= event.error is not None
-            print(to_json(event, args.annotate) if args.json else to_text(event, args.annotate), flush=False)
+            print(to_json(event, args.annotate) if args.json else to_text(event, args.annotate))
+
+    try:
+        with fh:
+            while chunk := fh.read(_CHUNK):  # the capture is read as a stream, never whole
+                for packet in reader.feed(chunk):
+                    emit(dissector.packet(packet))
+        if reader.format is None:
+            raise CaptureError(f"{reader.pending} bytes is too short for a capture file", 0)
     except CaptureError as exc:
         print(f"kafkawire pcap: {args.file}: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"kafkawire pcap: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 2
+    emit(dissector.finish())
+    if reader.pending:
+        print(f"kafkawire pcap: the capture ends inside a packet ({reader.pending} bytes ignored)", file=sys.stderr)
     s = dissector.stats
     print(f"kafkawire pcap: {s.packets} packets, {s.kafka_connections} Kafka connections "
           f"({s.other_connections} other), {s.requests} requests, {s.responses} responses, "

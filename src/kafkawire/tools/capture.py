@@ -1,9 +1,10 @@
 """Capture files, sans-IO: pcap and pcapng bytes in, TCP segments out.
 
-:func:`read_packets` walks a whole pcap or pcapng file (either byte order,
-micro- or nanosecond pcap, any pcapng timestamp resolution, several sections
-and interfaces) and yields :class:`Packet` s numbered from 1 in file order, the
-numbering Wireshark uses. :func:`tcp_segment` peels the link layer (Ethernet
+:class:`CaptureReader` parses a pcap or pcapng file fed to it in pieces
+(either byte order, micro- or nanosecond pcap, any pcapng timestamp
+resolution, several sections and interfaces) and returns :class:`Packet` s
+numbered from 1 in file order, the numbering Wireshark uses;
+:func:`read_packets` does it for a whole file in memory. :func:`tcp_segment` peels the link layer (Ethernet
 with VLAN tags, Linux cooked SLL and SLL2, BSD loopback/null, raw IP),
 IPv4 or IPv6 (extension headers skipped) and TCP off one packet.
 
@@ -103,33 +104,14 @@ def capture_format(data: bytes) -> str:
 
 
 def read_packets(data: bytes) -> Iterator[Packet]:
-    """Every packet of a pcap or pcapng file, in file order.
+    """Every packet of a whole pcap or pcapng file, in file order.
 
-    A file cut short (a capture still being written) ends the iteration
-    quietly after the last whole packet; damage elsewhere raises CaptureError.
+    A file cut short (a capture still being written) ends after the last
+    whole packet; damage elsewhere raises CaptureError.
     """
-    data = bytes(data)
-    if capture_format(data) == "pcapng":
-        return _read_pcapng(data)
-    return _read_pcap(data)
-
-
-def _read_pcap(data: bytes) -> Iterator[Packet]:
-    if len(data) < 24:
-        raise CaptureError("pcap file header cut short", 0)
-    magic = struct.unpack_from("<I", data)[0]
-    order = "<" if magic in PCAP_MAGICS else ">"
-    unit_ns = PCAP_MAGICS[struct.unpack_from(order + "I", data)[0]]
-    linktype = struct.unpack_from(order + "I", data, 20)[0] & 0x0FFFFFFF  # upper bits: FCS info
-    record = struct.Struct(order + "IIII")
-    pos, number = 24, 0
-    while pos + 16 <= len(data):
-        sec, frac, incl, orig = record.unpack_from(data, pos)
-        if pos + 16 + incl > len(data):
-            return  # truncated file: the last record is incomplete
-        number += 1
-        yield Packet(number, sec * 1_000_000_000 + frac * unit_ns, linktype, data[pos + 16:pos + 16 + incl], orig)
-        pos += 16 + incl
+    reader = CaptureReader()
+    capture_format(data)
+    return iter(reader.feed(data))
 
 
 @dataclass
@@ -149,66 +131,133 @@ def _tsresol(value: int) -> tuple[int, int]:
     return 1, 10 ** (exponent - 9)
 
 
-def _options(data: bytes, pos: int, end: int, order: str) -> Iterator[tuple[int, bytes]]:
+def _options(data, pos: int, end: int, order: str) -> Iterator[tuple[int, bytes]]:
     while pos + 4 <= end:
         code, length = struct.unpack_from(order + "HH", data, pos)
         if code == 0:
             return
-        yield code, data[pos + 4:pos + 4 + length]
+        yield code, bytes(data[pos + 4:pos + 4 + length])
         pos += 4 + ((length + 3) & ~3)
 
 
-def _read_pcapng(data: bytes) -> Iterator[Packet]:
-    pos, number = 0, 0
-    order = ">"
-    interfaces: list[_Interface] = []
-    while pos + 12 <= len(data):
-        (block_type,) = struct.unpack_from(order + "I", data, pos)
-        if block_type == PCAPNG_SHB:
-            raw_bom = data[pos + 8:pos + 12]
-            if struct.unpack(">I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
-                order = ">"
-            elif struct.unpack("<I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
-                order = "<"
-            else:
-                raise CaptureError("pcapng section header with a bad byte-order magic", pos + 8)
-            interfaces = []
-        (length,) = struct.unpack_from(order + "I", data, pos + 4)
-        if length < 12 or length % 4:
-            raise CaptureError(f"pcapng block of impossible length {length}", pos + 4)
-        if pos + length > len(data):
-            return  # the file ends inside this block
-        body, end = pos + 8, pos + length - 4
+class CaptureReader:
+    """Incremental pcap/pcapng parser: ``feed`` bytes as they come, get the packets now complete.
+
+    ``pending`` is the number of bytes held for an incomplete record; at the
+    end of a file it is the size of a last packet the capture did not finish.
+    """
+
+    def __init__(self):
+        self._buf = bytearray()
+        self._base = 0  # file offset of _buf[0], for error messages
+        self.format: str | None = None
+        self._order = "<"
+        self._number = 0
+        # pcap
+        self._linktype = 0
+        self._unit_ns = 1000
+        # pcapng
+        self._interfaces: list[_Interface] = []
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data) -> list[Packet]:
+        self._buf += data
+        if self.format is None:
+            if len(self._buf) < 4:
+                return []
+            self.format = capture_format(self._buf)
+            if self.format == "pcap":
+                if len(self._buf) < 24:
+                    self.format = None
+                    return []
+                self._pcap_header()
+        out: list[Packet] = []
+        pos = self._pcap(out) if self.format == "pcap" else self._pcapng(out)
+        if pos:
+            del self._buf[:pos]
+            self._base += pos
+        return out
+
+    def _pcap_header(self) -> None:
+        buf = self._buf
+        self._order = "<" if struct.unpack_from("<I", buf)[0] in PCAP_MAGICS else ">"
+        self._unit_ns = PCAP_MAGICS[struct.unpack_from(self._order + "I", buf)[0]]
+        self._linktype = struct.unpack_from(self._order + "I", buf, 20)[0] & 0x0FFFFFFF  # upper bits: FCS
+        del buf[:24]
+        self._base = 24
+
+    def _pcap(self, out: list) -> int:
+        buf, record = self._buf, struct.Struct(self._order + "IIII")
+        pos = 0
+        while pos + 16 <= len(buf):
+            sec, frac, incl, orig = record.unpack_from(buf, pos)
+            if pos + 16 + incl > len(buf):
+                break
+            self._number += 1
+            out.append(Packet(self._number, sec * 1_000_000_000 + frac * self._unit_ns, self._linktype,
+                              bytes(buf[pos + 16:pos + 16 + incl]), orig))
+            pos += 16 + incl
+        return pos
+
+    def _pcapng(self, out: list) -> int:
+        buf = self._buf
+        pos = 0
+        while pos + 12 <= len(buf):
+            (block_type,) = struct.unpack_from(self._order + "I", buf, pos)
+            if block_type == PCAPNG_SHB:  # the same bytes in either order
+                raw_bom = bytes(buf[pos + 8:pos + 12])
+                if struct.unpack(">I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
+                    self._order = ">"
+                elif struct.unpack("<I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
+                    self._order = "<"
+                else:
+                    raise CaptureError("pcapng section header with a bad byte-order magic", self._base + pos + 8)
+            order = self._order
+            (length,) = struct.unpack_from(order + "I", buf, pos + 4)
+            if length < 12 or length % 4:
+                raise CaptureError(f"pcapng block of impossible length {length}", self._base + pos + 4)
+            if pos + length > len(buf):
+                break
+            if block_type == PCAPNG_SHB:
+                self._interfaces = []
+            self._block(block_type, pos + 8, pos + length - 4, out)
+            pos += length
+        return pos
+
+    def _block(self, block_type: int, body: int, end: int, out: list) -> None:
+        buf, order, interfaces = self._buf, self._order, self._interfaces
         if block_type == 1:  # interface description
-            linktype, _, snaplen = struct.unpack_from(order + "HHI", data, body)
+            linktype, _, snaplen = struct.unpack_from(order + "HHI", buf, body)
             iface = _Interface(linktype, snaplen)
-            for code, value in _options(data, body + 8, end, order):
+            for code, value in _options(buf, body + 8, end, order):
                 if code == 9 and value:  # if_tsresol
                     iface.ts_num, iface.ts_den = _tsresol(value[0])
             interfaces.append(iface)
         elif block_type in (6, 2):  # enhanced packet, obsolete packet
             if block_type == 6:
-                iface_id, ts_hi, ts_lo, cap_len, orig_len = struct.unpack_from(order + "IIIII", data, body)
+                iface_id, ts_hi, ts_lo, cap_len, orig_len = struct.unpack_from(order + "IIIII", buf, body)
             else:
-                iface_id, _drops, ts_hi, ts_lo, cap_len, orig_len = struct.unpack_from(order + "HHIIII", data, body)
+                iface_id, _drops, ts_hi, ts_lo, cap_len, orig_len = struct.unpack_from(order + "HHIIII", buf, body)
             if iface_id >= len(interfaces):
-                raise CaptureError(f"packet on undeclared interface {iface_id}", body)
+                raise CaptureError(f"packet on undeclared interface {iface_id}", self._base + body)
             if body + 20 + cap_len > end:
-                raise CaptureError(f"packet of {cap_len} bytes overruns its block", body + 12)
+                raise CaptureError(f"packet of {cap_len} bytes overruns its block", self._base + body + 12)
             iface = interfaces[iface_id]
-            number += 1
+            self._number += 1
             ts = (ts_hi << 32) | ts_lo
-            yield Packet(number, ts * iface.ts_num // iface.ts_den, iface.linktype,
-                         data[body + 20:body + 20 + cap_len], orig_len)
+            out.append(Packet(self._number, ts * iface.ts_num // iface.ts_den, iface.linktype,
+                              bytes(buf[body + 20:body + 20 + cap_len]), orig_len))
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if not interfaces:
-                raise CaptureError("simple packet block before any interface", pos)
-            (orig_len,) = struct.unpack_from(order + "I", data, body)
+                raise CaptureError("simple packet block before any interface", self._base + body - 8)
+            (orig_len,) = struct.unpack_from(order + "I", buf, body)
             iface = interfaces[0]
             cap_len = min(orig_len, iface.snaplen or orig_len, end - body - 4)
-            number += 1
-            yield Packet(number, 0, iface.linktype, data[body + 4:body + 4 + cap_len], orig_len)
-        pos += length
+            self._number += 1
+            out.append(Packet(self._number, 0, iface.linktype, bytes(buf[body + 4:body + 4 + cap_len]), orig_len))
 
 
 # --------------------------------------------------------------------------- layers

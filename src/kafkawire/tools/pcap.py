@@ -139,6 +139,8 @@ class _Frames:
         self.tentative = False  # the frame at buf[0] was found by scanning; a failure resumes the scan
         self.skipped = 0
         self.skip_from = 0
+        self.alternatives: list[int] = []  # plausible frame starts behind an unfinished guessed one
+        self.alt_scanned = 0
 
 
 class _Conn:
@@ -251,11 +253,6 @@ class Dissector:
             self.stats.other_connections += 1
             conn.held = []
             return events
-        self.stats.kafka_connections += 1
-        self._count += 1
-        a, b = conn.ends
-        server = b if conn.client == a else a
-        conn.info = Connection(self._count, conn.client, server)
         for end in conn.ends:
             conn.frames[end] = _Frames(end == conn.client, conn.mid_stream, self.max_frame)
         held, conn.held = conn.held, []
@@ -285,6 +282,9 @@ class Dissector:
     def _detect(self, conn: _Conn, final: bool = False) -> list[Event]:
         """Decide from the held pieces whether the connection is Kafka (and, mid-stream, who is the client)."""
         candidates = [conn.client] if conn.client is not None else list(conn.ends)
+        if conn.client is not None and any(e != conn.client for e, _ in conn.held) and \
+                not any(e == conn.client for e, _ in conn.held):
+            return self._decide(conn, False)  # the server spoke first: Kafka clients always do
         for end in candidates:
             head = bytearray()
             for e, piece in conn.held:
@@ -309,6 +309,11 @@ class Dissector:
         if conn.kafka is None:
             conn.held.append((end, piece))
             return self._detect(conn)
+        if conn.info is None:  # numbered when its first bytes arrive: connections without data do not count
+            self.stats.kafka_connections += 1
+            self._count += 1
+            a, b = conn.ends
+            conn.info = Connection(self._count, conn.client, b if conn.client == a else a)
         frames = conn.frames[end]
         if isinstance(piece, Gap):
             return self._gap(conn, frames, piece)
@@ -432,25 +437,34 @@ class Dissector:
                 continue
             del buf[:4 + size]
             frames.offset += 4 + size
+            frames.alternatives.clear()
+            frames.alt_scanned = 0
             frames.tentative = False
             events += self._skipped(conn, frames, packet, time_ns)
             events.append(event)
         return events
 
     def _decodable_start(self, conn: _Conn, frames: _Frames, start: int) -> int | None:
+        """The first position after ``start`` where a whole frame decodes; positions are scanned once."""
         buf = frames.buf
-        for p in range(start, len(buf) - 11):
-            if not self._plausible(conn, frames, p):
-                continue
+        for p in range(max(start, frames.alt_scanned), len(buf) - 11):
+            if self._plausible(conn, frames, p):
+                frames.alternatives.append(p)
+        frames.alt_scanned = max(frames.alt_scanned, len(buf) - 11)
+        for p in list(frames.alternatives):
             size = _SIZE.unpack_from(buf, p)[0]
             if p + 4 + size > len(buf):
                 continue
+            frames.alternatives.remove(p)
             frame = bytes(buf[p:p + 4 + size])
             try:
                 if frames.from_client:
                     decode_request(frame)
                 else:
-                    key, version, *_ = conn.pending[_SIZE.unpack_from(frame, 4)[0]]
+                    corr = _SIZE.unpack_from(frame, 4)[0]
+                    if corr not in conn.pending:
+                        continue
+                    key, version, *_ = conn.pending[corr]
                     decode_response(frame, key, version)
             except ProtocolError:
                 continue
@@ -465,6 +479,8 @@ class Dissector:
         frames.skipped += n
         del frames.buf[:n]
         frames.offset += n
+        frames.alternatives.clear()  # positions have moved
+        frames.alt_scanned = 0
 
     def _retry(self, frames: _Frames) -> None:
         frames.tentative = False
