@@ -209,3 +209,44 @@ def test_list_offsets_earliest_latest_by_timestamp(broker, topic):
             assert tp.offset == offsets[tp.partition][5]
     finally:
         consumer.close()
+
+
+@pytest.mark.tansu_gap("a first batch larger than the fetch limits is not returned: the consumer never progresses")
+def test_small_fetch_limits_still_read_everything(broker, topic):
+    """Fetch limits far below the batch sizes: the broker still returns a whole first batch so the
+    consumer makes progress, and cut-short trailing batches are re-fetched, never lost or garbled."""
+    partitions = 2
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(400, partitions, seed=77, big_every=23)  # many 64 KiB records
+    # Batches of up to ~100 KB, fetched 1 KiB per partition and 4 KiB per response.
+    delivered = confluent_produce(broker.bootstrap, topic, records, {"linger.ms": 20, "compression.type": "none",
+                                                                     "batch.size": 100_000})
+    got = confluent_consume(broker.bootstrap, topic, partitions, len(records),
+                            config={"fetch.max.bytes": 4096, "message.max.bytes": 4096,
+                                    "max.partition.fetch.bytes": 1024, "receive.message.max.bytes": 1_000_000})
+    assert_readback(records, got, delivered=delivered)
+
+
+@pytest.mark.tansu_gap("max.message.bytes is not enforced on produce")
+def test_oversized_record_is_refused_and_the_rest_kept(broker, topic):
+    from confluent_kafka import Producer
+
+    confluent_create_topic(broker.bootstrap, topic, 1, {"max.message.bytes": "4096"})
+    small = make_records(30, 1, seed=78, big_every=0)
+    small = [r for r in small if r.value is None or len(r.value) < 1000]
+    # max.message.bytes bounds a whole batch: keep the producer's batches under it.
+    fits = {"linger.ms": 0, "batch.size": 2500}
+    before = confluent_produce(broker.bootstrap, topic, small[:10], fits)
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.timeout.ms": 20000,
+                         "retries": 0})
+    outcome = []
+    producer.produce(topic, value=b"x" * 20_000, key=b"too-big", partition=0,
+                     on_delivery=lambda err, msg: outcome.append(err))
+    assert producer.flush(20) == 0
+    assert len(outcome) == 1 and outcome[0] is not None, "a record over max.message.bytes was accepted"
+    assert outcome[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, outcome[0]
+
+    after = confluent_produce(broker.bootstrap, topic, small[10:], fits)
+    got = confluent_consume(broker.bootstrap, topic, 1, len(small))
+    assert_readback(small, got, delivered=before + after)
