@@ -96,3 +96,21 @@ def test_corrupt_records_section_is_an_error():
     with pytest.raises(CorruptRecordError):
         for b in iter_batches(bytes(buf)):
             cols.add_batch(b)
+
+
+def test_null_key_batches_then_keyed_then_null_again():
+    recs_null = [(None, b"v%d" % i, None, 1000 + i) for i in range(50)]
+    recs_keyed = [(b"k%d" % i if i % 2 else None, b"w%d" % i, None, 2000 + i) for i in range(50)]
+    recs_empty_keys = [(b"" if i % 3 == 0 else None, b"", None, 3000 + i) for i in range(30)]
+    buf = b"".join([build_batch(recs_null, base_offset=0), build_batch(recs_keyed, base_offset=50),
+                    build_batch(recs_null, base_offset=100), build_batch(recs_empty_keys, base_offset=150)])
+    rb, expected = _decode(buf, headers=False)
+    _check(rb, expected)
+    assert rb.column("key").null_count == 50 + 25 + 50 + 20
+
+
+def test_every_key_null_across_pieces():
+    buf = b"".join(build_batch([(None, b"x", None, 1)] * 10, base_offset=10 * i) for i in range(5))
+    rb, expected = _decode(buf, headers=False)
+    _check(rb, expected)
+    assert rb.column("key").null_count == 50
