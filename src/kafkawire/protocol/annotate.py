@@ -132,7 +132,7 @@ class _Walker:
                 if f is None:
                     raw = bytes(self.buf[self.pos:end])
                     self.emit(tag_start, end - tag_start, _join(section, f"tag{tag}"), "unknown_tagged_field", raw,
-                              depth + 1, f"tag {tag}, {size} bytes, not in the schema")
+                              depth + 1, f"tag {tag}, {size} byte{'s' if size != 1 else ''}, not in the schema")
                     unknown.append((tag, raw))
                 else:
                     sub = _join(path, f.name)
@@ -220,7 +220,7 @@ class _Walker:
                 self.fail(f"invalid UTF-8 in string ({exc.reason})", path, start)
             self.emit(start, self.pos - start, path, wire, value, depth)
             return value
-        self.emit(start, self.pos - start, path, wire, raw, depth, f"{n} bytes")
+        self.emit(start, self.pos - start, path, wire, raw, depth, f"{n} byte{'s' if n != 1 else ''}")
         return raw
 
 

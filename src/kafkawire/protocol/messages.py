@@ -106,8 +106,14 @@ class Message(Struct):
         return cls.spec.is_flexible(version)
 
     def encode(self, version: int) -> bytes:
+        codec = self._codecs.get(version) or self.codec(version)
         parts: list = []
-        self.encode_into(parts.append, version)
+        try:
+            codec.encode(self, parts.append)
+        except EncodeError:
+            raise
+        except Exception as exc:  # struct.error (range), AttributeError, TypeError ...
+            raise EncodeError(f"{self.spec.name} v{version}: {type(exc).__name__}: {exc}") from exc
         return b"".join(parts)
 
     def encode_into(self, write, version: int) -> None:
@@ -123,8 +129,12 @@ class Message(Struct):
     @classmethod
     def decode(cls, buf, version: int, *, strict: bool = True):
         """Decode a whole buffer. With ``strict``, bytes left after the message are an error."""
-        view = _as_view(buf)
-        obj, pos = cls.decode_from(view, 0, version)
+        view = buf if type(buf) is bytes else _as_view(buf)
+        codec = cls._codecs.get(version) or cls.codec(version)
+        try:
+            obj, pos = codec.decode(view, 0)
+        except Exception:
+            raise _diagnose(cls, codec, view, 0, version) from None
         if strict and pos != len(view):
             raise DecodeError(f"{len(view) - pos} trailing bytes after the message",
                               offset=pos, message=f"{cls.spec.name} v{version}")
@@ -133,8 +143,8 @@ class Message(Struct):
     @classmethod
     def decode_from(cls, buf, pos: int, version: int):
         """Decode at ``pos``; returns (message, position after it)."""
-        view = _as_view(buf)
-        codec = cls.codec(version)
+        view = buf if type(buf) is bytes else _as_view(buf)
+        codec = cls._codecs.get(version) or cls.codec(version)
         try:
             return codec.decode(view, pos)
         except Exception:
