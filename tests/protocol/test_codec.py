@@ -198,6 +198,14 @@ def test_records_decode_as_a_view_of_the_input():
     wire[-2] = 0x7F
     assert bytes(m.record_set) == b"\x01\x02\x7f"
     assert m.record_set == b"\x01\x02\x7f"  # compares by content
+    frozen = bytes(wire)
+    assert Records.decode(frozen, 1).record_set.obj is frozen  # bytes input: still a view, not a copy
+    framed = message_class("ProduceRequest")(topic_data=[message_class("ProduceRequest").TopicProduceData(
+        name="t", partition_data=[message_class("ProduceRequest").PartitionProduceData(index=0, records=b"abc")])])
+    from kafkawire.protocol import decode_request, encode_request, request_header
+    frame = encode_request(request_header(0, 9, 1), framed)
+    records = decode_request(frame).body.topic_data[0].partition_data[0].records
+    assert records.obj is frame and bytes(records) == b"abc"
 
 
 def test_records_encode_without_copy():
