@@ -167,3 +167,21 @@ def test_poll_waits_at_most_its_timeout(bootstrap, make_topic, topic):
         assert c.poll(0.5) == []
         assert c.poll_arrow(0.3) == []
         assert time.monotonic() - t0 < 3
+
+
+def test_stop_at_reads_a_range_without_fetching_past_it(bootstrap, make_topic, topic):
+    make_topic(topic, 1)
+    recs = [{"key": None, "value": b"%d" % i, "headers": []} for i in range(300)]
+    for i in range(0, 300, 10):   # 30 batches of 10
+        confluent_produce(bootstrap, topic, recs[i:i + 10], partition=0)
+    tp = (topic, 0)
+    with Consumer(bootstrap) as c:
+        c.assign({tp: 25})
+        c.stop_at(tp, 95)
+        rows = _arrow_all(c, 70, timeout=10)
+        offsets = [r["offset"] for r in rows]
+        assert offsets[:70] == list(range(25, 95))
+        assert max(offsets) < 100      # nothing fetched beyond the batch holding offset 94
+        assert c.poll(0.5) == []       # and no more fetches
+        c.stop_at(tp, None)
+        assert _poll_all(c, 200)[-1].offset == 299

@@ -63,7 +63,7 @@ class _Chunk(NamedTuple):
 
 class _PartitionState:
     __slots__ = ("position", "pending", "epoch", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "max_bytes", "paused")
+                 "max_bytes", "paused", "stop_at")
 
     def __init__(self, pending):
         self.position: int | None = None
@@ -74,6 +74,7 @@ class _PartitionState:
         self.log_start_offset = -1
         self.max_bytes = 0
         self.paused = False
+        self.stop_at: int | None = None  # no fetches once the position reaches it
 
 
 class AsyncConsumer:
@@ -205,6 +206,16 @@ class AsyncConsumer:
         """The partition's high watermark as of the last fetch (-1 before the first)."""
         return self._state(tuple(tp)).high_watermark
 
+    def stop_at(self, tp, offset: int | None) -> None:
+        """Fetch ``tp`` only up to ``offset`` (exclusive): for reading a known offset range.
+
+        Batches that start at or after ``offset`` are dropped from fetch responses and no fetch goes out
+        once the position reaches it, so at most the rest of the batch holding ``offset - 1`` comes
+        back beyond the range. ``None`` removes the limit.
+        """
+        self._state(tuple(tp)).stop_at = offset
+        self._poke()
+
     def pause(self, *tps) -> None:
         for tp in tps:
             self._state(tuple(tp)).paused = True
@@ -263,7 +274,8 @@ class AsyncConsumer:
                 while self._buffered >= self.max_buffered_bytes:
                     self._room.clear()
                     await self._room.wait()
-                active = [tp for tp, s in self._parts.items() if not s.paused]
+                active = [tp for tp, s in self._parts.items() if not s.paused and
+                          (s.stop_at is None or s.position is None or s.position < s.stop_at)]
                 if not active:
                     self._changed.clear()
                     await self._changed.wait()
@@ -380,7 +392,10 @@ class AsyncConsumer:
         reader = iter_batches(view)
         next_offset = None
         end = 0
+        stop = state.stop_at
         for batch in reader:
+            if stop is not None and batch.base_offset >= stop and next_offset is not None:
+                break  # past the range the caller reads: leave it unfetched
             if self.check_crcs:
                 batch.validate_crc()
             next_offset = batch.last_offset + 1

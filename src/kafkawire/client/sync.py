@@ -228,6 +228,10 @@ class Consumer(_SyncBase):
     def offsets_for_times(self, timestamps: dict) -> dict:
         return self._run(self._core.offsets_for_times(timestamps))
 
+    def stop_at(self, tp, offset: int | None) -> None:
+        """Do not fetch ``tp`` past ``offset`` (see ``AsyncConsumer.stop_at``): for reading an offset range."""
+        self._call(self._core.stop_at, tp, offset)
+
     def pause(self, *tps):
         self._call(self._core.pause, *tps)
 
