@@ -10,8 +10,9 @@ to 1.0 (snappy batches) and to 2.0 (lz4 batches); and admin requests the broker 
 Every frame must decode. Then Wireshark's Kafka dissector is the independent
 reading: the two must find the same PDUs (frame, direction, correlation id),
 the same API key, version and client id, and, wherever tshark decodes the
-body, the same topic names, partitions, error codes and offsets (record
-offsets included). tshark says itself which versions it does not decode
+body, the same topic names, partitions, error codes, offsets (record offsets
+included), record keys, values and header keys, and some thirty other fields
+(group and member ids, generations, hosts and ports, timeouts, ...). tshark says itself which versions it does not decode
 ("Unsupported Metadata version. Supports v0-9."); those bodies are skipped,
 by its own flag, and nothing else is.
 """
@@ -34,7 +35,7 @@ from kafkawire.tools.pcap import Dissector, dissect
 
 from . import traffic
 from .tshark import dissect as tshark_dissect
-from .tshark import ours, tshark_binary, tshark_version
+from .tshark import SCALAR_FIELDS, ours, tshark_binary, tshark_version
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -178,6 +179,7 @@ def test_agrees_with_tshark(capture, events):
     topics_seen = set()
     offsets_compared = 0
     records_compared = 0
+    scalars_compared = collections.Counter()
     unsupported_requests = set()
     for key in sorted(theirs):
         pdu, event = theirs[key], mine[key]
@@ -206,6 +208,9 @@ def test_agrees_with_tshark(capture, events):
         assert pdu.ints("kafka.partition_id") == expected["partition_id"], where
         assert pdu.ints("kafka.error") == expected["error"], where
         assert pdu.ints("kafka.offset") == expected["offset"], where
+        for name, values in expected["scalars"].items():
+            assert pdu.fields.get(name, []) == values, f"{where}: {name}"
+            scalars_compared[name] += len(values)
         if expected["legacy_messages"]:
             # Wireshark 4.0 reads magic 1 messages one byte off after the attributes (timestamp, key and
             # value come out wrong; the clients read back exactly what kafkawire decodes), so only their
@@ -234,3 +239,4 @@ def test_agrees_with_tshark(capture, events):
     assert {TOPICS["kp0101"], TOPICS["kp10"], TOPICS["ck"]} <= topics_seen
     assert offsets_compared > 20
     assert records_compared >= 4 * traffic.N_RECORDS  # produced and fetched in snappy and lz4 batches
+    assert [name for name in SCALAR_FIELDS if not scalars_compared[name]] == [], "fields never compared"

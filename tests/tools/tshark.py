@@ -86,6 +86,59 @@ def dissect(path, port: int) -> list[Pdu]:
     return pdus
 
 
+# dissector field -> schema field names it shows (every occurrence, in byte order). Left out because the
+# dissector files other fields under the same name: kafka.node_id (also the controller id),
+# kafka.producer_id/producer_epoch/leader_epoch (also record batch headers), kafka.timeout (CreateTopics'
+# timeoutMs), kafka.protocol_name and kafka.metadata (also the consumer protocol inside JoinGroup metadata),
+# kafka.offset_time (also LogAppendTimeMs).
+SCALAR_FIELDS = {
+    "kafka.coordinator_key": ("Key",),  # FindCoordinator; v0's key is shown as kafka.consumer_group
+    "kafka.throttle_time": ("ThrottleTimeMs",),
+    "kafka.client_software_name": ("ClientSoftwareName",),
+    "kafka.client_software_version": ("ClientSoftwareVersion",),
+    "kafka.error_message": ("ErrorMessage",),
+    "kafka.num_partitions": ("NumPartitions",),
+    "kafka.replication_factor": ("ReplicationFactor",),
+    "kafka.coordinator_type": ("KeyType",),
+    "kafka.host": ("Host",),
+    "kafka.port": ("Port",),
+    "kafka.rack": ("Rack",),
+    "kafka.cluster_id": ("ClusterId",),
+    "kafka.is_internal": ("IsInternal",),
+    "kafka.allow_auto_topic_creation": ("AllowAutoTopicCreation",),
+    "kafka.leader_id": ("LeaderId",),
+    "kafka.isr_id": ("IsrNodes",),
+    "kafka.replica_id": ("ReplicaNodes", "ReplicaId"),
+    "kafka.consumer_group": ("GroupId",),
+    "kafka.consumer_group_instance": ("GroupInstanceId",),
+    "kafka.member_id": ("MemberId",),
+    "kafka.group_leader_id": ("Leader",),
+    "kafka.generation_id": ("GenerationId", "GenerationIdOrMemberEpoch"),
+    "kafka.protocol_type": ("ProtocolType",),
+    "kafka.session_timeout": ("SessionTimeoutMs",),
+    "kafka.rebalance_timeout": ("RebalanceTimeoutMs",),
+    "kafka.retention_time": ("RetentionTimeMs",),
+    "kafka.required_acks": ("Acks",),
+    "kafka.transactional_id": ("TransactionalId",),
+    "kafka.max_wait_time": ("MaxWaitMs",),
+    "kafka.min_bytes": ("MinBytes",),
+    "kafka.max_bytes": ("MaxBytes", "PartitionMaxBytes"),
+    "kafka.isolation_level": ("IsolationLevel",),
+    "kafka.log_start_offset": ("LogStartOffset",),
+    "kafka.last_stable_offset": ("LastStableOffset",),
+}
+_SCALAR_BY_NAME = {name: tf for tf, names in SCALAR_FIELDS.items() for name in names}
+
+
+def _shown(value) -> str:
+    """A decoded value as the dissector's ``show`` text."""
+    if value is None:
+        return "[ Null ]"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
 _PARTITION_FIELDS = ("PartitionIndex", "Partition", "PartitionId", "Index", "PartitionIndexes")
 # int64 fields that the dissector shows as kafka.offset (log start and last stable offsets have fields of their own)
 _OFFSET_FIELDS = ("Offset", "CommittedOffset", "BaseOffset", "FetchOffset", "HighWatermark")
@@ -103,7 +156,14 @@ def ours(event: Event) -> dict[str, list]:
 
     out: dict[str, list] = {"topic_name": [], "partition_id": [], "error": [], "offset": [], "message_key": [],
                             "message_value": [], "header_key": [], "legacy_messages": 0}
+    scalars: dict[str, list[str]] = {tf: [] for tf in SCALAR_FIELDS}
+    out["scalars"] = scalars
     for _path, f, value in walk(event.message.body, event.api_version):
+        if f.struct is None and f.name in _SCALAR_BY_NAME:
+            name = _SCALAR_BY_NAME[f.name]
+            if name == "kafka.coordinator_key" and event.api_key == 10 and event.api_version == 0:
+                name = "kafka.consumer_group"
+            scalars[name] += [_shown(v) for v in (value if f.is_array else [value])]
         if f.entity_type == "topicName" and f.type == "string":
             out["topic_name"] += value if f.is_array else [value]
         elif f.type == "int32" and f.name in _PARTITION_FIELDS:
