@@ -5,6 +5,10 @@ at run time: for each version it emits straight-line Python with runs of
 fixed-width fields merged into one ``struct`` call, then ``exec``s it. The
 generated code is the only serializer; there is no hand-written one.
 
+Nested structs are compiled in line into their parent's functions (up to a
+few levels), since a call per element of a struct array costs more than the
+element's own decoding.
+
 Two decoders are emitted from the same walk: a fast one, and a *checked* one
 that records the field path and byte offset as it goes. The fast one runs
 first; only when it fails does the checked one run again to say precisely
