@@ -439,3 +439,62 @@ def test_server_first_protocols_are_not_kafka_and_empty_connections_get_no_numbe
     assert kafka(events) == [("request", 1, "ApiVersions", 3, 1), ("response", 1, "ApiVersions", 3, 1)]
     assert events[0].connection.client == ("10.0.0.1", 40003)
     assert (d.stats.kafka_connections, d.stats.other_connections) == (1, 1)
+
+
+def _perturb(rng: random.Random, segs: list[Seg]) -> list[Seg]:
+    """Segments as a capture might show them: neighbours swapped, some duplicated, some resent merged."""
+    out = list(segs)
+    for i in range(len(out) - 1):
+        if rng.random() < 0.3:
+            out[i], out[i + 1] = out[i + 1], out[i]
+    extra = []
+    for i, s in enumerate(segs):
+        if rng.random() < 0.15:
+            extra.append((i, Seg(s.src, s.dst, s.seq, s.ack, s.flags, s.payload, s.time_ns)))
+        if i + 1 < len(segs) and rng.random() < 0.1:  # a retransmission covering two segments at once
+            nxt = segs[i + 1]
+            extra.append((i + 1, Seg(s.src, s.dst, s.seq, nxt.ack, s.flags, s.payload + nxt.payload, nxt.time_ns)))
+    for i, s in sorted(extra, key=lambda x: -x[0]):
+        out.insert(min(len(out), i + rng.randint(1, 3)), s)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_segmentation_reordering_and_retransmission(seed):
+    rng = random.Random(seed)
+    clock = Clock()
+    conns = [Conn(("10.0.0.1", 41000 + i), client_isn=rng.randrange(1 << 32), server_isn=rng.randrange(1 << 32),
+                  clock=clock) for i in range(3)]
+    streams = []
+    expected = {}
+    for n, conn in enumerate(conns):
+        blocks = [conn.handshake()]
+        expected[conn.client] = []
+        for corr in range(1, 9):
+            kind = rng.choice(["versions", "metadata", "produce"])
+            name = {"versions": "ApiVersions", "metadata": "Metadata", "produce": "Produce"}[kind]
+            expected[conn.client] += [("request", name, corr), ("response", name, corr)]
+            if kind == "versions":
+                pair = api_versions(corr)
+            elif kind == "metadata":
+                pair = metadata(corr, [f"t{n}-{i}" for i in range(rng.randint(0, 30))])
+            else:
+                pair = produce(corr, f"t{n}", rng.randint(0, 5), [bytes([corr]) * rng.randint(0, 3000)] * 3)
+            for from_client, frame in ((True, pair[0]), (False, pair[1])):
+                sizes = [rng.randint(1, 300) for _ in range(len(frame) // 50 + 1)]
+                blocks.append(_perturb(rng, conn.send(from_client, frame, sizes)))
+        blocks.append(conn.close())
+        streams.append([s for block in blocks for s in block])
+    merged = []
+    while any(streams):  # interleave the connections, each in its own order
+        stream = rng.choice([s for s in streams if s])
+        merged.append(stream.pop(0))
+    cap = Capture(rng.choice([1, 113, 276, 0, 101]))
+    cap.extend(merged)
+    d = Dissector()
+    events = list(dissect(cap.pcapng(), dissector=d))
+    assert [e for e in events if e.kind not in ("request", "response") or e.error is not None] == []
+    for conn in conns:
+        mine = [(e.kind, e.api_name, e.correlation_id) for e in events if e.connection.client == conn.client]
+        assert mine == expected[conn.client]
+    assert d.stats.gaps == 0 and d.stats.retransmitted_segments > 0
