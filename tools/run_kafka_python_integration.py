@@ -125,7 +125,11 @@ def main() -> int:
     kafka_root = workdir / "no-kafka-here"  # the fixtures insist the directory exists; nothing runs from it
     kafka_root.mkdir()
 
-    broker = BrokerProcess(args.target, data_dir=workdir / "broker", storage=args.storage)
+    # The suite's own broker fixture is node 0 (tests assign replicas to broker 0) and lets groups use short
+    # session timeouts; give kafkawire the same settings a Kafka test broker would have.
+    extra = ["--node-id", "0", "--override", "group.min.session.timeout.ms=1000",
+             "--override", "group.initial.rebalance.delay.ms=0"] if args.target == "kafkawire" else []
+    broker = BrokerProcess(args.target, data_dir=workdir / "broker", storage=args.storage, extra_args=extra)
     broker.start()
     try:
         version = args.kafka_version or inferred_kafka_version(broker.bootstrap, root)
