@@ -12,9 +12,10 @@ reading: the two must find the same PDUs (frame, direction, correlation id),
 the same API key, version and client id, and, wherever tshark decodes the
 body, the same topic names, partitions, error codes, offsets (record offsets
 included), record keys, values and header keys, and some thirty other fields
-(group and member ids, generations, hosts and ports, timeouts, ...). tshark says itself which versions it does not decode
-("Unsupported Metadata version. Supports v0-9."); those bodies are skipped,
-by its own flag, and nothing else is.
+(group and member ids, generations, hosts and ports, timeouts, ...). tshark
+says itself which versions it does not decode ("Unsupported Metadata version.
+Supports v0-9."); those bodies are skipped, by its own flag, and nothing else
+is.
 """
 from __future__ import annotations
 

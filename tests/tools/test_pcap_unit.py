@@ -12,7 +12,7 @@ from kafkawire.tools.capture import CaptureError, CaptureReader, read_packets, t
 from kafkawire.tools.pcap import Dissector, dissect, error_names, record_offsets, summary, topic_partitions
 from kafkawire.tools.reassembly import Data, Gap, HalfStream
 
-from .capture_builder import ACK, PSH, SYN, Capture, Clock, Conn, Seg
+from .capture_builder import ACK, PSH, Capture, Clock, Conn, Seg
 from .kafka_frames import api_versions, metadata, produce
 
 
@@ -498,3 +498,22 @@ def test_random_segmentation_reordering_and_retransmission(seed):
         mine = [(e.kind, e.api_name, e.correlation_id) for e in events if e.connection.client == conn.client]
         assert mine == expected[conn.client]
     assert d.stats.gaps == 0 and d.stats.retransmitted_segments > 0
+
+
+def test_unknown_api_key_and_version_still_pair():
+    cap = Capture()
+    conn = Conn()
+    cap.extend(conn.handshake())
+    unknown_key = bytes.fromhex("0000000e" "03e7" "0000" "00000005" "0004" "756e6974")  # key 999, corr 5
+    _, meta_resp = metadata(6, ["x"])
+    too_new = bytearray(metadata(6, ["x"])[0])
+    too_new[6:8] = (99).to_bytes(2, "big")  # Metadata v99
+    cap.extend(exchange(conn, [(unknown_key, b"\x00\x00\x00\x05\x00\x00\x00\x05\x00"), (bytes(too_new), meta_resp),
+                               api_versions(7)]))
+    events = list(dissect(cap.pcapng()))
+    assert [(e.kind, e.api_name, e.api_version, e.correlation_id) for e in events] == [
+        ("request", "api999", 0, 5), ("response", "api999", 0, 5), ("request", "Metadata", 99, 6),
+        ("response", "Metadata", 99, 6), ("request", "ApiVersions", 3, 7), ("response", "ApiVersions", 3, 7)]
+    assert "unknown API key 999" in str(events[0].error) and "unknown API key 999" in str(events[1].error)
+    assert "99" in str(events[2].error) and events[3].error is not None
+    assert events[4].error is None and events[5].error is None
