@@ -24,6 +24,21 @@ from .consumer import AsyncConsumer
 from .producer import AsyncProducer, RecordFuture, RecordMetadata
 
 
+def _new_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's event loop when it is installed (a dependency on POSIX), else asyncio's.
+
+    ``KAFKAWIRE_CLIENT_LOOP=asyncio`` forces the standard loop.
+    """
+    if os.environ.get("KAFKAWIRE_CLIENT_LOOP", "").lower() != "asyncio":
+        try:
+            import uvloop
+
+            return uvloop.new_event_loop()
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
+
+
 class LoopThread:
     """An asyncio event loop running forever in a daemon thread."""
 
@@ -31,7 +46,7 @@ class LoopThread:
     _lock = threading.Lock()
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
+        self.loop = _new_loop()
         self.pid = os.getpid()
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._main, name="kafkawire-client-loop", daemon=True)
