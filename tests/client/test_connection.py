@@ -211,3 +211,41 @@ def test_cluster_metadata_refresh_on_unknown_topic_gives_up_with_kafka_error():
             await cluster.close()
             await broker.close()
     run(main())
+
+
+def test_consumer_refreshes_metadata_on_not_leader_and_keeps_its_position():
+    from kafkawire.client import AsyncConsumer
+    from kafkawire.protocol.records import build_batch
+
+    async def main():
+        broker = await FakeBroker(topics={"t": 1}).start()
+        log = build_batch([(b"k%d" % i, b"v%d" % i, None, 1000 + i) for i in range(10)], base_offset=0)
+        errors = [kerrors.NOT_LEADER_OR_FOLLOWER, kerrors.UNKNOWN_TOPIC_OR_PARTITION]
+        fetched_at = []
+
+        def fetch(header, body, version):
+            cls = message_class("FetchResponse")
+            p = body.topics[0].partitions[0]
+            fetched_at.append(p.fetch_offset)
+            code = errors.pop(0) if errors else 0
+            data = log if code == 0 and p.fetch_offset < 10 else b""
+            return cls(responses=[cls.FetchableTopicResponse(
+                topic=body.topics[0].topic, topic_id=body.topics[0].topic_id, partitions=[cls.PartitionData(
+                    partition_index=0, error_code=code, high_watermark=10, last_stable_offset=10, log_start_offset=0,
+                    aborted_transactions=[], preferred_read_replica=-1, records=data)])])
+        broker.handlers[1] = fetch
+        c = AsyncConsumer(broker.bootstrap, backoff=Backoff(0.01, 0.05), fetch_max_wait_ms=10)
+        try:
+            c.assign({("t", 0): 3})
+            got = []
+            for _ in range(50):
+                got += await c.records(0.2)
+                if len(got) >= 7:
+                    break
+            assert [r.offset for r in got] == list(range(3, 10))   # from the position, no duplicates
+            assert fetched_at[:3] == [3, 3, 3]                      # errors did not move the position
+            assert broker.count(3) >= 3                             # each stale-metadata error refreshed
+        finally:
+            await c.close()
+            await broker.close()
+    run(main())
