@@ -100,3 +100,29 @@ def test_producer_state_survives_restart(tmp_path):
         c.close()
     finally:
         b.stop()
+
+
+def test_retention_runs_on_a_timer(tmp_path):
+    from kafkawire.broker.server import start_in_thread
+    from kafkawire.protocol.records import build_batch
+
+    from .conftest import RawClient
+    from .test_admin import list_offsets
+
+    cfg = BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "ret"),
+                       properties={"log.retention.check.interval.ms": "100"})
+    b = start_in_thread(cfg)
+    try:
+        c = RawClient(b.address)
+        create_topic(c, "old", configs={"retention.ms": "1000", "segment.bytes": "200"})
+        old = int(time.time() * 1000) - 3_600_000
+        for i in range(10):
+            c.call(produce_request("old", 0, build_batch([(None, b"x" * 100, [], old + i)])), 9)
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline and list_offsets(c, "old", -2).offset == 0:
+            time.sleep(0.2)
+        assert list_offsets(c, "old", -2).offset > 0
+        assert list_offsets(c, "old", -1).offset == 10
+        c.close()
+    finally:
+        b.stop()

@@ -245,7 +245,11 @@ class Broker:
                     self.storage.flush_due(now_ms)
                 if time.monotonic() - last_retention >= retention_every:
                     last_retention = time.monotonic()
-                    deleted = self.storage.enforce_retention(now_ms)
+                    if self._executor is not None:
+                        deleted = await asyncio.get_running_loop().run_in_executor(
+                            self._executor, self.storage.enforce_retention, now_ms)
+                    else:
+                        deleted = self.storage.enforce_retention(now_ms)
                     if deleted:
                         log.info("retention deleted %d segments", deleted)
             except asyncio.CancelledError:
