@@ -110,20 +110,22 @@ def test_new_partition_assignment_json_offsets(spark, broker, tmp_path):
     assert got == want
 
 
-@pytest.mark.parametrize("fail", [True, False])
-def test_data_loss_follows_fail_on_data_loss(spark, broker, fail):
+def delete_records(broker, topic: str, partition: int, before: int) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    if broker.kind == "tansu":
+        pytest.skip("Tansu has no DeleteRecords")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, partition, before)]).values():
+        f.result(timeout=30)
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_batch_data_loss_follows_fail_on_data_loss(spark, broker, fail):
     topic = broker.new_topic("loss", partitions=1)
     produce(broker, topic, values(0, 20))
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    try:
-        fut = admin.delete_records([TopicPartition(topic, 0, 8)])
-        for f in fut.values():
-            f.result(timeout=30)
-    except Exception as exc:  # the broker has no DeleteRecords
-        pytest.skip(f"broker cannot delete records: {exc}")
+    delete_records(broker, topic, 0, 8)
     df = (spark.read.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
           .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": 2}}))
           .option("failOnDataLoss", str(fail).lower()).load())
@@ -132,3 +134,23 @@ def test_data_loss_follows_fail_on_data_loss(spark, broker, fail):
             df.collect()
     else:
         assert sorted(r.offset for r in df.collect()) == list(range(8, 20))
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_stream_data_loss_after_restart(spark, broker, tmp_path, fail):
+    """Records deleted by retention while the query was stopped: error, or go on from the earliest left."""
+    topic = broker.new_topic("sloss", partitions=1)
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+    produce(broker, topic, values(0, 10))
+    opts = {"failOnDataLoss": str(fail).lower()}
+    finished(to_parquet(stream(spark, broker, topic, **opts), out, ck, availableNow=True))
+    produce(broker, topic, values(10, 20))
+    delete_records(broker, topic, 0, 15)
+    q = to_parquet(stream(spark, broker, topic, **opts), out, ck, availableNow=True)
+    if fail:
+        with pytest.raises(Exception, match="earliest available offset is now 15.*failOnDataLoss"):
+            q.awaitTermination(180)
+    else:
+        finished(q)
+        got = sorted(r.offset for r in spark.read.parquet(out).collect())
+        assert got == list(range(0, 10)) + list(range(15, 20))
