@@ -73,3 +73,12 @@ def test_load_file(tmp_path):
     p.write_text("node.id=9\nlog.dirs=/var/k\n")
     cfg = BrokerConfig.load(p, port=1234)
     assert cfg.node_id == 9 and cfg.data_dir == "/var/k" and cfg.port == 1234
+
+
+def test_broker_synonyms_follow_the_unit_family():
+    cfg = BrokerConfig.from_properties({"log.retention.minutes": "30"})
+    assert cfg.broker_synonyms("log.retention.ms") == [
+        ("log.retention.minutes", "30", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
+    cfg.dynamic["log.retention.ms"] = "5"
+    assert cfg.broker_synonyms("log.retention.hours")[0] == ("log.retention.ms", "5", 2)
+    assert cfg.broker_synonyms("num.partitions") == [("num.partitions", "1", DEFAULT_CONFIG)]

@@ -173,6 +173,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
     TopicConfigDef("unclean.leader.election.enable", BOOLEAN, ("unclean.leader.election.enable",), "false"),
 ]}
 
+# Broker keys that are one setting in several units (Kafka's DynamicBrokerConfig.brokerConfigSynonyms)
+_BROKER_SYNONYMS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                    ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"))
+
 # A broker key in hours/minutes that feeds a topic config in ms
 _UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
             "log.roll.jitter.hours": 3_600_000}
@@ -353,10 +357,13 @@ class BrokerConfig:
 
     def broker_synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
         """(name, value, source) of every layer that sets ``name``, then its default (DescribeConfigs synonyms)."""
-        out = [(name, layer[name], source) for source, layer in self.broker_layers() if name in layer]
-        d = BROKER_CONFIGS.get(name)
-        if d is not None and d.default is not None:
-            out.append((name, d.default, DEFAULT_CONFIG))
+        family = next((f for f in _BROKER_SYNONYMS if name in f), (name,))
+        out = [(syn, layer[syn], source) for syn in family for source, layer in self.broker_layers() if syn in layer]
+        for syn in family:
+            d = BROKER_CONFIGS.get(syn)
+            if d is not None and d.default is not None:
+                out.append((syn, d.default, DEFAULT_CONFIG))
+                break
         return out
 
     def topic_default(self, name: str) -> tuple[str, int, str | None]:
