@@ -241,3 +241,48 @@ def test_agrees_with_tshark(capture, events):
     assert offsets_compared > 20
     assert records_compared >= 4 * traffic.N_RECORDS  # produced and fetched in snappy and lz4 batches
     assert [name for name in SCALAR_FIELDS if not scalars_compared[name]] == [], "fields never compared"
+
+
+def test_a_packet_lost_from_the_real_capture(capture, events, tmp_path):
+    """Drop the packet carrying one Produce request: a gap, an unpaired response, everything else intact."""
+    from kafkawire.tools.capture import read_packets
+
+    from .capture_builder import Capture
+
+    path, port, _ = capture
+    found, _ = events
+    victim = next(e for e in found if e.kind == "request" and e.api_name == "Produce" and e.client_id == "kp10-producer")
+    packets = list(read_packets(path.read_bytes()))
+    assert len({p.linktype for p in packets}) == 1
+    lossy = Capture(packets[0].linktype)
+    lossy.packets = [(p.time_ns, p.data, p.orig_len) for p in packets if p.number != victim.packet]
+    lossy_path = tmp_path / "lossy.pcapng"
+    lossy_path.write_bytes(lossy.pcapng())
+
+    d = Dissector([port])
+    after = list(dissect(lossy_path.read_bytes(), dissector=d))
+    renumber = lambda n: n - (n > victim.packet)  # noqa: E731 - frame numbers after the dropped one shift by one
+    gaps = [e for e in after if e.kind == "gap"]
+    assert len(gaps) == 1 and gaps[0].from_client and gaps[0].connection.client == victim.connection.client
+    assert f"{len(victim.frame)} bytes acknowledged but not captured" in gaps[0].note
+    unpaired = [e for e in after if e.error is not None]
+    assert [(e.kind, e.correlation_id) for e in unpaired] == [("response", victim.correlation_id)]
+    assert "no request with correlation id" in str(unpaired[0].error)
+    # everything else is found and decoded as before (in frames numbered one lower after the hole)
+    expected = []
+    for e in found:
+        if e is victim:
+            continue
+        answer = e.kind == "response" and e.connection == victim.connection and \
+            e.correlation_id == victim.correlation_id
+        expected.append((renumber(e.packet), e.kind, e.connection.client, e.correlation_id,
+                         None if answer else e.api_name))
+    assert [(e.packet, e.kind, e.connection.client, e.correlation_id, e.api_name)
+            for e in after if e.kind != "gap"] == expected
+    # tshark sees the same hole
+    proc = subprocess.run([tshark_binary(), "-r", str(lossy_path), "-Y",
+                           "tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment", "-T", "fields",
+                           "-e", "tcp.srcport", "-e", "tcp.dstport"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    ports = {tuple(sorted(map(int, line.split()))) for line in proc.stdout.splitlines()}
+    assert ports == {tuple(sorted((victim.connection.client[1], port)))}
