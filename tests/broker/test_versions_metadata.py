@@ -113,3 +113,20 @@ def test_metadata_every_version(client, version):
     R = msg("MetadataRequest").__class__
     res = client.call(R(topics=[R.MetadataRequestTopic(name=f"mv{version}")]), version)
     assert res.topics[0].error_code == 0 and len(res.topics[0].partitions) == 2
+
+
+def test_null_client_id_reads_as_empty(client):
+    from kafkawire.protocol import encode_request, request_header
+
+    for version in (0, 3):  # header v1 and the flexible header v2 both keep a 2-byte-length client id
+        frame = encode_request(request_header(18, version, 99, None),
+                               msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"))
+        assert frame[12:14] == b"\xff\xff"
+        client.send_raw(frame)
+        payload = client.read_frame()
+        assert decode_response(payload, 18, version, framed=False).body.error_code == 0
+
+
+def test_produce_is_advertised_from_version_0(client):
+    res = client.call(msg("ApiVersionsRequest"), 0)
+    assert {k.api_key: k.min_version for k in res.api_keys}[0] == 0
