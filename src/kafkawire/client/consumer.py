@@ -78,7 +78,16 @@ class _PartitionState:
 
 
 class AsyncConsumer:
-    """``async with AsyncConsumer(bootstrap) as c: c.assign([("t", 0)], offset="earliest"); await c.getmany()``."""
+    """``async with AsyncConsumer(bootstrap) as c: c.assign([("t", 0)], offset="earliest"); await c.getmany()``.
+
+    Options (Java client names in brackets): ``auto_offset_reset`` ("earliest", "latest", "none")
+    [auto.offset.reset], ``isolation_level`` ("read_uncommitted", "read_committed")
+    [isolation.level], ``fetch_max_wait_ms`` [fetch.max.wait.ms], ``fetch_min_bytes``
+    [fetch.min.bytes], ``fetch_max_bytes`` [fetch.max.bytes], ``max_partition_fetch_bytes``
+    [max.partition.fetch.bytes], ``max_buffered_bytes`` (fetched data kept ahead of the reader),
+    ``check_crcs`` [check.crcs], ``request_timeout`` s, ``client_id``, ``backoff``; other keywords go
+    to ``Cluster``.
+    """
 
     def __init__(self, bootstrap="127.0.0.1:9092", *, auto_offset_reset: str = "latest",
                  isolation_level: int | str = READ_UNCOMMITTED, fetch_max_wait_ms: int = 500,

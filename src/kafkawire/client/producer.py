@@ -119,6 +119,11 @@ class RecordFuture:
         return self._result if isinstance(self._result, BaseException) else None
 
 
+def _headers_size(headers) -> int:
+    """An upper bound of the encoded size of record headers."""
+    return sum(len(k) * 3 + (len(v) if v is not None else 0) + 10 for k, v in headers) + 5
+
+
 def _acks(value) -> int:
     if value in ("all", "-1", -1):
         return -1
@@ -144,12 +149,23 @@ class _Batch:
 
 
 class AsyncProducer:
-    """``async with AsyncProducer("127.0.0.1:9092") as p: fut = await p.send("t", b"v"); await fut``."""
+    """``async with AsyncProducer("127.0.0.1:9092") as p: fut = await p.send("t", b"v"); await fut``.
+
+    Options (Java client names in brackets): ``acks`` ("all"/-1, 1, 0) [acks], ``compression``
+    ("none", "gzip", "snappy", "lz4", "zstd") [compression.type], ``batch_size`` bytes, uncompressed
+    [batch.size], ``linger_ms`` [linger.ms], ``enable_idempotence`` [enable.idempotence],
+    ``delivery_timeout`` s [delivery.timeout.ms], ``request_timeout`` s [request.timeout.ms],
+    ``buffer_memory`` bytes [buffer.memory], ``max_request_size`` bytes per ProduceRequest,
+    ``partitioner`` (``DefaultPartitioner``: murmur2 / sticky), ``backoff`` [retry.backoff.ms,
+    retry.backoff.max.ms], ``allow_auto_topic_creation``, ``client_id``; other keywords go to ``Cluster``
+    (``metadata_max_age``, ``connect_timeout``, ``max_versions``, ...).
+    """
 
     def __init__(self, bootstrap="127.0.0.1:9092", *, acks="all", compression="none", batch_size: int = 1 << 20,
                  linger_ms: float = 5, enable_idempotence: bool = True, delivery_timeout: float = 120.0,
                  request_timeout: float = 30.0, buffer_memory: int = 64 << 20, partitioner=None,
                  client_id: str = "kafkawire-producer", backoff: Backoff | None = None,
+                 max_request_size: int = 16 << 20,
                  cluster: Cluster | None = None, allow_auto_topic_creation: bool = True, **cluster_options):
         self.acks = _acks(acks)
         self.compression = Compression.parse(compression)
@@ -163,6 +179,8 @@ class AsyncProducer:
         self.delivery_timeout = delivery_timeout
         self.request_timeout = request_timeout
         self.buffer_memory = buffer_memory
+        self.max_request_size = max_request_size
+        self._refreshing: asyncio.Task | None = None
         self.partitioner = partitioner or DefaultPartitioner()
         self.backoff = backoff or Backoff()
         self._own_cluster = cluster is None
@@ -320,7 +338,7 @@ class AsyncProducer:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and not queue[-1].closed else None
         if batch is not None and batch.builder._size + (len(value) if value else 0) + (len(key) if key else 0) + \
-                (len(headers) * 64 if headers else 0) + 32 > self.batch_size:
+                (_headers_size(headers) if headers else 0) + 32 > self.batch_size:
             self._close_batch(batch)
             batch = None
         if batch is None:
@@ -441,8 +459,26 @@ class AsyncProducer:
             self._in_flight.add(tp)
             by_node.setdefault(part.leader, []).append(batch)
         for node, batches in by_node.items():
-            self._spawn(self._send_batches(node, batches))
+            group, size = [], 0
+            for b in batches:  # several requests rather than one above max_request_size
+                if group and size + b.size > self.max_request_size:
+                    self._spawn(self._send_batches(node, group))
+                    group, size = [], 0
+                group.append(b)
+                size += b.size
+            self._spawn(self._send_batches(node, group))
+        if self.cluster.metadata_age > self.cluster.metadata_max_age and self._refreshing is None:
+            self._refreshing = self._spawn(self._refresh_metadata())
         return next_ready
+
+    async def _refresh_metadata(self) -> None:
+        """Periodic refresh (``metadata_max_age``): new partitions and moved leaders show up."""
+        try:
+            await self.cluster.refresh()
+        except Exception:
+            pass  # the next send's errors will tell
+        finally:
+            self._refreshing = None
 
     async def _await_leader(self, batch: _Batch) -> None:
         try:
