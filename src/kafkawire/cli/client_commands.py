@@ -64,7 +64,8 @@ def configure(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--if-exists", action="store_true", help="delete: a missing topic is not an error")
         parser.add_argument("--include-internal", action="store_true", help="list: internal topics too")
     elif name == "apis":
-        parser.add_argument("--all-brokers", action="store_true", help="ask every broker in the metadata")
+        parser.add_argument("--bootstrap-only", action="store_true",
+                            help="ask only the bootstrap broker (default: every broker in the metadata)")
     else:
         raise ValueError(f"unknown client command {name!r}")
 
@@ -248,7 +249,7 @@ def _apis(args) -> int:
 
         async def gather():
             await cluster.refresh()
-            nodes = sorted(cluster.brokers) if args.all_brokers else [None]
+            nodes = [None] if args.bootstrap_only or not cluster.brokers else sorted(cluster.brokers)
             out = []
             for node in nodes:
                 conn = await (cluster.connection(node) if node is not None else cluster.any_connection())
@@ -258,7 +259,8 @@ def _apis(args) -> int:
         answers = admin._run(gather())
     for conn, versions in answers:
         node = conn.node_id if conn.node_id is not None else "bootstrap"
-        print(f"{conn.host}:{conn.port} (id: {node}) -> (")
+        rack = cluster.brokers[conn.node_id].rack if conn.node_id in cluster.brokers else None
+        print(f"{conn.host}:{conn.port} (id: {node} rack: {rack if rack is not None else 'null'}) -> (")
         lines = []
         for key in sorted(versions):
             lo, hi = versions[key]
