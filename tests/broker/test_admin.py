@@ -10,7 +10,7 @@ from kafkawire.broker import config as C
 from kafkawire.protocol import errors, message_class
 from kafkawire.protocol.records import build_batch
 
-from .conftest import msg
+
 from .helpers import batch, create_topic, fetch_request, produce_request
 
 CT = message_class("CreateTopicsRequest")
@@ -266,3 +266,11 @@ def test_describe_cluster_and_log_dirs(client, broker):
         assert sizes[("ld", 0)] == 0 and sizes[("ld", 1)] > 100
     res = client.call(L(topics=[L.DescribableLogDirTopic(topic="ld", partitions=[1])]), 4)
     assert [(t.name, [p.partition_index for p in t.partitions]) for t in res.results[0].topics] == [("ld", [1])]
+
+
+def test_describe_topic_partitions_cursor_outside_the_request(client):
+    create_topic(client, "dtp-c")
+    R = message_class("DescribeTopicPartitionsRequest")
+    res = client.call(R(topics=[R.TopicRequest(name="dtp-c")], response_partition_limit=10,
+                        cursor=R.Cursor(topic_name="other", partition_index=0)), 0)
+    assert [(t.name, t.error_code) for t in res.topics] == [("dtp-c", errors.INVALID_REQUEST)]

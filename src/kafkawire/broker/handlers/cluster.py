@@ -8,7 +8,7 @@ from kafkawire.protocol import errors
 from kafkawire.protocol.messages import DescribeClusterResponse, DescribeLogDirsResponse
 
 from ..dispatch import handles
-from ._common import CLUSTER_OPERATIONS, INT32_MIN, find_topic
+from ._common import CLUSTER_OPERATIONS, INT32_MIN
 
 BROKERS_ENDPOINT = 1
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-import uuid
 
 from kafkawire.protocol import errors, message_class
 from kafkawire.protocol.framing import frame_size_prefix

@@ -210,7 +210,10 @@ def describe_topic_partitions(broker, ctx, body):
     start_partition = 0
     if cursor is not None:
         if body.topics and cursor.topic_name not in names:
-            return R(throttle_time_ms=0, topics=[], next_cursor=None) if False else _invalid_cursor(R)
+            # Kafka's InvalidRequestException: every requested topic answers INVALID_REQUEST
+            return R(throttle_time_ms=0, next_cursor=None, topics=[R.DescribeTopicPartitionsResponseTopic(
+                error_code=errors.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, partitions=[])
+                for t in body.topics])
         names = [n for n in names if n >= cursor.topic_name]
         start_partition = max(cursor.partition_index, 0)
     limit = max(body.response_partition_limit, 1)
@@ -242,9 +245,3 @@ def describe_topic_partitions(broker, ctx, body):
             break
     return R(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
-
-def _invalid_cursor(R):
-    from kafkawire.net.server import CloseConnection
-
-    # Kafka answers an InvalidRequestException, which for this API means the request failed as a whole.
-    raise CloseConnection("DescribeTopicPartitions cursor names a topic that is not in the request")
