@@ -249,3 +249,23 @@ def test_consumer_refreshes_metadata_on_not_leader_and_keeps_its_position():
             await c.close()
             await broker.close()
     run(main())
+
+
+def test_producer_without_init_producer_id_falls_back_to_non_idempotent():
+    async def main():
+        ranges = {k: v for k, v in OURS.items() if k != 22}
+        broker = await FakeBroker(ranges=ranges, topics={"t": 1}).start()
+        batches = []
+
+        def produce(header, body, version):
+            batches.extend(iter_batches(bytes(body.topic_data[0].partition_data[0].records)))
+            return _produce_response(body, version, lambda t, p: 0)
+        broker.handlers[0] = produce
+        p = AsyncProducer(broker.bootstrap, linger_ms=0)
+        try:
+            await p.send_and_wait("t", b"v")
+            assert batches[0].producer_id == -1 and batches[0].base_sequence == -1
+        finally:
+            await p.close()
+            await broker.close()
+    run(main())

@@ -21,6 +21,7 @@ Other errors fail the batch's futures with ``KafkaError``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import deque
@@ -238,6 +239,12 @@ class AsyncProducer:
         while True:
             try:
                 conn = await self.cluster.any_connection()
+                if not conn.supports(INIT_PRODUCER_ID):
+                    # a broker older than Kafka 0.11: no idempotence (the Java client would refuse)
+                    logging.getLogger("kafkawire.client").warning(
+                        "broker %s:%s has no InitProducerId: producing without idempotence", conn.host, conn.port)
+                    self.idempotent = False
+                    return
                 resp = await conn.request(cls(transactional_id=None, transaction_timeout_ms=-1,
                                               producer_id=-1, producer_epoch=-1))
                 if resp.error_code:
