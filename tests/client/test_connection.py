@@ -269,3 +269,29 @@ def test_producer_without_init_producer_id_falls_back_to_non_idempotent():
             await p.close()
             await broker.close()
     run(main())
+
+
+def test_producer_starts_over_when_the_broker_lost_its_producer_state():
+    async def main():
+        broker = await FakeBroker(topics={"t": 1}).start()
+        pids = iter([1000, 2000])
+        broker.handlers[22] = lambda h, b, v: message_class("InitProducerIdResponse")(
+            error_code=0, producer_id=next(pids), producer_epoch=0)
+        answers = [0, kerrors.UNKNOWN_PRODUCER_ID, 0]
+        seen = []
+
+        def produce(header, body, version):
+            seen.extend(iter_batches(bytes(body.topic_data[0].partition_data[0].records)))
+            code = answers.pop(0)
+            return _produce_response(body, version, lambda t, p: code)
+        broker.handlers[0] = produce
+        p = AsyncProducer(broker.bootstrap, linger_ms=0, backoff=Backoff(0.01, 0.05))
+        try:
+            await p.send_and_wait("t", b"a")
+            await p.send_and_wait("t", b"b")
+            assert [(b.producer_id, b.base_sequence) for b in seen] == [(1000, 0), (1000, 1), (2000, 0)]
+            assert broker.count(22) == 2
+        finally:
+            await p.close()
+            await broker.close()
+    run(main())

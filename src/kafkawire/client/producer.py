@@ -38,6 +38,8 @@ from .retry import Backoff
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
+# answers meaning the broker no longer knows our producer id or its sequences
+_PRODUCER_STATE_LOST = frozenset({kerrors.UNKNOWN_PRODUCER_ID, kerrors.OUT_OF_ORDER_SEQUENCE_NUMBER})
 NO_TIMESTAMP = -1
 
 
@@ -133,7 +135,7 @@ def _acks(value) -> int:
 
 class _Batch:
     __slots__ = ("tp", "builder", "futures", "created", "closed", "attempts", "payload", "sequence",
-                 "deadline", "timestamps", "size")
+                 "deadline", "timestamps", "size", "pid")
 
     def __init__(self, tp, builder, deadline):
         self.tp = tp
@@ -147,6 +149,7 @@ class _Batch:
         self.sequence = -1
         self.deadline = deadline
         self.size = 0
+        self.pid = -1
 
 
 class AsyncProducer:
@@ -182,6 +185,7 @@ class AsyncProducer:
         self.buffer_memory = buffer_memory
         self.max_request_size = max_request_size
         self._refreshing: asyncio.Task | None = None
+        self._reset_task: asyncio.Task | None = None
         self.partitioner = partitioner or DefaultPartitioner()
         self.backoff = backoff or Backoff()
         self._own_cluster = cluster is None
@@ -517,7 +521,9 @@ class AsyncProducer:
                 batch.sequence = seq
                 self._sequences[batch.tp] = (seq + builder.record_count) & 0x7FFFFFFF
             batch.payload = builder.build()
-            builder._parts = None  # the encoded records live in the payload now
+            batch.pid = self.producer_id
+            if not self.idempotent:
+                builder._parts = None  # the encoded records live in the payload now
         return batch.payload
 
     async def _send_batches(self, node: int, batches: list[_Batch]) -> None:
@@ -597,6 +603,11 @@ class AsyncProducer:
             self._complete(fut, exc)
 
     def _retry_or_fail(self, batch: _Batch, exc: KafkaError, stale: bool = False) -> None:
+        if self.idempotent and exc.code in _PRODUCER_STATE_LOST and time.monotonic() < batch.deadline:
+            # the broker lost our producer state (e.g. it restarted, or our id expired): like the Java
+            # client, start over with a new producer id and sequence 0, and send the batch again
+            self._spawn(self._reset_and_retry(batch))
+            return
         if stale:
             self.cluster.handle_error(kerrors.NOT_LEADER_OR_FOLLOWER, batch.tp[0])
         retriable = exc.retriable or exc.code in STALE_METADATA
@@ -605,6 +616,25 @@ class AsyncProducer:
             return
         # keep the batch (and its sequence) at the head of its queue; try again after a backoff
         self._spawn(self._retry_later(batch, stale))
+
+    async def _reset_and_retry(self, batch: _Batch) -> None:
+        try:
+            if batch.pid == self.producer_id:  # not reset since this batch was built
+                if self._reset_task is None or self._reset_task.done():
+                    self._reset_task = self._spawn(self._new_producer_id())
+                await asyncio.shield(self._reset_task)
+            batch.payload = None  # rebuilt with the new id and sequence when sent
+            await asyncio.sleep(self.backoff.delay(batch.attempts))
+        except Exception as exc:
+            self._fail_batch(batch, exc)
+        finally:
+            self._in_flight.discard(batch.tp)
+            self._wakeup.set()
+
+    async def _new_producer_id(self) -> None:
+        self.producer_id, self.producer_epoch = -1, -1
+        await self._init_producer_id()
+        self._sequences.clear()
 
     async def _retry_later(self, batch: _Batch, stale: bool) -> None:
         try:
