@@ -2,7 +2,7 @@
 
 ``KAFKAWIRE_PEER_TARGET`` picks the broker under test: ``kafkawire`` (default)
 or ``tansu`` (to check the scenarios themselves against another
-Kafka-compatible broker). One broker serves the whole session (every test uses
+Kafka-compatible broker). One broker serves all of tests/peers (every test uses
 its own topics); durability tests start their own with :func:`broker_factory`.
 A failing test gets the tail of the broker's log in its report.
 """
@@ -35,9 +35,9 @@ def peer_target() -> str:
 _brokers: list[BrokerProcess] = []
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def broker(peer_target, tmp_path_factory) -> BrokerProcess:
-    """The session's broker (disk storage for kafkawire)."""
+    """The broker these tests share (disk storage for kafkawire); stopped once tests/peers is done."""
     proc = BrokerProcess(peer_target, data_dir=tmp_path_factory.mktemp(f"{peer_target}-session"))
     _brokers.append(proc)
     try:
