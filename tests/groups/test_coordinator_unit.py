@@ -542,3 +542,24 @@ def test_offsets_of_deleted_topics_disappear(env):
     assert coord.offset_fetch("s", None)[1] == [("t", [(0, 2, -1, "", 0)])]
     coord.expire_offsets()
     assert coord.offsets.get("s", "gone", 0) is None and coord.offsets.get("s", "t", 0) is not None
+
+
+def test_compaction_and_replay_on_the_disk_engine(tmp_path):
+    from kafkawire.broker.storage.config import StorageConfig
+    from kafkawire.broker.storage.segments import SegmentStorage
+
+    cfg = GroupConfig(compact_after_records=200)
+    storage = SegmentStorage(str(tmp_path), StorageConfig.from_properties({"log.segment.bytes": "16384"}))
+    storage.create_topic("t", 3)
+    coord = GroupCoordinator(storage, cfg, FakeScheduler())
+    coord.load()
+    for i in range(2000):
+        coord.offset_commit(f"g{i % 4}", -1, "", None, 8, [CommitPartition("t", i % 3, i, -1, f"m{i}")])
+    expected = {g: coord.offset_fetch(g, None) for g in ("g0", "g1", "g2", "g3")}
+    assert storage.partition("__consumer_offsets", 0).log_start_offset > 0
+    storage.close()
+    storage = SegmentStorage(str(tmp_path), StorageConfig.from_properties({"log.segment.bytes": "16384"}))
+    coord2 = GroupCoordinator(storage, cfg, FakeScheduler())
+    coord2.load()
+    assert {g: coord2.offset_fetch(g, None) for g in expected} == expected
+    storage.close()
