@@ -100,6 +100,22 @@ class Broker:
             self.stop()
         raise RuntimeError(f"{self.kind} broker did not start ({last!r}):\n{self.log_tail()}")
 
+    def restart(self, timeout: float = 30.0) -> "Broker":
+        """Stop, then start again on the same port (its memory storage starts empty)."""
+        self.stop()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
+                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            try:
+                asyncio.run(_probe(self.host, self.port))
+                return self
+            except Exception:
+                time.sleep(0.1)
+        raise RuntimeError(f"{self.kind} broker did not restart:\n{self.log_tail()}")
+
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
@@ -146,6 +162,21 @@ def bootstrap() -> str:
     yield broker.bootstrap
     broker.close()
     _brokers.remove(broker)
+
+
+@pytest.fixture
+def private_broker():
+    """A broker of this test's own (to stop and restart); not available with an external bootstrap."""
+    if os.environ.get(BOOTSTRAP_ENV):
+        pytest.skip("needs a broker the tests start")
+    broker = Broker(broker_kind())
+    _brokers.append(broker)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        broker.close()
+        _brokers.remove(broker)
 
 
 @pytest.fixture
