@@ -12,7 +12,8 @@ and lz4, acks=1 and acks=all:
 - and the machine's ceiling for the same bytes: a plain loopback TCP socket pair.
 
 The table gives kafkawire/Tansu and kafkawire/ceiling ratios. Every phase is
-bounded in records and in time. ``--quick`` shrinks everything (~1 minute).
+bounded in records and in time; throughput figures are the median of three
+runs (``--repeat``). ``--quick`` shrinks everything (~30 seconds).
 
 Usage: python benchmarks/bench_broker.py [--quick] [--records N] [--rate R] [--seconds S]
            [--brokers kafkawire-memory,kafkawire-disk,tansu] [--json FILE]
@@ -221,14 +222,24 @@ def bench_broker(name: str, args, log) -> dict:
         log(f"[{name}] broker on {broker.bootstrap}")
         for codec in ("none", "lz4"):
             for acks in ("1", "all"):
-                topic = f"bench-{codec}-acks{acks}"
-                create_topic(broker.bootstrap, topic, args.partitions)
-                p = produce_throughput(broker.bootstrap, topic, args.records, codec, acks)
+                produced, consumed = [], []
+                for rep in range(args.repeat):  # a fresh topic each time; the median run is reported
+                    topic = f"bench-{codec}-acks{acks}-{rep}"
+                    create_topic(broker.bootstrap, topic, args.partitions)
+                    produced.append(produce_throughput(broker.bootstrap, topic, args.records, codec, acks))
+                    consumed.append(consume_throughput(broker.bootstrap, topic, args.partitions,
+                                                       produced[-1]["records"]))
+                p, c = median_run(produced), median_run(consumed)
                 log(f"[{name}] produce codec={codec} acks={acks}: {p['records_per_s']:,.0f} rec/s "
-                    f"{p['mb_per_s']:.1f} MB/s{'' if p['complete'] else ' (INCOMPLETE)'}")
-                c = consume_throughput(broker.bootstrap, topic, args.partitions, p["records"])
+                    f"{p['mb_per_s']:.1f} MB/s (median of {len(produced)}: "
+                    f"{spread(produced)} MB/s)"
+                    f"{'' if all(r['complete'] for r in produced) else ' (INCOMPLETE)'}")
                 log(f"[{name}] consume codec={codec} acks={acks}: {c['records_per_s']:,.0f} rec/s "
-                    f"{c['mb_per_s']:.1f} MB/s{'' if c['complete'] else ' (INCOMPLETE)'}")
+                    f"{c['mb_per_s']:.1f} MB/s (median of {len(consumed)}: "
+                    f"{spread(consumed)} MB/s)"
+                    f"{'' if all(r['complete'] for r in consumed) else ' (INCOMPLETE)'}")
+                p = dict(p, complete=all(r["complete"] for r in produced), runs=produced)
+                c = dict(c, complete=all(r["complete"] for r in consumed), runs=consumed)
                 results[f"produce/{codec}/acks={acks}"] = p
                 results[f"consume/{codec}/acks={acks}"] = c
         for acks in ("1", "all"):
@@ -239,6 +250,14 @@ def bench_broker(name: str, args, log) -> dict:
                 f"{lat['errors']} errors): p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms")
             results[f"latency/none/acks={acks}"] = lat
     return results
+
+
+def median_run(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
+
+
+def spread(runs: list[dict]) -> str:
+    return ", ".join(f"{r['mb_per_s']:.0f}" for r in runs)
 
 
 def ratio(a, b) -> str:
@@ -282,7 +301,8 @@ def print_table(all_results: dict, ceiling: dict, args) -> None:
     print("-" * len(line))
     for r in rows:
         print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)))
-    print(f"\n{args.records:,} records of {RECORD_SIZE} B per throughput phase, {args.partitions} partitions; "
+    print(f"\n{args.records:,} records of {RECORD_SIZE} B per throughput phase (median of {args.repeat} runs), "
+          f"{args.partitions} partitions; "
           f"latency: {args.rate}/s for {args.seconds}s, linger.ms=0, codec none. MB/s counts record values. "
           f"ceiling: {ceiling['bytes'] / MB:.0f} MB through one loopback TCP socket pair. "
           f"kafkawire-disk: acks=all waits for fsync (its default flush policy); acks=1 does not. "
@@ -294,6 +314,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
     parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 10000)")
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--repeat", type=int, help="throughput runs per case, median reported (default 3, quick 1)")
     parser.add_argument("--rate", type=int, default=2000, help="records/s in the latency phase")
     parser.add_argument("--seconds", type=float, help="latency phase length (default 5, quick 2)")
     parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated subset of " + ",".join(BROKERS))
@@ -301,6 +322,7 @@ def main() -> int:
     args = parser.parse_args()
     args.records = args.records or (10_000 if args.quick else 100_000)
     args.seconds = args.seconds or (2.0 if args.quick else 5.0)
+    args.repeat = args.repeat or (1 if args.quick else 3)
     chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
     for b in chosen:
         if b not in BROKERS:
