@@ -75,3 +75,36 @@ def test_producer_then_assigned_consumer(broker, topic, codec, idempotent):
     assert_readback(records, got, delivered=delivered)
     assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)),
                     delivered=delivered)
+
+
+@pytest.mark.tansu_gap("ListOffsets latest is the last batch's base offset + 1")
+def test_consumer_offset_lookups(broker, topic):
+    partitions = 2
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(120, partitions, seed=250, null_header_values=False)
+
+    async def scenario():
+        delivered = await produce(broker.bootstrap, topic, records, compression_type="gzip")
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            begin = await consumer.beginning_offsets(tps)
+            end = await consumer.end_offsets(tps)
+            hits = {}
+            for i in (0, 33, len(records) - 1):
+                r = records[i]
+                tp = TopicPartition(topic, r.partition)
+                hits[i] = (await consumer.offsets_for_times({tp: r.timestamp}))[tp]
+            beyond = (await consumer.offsets_for_times({tps[0]: records[-1].timestamp + 1}))[tps[0]]
+        finally:
+            await consumer.stop()
+        return delivered, tps, begin, end, hits, beyond
+
+    delivered, tps, begin, end, hits, beyond = asyncio.run(scenario())
+    counts = {p: sum(1 for r in records if r.partition == p) for p in range(partitions)}
+    assert begin == {tp: 0 for tp in tps}
+    assert end == {tp: counts[tp.partition] for tp in tps}
+    for i, hit in hits.items():
+        assert (hit.offset, hit.timestamp) == (delivered[i][1], records[i].timestamp), f"record #{i}"
+    assert beyond is None

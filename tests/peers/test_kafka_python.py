@@ -132,3 +132,27 @@ def test_admin_describe_configs(broker, admin, topic):
     broker_configs = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(node_id))],
                                             config_filter="all")["broker"][str(node_id)]
     assert broker_configs, "the broker describes no configs"
+
+
+@pytest.mark.tansu_gap("ListOffsets latest is the last batch's base offset + 1")
+def test_consumer_offset_lookups(broker, admin, topic):
+    """beginning_offsets / end_offsets / offsets_for_times agree with what was produced."""
+    partitions = 2
+    create(admin, topic, partitions)
+    records = make_records(120, partitions, seed=150, null_header_values=False)
+    delivered = produce(broker.bootstrap, topic, records, compression_type="lz4")
+    counts = {p: sum(1 for r in records if r.partition == p) for p in range(partitions)}
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        assert consumer.beginning_offsets(tps) == {tp: 0 for tp in tps}
+        assert consumer.end_offsets(tps) == {tp: counts[tp.partition] for tp in tps}
+        for i in (0, 17, 60, len(records) - 1):
+            r = records[i]
+            found = consumer.offsets_for_times({TopicPartition(topic, r.partition): r.timestamp})
+            hit = found[TopicPartition(topic, r.partition)]
+            assert (hit.offset, hit.timestamp) == (delivered[i][1], r.timestamp), f"record #{i}"
+        beyond = consumer.offsets_for_times({tps[0]: records[-1].timestamp + 1})
+        assert beyond[tps[0]] is None
+    finally:
+        consumer.close()
