@@ -122,6 +122,7 @@ class AsyncConsumer:
         self._error: BaseException | None = None
         self._closed = False
         self._fetch_attempt = 0
+        self._partition_errors = False
 
     async def __aenter__(self):
         return self
@@ -308,6 +309,7 @@ class AsyncConsumer:
                     await self._backoff()
                     continue
                 self._changed.clear()
+                self._partition_errors = False
                 results = await asyncio.gather(*(self._fetch(node, tps) for node, tps in by_node.items()),
                                                return_exceptions=True)
                 got_any = False
@@ -323,6 +325,8 @@ class AsyncConsumer:
                     self._fetch_attempt = 0
                 elif any(isinstance(r, BaseException) for r in results):
                     await self._backoff(refresh=True)
+                elif self._partition_errors:  # e.g. NOT_LEADER_OR_FOLLOWER: metadata refreshes on the next turn
+                    await self._backoff()
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # surfaced to the reader by the next poll
@@ -389,6 +393,7 @@ class AsyncConsumer:
             if code in STALE_METADATA or KafkaError(code).retriable:
                 self.cluster.handle_error(code, tp[0])
                 self.cluster.invalidate()
+                self._partition_errors = True
                 return False
             raise KafkaError(code, f"fetching {tp[0]}-{tp[1]}")
         state.high_watermark = p.high_watermark
