@@ -11,7 +11,7 @@ PARTITIONS = 6
 
 
 def test_kafka_python_two_members(broker, topic):
-    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka import KafkaAdminClient, KafkaConsumer
 
     create_topic(broker.bootstrap, topic, PARTITIONS)
     produce(broker.bootstrap, topic, list(range(120)), PARTITIONS)
@@ -55,22 +55,17 @@ def test_kafka_python_two_members(broker, topic):
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     try:
         offsets = admin.list_group_offsets({group: None})
-        print("list_group_offsets:", offsets)
         got = offsets[group] if group in offsets else offsets
         assert {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic} == {
             p: 40 for p in range(PARTITIONS)}
         listed = admin.list_groups()
-        print("list_groups:", listed)
         assert group in str(listed)
         described = admin.describe_groups([group])
-        print("describe_groups:", described)
         assert "Empty" in str(described)
-        result = admin.delete_groups([group])
-        print("delete_groups:", result)
+        admin.delete_groups([group])
         assert group not in str(admin.list_groups())
     finally:
         admin.close()
-    del TopicPartition
 
 
 def test_aiokafka_two_members(broker, topic):

@@ -17,7 +17,6 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kafkawire.protocol import errors
 

@@ -9,7 +9,6 @@ which the connection layer allows (responses still go out in request order).
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import (ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
@@ -359,5 +358,3 @@ def consumer_group_describe(broker, ctx, body):
                                     members=members, authorized_operations=ops))
     return R(groups=out)
 
-
-_ = uuid  # topic ids are uuid.UUID values
