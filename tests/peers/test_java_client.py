@@ -1,4 +1,5 @@
-"""The Apache Kafka Java client 3.9.x against the broker: idempotent producer, assigned consumer, Admin.
+"""The Apache Kafka Java client 3.9.x against the broker: idempotent producer, assigned consumer, Admin
+(create, describe cluster/topics/configs, delete, list offsets).
 
 ``tests/peers/java/KafkawirePeer.java`` is compiled once per session against
 the kafka-clients jar (see ``tests/support/java.py``); everything it produced
@@ -59,6 +60,10 @@ def test_idempotent_producer_assign_consumer_and_admin(broker, topic, java_peer,
     assert cluster_id and (host, int(port)) == (broker.host, broker.port)
     assert int(node) >= 0 and controller == node
     assert kinds["partition"] == [[str(p), node, node, node] for p in range(partitions)]
+    configs = {name: (value, source) for name, value, source in kinds["config"]}
+    assert configs["retention.ms"] == ("5400000", "DYNAMIC_TOPIC_CONFIG")
+    assert configs["cleanup.policy"][0] == "delete" and configs["cleanup.policy"][1] != "DYNAMIC_TOPIC_CONFIG"
+    assert kinds["scratch-listed-after-delete"] == [["false"]]
 
     delivered = [(int(p), int(o)) for i, p, o, ts in kinds["delivered"]]
     assert [int(i) for i, *_ in kinds["delivered"]] == list(range(len(records)))

@@ -6,7 +6,8 @@
 //        value "-" for null; "" for no headers).
 // stdout: tab-separated result lines, first word says what:
 //   created | exists <exception class> | cluster <id> <node> <host> <port> <controller>
-//   partition <p> <leader> <replicas> <isr> | delivered <i> <partition> <offset> <timestamp>
+//   partition <p> <leader> <replicas> <isr> | config <name> <value> <source>
+//   scratch-listed-after-delete <true|false> | delivered <i> <partition> <offset> <timestamp>
 //   offsets <p> <earliest> <latest> <offset-for-timestamp> <its-timestamp>
 //   record <partition> <offset> <timestamp> <timestamp-type> <key> <value> <headers>
 import java.io.BufferedReader;
@@ -24,6 +25,8 @@ import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -39,6 +42,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
@@ -110,7 +114,8 @@ public final class KafkawirePeer {
         common.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
 
         try (Admin admin = Admin.create(common)) {
-            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1)
+                    .configs(Map.of("retention.ms", "5400000")))).all().get();
             emit("created");
             try {
                 admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
@@ -126,6 +131,16 @@ public final class KafkawirePeer {
             for (TopicPartitionInfo p : desc.partitions()) {
                 emit("partition", p.partition(), p.leader().id(), ids(p.replicas()), ids(p.isr()));
             }
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            Config config = admin.describeConfigs(List.of(resource)).all().get().get(resource);
+            for (String name : List.of("retention.ms", "cleanup.policy")) {
+                ConfigEntry entry = config.get(name);
+                emit("config", name, entry == null ? "-" : entry.value(), entry == null ? "-" : entry.source().name());
+            }
+            String scratch = topic + "-scratch";
+            admin.createTopics(List.of(new NewTopic(scratch, 1, (short) 1))).all().get();
+            admin.deleteTopics(List.of(scratch)).all().get();
+            emit("scratch-listed-after-delete", admin.listTopics().names().get().contains(scratch));
         }
 
         Properties pp = new Properties();
