@@ -15,7 +15,7 @@ The table gives kafkawire/Tansu and kafkawire/ceiling ratios. Every phase is
 bounded in records and in time; throughput figures are the median of three
 runs (``--repeat``). ``--quick`` shrinks everything (~30 seconds).
 
-Usage: python benchmarks/bench_broker.py [--quick] [--records N] [--rate R] [--seconds S]
+Usage: python benchmarks/bench_broker.py [--quick] [--records N] [--repeat N] [--rate R] [--seconds S]
            [--brokers kafkawire-memory,kafkawire-disk,tansu] [--json FILE]
 """
 from __future__ import annotations
@@ -111,6 +111,13 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
             return
         time.sleep(0.05)
     raise RuntimeError(f"topic {topic} not ready")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.delete_topics([topic])[topic].result(30)
 
 
 def produce_throughput(bootstrap: str, topic: str, records: int, codec: str, acks: str) -> dict:
@@ -229,6 +236,7 @@ def bench_broker(name: str, args, log) -> dict:
                     produced.append(produce_throughput(broker.bootstrap, topic, args.records, codec, acks))
                     consumed.append(consume_throughput(broker.bootstrap, topic, args.partitions,
                                                        produced[-1]["records"]))
+                    delete_topic(broker.bootstrap, topic)  # memory engines would otherwise hold every run
                 p, c = median_run(produced), median_run(consumed)
                 log(f"[{name}] produce codec={codec} acks={acks}: {p['records_per_s']:,.0f} rec/s "
                     f"{p['mb_per_s']:.1f} MB/s (median of {len(produced)}: "
@@ -275,11 +283,12 @@ def print_table(all_results: dict, ceiling: dict, args) -> None:
     keys = [k for k in next(iter(all_results.values()))]
     for key in keys:
         kind = key.split("/")[0]
-        fields = ["records_per_s", "mb_per_s"] if kind != "latency" else ["p50_ms", "p99_ms"]
+        fields = ["records_per_s", "mb_per_s"] if kind != "latency" else ["p50_ms", "p99_ms", "achieved_rate"]
         for field in fields:
-            label = f"{key} " + {"records_per_s": "rec/s", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p99_ms": "p99 ms"}[field]
+            label = f"{key} " + {"records_per_s": "rec/s", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p99_ms": "p99 ms",
+                                  "achieved_rate": "achieved rec/s"}[field]
             values = [all_results[n].get(key, {}).get(field) for n in names]
-            row = [label] + [("-" if v is None else f"{v:,.2f}" if kind == "latency" else f"{v:,.1f}")
+            row = [label] + [("-" if v is None else f"{v:,.2f}" if field.endswith("_ms") else f"{v:,.1f}")
                              for v in values]
             incomplete = [n for n in names if all_results[n].get(key, {}).get("complete") is False]
             if incomplete:
