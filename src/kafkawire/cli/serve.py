@@ -77,7 +77,7 @@ def run(args) -> int:
         try:
             broker = Broker(cfg)
             await broker.start()
-        except OSError as exc:
+        except Exception as exc:  # port in use, data directory locked or unreadable, bad configuration
             log.error("cannot start: %s", exc)
             return 1
         log.info("started in %.0f ms (%s event loop)", (time.monotonic() - started) * 1000, loop_name)
