@@ -274,3 +274,18 @@ def test_describe_topic_partitions_cursor_outside_the_request(client):
     res = client.call(R(topics=[R.TopicRequest(name="dtp-c")], response_partition_limit=10,
                         cursor=R.Cursor(topic_name="other", partition_index=0)), 0)
     assert [(t.name, t.error_code) for t in res.topics] == [("dtp-c", errors.INVALID_REQUEST)]
+
+
+@pytest.mark.parametrize("version", range(0, 4))
+def test_acl_apis_answer_security_disabled(client, version):
+    D = message_class("DescribeAclsRequest")
+    res = client.call(D(resource_type_filter=1, operation=1, permission_type=1), version)
+    assert res.error_code == errors.SECURITY_DISABLED and res.error_message == "No Authorizer is configured."
+    C = message_class("CreateAclsRequest")
+    res = client.call(C(creations=[C.AclCreation(resource_type=2, resource_name="t", principal="User:a", host="*",
+                                                 operation=3, permission_type=3)]), version)
+    assert [r.error_code for r in res.results] == [errors.SECURITY_DISABLED]
+    X = message_class("DeleteAclsRequest")
+    res = client.call(X(filters=[X.DeleteAclsFilter(resource_type_filter=1, operation=1, permission_type=1)]),
+                      version)
+    assert [r.error_code for r in res.filter_results] == [errors.SECURITY_DISABLED]
