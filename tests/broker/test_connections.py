@@ -79,3 +79,24 @@ def test_request_split_across_many_writes(connect):
         c.send_raw(frame[i:i + 1])
         time.sleep(0.001)
     assert c.recv(18, 0, 42).error_code == 0
+
+
+def test_idle_connections_are_closed(connect):
+    from kafkawire.broker.server import start_in_thread
+
+    from .conftest import RawClient
+
+    b = start_in_thread(BrokerConfig(port=0, storage="memory", properties={"connections.max.idle.ms": "300"}))
+    try:
+        busy, idle = RawClient(b.address), RawClient(b.address)
+        assert alive(busy) and alive(idle)
+        import time
+
+        for _ in range(6):
+            time.sleep(0.1)
+            assert alive(busy)
+        assert idle.is_closed(timeout=2)
+        busy.close()
+        idle.close()
+    finally:
+        b.stop()

@@ -62,6 +62,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("log.roll.jitter.ms", LONG, None, "Maximum jitter subtracted from log roll time."),
     _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time."),
     _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
+    _d("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this many ms.", True),
     _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
     _d("log.flush.interval.messages", LONG, str(LONG_MAX), "Messages accumulated before flushing to disk."),
     _d("log.flush.interval.ms", LONG, None, "Maximum time a message stays in memory before flushing."),

@@ -21,6 +21,7 @@ import itertools
 import logging
 import socket
 import struct
+import time
 from collections import deque
 
 log = logging.getLogger("kafkawire.net")
@@ -60,6 +61,7 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Task] = set()
         self._out: list = []  # buffers of finished responses not yet handed to the transport
         self._receiving = False
+        self.last_active = time.monotonic()
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
 
     # -- asyncio.Protocol ---------------------------------------------------
@@ -102,6 +104,7 @@ class Connection(asyncio.Protocol):
             return
         buf = self._buf
         buf += data
+        self.last_active = time.monotonic()
         self._receiving = True  # responses made while reading are written once, at the end
         pos = 0
         n = len(buf)
@@ -196,6 +199,7 @@ class Connection(asyncio.Protocol):
             out.clear()
             return
         self._out = []
+        self.last_active = time.monotonic()
         if len(out) == 1:
             self.transport.write(out[0])
             return
@@ -244,8 +248,11 @@ class Connection(asyncio.Protocol):
 
 
 class FramedServer:
-    def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024):
+    def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024,
+                 idle_timeout: float | None = None):
         self.handler = handler
+        self.idle_timeout = idle_timeout  # seconds; Kafka's connections.max.idle.ms
+        self._reaper: asyncio.Task | None = None
         self.host = host
         self.port = port
         self.max_frame = max_frame
@@ -261,6 +268,19 @@ class FramedServer:
                                                 reuse_address=True, backlog=self.backlog)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+        if self.idle_timeout:
+            self._reaper = asyncio.ensure_future(self._reap_idle())
+
+    async def _reap_idle(self) -> None:
+        """Close connections that have had no traffic and no request in flight for ``idle_timeout``."""
+        every = max(0.05, min(self.idle_timeout / 4, 10.0))
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for conn in list(self._connections):
+                if not conn._slots and now - conn.last_active > self.idle_timeout:
+                    conn.abort(f"idle for more than {self.idle_timeout * 1000:.0f} ms (connections.max.idle.ms)",
+                               graceful=True)
 
     @property
     def sockets(self):
@@ -273,6 +293,8 @@ class FramedServer:
     async def close(self) -> None:
         if self._server is None:
             return
+        if self._reaper is not None:
+            self._reaper.cancel()
         self._server.close()
         for conn in list(self._connections):
             if conn.transport is not None:
