@@ -289,3 +289,18 @@ def test_acl_apis_answer_security_disabled(client, version):
     res = client.call(X(filters=[X.DeleteAclsFilter(resource_type_filter=1, operation=1, permission_type=1)]),
                       version)
     assert [r.error_code for r in res.filter_results] == [errors.SECURITY_DISABLED]
+
+
+def test_broker_logger_configs(client, broker):
+    node = str(broker.config.node_id)
+    r = describe(client, 8, node)
+    levels = {c.name: c.value for c in r.configs}
+    assert r.error_code == 0 and "root" in levels and "kafkawire.broker" in levels
+    I = message_class("IncrementalAlterConfigsRequest")
+    res = client.call(I(resources=[I.AlterConfigsResource(resource_type=8, resource_name=node, configs=[
+        I.AlterableConfig(name="kafkawire.broker", config_operation=0, value="DEBUG")])], validate_only=False), 1)
+    assert res.responses[0].error_code == 0
+    assert {c.name: c.value for c in describe(client, 8, node).configs}["kafkawire.broker"] == "DEBUG"
+    import logging
+
+    logging.getLogger("kafkawire.broker").setLevel(logging.NOTSET)

@@ -105,6 +105,31 @@ def _broker_value(broker, name):
     return value, source
 
 
+DYNAMIC_BROKER_LOGGER_CONFIG = 6
+_LOG4J = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "INFO"}
+
+
+def _describe_loggers(broker, version, res, with_synonyms, with_doc):
+    """The broker's loggers and their levels, named and leveled the way Kafka's log4j loggers are."""
+    import logging
+
+    if res.resource_name not in ("", str(broker.node_id)):
+        return errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received " \
+                                       f"{res.resource_name}", []
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith("kafkawire"))
+    if res.configuration_keys is not None:
+        names = [n for n in names if n in res.configuration_keys]
+    out = []
+    for name in names:
+        logger = logging.getLogger(None if name == "root" else name)
+        level = logging.getLevelName(logger.getEffectiveLevel())
+        level = _LOG4J.get(level, level)
+        out.append(_entry(version, name, level, DYNAMIC_BROKER_LOGGER_CONFIG,
+                          [(name, level, DYNAMIC_BROKER_LOGGER_CONFIG)], False, C.STRING, None, with_synonyms,
+                          with_doc))
+    return 0, None, out
+
+
 @handles("DescribeConfigs")
 def describe_configs(broker, ctx, body):
     version = ctx.api_version
@@ -117,7 +142,7 @@ def describe_configs(broker, ctx, body):
         elif res.resource_type == BROKER:
             code, message, configs = _describe_broker(broker, version, res, with_synonyms, with_doc)
         elif res.resource_type == BROKER_LOGGER:
-            code, message, configs = 0, None, []
+            code, message, configs = _describe_loggers(broker, version, res, with_synonyms, with_doc)
         else:
             code, message, configs = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}", []
         results.append(DR.DescribeConfigsResult(error_code=code, error_message=message,
