@@ -95,8 +95,11 @@ def test_request_timeout_closes_the_connection():
         broker.handlers[3] = never
         conn = await Connection.open("127.0.0.1", broker.port, request_timeout=0.3)
         try:
-            with pytest.raises(RequestTimeout):
+            with pytest.raises(RequestTimeout) as info:
                 await conn.request(message_class("MetadataRequest")(topics=[]))
+            # a Kafka error (name, code, retriable) and a TimeoutError
+            assert isinstance(info.value, KafkaError) and isinstance(info.value, TimeoutError)
+            assert (info.value.name, info.value.code, info.value.retriable) == ("REQUEST_TIMED_OUT", 7, True)
             assert conn.closed
             with pytest.raises(ConnectionClosed):
                 await conn.request(message_class("MetadataRequest")(topics=[]))
@@ -112,8 +115,10 @@ def test_connection_refused_is_a_connection_error():
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        with pytest.raises(ConnectionClosed):
+        with pytest.raises(ConnectionClosed) as info:
             await Connection.open("127.0.0.1", port, connect_timeout=2)
+        assert isinstance(info.value, KafkaError) and isinstance(info.value, OSError)
+        assert (info.value.name, info.value.code, info.value.retriable) == ("NETWORK_EXCEPTION", 13, True)
     run(main())
 
 

@@ -43,16 +43,24 @@ except Exception:  # pragma: no cover
     CLIENT_SOFTWARE_VERSION = "0.0.0"
 
 
-class ConnectionClosed(OSError):
-    """The connection failed or was closed while a request was pending (retriable)."""
+class ConnectionClosed(KafkaError, OSError):
+    """The connection failed or closed while a request was pending: Kafka's NETWORK_EXCEPTION (13), retriable.
 
-    retriable = True
+    Also an ``OSError``, so code that catches socket errors catches it.
+    """
+
+    def __init__(self, message: str = "connection closed"):
+        KafkaError.__init__(self, kerrors.NETWORK_EXCEPTION, message)
 
 
-class RequestTimeout(TimeoutError):
-    """No response within the request timeout (retriable; the connection is closed)."""
+class RequestTimeout(KafkaError, TimeoutError):
+    """No response within the request timeout: Kafka's REQUEST_TIMED_OUT (7), retriable.
 
-    retriable = True
+    Also a ``TimeoutError``. The connection it happened on is closed.
+    """
+
+    def __init__(self, message: str = "request timed out"):
+        KafkaError.__init__(self, kerrors.REQUEST_TIMED_OUT, message)
 
 
 class UnsupportedApi(KafkaError):
