@@ -304,3 +304,25 @@ def test_broker_logger_configs(client, broker):
     import logging
 
     logging.getLogger("kafkawire.broker").setLevel(logging.NOTSET)
+
+
+def test_single_node_replica_apis(client, broker):
+    create_topic(client, "pl", partitions=2)
+    E = message_class("ElectLeadersRequest")
+    for v in range(0, 3):
+        res = client.call(E(election_type=0, topic_partitions=[E.TopicPartitions(topic="pl", partitions=[0, 5])],
+                            timeout_ms=1000), v)
+        codes = [r.error_code for r in res.replica_election_results[0].partition_result]
+        assert codes == [errors.ELECTION_NOT_NEEDED, errors.UNKNOWN_TOPIC_OR_PARTITION]
+        assert client.call(E(election_type=0, topic_partitions=None), v).replica_election_results == []
+    L = message_class("ListPartitionReassignmentsRequest")
+    res = client.call(L(topics=None), 0)
+    assert res.error_code == 0 and res.topics == []
+    A = message_class("AlterPartitionReassignmentsRequest")
+    node = broker.config.node_id
+    res = client.call(A(topics=[A.ReassignableTopic(name="pl", partitions=[
+        A.ReassignablePartition(partition_index=0, replicas=[node]),
+        A.ReassignablePartition(partition_index=1, replicas=[node, node + 1]),
+        A.ReassignablePartition(partition_index=1, replicas=None)])]), 0)
+    assert [p.error_code for p in res.responses[0].partitions] == [
+        0, errors.INVALID_REPLICA_ASSIGNMENT, errors.NO_REASSIGNMENT_IN_PROGRESS]

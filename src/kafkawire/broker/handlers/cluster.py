@@ -1,4 +1,5 @@
-"""DescribeCluster, DescribeLogDirs."""
+"""DescribeCluster, DescribeLogDirs, and the replica-placement APIs a single node answers trivially
+(ElectLeaders, ListPartitionReassignments, AlterPartitionReassignments)."""
 from __future__ import annotations
 
 import os
@@ -56,3 +57,60 @@ def describe_log_dirs(broker, ctx, body):
                                              for n, ps in sorted(by_topic.items())],
                                      total_bytes=total, usable_bytes=usable)
     return R(throttle_time_ms=0, error_code=0, results=[result])
+
+
+@handles("ElectLeaders")
+def elect_leaders(broker, ctx, body):
+    """The single node is every partition's preferred and only leader: nothing to elect."""
+    from kafkawire.protocol.messages import ElectLeadersResponse as R
+
+    results = []
+    if body.topic_partitions is not None:  # null means every partition; those needing nothing are omitted
+        topics = broker.storage.topics()
+        for t in body.topic_partitions:
+            meta = topics.get(t.topic)
+            parts = []
+            for p in t.partitions:
+                if meta is None or not 0 <= p < meta.partitions:
+                    parts.append(R.PartitionResult(partition_id=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                                                   error_message="The partition does not exist."))
+                else:
+                    parts.append(R.PartitionResult(partition_id=p, error_code=errors.ELECTION_NOT_NEEDED,
+                                                   error_message="Leader election not needed for topic partition."))
+            results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=parts))
+    return R(throttle_time_ms=0, error_code=0, replica_election_results=results)
+
+
+@handles("ListPartitionReassignments")
+def list_partition_reassignments(broker, ctx, body):
+    from kafkawire.protocol.messages import ListPartitionReassignmentsResponse as R
+
+    return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
+
+
+@handles("AlterPartitionReassignments")
+def alter_partition_reassignments(broker, ctx, body):
+    """Moving replicas needs other nodes: only the no-op assignment [this node] is accepted."""
+    from kafkawire.protocol.messages import AlterPartitionReassignmentsResponse as R
+
+    topics = broker.storage.topics()
+    responses = []
+    for t in body.topics:
+        meta = topics.get(t.name)
+        parts = []
+        for p in t.partitions:
+            if meta is None or not 0 <= p.partition_index < meta.partitions:
+                code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+            elif p.replicas is None:
+                code, msg = errors.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for this partition."
+            elif list(p.replicas) != [broker.node_id]:
+                code, msg = errors.INVALID_REPLICA_ASSIGNMENT, \
+                    f"The proposed assignment {list(p.replicas)} contains brokers that are not registered; only " \
+                    f"broker {broker.node_id} exists."
+            else:
+                code, msg = 0, None
+            parts.append(R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code,
+                                                         error_message=msg))
+        responses.append(R.ReassignableTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, allow_replication_factor_change=body.allow_replication_factor_change
+             if ctx.api_version >= 1 else True, error_code=0, error_message=None, responses=responses)
