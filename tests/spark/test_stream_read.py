@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from test_read import produce
+from .test_read import produce
 
 
 def values(n0: int, n1: int) -> list[dict]:

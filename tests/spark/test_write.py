@@ -7,8 +7,8 @@ import uuid
 import pytest
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
 
-from conftest import consume_all
-from test_read import produce
+from .conftest import consume_all
+from .test_read import produce
 
 SINK_SCHEMA = StructType([
     StructField("key", StringType()),
