@@ -141,3 +141,29 @@ def test_large_volume_spans_many_batches(bootstrap, make_topic, topic):
     assert [m.offset for m in metas[0::2]] == list(range(n // 2))
     got = confluent_consume_all(bootstrap, topic, [0, 1], n)
     assert [r["value"] for r in got[1]] == [b"%08d" % i for i in range(1, n, 2)]
+
+
+def test_produce_many(bootstrap, make_topic, topic):
+    make_topic(topic, 3)
+    n = 3000
+    values = [b"v%d" % i for i in range(n)]
+    keys = [None if i % 5 == 0 else b"k%d" % (i % 31) for i in range(n)]
+    headers = [[("i", b"%d" % i)] if i % 7 == 0 else None for i in range(n)]
+    timestamps = [1_700_000_000_000 + i for i in range(n)]
+    with Producer(bootstrap) as p:
+        group = p.produce_many(topic, values, keys, headers=headers, timestamps=timestamps)
+        assert group.result(60) is group
+        assert (group.delivered, group.failed, group.errors) == (n, 0, [])
+        bad = p.produce_many([topic, topic], [b"a", b"b"], partitions=[0, 99]).result(60)
+        assert (bad.delivered, bad.failed) == (1, 1)
+        assert bad.errors[0][1].name == "UNKNOWN_TOPIC_OR_PARTITION"
+        with pytest.raises(KafkaError):
+            bad.raise_first()
+    got = confluent_consume_all(bootstrap, topic, [0, 1, 2], n + 1)
+    rows = {r["value"]: (p, r) for p, rs in got.items() for r in rs}
+    for i in range(n):
+        part, r = rows[values[i]]
+        assert r["key"] == keys[i] and r["timestamp"] == timestamps[i]
+        assert r["headers"] == (headers[i] or [])
+        if keys[i] is not None:
+            assert part == partition_for_key(keys[i], 3)

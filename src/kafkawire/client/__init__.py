@@ -34,12 +34,12 @@ from .connection import Connection, ConnectionClosed, RequestTimeout
 from .consumer import AsyncConsumer, ConsumerRecord
 from .offsets import EARLIEST, LATEST, OffsetAndTimestamp
 from .partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
-from .producer import AsyncProducer, RecordMetadata
+from .producer import AsyncProducer, DeliveryGroup, RecordFuture, RecordMetadata
 from .sync import Admin, Consumer, LoopThread, Producer
 
 __all__ = [
     "Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Cluster", "Connection", "ConnectionClosed",
-    "Consumer", "ConsumerRecord", "DefaultPartitioner", "EARLIEST", "KafkaError", "LATEST", "LoopThread",
-    "NewTopic", "OffsetAndTimestamp", "Producer", "RecordMetadata", "RequestTimeout", "RoundRobinPartitioner",
+    "Consumer", "ConsumerRecord", "DefaultPartitioner", "DeliveryGroup", "EARLIEST", "KafkaError", "LATEST", "LoopThread",
+    "NewTopic", "OffsetAndTimestamp", "Producer", "RecordFuture", "RecordMetadata", "RequestTimeout", "RoundRobinPartitioner",
     "murmur2", "partition_for_key",
 ]

@@ -122,6 +122,91 @@ class RecordFuture:
         return self._result if isinstance(self._result, BaseException) else None
 
 
+class DeliveryGroup:
+    """The outcome of ``send_many``: how many records were delivered, how many failed, the first errors.
+
+    ``await group.wait()`` on the loop, ``group.result(timeout)`` from any thread (both return the
+    group once every record has its result); ``raise_first()`` raises the first error, if any.
+    """
+
+    __slots__ = ("count", "delivered", "failed", "errors", "_done", "_waiters")
+    MAX_ERRORS = 20
+
+    def __init__(self, count: int):
+        self.count = count
+        self.delivered = 0
+        self.failed = 0
+        self.errors: list[tuple[int | None, BaseException]] = []   # (record index if known, error)
+        self._done = count == 0
+        self._waiters: list[asyncio.Future] = []
+
+    def done(self) -> bool:
+        return self._done
+
+    def _ok(self) -> None:
+        self.delivered += 1
+        if self.delivered + self.failed >= self.count:
+            self._finish()
+
+    def _fail(self, exc: BaseException, index: int | None = None) -> None:
+        self.failed += 1
+        if len(self.errors) < self.MAX_ERRORS:
+            self.errors.append((index, exc))
+        if self.delivered + self.failed >= self.count:
+            self._finish()
+
+    def _finish(self) -> None:
+        self._done = True
+        for w in self._waiters:
+            if not w.done():
+                w.set_result(self)
+        self._waiters = []
+        if RecordFuture._waiters:
+            with RecordFuture._cond:
+                RecordFuture._cond.notify_all()
+
+    async def wait(self) -> "DeliveryGroup":
+        if not self._done:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut
+        return self
+
+    def result(self, timeout: float | None = None) -> "DeliveryGroup":
+        if not self._done:
+            cond = RecordFuture._cond
+            with cond:
+                RecordFuture._waiters += 1
+                try:
+                    if not cond.wait_for(lambda: self._done, timeout):
+                        raise TimeoutError(f"records not all delivered within {timeout}s")
+                finally:
+                    RecordFuture._waiters -= 1
+        return self
+
+    def raise_first(self) -> None:
+        if self.errors:
+            raise self.errors[0][1]
+
+    def __repr__(self):
+        return f"<DeliveryGroup {self.delivered}/{self.count} delivered, {self.failed} failed>"
+
+
+class _Member:
+    """The sink shared by the records of one ``send_many`` call."""
+
+    __slots__ = ("group",)
+
+    def __init__(self, group: DeliveryGroup):
+        self.group = group
+
+    def _set(self, result) -> None:
+        if isinstance(result, BaseException):
+            self.group._fail(result)
+        else:
+            self.group._ok()
+
+
 def _headers_size(headers) -> int:
     """An upper bound of the encoded size of record headers."""
     return sum(len(k) * 3 + (len(v) if v is not None else 0) + 10 for k, v in headers) + 5
@@ -288,6 +373,31 @@ class AsyncProducer:
         self._enqueue(topic, value, key, partition, timestamp, headers, fut)
         return fut
 
+    def send_many(self, topic, values, keys=None, *, partitions=None, headers=None,
+                  timestamps=None) -> "DeliveryGroup":
+        """Queue many records in one call (on the loop's thread); returns one ``DeliveryGroup`` for all.
+
+        ``topic``: a name, or one per record; ``values`` a sequence; ``keys``, ``partitions``,
+        ``headers``, ``timestamps``: ``None`` or one per record (items may be ``None``). No
+        per-record future or metadata object is made: the group counts deliveries and keeps the
+        first errors (``await group.wait()`` or, from another thread, ``group.result(timeout)``).
+        Queues past ``buffer_memory`` (callers bound what they hand over).
+        """
+        n = len(values)
+        group = DeliveryGroup(n)
+        member = _Member(group)
+        enqueue = self._enqueue
+        single = isinstance(topic, str)
+        for i in range(n):
+            try:
+                enqueue(topic if single else topic[i], values[i], keys[i] if keys is not None else None,
+                        partitions[i] if partitions is not None else None,
+                        timestamps[i] if timestamps is not None else None,
+                        headers[i] if headers is not None else None, member)
+            except Exception as exc:
+                group._fail(exc, i)
+        return group
+
     def _enqueue(self, topic, value, key, partition, timestamp, headers, sink) -> None:
         """Queue one record whose result goes to ``sink`` (an asyncio future or a ``RecordFuture``)."""
         if self._closed:
@@ -383,7 +493,8 @@ class AsyncProducer:
             self._wakeup.set()
 
     def _complete(self, fut, result) -> None:
-        if type(fut) is RecordFuture:
+        t = type(fut)
+        if t is RecordFuture or t is _Member:
             fut._set(result)
         elif not fut.done():
             if isinstance(result, BaseException):
@@ -583,8 +694,15 @@ class AsyncProducer:
         self._dequeue(batch)
         topic, partition = batch.tp
         for i, (fut, ts) in enumerate(zip(batch.futures, batch.timestamps)):
+            if type(fut) is _Member:   # a send_many record: counted, no metadata object
+                fut.group._ok()
+                self._unfinished -= 1
+                continue
             self._complete(fut, RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
                                                log_append_time if log_append_time not in (None, -1) else ts))
+        if self._unfinished <= 0:
+            self._unfinished = 0
+            self._idle.set()
 
     def _dequeue(self, batch: _Batch) -> None:
         queue = self._queues.get(batch.tp)
