@@ -47,6 +47,12 @@ def test_restart_between_produce_and_consume(disk_broker, topic):
     second = confluent_produce(disk_broker.bootstrap, topic, records[800:],
                                {"acks": "1", "compression.type": "none"})
     delivered = first + second
+    # A topic deleted before the restart stays deleted after it.
+    gone = topic + "-deleted"
+    create_topic(disk_broker.bootstrap, gone, 2)
+    confluent_produce(disk_broker.bootstrap, gone, make_records(50, 2, seed=502))
+    deleter = AdminClient({"bootstrap.servers": disk_broker.bootstrap})
+    deleter.delete_topics([gone])[gone].result(30)
 
     disk_broker.restart()
 
@@ -58,6 +64,7 @@ def test_restart_between_produce_and_consume(disk_broker, topic):
     # The topic's metadata survived too: partition count and the config set at creation.
     admin = AdminClient({"bootstrap.servers": disk_broker.bootstrap})
     assert len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == partitions
+    assert gone not in admin.list_topics(timeout=10).topics
     resource = ConfigResource(ResourceType.TOPIC, topic)
     assert admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "86400000"
 
