@@ -11,7 +11,7 @@ Idempotence (on by default, as in the Java client since 3.0): the producer
 gets a producer id and epoch with InitProducerId, numbers each partition's
 batches with sequence numbers, and keeps one batch in flight per partition,
 so a retried batch is written once and in order. It needs ``acks=-1``
-("all"); with ``enable_idempotence=False`` any acks works.
+("all"): it is on by default with acks="all" and off by default with other acks.
 
 Retries: a batch that fails with a retriable error (``error_for(code).retriable``,
 a lost connection or a timeout) is retried with backoff, metadata refreshed
@@ -251,7 +251,7 @@ class AsyncProducer:
     """
 
     def __init__(self, bootstrap="127.0.0.1:9092", *, acks="all", compression="none", batch_size: int = 1 << 20,
-                 linger_ms: float = 5, enable_idempotence: bool = True, delivery_timeout: float = 120.0,
+                 linger_ms: float = 5, enable_idempotence: bool | None = None, delivery_timeout: float = 120.0,
                  request_timeout: float = 30.0, buffer_memory: int = 64 << 20, partitioner=None,
                  client_id: str = "kafkawire-producer", backoff: Backoff | None = None,
                  max_request_size: int = 16 << 20,
@@ -262,9 +262,11 @@ class AsyncProducer:
             raise ValueError(f"compression {self.compression.name.lower()} needs a package that is not installed")
         self.batch_size = batch_size
         self.linger = linger_ms / 1000.0
-        self.idempotent = bool(enable_idempotence)
-        if self.idempotent and self.acks != -1:
+        # as the Java client: on by default with acks=all, off by default otherwise, an error if asked for
+        # with acks other than all
+        if enable_idempotence and self.acks != -1:
             raise ValueError("enable_idempotence needs acks='all' (-1)")
+        self.idempotent = self.acks == -1 if enable_idempotence is None else bool(enable_idempotence)
         self.delivery_timeout = delivery_timeout
         self.request_timeout = request_timeout
         self.buffer_memory = buffer_memory
@@ -334,7 +336,8 @@ class AsyncProducer:
                         "broker %s:%s has no InitProducerId: producing without idempotence", conn.host, conn.port)
                     self.idempotent = False
                     return
-                resp = await conn.request(cls(transactional_id=None, transaction_timeout_ms=-1,
+                # the timeout is Integer.MAX_VALUE as the Java client sends it without a transactional id
+                resp = await conn.request(cls(transactional_id=None, transaction_timeout_ms=0x7FFFFFFF,
                                               producer_id=-1, producer_epoch=-1))
                 if resp.error_code:
                     raise KafkaError(resp.error_code, "InitProducerId")
