@@ -100,6 +100,25 @@ def _pack_array(ch: str):
     return pack
 
 
+# Arrays of fixed-width structs: one compiled format per (element format, count), shared by all
+# codecs, for counts up to _FIXED_ARRAY_MAX and at most _FIXED_ARRAY_FORMATS counts per element format.
+_FIXED_ARRAY_MAX = 1024
+_FIXED_ARRAY_FORMATS = 128
+_FIXED_ARRAY_CACHES: dict[str, dict] = {}
+
+
+def _fixed_array_cache(fmt: str) -> dict:
+    return _FIXED_ARRAY_CACHES.setdefault(fmt, {})
+
+
+def _fixed_array(cache: dict, fmt: str, n: int):
+    """The unpack_from of ``n`` repetitions of ``fmt``, or None (the caller then loops)."""
+    if n > _FIXED_ARRAY_MAX or len(cache) >= _FIXED_ARRAY_FORMATS:
+        return None
+    unpack = cache[n] = struct.Struct(">" + fmt * n).unpack_from
+    return unpack
+
+
 def _write_unknown_tags(tags, w):
     _write_tags(sorted(tags, key=operator.itemgetter(0)), w)
 
@@ -139,7 +158,7 @@ class _Compiler:
             "_I8": struct.Struct(">b").unpack_from, "_I16": struct.Struct(">h").unpack_from,
             "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
             "_P32": struct.Struct(">i").pack, "_write_tags": _write_tags, "_tagkey": operator.itemgetter(0),
-            "_write_unknown_tags": _write_unknown_tags, "_mv": memoryview, "_list": list, "_SMALL": _SMALL_ARRAY,
+            "_write_unknown_tags": _write_unknown_tags, "_mv": memoryview, "_fixed_array": _fixed_array, "_list": list, "_SMALL": _SMALL_ARRAY,
         }
         self.counter = 0
         self.inline_depth = 0
@@ -253,7 +272,7 @@ class _Compiler:
             for f in tagged:
                 var = self.tmp()
                 values[f.attr] = var
-                s(f"{var} = {self.default_expr(f)}")
+                self.emit_default(f, var)
             s(f"{unk} = None")
             if checked:
                 s("c[0] = p; c[1] = '_tagged_fields'; c[2] = pos")
@@ -289,18 +308,40 @@ class _Compiler:
             s(f"pos = {end}")
             s.dedent()
             s.dedent()
+        for f in self.class_fields[name]:
+            if f.attr not in values and f.is_struct and not f.is_array and f.default_value() is not None:
+                values[f.attr] = var = self.tmp()
+                self.emit_default(f, var)
         s(f"{out} = _new(C_{name})")
         for f in self.class_fields[name]:
             s(f"{out}.{f.attr} = {values.get(f.attr) or self.default_expr(f)}")
         s(f"{out}._unknown_tags = {unk}")
+
+    def emit_default(self, f: FieldSpec, var: str) -> None:
+        """Set ``var`` to a fresh default of field ``f``. A struct default is built in line, as its
+        class's constructor would build it, without the keyword call."""
+        if f.is_array or not f.is_struct or f.default_value() is None:
+            self.src(f"{var} = {self.default_expr(f)}")
+            return
+        fields = self.class_fields[f.struct.name]
+        subs = {}
+        for g in fields:
+            if g.is_struct and not g.is_array and g.default_value() is not None:
+                subs[g.attr] = self.tmp()
+                self.emit_default(g, subs[g.attr])
+        self.src(f"{var} = _new(C_{f.struct.name})")
+        for g in fields:
+            self.src(f"{var}.{g.attr} = {subs.get(g.attr) or self.default_expr(g)}")
+        self.src(f"{var}._unknown_tags = None")
 
     def emit_uvarint(self, var: str, two_bytes: bool = False) -> None:
         s = self.src
         s(f"{var} = buf[pos]")
         s(f"if {var} < 128: pos += 1")
         if two_bytes:
-            # lengths of 128 B to 16 KiB (record batches, long strings) without a call
+            # lengths of 128 B to 2 MiB (record batches, long strings) without a call
             s(f"elif buf[pos + 1] < 128: {var} = ({var} & 127) | (buf[pos + 1] << 7); pos += 2")
+            s(f"elif buf[pos + 2] < 128: {var} = ({var} & 127) | ((buf[pos + 1] & 127) << 7) | (buf[pos + 2] << 14); pos += 3")
         s(f"else: {var}, pos = _uv(buf, pos)")
 
     def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool) -> None:
@@ -359,9 +400,13 @@ class _Compiler:
                 unpack_name = self.const(unpack, "_UAL")
                 s(f"e = pos + {n} * {width}")
                 s(f"if e > L: raise _DecodeError('array of %d {f.type} runs past the end of the buffer' % {n}, offset=pos)")
-                s(f"{var} = _list({small_name}[{n}](buf, pos)) if {n} < _SMALL else {unpack_name}({n}, buf, pos)")
+                s(f"{var} = [*{small_name}[{n}](buf, pos)] if {n} < _SMALL else {unpack_name}({n}, buf, pos)")
                 s("pos = e")
             else:
+                bulk = not checked and f.struct is not None and self.emit_fixed_struct_array(f, var, n)
+                if bulk:
+                    s(f"if {var} is None:")
+                    s.indent()
                 idx = self.tmp("i")
                 item = self.tmp("x")
                 s(f"{var} = []")
@@ -375,6 +420,8 @@ class _Compiler:
                     self.emit_struct_call(f, item, checked, f"p + '.%s[%d]' % ({f.name!r}, {idx})")
                 s(f"{var}.append({item})")
                 s.dedent()
+                if bulk:
+                    s.dedent()
             s.dedent()
             return
         t = f.type
@@ -427,6 +474,68 @@ class _Compiler:
             s(f"{var} = _bytes(buf[pos:e])")
         s("pos = e")
         s.dedent()
+
+    def emit_fixed_struct_array(self, f: FieldSpec, var: str, n: str) -> bool:
+        """For an array of structs whose elements are only fixed-width fields (and, in flexible
+        versions, a tag section): unpack the whole array in one struct call and build the elements
+        from the flat tuple. Any non-empty tag section (or a count too large to cache a format for)
+        leaves ``var`` None, and the general loop that follows decodes the array instead. The tag bytes are checked before unpacking
+        (a strided slice of the input and one count), and skipped by the format as pad bytes."""
+        v = self.version
+        fields = [g for g in f.struct.fields if g.present(v)]
+        if not fields or any(g.is_array or g.type not in FIXED_TYPES or g.is_tagged(v) for g in fields):
+            return False
+        absent = [g for g in self.class_fields[f.struct.name] if not g.present(v)]
+        if any(g.is_array or g.is_struct for g in absent):
+            return False
+        s = self.src
+        fmt = "".join(FIXED_TYPES[g.type][0] for g in fields)
+        width = struct.calcsize(">" + fmt)
+        if self.flexible:
+            fmt += "x"  # the tag byte, checked apart: one C call over a strided slice
+            width += 1
+        cache = self.const(_fixed_array_cache(fmt), "_FA")
+        fu, flat, it, x = self.tmp("fu"), self.tmp("fl"), self.tmp("it"), self.tmp("x")
+        names = [self.tmp() for _ in fields]
+        s(f"{var} = None")
+        # empty and one-element arrays cost less in the loop; a format is only compiled for a
+        # count whose elements the input actually holds
+        s(f"if {n} > 1 and pos + {n} * {width} <= L:")
+        s.indent()
+        s(f"{fu} = {cache}.get({n})")
+        s(f"if {fu} is None: {fu} = _fixed_array({cache}, {fmt!r}, {n})")
+        s(f"if {fu} is not None:")
+        s.indent()
+        if self.flexible:
+            s(f"if _bytes(buf[pos + {width - 1}:pos + {n} * {width}:{width}]).count(0) == {n}:")
+            s.indent()
+        s(f"{flat} = {fu}(buf, pos)")
+        k = len(fields)
+        s(f"{var} = []")
+        if k == 1:
+            s(f"for {names[0]} in {flat}:")
+        else:
+            s(f"{it} = iter({flat})")
+            s(f"for {', '.join(names)} in zip({', '.join([it] * k)}):")
+        s.indent()
+        s(f"{x} = _new(C_{f.struct.name})")
+        values = dict(zip((g.attr for g in fields), names))
+        for g in self.class_fields[f.struct.name]:
+            value = values.get(g.attr)
+            if value is None:
+                value = self.default_expr(g)
+            elif g.type == "uuid":
+                value = f"_uuid({value})"
+            s(f"{x}.{g.attr} = {value}")
+        s(f"{x}._unknown_tags = None")
+        s(f"{var}.append({x})")
+        s.dedent()
+        s(f"pos += {n} * {width}")
+        if self.flexible:
+            s.dedent()
+        s.dedent()
+        s.dedent()
+        return True
 
     def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str) -> None:
         if checked:

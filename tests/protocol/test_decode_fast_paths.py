@@ -1,0 +1,160 @@
+"""The fast decoder's special cases give exactly what the general code gives: arrays of fixed-width
+structs unpacked in one call, multi-byte varint lengths decoded in line, tagged struct defaults built
+without the constructor. Each case also on malformed input and on every kind of input buffer."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafkawire.protocol import DecodeError, message_class
+from kafkawire.protocol import codegen
+
+ApiVersions = message_class("ApiVersionsResponse")
+LeaderChange = message_class("LeaderChangeMessage")
+Vote = message_class("VoteResponse")
+Quorum = message_class("DescribeQuorumResponse")
+Fetch = message_class("FetchResponse")
+Produce = message_class("ProduceRequest")
+Simple = message_class("SimpleExampleMessage")
+
+BUFFERS = [bytes, bytearray, memoryview, lambda d: memoryview(b"??" + d)[2:]]
+
+
+def _api_versions(n, version=3):
+    return ApiVersions(api_keys=[ApiVersions.ApiVersion(api_key=k, min_version=k % 3, max_version=k % 17 - 3)
+                                 for k in range(n)], throttle_time_ms=5 if version else 0)
+
+
+def _check(cls, msg, version):
+    data = msg.encode(version)
+    for wrap in BUFFERS:
+        back = cls.decode(wrap(data), version)
+        assert back == msg
+        assert back.encode(version) == data
+    obj, end = cls.decode_from(b"\x01" + data + b"\x02", 1, version)
+    assert obj == msg and end == 1 + len(data)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 17, 64, 200, codegen._FIXED_ARRAY_MAX, codegen._FIXED_ARRAY_MAX + 1])
+@pytest.mark.parametrize("version", [0, 2, 3, 4])
+def test_fixed_struct_arrays_of_every_size(n, version):
+    assert "_fixed_array" in ApiVersions.codec(version).source  # the one-call path is the one tested
+    _check(ApiVersions, _api_versions(n, version), version)
+
+
+def test_fixed_struct_arrays_with_uuid_bool_and_int64_fields():
+    voters = [LeaderChange.Voter(voter_id=i, voter_directory_id=uuid.UUID(int=i * 7919 if i % 3 else 0))
+              for i in range(40)]
+    _check(LeaderChange, LeaderChange(leader_id=3, voters=voters), 1)
+    decoded = LeaderChange.decode(LeaderChange(voters=voters).encode(1), 1)
+    assert all(type(v.voter_directory_id) is uuid.UUID for v in decoded.voters)
+    assert decoded.voters[0].voter_directory_id is not None and decoded.voters[1].voter_directory_id.int == 7919
+
+    parts = [Vote.PartitionData(partition_index=i, error_code=i % 2, leader_id=i, leader_epoch=-i,
+                                vote_granted=bool(i % 2)) for i in range(30)]
+    msg = Vote(topics=[Vote.TopicData(topic_name="t", partitions=parts)])
+    for version in (0, 1, 2):
+        _check(Vote, msg, version)
+
+    voters = [Quorum.ReplicaState(replica_id=i, replica_directory_id=uuid.UUID(int=i), log_end_offset=1 << 40,
+                                  last_fetch_timestamp=-1, last_caught_up_timestamp=i) for i in range(9)]
+    partition = Quorum.PartitionData(partition_index=0, current_voters=voters, observers=voters[:2])
+    _check(Quorum, Quorum(topics=[Quorum.TopicData(topic_name="__cluster_metadata", partitions=[partition])]), 2)
+
+
+def test_struct_array_elements_are_distinct_mutable_objects():
+    back = ApiVersions.decode(_api_versions(10).encode(3), 3)
+    assert len({id(a) for a in back.api_keys}) == 10
+    back.api_keys[2].max_version = 99
+    back.api_keys.append(ApiVersions.ApiVersion(api_key=1000))
+    assert back.api_keys[3].max_version != 99
+    assert all(a.unknown_tags == [] for a in back.api_keys)
+
+
+@pytest.mark.parametrize("where", [0, 1, 5, 9])
+def test_an_unknown_tag_in_one_element_falls_back_to_the_general_loop(where):
+    msg = _api_versions(10)
+    msg.api_keys[where]._unknown_tags = [(7, b"\x01\x02")]
+    _check(ApiVersions, msg, 3)
+    back = ApiVersions.decode(msg.encode(3), 3)
+    assert back.api_keys[where].unknown_tags == [(7, b"\x01\x02")]
+    assert all(a.unknown_tags == [] for i, a in enumerate(back.api_keys) if i != where)
+
+
+def test_a_tag_in_one_element_is_not_taken_for_padding():
+    # SimpleExampleMessage v2's StructArray elements are fixed-width; a non-zero tag byte starts a tag
+    # section that the one-call path must not take for the padding it skips
+    elem = Simple.StructArray(array_field_id=5)
+    elem._unknown_tags = [(0, b"\x09")]
+    msg = Simple(my_struct=Simple.MyStruct(struct_id=1, array_in_struct=[Simple.StructArray(array_field_id=1), elem,
+                                                                        Simple.StructArray(array_field_id=2)]))
+    _check(Simple, msg, 2)
+
+
+def test_truncation_and_corruption_inside_a_fixed_struct_array():
+    data = _api_versions(20).encode(3)
+    # error_code (2) + count (1) + 20 elements of 7 bytes + throttle (4) + tags (1); a cut that leaves
+    # fewer bytes than elements fails on the count, any other names the element it falls in
+    for cut in range(3, 3 + 20 * 7):
+        with pytest.raises(DecodeError) as info:
+            ApiVersions.decode(data[:cut], 3)
+        if cut - 3 < 20:
+            assert info.value.path == "ApiKeys" and info.value.offset == 2
+        else:
+            assert info.value.path.startswith(f"ApiKeys[{(cut - 3) // 7}]."), (cut, info.value.path)
+            assert 3 + (cut - 3) // 7 * 7 <= info.value.offset <= cut
+    # a tag count that claims more tags than the input holds, in the middle of the array
+    bad = bytearray(data)
+    bad[3 + 7 * 12 + 6] = 0x7F
+    with pytest.raises(DecodeError) as info:
+        ApiVersions.decode(bytes(bad), 3)
+    assert info.value.path == "ApiKeys[12]._tagged_fields"
+
+
+def test_fixed_array_formats_are_cached_per_count_with_a_bound():
+    cache = codegen._fixed_array_cache("hhhx")
+    for n in range(2, codegen._FIXED_ARRAY_FORMATS + 40):
+        _check(ApiVersions, _api_versions(n), 3)
+    assert len(cache) <= codegen._FIXED_ARRAY_FORMATS
+    assert codegen._fixed_array(cache, "hhhx", codegen._FIXED_ARRAY_MAX + 1) is None
+
+
+@pytest.mark.parametrize("size", [0, 126, 127, 128, 16383, 16384, 20000, (1 << 21) - 2, (1 << 21) + 5])
+def test_records_lengths_of_one_to_four_varint_bytes(size):
+    # compact lengths are size + 1: one byte up to 126, two up to 16382, three up to 2 MiB, then four
+    msg = Produce(acks=1, timeout_ms=1, topic_data=[Produce.TopicProduceData(name="t", partition_data=[
+        Produce.PartitionProduceData(index=i, records=bytes([i + 1]) * size) for i in range(2)])])
+    data = msg.encode(9)
+    back = Produce.decode(data, 9)
+    assert back == msg and back.encode(9) == data
+    assert type(back.topic_data[0].partition_data[1].records) is memoryview
+
+
+def test_truncated_multi_byte_lengths_are_decode_errors():
+    msg = Produce(topic_data=[Produce.TopicProduceData(name="t", partition_data=[
+        Produce.PartitionProduceData(index=0, records=b"x" * 20000)])])
+    data = msg.encode(9)
+    start = data.index(b"x" * 100) - 3  # the three bytes of the records length
+    for cut in range(start, start + 3):
+        with pytest.raises(DecodeError) as info:
+            Produce.decode(data[:cut], 9)
+        assert info.value.path.endswith(".Records"), info.value.path
+
+
+def test_default_tagged_structs_are_fresh_per_element():
+    parts = [Fetch.PartitionData(partition_index=i, records=b"r") for i in range(3)]
+    back = Fetch.decode(Fetch(responses=[Fetch.FetchableTopicResponse(topic="t", partitions=parts)]).encode(12), 12)
+    got = back.responses[0].partitions
+    assert got[0].diverging_epoch == Fetch.EpochEndOffset() and got[0].snapshot_id == Fetch.SnapshotId()
+    assert got[0].current_leader == Fetch.LeaderIdAndEpoch()
+    assert got[0].diverging_epoch is not got[1].diverging_epoch
+    got[0].diverging_epoch.epoch = 5
+    got[0].snapshot_id.end_offset = 9
+    assert got[1].diverging_epoch.epoch == -1 and got[2].snapshot_id.end_offset == -1
+    assert got[0].diverging_epoch.unknown_tags == []
+    # and a tagged struct that is present still decodes to its value
+    parts[1].current_leader = Fetch.LeaderIdAndEpoch(leader_id=4, leader_epoch=8)
+    again = Fetch.decode(Fetch(responses=[Fetch.FetchableTopicResponse(topic="t", partitions=parts)]).encode(12), 12)
+    assert again.responses[0].partitions[1].current_leader.leader_id == 4
+    assert again.responses[0].partitions[0].current_leader == Fetch.LeaderIdAndEpoch()
