@@ -98,3 +98,12 @@ def test_unreachable_broker_is_an_error(command):
         port = s.getsockname()[1]
     r = kw(f"127.0.0.1:{port}", *command, timeout=60)
     assert r.returncode == 1 and b"error:" in r.stderr
+
+
+def test_consume_prints_headers_and_reads_committed(bootstrap, make_topic, topic):
+    make_topic(topic, 1)
+    confluent_produce(bootstrap, topic, [{"key": b"k", "value": b"v", "headers": [("a", b"1"), ("b", b"2")]}])
+    r = kw(bootstrap, "consume", topic, "--from-beginning", "--max-messages", "1", "--print-headers",
+           "--isolation-level", "read_committed")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"a=1,b=2\tv\n"

@@ -185,3 +185,43 @@ def test_stop_at_reads_a_range_without_fetching_past_it(bootstrap, make_topic, t
         assert c.poll(0.5) == []       # and no more fetches
         c.stop_at(tp, None)
         assert _poll_all(c, 200)[-1].offset == 299
+
+
+def test_max_records_pause_resume_and_async_api(bootstrap, make_topic, topic):
+    import asyncio
+
+    from kafkawire.client import AsyncConsumer, AsyncProducer
+
+    make_topic(topic, 2)
+
+    async def main():
+        async with AsyncProducer(bootstrap) as p:
+            for i in range(40):
+                await p.send(topic, b"%d" % i, partition=i % 2)
+            await p.flush()
+        async with AsyncConsumer(bootstrap) as c:
+            c.assign([(topic, 0), (topic, 1)], offset="earliest")
+            first = await c.getmany(timeout=5, max_records=7)
+            assert sum(len(v) for v in first.values()) == 7
+            got = [r for recs in first.values() for r in recs]
+            for _ in range(40):
+                got += await c.records(0.3)
+                if len(got) >= 40:
+                    break
+            assert sorted(int(r.value) for r in got) == list(range(40))   # nothing lost, nothing twice
+            c.pause((topic, 1))
+            async with AsyncProducer(bootstrap) as p:
+                await p.send_and_wait(topic, b"p0", partition=0)
+                await p.send_and_wait(topic, b"p1", partition=1)
+            got = []
+            for _ in range(10):
+                got += await c.records(0.3)
+            assert [r.value for r in got] == [b"p0"]
+            c.resume((topic, 1))
+            got = []
+            for _ in range(20):
+                got += await c.records(0.3)
+                if got:
+                    break
+            assert [r.value for r in got] == [b"p1"]
+    asyncio.run(asyncio.wait_for(main(), 60))
