@@ -16,6 +16,11 @@ also any whose client opens with bytes that read as a Kafka request header
 (a plausible size, a known API key at a version it has, a sane client id).
 
 :func:`summary` and :func:`error_names` describe an event in a line.
+
+Not handled: IP fragments (counted in ``Stats.not_tcp``), TLS (the bytes do
+not read as Kafka), SASL tokens sent bare after a SaslHandshake v0 (they show
+as frames that do not decode), and autodetection of connections whose start
+the capture missed (a listed port works for those).
 """
 from __future__ import annotations
 
