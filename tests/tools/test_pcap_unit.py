@@ -517,3 +517,22 @@ def test_unknown_api_key_and_version_still_pair():
     assert "unknown API key 999" in str(events[0].error) and "unknown API key 999" in str(events[1].error)
     assert "99" in str(events[2].error) and events[3].error is not None
     assert events[4].error is None and events[5].error is None
+
+
+def test_cli_reads_stdin_and_takes_several_ports(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    cap = Capture()
+    one = Conn(server=("10.0.0.2", 19092))
+    two = Conn(("10.0.0.1", 40001), ("10.0.0.2", 29092), clock=one.clock)
+    cap.extend(one.handshake() + exchange(one, [api_versions(1)]))
+    cap.extend(two.handshake() + exchange(two, [api_versions(1)]))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(cap.pcap())))
+    assert main(["pcap", "-", "--no-autodetect", "--port", "19092", "-p", "29092", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr()[0].splitlines()]
+    assert [(r["connection"], r["server"][1], r["kind"]) for r in rows] == \
+        [(1, 19092, "request"), (1, 19092, "response"), (2, 29092, "request"), (2, 29092, "response")]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(cap.pcap())))
+    assert main(["pcap", "-", "--no-autodetect", "--port", "19092"]) == 0
+    assert len(capsys.readouterr()[0].splitlines()) == 2
