@@ -14,7 +14,6 @@ client does not have are logged and ignored, as the Java client does with unknow
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from typing import Iterable, Iterator
@@ -259,8 +258,6 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
     schema = arrow_read_schema(include_headers)
     bootstrap, kwargs = client_kwargs(conf, "consumer")
     kwargs.setdefault("client_id", "kafkawire-spark-reader")
-    # no buffering far past the range: the fetcher would keep reading the partition's tail
-    kwargs.setdefault("max_buffered_bytes", 32 << 20)
     tp = (topic, partition)
     try:
         consumer = Consumer(bootstrap, auto_offset_reset="earliest" if not fail_on_data_loss else "none", **kwargs)
@@ -280,6 +277,7 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
         if start >= end:
             return
         consumer.assign({tp: start})
+        consumer.stop_at(tp, end)  # no fetching past the range
         idle = 0
         while True:
             try:
@@ -331,52 +329,23 @@ def _column(batch: pa.RecordBatch, names: dict, name: str, as_binary: bool = Fal
 class ArrowProducer:
     """Writes Arrow batches whose columns follow Spark's Kafka sink (topic, key, value, headers, partition).
 
-    Keys are partitioned with the Java client's murmur2 partitioner. Rows are handed to the
-    client's asyncio producer in one call per Arrow batch on the client's loop thread.
+    Each Arrow batch goes to the client's producer in one ``produce_many`` call (no per-record future);
+    keys are partitioned with the Java client's murmur2 partitioner; ``flush`` waits until every record
+    is acknowledged and raises if any failed.
     """
 
     def __init__(self, conf: dict, topic: str | None):
-        from kafkawire.client import LoopThread
-        from kafkawire.client import AsyncProducer
+        from kafkawire.client import Producer
 
         bootstrap, kwargs = client_kwargs(conf, "producer")
         kwargs.setdefault("client_id", "kafkawire-spark-writer")
-        self._loop = LoopThread.get()
         self._topic = topic
-        self._errors: list = []
-        self._failed = 0
+        self._pending: list = []
         self.sent = 0
-
-        async def make():
-            p = AsyncProducer(bootstrap, **kwargs)
-            await p.start()
-            return p
         try:
-            self._producer = self._loop.run(make())
+            self._producer = Producer(bootstrap, **kwargs)
         except Exception as exc:
             raise KafkaAccessError(f"could not start a producer for {bootstrap}: {_errtext(exc)}") from None
-
-    def _done(self, fut) -> None:
-        exc = fut.exception() if not fut.cancelled() else asyncio.CancelledError()
-        if exc is not None:
-            self._failed += 1
-            if len(self._errors) < 5:
-                self._errors.append(_errtext(exc))
-
-    async def _send(self, topics, keys, values, parts, headers) -> None:
-        p = self._producer
-        send = p.send
-        done = self._done
-        for i in range(len(values)):
-            t = topics[i]
-            if t is None:
-                raise KafkaAccessError("a row has a null topic and the option 'topic' is not set")
-            h = headers[i] if headers is not None else None
-            if h:
-                h = [(x["key"], x["value"]) for x in h]
-            kw = {"partition": parts[i]} if parts is not None and parts[i] is not None else {}
-            fut = await send(t, values[i], keys[i] if keys is not None else None, headers=h or None, **kw)
-            fut.add_done_callback(done)
 
     def write(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -385,29 +354,47 @@ class ArrowProducer:
         names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
         values = _column(batch, names, "value", as_binary=True)
         keys = _column(batch, names, "key", as_binary=True)
-        topics = [self._topic] * n if self._topic is not None else _column(batch, names, "topic")
+        if self._topic is not None:
+            topics = self._topic
+        else:
+            if batch.column(names["topic"]).null_count:
+                raise KafkaAccessError("a row has a null topic and the option 'topic' is not set")
+            topics = _column(batch, names, "topic")
         parts = _column(batch, names, "partition")
-        headers = _column(batch, names, "headers")
-        self._loop.run(self._send(topics, keys, values, parts, headers))
+        headers = None
+        if "headers" in names and batch.column(names["headers"]).null_count < n:
+            headers = [[(h["key"], h["value"]) for h in row] if row else None
+                       for row in batch.column(names["headers"]).to_pylist()]
+        self._pending.append(self._producer.produce_many(topics, values, keys, partitions=parts, headers=headers))
         self.sent += n
-        self._check()
+        self._check(final=False)
 
-    def _check(self) -> None:
-        if self._errors:
-            raise KafkaAccessError(f"{self._failed} record(s) could not be delivered, e.g. {self._errors[:3]}")
+    def _check(self, final: bool) -> None:
+        still = []
+        for group in self._pending:
+            if not group.done():
+                if final:
+                    raise KafkaAccessError(f"{group.count - group.delivered} records not acknowledged")
+                still.append(group)
+            elif group.failed:
+                errors = "; ".join(_errtext(e) for _, e in group.errors[:3])
+                raise KafkaAccessError(f"{group.failed} of {group.count} records could not be delivered: {errors}")
+        self._pending = still
 
     def flush(self, timeout: float | None = 300.0) -> None:
         try:
-            self._loop.run(self._producer.flush(timeout))
+            self._producer.flush(timeout)
+            for group in self._pending:
+                group.result(timeout)
         except TimeoutError:
             raise KafkaAccessError(f"records were not all acknowledged within {timeout}s") from None
-        self._check()
+        self._check(final=True)
 
     def close(self) -> None:
         p, self._producer = self._producer, None
         if p is not None:
             try:
-                self._loop.run(p.close(30))
+                p.close(30)
             except Exception as exc:  # the error that matters was raised already
                 log.warning("closing the producer: %s", _errtext(exc))
 
