@@ -33,7 +33,7 @@ def text_records(count: int, partitions: int, base_ts: int) -> list[Rec]:
     records = []
     for i in range(count):
         key = None if i % 7 == 3 else f"key-{i}".encode()
-        value = f"value {i} " .encode() + b"x" * (i * 37 % 900)
+        value = f"value {i} ".encode() + b"x" * (i * 37 % 900)
         headers = () if i % 3 == 0 else (("h1", f"v{i}".encode()), ("h2", b"second"))
         records.append(Rec(i % partitions, key, value, headers, base_ts + i * 3))
     return records
