@@ -77,7 +77,7 @@ def test_consume_to_end(broker, topic):
     out = kcat(broker, "-C", "-t", topic, "-o", "beginning", "-e", "-J", "-q")
     assert_readback(records, kcat_json_records(out), delivered=delivered)
 
-    # A partition from an absolute offset, and the end offset of a timestamp query.
+    # One partition from an absolute offset (inside a batch): the records before it are not returned.
     out = kcat(broker, "-C", "-t", topic, "-p", "1", "-o", "50", "-e", "-J", "-q")
     tail = [r for r in records if r.partition == 1][50:]
     assert_readback(tail, kcat_json_records(out), start_offsets={1: 50})
