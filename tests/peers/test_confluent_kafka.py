@@ -1,11 +1,12 @@
 """confluent-kafka (librdkafka) against the broker: produce, read back, administer, list offsets."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from .peer_harness import (assert_readback, by_partition, confluent_consume, confluent_create_topic,
+from .peer_harness import (Rec, assert_readback, by_partition, confluent_consume, confluent_create_topic,
                           confluent_produce, end_offsets, make_records, wait_for_topic)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
@@ -250,3 +251,67 @@ def test_oversized_record_is_refused_and_the_rest_kept(broker, topic):
     after = confluent_produce(broker.bootstrap, topic, small[10:], fits)
     got = confluent_consume(broker.bootstrap, topic, 1, len(small))
     assert_readback(small, got, delivered=before + after)
+
+
+@pytest.mark.tansu_gap("a fetch past the log end gets no OFFSET_OUT_OF_RANGE, so no reset happens")
+def test_out_of_range_offsets_follow_auto_offset_reset(broker, topic):
+    """A fetch past the log end is OFFSET_OUT_OF_RANGE; the consumer then resets as configured."""
+    from confluent_kafka import Consumer
+
+    partitions = 2
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(100, partitions, seed=79)
+    delivered = confluent_produce(broker.bootstrap, topic, records)
+
+    # earliest: from an offset far past the end back to 0, and everything is read.
+    got = confluent_consume(broker.bootstrap, topic, partitions, len(records),
+                            start={p: 1_000_000 for p in range(partitions)},
+                            config={"auto.offset.reset": "earliest"})
+    assert_readback(records, got, delivered=delivered)
+
+    # error: the consumer is told, with the partition, instead of silently skipping.
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-reset-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 1_000_000)])
+        deadline = time.monotonic() + 20
+        error = None
+        while error is None and time.monotonic() < deadline:
+            for m in consumer.consume(10, 0.2):
+                assert m.error() is not None, f"read a record at {m.partition()}/{m.offset()} past the log end"
+                error = m.error()
+        assert error is not None and error.code() == KafkaError._AUTO_OFFSET_RESET, error
+    finally:
+        consumer.close()
+
+    # latest: only what is produced after the reset is read.
+    ends = end_offsets(records, partitions)
+    more = make_records(40, partitions, seed=80)
+    fetching_from = {}
+
+    def stats(text):  # librdkafka's view of each partition: where its fetcher stands after the reset
+        for p, st in json.loads(text).get("topics", {}).get(topic, {}).get("partitions", {}).items():
+            if int(p) >= 0 and st.get("fetch_state") == "active":
+                fetching_from[int(p)] = st.get("next_offset")
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-reset2-{topic}",
+                         "enable.auto.commit": False, "auto.offset.reset": "latest",
+                         "statistics.interval.ms": 100, "stats_cb": stats})
+    try:
+        consumer.assign([TopicPartition(topic, p, 1_000_000) for p in range(partitions)])
+        # Produce the new records only once both partitions were reset to their end and are being fetched.
+        deadline = time.monotonic() + 20
+        while fetching_from != ends and time.monotonic() < deadline:
+            assert consumer.consume(10, 0.1) == []
+        assert fetching_from == ends
+        more_delivered = confluent_produce(broker.bootstrap, topic, more)
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < len(more) and time.monotonic() < deadline:
+            for m in consumer.consume(100, 0.2):
+                assert m.error() is None, m.error()
+                got.append((m.offset(), Rec(m.partition(), m.key(), m.value(), tuple(m.headers() or ()),
+                                            m.timestamp()[1])))
+    finally:
+        consumer.close()
+    assert_readback(more, got, delivered=more_delivered, start_offsets=ends)
