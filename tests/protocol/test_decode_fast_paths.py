@@ -158,3 +158,40 @@ def test_default_tagged_structs_are_fresh_per_element():
     again = Fetch.decode(Fetch(responses=[Fetch.FetchableTopicResponse(topic="t", partitions=parts)]).encode(12), 12)
     assert again.responses[0].partitions[1].current_leader.leader_id == 4
     assert again.responses[0].partitions[0].current_leader == Fetch.LeaderIdAndEpoch()
+
+
+Metadata = message_class("MetadataResponse")
+
+
+def _metadata(names, replicas, version=12):
+    topics = [Metadata.MetadataResponseTopic(name=name, topic_id=uuid.UUID(int=i + 1 if version >= 10 else 0),
+                                             partitions=[
+        Metadata.MetadataResponsePartition(partition_index=p, replica_nodes=replicas, isr_nodes=replicas[:1],
+                                           offline_replicas=replicas[2:] if version >= 5 else []) for p in range(3)])
+        for i, name in enumerate(names)]
+    return Metadata(brokers=[Metadata.MetadataResponseBroker(node_id=1, host="h\u00e9", port=1, rack=None)],
+                    cluster_id="c" if version >= 2 else None, topics=topics)
+
+
+@pytest.mark.parametrize("version", [1, 9, 12])
+def test_strings_and_int_arrays_on_every_kind_of_buffer(version):
+    names = ["a", "", "\u00fcml\u00e4ut", "\u65e5\u672c", "x" * 126, "y" * 127, "z" * 300, "w" * 20000]
+    for replicas in ([], [7], list(range(63)), list(range(64)), list(range(1000))):
+        _check(Metadata, _metadata(names, replicas, version), version)
+
+
+@pytest.mark.parametrize("wrap", BUFFERS)
+def test_invalid_utf8_and_truncated_int_arrays_on_every_kind_of_buffer(wrap):
+    data = bytearray(_metadata(["abc"], list(range(70))).encode(12))
+    at = data.index(b"abc")
+    bad = bytearray(data)
+    bad[at + 1] = 0xFF
+    with pytest.raises(DecodeError) as info:
+        Metadata.decode(wrap(bytes(bad)), 12)
+    assert info.value.path == "Topics[0].Name" and "UTF-8" in info.value.problem
+    # cuts inside the 70 replicas (the helper's path) and inside the one isr node (the struct call's)
+    replicas = data.index(bytes([71]) + (0).to_bytes(4, "big") + (1).to_bytes(4, "big"))
+    for cut in (replicas + 5, replicas + 200, replicas + 1 + 70 * 4 + 2):
+        with pytest.raises(DecodeError) as info:
+            Metadata.decode(wrap(bytes(data[:cut])), 12)
+        assert info.value.path.startswith("Topics[0].Partitions[0]."), info.value.path
