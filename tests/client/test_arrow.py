@@ -35,10 +35,11 @@ def _check(rb, expected, ts_type=0):
     assert rb.num_rows == len(expected)
     rb.validate(full=True)
     got = rb.to_pylist()
-    for row, rec in zip(got, expected):
+    timestamps = rb.column("timestamp").cast(pa.int64()).to_pylist()
+    for row, ts, rec in zip(got, timestamps, expected):
         assert row["topic"] == "topic" and row["partition"] == 3
         assert row["offset"] == rec.offset
-        assert rb.column("timestamp").cast(pa.int64())[got.index(row)].as_py() == rec.timestamp
+        assert ts == rec.timestamp
         assert row["timestamp_type"] == ts_type
         assert row["key"] == rec.key and row["value"] == rec.value
         if "headers" in row:
@@ -114,3 +115,74 @@ def test_every_key_null_across_pieces():
     rb, expected = _decode(buf, headers=False)
     _check(rb, expected)
     assert rb.column("key").null_count == 50
+
+
+# -- runs of same-layout records (decoded with strided slices, no per-record Python) -----------------------
+
+def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_000_000_000, interrupt=None):
+    recs = []
+    for i in range(n):
+        key = None if key_len is None else (b"%0*d" % (key_len, i))[-key_len:] if key_len else b""
+        value = bytes([i % 251]) * value_len
+        headers = None
+        if interrupt and i in interrupt:
+            kind = interrupt[i]
+            if kind == "headers":
+                headers = [("h", b"x")]
+            elif kind == "null":
+                value = None
+            elif kind == "longer":
+                value = value + b"+"
+            elif kind == "key":
+                key = b"odd-one"
+        recs.append((key, value, headers, base_ts + i * ts_step))
+    return recs
+
+
+SHAPES = [
+    dict(n=200),                                         # 1-byte ts and offset deltas, then 2-byte offset deltas
+    dict(n=9000, ts_step=3),                             # 3-byte offset deltas after 8191, 2/3-byte ts deltas
+    dict(n=300, ts_step=-1),                             # negative timestamp deltas
+    dict(n=300, ts_step=0),
+    dict(n=300, value_len=10),                           # 1-byte record lengths
+    dict(n=300, value_len=5000),                         # 2-byte value lengths
+    dict(n=300, value_len=200),
+    dict(n=300, value_len=0),
+    dict(n=300, key_len=8),
+    dict(n=300, key_len=0),                              # empty (not null) keys
+    dict(n=300, key_len=70),                             # 2-byte key lengths: one by one
+    dict(n=300, interrupt={5: "headers", 100: "null", 101: "longer", 200: "headers", 250: "key"}),
+    dict(n=300, key_len=4, interrupt={40: "null", 41: "null", 150: "longer"}),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_same_layout_runs_agree_with_the_records_decoder(shape, codec):
+    kw = dict(SHAPES[shape])
+    recs = _uniform_batch(**kw)
+    buf = build_batch(recs, compression=codec, base_offset=1000)
+    for min_offset in (0, 1000, 1001, 1063, 1064, 1100):
+        rb, expected = _decode(buf, min_offset)
+        _check(rb, expected)
+
+
+def test_same_first_length_byte_but_different_lengths():
+    # record lengths whose zigzag varints share the first byte (0x90 ..) but not the second
+    recs = [(None, b"a" * 190, None, 1)] * 40 + [(None, b"b" * 318, None, 2)] * 40
+    buf = build_batch(recs)
+    rb, expected = _decode(buf, headers=False)
+    _check(rb, expected)
+    recs = [(None, b"a" * 190, None, 1)] * 20 + [(None, b"b" * 318, None, 2)] + [(None, b"a" * 190, None, 1)] * 20
+    rb, expected = _decode(build_batch(recs), headers=False)
+    _check(rb, expected)
+
+
+def test_many_same_layout_batches_and_modes():
+    parts = []
+    off = 0
+    for j, shape in enumerate([dict(n=100), dict(n=100, key_len=6), dict(n=100), dict(n=50, key_len=0)]):
+        parts.append(build_batch(_uniform_batch(**shape, base_ts=10_000 * j), base_offset=off))
+        off += shape["n"]
+    rb, expected = _decode(b"".join(parts))
+    _check(rb, expected)

@@ -13,8 +13,16 @@ usual case for data pipelines) only value positions are kept
 (``[0, value0 start, value0 end, ...]``, elements ``2i+1``). Headers are
 decoded only for records that have them, and only when asked for.
 
-Measured with ``benchmarks/bench_client.py`` (CPU time, 100-byte values):
-about 0.9M records/s per core with null keys and 0.75M keyed, any codec.
+Runs of records with the same layout (same record size, same varint sizes,
+same key and value lengths: fixed-size payloads) need no per-record Python
+at all: every field sits at the same offset from its record's start, so
+strided slices of the buffer check the layout and read the timestamp deltas
+in C, and the positions are arithmetic progressions. Other records are
+decoded one by one.
+
+Measured with ``benchmarks/bench_client.py`` (CPU time, one core, 100-byte
+values): about 2.6-3M records/s for fixed-size records (2M keyed); records
+of varying sizes go one by one at about 0.9M/s (0.75M keyed).
 
 pyarrow is imported when this module is (the ``arrow`` extra); the rest of
 the client does not need it.
@@ -186,13 +194,8 @@ class ArrowColumns:
                 raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset)
         if not count:
             return
-        ts_app = self.timestamps.append
-        pos_app = self.positions.append
         keyed = self.mode == 4
-        vnull_app = self.value_nulls.append
-        kempty_app = self.key_empty.append
         row0 = len(self.timestamps)
-        want_headers = self.headers
         # Offset deltas strictly increase within a batch, so when the batch holds last_delta + 1 records they
         # are 0, 1, 2, ...: nothing to check or store. Otherwise (compacted batches) they are collected.
         ods = None if regular else []
@@ -201,7 +204,40 @@ class ArrowColumns:
             _, p = _varint(data, pos)
             _, p = _varint(data, p + 1)
             first_od, _ = _varint(data, p)
-        for i in range(count):
+        i = 0
+        while i < count:
+            if ods is None and count - i >= _MIN_RUN:
+                done, pos = self._uniform_run(data, pos, end, count - i, base_ts, row0 + i, keyed)
+                if done:
+                    i += done
+                    continue
+            pos = self._scalar(data, pos, i, min(count, i + _SCALAR_STEP), base_ts, row0, keyed, ods)
+            i = min(count, i + _SCALAR_STEP)
+        if pos != end:
+            raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section",
+                                     base_offset=base_offset)
+        if log_append_ts is not None:
+            n = len(self.timestamps)
+            del self.timestamps[row0:]
+            self.timestamps.extend(array("q", [log_append_ts]) * (n - row0))
+        if ods is None:
+            start = base_offset + (first_od or 0)
+            self.offsets.extend(range(start, start + count))
+        else:
+            if any(b <= a for a, b in zip(ods, ods[1:])) or (ods and ods[-1] > last_delta):
+                raise CorruptRecordError("offset deltas do not increase", base_offset=base_offset)
+            self.offsets.extend(base_offset + od for od in ods)
+
+    def _scalar(self, data, pos: int, i0: int, i1: int, base_ts: int, row0: int, keyed: bool, ods) -> int:
+        """Records ``i0`` to ``i1`` of the batch, one by one; returns the position after them."""
+        Z1 = _Z1
+        Z2 = _Z2
+        ts_app = self.timestamps.append
+        pos_app = self.positions.append
+        vnull_app = self.value_nulls.append
+        kempty_app = self.key_empty.append
+        want_headers = self.headers
+        for i in range(i0, i1):
             # record length (not needed: the fields tell where the record ends) + attributes
             if data[pos] < 0x80:
                 pos += 2
@@ -277,20 +313,102 @@ class ArrowColumns:
                     self.header_rows[row0 + i] = hs
             else:
                 pos += 1
-        if pos != end:
-            raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section",
-                                     base_offset=base_offset)
-        if log_append_ts is not None:
-            n = len(self.timestamps)
-            del self.timestamps[row0:]
-            self.timestamps.extend(array("q", [log_append_ts]) * (n - row0))
-        if ods is None:
-            start = base_offset + (first_od or 0)
-            self.offsets.extend(range(start, start + count))
+        return pos
+
+    def _uniform_run(self, data, pos: int, end: int, left: int, base_ts: int, row: int, keyed: bool):
+        """Decode a run of records that all have the same layout without a per-record Python step.
+
+        Records of one size whose varints have the same sizes and whose key and value lengths are
+        equal (fixed-size payloads, the common case of generated data) put every field at the same
+        offset from the record's start; strided slices of the buffer check that (and read the
+        timestamp deltas) in C. Returns (records done, position after them); (0, pos) if the
+        records here are not like that.
+        """
+        b0 = data[pos]
+        if b0 < 0x80:
+            lsize, ln = 1, b0 >> 1
         else:
-            if any(b <= a for a, b in zip(ods, ods[1:])) or (ods and ods[-1] > last_delta):
-                raise CorruptRecordError("offset deltas do not increase", base_offset=base_offset)
-            self.offsets.extend(base_offset + od for od in ods)
+            b1 = data[pos + 1]
+            if b1 >= 0x80:
+                return 0, pos
+            lsize, ln = 2, ((b0 & 0x7F) | (b1 << 7)) >> 1
+        size = lsize + ln
+        stop = min(end, pos + size * left)
+        # how many records in a row start with the same length bytes (each one's length says where the next is)
+        firsts = data[pos:stop:size]
+        m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
+        if lsize == 2 and m:
+            seconds = data[pos + 1:stop:size][:m]
+            m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
+        m = min(m, left, (end - pos) // size)
+        if m < _MIN_RUN:
+            return 0, pos
+        span = pos + size * m
+        # timestamp delta: 1 or 2 bytes in every record of the run
+        t = pos + lsize + 1
+        raw1 = data[t:span:size]
+        if _all_low(raw1):
+            tsize, raw2 = 1, None
+        elif _all_high(raw1):
+            raw2 = data[t + 1:span:size]
+            if not _all_low(raw2):
+                return 0, pos
+            tsize = 2
+        else:
+            return 0, pos
+        # offset delta (not stored: the batch is regular): 1 or 2 bytes everywhere
+        o = t + tsize
+        od1 = data[o:span:size]
+        if _all_low(od1):
+            osize = 1
+        elif _all_high(od1) and _all_low(data[o + 1:span:size]):
+            osize = 2
+        else:
+            return 0, pos
+        # key: null everywhere, or (keyed pieces) the same length everywhere
+        k = o + osize
+        kb = data[k]
+        if kb == 1:
+            ksize, kl = 1, -1
+        elif not keyed or kb == 0 or kb >= 0x80:
+            return 0, pos
+        elif kb & 1:
+            return 0, pos  # a negative length: corrupt, let the one-by-one decoder say so
+        else:
+            ksize, kl = 1, kb >> 1
+        if not _same(data, k, span, size, kb):
+            return 0, pos
+        # value: the same non-null length everywhere, then a header count of 0 ending the record
+        v = k + ksize + max(kl, 0)
+        vb = data[v]
+        if vb == 1:
+            return 0, pos
+        if vb < 0x80:
+            vsize, vl = 1, vb >> 1
+        else:
+            vb2 = data[v + 1]
+            if vb2 >= 0x80 or not _same(data, v + 1, span, size, vb2):
+                return 0, pos
+            vsize, vl = 2, ((vb & 0x7F) | (vb2 << 7)) >> 1
+        if v + vsize + vl + 1 != pos + size or not _same(data, v, span, size, vb) or \
+                not _same(data, pos + size - 1, span, size, 0):
+            return 0, pos
+        # every field is where the first record has it: positions are arithmetic progressions
+        vs = v + vsize
+        if keyed:
+            ks = k + ksize
+            seg = array("i", bytes(16 * m))
+            seg[0::4] = array("i", range(ks, span, size))
+            seg[1::4] = array("i", range(ks + max(kl, 0), span, size))
+            seg[2::4] = array("i", range(vs, span, size))
+            seg[3::4] = array("i", range(vs + vl, span, size))
+        else:
+            seg = array("i", bytes(8 * m))
+            seg[0::2] = array("i", range(vs, span, size))
+            seg[1::2] = array("i", range(vs + vl, span, size))
+        self.positions.extend(seg)
+        self.timestamps.frombytes(_timestamps(raw1, raw2, base_ts))
+        return m, span
 
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.offsets)
@@ -377,6 +495,53 @@ def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
     buffers = arr.buffers()
     return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]],
                                  null_count=len(nulls), offset=arr.offset)
+
+
+_MIN_RUN = 16        # shorter runs of same-layout records are not worth the strided checks
+_SCALAR_STEP = 32    # records decoded one by one before looking for a run again
+
+
+def _same(data, start: int, stop: int, step: int, value: int) -> bool:
+    """Whether every ``step``-th byte from ``start`` (below ``stop``) is ``value``."""
+    got = data[start:stop:step]
+    return not got.strip(bytes((value,)))
+
+
+_LOW = bytes(range(0x80))
+_HIGH = bytes(range(0x80, 0x100))
+
+
+def _all_low(raw) -> bool:
+    """Every byte below 0x80 (a varint's last byte)."""
+    return not raw.translate(None, _LOW)
+
+
+def _all_high(raw) -> bool:
+    """Every byte 0x80 or above (a varint continues)."""
+    return not raw.translate(None, _HIGH)
+
+
+_ZIGZAG16 = None   # zigzag value of a 2-byte varint, indexed by its two bytes read as a little-endian uint16
+
+
+def _timestamps(raw1, raw2, base_ts: int) -> bytes:
+    """int64 timestamps (native order) from the 1- or 2-byte zigzag deltas of a run: two Arrow calls."""
+    global _ZIGZAG16
+    if _ZIGZAG16 is None:
+        table = [0] * 65536
+        for lo in range(256):
+            for hi in range(128):
+                u = (lo & 0x7F) | (hi << 7)
+                table[lo | (hi << 8)] = (u >> 1) ^ -(u & 1)
+        _ZIGZAG16 = pa.array(table, pa.int64())
+    n = len(raw1)
+    words = bytearray(2 * n)
+    words[0::2] = raw1
+    if raw2 is not None:
+        words[1::2] = raw2
+    idx = pa.Array.from_buffers(pa.uint16(), n, [None, pa.py_buffer(words)])
+    ts = pc.add(pc.take(_ZIGZAG16, idx), pa.scalar(base_ts, pa.int64()))
+    return ts.buffers()[1].to_pybytes()[ts.offset * 8:(ts.offset + n) * 8]
 
 
 def _repeat_string(s: str, n: int) -> pa.Array:

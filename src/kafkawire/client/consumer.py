@@ -234,6 +234,8 @@ class AsyncConsumer:
         for tp in tps:
             self._state(tuple(tp)).paused = False
         self._poke()
+        if self._data is not None and self._chunks:
+            self._data.set()  # what was held back while paused can be returned now
 
     def _state(self, tp) -> _PartitionState:
         state = self._parts.get((tp[0], int(tp[1])))
@@ -445,13 +447,19 @@ class AsyncConsumer:
                 raise err
             chunks = []
             size = 0
+            held = []   # data of paused partitions stays buffered until they are resumed
             while self._chunks and (max_bytes is None or not chunks or size < max_bytes):
                 c = self._chunks.popleft()
                 state = self._parts.get(c.tp)
                 if state is None or state.epoch != c.epoch:
                     continue
+                if state.paused:
+                    held.append(c)
+                    continue
                 chunks.append(c)
                 size += len(c.data)
+            if held:
+                self._chunks.extendleft(reversed(held))
             if chunks:
                 self._recount()
                 return chunks
