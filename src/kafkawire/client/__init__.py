@@ -8,10 +8,13 @@ thread; see ``kafkawire.client.sync``)::
     with Admin("127.0.0.1:9092") as admin:
         admin.create_topics([NewTopic("events", num_partitions=3)])
     with Producer("127.0.0.1:9092", compression="zstd") as p:
-        p.produce("events", b"value", key=b"k", headers=[("h", b"v")])
+        fut = p.produce("events", b"value", key=b"k", headers=[("h", b"v")])
+        p.produce_many("events", [b"a", b"b"], keys=[None, b"k"])   # one call, one DeliveryGroup
         p.flush()
+        fut.result()                            # RecordMetadata(topic, partition, offset, timestamp)
     with Consumer("127.0.0.1:9092") as c:
-        c.assign([("events", 0)], offset="earliest")
+        c.assign([("events", 0)], offset="earliest")   # or {tp: offset}; seek_to_timestamp(ms)
+        c.stop_at(("events", 0), 1000)                # optional: read an offset range, fetch no further
         records = c.poll(timeout=1.0)          # [ConsumerRecord]
         batches = c.poll_arrow(timeout=1.0)    # [pyarrow.RecordBatch], no per-record objects
 
