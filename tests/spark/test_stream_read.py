@@ -5,6 +5,7 @@ import collections
 import json
 import os
 import time
+import uuid
 
 import pytest
 
@@ -108,6 +109,26 @@ def test_new_partition_assignment_json_offsets(spark, broker, tmp_path):
     want = sorted((r["partition"], r["offset"], r["value"].decode()) for r in recs
                   if r["partition"] == 2 or (r["partition"] == 0 and r["offset"] >= 3))
     assert got == want
+
+
+def test_pattern_picks_up_new_topics_from_earliest(spark, broker, tmp_path):
+    base = f"pat{uuid.uuid4().hex[:6]}"
+    first = broker.create_topic(f"{base}-a", 2)
+    produce(broker, first, values(0, 12))
+    out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
+
+    def run():
+        df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribePattern", f"{base}-.*").option("startingOffsets", "earliest").load())
+        finished(to_parquet(df, out, ck, availableNow=True))
+
+    run()
+    second = broker.create_topic(f"{base}-b", 3)  # appears while the query is stopped
+    produce(broker, second, values(100, 130))
+    produce(broker, first, values(12, 15))
+    run()
+    got = collections.Counter(r.v for r in spark.read.parquet(out).collect())
+    assert got == collections.Counter([f"rec-{i}" for i in range(15)] + [f"rec-{i}" for i in range(100, 130)])
 
 
 def delete_records(broker, topic: str, partition: int, before: int) -> None:
