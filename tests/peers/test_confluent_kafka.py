@@ -212,7 +212,6 @@ def test_list_offsets_earliest_latest_by_timestamp(broker, topic):
         consumer.close()
 
 
-@pytest.mark.tansu_gap("a first batch larger than the fetch limits is not returned: the consumer never progresses")
 def test_small_fetch_limits_still_read_everything(broker, topic):
     """Fetch limits far below the batch sizes: the broker still returns a whole first batch so the
     consumer makes progress, and cut-short trailing batches are re-fetched, never lost or garbled."""
