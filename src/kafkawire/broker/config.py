@@ -369,6 +369,13 @@ class BrokerConfig:
 
     def topic_default(self, name: str) -> tuple[str, int, str | None]:
         """(value, source, broker synonym that supplied it) of a topic config with no topic override."""
+        cache = self.__dict__.setdefault("_topic_defaults", {})
+        found = cache.get(name)
+        if found is None:
+            found = cache[name] = self._topic_default(name)
+        return found
+
+    def _topic_default(self, name: str) -> tuple[str, int, str | None]:
         d = TOPIC_CONFIGS[name]
         for source, layer in self.broker_layers():
             for syn in d.broker_synonyms:
@@ -389,7 +396,8 @@ class BrokerConfig:
                        "message.max.bytes": ("message_max_bytes", int)}
 
     def apply_dynamic(self) -> None:
-        """Re-resolve the typed fields that dynamic broker configs may change."""
+        """Re-resolve the typed fields that dynamic broker configs may change (call after changing them)."""
+        self.__dict__.pop("_topic_defaults", None)
         static = self.__dict__.setdefault("_static", {k: getattr(self, f) for k, (f, _) in self._DYNAMIC_FIELDS.items()})
         for key, (attr, conv) in self._DYNAMIC_FIELDS.items():
             value = self.dynamic.get(key, self.dynamic_default.get(key))
