@@ -186,8 +186,12 @@ def test_start_time_is_well_under_a_second(tmp_path):
     proc = start(["--listen", f"127.0.0.1:{port}", "--storage", "memory"], tmp_path)
     try:
         wait_listening(port, proc)
-        assert time.monotonic() - t < 2.0  # interpreter start included; the broker itself logs its own time
+        assert time.monotonic() - t < 5.0  # interpreter start and imports included (a loaded CI machine)
     finally:
         stop(proc)
         if proc.stdin:
             proc.stdin.close()
+    import re
+
+    started = re.search(r"started in (\d+) ms", proc.err_text)
+    assert started and int(started.group(1)) < 1000, proc.err_text[-500:]
