@@ -345,12 +345,16 @@ def main() -> int:
 
     started = time.perf_counter()
     total_bytes = args.records * RECORD_SIZE
+    # The ceiling is measured before and after the brokers (best of both): a shared machine drifts.
     seconds = min(socket_ceiling(total_bytes) for _ in range(3))
-    ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
-    log(f"[ceiling] {ceiling['mb_per_s']:,.0f} MB/s over loopback TCP")
+    log(f"[ceiling] {total_bytes / seconds / MB:,.0f} MB/s over loopback TCP")
     all_results = {}
     for name in chosen:
         all_results[name] = bench_broker(name, args, log)
+    after = min(socket_ceiling(total_bytes) for _ in range(3))
+    log(f"[ceiling] {total_bytes / after / MB:,.0f} MB/s over loopback TCP (after)")
+    seconds = min(seconds, after)
+    ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
     print_table(all_results, ceiling, args)
     log(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
