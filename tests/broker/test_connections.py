@@ -86,16 +86,16 @@ def test_idle_connections_are_closed(connect):
 
     from .conftest import RawClient
 
-    b = start_in_thread(BrokerConfig(port=0, storage="memory", properties={"connections.max.idle.ms": "300"}))
+    b = start_in_thread(BrokerConfig(port=0, storage="memory", properties={"connections.max.idle.ms": "1000"}))
     try:
         busy, idle = RawClient(b.address), RawClient(b.address)
         assert alive(busy) and alive(idle)
         import time
 
-        for _ in range(6):
-            time.sleep(0.1)
+        for _ in range(10):
+            time.sleep(0.15)
             assert alive(busy)
-        assert idle.is_closed(timeout=2)
+        assert idle.is_closed(timeout=3)
         busy.close()
         idle.close()
     finally:
