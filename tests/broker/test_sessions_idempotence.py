@@ -121,3 +121,20 @@ def test_init_producer_id_every_version_gives_new_ids(client):
         pid, _ = init_producer(client, v)
         seen.add(pid)
     assert len(seen) == 6
+
+
+def test_incremental_fetch_rotates_answered_partitions(client, connect):
+    create_topic(client, "rot", partitions=2)
+    producer = connect()
+    for p in (0, 1):
+        for _ in range(3):
+            producer.call(produce_request("rot", p, batch([b"x" * 1000])), 9)
+    full = client.call(fetch_request([("rot", 0, 0), ("rot", 1, 0)], session_id=0, session_epoch=0,
+                                     max_bytes=1), 12)
+    sid = full.session_id
+    assert [p.partition_index for t in full.responses for p in t.partitions if len(p.records or b"")] == [0]
+    answered = []
+    for epoch in range(1, 4):
+        inc = client.call(fetch_request([], session_id=sid, session_epoch=epoch, max_bytes=1), 12)
+        answered.append([p.partition_index for t in inc.responses for p in t.partitions if len(p.records or b"")])
+    assert [1] in answered  # partition 1 gets its turn although partition 0 always has data at its offset

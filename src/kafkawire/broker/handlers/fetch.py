@@ -196,6 +196,12 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                 continue
         if ctx.session is not None:
             cp.high_watermark, cp.log_start_offset, cp.last_stable_offset = hw, start, lso
+            if ctx.incremental:
+                # as Kafka does: a partition that is answered goes to the end of the session's order, so that
+                # a size-limited response cannot starve the partitions behind it
+                key = (cp.topic_key, cp.partition)
+                if key in ctx.session.partitions:
+                    ctx.session.partitions.move_to_end(key)
         pd = PartitionData(partition_index=cp.partition, error_code=r.error, high_watermark=hw,
                            last_stable_offset=lso, log_start_offset=start,
                            aborted_transactions=[] if committed else None, preferred_read_replica=-1,
