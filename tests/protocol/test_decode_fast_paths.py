@@ -195,3 +195,18 @@ def test_invalid_utf8_and_truncated_int_arrays_on_every_kind_of_buffer(wrap):
         with pytest.raises(DecodeError) as info:
             Metadata.decode(wrap(bytes(data[:cut])), 12)
         assert info.value.path.startswith("Topics[0].Partitions[0]."), info.value.path
+
+
+def test_tag_sections_and_lengths_read_with_the_fixed_run_before_them():
+    # a topic ends with a fixed field then its tag section; its name follows a fixed field (error_code)
+    msg = _metadata(["t" * 200, "u", "v"], [1, 2, 3])
+    msg.topics[0]._unknown_tags = [(5, b"x" * 300)]
+    msg.topics[2]._unknown_tags = [(1, b""), (200, b"\x00")]
+    _check(Metadata, msg, 12)
+    back = Metadata.decode(msg.encode(12), 12)
+    assert back.topics[0].unknown_tags == [(5, b"x" * 300)] and back.topics[1].unknown_tags == []
+    # and every cut through them is still a decode error naming a field
+    data = msg.encode(12)
+    for cut in range(len(data) - 700, len(data)):
+        with pytest.raises(DecodeError):
+            Metadata.decode(data[:cut], 12)

@@ -257,6 +257,7 @@ class _Compiler:
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
         i = 0
+        prefetch = None  # (variable, size of the run before it) of a length or tag byte read ahead
         while i < len(untagged):
             f = untagged[i]
             if not f.is_array and f.type in FIXED_TYPES:
@@ -264,14 +265,24 @@ class _Compiler:
                 while (i + len(run) < len(untagged) and not untagged[i + len(run)].is_array
                        and untagged[i + len(run)].type in FIXED_TYPES):
                     run.append(untagged[i + len(run)])
-                self.emit_fixed_run(run, values, checked)
                 i += len(run)
+                # The fast decoder reads what follows a fixed run in the same struct call: the
+                # length of a string, bytes or array (its first byte when compact), or the tag
+                # byte that ends the struct. The consumer then adds the run's size to pos.
+                extra = None
+                if not checked:
+                    if i < len(untagged):
+                        extra = self.length_char(untagged[i])
+                    elif self.flexible:
+                        extra = "B"
+                prefetch = self.emit_fixed_run(run, values, checked, extra)
                 continue
             var = self.tmp()
             values[f.attr] = var
             if checked:
                 s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
-            self.emit_decode_value(f, var, compact=f.compact(v, self.flexible), checked=checked)
+            self.emit_decode_value(f, var, compact=f.compact(v, self.flexible), checked=checked, pre=prefetch)
+            prefetch = None
             i += 1
         unk = "None"
         if self.flexible:
@@ -284,9 +295,15 @@ class _Compiler:
             if checked:
                 s("c[0] = p; c[1] = '_tagged_fields'; c[2] = pos")
             # almost every tag section is empty: one byte, no loop
-            s("if buf[pos] == 0: pos += 1")
-            s("else:")
-            s.indent()
+            if prefetch is not None:
+                s(f"if {prefetch[0]} == 0: pos += {prefetch[1] + 1}")
+                s("else:")
+                s.indent()
+                s(f"pos += {prefetch[1]}")
+            else:
+                s("if buf[pos] == 0: pos += 1")
+                s("else:")
+                s.indent()
             self.emit_uvarint(ntags)
             s(f"if {ntags} > L - pos: raise _DecodeError('tagged field count %d exceeds the remaining bytes' % {ntags}, offset=pos)")
             s(f"for _ in range({ntags}):")
@@ -347,11 +364,23 @@ class _Compiler:
         s(f"if {var} < 128: pos += 1")
         s(f"else: {var}, pos = _uv(buf, pos)")
 
-    def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool) -> None:
+    def length_char(self, f: FieldSpec) -> str | None:
+        """The struct format of the start of field ``f`` when it begins with a length: the whole
+        length when it is an int16/int32, its first byte when it is a compact varint."""
+        if not f.is_array and f.type not in ("string", "bytes", "records"):
+            return None
+        if f.compact(self.version, self.flexible):
+            # record batches mostly need two or three length bytes: not worth a first one
+            return None if f.type == "records" and not f.is_array else "B"
+        return "h" if f.type == "string" and not f.is_array else "i"
+
+    def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool, extra: str | None = None):
+        """Unpack a run of fixed-width fields. With ``extra`` (a format character), also read what
+        follows the run into a new variable and leave pos at the run's start: returns (variable,
+        size of the run) for the code that consumes it, else None."""
         s = self.src
         fmt = ">" + "".join(FIXED_TYPES[f.type][0] for f in run)
         st = struct.Struct(fmt)
-        unpack = self.const(st.unpack_from, "_U")
         names = []
         for f in run:
             var = self.tmp()
@@ -360,14 +389,36 @@ class _Compiler:
         if checked:
             s(f"c[0] = p; c[1] = {run[0].name!r}; c[2] = pos")
             s(f"if pos + {st.size} > L: raise _DecodeError('needs {st.size} bytes for {'/'.join(f.name for f in run)}, %d left' % (L - pos), offset=pos)")
-        s(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {unpack}(buf, pos)")
-        s(f"pos += {st.size}")
+        targets = list(names)
+        if extra is not None:
+            targets.append(self.tmp("n"))
+            unpack = self.const(struct.Struct(fmt + extra).unpack_from, "_U")
+        else:
+            unpack = self.const(st.unpack_from, "_U")
+        s(f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {unpack}(buf, pos)")
+        if extra is None:
+            s(f"pos += {st.size}")
         for f, var in zip(run, names):
             if f.type == "uuid":
                 s(f"{var} = _uuid({var})")
+        return None if extra is None else (targets[-1], st.size)
 
-    def emit_length(self, var: str, compact: bool, width: int, checked: bool = True) -> None:
+    def emit_length(self, var: str, compact: bool, width: int, checked: bool = True, pre=None) -> None:
         s = self.src
+        if pre is not None:
+            # ``var`` was read with the fixed run before it, whose size pos does not include yet
+            size = pre[1]
+            if not compact:
+                s(f"pos += {size + width}")
+                return
+            s(f"{var} -= 1")
+            s(f"if {var} < 127: pos += {size + 1}")
+            s("else:")
+            s.indent()
+            s(f"pos += {size}")
+            self.emit_length(var, compact, width, checked)
+            s.dedent()
+            return
         if checked and not compact:
             s(f"if pos + {width} > L: raise _DecodeError('needs {width} bytes for a length, %d left' % (L - pos), offset=pos)")
         if compact and not checked:
@@ -375,10 +426,19 @@ class _Compiler:
             s(f"{var} = buf[pos] - 1")
             s(f"if {var} < 127: pos += 1")
             # lengths of 127 B to 2 MiB (record batches, long strings) without a call
-            s(f"elif buf[pos + 1] < 128: {var} = (({var} + 1) & 127 | (buf[pos + 1] << 7)) - 1; pos += 2")
-            s(f"elif buf[pos + 2] < 128: {var} = (({var} + 1) & 127 | ((buf[pos + 1] & 127) << 7)"
-              f" | (buf[pos + 2] << 14)) - 1; pos += 3")
+            # with b0 >= 128 (so var = b0 - 1) and b1 >= 128 in the three-byte case, the value is
+            # b0 - 128 + (b1 - 128 << 7) + (b2 << 14): sums of the raw bytes, fewer operations
+            s("else:")
+            s.indent()
+            s("b_ = buf[pos + 1]")
+            s(f"if b_ < 128: {var} += (b_ << 7) - 128; pos += 2")
+            s("else:")
+            s.indent()
+            s("c_ = buf[pos + 2]")
+            s(f"if c_ < 128: {var} += (b_ << 7) + (c_ << 14) - 16512; pos += 3")
             s(f"else: {var}, pos = _uv(buf, pos); {var} -= 1")
+            s.dedent()
+            s.dedent()
         elif compact:
             self.emit_uvarint(var)
             s(f"{var} -= 1")
@@ -386,14 +446,16 @@ class _Compiler:
             s(f"{var} = {'_I16' if width == 2 else '_I32'}(buf, pos)[0]")
             s(f"pos += {width}")
 
-    def emit_decode_value(self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False) -> None:
-        """Decode one value of field ``f`` (an array, or an element of it when ``element``) into ``var``."""
+    def emit_decode_value(self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False,
+                          pre=None) -> None:
+        """Decode one value of field ``f`` (an array, or an element of it when ``element``) into ``var``;
+        ``pre`` is its length, read ahead by emit_fixed_run."""
         s = self.src
         v = self.version
         nullable = f.is_nullable(v) and not element
         if f.is_array and not element:
-            n = self.tmp("n")
-            self.emit_length(n, compact, 4, checked)
+            n = self.tmp("n") if pre is None else pre[0]
+            self.emit_length(n, compact, 4, checked, pre)
             s(f"if {n} < 0:")
             s.indent()
             if nullable:
@@ -402,6 +464,8 @@ class _Compiler:
             else:
                 s(f"raise _DecodeError('null or negative array length %d for a non-nullable array' % {n}, offset=pos)")
             s.dedent()
+            if not checked:
+                s(f"elif not {n}: {var} = []")  # empty arrays are common and need nothing below
             s("else:")
             s.indent()
             fixed = f.type in FIXED_TYPES and f.type != "uuid"
@@ -468,8 +532,8 @@ class _Compiler:
                 s(f"{var} = _uuid({var})")
             return
         # string, bytes, records
-        n = self.tmp("n")
-        self.emit_length(n, compact, 2 if t == "string" else 4, checked)
+        n = self.tmp("n") if pre is None else pre[0]
+        self.emit_length(n, compact, 2 if t == "string" else 4, checked, pre)
         s(f"if {n} < 0:")
         s.indent()
         if nullable:
@@ -595,6 +659,7 @@ class _Compiler:
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
         i = 0
+        prefetch = None  # (variable, size of the run before it) of a length or tag byte read ahead
         while i < len(untagged):
             f = untagged[i]
             if not f.is_array and f.type in FIXED_TYPES:
