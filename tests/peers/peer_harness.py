@@ -15,6 +15,7 @@ keys, values, headers and timestamps intact.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
 import os
@@ -170,6 +171,8 @@ class BrokerProcess:
                                      stdin=subprocess.DEVNULL, cwd=self.data_dir, env=env,
                                      start_new_session=True)
         log.close()
+        if self._starts == 1:  # a broker must not outlive an interpreter that dies before its teardown
+            atexit.register(self._terminate, signal.SIGKILL, 5.0)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
