@@ -95,6 +95,10 @@ def test_query_offset_by_timestamp(broker, topic):
     answer = json.loads(kcat(broker, "-Q", "-t", f"{topic}:0:{after_all}", "-J"))
     assert answer[topic]["0"]["offset"] == -1
 
+    # Consuming from a timestamp (-o s@) starts at the same record.
+    out = kcat(broker, "-C", "-t", topic, "-p", "1", "-o", f"s@{target}", "-e", "-J", "-q")
+    assert_readback([r for r in records if r.partition == 1][40:], kcat_json_records(out), start_offsets={1: 40})
+
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_then_read_back(broker, topic, codec):
