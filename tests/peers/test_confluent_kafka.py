@@ -314,3 +314,29 @@ def test_out_of_range_offsets_follow_auto_offset_reset(broker, topic):
     finally:
         consumer.close()
     assert_readback(more, got, delivered=more_delivered, start_offsets=ends)
+
+
+def test_acks_zero_records_arrive_and_later_requests_still_pair(broker, topic):
+    """acks=0 gets no Produce response; records still land, and an acks=all producer on the same
+    broker afterwards gets its answers (responses stay paired with their requests)."""
+    from confluent_kafka import Producer
+
+    partitions = 2
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(300, partitions, seed=81)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "0", "linger.ms": 5})
+    errors = []
+    for r in records:
+        producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
+                         timestamp=r.timestamp, on_delivery=lambda err, msg: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert errors == []
+    # The same client then asks for metadata on that connection: it must get a proper answer.
+    assert sorted(producer.list_topics(topic, timeout=10).topics[topic].partitions) == list(range(partitions))
+    more = make_records(50, partitions, seed=82)
+    more_delivered = confluent_produce(broker.bootstrap, topic, more, {"acks": "all"})
+    got = confluent_consume(broker.bootstrap, topic, partitions, len(records) + len(more))
+    assert_readback(records + more, got)
+    found = {(r.partition, o): r for o, r in got}
+    assert [found[d] for d in more_delivered] == more
