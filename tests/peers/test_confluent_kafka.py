@@ -334,6 +334,18 @@ def test_acks_zero_records_arrive_and_later_requests_still_pair(broker, topic):
     assert errors == []
     # The same client then asks for metadata on that connection: it must get a proper answer.
     assert sorted(producer.list_topics(topic, timeout=10).topics[topic].partitions) == list(range(partitions))
+    # acks=0 promises no order against another producer: wait until those records are all in the log.
+    from confluent_kafka import Consumer
+    ends = end_offsets(records, partitions)
+    watcher = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-acks0-{topic}"})
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and any(
+                watcher.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] < ends[p]
+                for p in range(partitions)):
+            time.sleep(0.05)
+    finally:
+        watcher.close()
     more = make_records(50, partitions, seed=82)
     more_delivered = confluent_produce(broker.bootstrap, topic, more, {"acks": "all"})
     got = confluent_consume(broker.bootstrap, topic, partitions, len(records) + len(more))
