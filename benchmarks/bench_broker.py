@@ -311,7 +311,7 @@ def print_table(all_results: dict, ceiling: dict, args) -> None:
     for r in rows:
         print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)))
     print(f"\n{args.records:,} records of {RECORD_SIZE} B per throughput phase (median of {args.repeat} runs), "
-          f"{args.partitions} partitions; "
+          f"{args.partitions} partitions; produce: first send to last delivery report; consume: assign to last record; "
           f"latency: {args.rate}/s for {args.seconds}s, linger.ms=0, codec none. MB/s counts record values. "
           f"ceiling: {ceiling['bytes'] / MB:.0f} MB through one loopback TCP socket pair. "
           f"kafkawire-disk: acks=all waits for fsync (its default flush policy); acks=1 does not. "
