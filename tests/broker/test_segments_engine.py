@@ -126,3 +126,21 @@ def test_retention_runs_on_a_timer(tmp_path):
         c.close()
     finally:
         b.stop()
+
+
+def test_pipelined_acks_all_share_fsyncs(broker, client, monkeypatch):
+    create_topic(client, "group-commit")
+    calls = []
+    log = broker.broker.storage.partition("group-commit", 0)
+    original = type(log).append
+
+    def spy(self, batches, *, log_append_time=None, durable=False):
+        calls.append(durable)
+        return original(self, batches, log_append_time=log_append_time, durable=durable)
+
+    monkeypatch.setattr(type(log), "append", spy)
+    ids = [client.send(produce_request("group-commit", 0, batch([b"%d" % i]), acks=-1), 9) for i in range(50)]
+    bases = [client.recv(0, 9, cid).responses[0].partition_responses[0].base_offset for cid in ids]
+    assert bases == list(range(50))
+    assert len(calls) == 50 and calls[-1] is True  # the last append of every group asks for the fsync
+    assert calls.count(True) < 50  # requests that queued up behind one another shared an fsync

@@ -57,12 +57,34 @@ def open_storage(config: BrokerConfig) -> Storage:
 
 
 class PartitionQueue:
-    """Runs storage work for one partition in order, in a thread when the engine does file I/O."""
+    """Storage work waiting for one partition (see ``Broker.submit_append``)."""
 
-    __slots__ = ("tail",)
+    __slots__ = ("pending", "running")
 
     def __init__(self):
-        self.tail: asyncio.Future | None = None
+        self.pending: list = []
+        self.running = False
+
+
+def _run_group(group) -> list:
+    """In a storage thread: run a partition's queued appends in order, one fsync for the group."""
+    need_sync = any(durable for _plog, _fn, durable, _fut in group)
+    out, synced = [], False
+    last = len(group) - 1
+    for i, (plog, fn, _durable, _fut) in enumerate(group):
+        try:
+            result, synced_now = fn(need_sync and i == last)
+            out.append((True, result))
+            synced = synced_now
+        except BaseException as exc:  # reported to that request only
+            out.append((False, exc))
+            synced = False
+    if need_sync and not synced:  # the last one failed or was a duplicate: fsync what the group wrote
+        try:
+            group[-1][0].flush()
+        except BaseException as exc:
+            out = [(False, exc) if ok else (ok, v) for ok, v in out]
+    return out
 
 
 class Broker:
@@ -171,45 +193,46 @@ class Broker:
         raise CloseConnection(f"{spec.name} failed: {type(exc).__name__}: {exc}")
 
     # -- storage work in order per partition -----------------------------------
-    def reserve_partition(self, topic: str, partition: int):
-        """Take a place in the partition's queue now (synchronously, so in request arrival order); pass the
-        ticket to ``run_reserved``."""
+    def partition_idle(self, topic: str, partition: int) -> bool:
+        """No storage work is queued or running for the partition (so work may run inline, in order)."""
+        return (topic, partition) not in self._queues
+
+    def submit_append(self, topic: str, partition: int, plog, fn, durable: bool) -> asyncio.Future:
+        """Queue ``fn(durable) -> (result, synced)`` for the partition; the future gets ``result``.
+
+        Work of one partition runs in arrival order, in the storage thread pool. Everything queued while the
+        previous group ran is taken as one group: its appends go to storage in order and only the last one
+        carries ``durable=True`` when any of them needs it, so one fsync covers the whole group (group
+        commit) before any of them is acknowledged."""
         key = (topic, partition)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = PartitionQueue()
-        prev = queue.tail
-        mine = asyncio.get_running_loop().create_future()
-        queue.tail = mine
-        return key, queue, prev, mine
+        fut = asyncio.get_running_loop().create_future()
+        queue.pending.append((plog, fn, durable, fut))
+        if not queue.running:
+            queue.running = True
+            asyncio.ensure_future(self._drain(key, queue))
+        return fut
 
-    def release(self, ticket) -> None:
-        key, queue, _prev, mine = ticket
-        if not mine.done():
-            mine.set_result(None)
-        if queue.tail is mine and self._queues.get(key) is queue:
-            del self._queues[key]
-
-    async def run_reserved(self, ticket, fn, *args):
-        """Run ``fn(*args)`` in the storage thread pool once earlier work of the same partition is done."""
-        _key, _queue, prev, _mine = ticket
-        submitted = False
+    async def _drain(self, key, queue: PartitionQueue) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            if prev is not None and not prev.done():
-                await prev
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self._executor, functools.partial(fn, *args))
-            submitted = True
-            fut.add_done_callback(lambda _f: self.release(ticket))  # released when the work really ends
-            return await fut
+            while queue.pending:
+                group = list(queue.pending)
+                queue.pending.clear()
+                results = await loop.run_in_executor(self._executor, _run_group, group)
+                for (_plog, _fn, _durable, fut), (ok, value) in zip(group, results):
+                    if not fut.done():
+                        fut.set_result(value) if ok else fut.set_exception(value)
         finally:
-            if not submitted:
-                self.release(ticket)
-
-    async def run_partition(self, topic: str, partition: int, fn, *args):
-        if self._executor is None:
-            return fn(*args)
-        return await self.run_reserved(self.reserve_partition(topic, partition), fn, *args)
+            queue.running = False
+            if self._queues.get(key) is queue:
+                if queue.pending:  # cancelled with work left: fail it rather than leave it waiting
+                    for *_, fut in queue.pending:
+                        if not fut.done():
+                            fut.set_exception(RuntimeError("broker shutting down"))
+                del self._queues[key]
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:

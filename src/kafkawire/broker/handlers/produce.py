@@ -8,6 +8,7 @@ the connection is closed, which is how Kafka tells such a producer.
 """
 from __future__ import annotations
 
+import functools
 import struct
 
 from crc32c import crc32c
@@ -158,7 +159,7 @@ def _recompress(view, entries, target: int, tp: str) -> bytearray:
 
 def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None):
     """Idempotence check + append; runs in order per partition (in a storage thread for file engines).
-    Returns (error, message, base_offset, log_append_time, log_start_offset)."""
+    Returns ((error, message, base_offset, log_append_time, log_start_offset), whether it fsynced)."""
     producers = broker.producers
     if header is not None:
         pid, epoch, first_seq, count = header[9], header[10], header[11], header[12]
@@ -168,15 +169,15 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
             last_seq -= 2147483648
         code, message, dup = producers.check(meta.name, partition, pid, epoch, first_seq, last_seq)
         if code:
-            return code, message, -1, -1, -1
+            return (code, message, -1, -1, -1), False
         if dup is not None:
-            return 0, None, dup.base_offset, dup.log_append_time, plog.log_start_offset
+            return (0, None, dup.base_offset, dup.log_append_time, plog.log_start_offset), False
     result = plog.append(buf, log_append_time=lat, durable=durable)
     if header is not None:
         producers.record(meta.name, partition, pid, epoch,
                          BatchMeta(first_seq, last_seq, result.base_offset, result.last_offset,
                                    lat if lat is not None else header[8], result.log_append_time))
-    return 0, None, result.base_offset, result.log_append_time, result.log_start_offset
+    return (0, None, result.base_offset, result.log_append_time, result.log_start_offset), durable
 
 
 def _fill(pr, outcome) -> None:
@@ -235,42 +236,40 @@ def produce(broker, ctx, body):
             work.append((pr, meta, p.index, plog, buf, header, lat))
     if not work:
         return _respond(ctx, acks, responses)
-    if not broker.storage_in_thread:
-        for pr, meta, partition, plog, buf, header, lat in work:
+    pending = []
+    for item in work:
+        pr, meta, partition, plog, buf, header, lat = item
+        if not broker.storage_in_thread or (not durable and broker.partition_idle(meta.name, partition)):
+            # in-memory engine, or nothing queued for the partition and no fsync to wait for: append now
             try:
-                outcome = _append(broker, meta, partition, plog, buf, header, durable, lat)
+                outcome, _ = _append(broker, meta, partition, plog, buf, header, durable, lat)
             except Exception as exc:
                 outcome = _append_failed(meta, partition, exc)
             _fill(pr, outcome)
             if not outcome[0]:
                 broker.waiters.notify(meta.name, partition)
+            continue
+        job = functools.partial(_queued_append, broker, meta, partition, plog, buf, header, lat)
+        fut = broker.submit_append(meta.name, partition, plog, job, durable)
+        pending.append((item, fut))
+    if not pending:
         return _respond(ctx, acks, responses)
-    tickets = [broker.reserve_partition(meta.name, partition) for _, meta, partition, *_ in work]
-    return _produce_async(broker, ctx, acks, responses, work, tickets, durable)
+    return _produce_async(broker, ctx, acks, responses, pending)
 
 
-async def _produce_async(broker, ctx, acks, responses, work, tickets, durable):
-    import asyncio
+def _queued_append(broker, meta, partition, plog, buf, header, lat, sync: bool):
+    return _append(broker, meta, partition, plog, buf, header, sync, lat)
 
-    async def one(item, ticket, started):
-        started.add(tickets.index(ticket))
-        pr, meta, partition, plog, buf, header, lat = item
+
+async def _produce_async(broker, ctx, acks, responses, pending):
+    for (pr, meta, partition, *_), fut in pending:
         try:
-            outcome = await broker.run_reserved(ticket, _append, broker, meta, partition, plog, buf, header,
-                                                durable, lat)
+            outcome = await fut
         except Exception as exc:
             outcome = _append_failed(meta, partition, exc)
         _fill(pr, outcome)
         if not outcome[0]:
             broker.waiters.notify(meta.name, partition)
-
-    started = set()
-    try:
-        await asyncio.gather(*(one(item, ticket, started) for item, ticket in zip(work, tickets)))
-    finally:
-        for i, ticket in enumerate(tickets):  # a cancelled request must not block its partitions' queues
-            if i not in started:
-                broker.release(ticket)
     return _respond(ctx, acks, responses)
 
 
