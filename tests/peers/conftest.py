@@ -55,8 +55,9 @@ def broker_factory(peer_target, tmp_path):
     """Start brokers private to one test; all are stopped at teardown, even on failure."""
     started: list[BrokerProcess] = []
 
-    def make(storage: str = "disk", data_dir: Path | None = None) -> BrokerProcess:
-        proc = BrokerProcess(peer_target, data_dir=data_dir or tmp_path / f"broker{len(started)}", storage=storage)
+    def make(storage: str = "disk", data_dir: Path | None = None, extra_args=()) -> BrokerProcess:
+        proc = BrokerProcess(peer_target, data_dir=data_dir or tmp_path / f"broker{len(started)}", storage=storage,
+                             extra_args=extra_args)
         started.append(proc)
         _brokers.append(proc)
         proc.start()

@@ -352,3 +352,30 @@ def test_acks_zero_records_arrive_and_later_requests_still_pair(broker, topic):
     assert_readback(records + more, got)
     found = {(r.partition, o): r for o, r in got}
     assert [found[d] for d in more_delivered] == more
+
+
+def test_auto_create_disabled_by_override(peer_target, broker_factory, topic):
+    """With auto.create.topics.enable=false a producer to an unknown topic fails and nothing is created."""
+    if peer_target != "kafkawire":
+        pytest.skip("broker settings are passed the kafkawire way (--override)")
+    from confluent_kafka import Producer
+
+    broker = broker_factory("memory", extra_args=["--override", "auto.create.topics.enable=false"])
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    md = admin.list_topics(topic, timeout=10)
+    assert md.topics[topic].error is not None
+    assert md.topics[topic].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 3000})
+    outcome = []
+    producer.produce(topic, value=b"v", key=b"k", on_delivery=lambda err, msg: outcome.append(err))
+    producer.flush(15)
+    assert len(outcome) == 1 and outcome[0] is not None
+    assert outcome[0].code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MSG_TIMED_OUT), outcome[0]
+    assert topic not in admin.list_topics(timeout=10).topics
+
+    # Explicitly created topics still work there.
+    confluent_create_topic(broker.bootstrap, topic, 1)
+    records = make_records(30, 1, seed=83)
+    delivered = confluent_produce(broker.bootstrap, topic, records)
+    assert_readback(records, confluent_consume(broker.bootstrap, topic, 1, len(records)), delivered=delivered)
