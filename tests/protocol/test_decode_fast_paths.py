@@ -36,7 +36,8 @@ def _check(cls, msg, version):
     assert obj == msg and end == 1 + len(data)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, 17, 64, 200, codegen._FIXED_ARRAY_MAX, codegen._FIXED_ARRAY_MAX + 1])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, codegen._FIXED_ARRAY_MIN - 1, codegen._FIXED_ARRAY_MIN, 17, 64, 200,
+                               codegen._FIXED_ARRAY_MAX, codegen._FIXED_ARRAY_MAX + 1])
 @pytest.mark.parametrize("version", [0, 2, 3, 4])
 def test_fixed_struct_arrays_of_every_size(n, version):
     assert "_fixed_array" in ApiVersions.codec(version).source  # the one-call path is the one tested
@@ -58,7 +59,7 @@ def test_fixed_struct_arrays_with_uuid_bool_and_int64_fields():
         _check(Vote, msg, version)
 
     voters = [Quorum.ReplicaState(replica_id=i, replica_directory_id=uuid.UUID(int=i), log_end_offset=1 << 40,
-                                  last_fetch_timestamp=-1, last_caught_up_timestamp=i) for i in range(9)]
+                                  last_fetch_timestamp=-1, last_caught_up_timestamp=i) for i in range(12)]
     partition = Quorum.PartitionData(partition_index=0, current_voters=voters, observers=voters[:2])
     _check(Quorum, Quorum(topics=[Quorum.TopicData(topic_name="__cluster_metadata", partitions=[partition])]), 2)
 
@@ -74,6 +75,7 @@ def test_struct_array_elements_are_distinct_mutable_objects():
 
 @pytest.mark.parametrize("where", [0, 1, 5, 9])
 def test_an_unknown_tag_in_one_element_falls_back_to_the_general_loop(where):
+    assert codegen._FIXED_ARRAY_MIN <= 10
     msg = _api_versions(10)
     msg.api_keys[where]._unknown_tags = [(7, b"\x01\x02")]
     _check(ApiVersions, msg, 3)

@@ -108,6 +108,7 @@ def _pack_array(ch: str):
 # Arrays of fixed-width structs: one compiled format per (element format, count), shared by all
 # codecs, for counts up to _FIXED_ARRAY_MAX and at most _FIXED_ARRAY_FORMATS counts per element format.
 _FIXED_ARRAY_MAX = 1024
+_FIXED_ARRAY_MIN = 10  # below this the general loop is faster (the one call costs ~8 C calls of setup)
 _FIXED_ARRAY_FORMATS = 128
 _FIXED_ARRAY_CACHES: dict[str, dict] = {}
 
@@ -583,16 +584,17 @@ class _Compiler:
         fu, flat, it, x = self.tmp("fu"), self.tmp("fl"), self.tmp("it"), self.tmp("x")
         names = [self.tmp() for _ in fields]
         s(f"{var} = None")
-        # empty and one-element arrays cost less in the loop; a format is only compiled for a
-        # count whose elements the input actually holds
-        s(f"if {n} > 1 and pos + {n} * {width} <= L:")
+        # short arrays cost less in the loop; a format is only compiled for a count whose
+        # elements the input actually holds
+        s(f"if {n} >= {_FIXED_ARRAY_MIN} and pos + {n} * {width} <= L:")
         s.indent()
         s(f"{fu} = {cache}.get({n})")
         s(f"if {fu} is None: {fu} = _fixed_array({cache}, {fmt!r}, {n})")
         s(f"if {fu} is not None:")
         s.indent()
         if self.flexible:
-            s(f"if _bytes(buf[pos + {width - 1}:pos + {n} * {width}:{width}]).count(0) == {n}:")
+            tags = f"buf[pos + {width - 1}:pos + {n} * {width}:{width}]"
+            s(f"if ({tags} if B else _bytes({tags})).count(0) == {n}:")  # a memoryview has no count
             s.indent()
         s(f"{flat} = {fu}(buf, pos)")
         # the elements are allocated in one C loop, then filled in
