@@ -8,7 +8,6 @@ loop in a background thread (tests, notebooks).
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import threading
