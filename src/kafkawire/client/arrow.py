@@ -205,14 +205,23 @@ class ArrowColumns:
             _, p = _varint(data, p + 1)
             first_od, _ = _varint(data, p)
         i = 0
+        short_runs = 0  # varied runs that did not pay for their Arrow calls; after a few, no more tries
         while i < count:
             if ods is None and count - i >= _MIN_RUN:
                 done, pos = self._uniform_run(data, pos, end, count - i, base_ts, row0 + i, keyed)
+                if not done and short_runs < 3:
+                    done, pos, hopped = self._varied_run(data, pos, end, count - i, base_ts, keyed)
+                    if hopped and done < _MIN_VARIED and done < count - i:
+                        short_runs += 1
                 if done:
                     i += done
+                    if i < count:  # the run stopped at a record unlike the others: that one alone
+                        pos = self._scalar(data, pos, i, i + 1, base_ts, row0, keyed, ods)
+                        i += 1
                     continue
-            pos = self._scalar(data, pos, i, min(count, i + _SCALAR_STEP), base_ts, row0, keyed, ods)
-            i = min(count, i + _SCALAR_STEP)
+            step = min(count, i + _SCALAR_STEP)
+            pos = self._scalar(data, pos, i, step, base_ts, row0, keyed, ods)
+            i = step
         if pos != end:
             raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section",
                                      base_offset=base_offset)
@@ -262,6 +271,8 @@ class ArrowColumns:
             if ods is None:
                 if data[pos] < 0x80:
                     pos += 1
+                elif data[pos + 1] < 0x80:
+                    pos += 2
                 else:
                     pos = _varint(data, pos)[1]
             else:
@@ -410,6 +421,120 @@ class ArrowColumns:
         self.timestamps.frombytes(_timestamps(raw1, raw2, base_ts))
         return m, span
 
+    def _varied_run(self, data, pos: int, end: int, left: int, base_ts: int, keyed: bool):
+        """Decode a run of records whose sizes differ but whose fields before the value line up.
+
+        When the timestamp and offset deltas, the key and the value length have the same varint
+        sizes in every record (and keys are null or of one length), the value starts at the same
+        offset after each record's length varint and ends right before its header count (0). A
+        loop that only hops from record to record collects where each record starts and ends;
+        Arrow then checks the layout of every record and gathers the timestamp deltas. Returns
+        (records done, position after them, whether the hop was made): the longest prefix of records
+        that fit, (0, pos, ...) if none.
+        """
+        # the layout of the first record
+        b = data[pos]
+        a = pos + 1 if b < 0x80 else pos + 2
+        if b >= 0x80 and data[pos + 1] >= 0x80:
+            return 0, pos, False
+        t = a + 1
+        tsize = 1 if data[t] < 0x80 else (2 if data[t + 1] < 0x80 else 0)
+        o = t + tsize
+        osize = 1 if data[o] < 0x80 else (2 if data[o + 1] < 0x80 else 0)
+        k = o + osize
+        kb = data[k]
+        if not tsize or not osize or kb >= 0x80 or (kb != 1 and (not keyed or kb == 0 or kb & 1)):
+            return 0, pos, False
+        kl = 0 if kb == 1 else kb >> 1
+        v = k + 1 + kl
+        vb = data[v]
+        if vb == 1:
+            return 0, pos, False
+        vsize = 1 if vb < 0x80 else (2 if data[v + 1] < 0x80 else 0)
+        if not vsize:
+            return 0, pos, False
+        # hop over the records: where each one's fields start (after its length) and where it ends
+        starts = array("i")
+        ends = array("i")
+        s_app = starts.append
+        e_app = ends.append
+        p = pos
+        for _ in range(left):
+            b = data[p]
+            if b < 0x80:
+                q = p + 1
+                p = q + (b >> 1)
+            else:
+                c = data[p + 1]
+                if c >= 0x80:
+                    break
+                q = p + 2
+                p = q + (((b & 0x7F) | (c << 7)) >> 1)
+            if p > end:
+                break
+            s_app(q)
+            e_app(p)
+        n = len(starts)
+        if n < _MIN_RUN:
+            return 0, pos, True
+        # check every record's layout in C; keep the longest prefix that fits
+        buf = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
+        A = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(starts)])
+        E = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ends)])
+
+        def at(offset):
+            return pc.take(buf, pc.add(A, _i32(offset)) if offset else A).cast(pa.int32())
+
+        def low(x):
+            return pc.less(x, _i32(0x80))
+
+        t1 = at(t - a)
+        ok = low(t1) if tsize == 1 else pc.and_(pc.invert(low(t1)), low(t2 := at(t - a + 1)))
+        o1 = at(o - a)
+        ok = pc.and_(ok, low(o1) if osize == 1 else pc.and_(pc.invert(low(o1)), low(at(o - a + 1))))
+        ok = pc.and_(ok, pc.equal(at(k - a), _i32(kb)))
+        v1 = at(v - a)
+        if vsize == 1:
+            ok = pc.and_(ok, low(v1))
+            vl = pc.shift_right(v1, _i32(1))
+        else:
+            v2 = at(v - a + 1)
+            ok = pc.and_(ok, pc.and_(pc.invert(low(v1)), low(v2)))
+            vl = pc.shift_right(pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))),
+                                _i32(1))
+        vs_off = v + vsize - a
+        # the value (even length: not null) ends where the header count (0) is, the record's last byte
+        last = pc.subtract(E, _i32(1))
+        ok = pc.and_(ok, pc.equal(pc.bit_wise_and(v1, _i32(1)), _i32(0)))
+        ok = pc.and_(ok, pc.equal(pc.add(pc.add(A, _i32(vs_off)), vl), last))
+        ok = pc.and_(ok, pc.equal(pc.take(buf, last), pa.scalar(0, pa.uint8())))
+        bad = pc.index(ok, False).as_py()
+        m = n if bad < 0 else bad
+        if m < _MIN_RUN:
+            return 0, pos, True
+        if m < n:
+            A, E, t1 = A.slice(0, m), E.slice(0, m), t1.slice(0, m)
+            if tsize == 2:
+                t2 = t2.slice(0, m)
+        vs = pc.add(A, _i32(vs_off))
+        ve = pc.subtract(E, _i32(1))
+        if keyed:
+            ks = pc.add(A, _i32(k + 1 - a))
+            cols = (ks, pc.add(ks, _i32(kl)), vs, ve)
+        else:
+            cols = (vs, ve)
+        seg = array("i", bytes(4 * len(cols) * m))
+        for j, col in enumerate(cols):
+            seg[j::len(cols)] = _int32s(col)
+        self.positions.extend(seg)
+        words = bytearray(2 * m)
+        words[0::2] = _bytes_of(t1)
+        if tsize == 2:
+            words[1::2] = _bytes_of(t2)
+        idx = pa.Array.from_buffers(pa.uint16(), m, [None, pa.py_buffer(words)])
+        self.timestamps.frombytes(_zigzag_timestamps(idx, base_ts))
+        return m, ends[m - 1], True
+
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.offsets)
         pieces = self._pieces + [(self.mode, self.positions, self.data)]
@@ -467,7 +592,7 @@ def _keys_column(parts: list, empty: list[int], n: int) -> pa.Array:
     if all(p.null_count == len(p) for p in parts) and not empty:
         return pa.nulls(n, pa.binary())
     arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-    valid = pc.fill_null(pc.greater(pc.binary_length(arr), 0), False)
+    valid = pc.fill_null(pc.greater(pc.binary_length(arr), _i32(0)), pa.scalar(False))
     nulls = n - (pc.sum(valid).as_py() or 0) - len(empty) if n else 0
     if not nulls:
         return arr
@@ -499,12 +624,26 @@ def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
 
 _MIN_RUN = 16        # shorter runs of same-layout records are not worth the strided checks
 _SCALAR_STEP = 32    # records decoded one by one before looking for a run again
+_MIN_VARIED = 256    # a varied run shorter than this hardly pays for its Arrow calls
 
 
 def _same(data, start: int, stop: int, step: int, value: int) -> bool:
     """Whether every ``step``-th byte from ``start`` (below ``stop``) is ``value``."""
     got = data[start:stop:step]
     return not got.strip(bytes((value,)))
+
+
+_SCALARS: dict[int, pa.Scalar] = {}
+
+
+def _i32(value: int) -> pa.Scalar:
+    """An int32 Arrow scalar (made once: converting a Python int in each compute call is slow)."""
+    got = _SCALARS.get(value)
+    if got is None:
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        got = _SCALARS[value] = pa.scalar(value, pa.int32())
+    return got
 
 
 _LOW = bytes(range(0x80))
@@ -526,6 +665,16 @@ _ZIGZAG16 = None   # zigzag value of a 2-byte varint, indexed by its two bytes r
 
 def _timestamps(raw1, raw2, base_ts: int) -> bytes:
     """int64 timestamps (native order) from the 1- or 2-byte zigzag deltas of a run: two Arrow calls."""
+    n = len(raw1)
+    words = bytearray(2 * n)
+    words[0::2] = raw1
+    if raw2 is not None:
+        words[1::2] = raw2
+    return _zigzag_timestamps(pa.Array.from_buffers(pa.uint16(), n, [None, pa.py_buffer(words)]), base_ts)
+
+
+def _zigzag_timestamps(idx: pa.Array, base_ts: int) -> bytes:
+    """``base_ts`` + the zigzag value of each 2-byte varint (low byte first, as a uint16), as int64 bytes."""
     global _ZIGZAG16
     if _ZIGZAG16 is None:
         table = [0] * 65536
@@ -534,14 +683,22 @@ def _timestamps(raw1, raw2, base_ts: int) -> bytes:
                 u = (lo & 0x7F) | (hi << 7)
                 table[lo | (hi << 8)] = (u >> 1) ^ -(u & 1)
         _ZIGZAG16 = pa.array(table, pa.int64())
-    n = len(raw1)
-    words = bytearray(2 * n)
-    words[0::2] = raw1
-    if raw2 is not None:
-        words[1::2] = raw2
-    idx = pa.Array.from_buffers(pa.uint16(), n, [None, pa.py_buffer(words)])
+    n = len(idx)
     ts = pc.add(pc.take(_ZIGZAG16, idx), pa.scalar(base_ts, pa.int64()))
     return ts.buffers()[1].to_pybytes()[ts.offset * 8:(ts.offset + n) * 8]
+
+
+def _int32s(arr: pa.Array) -> array:
+    arr = arr.cast(pa.int32())
+    out = array("i")
+    out.frombytes(arr.buffers()[1].to_pybytes()[arr.offset * 4:(arr.offset + len(arr)) * 4])
+    return out
+
+
+def _bytes_of(arr: pa.Array) -> bytes:
+    """The values of an integer array (0-255) as bytes."""
+    u8 = arr.cast(pa.uint8())
+    return u8.buffers()[1].to_pybytes()[u8.offset:u8.offset + len(u8)]
 
 
 def _repeat_string(s: str, n: int) -> pa.Array:
