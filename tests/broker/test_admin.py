@@ -326,3 +326,15 @@ def test_single_node_replica_apis(client, broker):
         A.ReassignablePartition(partition_index=1, replicas=None)])]), 0)
     assert [p.error_code for p in res.responses[0].partitions] == [
         0, errors.INVALID_REPLICA_ASSIGNMENT, errors.NO_REASSIGNMENT_IN_PROGRESS]
+
+
+def test_sasl_on_a_plaintext_listener_is_illegal_state(client):
+    for v in (0, 1):
+        res = client.call(message_class("SaslHandshakeRequest")(mechanism="PLAIN"), v)
+        assert res.error_code == errors.ILLEGAL_SASL_STATE and res.mechanisms == []
+    for v in (0, 1, 2):
+        res = client.call(message_class("SaslAuthenticateRequest")(auth_bytes=b"\x00u\x00p"), v)
+        assert res.error_code == errors.ILLEGAL_SASL_STATE
+    from .conftest import msg
+
+    assert client.call(msg("ApiVersionsRequest"), 0).error_code == 0
