@@ -338,3 +338,10 @@ def test_sasl_on_a_plaintext_listener_is_illegal_state(client):
     from .conftest import msg
 
     assert client.call(msg("ApiVersionsRequest"), 0).error_code == 0
+
+
+def test_describe_client_quotas_is_empty(client):
+    Q = message_class("DescribeClientQuotasRequest")
+    for v in (0, 1):
+        res = client.call(Q(components=[], strict=False), v)
+        assert res.error_code == 0 and res.entries == []

@@ -114,3 +114,11 @@ def alter_partition_reassignments(broker, ctx, body):
         responses.append(R.ReassignableTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, allow_replication_factor_change=body.allow_replication_factor_change
              if ctx.api_version >= 1 else True, error_code=0, error_message=None, responses=responses)
+
+
+@handles("DescribeClientQuotas")
+def describe_client_quotas(broker, ctx, body):
+    """kafkawire enforces no client quotas, so none are configured."""
+    from kafkawire.protocol.messages import DescribeClientQuotasResponse as R
+
+    return R(throttle_time_ms=0, error_code=0, error_message=None, entries=[])
