@@ -119,11 +119,12 @@ def test_every_key_null_across_pieces():
 
 # -- runs of same-layout records (decoded with strided slices, no per-record Python) -----------------------
 
-def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_000_000_000, interrupt=None):
+def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_000_000_000, interrupt=None,
+                   vary=0):
     recs = []
     for i in range(n):
         key = None if key_len is None else (b"%0*d" % (key_len, i))[-key_len:] if key_len else b""
-        value = bytes([i % 251]) * value_len
+        value = bytes([i % 251]) * (value_len + ((i * 7919) % vary if vary else 0))
         headers = None
         if interrupt and i in interrupt:
             kind = interrupt[i]
@@ -153,6 +154,14 @@ SHAPES = [
     dict(n=300, key_len=70),                             # 2-byte key lengths: one by one
     dict(n=300, interrupt={5: "headers", 100: "null", 101: "longer", 200: "headers", 250: "key"}),
     dict(n=300, key_len=4, interrupt={40: "null", 41: "null", 150: "longer"}),
+    # sizes that vary: fields line up before the value, which ends at each record's end
+    dict(n=2000, value_len=100, vary=100),
+    dict(n=2000, value_len=100, vary=100, key_len=6),
+    dict(n=600, value_len=40, vary=60),                 # 1- and 2-byte value lengths mixed
+    dict(n=600, value_len=100, vary=20000),             # 2- and 3-byte record lengths mixed
+    dict(n=600, value_len=0, vary=3),                   # tiny records
+    dict(n=2000, value_len=150, vary=50, ts_step=40, interrupt={300: "headers", 301: "null", 1500: "key"}),
+    dict(n=2000, value_len=150, vary=50, key_len=3, interrupt={10: "null", 900: "headers"}),
 ]
 
 

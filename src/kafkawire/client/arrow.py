@@ -36,6 +36,7 @@ Schema of the result (``SCHEMA``)::
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -206,12 +207,13 @@ class ArrowColumns:
             first_od, _ = _varint(data, p)
         i = 0
         short_runs = 0  # varied runs that did not pay for their Arrow calls; after a few, no more tries
+        hop = None      # record ends of this batch, found by the first varied run
         while i < count:
             if ods is None and count - i >= _MIN_RUN:
                 done, pos = self._uniform_run(data, pos, end, count - i, base_ts, row0 + i, keyed)
                 if not done and short_runs < 3:
-                    done, pos, hopped = self._varied_run(data, pos, end, count - i, base_ts, keyed)
-                    if hopped and done < _MIN_VARIED and done < count - i:
+                    done, pos, hop = self._varied_run(data, pos, end, count - i, base_ts, keyed, hop)
+                    if hop is not None and done < _MIN_VARIED and done < count - i:
                         short_runs += 1
                 if done:
                     i += done
@@ -421,7 +423,7 @@ class ArrowColumns:
         self.timestamps.frombytes(_timestamps(raw1, raw2, base_ts))
         return m, span
 
-    def _varied_run(self, data, pos: int, end: int, left: int, base_ts: int, keyed: bool):
+    def _varied_run(self, data, pos: int, end: int, left: int, base_ts: int, keyed: bool, hop):
         """Decode a run of records whose sizes differ but whose fields before the value line up.
 
         When the timestamp and offset deltas, the key and the value length have the same varint
@@ -429,14 +431,14 @@ class ArrowColumns:
         offset after each record's length varint and ends right before its header count (0). A
         loop that only hops from record to record collects where each record starts and ends;
         Arrow then checks the layout of every record and gathers the timestamp deltas. Returns
-        (records done, position after them, whether the hop was made): the longest prefix of records
-        that fit, (0, pos, ...) if none.
+        (records done, position after them, the record ends found, to pass back in the same batch):
+        the longest prefix of records that fit, (0, pos, ...) if none.
         """
         # the layout of the first record
         b = data[pos]
         a = pos + 1 if b < 0x80 else pos + 2
         if b >= 0x80 and data[pos + 1] >= 0x80:
-            return 0, pos, False
+            return 0, pos, hop
         t = a + 1
         tsize = 1 if data[t] < 0x80 else (2 if data[t + 1] < 0x80 else 0)
         o = t + tsize
@@ -444,74 +446,71 @@ class ArrowColumns:
         k = o + osize
         kb = data[k]
         if not tsize or not osize or kb >= 0x80 or (kb != 1 and (not keyed or kb == 0 or kb & 1)):
-            return 0, pos, False
+            return 0, pos, hop
         kl = 0 if kb == 1 else kb >> 1
         v = k + 1 + kl
         vb = data[v]
         if vb == 1:
-            return 0, pos, False
+            return 0, pos, hop
         vsize = 1 if vb < 0x80 else (2 if data[v + 1] < 0x80 else 0)
         if not vsize:
-            return 0, pos, False
-        # hop over the records: where each one's fields start (after its length) and where it ends
-        starts = array("i")
-        ends = array("i")
-        s_app = starts.append
-        e_app = ends.append
-        p = pos
-        for _ in range(left):
-            b = data[p]
-            if b < 0x80:
-                q = p + 1
-                p = q + (b >> 1)
-            else:
-                c = data[p + 1]
-                if c >= 0x80:
-                    break
-                q = p + 2
-                p = q + (((b & 0x7F) | (c << 7)) >> 1)
-            if p > end:
-                break
-            s_app(q)
-            e_app(p)
-        n = len(starts)
+            return 0, pos, hop
+        # where each record ends: one hop per record, once per batch (later runs reuse it)
+        if hop is None or hop[0] > pos:
+            hop = (pos, _hop(data, pos, end))
+        origin, all_ends = hop
+        if pos == origin:
+            j = 0
+        else:
+            j = bisect_left(all_ends, pos) + 1
+            if j > len(all_ends) or all_ends[j - 1] != pos:
+                return 0, pos, hop
+        ends = all_ends[j:j + left]
+        n = len(ends)
         if n < _MIN_RUN:
-            return 0, pos, True
+            return 0, pos, hop
+        rstarts = array("i", [pos])
+        rstarts.extend(ends[:n - 1])
         # check every record's layout in C; keep the longest prefix that fits
         buf = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
-        A = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(starts)])
+        R = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(rstarts)])
         E = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ends)])
+        # fields start after the length varint: 1 byte, or 2 when the first has the continuation bit
+        A = pc.add(pc.add(R, _i32(1)), pc.greater_equal(pc.take(buf, R), pa.scalar(0x80, pa.uint8())).cast(pa.int32()))
 
-        def at(offset):
-            return pc.take(buf, pc.add(A, _i32(offset)) if offset else A).cast(pa.int32())
+        try:
+            def at(offset):
+                return pc.take(buf, pc.add(A, _i32(offset)) if offset else A).cast(pa.int32())
 
-        def low(x):
-            return pc.less(x, _i32(0x80))
+            def low(x):
+                return pc.less(x, _i32(0x80))
 
-        t1 = at(t - a)
-        ok = low(t1) if tsize == 1 else pc.and_(pc.invert(low(t1)), low(t2 := at(t - a + 1)))
-        o1 = at(o - a)
-        ok = pc.and_(ok, low(o1) if osize == 1 else pc.and_(pc.invert(low(o1)), low(at(o - a + 1))))
-        ok = pc.and_(ok, pc.equal(at(k - a), _i32(kb)))
-        v1 = at(v - a)
-        if vsize == 1:
-            ok = pc.and_(ok, low(v1))
-            vl = pc.shift_right(v1, _i32(1))
-        else:
-            v2 = at(v - a + 1)
-            ok = pc.and_(ok, pc.and_(pc.invert(low(v1)), low(v2)))
-            vl = pc.shift_right(pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))),
-                                _i32(1))
-        vs_off = v + vsize - a
-        # the value (even length: not null) ends where the header count (0) is, the record's last byte
-        last = pc.subtract(E, _i32(1))
-        ok = pc.and_(ok, pc.equal(pc.bit_wise_and(v1, _i32(1)), _i32(0)))
-        ok = pc.and_(ok, pc.equal(pc.add(pc.add(A, _i32(vs_off)), vl), last))
-        ok = pc.and_(ok, pc.equal(pc.take(buf, last), pa.scalar(0, pa.uint8())))
+            t1 = at(t - a)
+            ok = low(t1) if tsize == 1 else pc.and_(pc.invert(low(t1)), low(t2 := at(t - a + 1)))
+            o1 = at(o - a)
+            ok = pc.and_(ok, low(o1) if osize == 1 else pc.and_(pc.invert(low(o1)), low(at(o - a + 1))))
+            ok = pc.and_(ok, pc.equal(at(k - a), _i32(kb)))
+            v1 = at(v - a)
+            if vsize == 1:
+                ok = pc.and_(ok, low(v1))
+                vl = pc.shift_right(v1, _i32(1))
+            else:
+                v2 = at(v - a + 1)
+                ok = pc.and_(ok, pc.and_(pc.invert(low(v1)), low(v2)))
+                vl = pc.shift_right(pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))),
+                                    _i32(1))
+            vs_off = v + vsize - a
+            # the value (even length: not null) ends where the header count (0) is, the record's last byte
+            last = pc.subtract(E, _i32(1))
+            ok = pc.and_(ok, pc.equal(pc.bit_wise_and(v1, _i32(1)), _i32(0)))
+            ok = pc.and_(ok, pc.equal(pc.add(pc.add(A, _i32(vs_off)), vl), last))
+            ok = pc.and_(ok, pc.equal(pc.take(buf, last), pa.scalar(0, pa.uint8())))
+        except (pa.ArrowIndexError, IndexError):  # a record too short for the first one's layout
+            return 0, pos, hop
         bad = pc.index(ok, False).as_py()
         m = n if bad < 0 else bad
         if m < _MIN_RUN:
-            return 0, pos, True
+            return 0, pos, hop
         if m < n:
             A, E, t1 = A.slice(0, m), E.slice(0, m), t1.slice(0, m)
             if tsize == 2:
@@ -533,7 +532,7 @@ class ArrowColumns:
             words[1::2] = _bytes_of(t2)
         idx = pa.Array.from_buffers(pa.uint16(), m, [None, pa.py_buffer(words)])
         self.timestamps.frombytes(_zigzag_timestamps(idx, base_ts))
-        return m, ends[m - 1], True
+        return m, ends[m - 1], hop
 
     def to_batch(self) -> pa.RecordBatch:
         n = len(self.offsets)
@@ -686,6 +685,29 @@ def _zigzag_timestamps(idx: pa.Array, base_ts: int) -> bytes:
     n = len(idx)
     ts = pc.add(pc.take(_ZIGZAG16, idx), pa.scalar(base_ts, pa.int64()))
     return ts.buffers()[1].to_pybytes()[ts.offset * 8:(ts.offset + n) * 8]
+
+
+def _hop(data, pos: int, end: int) -> array:
+    """The end of each record from ``pos`` on (lengths of 1 or 2 varint bytes; stops at a longer one)."""
+    ends = array("i")
+    app = ends.append
+    Z2 = _Z2
+    try:
+        while pos < end:
+            b = data[pos]
+            if b < 0x80:
+                pos += 1 + (b >> 1)
+            else:
+                n = Z2[b - 128 + (data[pos + 1] << 7)]
+                if n < 0:   # corrupt: the one-by-one decoder will say where
+                    break
+                pos += 2 + n
+            app(pos)
+    except IndexError:  # a 3-byte length (or the end of the buffer): stop here
+        pass
+    while ends and ends[-1] > end:
+        ends.pop()
+    return ends
 
 
 def _int32s(arr: pa.Array) -> array:
