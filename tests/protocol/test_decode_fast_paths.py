@@ -212,3 +212,20 @@ def test_tag_sections_and_lengths_read_with_the_fixed_run_before_them():
     for cut in range(len(data) - 700, len(data)):
         with pytest.raises(DecodeError):
             Metadata.decode(data[:cut], 12)
+
+
+def test_decoded_uuids_are_shared_from_a_bounded_cache():
+    ids = [uuid.UUID(int=(i + 1) * 0x1000000000000000000001) for i in range(codegen._UUIDS_MAX + 50)]
+    voters = [LeaderChange.Voter(voter_id=i, voter_directory_id=u) for i, u in enumerate(ids)]
+    for wrap in BUFFERS:
+        back = LeaderChange.decode(wrap(LeaderChange(voters=voters).encode(1)), 1)
+        assert [v.voter_directory_id for v in back.voters] == ids
+        assert len(codegen._UUIDS) <= codegen._UUIDS_MAX
+    # a decoded id is the same (immutable) object the next time, and the zero id is the shared one
+    msg = Metadata(topics=[Metadata.MetadataResponseTopic(name="a", topic_id=ids[-1]),
+                           Metadata.MetadataResponseTopic(name="b")])
+    one, two = (Metadata.decode(msg.encode(12), 12) for _ in range(2))
+    assert one.topics[0].topic_id is two.topics[0].topic_id and one.topics[0].topic_id == ids[-1]
+    assert one.topics[1].topic_id is uuid.UUID(int=0) or one.topics[1].topic_id == uuid.UUID(int=0)
+    with pytest.raises(TypeError):
+        one.topics[0].topic_id.int = 5

@@ -54,14 +54,25 @@ _from_bytes = int.from_bytes
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
+# UUIDs are immutable, and the same topic ids come back in message after message: decoded ones are
+# kept (up to _UUIDS_MAX, then the cache starts over) and shared. The fast decoder looks them up in
+# line (``_UC(raw) or _uuid(raw)``; a UUID is always true).
+_UUIDS: dict[bytes, uuid.UUID] = {_ZERO_16: _ZERO_UUID}
+_UUIDS_MAX = 4096
+
+
 def _uuid(raw) -> uuid.UUID:
-    # uuid.UUID(bytes=...) validates its arguments in Python and costs over a microsecond;
-    # 16 bytes are always a valid UUID, so build it directly (the zero id is shared).
-    if raw == _ZERO_16:
-        return _ZERO_UUID
-    u = object.__new__(uuid.UUID)
-    _set(u, "int", _from_bytes(raw, "big"))
-    _set(u, "is_safe", _SAFE_UNKNOWN)
+    u = _UUIDS.get(raw)
+    if u is None:
+        # uuid.UUID(bytes=...) validates its arguments in Python and costs over a microsecond;
+        # 16 bytes are always a valid UUID, so build it directly.
+        u = object.__new__(uuid.UUID)
+        _set(u, "int", _from_bytes(raw, "big"))
+        _set(u, "is_safe", _SAFE_UNKNOWN)
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+            _UUIDS[_ZERO_16] = _ZERO_UUID
+        _UUIDS[bytes(raw)] = u
     return u
 
 
@@ -159,7 +170,7 @@ class _Compiler:
         self.class_fields = class_fields  # struct name -> list[FieldSpec] (union over versions)
         self.ns: dict = {
             "_new": object.__new__, "_uv": read_uvarint, "_UV": UVARINT_TABLE, "_uvb": uvarint_bytes,
-            "_DecodeError": DecodeError, "_EncodeError": EncodeError, "_uuid": _uuid, "_str": str,
+            "_DecodeError": DecodeError, "_EncodeError": EncodeError, "_uuid": _uuid, "_UC": _UUIDS.get, "_str": str,
             "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_bytes": bytes,
             "_I8": struct.Struct(">b").unpack_from, "_I16": struct.Struct(">h").unpack_from,
             "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
@@ -401,8 +412,12 @@ class _Compiler:
             s(f"pos += {st.size}")
         for f, var in zip(run, names):
             if f.type == "uuid":
-                s(f"{var} = _uuid({var})")
+                s(f"{var} = {self.uuid_expr(var, checked)}")
         return None if extra is None else (targets[-1], st.size)
+
+    @staticmethod
+    def uuid_expr(raw: str, checked: bool) -> str:
+        return f"_uuid({raw})" if checked else f"_UC({raw}) or _uuid({raw})"
 
     def emit_length(self, var: str, compact: bool, width: int, checked: bool = True, pre=None) -> None:
         s = self.src
@@ -530,7 +545,7 @@ class _Compiler:
             s(f"{var} = {unpack}(buf, pos)[0]")
             s(f"pos += {width}")
             if t == "uuid":
-                s(f"{var} = _uuid({var})")
+                s(f"{var} = {self.uuid_expr(var, checked)}")
             return
         # string, bytes, records
         n = self.tmp("n") if pre is None else pre[0]
@@ -611,7 +626,7 @@ class _Compiler:
             if value is None:
                 value = self.default_expr(g)
             elif g.type == "uuid":
-                value = f"_uuid({value})"
+                value = self.uuid_expr(value, False)
             s(f"{x}.{g.attr} = {value}")
         s(f"{x}._unknown_tags = None")
         s.dedent()
