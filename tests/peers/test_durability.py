@@ -101,22 +101,28 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
 
     kill_after = 8000   # acknowledged records before the crash
     window = 2000       # records without a delivery report at most, so the load stays steady
+    burst = 1500        # then this many more at once, and the kill right behind them: batches are in flight
     after_kill = 1000   # the producer keeps sending into the crash, as an application would
     acked_at_kill = outstanding_at_kill = None
+    kill_at = stop_at = None
     produced = 0
     deadline = time.monotonic() + 90
     for i, r in enumerate(records):
-        while i - tally["done"] >= window and time.monotonic() < deadline:
+        while kill_at is None and i - tally["done"] >= window and time.monotonic() < deadline:
             producer.poll(0.01)
         producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
                          timestamp=r.timestamp, on_delivery=on_delivery(i))
         produced = i + 1
-        producer.poll(0)
-        if acked_at_kill is None and tally["ok"] >= kill_after:
+        if kill_at is None:
+            producer.poll(0)
+            if tally["ok"] >= kill_after:
+                kill_at = produced + burst
+        elif acked_at_kill is None and produced >= kill_at:
+            producer.poll(0)
             acked_at_kill, outstanding_at_kill = tally["ok"], produced - tally["done"]
             disk_broker.kill()
             stop_at = produced + after_kill
-        if acked_at_kill is not None and produced >= stop_at:
+        if stop_at is not None and produced >= stop_at:
             break
     assert acked_at_kill is not None, "the producer never reached the kill point: the broker is too slow or stuck"
     assert outstanding_at_kill > 0, "the kill came when no record was awaiting its acknowledgement"
