@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
 EARLIEST = -2
@@ -35,10 +35,6 @@ log = logging.getLogger("kafkawire.spark")
 
 class KafkaWireOptionError(ValueError):
     """An option of the kafkawire data source is missing or malformed."""
-
-
-# Offsets spec: either the string "earliest"/"latest" or {topic: {partition: offset}}.
-OffsetSpec = "str | dict[str, dict[int, int]]"
 
 
 @dataclass(frozen=True)
@@ -77,8 +73,6 @@ class SourceOptions:
 class SinkOptions:
     client_conf: dict
     topic: str | None = None
-    include_headers: bool = True
-    extra: dict = field(default_factory=dict)
 
 
 def _lower_map(options: Mapping[str, str]) -> dict:

@@ -15,9 +15,6 @@ from .schema import check_sink_schema, read_schema
 
 log = logging.getLogger("kafkawire.spark")
 
-TP = tuple  # (topic, partition)
-
-
 # ---------------------------------------------------------------------------------------------
 # offsets: {(topic, partition): offset} inside, Spark's JSON shape {"topic": {"0": 23}} outside
 
