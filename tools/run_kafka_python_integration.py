@@ -155,6 +155,10 @@ def main() -> int:
           f"{counts['skipped']} skipped")
     for outcome, name, detail in problems:
         print(f"  {outcome.upper():6} {name}: {detail}")
+    spawned = [name for outcome, name, detail in problems if "servers/resources" in detail]
+    if spawned:
+        print(f"({len(spawned)} of these set up their own Kafka from the suite's server resources, e.g. with TLS: "
+              f"they cannot use an external broker)")
     print(f"full log: {workdir / 'pytest.log'}; broker log: {broker.log_path}")
     if not args.keep:  # keep the logs, drop the sources and the broker's data
         for name in ("download", "src", "broker", "no-kafka-here"):
