@@ -242,11 +242,13 @@ def test_consumer_group_heartbeat_and_describe(client, node):
     assert left.error_code == 0 and left.member_epoch == -1
 
 
-def test_internal_topic_hidden_from_metadata(client):
+def test_internal_topic_listed_as_internal_in_metadata(client):
     from kafkawire.protocol.messages import MetadataRequest
     stable_member(client, "meta-check")
     everything = client.call("Metadata", 12, topics=None)
-    assert "__consumer_offsets" not in [t.name for t in everything.topics]
+    internal = {t.name: t.is_internal for t in everything.topics}
+    assert internal.get("__consumer_offsets") is True
+    assert not any(flag for name, flag in internal.items() if name != "__consumer_offsets")
     named = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")])
     assert named.topics[0].error_code == 0 and named.topics[0].is_internal
 

@@ -31,9 +31,9 @@ def metadata(broker, ctx, body):
     with_ops = bool(body.include_topic_authorized_operations) if version >= 8 else False
     requested = body.topics
     if requested is None or (version == 0 and not requested):
-        # internal topics (the coordinators' logs) are listed only when asked for by name
-        topics = [topic_metadata(broker, m, with_ops) for m in broker.storage.topics().values()
-                  if m.name not in INTERNAL_TOPICS]
+        # internal topics (the coordinators' logs) are listed too, flagged is_internal, as Kafka does;
+        # clients leave them out themselves (exclude.internal.topics)
+        topics = [topic_metadata(broker, m, with_ops) for m in broker.storage.topics().values()]
     else:
         may_create = broker.config.auto_create_topics and (version < 4 or body.allow_auto_topic_creation)
         topics = []
