@@ -252,7 +252,7 @@ class _Compiler:
         if not checked:
             s("B = type(buf) is not _mv")
         if not checked and _has_records(struct_spec, self.version):
-            s("M = _mv(buf)")  # records fields are slices of one view of the input
+            s("M = _mv(buf) if B else buf")  # records fields are slices of one view of the input
         self.emit_decode_body(struct_spec, present, checked, "o")
         s("return o, pos")
         s.dedent()
