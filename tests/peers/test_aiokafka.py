@@ -108,3 +108,16 @@ def test_consumer_offset_lookups(broker, topic):
     for i, hit in hits.items():
         assert (hit.offset, hit.timestamp) == (delivered[i][1], records[i].timestamp), f"record #{i}"
     assert beyond is None
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_consumer_reads_what_librdkafka_produced(broker, topic, codec):
+    """Batches built by librdkafka (including null header values, which aiokafka cannot send)."""
+    from .peer_harness import confluent_produce
+
+    partitions = 3
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(250, partitions, seed=260 + len(codec))
+    delivered = confluent_produce(broker.bootstrap, topic, records, {"compression.type": codec})
+    got = asyncio.run(consume(broker.bootstrap, topic, partitions, len(records)))
+    assert_readback(records, got, delivered=delivered)

@@ -156,3 +156,15 @@ def test_consumer_offset_lookups(broker, admin, topic):
         assert beyond[tps[0]] is None
     finally:
         consumer.close()
+
+
+@pytest.mark.parametrize("codec", ["snappy", "zstd"])
+def test_consumer_reads_what_librdkafka_produced(broker, topic, codec):
+    """Batches built by librdkafka (including null header values, which kafka-python cannot send)."""
+    from .peer_harness import confluent_create_topic, confluent_produce
+
+    partitions = 3
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(250, partitions, seed=160 + len(codec))
+    delivered = confluent_produce(broker.bootstrap, topic, records, {"compression.type": codec})
+    assert_readback(records, consume(broker.bootstrap, topic, partitions, len(records)), delivered=delivered)
