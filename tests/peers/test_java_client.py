@@ -36,6 +36,16 @@ def encode_input(records: list[Rec]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse_records(lines) -> list[tuple[int, Rec]]:
+    got = []
+    for p, offset, ts, ts_type, key, value, headers in lines:
+        assert ts_type == "CreateTime", (p, offset, ts_type)
+        hs = tuple((bytes.fromhex(k).decode(), _unhex(v)) for k, v in
+                   (pair.split("=", 1) for pair in headers.split(",") if pair))
+        got.append((int(offset), Rec(int(p), _unhex(key), _unhex(value), hs, int(ts))))
+    return got
+
+
 @pytest.fixture(scope="module")
 def java_peer():
     return JavaProgram.require(SOURCE)
@@ -69,12 +79,7 @@ def test_idempotent_producer_assign_consumer_and_admin(broker, topic, java_peer,
     assert [int(i) for i, *_ in kinds["delivered"]] == list(range(len(records)))
     assert [int(ts) for *_, ts in kinds["delivered"]] == [r.timestamp for r in records]
 
-    got = []
-    for p, offset, ts, ts_type, key, value, headers in kinds["record"]:
-        assert ts_type == "CreateTime", (p, offset, ts_type)
-        hs = tuple((bytes.fromhex(k).decode(), _unhex(v)) for k, v in
-                   (pair.split("=", 1) for pair in headers.split(",") if pair))
-        got.append((int(offset), Rec(int(p), _unhex(key), _unhex(value), hs, int(ts))))
+    got = parse_records(kinds["record"])
     assert_readback(records, got, delivered=delivered)
 
     ends = end_offsets(records, partitions)
@@ -88,3 +93,16 @@ def test_idempotent_producer_assign_consumer_and_admin(broker, topic, java_peer,
     # librdkafka reads the Java client's batches back identically.
     assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)),
                     delivered=delivered)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy"])
+def test_consumer_reads_what_librdkafka_produced(broker, topic, java_peer, codec):
+    from .peer_harness import confluent_create_topic, confluent_produce
+
+    partitions = 3
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    records = make_records(250, partitions, seed=420 + len(codec))
+    delivered = confluent_produce(broker.bootstrap, topic, records, {"compression.type": codec})
+    out = java_peer.run("KafkawirePeer", "consume", broker.bootstrap, topic, partitions, len(records), timeout=120)
+    lines = [line.split("\t")[1:] for line in out.splitlines() if line.startswith("record\t")]
+    assert_readback(records, parse_records(lines), delivered=delivered)

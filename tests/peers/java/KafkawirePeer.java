@@ -1,6 +1,7 @@
 // The Apache Kafka Java client (kafka-clients 3.9.x) against a broker, for tests/peers/test_java_client.py.
 //
 // Usage: KafkawirePeer <bootstrap> <topic> <partitions> <compression> <timestamp-query>
+//        KafkawirePeer consume <bootstrap> <topic> <partitions> <count>   (only the "record" lines)
 // stdin: one record per line, tab-separated: partition, key, value, timestamp, headers
 //        (key/value as hex or "-" for null; headers as name=value pairs joined by ",", each side hex,
 //        value "-" for null; "" for no headers).
@@ -84,6 +85,12 @@ public final class KafkawirePeer {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("consume")) {  // consume <bootstrap> <topic> <partitions> <count>
+            Properties common = new Properties();
+            common.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, args[1]);
+            consumeAll(common, args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+            return;
+        }
         String bootstrap = args[0];
         String topic = args[1];
         int partitions = Integer.parseInt(args[2]);
@@ -181,6 +188,11 @@ public final class KafkawirePeer {
             }
         }
 
+        consumeAll(common, topic, partitions, records.size());
+    }
+
+    // Reads every partition from the beginning with assign, printing "record" lines; stops a little after `count`.
+    static void consumeAll(Properties common, String topic, int partitions, int count) {
         Properties cp = new Properties();
         cp.putAll(common);
         cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, false);
@@ -206,7 +218,7 @@ public final class KafkawirePeer {
                          hex(r.key()), hex(r.value()), hs);
                     seen++;
                 }
-                if (seen >= records.size()) extraPolls--;
+                if (seen >= count) extraPolls--;
             }
         }
     }
