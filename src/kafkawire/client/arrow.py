@@ -17,12 +17,15 @@ Runs of records with the same layout (same record size, same varint sizes,
 same key and value lengths: fixed-size payloads) need no per-record Python
 at all: every field sits at the same offset from its record's start, so
 strided slices of the buffer check the layout and read the timestamp deltas
-in C, and the positions are arithmetic progressions. Other records are
-decoded one by one.
+in C, and the positions are arithmetic progressions. Runs whose sizes vary
+but whose fields before the value line up (same varint sizes, null or
+same-length keys, no headers) take one lean hop per record to find where
+records end; Arrow checks every record's layout and gathers the rest. Any
+other record is decoded one by one.
 
 Measured with ``benchmarks/bench_client.py`` (CPU time, one core, 100-byte
-values): about 2.6-3M records/s for fixed-size records (2M keyed); records
-of varying sizes go one by one at about 0.9M/s (0.75M keyed).
+values, no headers): about 2.6-3.2M records/s for fixed-size records (2M with
+keys), 1.2-1.4M for values of varying size, 0.9M one by one.
 
 pyarrow is imported when this module is (the ``arrow`` extra); the rest of
 the client does not need it.
