@@ -229,3 +229,42 @@ def test_decoded_uuids_are_shared_from_a_bounded_cache():
     assert one.topics[1].topic_id is uuid.UUID(int=0) or one.topics[1].topic_id == uuid.UUID(int=0)
     with pytest.raises(TypeError):
         one.topics[0].topic_id.int = 5
+
+
+def test_large_decodes_pause_the_cycle_collector_and_always_restore_it(monkeypatch):
+    import gc
+
+    from kafkawire.protocol import messages
+
+    calls = []
+    monkeypatch.setattr(messages, "_gc_disable", lambda: (calls.append("off"), gc.disable()))
+    monkeypatch.setattr(messages, "_gc_enable", lambda: (calls.append("on"), gc.enable()))
+    big = _metadata([f"topic-{i}" for i in range(150)], [1, 2, 3]).encode(12)
+    assert len(big) >= messages._GC_PAUSE_BYTES
+    small = _metadata(["a"], [1]).encode(12)
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        Metadata.decode(small, 12)
+        assert calls == []  # small inputs never touch the collector
+        Metadata.decode(big, 12)
+        assert calls == ["off", "on"] and gc.isenabled()
+        obj, end = Metadata.decode_from(b"\x00" + big, 1, 12)
+        assert end == 1 + len(big) and calls[2:] == ["off", "on"] and gc.isenabled()
+        with pytest.raises(DecodeError):
+            Metadata.decode(big[:-3], 12)
+        with pytest.raises(DecodeError):
+            Metadata.decode_from(big[:-3], 0, 12)
+        assert calls[4:] == ["off", "on", "off", "on"] and gc.isenabled()
+        # a collector the caller turned off stays off, and is not touched
+        gc.disable()
+        del calls[:]
+        Metadata.decode(big, 12)
+        assert calls == [] and not gc.isenabled()
+        # messages carrying records are mostly bytes: no pause for them
+        gc.enable()
+        Produce.decode(Produce(topic_data=[Produce.TopicProduceData(name="t", partition_data=[
+            Produce.PartitionProduceData(index=0, records=b"x" * 40000)])]).encode(9), 9)
+        assert calls == []
+    finally:
+        (gc.enable if was else gc.disable)()

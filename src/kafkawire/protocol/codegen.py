@@ -36,6 +36,9 @@ class Codec:
     decode_checked: Callable  # (buf, pos, ctx, path) -> (obj, pos)
     encode: Callable  # (obj, write) -> None
     source: str
+    # Whether decoding a large input is worth a pause of the cycle collector: true unless the
+    # message carries records (whose bytes are most of a large input, with few objects around them)
+    pause_gc: bool = False
 
 
 def _write_tags(tags, w):
@@ -225,7 +228,8 @@ class _Compiler:
         code = compile(source, f"<kafkawire codec {self.spec.name} v{self.version}>", "exec")
         exec(code, self.ns)
         return Codec(self.spec.name, self.version, self.flexible, self.ns[f"d_{root.name}"],
-                     self.ns[f"dc_{root.name}"], self.ns[f"e_{root.name}"], source)
+                     self.ns[f"dc_{root.name}"], self.ns[f"e_{root.name}"], source,
+                     pause_gc=not _has_records(root, self.version))
 
     def emit_struct(self, struct_spec: StructSpec) -> None:
         if struct_spec.name in self.done:
