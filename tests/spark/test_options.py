@@ -40,6 +40,8 @@ def test_parse_defaults_and_kafka_options():
     ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
     ({**BS, "subscribe": "t", "minPartitions": "0"}, "'minPartitions' must be a positive integer"),
     ({**BS, "subscribe": "t", "failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
+    ({**BS, "subscribe": "t", "endingTimestamp": "soon"}, "'endingTimestamp' must be a timestamp in milliseconds"),
+    ({**BS, "subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": -1}}'}, "invalid value -1"),
     ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset' is not supported"),
     ({**BS, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
 ])
@@ -47,6 +49,12 @@ def test_bad_source_options(opts, message):
     with pytest.raises(KafkaWireOptionError) as info:
         parse_source(opts, streaming=False)
     assert message in str(info.value)
+
+
+def test_ending_timestamps_are_batch_only():
+    with pytest.raises(KafkaWireOptionError, match="for batch queries only"):
+        parse_source({**BS, "subscribe": "t", "endingTimestamp": "5"}, streaming=True)
+    assert parse_source({**BS, "subscribe": "t", "endingTimestamp": "5"}, streaming=False).ending_timestamp == 5
 
 
 def test_bad_sink_options():

@@ -172,6 +172,22 @@ def test_starting_timestamp(spark, broker, produced):
     assert sorted((r["partition"], r["offset"]) for r in rows) == want
 
 
+def test_ending_timestamp(spark, broker, produced):
+    if broker.kind == "tansu":
+        pytest.skip("Tansu (memory storage) answers ListOffsets by timestamp with offset 0")
+    topic, recs = produced
+    lo, hi = BASE_TS + 20 * 1000, BASE_TS + 90 * 1000
+    rows = as_dicts(read(spark, broker, subscribe=topic, startingTimestamp=str(lo), endingTimestamp=str(hi)))
+    want = sorted((r["partition"], r["offset"]) for r in recs if lo <= r["timestamp"] < hi)
+    assert sorted((r["partition"], r["offset"]) for r in rows) == want
+    # past every record: the end is the latest offset
+    ends = {topic: {"0": BASE_TS, "1": BASE_TS + 10**9, "2": hi}}
+    rows = as_dicts(read(spark, broker, subscribe=topic, endingOffsetsByTimestamp=json.dumps(ends)))
+    want = sorted((r["partition"], r["offset"]) for r in recs
+                  if r["partition"] == 1 or (r["partition"] == 2 and r["timestamp"] < hi))
+    assert sorted((r["partition"], r["offset"]) for r in rows) == want
+
+
 def test_empty_topic_reads_nothing(spark, broker):
     topic = broker.new_topic("empty", partitions=2)
     assert read(spark, broker, subscribe=topic).count() == 0

@@ -10,7 +10,8 @@ between the two by changing the format name only:
   ``latest`` or JSON ``{"topic": {"0": 23, "1": -2}}`` where -2 means
   earliest and -1 latest), ``startingTimestamp`` (one timestamp in ms for
   every partition), ``startingOffsetsByTimestamp`` (JSON of timestamps per
-  partition), ``startingOffsetsByTimestampStrategy`` (``error``/``latest``);
+  partition), ``startingOffsetsByTimestampStrategy`` (``error``/``latest``),
+  ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only);
 * ``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``,
   ``failOnDataLoss``, ``includeHeaders``;
 * every ``kafka.<name>`` option becomes the client setting ``<name>``
@@ -60,6 +61,8 @@ class SourceOptions:
     ending: object  # "latest" | "earliest" | {topic: {partition: offset}} | None (stream)
     starting_timestamp: int | None = None
     starting_by_timestamp: dict | None = None  # {topic: {partition: ts}}
+    ending_timestamp: int | None = None  # batch only
+    ending_by_timestamp: dict | None = None  # batch only
     timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     min_partitions: int | None = None
@@ -198,9 +201,10 @@ def parse_partition_map(raw: str, name: str, *, allow_special: bool = True) -> d
                     f"option '{name}': topic {topic!r} partition {key!r} must map to an integer, got {value!r}")
             low = -2 if allow_special else 0
             if value < low:
+                what = "offsets are >= 0, or -2 for earliest, -1 for latest" if allow_special \
+                    else "timestamps are milliseconds >= 0"
                 raise KafkaWireOptionError(
-                    f"option '{name}': topic {topic!r} partition {partition} has invalid value {value} "
-                    f"(offsets are >= 0, or -2 for earliest, -1 for latest)")
+                    f"option '{name}': topic {topic!r} partition {partition} has invalid value {value} ({what})")
             per[partition] = value
         out[topic] = per
     return out
@@ -230,6 +234,19 @@ def _offsets(opts: dict, name: str, default: str, *, forbid: str | None, forbid_
     return parsed
 
 
+def _timestamp(opts: dict, name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise KafkaWireOptionError(f"option '{name}' must be a timestamp in milliseconds, got {raw!r}") from None
+    if value < 0:
+        raise KafkaWireOptionError(f"option '{name}' must be >= 0")
+    return value
+
+
 def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     opts = _lower_map(options)
     conf = client_conf(opts)
@@ -242,19 +259,18 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     else:
         starting = _offsets(opts, "startingOffsets", "earliest", forbid="latest", forbid_code=LATEST)
         ending = _offsets(opts, "endingOffsets", "latest", forbid="earliest", forbid_code=EARLIEST)
-    starting_ts = None
-    if "startingtimestamp" in opts:
-        try:
-            starting_ts = int(str(opts["startingtimestamp"]).strip())
-        except ValueError:
-            raise KafkaWireOptionError(
-                f"option 'startingTimestamp' must be a timestamp in milliseconds, got {opts['startingtimestamp']!r}") from None
-        if starting_ts < 0:
-            raise KafkaWireOptionError("option 'startingTimestamp' must be >= 0")
+    starting_ts = _timestamp(opts, "startingTimestamp")
     by_ts = None
     if "startingoffsetsbytimestamp" in opts:
         by_ts = parse_partition_map(str(opts["startingoffsetsbytimestamp"]), "startingOffsetsByTimestamp",
                                     allow_special=False)
+    ending_ts = _timestamp(opts, "endingTimestamp")
+    ending_by_ts = None
+    if "endingoffsetsbytimestamp" in opts:
+        ending_by_ts = parse_partition_map(str(opts["endingoffsetsbytimestamp"]), "endingOffsetsByTimestamp",
+                                           allow_special=False)
+    if streaming and (ending_ts is not None or ending_by_ts is not None):
+        raise KafkaWireOptionError("options 'endingTimestamp' and 'endingOffsetsByTimestamp' are for batch queries only")
     strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
     if strategy not in ("error", "latest"):
         raise KafkaWireOptionError(
@@ -273,6 +289,7 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     return SourceOptions(
         client_conf=conf, selection=selection, starting=starting, ending=ending,
         starting_timestamp=starting_ts, starting_by_timestamp=by_ts, timestamp_strategy=strategy,
+        ending_timestamp=ending_ts, ending_by_timestamp=ending_by_ts,
         max_offsets_per_trigger=max_per_trigger, min_partitions=min_partitions,
         max_records_per_partition=max_per_partition,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),

@@ -145,6 +145,35 @@ def starting_offsets(admin, tps: list, opts: SourceOptions) -> dict:
     return resolve(admin, tps, opts.starting, "startingOffsets")
 
 
+def ending_offsets(admin, tps: list, opts: SourceOptions) -> dict:
+    """Where a batch read ends (exclusive); the timestamp options win over ``endingOffsets``, as in Spark.
+
+    A timestamp ends a partition at its first record at or after it; with none, at the latest offset.
+    """
+    if opts.ending_timestamp is None and opts.ending_by_timestamp is None:
+        return resolve(admin, tps, opts.ending, "endingOffsets")
+    if opts.ending_timestamp is not None:
+        wanted = {tp: opts.ending_timestamp for tp in tps}
+    else:
+        wanted = {}
+        for t, parts in opts.ending_by_timestamp.items():
+            for p, ts in parts.items():
+                if (t, p) not in set(tps):
+                    raise KafkaWireOptionError(
+                        f"option 'endingOffsetsByTimestamp' names {t}-{p}, which is not being read")
+                wanted[(t, p)] = ts
+        missing = sorted(set(tps) - set(wanted))
+        if missing:
+            raise KafkaWireOptionError(
+                f"option 'endingOffsetsByTimestamp' must give a timestamp for every partition read; missing: {missing}")
+    found = admin.for_timestamps(wanted)
+    out = {tp: off for tp, off in found.items() if off is not None}
+    none = [tp for tp, off in found.items() if off is None]
+    if none:
+        out.update(admin.latest(none))
+    return out
+
+
 def _read(opts: SourceOptions, part: KafkaRange):
     return kafka_access.read_range(opts.client_conf, part.topic, part.partition, part.start, part.end,
                                    include_headers=opts.include_headers,
@@ -162,7 +191,7 @@ class KafkaBatchReader(DataSourceReader):
             if not tps:
                 return []
             start = starting_offsets(admin, tps, opts)
-            end = resolve(admin, tps, opts.ending, "endingOffsets")
+            end = ending_offsets(admin, tps, opts)
         ranges = []
         for tp in tps:
             s, e = start[tp], end[tp]
