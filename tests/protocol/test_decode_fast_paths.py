@@ -268,3 +268,26 @@ def test_large_decodes_pause_the_cycle_collector_and_always_restore_it(monkeypat
         assert calls == []
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_tagged_struct_fields_are_written_exactly_when_they_differ_from_the_default():
+    def encoded_tags(part):
+        msg = Fetch(responses=[Fetch.FetchableTopicResponse(topic="t", partitions=[part])])
+        back = Fetch.decode(msg.encode(12), 12)
+        assert back == msg
+        return back.responses[0].partitions[0], len(msg.encode(12))
+
+    plain, size = encoded_tags(Fetch.PartitionData(records=b""))
+    same, same_size = encoded_tags(Fetch.PartitionData(records=b"", diverging_epoch=Fetch.EpochEndOffset(),
+                                                       snapshot_id=Fetch.SnapshotId(epoch=-1, end_offset=-1)))
+    assert same_size == size  # equal to the defaults: nothing written
+    for change in (dict(diverging_epoch=Fetch.EpochEndOffset(epoch=0)),
+                   dict(diverging_epoch=Fetch.EpochEndOffset(end_offset=7)),
+                   dict(current_leader=Fetch.LeaderIdAndEpoch(leader_epoch=3)),
+                   dict(snapshot_id=Fetch.SnapshotId(epoch=2))):
+        part, changed_size = encoded_tags(Fetch.PartitionData(records=b"", **change))
+        assert changed_size > size
+    tagged = Fetch.EpochEndOffset()
+    tagged._unknown_tags = [(9, b"\x01")]
+    part, changed_size = encoded_tags(Fetch.PartitionData(records=b"", diverging_epoch=tagged))
+    assert changed_size > size and part.diverging_epoch.unknown_tags == [(9, b"\x01")]

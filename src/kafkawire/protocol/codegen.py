@@ -213,7 +213,18 @@ class _Compiler:
         if f.is_struct:
             if value is None:
                 return f"{var} is not None"
-            return f"{var} != {self.const(self.classes[f.struct.name](), '_DS')}"
+            # field by field in line, as Struct.__eq__ compares (a call of it per tagged struct
+            # field of every element was most of the cost of encoding a fetch response)
+            default = self.classes[f.struct.name]()
+            parts = [f"type({var}) is not C_{f.struct.name}"]
+            for g in self.class_fields[f.struct.name]:
+                sub = getattr(default, g.attr)
+                if sub is None:
+                    parts.append(f"{var}.{g.attr} is not None")
+                else:
+                    parts.append(f"{var}.{g.attr} != {self.const(sub, '_DS')}")
+            parts.append(f"{var}._unknown_tags")
+            return "(" + " or ".join(parts) + ")"
         if value is None:
             return f"{var} is not None"
         return f"{var} != {self.const(value, '_D')}"
