@@ -114,12 +114,18 @@ def test_truncation_and_corruption_inside_a_fixed_struct_array():
     assert info.value.path == "ApiKeys[12]._tagged_fields"
 
 
-def test_fixed_array_formats_are_cached_per_count_with_a_bound():
+def test_fixed_array_formats_are_cached_per_count_within_a_budget(monkeypatch):
     cache = codegen._fixed_array_cache("hhhx")
-    for n in range(2, codegen._FIXED_ARRAY_FORMATS + 40):
+    for n in range(2, 160):
         _check(ApiVersions, _api_versions(n), 3)
-    assert len(cache) <= codegen._FIXED_ARRAY_FORMATS
+    assert all(codegen._FIXED_ARRAY_MIN <= n <= codegen._FIXED_ARRAY_MAX for n in cache)
     assert codegen._fixed_array(cache, "hhhx", codegen._FIXED_ARRAY_MAX + 1) is None
+    # once the budget is spent, new counts decode through the general loop, as correctly
+    monkeypatch.setattr(codegen, "_fixed_array_spent", codegen._FIXED_ARRAY_BUDGET)
+    before = dict(cache)
+    for n in (300, 301, 302):
+        _check(ApiVersions, _api_versions(n), 3)
+    assert cache == before
 
 
 @pytest.mark.parametrize("size", [0, 126, 127, 128, 16383, 16384, 20000, (1 << 21) - 2, (1 << 21) + 5])

@@ -120,11 +120,14 @@ def _pack_array(ch: str):
 
 
 # Arrays of fixed-width structs: one compiled format per (element format, count), shared by all
-# codecs, for counts up to _FIXED_ARRAY_MAX and at most _FIXED_ARRAY_FORMATS counts per element format.
-_FIXED_ARRAY_MAX = 1024
+# codecs, for counts from _FIXED_ARRAY_MIN to _FIXED_ARRAY_MAX. A compiled format holds ~24 bytes
+# per field of every element, so all of them together hold at most _FIXED_ARRAY_BUDGET fields
+# (~3 MB); counts met once that is spent are decoded by the general loop.
 _FIXED_ARRAY_MIN = 10  # below this the general loop is faster (the one call costs ~8 C calls of setup)
-_FIXED_ARRAY_FORMATS = 128
+_FIXED_ARRAY_MAX = 1024
+_FIXED_ARRAY_BUDGET = 1 << 17
 _FIXED_ARRAY_CACHES: dict[str, dict] = {}
+_fixed_array_spent = 0
 
 
 def _fixed_array_cache(fmt: str) -> dict:
@@ -133,8 +136,11 @@ def _fixed_array_cache(fmt: str) -> dict:
 
 def _fixed_array(cache: dict, fmt: str, n: int):
     """The unpack_from of ``n`` repetitions of ``fmt``, or None (the caller then loops)."""
-    if n > _FIXED_ARRAY_MAX or len(cache) >= _FIXED_ARRAY_FORMATS:
+    global _fixed_array_spent
+    fields = n * len(fmt)
+    if n > _FIXED_ARRAY_MAX or _fixed_array_spent + fields > _FIXED_ARRAY_BUDGET:
         return None
+    _fixed_array_spent += fields
     unpack = cache[n] = struct.Struct(">" + fmt * n).unpack_from
     return unpack
 
