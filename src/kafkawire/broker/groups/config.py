@@ -16,7 +16,7 @@ KEYS = {
     "offsets.topic.num.partitions": ("offsets_topic_partitions", 1),
     "offsets.retention.minutes": ("offsets_retention_minutes", 10080),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 600000),
-    "kafkawire.offsets.fsync": ("offsets_fsync", False),
+    "kafkawire.offsets.fsync": ("offsets_fsync", True),
     "kafkawire.offsets.compact.records": ("compact_after_records", 50000),
 }
 
@@ -34,7 +34,9 @@ class GroupConfig:
     offsets_topic_partitions: int = 1
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000
-    offsets_fsync: bool = False
+    # an acknowledged commit is on disk, like an acks=all produce (a single node has no replica to
+    # keep it); costs one fsync per commit request on the disk engine
+    offsets_fsync: bool = True
     compact_after_records: int = 50000
     # server-side assignors of the consumer protocol (KIP-848), the first is the default
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
