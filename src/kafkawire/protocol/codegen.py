@@ -585,8 +585,8 @@ class _Compiler:
         s(f"if e > L: raise _DecodeError('{t} of length %d runs past the end of the buffer (%d bytes left)' % ({n}, L - pos), offset=pos)")
         if t == "string" and not checked:
             # slicing bytes and calling .decode() is almost twice as fast as str(slice, 'utf-8');
-            # a memoryview has no .decode
-            s(f"{var} = buf[pos:e].decode() if B else _str(buf[pos:e], 'utf-8')")
+            # a memoryview has no .decode, and .tobytes().decode() still beats str() on it
+            s(f"{var} = buf[pos:e].decode() if B else buf[pos:e].tobytes().decode()")
         elif t == "string":
             s(f"{var} = _str(buf[pos:e], 'utf-8')")
         elif t == "records":
