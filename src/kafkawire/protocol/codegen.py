@@ -13,6 +13,15 @@ Two decoders are emitted from the same walk: a fast one, and a *checked* one
 that records the field path and byte offset as it goes. The fast one runs
 first; only when it fails does the checked one run again to say precisely
 where and why, so error reporting costs nothing on good input.
+
+The fast decoder counts bytecodes, since in CPython each costs about as much
+as the work it does: it reads the length or tag byte that follows a fixed run
+in the run's own struct call, decodes varints of up to three bytes in line,
+leaves bound checks to the struct calls where they fail anyway (any exception
+sends the input to the checked decoder), decodes arrays of fixed-width structs
+in one struct call, and shares decoded UUIDs. It must never accept input the
+checked decoder rejects: every short cut has a test next to its general path
+in tests/protocol/test_decode_fast_paths.py.
 """
 from __future__ import annotations
 
