@@ -1,43 +1,26 @@
-"""What the storage engines need to know about v2 record batches, and no more.
+"""The storage engines' adapter over ``kafkawire.protocol.records``.
 
-Engines move batches as opaque bytes; they only read the fixed 61-byte header
-(to assign offsets, index, roll and find batches) and, for crash recovery,
-check the CRC. This is a private helper rather than ``kafkawire.protocol.records``
-because the engines must not depend on the full record codec (which was still
-landing when this was written); it reads the same on-disk format.
-
-v2 header, big-endian: baseOffset i64, batchLength i32, partitionLeaderEpoch
-i32, magic i8, crc u32, attributes i16, lastOffsetDelta i32, baseTimestamp i64,
-maxTimestamp i64, producerId i64, producerEpoch i16, baseSequence i32,
-recordCount i32. The CRC-32C covers attributes to the end of the batch.
+Engines move v2 batches as opaque bytes. Framing, header fields, CRC-32C checks
+and the LogAppendTime rewrite are all records' (``iter_batches``,
+``RecordBatch``, ``set_max_timestamp``); this module only adds what storage
+needs on top: the ``BatchInfo`` rows the engines index by, the storage rules
+records does not know (only magic 2 is stored; on recovery offsets must be
+dense, since the CRC does not cover them), and ``CorruptBatchError`` (the
+storage contract's error) in place of records' ``CorruptRecordError``.
 """
 from __future__ import annotations
 
 import struct
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
-from crc32c import crc32c
+from kafkawire.protocol.records import (LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches,
+                                        set_base_offset, set_max_timestamp)
+from kafkawire.protocol.records.batch import (HEADER, HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
+                                              PARTITION_LEADER_EPOCH_OFFSET)
 
 from .base import CorruptBatchError
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: enough to know how long a batch is
-_LENGTH_PREFIX = struct.Struct(">qi")
-_I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_U32 = struct.Struct(">I")
-
-LENGTH_OFFSET = 8
-MAGIC_OFFSET = 16
-CRC_OFFSET = 17
-ATTRIBUTES_OFFSET = 21
-MAX_TIMESTAMP_OFFSET = 35
-RECORDS_OFFSET = HEADER_SIZE
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-CONTROL_MASK = 0x20
+LOG_OVERHEAD = LENGTH_OFFSET + 4  # baseOffset + batchLength: enough to know how long a batch is
 
 
 class BatchInfo(NamedTuple):
@@ -49,86 +32,100 @@ class BatchInfo(NamedTuple):
     last_offset: int
     max_timestamp: int
     record_count: int
-    attributes: int
+
+
+def _info(fields: tuple, position: int) -> BatchInfo:
+    """BatchInfo from records' header fields (``RecordBatch.header()`` order)."""
+    base = fields[0]
+    return tuple.__new__(BatchInfo, (position, fields[1] + LOG_OVERHEAD, base, base + fields[6], fields[8],
+                                     fields[12]))
 
 
 def read_info(buf, pos: int) -> BatchInfo:
     """Header of the batch at ``pos``; the caller guarantees HEADER_SIZE bytes are there."""
-    (base, length, _epoch, magic, _crc, attrs, last_delta, _base_ts, max_ts,
-     _pid, _pepoch, _seq, count) = HEADER.unpack_from(buf, pos)
-    if magic != 2:
-        raise CorruptBatchError(f"batch at {pos} has magic {magic}; only v2 is stored")
-    if length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptBatchError(f"batch at {pos} declares length {length}")
-    return BatchInfo(pos, length + LOG_OVERHEAD, base, base + last_delta, max_ts, count, attrs)
+    fields = HEADER.unpack_from(buf, pos)
+    if fields[3] != 2:
+        raise CorruptBatchError(f"batch at {pos} has magic {fields[3]}; only v2 is stored")
+    if fields[1] < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptBatchError(f"batch at {pos} declares length {fields[1]}")
+    return _info(fields, pos)
+
+
+def iter_infos(buf, start: int, end: int, *, whole: bool = False, check: bool = False,
+               first_offset: int | None = None) -> Iterator[BatchInfo]:
+    """Headers of the batches in ``buf[start:end]`` (records' walk); CorruptBatchError at the first bad one.
+
+    A partial batch at the end ends the walk quietly unless ``whole``. ``check`` (recovery) also checks
+    each CRC and that offsets are dense (the CRC does not cover them: kafkawire's logs have no
+    compaction), each batch starting right after the previous one, the first at ``first_offset`` if
+    given. No view of ``buf`` outlives the walk, even when it raises: the engines close their mmaps
+    right after.
+    """
+    reader = iter_batches(memoryview(buf)[start:end], allow_partial=not whole)
+    unpack, new, next_offset = HEADER.unpack_from, tuple.__new__, first_offset
+    problem = batch = None
+    try:
+        for batch in reader:
+            pos = start + batch.position
+            if batch.magic != 2:
+                problem = f"batch at {pos} has magic {batch.magic}; only v2 is stored"
+                break
+            base, length, _epoch, _magic, crc, _attrs, delta, _ts, max_ts, _pid, _pe, _seq, count = unpack(batch.buffer)
+            if delta < 0:
+                problem = f"batch at {pos} has a negative last offset delta"
+                break
+            if check and next_offset is not None and base != next_offset:
+                problem = f"batch at {pos} has offsets {base}..{base + delta}, expected to start at {next_offset}"
+                break
+            if check and batch.compute_crc() != crc:
+                problem = f"batch at {pos} (offset {base}) fails its CRC"
+                break
+            next_offset = base + delta + 1
+            yield new(BatchInfo, (pos, length + LOG_OVERHEAD, base, next_offset - 1, max_ts, count))
+    except CorruptRecordError as exc:
+        problem = str(exc) if not start else f"{exc} (positions counted from {start})"
+    finally:
+        del reader, batch
+    if problem is not None:
+        raise CorruptBatchError(problem)
 
 
 def split(buf) -> list[BatchInfo]:
     """Headers of the whole batches making up ``buf``; CorruptBatchError unless it is exactly that."""
-    out, pos, end = [], 0, len(buf)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            raise CorruptBatchError(f"{end - pos} trailing bytes at {pos} are not a whole batch")
-        info = read_info(buf, pos)
-        if pos + info.size > end:
-            raise CorruptBatchError(f"batch at {pos} declares {info.size} bytes, only {end - pos} given")
-        if info.last_offset < info.base_offset:
-            raise CorruptBatchError(f"batch at {pos} has a negative last offset delta")
-        out.append(info)
-        pos += info.size
-    if not out:
+    size = len(buf)
+    if size >= HEADER_SIZE:
+        # The usual case, a Produce request's one batch (v3+ allows no more), in one header read: the
+        # walk's framing rules (exact length, magic 2) reduce to these checks.
+        fields = HEADER.unpack_from(buf, 0)
+        if fields[1] + LOG_OVERHEAD == size and fields[3] == 2 and fields[6] >= 0:
+            return [_info(fields, 0)]
+    infos = list(iter_infos(buf, 0, size, whole=True))
+    if not infos:
         raise CorruptBatchError("no record batch given")
-    return out
-
-
-def crc_ok(buf, info: BatchInfo) -> bool:
-    view = memoryview(buf)
-    (stored,) = _U32.unpack_from(view, info.position + CRC_OFFSET)
-    return crc32c(view[info.position + ATTRIBUTES_OFFSET:info.position + info.size]) == stored
+    return infos
 
 
 def valid_prefix(buf, start: int = 0, first_offset: int | None = None) -> tuple[list[BatchInfo], int, str | None]:
-    """Walk batches from ``start``; stop at the first torn or corrupt one.
+    """Walk batches from ``start`` as ``iter_infos(check=True)``; stop at the first torn or corrupt one.
 
     Returns (good batches, end of the last good batch, why it stopped or None).
-    The CRC does not cover the base offset, so offsets are checked too: kafkawire's
-    logs are dense (no compaction), each batch starting right after the previous
-    one, the first at ``first_offset``.
     """
-    out, pos, end, next_offset = [], start, len(buf), first_offset
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            return out, pos, f"{end - pos} bytes at {pos} are a torn batch header"
-        try:
-            info = read_info(buf, pos)
-        except CorruptBatchError as exc:
-            return out, pos, str(exc)
-        if pos + info.size > end:
-            return out, pos, f"batch at {pos} declares {info.size} bytes, file has {end - pos}"
-        if info.last_offset < info.base_offset or (next_offset is not None and info.base_offset != next_offset):
-            return out, pos, (f"batch at {pos} has offsets {info.base_offset}..{info.last_offset}, "
-                              f"expected to start at {next_offset}")
-        if not crc_ok(buf, info):
-            return out, pos, f"batch at {pos} (offset {info.base_offset}) fails its CRC"
-        out.append(info)
-        next_offset = info.last_offset + 1
-        pos += info.size
-    return out, pos, None
+    out, why, end = [], None, len(buf)
+    append = out.append
+    try:
+        for info in iter_infos(buf, start, end, check=True, first_offset=first_offset):
+            append(info)
+    except CorruptBatchError as exc:
+        why = str(exc)
+    pos = out[-1].position + out[-1].size if out else start
+    if why is None and pos < end:
+        why = f"{end - pos} bytes at {pos} are a torn batch"
+    return out, pos, why
 
 
-def iter_infos(buf, start: int, end: int) -> Iterator[BatchInfo]:
-    """Headers of the batches in ``buf[start:end]`` (already validated data: no CRC check)."""
-    pos = start
-    while pos + HEADER_SIZE <= end:
-        info = read_info(buf, pos)
-        if pos + info.size > end:
-            return
-        yield info
-        pos += info.size
-
-
-# baseOffset, batchLength and lastOffsetDelta in one unpack: all a lookup needs.
-_SPAN = struct.Struct(">qi11xi")
+# Lookups read only baseOffset, batchLength and lastOffsetDelta: one unpack of records' fields at
+# records' offsets, skipping the rest (half the cost of unpacking the whole header).
+_SPAN = struct.Struct(f">qi{LAST_OFFSET_DELTA_OFFSET - PARTITION_LEADER_EPOCH_OFFSET}xi")
 
 
 def find_batch(buf, pos: int, end: int, offset: int) -> int | None:
@@ -146,63 +143,43 @@ def whole_batches_end(buf, pos: int, end: int, limit: int) -> int:
     """End of the run of (validated) batches from ``pos`` that finish by ``limit`` (``pos`` if none)."""
     unpack = _SPAN.unpack_from
     while pos + HEADER_SIZE <= end:
-        _base, length, _delta = unpack(buf, pos)
-        stop = pos + length + LOG_OVERHEAD
+        stop = pos + unpack(buf, pos)[1] + LOG_OVERHEAD
         if stop > limit or stop > end:
             break
         pos = stop
     return pos
 
 
-def base_offset_bytes(offset: int) -> bytes:
-    return _I64.pack(offset)
-
-
-def stamp_log_append_time(batch: bytearray, time_ms: int) -> None:
-    """Set LogAppendTime in the attributes and ``time_ms`` as max timestamp of the batch
-    occupying all of ``batch``, then recompute its CRC (those fields are covered by it)."""
-    (attrs,) = _I16.unpack_from(batch, ATTRIBUTES_OFFSET)
-    _I16.pack_into(batch, ATTRIBUTES_OFFSET, attrs | TIMESTAMP_TYPE_MASK)
-    _I64.pack_into(batch, MAX_TIMESTAMP_OFFSET, time_ms)
-    _U32.pack_into(batch, CRC_OFFSET, crc32c(memoryview(batch)[ATTRIBUTES_OFFSET:]))
-
-
-# ------------------------------------------------------- record timestamps
-# Only ListOffsets by timestamp needs to look inside a batch (to name the exact
-# record), so this is the one place that decodes records.
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptBatchError("varint too long")
+def stored(view, infos: Iterable[BatchInfo], first_offset: int, log_append_time: int | None,
+           position: int = 0) -> Iterator[tuple[tuple, BatchInfo]]:
+    """The batches ``infos`` of ``view`` (from ``split``) as the log stores them: offsets from
+    ``first_offset`` and, when ``log_append_time`` is given, LogAppendTime stamped (records recomputes
+    the CRC). Yields per batch the buffers that make it up (zero-copy unless stamped) and its
+    BatchInfo, positions counted from ``position``. ``view`` is never modified."""
+    next_offset = first_offset
+    for info in infos:
+        last = next_offset + info.last_offset - info.base_offset
+        raw = view[info.position:info.position + info.size]
+        if log_append_time is None:
+            # Only the base offset changes and the CRC does not cover it: keep the rest as given.
+            chunks = (next_offset.to_bytes(8, "big", signed=True), raw[8:])
+            max_ts = info.max_timestamp
+        else:
+            stamped = bytearray(raw)
+            set_base_offset(stamped, 0, next_offset)
+            set_max_timestamp(stamped, 0, LOG_APPEND_TIME, log_append_time)
+            chunks = (stamped,)
+            max_ts = log_append_time
+        yield chunks, BatchInfo(position, info.size, next_offset, last, max_ts, info.record_count)
+        position += info.size
+        next_offset = last + 1
 
 
 def record_timestamps(batch) -> list[tuple[int, int]]:
-    """(offset, timestamp) of every record in a whole batch (bytes starting at its base offset)."""
-    info = read_info(batch, 0)
-    if info.attributes & TIMESTAMP_TYPE_MASK:
-        # LogAppendTime: every record's timestamp is the batch's max timestamp.
-        return [(off, info.max_timestamp) for off in range(info.base_offset, info.last_offset + 1)]
-    (_b, _l, _e, _m, _c, attrs, _d, base_ts, *_rest) = HEADER.unpack_from(batch, 0)
-    body = memoryview(batch)[RECORDS_OFFSET:info.size]
-    codec = attrs & COMPRESSION_MASK
-    if codec:
-        from kafkawire.protocol.records.codecs import decompress  # lazy: only this rare path needs codecs
-        body = memoryview(decompress(codec, body))
-    out, pos = [], 0
-    for _ in range(info.record_count):
-        length, pos = _varint(body, pos)
-        end = pos + length
-        pos += 1  # record attributes
-        ts_delta, pos = _varint(body, pos)
-        offset_delta, pos = _varint(body, pos)
-        out.append((info.base_offset + offset_delta, base_ts + ts_delta))
-        pos = end
-    return out
+    """(offset, timestamp) of every record in a whole batch (bytes starting at its base offset).
+
+    Only ListOffsets by timestamp looks inside a batch (to name the exact record)."""
+    try:
+        return [(r.offset, r.timestamp) for r in RecordBatch.from_bytes(batch).records()]
+    except CorruptRecordError as exc:
+        raise CorruptBatchError(str(exc)) from None

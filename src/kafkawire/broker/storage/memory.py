@@ -20,7 +20,7 @@ from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult
 from .config import StorageConfig, TopicSettings
 
 
-class MemoryPartitionLog(PartitionLog):
+class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
     def __init__(self, topic: str, partition: int, settings: Callable[[], TopicSettings]):
         self.topic, self.partition = topic, partition
         self._settings = settings
@@ -33,37 +33,18 @@ class MemoryPartitionLog(PartitionLog):
         self._end = 0
         self._size = 0
 
-    @property
-    def log_start_offset(self) -> int:
-        return self._start
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._end
-
-    @property
-    def size_bytes(self) -> int:
-        return self._size
-
     def append(self, batches, *, log_append_time: int | None = None, durable: bool = False) -> AppendResult:
         view = memoryview(batches).cast("B")
         infos = _batch.split(view)
         with self._lock:
-            first = next_offset = self._end
-            for info in infos:
-                raw = view[info.position:info.position + info.size]
-                stored = bytearray(_batch.base_offset_bytes(next_offset))
-                stored += raw[8:]
-                if log_append_time is not None:
-                    _batch.stamp_log_append_time(stored, log_append_time)
-                data = bytes(stored)
-                self._batches.append(data)
-                self._bases.append(next_offset)
-                self._infos.append(_batch.read_info(data, 0))
-                self._size += len(data)
-                next_offset += info.last_offset - info.base_offset + 1
-            self._end = next_offset
-            return AppendResult(first, next_offset - 1, -1 if log_append_time is None else log_append_time,
+            first = self._end
+            for chunks, info in _batch.stored(view, infos, first, log_append_time):
+                self._batches.append(b"".join(chunks))
+                self._bases.append(info.base_offset)
+                self._infos.append(info)  # (its position counts within this append: unused here)
+                self._size += info.size
+            self._end = info.last_offset + 1
+            return AppendResult(first, self._end - 1, -1 if log_append_time is None else log_append_time,
                                 self._start)
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
@@ -83,19 +64,11 @@ class MemoryPartitionLog(PartitionLog):
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         with self._lock:
-            for data, info in zip(self._batches, self._infos):
-                if info.max_timestamp >= timestamp_ms and info.last_offset >= self._start:
-                    found = topics.first_record_at_or_after(data, timestamp_ms, self._start)
-                    if found is not None:
-                        return found
-            return None
+            return topics.first_record_in(zip(self._batches, self._infos), timestamp_ms, self._start)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         with self._lock:
-            best = None
-            for data, info in zip(self._batches, self._infos):
-                if best is None or info.max_timestamp > best[1].max_timestamp:
-                    best = (data, info)
+            best = max(zip(self._batches, self._infos), key=lambda pair: pair[1].max_timestamp, default=None)
             if best is None:
                 return None
             return topics.record_with_timestamp(best[0], best[1].max_timestamp)
@@ -134,21 +107,13 @@ class MemoryPartitionLog(PartitionLog):
         pass
 
 
-class MemoryStorage(Storage):
+class MemoryStorage(topics.TopicRegistry, Storage):
     def __init__(self, config: StorageConfig | Mapping[str, object] | None = None, *, cluster_id: str | None = None):
         self.config = StorageConfig.coerce(config)
         self._cluster_id = cluster_id or topics.new_cluster_id()
         self._lock = threading.Lock()
         self._topics: dict[str, TopicMeta] = {}
         self._logs: dict[str, list[MemoryPartitionLog]] = {}
-
-    @property
-    def cluster_id(self) -> str:
-        return self._cluster_id
-
-    def topics(self) -> dict[str, TopicMeta]:
-        with self._lock:
-            return dict(self._topics)
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      topic_id: uuid.UUID | None = None) -> TopicMeta:
@@ -191,12 +156,6 @@ class MemoryStorage(Storage):
                              topics.merged_configs(self.config, meta.configs, configs))
             self._topics[name] = meta
             return meta
-
-    def partition(self, topic: str, partition: int) -> MemoryPartitionLog:
-        logs = self._logs.get(topic)
-        if logs is None or not 0 <= partition < len(logs):
-            raise UnknownTopicError(f"{topic}-{partition}")
-        return logs[partition]
 
     def enforce_retention(self, now_ms: int) -> int:
         with self._lock:

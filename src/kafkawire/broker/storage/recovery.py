@@ -30,9 +30,12 @@ log = logging.getLogger("kafkawire.storage")
 _SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
 
 
-def _mapped(path: str, size: int):
+def _mapped(path: str, size: int, *, whole: bool = False):
+    """Read-only map of the file; ``whole``: about to read every byte, so map all pages up front
+    (MAP_POPULATE: one kernel call instead of a page fault per few pages)."""
+    flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole else 0)
     with open(path, "rb") as f:
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+        return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
 
 
 def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> list[LogSegment]:
@@ -118,7 +121,7 @@ def _recover(segment: LogSegment, index_interval_bytes: int) -> bool:
     size = segment.file_size()
     infos, good_end, why = [], 0, None
     if size:
-        buf = _mapped(segment.log_path, size)
+        buf = _mapped(segment.log_path, size, whole=True)
         try:
             infos, good_end, why = _batch.valid_prefix(buf, 0, segment.base_offset)
         finally:

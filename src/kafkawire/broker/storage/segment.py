@@ -229,17 +229,12 @@ class LogSegment:
         return memoryview(buf)[position:position + info.size]
 
     def find_by_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
-        from .topics import first_record_at_or_after
+        from .topics import first_record_in
 
         start = max(self.time_index.lookup(timestamp_ms), min_offset)
-        buf = self.buffer()
-        for info in _batch.iter_infos(buf, self.offset_index.lookup(start), self.size):
-            if info.max_timestamp >= timestamp_ms and info.last_offset >= min_offset:
-                found = first_record_at_or_after(memoryview(buf)[info.position:info.position + info.size],
-                                                 timestamp_ms, min_offset)
-                if found is not None:
-                    return found
-        return None
+        view = memoryview(self.buffer())
+        infos = _batch.iter_infos(view, self.offset_index.lookup(start), self.size)
+        return first_record_in(((view[i.position:i.position + i.size], i) for i in infos), timestamp_ms, min_offset)
 
     # ------------------------------------------------------------ lifecycle
 

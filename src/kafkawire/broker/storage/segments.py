@@ -66,7 +66,7 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-class SegmentPartitionLog(PartitionLog):
+class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
     def __init__(self, topic: str, partition: int, directory: str, segments: list[LogSegment], log_start: int,
                  settings: Callable[[], TopicSettings], checkpoint: Callable[[], None],
                  clock: Callable[[], int]):
@@ -88,18 +88,6 @@ class SegmentPartitionLog(PartitionLog):
         self._closed = False
 
     # ------------------------------------------------------------ offsets
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._start
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._end
-
-    @property
-    def size_bytes(self) -> int:
-        return self._size
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -129,24 +117,11 @@ class SegmentPartitionLog(PartitionLog):
             if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
                 self._roll()
             segment = self._segments[-1]
-            buffers, written, position, next_offset = [], [], segment.size, first
-            for info in infos:
-                last = next_offset + info.last_offset - info.base_offset
-                raw = view[info.position:info.position + info.size]
-                if log_append_time is None:
-                    # Only the base offset changes and the CRC does not cover it: write the rest as given.
-                    buffers += (_batch.base_offset_bytes(next_offset), raw[8:])
-                    max_ts = info.max_timestamp
-                else:
-                    stamped = bytearray(raw)
-                    stamped[0:8] = _batch.base_offset_bytes(next_offset)
-                    _batch.stamp_log_append_time(stamped, log_append_time)
-                    buffers.append(stamped)
-                    max_ts = log_append_time
-                written.append(info._replace(position=position, base_offset=next_offset, last_offset=last,
-                                             max_timestamp=max_ts))
-                position += info.size
-                next_offset = last + 1
+            buffers, written = [], []
+            for chunks, info in _batch.stored(view, infos, first, log_append_time, segment.size):
+                buffers += chunks
+                written.append(info)
+            next_offset = info.last_offset + 1
             segment.write(buffers, total)
             with self._state_lock:
                 segment.commit(written, settings.index_interval_bytes)
@@ -262,10 +237,7 @@ class SegmentPartitionLog(PartitionLog):
 
     def max_timestamp(self) -> tuple[int, int] | None:
         with self._state_lock:
-            best = None
-            for segment in self._segments:
-                if segment.size and (best is None or segment.max_timestamp > best.max_timestamp):
-                    best = segment
+            best = max((s for s in self._segments if s.size), key=lambda s: s.max_timestamp, default=None)
             if best is None:
                 return None
             position = best.locate(best.offset_of_max_timestamp)
@@ -360,7 +332,7 @@ class SegmentPartitionLog(PartitionLog):
                 segment.close()
 
 
-class SegmentStorage(Storage):
+class SegmentStorage(topics.TopicRegistry, Storage):
     def __init__(self, data_dir: str | os.PathLike, config: StorageConfig | Mapping[str, object] | None = None,
                  *, clock: Callable[[], int] = _wall_ms):
         self.config = StorageConfig.coerce(config)
@@ -463,14 +435,6 @@ class SegmentStorage(Storage):
 
     # ------------------------------------------------------------- topics
 
-    @property
-    def cluster_id(self) -> str:
-        return self._cluster_id
-
-    def topics(self) -> dict[str, TopicMeta]:
-        with self._lock:
-            return dict(self._topics)
-
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError("storage is closed")
@@ -541,12 +505,6 @@ class SegmentStorage(Storage):
             metadata.save_topics(self.data_dir, {**self._topics, name: changed})
             self._topics[name] = changed
             return changed
-
-    def partition(self, topic: str, partition: int) -> SegmentPartitionLog:
-        logs = self._logs.get(topic)
-        if logs is None or not 0 <= partition < len(logs):
-            raise UnknownTopicError(f"{topic}-{partition}")
-        return logs[partition]
 
     def _all_logs(self) -> list[SegmentPartitionLog]:
         with self._lock:

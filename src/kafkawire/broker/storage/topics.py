@@ -1,5 +1,6 @@
-"""Topic bookkeeping both engines share: validation, config merging, ids, and the
-two in-batch lookups ListOffsets needs (record timestamps)."""
+"""What both engines share beyond the contract: topic validation, config merging, ids,
+the read side of their bookkeeping (``LogOffsets``, ``TopicRegistry``), and the
+in-batch lookups ListOffsets needs (record timestamps)."""
 from __future__ import annotations
 
 import base64
@@ -8,7 +9,8 @@ import uuid
 from typing import Mapping
 
 from . import _batch
-from .base import InvalidConfigError, InvalidPartitionsError, InvalidTopicError, TopicExistsError, TopicMeta
+from .base import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, PartitionLog, TopicExistsError,
+                   TopicMeta, UnknownTopicError)
 from .config import StorageConfig
 
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -68,6 +70,60 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
+class LogOffsets:
+    """PartitionLog offsets and size, for an engine keeping them in ``_start``, ``_end`` and ``_size``."""
+
+    _start: int
+    _end: int
+    _size: int
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+
+class TopicRegistry:
+    """Storage's lookups, for an engine keeping ``_cluster_id``, ``_topics`` (name -> TopicMeta) and
+    ``_logs`` (name -> its partitions' logs), with ``_lock`` guarding ``_topics``."""
+
+    _cluster_id: str
+    _topics: dict[str, TopicMeta]
+    _logs: dict[str, list]
+
+    @property
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicMeta]:
+        with self._lock:
+            return dict(self._topics)
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        logs = self._logs.get(topic)
+        if logs is None or not 0 <= partition < len(logs):
+            raise UnknownTopicError(f"{topic}-{partition}")
+        return logs[partition]
+
+
+def first_record_in(batches, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
+    """First (offset, timestamp) with timestamp >= ``timestamp_ms`` and offset >= ``min_offset`` among
+    ``batches``, (whole batch, its BatchInfo) pairs in offset order; headers skip the batches that cannot hold it."""
+    for batch, info in batches:
+        if info.max_timestamp >= timestamp_ms and info.last_offset >= min_offset:
+            found = first_record_at_or_after(batch, timestamp_ms, min_offset)
+            if found is not None:
+                return found
+    return None
+
+
 def first_record_at_or_after(batch, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
     """First (offset, timestamp) in ``batch`` with timestamp >= ``timestamp_ms`` and offset >= ``min_offset``."""
     for offset, ts in _batch.record_timestamps(batch):
@@ -78,8 +134,7 @@ def first_record_at_or_after(batch, timestamp_ms: int, min_offset: int) -> tuple
 
 def record_with_timestamp(batch, timestamp_ms: int) -> tuple[int, int]:
     """(offset, timestamp) of the first record of ``batch`` carrying its max timestamp."""
-    info = _batch.read_info(batch, 0)
     for offset, ts in _batch.record_timestamps(batch):
         if ts == timestamp_ms:
             return offset, ts
-    return info.last_offset, timestamp_ms  # max timestamp not on any record (a producer's quirk)
+    return _batch.read_info(batch, 0).last_offset, timestamp_ms  # max timestamp not on any record (a producer's quirk)
