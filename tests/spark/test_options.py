@@ -78,6 +78,16 @@ def test_split_ranges():
     assert [(r.start, r.end) for r in capped] == [(0, 25), (25, 50), (50, 75), (75, 100)]
 
 
+def test_split_ranges_reaches_min_partitions_when_shares_round_down():
+    # shares 3.27, 3.27, 1.47 of 8 each round down: pieces must still add up to 8
+    ranges = [KafkaRange("t", 0, 0, 49), KafkaRange("t", 1, 0, 49), KafkaRange("t", 2, 0, 22)]
+    out = split_ranges(ranges, 8, None)
+    assert len(out) == 8
+    assert sum(r.size for r in out) == 120
+    # never more pieces than records
+    assert len(split_ranges([KafkaRange("t", 0, 0, 3)], 8, None)) == 3
+
+
 def test_rate_limit_is_exact_and_proportional():
     start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 7}
     latest = {("t", 0): 90, ("t", 1): 130, ("t", 2): 7, ("t", 3): 10}

@@ -52,10 +52,19 @@ def split_ranges(ranges: list, min_partitions: int | None, max_records: int | No
     ranges = [r for r in ranges if r.size > 0]
     out = []
     total = sum(r.size for r in ranges)
-    for r in ranges:
-        pieces = 1
-        if min_partitions and len(ranges) < min_partitions and total:
-            pieces = max(1, round(r.size * min_partitions / total))
+    counts = [1] * len(ranges)
+    if min_partitions and len(ranges) < min_partitions and total:
+        # largest-remainder apportionment: the pieces add up to min_partitions (rounding each
+        # share on its own can fall short of it)
+        shares = [r.size * min_partitions / total for r in ranges]
+        counts = [max(1, int(x)) for x in shares]
+        by_remainder = sorted(range(len(ranges)), key=lambda i: (-(shares[i] - int(shares[i])), i))
+        for i in by_remainder:
+            if sum(counts) >= min_partitions:
+                break
+            if counts[i] < ranges[i].size:
+                counts[i] += 1
+    for r, pieces in zip(ranges, counts):
         if max_records:
             pieces = max(pieces, -(-r.size // max_records))
         pieces = min(pieces, r.size)
