@@ -39,6 +39,16 @@ def wait_listening(port, proc, timeout=10.0) -> float:
     raise AssertionError("broker did not start listening")
 
 
+def reap(proc) -> None:
+    """Kill a broker a test left running and close its pipes."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        if f is not None and not f.closed:
+            f.close()
+
+
 def stop(proc, sig=signal.SIGTERM) -> float:
     t = time.monotonic()
     proc.send_signal(sig)
@@ -64,12 +74,7 @@ def test_serve_starts_answers_and_exits_on_signal(tmp_path, sig):
         err = proc.err_text
         assert "listening on 127.0.0.1" in err and "connection 1 from" in err and "shutting down" in err
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
+        reap(proc)
 
 
 def test_sigterm_with_open_connections_and_long_poll(tmp_path):
@@ -86,12 +91,7 @@ def test_sigterm_with_open_connections_and_long_poll(tmp_path):
         assert stop(proc) < 2.0
         c.close()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
+        reap(proc)
 
 
 def test_restart_on_the_same_port_keeps_cluster_id_and_data(tmp_path):
@@ -117,12 +117,7 @@ def test_restart_on_the_same_port_keeps_cluster_id_and_data(tmp_path):
         c.close()
         stop(proc)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
+        reap(proc)
 
 
 def test_survives_stdin_closed(tmp_path):
@@ -138,12 +133,7 @@ def test_survives_stdin_closed(tmp_path):
         c.close()
         assert stop(proc) < 2.0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
+        reap(proc)
 
 
 def test_server_properties_file_as_only_argument(tmp_path):
@@ -172,12 +162,7 @@ def test_server_properties_file_as_only_argument(tmp_path):
         assert "process.roles" not in err
         assert (tmp_path / "logs").exists()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
-                f.close()
+        reap(proc)
 
 
 def test_start_reports_its_start_time(tmp_path):

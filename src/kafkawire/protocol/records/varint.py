@@ -48,6 +48,24 @@ VARINT_TABLE: list[bytes] = [encode_varint(i) for i in range(VARINT_TABLE_SIZE)]
 NULL_VARINT = encode_varint(-1)
 
 
+def _read_zigzag(data, pos: int, max_shift: int, lo: int, hi: int, what: str) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift >= max_shift:
+            raise CorruptRecordError(f"{what} longer than {max_shift // 7} bytes")
+    value = (result >> 1) ^ -(result & 1)
+    if not lo <= value <= hi:
+        raise CorruptRecordError(f"{what} {value} overflows int{64 if max_shift == 70 else 32}")
+    return value, pos
+
+
 def read_varint(data, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varint that must fit an int32 (at most 5 bytes).
 
@@ -55,37 +73,9 @@ def read_varint(data, pos: int) -> tuple[int, int]:
     varint does not end within 5 bytes or overflows int32, and ``IndexError``
     when the data ends first (callers turn that into a located error).
     """
-    result = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift >= 35:
-            raise CorruptRecordError("varint longer than 5 bytes")
-    value = (result >> 1) ^ -(result & 1)
-    if not _INT32_MIN <= value <= _INT32_MAX:
-        raise CorruptRecordError(f"varint {value} overflows int32")
-    return value, pos
+    return _read_zigzag(data, pos, 35, _INT32_MIN, _INT32_MAX, "varint")
 
 
 def read_varlong(data, pos: int) -> tuple[int, int]:
     """Decode a zig-zag varint that must fit an int64 (at most 10 bytes)."""
-    result = 0
-    shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift >= 70:
-            raise CorruptRecordError("varlong longer than 10 bytes")
-    value = (result >> 1) ^ -(result & 1)
-    if not _INT64_MIN <= value <= _INT64_MAX:
-        raise CorruptRecordError(f"varlong {value} overflows int64")
-    return value, pos
+    return _read_zigzag(data, pos, 70, _INT64_MIN, _INT64_MAX, "varlong")
