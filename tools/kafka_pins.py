@@ -1,0 +1,48 @@
+"""The Apache Kafka releases kafkawire is measured against: the one place to change them.
+
+Moving to a new Kafka release (say 4.5.0) means changing ``KAFKA`` below,
+running ``python tools/gen_spec.py`` and committing the regenerated spec; the
+reference broker in the tests, the conformance suite and the benchmarks follow
+the same pin.
+
+Each entry is a set of Maven coordinates resolved together (with their runtime
+dependencies) into one cache directory by ``tools/kafka_reference.py``.
+"""
+from __future__ import annotations
+
+# The reference: the broker the tests and benchmarks compare with, and the jars
+# whose JSON message schemas (common/message, common/metadata, the coordinators'
+# records) are the current protocol definitions.
+KAFKA = "4.4.0"
+
+# The newest 3.x release: its kafka-clients jar still defines the versions (and
+# API keys) that Kafka 4.0 removed, which kafkawire keeps serving to old clients.
+KAFKA_LEGACY = "3.9.1"
+
+# Kafka's command line tools (kafka-producer-perf-test and friends, class
+# org.apache.kafka.tools.*) for the benchmarks. Maven Central as mirrored here
+# serves kafka-tools up to 4.3.1 (4.4.0 is refused); the tools are clients and
+# talk to a 4.4 broker through the same protocol.
+KAFKA_TOOLS = "4.3.1"
+
+# Log4j's SLF4J 1.x binding, so that the reference broker's own log reaches
+# its log file (Kafka's jars depend on slf4j-api 1.7 and log4j-core 2).
+LOG4J = "2.25.2"
+
+ARTIFACTS: dict[str, list[str]] = {
+    # The broker: kafka_2.13 brings kafka-clients, kafka-metadata, the group,
+    # transaction and share coordinators, kafka-raft and kafka-storage.
+    f"kafka-{KAFKA}": [
+        f"org.apache.kafka:kafka_2.13:{KAFKA}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
+    ],
+    f"kafka-clients-{KAFKA_LEGACY}": [f"org.apache.kafka:kafka-clients:{KAFKA_LEGACY}"],
+    f"kafka-tools-{KAFKA_TOOLS}": [
+        f"org.apache.kafka:kafka-tools:{KAFKA_TOOLS}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
+    ],
+}
+
+BROKER = f"kafka-{KAFKA}"
+LEGACY_CLIENTS = f"kafka-clients-{KAFKA_LEGACY}"
+TOOLS = f"kafka-tools-{KAFKA_TOOLS}"
