@@ -1,13 +1,14 @@
 """API key -> handler, and the versions the broker advertises.
 
-Handlers register with ``@handles("Produce")`` in a module of
+Handlers register with ``@handles("Produce", 0, 13)`` in a module of
 ``kafkawire.broker.handlers``; every module of that package is imported by
 ``load_handlers()``, so a new API family (consumer groups, transactions) is
 added by dropping in a module, without touching this file. A handler is
 ``fn(broker, ctx, body)`` returning the response body (or ``None`` for no
 response); it may be ``async``. Only registered APIs are advertised, each at
-the version range it was registered with (default: every stable version the
-spec has).
+exactly the version range it was registered with. The range is always written
+out: a regenerated spec (a new Kafka release) brings new versions, and each one
+is advertised only once a handler has been raised to implement it.
 """
 from __future__ import annotations
 
@@ -49,17 +50,18 @@ class RequestContext:
 HANDLERS: dict[int, HandlerSpec] = {}
 
 
-def handles(api_name: str | int, min_version: int | None = None, max_version: int | None = None):
-    """Register a handler for an API (by name like "Produce" or by key)."""
+def handles(api_name: str | int, min_version: int, max_version: int):
+    """Register a handler for an API (by name like "Produce" or by key) at versions min..max inclusive."""
     info = api(api_name) if isinstance(api_name, int) else api_by_name(api_name)
+    if not info.min_version <= min_version <= max_version <= info.max_version:
+        raise ValueError(f"{info.name}: handler range {min_version}-{max_version} is outside the spec's "
+                         f"{info.min_version}-{info.max_version}")
 
     def register(fn):
         import inspect
 
         HANDLERS[info.key] = HandlerSpec(
-            api_key=info.key, name=info.name, fn=fn,
-            min_version=info.min_version if min_version is None else min_version,
-            max_version=info.max_stable_version if max_version is None else max_version,
+            api_key=info.key, name=info.name, fn=fn, min_version=min_version, max_version=max_version,
             is_async=inspect.iscoroutinefunction(fn))
         return fn
 

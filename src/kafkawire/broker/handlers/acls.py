@@ -11,13 +11,13 @@ from ..dispatch import handles
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-@handles("DescribeAcls")
+@handles("DescribeAcls", 0, 3)
 def describe_acls(broker, ctx, body):
     return DescribeAclsResponse(throttle_time_ms=0, error_code=errors.SECURITY_DISABLED, error_message=NO_AUTHORIZER,
                                 resources=[])
 
 
-@handles("CreateAcls")
+@handles("CreateAcls", 0, 3)
 def create_acls(broker, ctx, body):
     R = CreateAclsResponse
     return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=errors.SECURITY_DISABLED,
@@ -25,7 +25,7 @@ def create_acls(broker, ctx, body):
                                           for _ in body.creations])
 
 
-@handles("DeleteAcls")
+@handles("DeleteAcls", 0, 3)
 def delete_acls(broker, ctx, body):
     R = DeleteAclsResponse
     return R(throttle_time_ms=0, filter_results=[R.DeleteAclsFilterResult(error_code=errors.SECURITY_DISABLED,

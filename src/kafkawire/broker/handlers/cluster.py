@@ -14,7 +14,7 @@ from ._common import CLUSTER_OPERATIONS, INT32_MIN
 BROKERS_ENDPOINT = 1
 
 
-@handles("DescribeCluster")
+@handles("DescribeCluster", 0, 2)
 def describe_cluster(broker, ctx, body):
     R = DescribeClusterResponse
     if ctx.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
@@ -31,7 +31,7 @@ def describe_cluster(broker, ctx, body):
              else INT32_MIN)
 
 
-@handles("DescribeLogDirs")
+@handles("DescribeLogDirs", 0, 5)
 def describe_log_dirs(broker, ctx, body):
     R = DescribeLogDirsResponse
     wanted = None
@@ -59,7 +59,7 @@ def describe_log_dirs(broker, ctx, body):
     return R(throttle_time_ms=0, error_code=0, results=[result])
 
 
-@handles("ElectLeaders")
+@handles("ElectLeaders", 0, 2)
 def elect_leaders(broker, ctx, body):
     """The single node is every partition's preferred and only leader: nothing to elect."""
     from kafkawire.protocol.messages import ElectLeadersResponse as R
@@ -81,14 +81,14 @@ def elect_leaders(broker, ctx, body):
     return R(throttle_time_ms=0, error_code=0, replica_election_results=results)
 
 
-@handles("ListPartitionReassignments")
+@handles("ListPartitionReassignments", 0, 0)
 def list_partition_reassignments(broker, ctx, body):
     from kafkawire.protocol.messages import ListPartitionReassignmentsResponse as R
 
     return R(throttle_time_ms=0, error_code=0, error_message=None, topics=[])
 
 
-@handles("AlterPartitionReassignments")
+@handles("AlterPartitionReassignments", 0, 1)
 def alter_partition_reassignments(broker, ctx, body):
     """Moving replicas needs other nodes: only the no-op assignment [this node] is accepted."""
     from kafkawire.protocol.messages import AlterPartitionReassignmentsResponse as R
@@ -116,7 +116,7 @@ def alter_partition_reassignments(broker, ctx, body):
              if ctx.api_version >= 1 else True, error_code=0, error_message=None, responses=responses)
 
 
-@handles("DescribeClientQuotas")
+@handles("DescribeClientQuotas", 0, 1)
 def describe_client_quotas(broker, ctx, body):
     """kafkawire enforces no client quotas, so none are configured."""
     from kafkawire.protocol.messages import DescribeClientQuotasResponse as R

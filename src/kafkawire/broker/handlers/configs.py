@@ -130,7 +130,7 @@ def _describe_loggers(broker, version, res, with_synonyms, with_doc):
     return 0, None, out
 
 
-@handles("DescribeConfigs")
+@handles("DescribeConfigs", 0, 4)
 def describe_configs(broker, ctx, body):
     version = ctx.api_version
     with_synonyms = version >= 1 and body.include_synonyms
@@ -203,7 +203,7 @@ def _apply_topic(broker, name, configs: dict, full: dict):
     log.info("topic %s configs now %s", name, full)
 
 
-@handles("AlterConfigs")
+@handles("AlterConfigs", 0, 2)
 def alter_configs(broker, ctx, body):
     R = AlterConfigsResponse
     out = []
@@ -263,7 +263,7 @@ def _incremental(current: dict, configs, list_keys) -> dict:
     return new
 
 
-@handles("IncrementalAlterConfigs")
+@handles("IncrementalAlterConfigs", 0, 1)
 def incremental_alter_configs(broker, ctx, body):
     R = IncrementalAlterConfigsResponse
     out = []

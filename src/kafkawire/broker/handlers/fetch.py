@@ -219,7 +219,7 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                          node_endpoints=[])
 
 
-@handles("Fetch")
+@handles("Fetch", 0, 18)
 def fetch(broker, ctx, body):
     version = ctx.api_version
     if version <= 14 and body.replica_id >= 0 or version >= 15 and body.replica_state.replica_id >= 0:

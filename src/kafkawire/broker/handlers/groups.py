@@ -55,7 +55,7 @@ async def _await(register):
 
 
 # -- FindCoordinator -------------------------------------------------------------------------------------
-@handles("FindCoordinator")
+@handles("FindCoordinator", 0, 6)
 def find_coordinator(broker, ctx, body):
     v = ctx.api_version
     if broker.group_coordinator is None:
@@ -87,7 +87,7 @@ def find_coordinator(broker, ctx, body):
 
 
 # -- classic protocol --------------------------------------------------------------------------------------
-@handles("JoinGroup")
+@handles("JoinGroup", 0, 9)
 async def join_group(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -111,7 +111,7 @@ async def join_group(broker, ctx, body):
                              member_id=res.member_id, members=members)
 
 
-@handles("SyncGroup")
+@handles("SyncGroup", 0, 5)
 async def sync_group(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -124,7 +124,7 @@ async def sync_group(broker, ctx, body):
                              assignment=res.assignment if not res.error else b"")
 
 
-@handles("Heartbeat")
+@handles("Heartbeat", 0, 4)
 def heartbeat(broker, ctx, body):
     coord = coordinator(broker)
     err = coord.heartbeat(body.group_id, body.generation_id, body.member_id,
@@ -132,7 +132,7 @@ def heartbeat(broker, ctx, body):
     return HeartbeatResponse(error_code=err)
 
 
-@handles("LeaveGroup")
+@handles("LeaveGroup", 0, 5)
 def leave_group(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -147,7 +147,7 @@ def leave_group(broker, ctx, body):
 
 
 # -- offsets ------------------------------------------------------------------------------------------------
-@handles("OffsetCommit")
+@handles("OffsetCommit", 0, 10)
 def offset_commit(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -213,7 +213,7 @@ def _fetch_group(broker, coord, group_id, topics, by_id, member_id, member_epoch
     return err, out
 
 
-@handles("OffsetFetch")
+@handles("OffsetFetch", 0, 10)
 def offset_fetch(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -243,7 +243,7 @@ def offset_fetch(broker, ctx, body):
     return R(groups=groups)
 
 
-@handles("OffsetDelete")
+@handles("OffsetDelete", 0, 0)
 def offset_delete(broker, ctx, body):
     coord = coordinator(broker)
     R = OffsetDeleteResponse
@@ -254,7 +254,7 @@ def offset_delete(broker, ctx, body):
 
 
 # -- group admin ---------------------------------------------------------------------------------------------
-@handles("ListGroups")
+@handles("ListGroups", 0, 5)
 def list_groups(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -265,7 +265,7 @@ def list_groups(broker, ctx, body):
         for gid, ptype, state, gtype in coord.list_groups(states, types)])
 
 
-@handles("DescribeGroups")
+@handles("DescribeGroups", 0, 6)
 def describe_groups(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -292,7 +292,7 @@ def describe_groups(broker, ctx, body):
     return R(groups=out)
 
 
-@handles("DeleteGroups")
+@handles("DeleteGroups", 0, 2)
 def delete_groups(broker, ctx, body):
     coord = coordinator(broker)
     ids = list(body.groups_names)
@@ -301,7 +301,7 @@ def delete_groups(broker, ctx, body):
 
 
 # -- KIP-848 ---------------------------------------------------------------------------------------------------
-@handles("ConsumerGroupHeartbeat")
+@handles("ConsumerGroupHeartbeat", 0, 1)
 def consumer_group_heartbeat(broker, ctx, body):
     v = ctx.api_version
     coord = coordinator(broker)
@@ -321,7 +321,7 @@ def consumer_group_heartbeat(broker, ctx, body):
              member_epoch=res.member_epoch, heartbeat_interval_ms=res.heartbeat_interval_ms, assignment=assignment)
 
 
-@handles("ConsumerGroupDescribe")
+@handles("ConsumerGroupDescribe", 0, 1)
 def consumer_group_describe(broker, ctx, body):
     coord = coordinator(broker)
     R = ConsumerGroupDescribeResponse

@@ -24,7 +24,7 @@ def topic_metadata(broker, meta, with_ops: bool) -> Topic:
                  partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS if with_ops else INT32_MIN)
 
 
-@handles("Metadata")
+@handles("Metadata", 0, 13)
 def metadata(broker, ctx, body):
     version = ctx.api_version
     host, port = broker.advertised

@@ -35,7 +35,7 @@ def _lookup(broker, plog, ts: int) -> tuple[int, int, int]:
     return (found[0], found[1], epoch) if found else (-1, -1, -1)
 
 
-@handles("ListOffsets")
+@handles("ListOffsets", 0, 11)
 def list_offsets(broker, ctx, body):
     version = ctx.api_version
     R = ListOffsetsResponse
@@ -76,7 +76,7 @@ def list_offsets(broker, ctx, body):
     return R(throttle_time_ms=0, topics=topics)
 
 
-@handles("OffsetForLeaderEpoch")
+@handles("OffsetForLeaderEpoch", 0, 4)
 def offset_for_leader_epoch(broker, ctx, body):
     R = OffsetForLeaderEpochResponse
     topics = []
@@ -101,7 +101,7 @@ def offset_for_leader_epoch(broker, ctx, body):
     return R(throttle_time_ms=0, topics=topics)
 
 
-@handles("DeleteRecords")
+@handles("DeleteRecords", 0, 2)
 def delete_records(broker, ctx, body):
     R = DeleteRecordsResponse
     topics = []

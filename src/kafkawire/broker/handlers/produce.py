@@ -189,7 +189,7 @@ def _fill(pr, outcome) -> None:
     pr.log_start_offset = start
 
 
-@handles("Produce")
+@handles("Produce", 0, 13)
 def produce(broker, ctx, body):
     version = ctx.api_version
     acks = body.acks

@@ -143,7 +143,7 @@ class ProducerStateManager:
         return list(self.partitions.get((topic, partition), {}).values())
 
 
-@handles("InitProducerId")
+@handles("InitProducerId", 0, 5)
 def init_producer_id(broker, ctx, body):
     if body.transactional_id is not None:
         # Transactions need a transaction coordinator; kafkawire has none yet.
@@ -158,7 +158,7 @@ def init_producer_id(broker, ctx, body):
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
 
-@handles("DescribeProducers")
+@handles("DescribeProducers", 0, 0)
 def describe_producers(broker, ctx, body):
     R = DescribeProducersResponse
     topics = []

@@ -9,12 +9,12 @@ from kafkawire.protocol.messages import SaslAuthenticateResponse, SaslHandshakeR
 from ..dispatch import handles
 
 
-@handles("SaslHandshake")
+@handles("SaslHandshake", 0, 1)
 def sasl_handshake(broker, ctx, body):
     return SaslHandshakeResponse(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
-@handles("SaslAuthenticate")
+@handles("SaslAuthenticate", 0, 2)
 def sasl_authenticate(broker, ctx, body):
     return SaslAuthenticateResponse(error_code=errors.ILLEGAL_SASL_STATE,
                                     error_message="SaslAuthenticate request received after successful "

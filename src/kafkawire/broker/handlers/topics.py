@@ -82,7 +82,7 @@ def _validate_create(broker, t) -> tuple[int, dict]:
     return partitions, configs
 
 
-@handles("CreateTopics")
+@handles("CreateTopics", 0, 7)
 def create_topics(broker, ctx, body):
     version = ctx.api_version
     R = CreateTopicsResponse
@@ -132,7 +132,7 @@ def _delete(broker, meta) -> None:
     log.info("deleted topic %s (id %s)", meta.name, meta.topic_id)
 
 
-@handles("DeleteTopics")
+@handles("DeleteTopics", 0, 6)
 def delete_topics(broker, ctx, body):
     version = ctx.api_version
     R = DeleteTopicsResponse
@@ -162,7 +162,7 @@ def delete_topics(broker, ctx, body):
     return R(throttle_time_ms=0, responses=results)
 
 
-@handles("CreatePartitions")
+@handles("CreatePartitions", 0, 3)
 def create_partitions(broker, ctx, body):
     R = CreatePartitionsResponse
     results = []
@@ -197,7 +197,7 @@ def create_partitions(broker, ctx, body):
     return R(throttle_time_ms=0, results=results)
 
 
-@handles("DescribeTopicPartitions")
+@handles("DescribeTopicPartitions", 0, 0)
 def describe_topic_partitions(broker, ctx, body):
     R = DescribeTopicPartitionsResponse
     node = broker.node_id

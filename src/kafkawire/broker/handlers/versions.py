@@ -17,7 +17,7 @@ def _api_keys(broker):
     return [cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions(broker.handlers)]
 
 
-@handles("ApiVersions")
+@handles("ApiVersions", 0, 4)
 def api_versions(broker, ctx, body):
     if ctx.api_version >= 3 and not (_SOFTWARE.fullmatch(body.client_software_name or "")
                                      and _SOFTWARE.fullmatch(body.client_software_version or "")):
