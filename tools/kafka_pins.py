@@ -25,6 +25,12 @@ KAFKA_LEGACY = "3.9.1"
 # talk to a 4.4 broker through the same protocol.
 KAFKA_TOOLS = "4.3.1"
 
+# Kafka's own generator test schemas (SimpleExampleMessage and friends: tagged
+# fields, nullable structs, arrays, records), shipped in kafka-clients' "test"
+# jar. Maven Central as mirrored here serves that jar up to 4.3.1 (4.4.0's is
+# refused); these schemas exercise the code generator, not the protocol.
+KAFKA_TEST_SCHEMAS = "4.3.1"
+
 # Log4j's SLF4J 1.x binding, so that the reference broker's own log reaches
 # its log file (Kafka's jars depend on slf4j-api 1.7 and log4j-core 2).
 LOG4J = "2.25.2"
@@ -37,6 +43,7 @@ ARTIFACTS: dict[str, list[str]] = {
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
     ],
     f"kafka-clients-{KAFKA_LEGACY}": [f"org.apache.kafka:kafka-clients:{KAFKA_LEGACY}"],
+    f"kafka-clients-test-{KAFKA_TEST_SCHEMAS}": [f"org.apache.kafka:kafka-clients:{KAFKA_TEST_SCHEMAS}:test"],
     f"kafka-tools-{KAFKA_TOOLS}": [
         f"org.apache.kafka:kafka-tools:{KAFKA_TOOLS}",
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
@@ -46,3 +53,4 @@ ARTIFACTS: dict[str, list[str]] = {
 BROKER = f"kafka-{KAFKA}"
 LEGACY_CLIENTS = f"kafka-clients-{KAFKA_LEGACY}"
 TOOLS = f"kafka-tools-{KAFKA_TOOLS}"
+TEST_SCHEMAS = f"kafka-clients-test-{KAFKA_TEST_SCHEMAS}"

@@ -79,9 +79,11 @@ def resolve(name: str = kafka_pins.BROKER) -> list[Path]:
             mvn = _tool("mvn")
             work = Path(tempfile.mkdtemp(prefix="kafkawire-mvn-"))
             try:
+                # group:artifact:version, or group:artifact:version:classifier (e.g. a "test" jar)
                 deps = "\n".join(
-                    f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version></dependency>"
-                    for g, a, v in (c.split(":") for c in coordinates))
+                    f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
+                    + "".join(f"<classifier>{c}</classifier>" for c in classifier) + "</dependency>"
+                    for g, a, v, *classifier in (c.split(":") for c in coordinates))
                 (work / "pom.xml").write_text(textwrap.dedent(f"""\
                     <project xmlns="http://maven.apache.org/POM/4.0.0">
                       <modelVersion>4.0.0</modelVersion>
