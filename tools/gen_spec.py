@@ -1,40 +1,89 @@
 #!/usr/bin/env python3
-"""Derive kafkawire's protocol spec from Apache Kafka's JSON message schemas.
+"""Derive kafkawire's protocol spec from Apache Kafka's released jars.
 
-Reads ``kafka-3.9/`` (every historical version) and ``kafka-4.x/`` (newest
-definitions) and writes ``src/kafkawire/protocol/spec/messages.json`` and
-``errors.json``: facts only (names, types, version ranges, nullability, tags,
-defaults, map keys, entity types, flexible versions, listeners, API keys).
-Documentation texts and comments are dropped.
+The jars are the pinned releases of ``tools/kafka_pins.py``, resolved (and
+cached) by ``tools/kafka_reference.resolve``. The JSON schemas are read from
+inside the jars; nothing is unpacked. Writes
+``src/kafkawire/protocol/spec/messages.json`` and ``errors.json``: facts only
+(names, types, version ranges, nullability, tags, defaults, map keys, entity
+types, flexible versions, listeners, API keys); documentation texts and
+comments are dropped. Every definition records the jar and path it came from.
 
-A message's versions are the union of both folders. Each message is stored as
-a list of *definitions*, each valid for a contiguous version range: the 4.x
-schema for the versions it defines, the 3.9 schema for older versions that
-4.x dropped. Where both folders define a version, 4.x wins; the test suite
-checks that both produce the same wire layout there.
+- ``messages``: the RPCs, headers and data payloads of kafka-clients
+  ``common/message/``. A message's versions are the union of the current
+  release (``KAFKA``) and the last 3.x (``KAFKA_LEGACY``), which still has the
+  versions and API keys that Kafka 4.0 removed. Each message is a list of
+  *definitions*, each valid for a contiguous version range: the current schema
+  for the versions it defines, the legacy schema for older versions the
+  current release dropped. Where both define a version the current release
+  wins; the test suite checks that both give the same wire layout there.
+- ``records``: the schemas Kafka keeps outside kafka-clients for its own logs
+  and internal topics: KRaft metadata records (kafka-metadata), the group,
+  transaction and share coordinators' records, kafka-raft's quorum state and
+  kafka-storage's remote log metadata and producer snapshots. They are not
+  RPCs: their ``apiKey`` is a record type, stored as ``record_type``.
+- ``test_messages``: the schemas Kafka tests its own generator with
+  (kafka-clients' test jar, ``KAFKA_TEST_SCHEMAS``).
+- ``errors.json``: every error code of kafka-clients' ``Errors`` enum with its
+  name and whether its exception is retriable, printed by
+  ``tools/java/ErrorTable.java`` run against the current kafka-clients jar.
 
-Usage: python tools/gen_spec.py [--schemas DIR] [--out DIR] [--check]
+Usage: python tools/gen_spec.py [--out DIR] [--check]
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import re
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_SCHEMAS = ROOT.parent / "shared" / "kafka-schemas"
+TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+import kafka_pins  # noqa: E402  (tools/ is not a package)
+import kafka_reference  # noqa: E402
+
+ROOT = TOOLS.parent
 DEFAULT_OUT = ROOT / "src" / "kafkawire" / "protocol" / "spec"
+ERROR_TABLE = TOOLS / "java" / "ErrorTable.java"
+
+# Where the schemas live: (pinned set, jar name prefix, folder inside the jar).
+CLIENTS = (kafka_pins.BROKER, "kafka-clients", "common/message/")
+LEGACY_CLIENTS = (kafka_pins.LEGACY_CLIENTS, "kafka-clients", "common/message/")
+TEST_SCHEMAS = (kafka_pins.TEST_SCHEMAS, "kafka-clients", "common/message/")
+RECORD_SOURCES = (
+    (kafka_pins.BROKER, "kafka-metadata", "common/metadata/"),
+    (kafka_pins.BROKER, "kafka-group-coordinator", "common/message/"),
+    (kafka_pins.BROKER, "kafka-transaction-coordinator", "common/message/"),
+    (kafka_pins.BROKER, "kafka-share-coordinator", "common/message/"),
+    (kafka_pins.BROKER, "kafka-raft", "common/message/"),
+    (kafka_pins.BROKER, "kafka-storage", "message/"),
+)
+RPC_KINDS = ("request", "response")
 
 _COMMENT = re.compile(r"^\s*//")
 
 
-def load_schema(path: Path) -> dict:
+def parse_schema(text: str) -> dict:
     """Kafka's JSON dialect allows whole-line // comments."""
-    text = "\n".join(line for line in path.read_text().splitlines() if not _COMMENT.match(line))
-    return json.loads(text)
+    return json.loads("\n".join(line for line in text.splitlines() if not _COMMENT.match(line)))
+
+
+def read_jar_schemas(source: tuple[str, str, str]) -> list[tuple[str, dict]]:
+    """(origin, schema) for every JSON schema directly in the source's folder; origin is 'jar!path'."""
+    pinned, prefix, folder = source
+    path = kafka_reference.jar(pinned, prefix)
+    out = []
+    with zipfile.ZipFile(path) as jar:
+        for entry in sorted(jar.namelist()):
+            rest = entry[len(folder):]
+            if entry.startswith(folder) and rest.endswith(".json") and "/" not in rest:
+                out.append((f"{path.name}!{entry}", parse_schema(jar.read(entry).decode("utf-8"))))
+    if not out:
+        raise SystemExit(f"no JSON schemas under {folder} in {path}")
+    return out
 
 
 def parse_versions(text: str | None) -> list | None:
@@ -80,10 +129,11 @@ def _field(raw: dict) -> dict:
     return out
 
 
-def definition(schema: dict, versions: list) -> dict:
+def definition(schema: dict, versions: list, origin: str) -> dict:
     out = {
         "versions": versions,
         "flexible": parse_versions(schema.get("flexibleVersions")),
+        "source": origin,
         "fields": [_field(f) for f in schema.get("fields", [])],
     }
     if schema.get("commonStructs"):
@@ -95,21 +145,27 @@ def definition(schema: dict, versions: list) -> dict:
     return out
 
 
-def merge(old: dict | None, new: dict | None) -> dict:
-    """One message from both folders: 4.x for its versions, 3.9 below them."""
-    primary = new or old
-    assert primary is not None
+def merge(old: tuple[str, dict] | None, new: tuple[str, dict] | None) -> dict:
+    """One message from both releases: the current one for its versions, the legacy one below them.
+
+    A current schema whose validVersions is "none" (the ZooKeeper-era keys 4-7 since 4.0) defines no
+    version: the legacy schema is the whole message."""
+    if new is not None and old is not None and parse_versions(new[1]["validVersions"]) is None:
+        new = None
+    origin, primary = new or old
     lo_new, hi_new = parse_versions(primary["validVersions"])
-    defs = [definition(primary, [lo_new, hi_new])]
+    defs = [definition(primary, [lo_new, hi_new], origin)]
     lo, hi = lo_new, hi_new
     if new is not None and old is not None:
-        lo_old, hi_old = parse_versions(old["validVersions"])
+        old_origin, old_schema = old
+        lo_old, hi_old = parse_versions(old_schema["validVersions"])
         if lo_old < lo_new:
-            defs.insert(0, definition(old, [lo_old, lo_new - 1]))
+            defs.insert(0, definition(old_schema, [lo_old, lo_new - 1], old_origin))
             lo = lo_old
         hi = max(hi_new, hi_old)
         if hi_old > hi_new:
-            raise SystemExit(f"{primary['name']}: 3.9 defines versions above 4.x ({hi_old} > {hi_new})")
+            raise SystemExit(f"{primary['name']}: {kafka_pins.KAFKA_LEGACY} defines versions above "
+                             f"{kafka_pins.KAFKA} ({hi_old} > {hi_new})")
     msg = {
         "name": primary["name"],
         "type": primary["type"],
@@ -117,7 +173,8 @@ def merge(old: dict | None, new: dict | None) -> dict:
         "definitions": defs,
     }
     if "apiKey" in primary:
-        msg["api_key"] = primary["apiKey"]
+        # An RPC's API key; for a record schema (metadata, coordinator records) the record type.
+        msg["api_key" if primary["type"] in RPC_KINDS else "record_type"] = primary["apiKey"]
     if "listeners" in primary:
         msg["listeners"] = sorted(primary["listeners"])
     if primary.get("latestVersionUnstable"):
@@ -125,40 +182,73 @@ def merge(old: dict | None, new: dict | None) -> dict:
     deprecated = parse_versions(primary.get("deprecatedVersions"))
     if deprecated is not None:
         msg["deprecated"] = deprecated
-    if old is not None and new is not None and old["name"] != new["name"]:
-        msg["former_name"] = old["name"]
+    if old is not None and new is not None and old[1]["name"] != new[1]["name"]:
+        msg["former_name"] = old[1]["name"]
     return msg
 
 
-def _identity(schema: dict) -> tuple:
-    # API key + kind identifies an RPC across renames (key 74 was renamed in 4.x).
-    if "apiKey" in schema:
+def identity(schema: dict) -> tuple:
+    # API key + kind identifies an RPC across renames (key 74 was renamed in 4.0).
+    if schema["type"] in RPC_KINDS:
         return (schema["type"], schema["apiKey"])
     return (schema["type"], schema["name"])
 
 
-def generate(schemas: Path) -> tuple[dict, dict]:
-    old = {_identity(s): s for s in map(load_schema, sorted((schemas / "kafka-3.9").glob("*.json")))}
-    new = {_identity(s): s for s in map(load_schema, sorted((schemas / "kafka-4.x").glob("*.json")))}
+def error_table() -> list[list]:
+    """[code, name, retriable] for every entry of kafka-clients' Errors enum, as Java itself sees it."""
+    java = kafka_reference._tool("java")
+    proc = subprocess.run([java, "-cp", kafka_reference.classpath(CLIENTS[0]), str(ERROR_TABLE)],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise SystemExit(f"{ERROR_TABLE.name} failed:\n{proc.stderr[-3000:]}")
+    rows = []
+    for line in proc.stdout.splitlines():
+        code, name, retriable = line.split("\t")
+        rows.append([int(code), name, {"true": True, "false": False}[retriable]])
+    return sorted(rows)
+
+
+def generate() -> tuple[dict, dict]:
+    old = {identity(s): (o, s) for o, s in read_jar_schemas(LEGACY_CLIENTS)}
+    new = {identity(s): (o, s) for o, s in read_jar_schemas(CLIENTS)}
     messages = {}
     for ident in sorted(set(old) | set(new), key=str):
         msg = merge(old.get(ident), new.get(ident))
         messages[msg["name"]] = msg
+    records = {}
+    for source in RECORD_SOURCES:
+        for origin, schema in read_jar_schemas(source):
+            records[schema["name"]] = merge(None, (origin, schema))
     test_messages = {}
-    for path in sorted((schemas / "test-messages").glob("*.json")):
-        schema = load_schema(path)
-        test_messages[schema["name"]] = merge(None, schema)
-    errors = []
-    with open(schemas / "errors.tsv", newline="") as fh:
-        for row in csv.DictReader(fh, delimiter="\t"):
-            errors.append([int(row["code"]), row["name"], row["retriable"].strip() == "yes"])
+    for origin, schema in read_jar_schemas(TEST_SCHEMAS):
+        test_messages[schema["name"]] = merge(None, (origin, schema))
+    seen: dict[str, str] = {}
+    for section, table in (("messages", messages), ("records", records), ("test_messages", test_messages)):
+        for name in table:
+            if name in seen:
+                raise SystemExit(f"{name} is defined in both {seen[name]} and {section}: names must be distinct")
+            seen[name] = section
+    derived = (f"Apache Kafka's message schemas (Apache License 2.0), read from the jars of Apache Kafka "
+               f"{kafka_pins.KAFKA} (current definitions), kafka-clients {kafka_pins.KAFKA_LEGACY} (versions "
+               f"removed since) and kafka-clients {kafka_pins.KAFKA_TEST_SCHEMAS} test (generator test schemas)")
+    kafka = {"current": kafka_pins.KAFKA, "legacy": kafka_pins.KAFKA_LEGACY,
+             "test_schemas": kafka_pins.KAFKA_TEST_SCHEMAS}
     spec = {
         "generated_by": "tools/gen_spec.py",
-        "derived_from": "Apache Kafka message schemas (Apache License 2.0): kafka-3.9 and kafka-4.x",
+        "derived_from": derived,
+        "kafka": kafka,
         "messages": dict(sorted(messages.items())),
-        "test_messages": test_messages,
+        "records": dict(sorted(records.items())),
+        "test_messages": dict(sorted(test_messages.items())),
     }
-    return spec, {"errors": errors}
+    errors = {
+        "generated_by": "tools/gen_spec.py (tools/java/ErrorTable.java)",
+        "derived_from": f"org.apache.kafka.common.protocol.Errors of Apache Kafka {kafka_pins.KAFKA} "
+                        f"(Apache License 2.0); retriable: the exception extends RetriableException",
+        "kafka": {"current": kafka_pins.KAFKA},
+        "errors": error_table(),
+    }
+    return spec, errors
 
 
 def render(obj: dict) -> str:
@@ -168,11 +258,10 @@ def render(obj: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--schemas", type=Path, default=DEFAULT_SCHEMAS)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--check", action="store_true", help="exit 1 if the committed spec is stale")
     args = ap.parse_args(argv)
-    spec, errors = generate(args.schemas)
+    spec, errors = generate()
     outputs = {"messages.json": render(spec), "errors.json": render(errors)}
     stale = []
     for name, text in outputs.items():
@@ -187,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stale spec files: {', '.join(stale)}; run tools/gen_spec.py", file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {len(spec['messages'])} messages and {len(errors['errors'])} error codes to {args.out}")
+        print(f"wrote {len(spec['messages'])} messages, {len(spec['records'])} records, "
+              f"{len(spec['test_messages'])} test messages and {len(errors['errors'])} error codes to {args.out}")
     return 0
 
 
