@@ -12,6 +12,8 @@ from ._common import (INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, create_topic, find
                       topic_name_problem)
 
 MAX_PARTITIONS = 1_000_000
+MAX_RESPONSE_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 
 
 class Invalid(Exception):
@@ -199,6 +201,13 @@ def create_partitions(broker, ctx, body):
 
 @handles("DescribeTopicPartitions", 0, 0)
 def describe_topic_partitions(broker, ctx, body):
+    """Kafka 4.4's answers, checked against the reference: the requested names sorted and answered once;
+    at most ``min(ResponsePartitionLimit, 2000)`` partitions (at least one) with NextCursor where the
+    answer stops. A cursor with a negative partition or naming a topic outside the request, and an
+    empty topic name, fail the whole request (INVALID_REQUEST; the empty name UNKNOWN_SERVER_ERROR, as
+    Kafka answers it), every requested topic echoed with the code. A missing topic still carries the
+    authorized operations (what an unauthorized client could not see), and a missing internal topic
+    is flagged internal."""
     R = DescribeTopicPartitionsResponse
     node = broker.node_id
     all_topics = broker.storage.topics()
@@ -207,16 +216,21 @@ def describe_topic_partitions(broker, ctx, body):
     else:
         names = sorted(all_topics)
     cursor = body.cursor
+
+    def request_error(code):
+        return R(throttle_time_ms=0, next_cursor=None, topics=[R.DescribeTopicPartitionsResponseTopic(
+            error_code=code, name=t.name, topic_id=ZERO_UUID, partitions=[], topic_authorized_operations=INT32_MIN)
+            for t in body.topics])
+
+    if body.topics and any(not t.name for t in body.topics):
+        return request_error(errors.UNKNOWN_SERVER_ERROR)
     start_partition = 0
     if cursor is not None:
-        if body.topics and cursor.topic_name not in names:
-            # Kafka's InvalidRequestException: every requested topic answers INVALID_REQUEST
-            return R(throttle_time_ms=0, next_cursor=None, topics=[R.DescribeTopicPartitionsResponseTopic(
-                error_code=errors.INVALID_REQUEST, name=t.name, topic_id=ZERO_UUID, partitions=[])
-                for t in body.topics])
+        if cursor.partition_index < 0 or (body.topics and cursor.topic_name not in names):
+            return request_error(errors.INVALID_REQUEST)
         names = [n for n in names if n >= cursor.topic_name]
-        start_partition = max(cursor.partition_index, 0)
-    limit = max(body.response_partition_limit, 1)
+        start_partition = cursor.partition_index
+    limit = min(max(body.response_partition_limit, 1), MAX_RESPONSE_PARTITIONS)
     topics, next_cursor = [], None
     budget = limit
     for i, name in enumerate(names):
@@ -225,7 +239,8 @@ def describe_topic_partitions(broker, ctx, body):
             problem = topic_name_problem(name)
             topics.append(R.DescribeTopicPartitionsResponseTopic(
                 error_code=errors.INVALID_TOPIC_EXCEPTION if problem else errors.UNKNOWN_TOPIC_OR_PARTITION,
-                name=name, topic_id=ZERO_UUID, partitions=[], topic_authorized_operations=INT32_MIN))
+                name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPICS, partitions=[],
+                topic_authorized_operations=TOPIC_OPERATIONS))
             continue
         first = start_partition if (cursor is not None and name == cursor.topic_name) else 0
         if budget <= 0:
@@ -238,7 +253,7 @@ def describe_topic_partitions(broker, ctx, body):
             for p in range(first, end)]
         budget -= len(parts)
         topics.append(R.DescribeTopicPartitionsResponseTopic(
-            error_code=0, name=name, topic_id=meta.topic_id, is_internal=name in ("__consumer_offsets", "__transaction_state"), partitions=parts,
+            error_code=0, name=name, topic_id=meta.topic_id, is_internal=name in INTERNAL_TOPICS, partitions=parts,
             topic_authorized_operations=TOPIC_OPERATIONS))
         if end < meta.partitions:
             next_cursor = R.Cursor(topic_name=name, partition_index=end)
