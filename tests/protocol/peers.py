@@ -82,10 +82,30 @@ def kp_fields(kp_struct, version: int):
 
 
 def _pair_fields(kp_struct, spec: StructSpec) -> dict:
-    """The peer's field -> kafkawire's field. kafka-python renames a few fields in its own patches
-    (TopicAuthorizedOperations -> authorized_operations), so pair by schema position."""
-    assert len(kp_struct._fields) == len(spec.fields), (spec.name, kp_struct._fields)
-    return {kf.name: f for kf, f in zip(kp_struct._fields, spec.fields)}
+    """The peer's field -> kafkawire's field, by Kafka's field name. The two schemas need not list the
+    same fields: kafka-python's Kafka 4.3 files keep fields of versions Kafka 4.4 no longer defines
+    (OffsetCommit's v1-only CommitTimestamp), kafkawire's definitions have fields of versions newer than
+    the peer's. Fields either side renamed (kafka-python's own patches, Kafka's GenerationId ->
+    GenerationIdOrMemberEpoch) are paired in order among the fields left unmatched. A peer field with no
+    partner is absent from the result: ``kp_fields_paired`` fails if one is on the wire at the version."""
+    ours = {f.name: f for f in spec.fields}
+    theirs = {kf._json["name"] for kf in kp_struct._fields}
+    pairs = {kf.name: ours[kf._json["name"]] for kf in kp_struct._fields if kf._json["name"] in ours}
+    left_theirs = [kf for kf in kp_struct._fields if kf._json["name"] not in ours]
+    left_ours = [f for f in spec.fields if f.name not in theirs]
+    for kf, f in zip(left_theirs, left_ours):
+        pairs[kf.name] = f
+    return pairs
+
+
+def kp_fields_paired(kp_struct, spec: StructSpec, version: int):
+    """(peer field, kafkawire field) for the peer's fields on the wire at the version."""
+    pairs = _pair_fields(kp_struct, spec)
+    out = []
+    for kf in kp_fields(kp_struct, version):
+        assert kf.name in pairs, f"{spec.name} v{version}: the peer's field {kf._json['name']} has no counterpart"
+        out.append((kf, pairs[kf.name]))
+    return out
 
 
 def _kp_data_class(kp_cls, kf):
@@ -112,10 +132,8 @@ def to_kafka_python(obj, spec: StructSpec, kp_cls, version: int, top: bool = Tru
     """Build the peer's object holding the same values as a kafkawire struct."""
     if obj is None:
         return None
-    pairs = _pair_fields(kp_cls._struct, spec)
     kwargs = {}
-    for kf in kp_fields(kp_cls._struct, version):
-        f = pairs[kf.name]
+    for kf, f in kp_fields_paired(kp_cls._struct, spec, version):
         value = getattr(obj, f.attr)
         if kf.is_struct() and kf.tagged_field_q(version) and value is not None \
                 and neutral(value, f.struct, version) == neutral_default(f.struct, version):
@@ -142,10 +160,8 @@ def kp_neutral(obj, kp_struct, spec: StructSpec, version: int):
     """The peer's decoded object in neutral form, keyed by kafkawire's field names."""
     if obj is None:
         return None
-    pairs = _pair_fields(kp_struct, spec)
     out = {}
-    for kf in kp_fields(kp_struct, version):
-        f = pairs[kf.name]
+    for kf, f in kp_fields_paired(kp_struct, spec, version):
         value = getattr(obj, kf.name)
         if value is not None and kf.is_struct_array():
             value = [kp_neutral(v, kf, f.struct, version) for v in value]
@@ -273,7 +289,7 @@ def kio_neutral(obj, spec: StructSpec, version: int):
     for k, f in kio_field_pairs(type(obj), spec, version):
         value = getattr(obj, k.name)
         if isinstance(value, tuple):
-            value = [_kio_value(v, f, version) for v in value]
+            value = [_kio_value(v, f, version, element=True) for v in value]
         else:
             value = _kio_value(value, f, version)
         out[f.name] = value
@@ -284,12 +300,14 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _MS = datetime.timedelta(milliseconds=1)
 
 
-def _kio_value(value, f: FieldSpec, version: int):
+def _kio_value(value, f: FieldSpec, version: int, element: bool = False):
     import enum
 
     if f.struct is not None:
         return kio_neutral(value, f.struct, version)
     if value is None:
+        if f.is_array and not element:
+            return None  # a null array (BrokerHeartbeat v2's CordonedLogDirs: nullable []uuid)
         if f.type == "uuid":
             return ZERO_UUID  # kio reads the zero uuid as None
         if f.type == "int64" and not f.is_array:
