@@ -56,3 +56,18 @@ def wait_for_topic(client: RawClient, name: str, timeout: float = 10.0) -> uuid.
         if time.monotonic() > deadline:
             raise AssertionError(f"topic {name} did not appear in the reference's metadata: {t}")
         time.sleep(0.05)
+
+
+def produce_when_led(client: RawClient, request, version: int, timeout: float = 10.0):
+    """Kafka's partition may answer NOT_LEADER_OR_FOLLOWER for a moment after its topic appears in
+    Metadata: send ``request`` (a ProduceRequest for one partition) until it is accepted; the response."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        res = client.call(request, version)
+        code = res.responses[0].partition_responses[0].error_code
+        if code != 6 or time.monotonic() > deadline:  # NOT_LEADER_OR_FOLLOWER
+            assert code == 0, res
+            return res
+        time.sleep(0.05)

@@ -136,12 +136,13 @@ def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int
     return reads, total
 
 
+_NOT_FOUND = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID)
 _LEN = struct.Struct(">i")
 _ATTRS = struct.Struct(">h")
 
 
 def _has_zstd(chunks) -> bool:
-    """Whether any stored batch is zstd-compressed (Fetch before v10 cannot carry those, KIP-110)."""
+    """Whether any stored batch is zstd-compressed (magic 0/1 message sets cannot carry those)."""
     for chunk in chunks:
         view = memoryview(chunk)
         pos, n = 0, len(view)
@@ -164,15 +165,6 @@ def _records_field(result, version: int, fetch_offset: int):
     return Chunks(chunks, result.size)
 
 
-def _state(broker, meta, partition):
-    """(high watermark, log start, last stable) of a partition, for error responses."""
-    try:
-        plog = broker.storage.partition(meta.name, partition)
-        return plog.high_watermark, plog.log_start_offset, plog.high_watermark
-    except Exception:
-        return -1, -1, -1
-
-
 def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchResponse:
     by_id = version >= 13
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
@@ -180,15 +172,17 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
     last_key = object()
     for r in reads:
         cp = r.cached
-        if r.data is not None:
-            hw, start, lso = r.data.high_watermark, r.data.log_start_offset, r.data.last_stable_offset
-        elif r.meta is not None and r.error in (errors.OFFSET_OUT_OF_RANGE, errors.UNKNOWN_LEADER_EPOCH,
-                                                errors.FENCED_LEADER_EPOCH):
-            hw, start, lso = _state(broker, r.meta, cp.partition)
-        else:
-            hw, start, lso = -1, -1, -1
-        if version < 10 and r.data is not None and r.data.chunks and _has_zstd(r.data.chunks):
+        if version < 4 and r.data is not None and r.data.chunks and _has_zstd(r.data.chunks):
+            # magic 0/1 message sets cannot carry zstd (Kafka 4.x no longer serves these versions at all)
             r.error, r.data, r.size = errors.UNSUPPORTED_COMPRESSION_TYPE, None, 0
+        if r.error:
+            # Kafka 4.4 reports no offsets for a partition in error, and an empty aborted list (whatever the
+            # isolation level) only where the partition was not found; a failed read has none
+            hw = start = lso = -1
+            aborted = [] if r.error in _NOT_FOUND else None
+        else:
+            hw, start, lso = r.data.high_watermark, r.data.log_start_offset, r.data.last_stable_offset
+            aborted = [] if committed else None
         if ctx.incremental:
             changed = (r.size > 0 or r.error or hw != cp.high_watermark or start != cp.log_start_offset
                        or lso != cp.last_stable_offset)
@@ -204,7 +198,7 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                     ctx.session.partitions.move_to_end(key)
         pd = PartitionData(partition_index=cp.partition, error_code=r.error, high_watermark=hw,
                            last_stable_offset=lso, log_start_offset=start,
-                           aborted_transactions=[] if committed else None, preferred_read_replica=-1,
+                           aborted_transactions=aborted, preferred_read_replica=-1,
                            records=_records_field(r.data, version, cp.fetch_offset))
         if cp.topic_key != last_key:
             last_key = cp.topic_key
