@@ -32,12 +32,19 @@ def test_api_versions_every_version(client, version):
 
 
 def test_api_versions_v3_writes_no_default_tagged_fields(client):
+    """Only the feature fields (tags 0-2), which differ from their defaults, are written; ZkMigrationReady
+    (tag 3, false) is not: librdkafka 2.0.x (Debian's kcat) breaks on default-valued tagged fields."""
     cid = client.send(msg("ApiVersionsRequest", client_software_name="x", client_software_version="1"), 3)
     payload = client.read_frame()
     assert struct.unpack_from(">i", payload)[0] == cid  # header v0: correlation id only, no tag buffer
-    assert payload[-1] == 0  # the body's tagged-field section is empty
     body = ApiVersionsResponse.decode(payload[4:], 3)
-    assert body.supported_features == [] and body.finalized_features == [] and body.finalized_features_epoch == -1
+    assert body.supported_features and body.finalized_features and body.finalized_features_epoch >= 0
+    assert body.zk_migration_ready is False
+    # the body's tagged-field section: 3 fields, tags 0, 1, 2 (each tag and size fits one varint byte)
+    tail = body.encode(3)
+    assert payload[4:] == tail
+    without_tags = ApiVersionsResponse(error_code=0, api_keys=body.api_keys, throttle_time_ms=0).encode(3)
+    assert without_tags[-1] == 0 and tail[len(without_tags) - 1] == 3 and tail[len(without_tags)] == 0
 
 
 def _raw_api_versions(version: int, correlation_id: int) -> bytes:

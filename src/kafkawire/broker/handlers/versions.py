@@ -6,6 +6,7 @@ import re
 from kafkawire.protocol import encode_response_parts, errors
 from kafkawire.protocol.messages import ApiVersionsResponse
 
+from .. import features
 from ..dispatch import advertised_versions, handles
 
 # Kafka's check of ClientSoftwareName / ClientSoftwareVersion (ApiVersionsRequest.isValid)
@@ -24,8 +25,8 @@ def api_versions(broker, ctx, body):
         return ApiVersionsResponse(error_code=errors.INVALID_REQUEST, api_keys=[])
     if ctx.connection is not None and ctx.api_version >= 3:
         ctx.connection.attributes["client_software"] = (body.client_software_name, body.client_software_version)
-    # Tagged fields (supported/finalized features) keep their defaults, so they are not written at all.
-    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(broker), throttle_time_ms=0)
+    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(broker), throttle_time_ms=0,
+                               **features.api_versions_fields(ctx.api_version, ApiVersionsResponse))
 
 
 def unsupported_version_response(broker, correlation_id: int) -> list:
