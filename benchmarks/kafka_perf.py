@@ -1,0 +1,154 @@
+"""Kafka's own load generators (kafka-producer-perf-test, kafka-consumer-perf-test) as a benchmark driver.
+
+The classes ``org.apache.kafka.tools.ProducerPerformance`` and
+``org.apache.kafka.tools.ConsumerPerformance`` of the pinned kafka-tools set
+(``tools/kafka_pins.py``, resolved by ``tools/kafka_reference.py``) run in a
+JVM of their own against any broker; their summaries are parsed into the same
+fields as the librdkafka phases of ``bench_broker.py``:
+
+- producer: records, records_per_s, avg_ms, max_ms, p50_ms, p95_ms, p99_ms, p999_ms
+  (the tool prints percentiles in whole milliseconds and the average with two decimals);
+- consumer: records, records_per_s (fetch phase, i.e. after the group join),
+  records_per_s_total (including the join), join_ms.
+
+MB/s is left to the caller (records/s times the record size, in 10^6 bytes):
+the tools count in MiB.
+
+Every run is bounded by a subprocess timeout; a run that fails, or counts
+fewer records than asked for, comes back with ``complete`` false and the tail
+of its output in ``error``.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tools"))
+
+import kafka_pins  # noqa: E402  (tools/ is not a package)
+import kafka_reference  # noqa: E402
+
+PRODUCER = "org.apache.kafka.tools.ProducerPerformance"
+CONSUMER = "org.apache.kafka.tools.ConsumerPerformance"
+
+# The tools log to stderr at WARN, so stdout carries only their summaries.
+LOG4J2_PROPERTIES = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = STDERR
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = %p %m (%c)%n
+"""
+
+_SUMMARY = re.compile(
+    r"(?P<records>\d+) records sent, (?P<rate>[\d.]+) records/sec \([\d.]+ MB/sec\), "
+    r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
+    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th")
+
+
+def parse_producer(stdout: str) -> dict | None:
+    """The final summary line of ProducerPerformance (the interval lines carry no percentiles)."""
+    found = None
+    for line in stdout.splitlines():
+        m = _SUMMARY.search(line)
+        if m:
+            found = m
+    if found is None:
+        return None
+    g = found.groupdict()
+    return {"records": int(g["records"]), "records_per_s": float(g["rate"]), "avg_ms": float(g["avg"]),
+            "max_ms": float(g["max"]), "p50_ms": float(g["p50"]), "p95_ms": float(g["p95"]),
+            "p99_ms": float(g["p99"]), "p999_ms": float(g["p999"])}
+
+
+def parse_consumer(stdout: str) -> dict | None:
+    """The header and data lines of ConsumerPerformance, by column name."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    names: list[str] = []
+    for line in lines:
+        if line.startswith("start.time"):
+            names = [n.strip() for n in line.split(",")]
+            continue
+        values = [v.strip() for v in line.split(",")]
+        if names and len(values) == len(names):  # a WARNING line may come between header and data
+            row = dict(zip(names, values))
+            try:
+                return {"records": int(row["data.consumed.in.nMsg"]),
+                        "records_per_s": float(row["fetch.nMsg.sec"]),
+                        "records_per_s_total": float(row["nMsg.sec"]),
+                        "join_ms": float(row["rebalance.time.ms"]),
+                        "fetch_ms": float(row["fetch.time.ms"])}
+            except (KeyError, ValueError):
+                return None
+    return None
+
+
+class PerfTools:
+    """Runs the two tools from the pinned kafka-tools jars (resolved on construction)."""
+
+    def __init__(self, heap: str = "512m"):
+        self.classpath = kafka_reference.classpath(kafka_pins.TOOLS)
+        self.version = kafka_pins.KAFKA_TOOLS
+        self._dir = Path(tempfile.mkdtemp(prefix="kafkawire-perf-tools-"))
+        self._log_config = self._dir / "log4j2.properties"
+        self._log_config.write_text(LOG4J2_PROPERTIES)
+        self.heap = heap
+
+    def payload_file(self, name: str, payloads: list[bytes]) -> Path:
+        """Payloads, one a line, for ``--payload-file`` (they must be printable and free of newlines)."""
+        for p in payloads:
+            if b"\n" in p or not p.isascii():
+                raise ValueError("payload-file records must be ASCII without newlines")
+        path = self._dir / name
+        path.write_bytes(b"\n".join(payloads))
+        return path
+
+    def _java(self, main: str, args: list[str], timeout: float) -> tuple[int | None, str, str]:
+        cmd = [kafka_reference._tool("java"), f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+               "-Duser.language=en", "-Duser.country=US", f"-Dlog4j2.configurationFile={self._log_config}",
+               "-cp", self.classpath, main, *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            return None, out, err + f"\n(killed after {timeout:.0f} s)"
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def produce(self, bootstrap: str, topic: str, records: int, payload_file: Path, *, throughput: int = -1,
+                props: dict[str, object] | None = None, timeout: float = 120.0) -> dict:
+        """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s."""
+        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                "--throughput", str(throughput), "--payload-file", str(payload_file)]
+        if props:
+            args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
+        code, out, err = self._java(PRODUCER, args, timeout)
+        summary = parse_producer(out)
+        # the summary counts acknowledged records only (a failed send prints its stack trace instead)
+        result = dict(summary or {"records": 0, "records_per_s": 0.0})
+        result["complete"] = code == 0 and result["records"] == records
+        if not result["complete"]:
+            result["error"] = (err or out)[-1500:]
+        return result
+
+    def consume(self, bootstrap: str, topic: str, records: int, *, timeout_ms: int = 30_000,
+                props: dict[str, object] | None = None, timeout: float = 120.0) -> dict:
+        """ConsumerPerformance: subscribe with a fresh group, read ``records`` records from the earliest offset."""
+        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
+                "--timeout", str(timeout_ms)]
+        if props:
+            args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
+        code, out, err = self._java(CONSUMER, args, timeout)
+        summary = parse_consumer(out)
+        result = dict(summary or {"records": 0, "records_per_s": 0.0})
+        result["complete"] = code == 0 and result["records"] == records
+        if not result["complete"]:
+            result["error"] = (err or out)[-1500:]
+        return result
