@@ -29,8 +29,8 @@ Cases (each selectable): record size (1024 and 100 B), partitions (1 and 12),
 codec (none, lz4), acks (all; acks=1 on request), and the latency case: 1 KiB
 records, codec none, linger.ms=0, acks=all, at fixed rates (2,000 and 20,000/s).
 Each phase is bounded in records and in time. ``--quick`` runs one small case
-per generator (about two minutes for all targets). The machine's core count and
-load average are printed at the start and the end.
+per generator (about two minutes for all targets). The machine's core count,
+load average and fsync time are printed at the start and the end.
 
 Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
            [--sizes 1024,100] [--partitions 1,12] [--codecs none,lz4] [--acks all] [--rates 2000,20000]
@@ -47,6 +47,7 @@ import socket
 import statistics
 import string
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -123,6 +124,26 @@ def payloads(size: int, count: int = 64) -> list[bytes]:
 def machine_state() -> str:
     one, five, fifteen = os.getloadavg()
     return f"{os.cpu_count()} cores, load average {one:.2f} {five:.2f} {fifteen:.2f} (1/5/15 min)"
+
+
+def fsync_probe(count: int = 40, limit: float = 5.0) -> str:
+    """Median and p90 time of a 4 KiB append plus fsync in the temp directory (where every target keeps its data)."""
+    times = []
+    with tempfile.TemporaryDirectory(prefix="kafkawire-fsync-probe-") as d:
+        fd = os.open(os.path.join(d, "probe"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            block = os.urandom(4096)
+            deadline = time.perf_counter() + limit
+            while len(times) < count and time.perf_counter() < deadline:
+                t0 = time.perf_counter()
+                os.write(fd, block)
+                os.fsync(fd)
+                times.append(time.perf_counter() - t0)
+        finally:
+            os.close(fd)
+    times.sort()
+    return (f"4 KiB append+fsync in {tempfile.gettempdir()}: median {times[len(times) // 2] * 1000:.2f} ms, "
+            f"p90 {times[int(len(times) * 0.9)] * 1000:.2f} ms ({len(times)} samples)")
 
 
 # --------------------------------------------------------------------------- ceiling
@@ -592,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cases = [Case(s, p, c, a) for s in args.sizes for p in args.partitions for c in args.codecs for a in args.acks]
     started = time.perf_counter()
-    print(f"machine at start: {machine_state()}", flush=True)
+    print(f"machine at start: {machine_state()}; {fsync_probe()}", flush=True)
     total_bytes = args.records * 1024
     # The ceiling is measured before and after the brokers (best of both): a shared machine drifts.
     seconds = min(socket_ceiling(total_bytes) for _ in range(3))
@@ -609,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
     if all_results:
         print_tables(all_results, ceiling, args)
-    print(f"\nmachine at end: {machine_state()}; total {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"\nmachine at end: {machine_state()}; {fsync_probe()}; total {time.perf_counter() - started:.0f} s", flush=True)
     if args.json:
         args.json.write_text(json.dumps({
             "ceiling": ceiling, "results": all_results, "cpu_count": os.cpu_count(),
