@@ -1,4 +1,8 @@
-"""A kafkawire broker subprocess for the group tests, and helpers to wait on things with a deadline."""
+"""A kafkawire broker subprocess for the group tests, and helpers to wait on things with a deadline.
+
+The same scenarios run against Apache Kafka through ``peers.peer_harness.KafkaBroker``
+(see conftest.py); both take the group timings of ``GROUP_OVERRIDES``.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -11,14 +15,10 @@ import sys
 import time
 from pathlib import Path
 
+from peers.peer_harness import GROUP_SETTINGS
+
 # broker settings that make group tests fast: short delays and session timeouts
-GROUP_OVERRIDES = {
-    "group.initial.rebalance.delay.ms": "200",
-    "group.min.session.timeout.ms": "1000",
-    "group.consumer.session.timeout.ms": "6000",
-    "group.consumer.heartbeat.interval.ms": "500",
-    "num.partitions": "1",
-}
+GROUP_OVERRIDES = dict(GROUP_SETTINGS)
 
 
 def free_port() -> int:
@@ -38,6 +38,8 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
 
 
 class Broker:
+    target = "kafkawire"
+
     def __init__(self, data_dir: Path, overrides: dict | None = None, storage: str = "segments"):
         self.data_dir = Path(data_dir)
         self.port = free_port()
@@ -82,6 +84,14 @@ class Broker:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would; ``start`` brings it back on the same port and data."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
 
     def restart(self) -> None:
         self.stop()

@@ -40,6 +40,7 @@ def consumed_values(workers):
     return {e["v"] for w in workers for e in read_events(w["events"]) if e["k"] == "rec"}
 
 
+@pytest.mark.restarts_broker
 @pytest.mark.parametrize("protocol", ["classic", "cooperative", "consumer"])
 def test_three_consumers_close_kill_restart(broker, topic, tmp_path, protocol):
     create_topic(broker.bootstrap, topic, PARTITIONS)

@@ -1,8 +1,10 @@
-"""The Java client 3.9.1: KafkaConsumer subscribe (classic and KIP-848 consumer protocols) and AdminClient group calls."""
+"""The Java client (3.9.1 and the reference release's own, 4.x): KafkaConsumer subscribe (classic and KIP-848
+consumer protocols) and AdminClient group calls."""
 from __future__ import annotations
 
 from pathlib import Path
 
+import kafka_pins
 import pytest
 
 from support.java import JavaProgram
@@ -12,9 +14,10 @@ from .harness import create_topic, produce
 SOURCE = Path(__file__).parent / "java" / "GroupsTool.java"
 
 
+@pytest.mark.parametrize("clients", [None, kafka_pins.BROKER], ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_java_consumer_and_admin(broker, topic, protocol):
-    tool = JavaProgram.require(SOURCE)
+def test_java_consumer_and_admin(broker, topic, protocol, clients):
+    tool = JavaProgram.require(SOURCE, clients=clients)
     create_topic(broker.bootstrap, topic, 4)
     produce(broker.bootstrap, topic, list(range(200)), 4)
     group = f"java-{topic}"

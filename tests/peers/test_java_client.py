@@ -1,14 +1,17 @@
-"""The Apache Kafka Java client 3.9.x against the broker: idempotent producer, assigned consumer, Admin
+"""The Apache Kafka Java client against the broker: idempotent producer, assigned consumer, Admin
 (create, describe cluster/topics/configs, delete, list offsets).
 
-``tests/peers/java/KafkawirePeer.java`` is compiled once per session against
-the kafka-clients jar (see ``tests/support/java.py``); everything it produced
-and read back is checked here, and read back once more with librdkafka.
+Two client releases: 3.9.1 (the last 3.x) and the reference release's own
+kafka-clients (4.x takes newer protocol paths). ``tests/peers/java/KafkawirePeer.java``
+is compiled once per session and client (see ``tests/support/java.py``);
+everything it produced and read back is checked here, and read back once more
+with librdkafka.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import kafka_pins
 import pytest
 
 from support.java import JavaProgram
@@ -46,9 +49,10 @@ def parse_records(lines) -> list[tuple[int, Rec]]:
     return got
 
 
-@pytest.fixture(scope="module")
-def java_peer():
-    return JavaProgram.require(SOURCE)
+@pytest.fixture(scope="module", params=[None, kafka_pins.BROKER],
+                ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
+def java_peer(request):
+    return JavaProgram.require(SOURCE, clients=request.param)
 
 
 @pytest.mark.tansu_gap("ListOffsets latest is the last batch's base offset + 1")

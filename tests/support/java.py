@@ -6,6 +6,12 @@ beside it) ships inside the ``shigawire-apache-flink-libraries`` wheel under
 test session and run a main class; anything missing turns into a pytest skip
 with the reason, never a silent pass.
 
+``clients=`` picks another kafka-clients release: the name of a pinned Maven
+artifact set of ``tools/kafka_pins.py`` (e.g. ``"kafka-4.4.0"``, the reference
+Kafka's own client), resolved by ``tools/kafka_reference.py``. When that set
+cannot be resolved, :meth:`JavaProgram.require` fails in CI and skips elsewhere,
+as every test needing the reference does.
+
 Typical use::
 
     from support.java import JavaProgram
@@ -51,10 +57,14 @@ def kafka_lib_dir() -> Path:
     raise JavaUnavailable(f"kafka-clients.jar not found under {list(spec.submodule_search_locations)}/lib")
 
 
-def kafka_classpath() -> list[Path]:
-    lib = kafka_lib_dir()
-    jars = [lib / name for name in _CLASSPATH_JARS if (lib / name).is_file()]
-    return jars
+def kafka_classpath(clients: str | None = None) -> list[Path]:
+    """kafka-clients and its codec/logging jars: pyflink's 3.9.1, or pinned set ``clients``."""
+    if clients is None:
+        lib = kafka_lib_dir()
+        return [lib / name for name in _CLASSPATH_JARS if (lib / name).is_file()]
+    from kafka_reference import jar  # tools/, on sys.path through tests/conftest.py
+
+    return [jar(clients, name[:-len(".jar")]) for name in _CLASSPATH_JARS]
 
 
 def _tool(name: str) -> str:
@@ -68,7 +78,7 @@ def _tool(name: str) -> str:
 
 
 _lock = threading.Lock()
-_compiled: dict[tuple[str, ...], Path] = {}
+_compiled: dict[tuple, Path] = {}
 _session_dir: Path | None = None
 
 
@@ -89,18 +99,19 @@ class JavaProgram:
         self.java = java
 
     @classmethod
-    def compile(cls, *sources: str | os.PathLike) -> "JavaProgram":
-        """Compile ``sources`` (names relative to ``tests/java`` or paths), once per process.
+    def compile(cls, *sources: str | os.PathLike, clients: str | None = None) -> "JavaProgram":
+        """Compile ``sources`` (names relative to ``tests/java`` or paths), once per process and client.
 
-        Raises :class:`JavaUnavailable` when the JDK or the jar is missing and
-        ``RuntimeError`` with javac's output when compilation fails.
+        Raises :class:`JavaUnavailable` when the JDK or the jar is missing
+        (``kafka_reference.KafkaUnavailable`` when pinned set ``clients`` cannot
+        be resolved) and ``RuntimeError`` with javac's output when compilation fails.
         """
         paths = tuple(str(p if Path(p).is_absolute() else JAVA_SOURCES_DIR / p) for p in sources)
         javac = _tool("javac")
         java = _tool("java")
-        classpath = kafka_classpath()
+        classpath = kafka_classpath(clients)
         with _lock:
-            classes = _compiled.get(paths)
+            classes = _compiled.get((clients, *paths))
             if classes is None:
                 classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
                 proc = subprocess.run(
@@ -110,18 +121,27 @@ class JavaProgram:
                 )
                 if proc.returncode != 0:
                     raise RuntimeError(f"javac failed for {paths}:\n{proc.stdout}{proc.stderr}")
-                _compiled[paths] = classes
+                _compiled[(clients, *paths)] = classes
         return cls(classes, classpath, java)
 
     @classmethod
-    def require(cls, *sources: str | os.PathLike) -> "JavaProgram":
-        """Like :meth:`compile`, but skips the calling test when Java is unavailable."""
+    def require(cls, *sources: str | os.PathLike, clients: str | None = None) -> "JavaProgram":
+        """Like :meth:`compile`, but skips the calling test when Java is unavailable.
+
+        A pinned client set that cannot be resolved fails in CI (``CI`` set) and skips elsewhere.
+        """
         import pytest
 
         try:
-            return cls.compile(*sources)
+            return cls.compile(*sources, clients=clients)
         except JavaUnavailable as exc:
             pytest.skip(f"Java peer unavailable: {exc}")
+        except Exception as exc:
+            if type(exc).__name__ != "KafkaUnavailable":
+                raise
+            from conftest import reference_unavailable  # tests/conftest.py
+
+            reference_unavailable(f"kafka-clients set {clients}: {exc}")
 
     def command(self, main_class: str, *args: str | os.PathLike) -> list[str]:
         cp = os.pathsep.join([str(self.classes_dir), *map(str, self.classpath)])
