@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run kafka-python's own integration tests against kafkawire as an external Kafka, and report.
+"""Run kafka-python's own integration tests against kafkawire (and Apache Kafka) as an external broker, and report.
 
 Steps: download kafka-python's source archive from PyPI (``pip download
 --no-binary :all:``), unpack it in a temporary directory, start ``kafkawire
@@ -11,10 +11,18 @@ line per failing test. A report tool: not run by the pytest suite.
 The archive lacks two files the suite imports (``test/__init__.py`` and
 ``test/service.py``); this tool writes a package marker and a minimal
 external-service stand-in (spawning Kafka or ZooKeeper is refused: there is no
-JVM Kafka here). ``KAFKA_VERSION`` defaults to the version kafka-python infers
-from the broker's ApiVersions, since some tests compare the two.
+JVM Kafka spawned by the suite here). ``KAFKA_VERSION`` defaults to the
+version kafka-python infers from the broker's ApiVersions, since some tests
+compare the two.
 
-Usage: python tools/run_kafka_python_integration.py [--target kafkawire|tansu] [--storage disk|memory]
+``--target`` takes a comma list: ``kafka`` is Apache Kafka itself, the pinned
+reference release (``tools/kafka_reference.py``), run with the same node id
+and group settings as kafkawire. With several targets the suite runs once per
+target (one download) and the report ends with every test whose outcome
+differs between them; ``--target kafkawire,kafka`` measures kafkawire against
+the reference.
+
+Usage: python tools/run_kafka_python_integration.py [--target kafkawire,kafka,tansu] [--storage disk|memory]
            [--kafka-version X.Y.Z] [--kafka-python-version V] [--timeout SECONDS] [--keep] [-k EXPR]
 """
 from __future__ import annotations
@@ -33,7 +41,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from peers.peer_harness import BrokerProcess  # noqa: E402
+sys.path.insert(0, str(REPO / "tools"))
+
+from peers.peer_harness import BrokerProcess, KafkaBroker  # noqa: E402
+
+# What the suite's own broker fixture would have: node 0 (tests assign replicas to broker 0), short group
+# session timeouts allowed, no initial rebalance delay.
+NODE_ID = 0
+GROUP_SETTINGS = {"group.min.session.timeout.ms": "1000", "group.initial.rebalance.delay.ms": "0"}
 
 SERVICE_STANDIN = '''\
 """Written by kafkawire's tools/run_kafka_python_integration.py: the broker is always external here."""
@@ -87,9 +102,10 @@ def inferred_kafka_version(bootstrap: str, source_root: Path) -> str:
     return version if version.count(".") >= 2 else version + ".0"
 
 
-def summarize(junit: Path) -> tuple[Counter, list[tuple[str, str, str]]]:
+def summarize(junit: Path) -> tuple[Counter, list[tuple[str, str, str]], dict[str, str]]:
     counts: Counter = Counter()
     problems = []
+    outcomes: dict[str, str] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname', '').replace('test.integration.', '')}::{case.get('name')}"
         outcome = "passed"
@@ -100,42 +116,32 @@ def summarize(junit: Path) -> tuple[Counter, list[tuple[str, str, str]]]:
                 detail = (child.get("message") or "").strip().splitlines()[0][:160] if child.get("message") else ""
                 break
         counts[outcome] += 1
+        outcomes[name] = outcome
         if outcome in ("failed", "error"):
             problems.append((outcome, name, detail))
-    return counts, problems
+    return counts, problems, outcomes
 
 
-def main() -> int:
-    import kafka
+def make_target(target: str, data_dir: Path, storage: str):
+    if target == "kafka":
+        broker = KafkaBroker(data_dir, GROUP_SETTINGS)
+        broker.kafka.node_id = NODE_ID
+        return broker
+    extra = ["--node-id", str(NODE_ID)] + [a for k, v in GROUP_SETTINGS.items() for a in ("--override", f"{k}={v}")]
+    return BrokerProcess(target, data_dir=data_dir, storage=storage, extra_args=extra if target == "kafkawire" else [])
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", choices=["kafkawire", "tansu"], default="kafkawire")
-    parser.add_argument("--storage", choices=["disk", "memory"], default="disk")
-    parser.add_argument("--kafka-version", help="KAFKA_VERSION for the suite (default: inferred from the broker)")
-    parser.add_argument("--kafka-python-version", default=kafka.__version__,
-                        help="source archive to test (default: the installed kafka-python, %(default)s)")
-    parser.add_argument("--timeout", type=int, default=60, help="per-test timeout in seconds")
-    parser.add_argument("--keep", action="store_true", help="keep the sources and broker data, not only the logs")
-    parser.add_argument("-k", dest="keyword", help="pytest -k expression")
-    args = parser.parse_args()
 
-    workdir = Path(tempfile.mkdtemp(prefix="kafka-python-integration-"))
-    print(f"work directory: {workdir}")
-    root = fetch_sources(args.kafka_python_version, workdir)
-    kafka_root = workdir / "no-kafka-here"  # the fixtures insist the directory exists; nothing runs from it
-    kafka_root.mkdir()
-
-    # The suite's own broker fixture is node 0 (tests assign replicas to broker 0) and lets groups use short
-    # session timeouts; give kafkawire the same settings a Kafka test broker would have.
-    extra = ["--node-id", "0", "--override", "group.min.session.timeout.ms=1000",
-             "--override", "group.initial.rebalance.delay.ms=0"] if args.target == "kafkawire" else []
-    broker = BrokerProcess(args.target, data_dir=workdir / "broker", storage=args.storage, extra_args=extra)
+def run_suite(target: str, args, root: Path, workdir: Path, kafka_root: Path):
+    """One run of the suite against a fresh broker of ``target``; returns (counts, problems, outcomes, log)."""
+    broker = make_target(target, workdir / f"broker-{target}", args.storage)
     broker.start()
+    log_path = workdir / f"pytest-{target}.log"
     try:
         version = args.kafka_version or inferred_kafka_version(broker.bootstrap, root)
-        print(f"broker: {args.target} ({args.storage}) on {broker.bootstrap}; KAFKA_VERSION={version}; "
-              f"kafka-python {args.kafka_python_version} from its source archive")
-        junit = workdir / "junit.xml"
+        storage = "" if target == "kafka" else f" ({args.storage})"
+        print(f"broker: {target}{storage} on {broker.bootstrap}; KAFKA_VERSION={version}; "
+              f"kafka-python {args.kafka_python_version} from its source archive", flush=True)
+        junit = workdir / f"junit-{target}.xml"
         env = dict(os.environ, KAFKA_URI=f"PLAINTEXT://{broker.bootstrap}", KAFKA_VERSION=version,
                    KAFKA_ROOT=str(kafka_root))
         cmd = [sys.executable, "-m", "pytest", "test/integration", "-q", "-p", "no:cacheprovider",
@@ -143,14 +149,15 @@ def main() -> int:
                f"--junitxml={junit}"]
         if args.keyword:
             cmd += ["-k", args.keyword]
-        with open(workdir / "pytest.log", "wb") as log:
+        with open(log_path, "wb") as log:
             subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     finally:
         broker.stop()
-
-    counts, problems = summarize(junit)
+        if target == "kafka":
+            shutil.copy(broker.kafka.log_path, workdir / "kafka.log")
+    counts, problems, outcomes = summarize(junit)
     total = sum(counts.values())
-    print(f"\nkafka-python {args.kafka_python_version} integration tests against {args.target}: {total} tests")
+    print(f"\nkafka-python {args.kafka_python_version} integration tests against {target}: {total} tests")
     print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
           f"{counts['skipped']} skipped")
     for outcome, name, detail in problems:
@@ -159,9 +166,45 @@ def main() -> int:
     if spawned:
         print(f"({len(spawned)} of these set up their own Kafka from the suite's server resources, e.g. with TLS: "
               f"they cannot use an external broker)")
-    print(f"full log: {workdir / 'pytest.log'}; broker log: {broker.log_path}")
-    if not args.keep:  # keep the logs, drop the sources and the broker's data
-        for name in ("download", "src", "broker", "no-kafka-here"):
+    print(f"full log: {log_path}", flush=True)
+    return counts, problems, outcomes
+
+
+def main() -> int:
+    import kafka
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", default="kafkawire",
+                        help="comma list of kafkawire, kafka (the reference Apache Kafka), tansu (default: %(default)s)")
+    parser.add_argument("--storage", choices=["disk", "memory"], default="disk")
+    parser.add_argument("--kafka-version", help="KAFKA_VERSION for the suite (default: inferred from the broker)")
+    parser.add_argument("--kafka-python-version", default=kafka.__version__,
+                        help="source archive to test (default: the installed kafka-python, %(default)s)")
+    parser.add_argument("--timeout", type=int, default=60, help="per-test timeout in seconds")
+    parser.add_argument("--keep", action="store_true", help="keep the sources and broker data, not only the logs")
+    parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    args = parser.parse_args()
+    targets = [t.strip() for t in args.target.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in ("kafkawire", "kafka", "tansu")]
+    if unknown or not targets:
+        parser.error(f"--target: unknown {unknown or 'empty list'}")
+
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-python-integration-"))
+    print(f"work directory: {workdir}")
+    root = fetch_sources(args.kafka_python_version, workdir)
+    kafka_root = workdir / "no-kafka-here"  # the fixtures insist the directory exists; nothing runs from it
+    kafka_root.mkdir()
+
+    results = {target: run_suite(target, args, root, workdir, kafka_root) for target in targets}
+    if len(targets) > 1:
+        names = sorted(set().union(*(outcomes for _, _, outcomes in results.values())))
+        differ = [(n, [results[t][2].get(n, "-") for t in targets]) for n in names
+                  if len({results[t][2].get(n, "-") for t in targets}) > 1]
+        print(f"\n{len(differ)} tests whose outcome differs ({' / '.join(targets)}):")
+        for name, row in differ:
+            print(f"  {' / '.join(row)}  {name}")
+    if not args.keep:  # keep the logs, drop the sources and the brokers' data
+        for name in ("download", "src", "no-kafka-here", *(f"broker-{t}" for t in targets)):
             shutil.rmtree(workdir / name, ignore_errors=True)
     return 0
 
