@@ -30,8 +30,8 @@ def normalized(value, labels: dict | None = None, drop: tuple = ("host", "port",
     def walk(v):
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items() if k not in drop}
-        if isinstance(v, list):
-            return [walk(x) for x in v]
+        if isinstance(v, (list, tuple)):
+            return type(v)(walk(x) for x in v)
         if isinstance(v, uuid.UUID) or isinstance(v, str):
             return labels.get(str(v), v if isinstance(v, str) else str(v))
         return v

@@ -11,17 +11,23 @@ from kafkawire.protocol.messages import DescribeClusterResponse, DescribeLogDirs
 from ..dispatch import handles
 from ._common import CLUSTER_OPERATIONS, INT32_MIN
 
-BROKERS_ENDPOINT = 1
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 
 
 @handles("DescribeCluster", 0, 2)
 def describe_cluster(broker, ctx, body):
+    """As Kafka 4.4's broker listener answers: a request for the controllers' endpoint (KIP-919) gets
+    MISMATCHED_ENDPOINT_TYPE, an unknown endpoint type UNSUPPORTED_ENDPOINT_TYPE; both with an empty
+    cluster id and the endpoint type this listener is (brokers)."""
     R = DescribeClusterResponse
     if ctx.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
-        return R(throttle_time_ms=0, error_code=errors.UNSUPPORTED_ENDPOINT_TYPE,
-                 error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint of "
-                               f"type {'CONTROLLER' if body.endpoint_type == 2 else body.endpoint_type}",
-                 endpoint_type=body.endpoint_type, cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
+        if body.endpoint_type == CONTROLLERS_ENDPOINT:
+            code, message = errors.MISMATCHED_ENDPOINT_TYPE, \
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+        else:
+            code, message = errors.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {body.endpoint_type}"
+        return R(throttle_time_ms=0, error_code=code, error_message=message, endpoint_type=BROKERS_ENDPOINT,
+                 cluster_id="", controller_id=-1, brokers=[])
     host, port = broker.advertised
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
