@@ -189,7 +189,8 @@ def test_describe_configs_topic_and_broker(client, broker):
         ("cleanup.policy", C.TOPIC_CONFIG), ("log.cleanup.policy", C.DEFAULT_CONFIG)]
     ret = entries["retention.ms"]
     assert (ret.value, ret.config_source) == ("604800000", C.DEFAULT_CONFIG)
-    assert [(s.name, s.value) for s in ret.synonyms] == [("log.retention.hours", "168")]
+    # as Kafka 4.4: only the default of the first broker synonym is listed, and log.retention.ms has none
+    assert [(s.name, s.value) for s in ret.synonyms] == []
     assert entries["max.message.bytes"].value == "1048588" and entries["max.message.bytes"].config_type == C.INT
     r = describe(client, 2, "dc", keys=["segment.bytes"], version=0, synonyms=False)
     assert [(c.name, c.is_default) for c in r.configs] == [("segment.bytes", True)]
@@ -243,8 +244,12 @@ def test_alter_configs_and_incremental(client, broker):
     assert (ret.value, ret.config_source) == ("7200000", C.DYNAMIC_BROKER_CONFIG)
     assert ("log.retention.ms", C.DYNAMIC_BROKER_CONFIG) in [(s.name, s.source) for s in ret.synonyms]
     assert inc(("listeners", 0, "PLAINTEXT://:1"), rtype=4, name=node).error_code == errors.INVALID_REQUEST
-    assert inc(("num.partitions", 0, "3"), rtype=4, name="").error_code == 0
-    assert broker.config.num_partitions == 3
+    # read-only in Kafka 4.4 (not dynamically updatable), per broker and cluster-wide
+    for name in ("", node):
+        res = inc(("num.partitions", 0, "3"), rtype=4, name=name)
+        assert (res.error_code, res.error_message) == (errors.INVALID_REQUEST,
+                                                       "Cannot update these configs dynamically: [num.partitions]")
+    assert broker.config.num_partitions == 1
 
 
 def test_describe_cluster_and_log_dirs(client, broker):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.config import (DEFAULT_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig, ConfigError,
-                                     parse_host_port, parse_properties, pick_listener)
+from kafkawire.broker.config import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig,
+                                     ConfigError, parse_host_port, parse_properties, pick_listener)
 
 
 def test_parse_properties_syntax():
@@ -76,9 +76,15 @@ def test_load_file(tmp_path):
 
 
 def test_broker_synonyms_follow_the_unit_family():
+    """As Kafka 4.4 lists them (checked with log.retention.minutes=30 in its server.properties): a key and the
+    keys of its family below it, each with every layer that sets it and its default; nothing for a null value."""
     cfg = BrokerConfig.from_properties({"log.retention.minutes": "30"})
-    assert cfg.broker_synonyms("log.retention.ms") == [
+    assert cfg.broker_synonyms("log.retention.ms") == []
+    assert cfg.broker_synonyms("log.retention.minutes") == [
         ("log.retention.minutes", "30", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
+    assert cfg.broker_synonyms("log.retention.hours") == [("log.retention.hours", "168", DEFAULT_CONFIG)]
     cfg.dynamic["log.retention.ms"] = "5"
-    assert cfg.broker_synonyms("log.retention.hours")[0] == ("log.retention.ms", "5", 2)
+    assert cfg.broker_synonyms("log.retention.ms") == [
+        ("log.retention.ms", "5", DYNAMIC_BROKER_CONFIG), ("log.retention.minutes", "30", STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", DEFAULT_CONFIG)]
     assert cfg.broker_synonyms("num.partitions") == [("num.partitions", "1", DEFAULT_CONFIG)]

@@ -40,27 +40,29 @@ def _d(name, type_, default, doc="", read_only=False):
     return ConfigDef(name, type_, default, doc, read_only)
 
 
-# Broker configs kafkawire knows: name -> definition. Values are Kafka 4.x defaults.
+# Broker configs kafkawire knows: name -> definition. Types, defaults and read-only flags (not dynamically
+# updatable) are Kafka 4.4's, checked against the reference by tests/broker/test_describe_configs.py.
 BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
-    _d("node.id", INT, "-1", "The node id of this server.", True),
+    _d("node.id", INT, None, "The node id of this server.", True),
     _d("broker.id", INT, "-1", "The broker id of this server.", True),
+    # Kafka 4.4 can add listeners at run time (not read-only there); kafkawire cannot
     _d("listeners", LIST, "PLAINTEXT://:9092", "Listener list.", True),
     _d("advertised.listeners", LIST, None, "Listeners to publish for clients to use.", True),
-    _d("log.dirs", STRING, None, "Directories in which the log data is kept.", True),
-    _d("log.dir", STRING, "/tmp/kafka-logs", "The directory in which the log data is kept.", True),
-    _d("num.partitions", INT, "1", "The default number of log partitions per topic."),
-    _d("default.replication.factor", INT, "1", "The replication factor for automatically created topics."),
+    _d("log.dirs", LIST, None, "Directories in which the log data is kept.", True),
+    _d("log.dir", LIST, "/tmp/kafka-logs", "The directory in which the log data is kept.", True),
+    _d("num.partitions", INT, "1", "The default number of log partitions per topic.", True),
+    _d("default.replication.factor", INT, "1", "The replication factor for automatically created topics.", True),
     _d("auto.create.topics.enable", BOOLEAN, "true", "Enable auto creation of topic on the server.", True),
     _d("log.segment.bytes", INT, "1073741824", "The maximum size of a single log file."),
     _d("log.retention.ms", LONG, None, "Milliseconds to keep a log file before deleting it."),
-    _d("log.retention.minutes", INT, None, "Minutes to keep a log file before deleting it."),
-    _d("log.retention.hours", INT, "168", "Hours to keep a log file before deleting it."),
+    _d("log.retention.minutes", INT, None, "Minutes to keep a log file before deleting it.", True),
+    _d("log.retention.hours", INT, "168", "Hours to keep a log file before deleting it.", True),
     _d("log.retention.bytes", LONG, "-1", "The maximum size of the log before deleting it."),
     _d("log.retention.check.interval.ms", LONG, "300000", "How often the log cleaner checks retention.", True),
     _d("log.roll.ms", LONG, None, "Maximum time before a new log segment is rolled out."),
-    _d("log.roll.hours", INT, "168", "Maximum time before a new log segment is rolled out."),
+    _d("log.roll.hours", INT, "168", "Maximum time before a new log segment is rolled out.", True),
     _d("log.roll.jitter.ms", LONG, None, "Maximum jitter subtracted from log roll time."),
-    _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time."),
+    _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time.", True),
     _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
     _d("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this many ms.", True),
     _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
@@ -81,6 +83,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("log.preallocate", BOOLEAN, "false", "Preallocate the file when creating a segment."),
     _d("log.local.retention.ms", LONG, "-2", "Local retention time (tiered storage)."),
     _d("log.local.retention.bytes", LONG, "-2", "Local retention size (tiered storage)."),
+    _d("log.remote.copy.lag.bytes", LONG, "-1", "Tiered storage copy lag in bytes (no tiered storage in kafkawire)."),
+    _d("log.remote.copy.lag.ms", LONG, "0", "Tiered storage copy lag in ms (no tiered storage in kafkawire)."),
+    _d("max.decompressed.message.bytes", INT, "2147483639", "Largest decompressed record batch (not enforced)."),
     _d("compression.type", STRING, "producer", "The final compression type for a topic."),
     _d("compression.gzip.level", INT, "-1", "Gzip compression level."),
     _d("compression.lz4.level", INT, "9", "LZ4 compression level."),
@@ -94,16 +99,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
     _d("group.initial.rebalance.delay.ms", INT, "3000", "Delay before the first rebalance of a group.", True),
     _d("delete.topic.enable", BOOLEAN, "true", "Enables delete topic.", True),
-    _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire).", True),
-    _d("num.io.threads", INT, "8", "Threads processing requests (unused by kafkawire).", True),
+    _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire)."),
+    _d("num.io.threads", INT, "8", "Threads processing requests (unused by kafkawire)."),
     _d("socket.send.buffer.bytes", INT, "102400", "SO_SNDBUF of the socket server sockets.", True),
     _d("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of the socket server sockets.", True),
-    _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused).", True),
-    _d("group.consumer.assignors", LIST, "org.apache.kafka.coordinator.group.assignor.UniformAssignor,"
-       "org.apache.kafka.coordinator.group.assignor.RangeAssignor", "Server-side assignors (KIP-848).", True),
+    _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused)."),
+    _d("group.consumer.assignors", LIST, "uniform,range", "Server-side assignors (KIP-848).", True),
     _d("group.consumer.heartbeat.interval.ms", INT, "5000", "Consumer group heartbeat interval.", True),
     _d("group.consumer.session.timeout.ms", INT, "45000", "Consumer group session timeout.", True),
     _d("group.consumer.max.size", INT, "2147483647", "Maximum members of a consumer group.", True),
+    # Kafka 4.4's default also has "streams" (KIP-1071 streams groups), which kafkawire does not serve
     _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", "Enabled rebalance protocols.", True),
     _d("group.min.session.timeout.ms", INT, "6000", "Minimum allowed session timeout.", True),
     _d("group.max.session.timeout.ms", INT, "1800000", "Maximum allowed session timeout.", True),
@@ -137,7 +142,8 @@ class TopicConfigDef:
     default: str
 
 
-# Topic configs: name -> definition with the broker configs that supply their default.
+# Topic configs: name -> definition with the broker configs that supply their default; Kafka 4.4's set (the
+# tiered-storage and dead-letter-queue keys are accepted and reported, and have no effect in kafkawire).
 TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
     TopicConfigDef("cleanup.policy", LIST, ("log.cleanup.policy",), "delete"),
     TopicConfigDef("compression.type", STRING, ("compression.type",), "producer"),
@@ -145,6 +151,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
     TopicConfigDef("compression.lz4.level", INT, ("compression.lz4.level",), "9"),
     TopicConfigDef("compression.zstd.level", INT, ("compression.zstd.level",), "3"),
     TopicConfigDef("delete.retention.ms", LONG, ("log.cleaner.delete.retention.ms",), "86400000"),
+    TopicConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, (), "false"),
     TopicConfigDef("file.delete.delay.ms", LONG, ("log.segment.delete.delay.ms",), "60000"),
     TopicConfigDef("flush.messages", LONG, ("log.flush.interval.messages",), str(LONG_MAX)),
     TopicConfigDef("flush.ms", LONG, ("log.flush.interval.ms",), str(LONG_MAX)),
@@ -154,6 +161,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
     TopicConfigDef("local.retention.bytes", LONG, ("log.local.retention.bytes",), "-2"),
     TopicConfigDef("local.retention.ms", LONG, ("log.local.retention.ms",), "-2"),
     TopicConfigDef("max.compaction.lag.ms", LONG, ("log.cleaner.max.compaction.lag.ms",), str(LONG_MAX)),
+    TopicConfigDef("max.decompressed.message.bytes", INT, ("max.decompressed.message.bytes",), "2147483639"),
     TopicConfigDef("max.message.bytes", INT, ("message.max.bytes",), "1048588"),
     TopicConfigDef("message.timestamp.after.max.ms", LONG, ("log.message.timestamp.after.max.ms",), "3600000"),
     TopicConfigDef("message.timestamp.before.max.ms", LONG, ("log.message.timestamp.before.max.ms",),
@@ -163,6 +171,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
     TopicConfigDef("min.compaction.lag.ms", LONG, ("log.cleaner.min.compaction.lag.ms",), "0"),
     TopicConfigDef("min.insync.replicas", INT, ("min.insync.replicas",), "1"),
     TopicConfigDef("preallocate", BOOLEAN, ("log.preallocate",), "false"),
+    TopicConfigDef("remote.copy.lag.bytes", LONG, ("log.remote.copy.lag.bytes",), "-1"),
+    TopicConfigDef("remote.copy.lag.ms", LONG, ("log.remote.copy.lag.ms",), "0"),
+    TopicConfigDef("remote.log.copy.disable", BOOLEAN, (), "false"),
+    TopicConfigDef("remote.log.delete.on.disable", BOOLEAN, (), "false"),
     TopicConfigDef("remote.storage.enable", BOOLEAN, (), "false"),
     TopicConfigDef("retention.bytes", LONG, ("log.retention.bytes",), "-1"),
     TopicConfigDef("retention.ms", LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
@@ -357,14 +369,18 @@ class BrokerConfig:
                 (STATIC_BROKER_CONFIG, self.properties))
 
     def broker_synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
-        """(name, value, source) of every layer that sets ``name``, then its default (DescribeConfigs synonyms)."""
+        """DescribeConfigs synonyms of broker config ``name``, as Kafka 4.4 lists them: nothing when its value
+        is null; else, for ``name`` and the keys of its unit family below it (log.retention.ms > .minutes >
+        .hours), (key, value, source) of every layer that sets the key, then the key's default."""
+        if self.broker_value(name)[0] is None:
+            return []
         family = next((f for f in _BROKER_SYNONYMS if name in f), (name,))
-        out = [(syn, layer[syn], source) for syn in family for source, layer in self.broker_layers() if syn in layer]
-        for syn in family:
+        out = []
+        for syn in family[family.index(name):]:
+            out.extend((syn, layer[syn], source) for source, layer in self.broker_layers() if syn in layer)
             d = BROKER_CONFIGS.get(syn)
             if d is not None and d.default is not None:
                 out.append((syn, d.default, DEFAULT_CONFIG))
-                break
         return out
 
     def topic_default(self, name: str) -> tuple[str, int, str | None]:

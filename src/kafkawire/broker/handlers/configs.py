@@ -31,11 +31,10 @@ def topic_config_entry(broker, configs: dict, name: str):
         for source, layer in cfg.broker_layers():
             if syn in layer:
                 synonyms.append((syn, layer[syn], source))
-    for syn in d.broker_synonyms:
-        bd = C.BROKER_CONFIGS.get(syn)
+    if d.broker_synonyms:  # as Kafka 4.4: the default of the first broker synonym only, when it has one
+        bd = C.BROKER_CONFIGS.get(d.broker_synonyms[0])
         if bd is not None and bd.default is not None:
-            synonyms.append((syn, bd.default, C.DEFAULT_CONFIG))
-            break
+            synonyms.append((d.broker_synonyms[0], bd.default, C.DEFAULT_CONFIG))
     if name in configs:
         value, source = configs[name], C.TOPIC_CONFIG
     else:
@@ -85,23 +84,30 @@ def _describe_broker(broker, version, res, with_synonyms, with_doc):
         else:
             value, source = _broker_value(broker, name)
             synonyms = cfg.broker_synonyms(name)
+            if name in _DERIVED and source == C.STATIC_BROKER_CONFIG and not synonyms[:1] == [(name, value, source)]:
+                synonyms = [(name, value, source)] + [s for s in synonyms if s[2] != C.STATIC_BROKER_CONFIG]
         out.append(_entry(version, name, value, source, synonyms, d.read_only, d.type, d.doc, with_synonyms,
                           with_doc))
     return 0, None, out
 
 
+# Keys ``kafkawire serve`` always sets, from server.properties, its command line (--listen, --advertised,
+# --data-dir, --node-id, --storage) or its defaults: reported as Kafka reports what its server.properties
+# sets, STATIC_BROKER_CONFIG, whichever way they were given.
+_DERIVED = ("node.id", "broker.id", "listeners", "advertised.listeners", "log.dirs", "kafkawire.storage")
+
+
 def _broker_value(broker, name):
     cfg = broker.config
     value, source = cfg.broker_value(name)
-    if source == C.DEFAULT_CONFIG:  # values kafkawire derived from its command line
+    if name in _DERIVED and source in (C.DEFAULT_CONFIG, C.STATIC_BROKER_CONFIG):
+        host, port = broker.advertised
         derived = {"node.id": str(cfg.node_id), "broker.id": str(cfg.node_id),
                    "listeners": f"PLAINTEXT://{cfg.host}:{broker.server.port if broker.server else cfg.port}",
+                   "advertised.listeners": f"PLAINTEXT://{host}:{port}",
                    "log.dirs": cfg.data_dir, "kafkawire.storage": cfg.storage}
-        if name in derived:
-            return derived[name], source
-        if name == "advertised.listeners":
-            host, port = broker.advertised
-            return f"PLAINTEXT://{host}:{port}", source
+        if source == C.DEFAULT_CONFIG or name not in ("listeners", "advertised.listeners", "log.dirs"):
+            return derived[name], C.STATIC_BROKER_CONFIG
     return value, source
 
 
@@ -169,7 +175,7 @@ def _validate_broker_changes(changes: dict):
         if d is None:
             raise Failed(errors.INVALID_CONFIG, f"Unknown broker config name: {key}")
         if d.read_only:
-            raise Failed(errors.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({key})")
+            raise Failed(errors.INVALID_REQUEST, f"Cannot update these configs dynamically: [{key}]")
         try:
             C.validate_value(d.type, value, key)
         except C.ConfigError as exc:
