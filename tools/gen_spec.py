@@ -114,7 +114,7 @@ def _field(raw: dict) -> dict:
                 out[name] = "none"
     if "tag" in raw:
         out["tag"] = int(raw["tag"])
-    if "default" in raw:
+    if raw.get("default") is not None:  # a JSON null default is no default, as in Kafka's generator
         out["default"] = str(raw["default"])
     if raw.get("mapKey"):
         out["map_key"] = True

@@ -98,12 +98,12 @@ def messages(cls, version: int, **kw) -> st.SearchStrategy:
     return MessageStrategies(cls, version, **kw).message()
 
 
-def all_pairs(include_tests: bool = True) -> list[tuple[str, int]]:
-    """Every (message name, version) in the spec."""
+def all_pairs(include_tests: bool = True, include_records: bool = True) -> list[tuple[str, int]]:
+    """Every (message name, version) in the spec, with Kafka's record schemas and its generator test schemas."""
     from kafkawire.protocol.schema import message_names, message_spec
 
     out = []
-    for name in message_names(include_tests):
+    for name in message_names(include_tests, include_records):
         spec = message_spec(name)
         out.extend((name, v) for v in range(spec.valid.lo, spec.valid.hi + 1))
     return out

@@ -1,15 +1,13 @@
 """API key registry, error table and version negotiation, checked against Kafka's own files."""
 from __future__ import annotations
 
-import csv
-
 import pytest
 
 from kafkawire.protocol import (KafkaError, all_apis, api, api_by_name, error_for, errors, message_class,
                                 negotiate, pick_version, supported_ranges)
 from kafkawire.protocol.negotiation import ranges_from_response
 
-from .test_spec import SCHEMAS, _range, folders  # noqa: F401  (fixture)
+from .test_spec import _range, current_schemas, folders, generator  # noqa: F401  (fixtures)
 
 
 def _has_records(raw: dict) -> bool:
@@ -45,20 +43,20 @@ def test_well_known_apis():
     assert (produce.name, fetch.name, versions.name) == ("Produce", "Fetch", "ApiVersions")
     assert produce.carries_records and fetch.carries_records and not versions.carries_records
     assert versions.flexible_min == 3 and produce.flexible_min == 9 and fetch.flexible_min == 12
-    assert produce.min_version == 0  # 3.9 keeps v0-2 that 4.x dropped
+    assert produce.min_version == 0  # 3.9.1 keeps v0-2 that 4.0 dropped
     assert api(6).name == "UpdateMetadata" and api(7).name == "ControlledShutdown"  # ZooKeeper era, still known
     assert "broker" in api(3).listeners
     assert api_by_name("Metadata") is api(3) and api_by_name("MetadataRequest") is api(3)
-    assert api(92).name and api(90).name
+    assert api(92).name and api(90).name and api(94).name == "UnregisterController"
     with pytest.raises(KeyError):
-        api(93)
+        api(95)
     with pytest.raises(KeyError):
         api_by_name("NoSuchApi")
 
 
 def test_unstable_versions_are_not_advertised_by_default():
     unstable = [k for k, a in all_apis().items() if a.latest_version_unstable]
-    assert unstable, "4.x marks some newest versions unstable"
+    assert unstable, "Kafka 4.4 marks some newest versions unstable (InitProducerId v6)"
     stable, everything = supported_ranges(), supported_ranges(include_unstable=True)
     for key in unstable:
         assert stable[key][1] == everything[key][1] - 1 == api(key).max_stable_version
@@ -66,22 +64,33 @@ def test_unstable_versions_are_not_advertised_by_default():
         assert stable[key] == everything[key] == (api(key).min_version, api(key).max_version)
 
 
-def _tsv():
-    with open(SCHEMAS / "errors.tsv", newline="") as fh:
-        return [(int(r["code"]), r["name"], r["retriable"].strip()) for r in csv.DictReader(fh, delimiter="\t")]
+@pytest.fixture(scope="module")
+def kafka_errors(generator):  # noqa: F811
+    """[code, name, retriable] as Kafka's own Errors enum gives them (tools/java/ErrorTable.java, run now)."""
+    from conftest import reference_unavailable
+    from kafka_reference import KafkaUnavailable
+
+    try:
+        return generator.error_table()
+    except KafkaUnavailable as exc:
+        reference_unavailable(str(exc))
 
 
-@pytest.mark.skipif(not SCHEMAS.is_dir(), reason=f"Kafka schemas not found at {SCHEMAS}")
-def test_every_error_code_of_the_tsv():
-    rows = _tsv()
-    # Kafka never assigned 99 and this table does not know 134 (README of the schemas)
-    assert sorted(code for code, _, _ in rows) == [c for c in range(-1, 136) if c not in (99, 134)]
-    for code, name, retriable in rows:
+def test_every_error_code_of_kafkas_errors_enum(kafka_errors):
+    # Kafka 4.4 defines every code from -1 to 136
+    assert [code for code, _, _ in kafka_errors] == list(range(-1, 137))
+    assert [list(row) for row in errors_table()] == kafka_errors
+    for code, name, retriable in kafka_errors:
         e = error_for(code)
-        # two codes are marked "unknown": kafkawire does not retry what it cannot prove retriable
-        assert (e.code, e.name, e.retriable, e.known) == (code, name, retriable == "yes", True)
+        assert (e.code, e.name, e.retriable, e.known) == (code, name, retriable, True)
         assert getattr(errors, name) == code
         assert errors.code_of(name) == code
+
+
+def errors_table():
+    from kafkawire.protocol.schema import error_table
+
+    return error_table()
 
 
 def test_well_known_errors():
@@ -90,10 +99,14 @@ def test_well_known_errors():
     assert error_for(3).name == "UNKNOWN_TOPIC_OR_PARTITION" and error_for(3).retriable
     assert errors.UNSUPPORTED_VERSION == 35 and not error_for(35).retriable
     assert error_for(135).name == "STREAMS_TOPOLOGY_DESCRIPTION_UPDATE_FAILED"
+    assert error_for(99).name == "POSITION_OUT_OF_RANGE" and not error_for(99).retriable
+    assert error_for(129).name == "REBOOTSTRAP_REQUIRED" and not error_for(129).retriable
+    assert error_for(133).name == "SHARE_SESSION_LIMIT_REACHED" and error_for(133).retriable
+    assert error_for(134).name == "GROUP_DELETION_FAILED" and error_for(136).name == "CONTROLLER_ID_NOT_REGISTERED"
     assert str(error_for(6)) == "NOT_LEADER_OR_FOLLOWER (6)" and int(error_for(6)) == 6
 
 
-@pytest.mark.parametrize("code", [99, 134, 136, 999, 32767, -2, -32768])
+@pytest.mark.parametrize("code", [137, 999, 32767, -2, -32768])
 def test_unknown_error_codes_are_reported_not_raised(code):
     e = error_for(code)
     assert e.code == code and not e.known and not e.retriable and str(code) in e.name

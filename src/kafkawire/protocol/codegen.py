@@ -224,7 +224,10 @@ class _Compiler:
         """An expression that is true when ``var`` differs from the field's default."""
         value = f.default_value()
         if f.is_array:
-            return f"{var} is not None" if value is None else f"{var}"
+            if value is None:
+                return f"{var} is not None"
+            # default empty: a null (where nullable) differs from it and is written, as Kafka does
+            return f"({var} is None or {var})" if f.is_nullable(self.version) else f"{var}"
         if f.is_struct:
             if value is None:
                 return f"{var} is not None"

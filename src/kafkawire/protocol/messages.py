@@ -295,8 +295,8 @@ def message_class(name: str) -> type[Message]:
     return _build(message_spec(name))
 
 
-def all_message_names(include_tests: bool = False) -> tuple[str, ...]:
-    return message_names(include_tests)
+def all_message_names(include_tests: bool = False, include_records: bool = False) -> tuple[str, ...]:
+    return message_names(include_tests, include_records)
 
 
 def __getattr__(name: str):
@@ -309,4 +309,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(list(globals()) + list(message_names()))
+    return sorted(list(globals()) + list(message_names(include_records=True)))

@@ -152,13 +152,16 @@ class Definition:
 @dataclass
 class MessageSpec:
     name: str
-    kind: str  # request, response, header, data
+    kind: str  # request, response, header, data; records: metadata, coordinator-key, coordinator-value
     valid: Versions
     definitions: list[Definition]
     api_key: int | None = None
     listeners: tuple[str, ...] = ()
     latest_version_unstable: bool = False
     former_name: str | None = None
+    # For the record schemas (KRaft metadata, coordinator keys and values): the record type Kafka
+    # writes in front of the data (its schema's "apiKey", which is not an API key)
+    record_type: int | None = None
 
     def definition(self, version: int) -> Definition:
         for d in self.definitions:
@@ -227,7 +230,7 @@ def _parse_message(raw: dict) -> MessageSpec:
         definitions=[_parse_definition(raw["name"], d) for d in raw["definitions"]],
         api_key=raw.get("api_key"), listeners=tuple(raw.get("listeners", ())),
         latest_version_unstable=bool(raw.get("latest_version_unstable")),
-        former_name=raw.get("former_name"),
+        former_name=raw.get("former_name"), record_type=raw.get("record_type"),
     )
 
 
@@ -237,21 +240,36 @@ def _raw_spec() -> dict:
 
 
 @functools.cache
-def message_names(include_tests: bool = False) -> tuple[str, ...]:
+def message_names(include_tests: bool = False, include_records: bool = False) -> tuple[str, ...]:
+    """The RPC messages, headers and data payloads of kafka-clients; with ``include_records`` also the
+    record schemas of Kafka's metadata log and internal topics, with ``include_tests`` Kafka's generator
+    test schemas."""
     raw = _raw_spec()
     names = list(raw["messages"])
+    if include_records:
+        names += list(raw["records"])
     if include_tests:
         names += list(raw["test_messages"])
     return tuple(names)
 
 
+def record_names() -> tuple[str, ...]:
+    """The record schemas only (KRaft metadata records, group/transaction/share coordinator records,
+    raft quorum state, remote log metadata and producer snapshots)."""
+    return tuple(_raw_spec()["records"])
+
+
+def spec_source() -> dict:
+    """The Kafka releases the spec was generated from: {"current": ..., "legacy": ..., "test_schemas": ...}."""
+    return dict(_raw_spec()["kafka"])
+
+
 @functools.cache
 def message_spec(name: str) -> MessageSpec:
     raw = _raw_spec()
-    if name in raw["messages"]:
-        return _parse_message(raw["messages"][name])
-    if name in raw["test_messages"]:
-        return _parse_message(raw["test_messages"][name])
+    for section in ("messages", "records", "test_messages"):
+        if name in raw[section]:
+            return _parse_message(raw[section][name])
     raise KeyError(f"no message named {name!r} in the spec")
 
 
