@@ -1,4 +1,10 @@
-"""Group APIs on the wire, every version that matters, with Kafka's error codes for bad input."""
+"""Group APIs on the wire, every version that matters, with Kafka's error codes for bad input.
+
+Run against kafkawire (in process) and Apache Kafka (the session's shared
+node). Kafka 4 no longer serves the oldest versions of some group APIs
+(KIP-896); kafkawire keeps serving them for old clients, so on Kafka a
+version it does not advertise is left out, on kafkawire every one is checked.
+"""
 from __future__ import annotations
 
 import time
@@ -12,17 +18,90 @@ from kafkawire.protocol.messages import (ConsumerProtocolAssignment, ConsumerPro
                                          JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
                                          OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
 
+from peers.peer_harness import start_kafka
+
 from .harness import GROUP_OVERRIDES
 from .wire import WireClient
 
 
+class KafkaNode:
+    """The shared Kafka with topic ``wt`` (3 partitions); ``port`` as the in-process broker has it."""
+
+    def __init__(self, kafka):
+        self.port = kafka.port
+        self.kafka = kafka
+
+
+# The groups these tests talk to (their coordinators must be ready before the first request).
+GROUPS = ["adm", "allv", "allv-simple", "dup", "g", "g1", "ghost-group", "kip848", "meta-check", "never", "no-such",
+          "nope", "offs", "unknown-g", "kip848-mixed", *(f"v{v}" for v in range(10)), *(f"del{v}" for v in range(3))]
+COORDINATOR_NOT_READY = (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR,
+                         errors.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+def await_coordinators(port: int, timeout: float = 60.0) -> None:
+    """Find the coordinator first, as a client does: Kafka creates ``__consumer_offsets`` on the first
+    FindCoordinator and answers COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS
+    until the partitions of these groups are loaded (kafkawire answers at once)."""
+    c = WireClient("127.0.0.1", port)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = c.call("FindCoordinator", 4, key_type=0, coordinator_keys=GROUPS).coordinators
+            described = c.call("DescribeGroups", 5, groups=GROUPS).groups
+            pending = [x.key for x in found if x.error_code] + [
+                g.group_id for g in described if g.error_code in COORDINATOR_NOT_READY]
+            if not pending:
+                return
+            assert time.monotonic() < deadline, f"coordinators not ready after {timeout:.0f}s: {pending}"
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+
 @pytest.fixture(scope="module")
-def node():
+def node(peer_target):
+    if peer_target == "kafka":
+        kafka = start_kafka(config=GROUP_OVERRIDES)
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        if "wt" not in admin.list_topics(timeout=10).topics:
+            admin.create_topics([NewTopic("wt", 3, 1)])["wt"].result(30)
+        await_coordinators(kafka.port)
+        yield KafkaNode(kafka)
+        return
     cfg = BrokerConfig(port=0, storage="memory", properties=dict(GROUP_OVERRIDES, **{
         "group.initial.rebalance.delay.ms": "0"}))
     with start_in_thread(cfg) as b:
         b.call(lambda: b.broker.storage.create_topic("wt", 3))
+        await_coordinators(b.port)
         yield b
+
+
+@pytest.fixture(scope="module")
+def advertised(node, peer_target):
+    """``{api name: (min, max)}`` as the broker advertises; kafkawire must advertise every version of its spec."""
+    from kafkawire.protocol import api_by_name
+
+    c = WireClient("127.0.0.1", node.port)
+    try:
+        keys = {k.api_key: (k.min_version, k.max_version) for k in c.call("ApiVersions", 3,
+                client_software_name="wire-test", client_software_version="1").api_keys}
+    finally:
+        c.close()
+    names = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "DescribeGroups",
+             "ListGroups", "DeleteGroups", "FindCoordinator", "OffsetDelete", "ConsumerGroupHeartbeat",
+             "ConsumerGroupDescribe")
+    return {name: keys.get(api_by_name(name).key, (0, -1)) for name in names}
+
+
+def served(advertised, peer_target, api, versions):
+    """The versions of ``versions`` the broker serves: all of them on kafkawire, Kafka's advertised ones on Kafka."""
+    lo, hi = advertised[api]
+    if peer_target != "kafka":
+        return list(versions)
+    return [v for v in versions if lo <= v <= hi]
 
 
 @pytest.fixture
@@ -60,14 +139,18 @@ def stable_member(client, group, version=9):
     assignment = (0).to_bytes(2, "big") + ConsumerProtocolAssignment(assigned_partitions=[
         ConsumerProtocolAssignment.TopicPartition(topic="wt", partitions=[0, 1, 2])]).encode(0)
     s = client.call("SyncGroup", min(version, 5), group_id=group, generation_id=r.generation_id,
-                    member_id=r.member_id, assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                    member_id=r.member_id, protocol_type="consumer" if version >= 5 else None,
+                    protocol_name="range" if version >= 5 else None,
+                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
                         member_id=r.member_id, assignment=assignment)])
     assert s.error_code == 0 and s.assignment == assignment
     return r.member_id, r.generation_id
 
 
 @pytest.mark.parametrize("version", range(0, 10))
-def test_join_sync_heartbeat_leave_every_version(client, version):
+def test_join_sync_heartbeat_leave_every_version(client, version, advertised, peer_target):
+    if not served(advertised, peer_target, "JoinGroup", [version]):
+        pytest.skip(f"Kafka {advertised['JoinGroup']} no longer serves JoinGroup v{version} (kafkawire does)")
     group = f"v{version}"
     r = join(client, group, version=version)
     if version >= 4:
@@ -76,9 +159,16 @@ def test_join_sync_heartbeat_leave_every_version(client, version):
     assert r.error_code == 0 and r.generation_id == 1 and r.leader == r.member_id
     assert [m.member_id for m in r.members] == [r.member_id]
     sync_v = min(version, 5)
-    s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
-                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id,
-                                                                             assignment=b"\x00\x01abc")])
+    mine = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id, assignment=b"\x00\x01abc")]
+    if sync_v >= 5:  # from v5 the protocol type and name are mandatory
+        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
+                        assignments=mine)
+        assert s.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
+        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
+                        protocol_type="consumer", protocol_name="range", assignments=mine)
+    else:
+        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
+                        assignments=mine)
     assert s.error_code == 0 and s.assignment == b"\x00\x01abc"
     hb_v = min(version, 4)
     assert client.call("Heartbeat", hb_v, group_id=group, generation_id=1, member_id=r.member_id).error_code == 0
@@ -102,7 +192,15 @@ def test_find_coordinator_all_versions(client, node):
             fields["key_type"] = 0
         r = client.call("FindCoordinator", v, **fields)
         assert r.error_code == 0 and r.node_id == 1 and r.port == node.port
-    r = client.call("FindCoordinator", 4, key_type=1, coordinator_keys=["txn-a", "txn-b"])
+    # Kafka creates __transaction_state on the first transaction-coordinator lookup and answers
+    # COORDINATOR_NOT_AVAILABLE until it is ready: retried, as a client does
+    deadline = time.monotonic() + 30
+    while True:
+        r = client.call("FindCoordinator", 4, key_type=1, coordinator_keys=["txn-a", "txn-b"])
+        if time.monotonic() > deadline or not any(
+                c.error_code == errors.COORDINATOR_NOT_AVAILABLE for c in r.coordinators):
+            break
+        time.sleep(0.2)
     assert [(c.key, c.node_id, c.error_code) for c in r.coordinators] == [("txn-a", 1, 0), ("txn-b", 1, 0)]
     r = client.call("FindCoordinator", 6, key_type=0, coordinator_keys=["g1"])
     assert r.coordinators[0].port == node.port
@@ -119,9 +217,10 @@ def test_offsets_errors_and_versions(client):
                                  P(partition_index=1, committed_offset=6, committed_metadata="x" * 4097),
                                  P(partition_index=7, committed_offset=1, committed_metadata="")]),
         T(name="missing-topic", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
-    codes = [[p.error_code for p in t.partitions] for t in r.topics]
-    assert codes == [[0, errors.OFFSET_METADATA_TOO_LARGE, errors.UNKNOWN_TOPIC_OR_PARTITION],
-                     [errors.UNKNOWN_TOPIC_OR_PARTITION]]
+    # per topic, each partition's code (Kafka lists a topic's refused partitions before the others)
+    codes = [(t.name, sorted((p.partition_index, p.error_code) for p in t.partitions)) for t in r.topics]
+    assert codes == [("wt", [(0, 0), (1, errors.OFFSET_METADATA_TOO_LARGE), (7, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
+                     ("missing-topic", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
     r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=gen + 1, member_id=member,
                     topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])])
     assert r.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION
@@ -235,11 +334,22 @@ def test_consumer_group_heartbeat_and_describe(client, node):
     fenced = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1",
                          member_epoch=r.member_epoch + 5)
     assert fenced.error_code == errors.FENCED_MEMBER_EPOCH
-    # a classic JoinGroup cannot join a consumer group with members
-    j = join(client, "kip848")
-    assert j.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
     left = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=-1)
     assert left.error_code == 0 and left.member_epoch == -1
+
+
+@pytest.mark.kafkawire_gap("a classic JoinGroup to a consumer (KIP-848) group with members is refused with "
+                           "INCONSISTENT_GROUP_PROTOCOL; Kafka 4.4 (group.consumer.migration.policy=bidirectional) "
+                           "lets the classic member join the consumer group")
+def test_classic_member_joins_a_consumer_group(client):
+    r = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848-mixed", member_id="m-1", member_epoch=0,
+                    rebalance_timeout_ms=10000, subscribed_topic_names=["wt"], topic_partitions=[])
+    assert r.error_code == 0 and r.member_epoch >= 1
+    try:
+        j = join(client, "kip848-mixed")
+        assert j.error_code == errors.MEMBER_ID_REQUIRED and j.member_id
+    finally:
+        client.call("ConsumerGroupHeartbeat", 1, group_id="kip848-mixed", member_id="m-1", member_epoch=-1)
 
 
 def test_internal_topic_listed_as_internal_in_metadata(client):
@@ -248,24 +358,32 @@ def test_internal_topic_listed_as_internal_in_metadata(client):
     everything = client.call("Metadata", 12, topics=None)
     internal = {t.name: t.is_internal for t in everything.topics}
     assert internal.get("__consumer_offsets") is True
-    assert not any(flag for name, flag in internal.items() if name != "__consumer_offsets")
+    # the coordinators' logs are the only internal topics (Kafka also has __transaction_state once a
+    # transaction coordinator was looked up)
+    assert {name for name, flag in internal.items() if flag} <= {"__consumer_offsets", "__transaction_state"}
+    assert internal.get("wt") is False
     named = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="__consumer_offsets")])
     assert named.topics[0].error_code == 0 and named.topics[0].is_internal
 
 
-def test_every_version_of_the_admin_and_offset_apis(client):
+def test_every_version_of_the_admin_and_offset_apis(client, advertised, peer_target):
     from kafkawire.protocol.messages import MetadataRequest
+
+    def versions(api, lo, hi):
+        return served(advertised, peer_target, api, range(lo, hi + 1))
+
     member, gen = stable_member(client, "allv")
     topic_id = client.call("Metadata", 12, topics=[MetadataRequest.MetadataRequestTopic(name="wt")]).topics[0].topic_id
     T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
-    # v0 carries no member: Kafka accepts it only for a group without members
-    r = client.call("OffsetCommit", 0, group_id="allv", topics=[T(name="wt", partitions=[
-        P(partition_index=1, committed_offset=1, committed_metadata="")])])
-    assert r.topics[0].partitions[0].error_code == errors.UNKNOWN_MEMBER_ID
-    r = client.call("OffsetCommit", 0, group_id="allv-simple", topics=[T(name="wt", partitions=[
-        P(partition_index=1, committed_offset=1, committed_metadata="")])])
-    assert r.topics[0].partitions[0].error_code == 0
-    for v in range(1, 11):
+    if versions("OffsetCommit", 0, 0):
+        # v0 carries no member: Kafka accepts it only for a group without members
+        r = client.call("OffsetCommit", 0, group_id="allv", topics=[T(name="wt", partitions=[
+            P(partition_index=1, committed_offset=1, committed_metadata="")])])
+        assert r.topics[0].partitions[0].error_code == errors.UNKNOWN_MEMBER_ID
+        r = client.call("OffsetCommit", 0, group_id="allv-simple", topics=[T(name="wt", partitions=[
+            P(partition_index=1, committed_offset=1, committed_metadata="")])])
+        assert r.topics[0].partitions[0].error_code == 0
+    for v in versions("OffsetCommit", 1, 10):
         topic = T(topic_id=topic_id) if v >= 10 else T(name="wt")
         topic.partitions = [P(partition_index=1, committed_offset=100 + v, committed_metadata=f"v{v}")]
         fields = dict(group_id="allv", topics=[topic])
@@ -278,18 +396,23 @@ def test_every_version_of_the_admin_and_offset_apis(client):
         got = client.call("OffsetFetch", 7, group_id="allv", topics=[
             OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[1])]).topics[0].partitions[0]
         assert (got.committed_offset, got.metadata) == (100 + v, f"v{v}")
-    for v in range(0, 7):
+    for v in versions("DescribeGroups", 0, 6):
         fields = {"groups": ["allv"]}
         if v >= 3:
             fields["include_authorized_operations"] = True
         d = client.call("DescribeGroups", v, **fields).groups[0]
         assert d.group_state == "Stable" and d.members[0].member_id == member
-    for v in range(0, 6):
+    for v in versions("ListGroups", 0, 5):
         groups = client.call("ListGroups", v).groups
         assert "allv" in [g.group_id for g in groups]
-    client.call("LeaveGroup", 0, group_id="allv", member_id=member)
-    for v in range(0, 3):
-        client.call("OffsetCommit", 2, group_id=f"del{v}", generation_id_or_member_epoch=-1, member_id="",
+    if versions("LeaveGroup", 0, 0):
+        assert client.call("LeaveGroup", 0, group_id="allv", member_id=member).error_code == 0
+    else:
+        assert client.call("LeaveGroup", 5, group_id="allv", members=[
+            LeaveGroupRequest.MemberIdentity(member_id=member)]).error_code == 0
+    commit_v = versions("OffsetCommit", 2, 10)[0]
+    for v in versions("DeleteGroups", 0, 2):
+        client.call("OffsetCommit", commit_v, group_id=f"del{v}", generation_id_or_member_epoch=-1, member_id="",
                     topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
         r = client.call("DeleteGroups", v, groups_names=[f"del{v}"])
         assert r.results[0].error_code == 0

@@ -114,6 +114,10 @@ async def join_group(broker, ctx, body):
 @handles("SyncGroup", 0, 5)
 async def sync_group(broker, ctx, body):
     v = ctx.api_version
+    if v >= 5 and (body.protocol_type is None or body.protocol_name is None):
+        # From v5 both are mandatory: Kafka refuses a SyncGroup without them before looking at the group.
+        return SyncGroupResponse(error_code=errors.INCONSISTENT_GROUP_PROTOCOL, protocol_type=None,
+                                 protocol_name=None, assignment=b"")
     coord = coordinator(broker)
     res = await _await(lambda cb: coord.sync_group(
         body.group_id, body.generation_id, body.member_id, body.group_instance_id if v >= 3 else None,
