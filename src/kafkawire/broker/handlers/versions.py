@@ -18,11 +18,27 @@ def _api_keys(broker):
     return [cls(api_key=k, min_version=lo, max_version=hi) for k, lo, hi in advertised_versions(broker.handlers)]
 
 
-@handles("ApiVersions", 0, 4)
+def _target_error(broker, body) -> int:
+    """v5 (KIP-1242): a client names the cluster and node it means to reach, both or neither (else
+    INVALID_REQUEST); naming another cluster or node than this one gets REBOOTSTRAP_REQUIRED, and the
+    client goes back to its bootstrap servers. The connection stays open either way, as with Kafka."""
+    named_cluster, named_node = body.cluster_id is not None, body.node_id != -1
+    if named_cluster != named_node:
+        return errors.INVALID_REQUEST
+    if named_cluster and (body.cluster_id != broker.cluster_id or body.node_id != broker.node_id):
+        return errors.REBOOTSTRAP_REQUIRED
+    return 0
+
+
+@handles("ApiVersions", 0, 5)
 def api_versions(broker, ctx, body):
     if ctx.api_version >= 3 and not (_SOFTWARE.fullmatch(body.client_software_name or "")
                                      and _SOFTWARE.fullmatch(body.client_software_version or "")):
         return ApiVersionsResponse(error_code=errors.INVALID_REQUEST, api_keys=[])
+    if ctx.api_version >= 5:
+        error = _target_error(broker, body)
+        if error:
+            return ApiVersionsResponse(error_code=error, api_keys=[])
     if ctx.connection is not None and ctx.api_version >= 3:
         ctx.connection.attributes["client_software"] = (body.client_software_name, body.client_software_version)
     return ApiVersionsResponse(error_code=0, api_keys=_api_keys(broker), throttle_time_ms=0,
