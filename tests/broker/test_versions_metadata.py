@@ -15,14 +15,14 @@ from .helpers import create_topic
 CORE = {0, 1, 2, 3, 18, 19, 20, 21, 22, 23, 32, 33, 35, 37, 44, 60, 61, 75}
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4, 5])
 def test_api_versions_every_version(client, version):
     body = msg("ApiVersionsRequest", client_software_name="kafkawire-tests", client_software_version="1.0")
     res = client.call(body, version)
     assert res.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in res.api_keys}
     assert CORE <= set(keys)
-    assert keys[18] == (0, 4)
+    assert keys[18] == (0, 5)
     for key, (lo, hi) in keys.items():
         info = api(key)
         assert info.min_version <= lo <= hi <= info.max_version
@@ -62,7 +62,7 @@ def test_unsupported_api_versions_version_gets_35_in_a_v0_body_and_connection_st
     assert res.header.correlation_id == 7
     assert res.body.error_code == errors.UNSUPPORTED_VERSION == 35
     ranges = {k.api_key: (k.min_version, k.max_version) for k in res.body.api_keys}
-    assert ranges[18] == (0, 4)
+    assert ranges[18] == (0, 5)  # as Kafka 4.4 advertises ApiVersions
     # the client retries at a supported version on the same connection
     again = client.call(msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"), 3)
     assert again.error_code == 0
