@@ -1,6 +1,6 @@
 """The API key registry: what every Kafka API is, derived from the spec.
 
-For each API key: its name, version range (union of every schema folder),
+For each API key: its name, version range (the union of the current and the legacy Kafka release),
 lowest flexible version, listeners, whether the newest version is unstable,
 and whether any version carries records.
 """
