@@ -424,10 +424,13 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                                                                "enable.idempotence": "false"},
                                        timeout=args.seconds * 3 + 60)
                 delete_topic(bootstrap, t)
-                results[f"{gen}/latency/{rate}/s"] = dict(lat, size=LATENCY_SIZE, rate=rate)
+                # a target that cannot keep the rate measures its own queue, not its latency
+                lat = dict(lat, size=LATENCY_SIZE, rate=rate)
+                lat["saturated"] = saturated(lat)
+                results[f"{gen}/latency/{rate}/s"] = lat
                 log(f"[{target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
                     f"p50 {fmt_ms(lat.get('p50_ms'))} ms, p99 {fmt_ms(lat.get('p99_ms'))} ms"
-                    f"{'' if lat.get('complete') else ' INCOMPLETE'}")
+                    f"{' SATURATED' if lat['saturated'] else ''}{'' if lat.get('complete') else ' INCOMPLETE'}")
     results["load_at_end"] = os.getloadavg()
     return results
 
@@ -441,10 +444,21 @@ def fmt_ms(v) -> str:
     return "-" if v is None else f"{v:.2f}"
 
 
-def ratio(a, b) -> str:
+def ratio(a, b, mark: bool = False) -> str:
+    """a/b with two decimals (three significant digits below 0.1); ``mark`` appends '*' (a saturated side)."""
     if a is None or b is None or not b or a != a or b != b:
         return "-"
-    return f"{a / b:.2f}"
+    r = a / b
+    return (f"{r:.2f}" if r >= 0.1 else f"{r:.3g}") + ("*" if mark else "")
+
+
+def saturated(r: dict | None) -> bool:
+    """A fixed-rate phase that achieved under 95% of its rate: the target could not keep up."""
+    return bool(r and r.get("rate") and r["records_per_s"] < 0.95 * r["rate"])
+
+
+def ratio_of(key: str, mine: dict | None, peer: dict | None) -> str:
+    return ratio(headline(key, mine), headline(key, peer), saturated(mine) or saturated(peer))
 
 
 def print_rows(header: list[str], rows: list[list[str]], left: int = 1) -> None:
@@ -498,15 +512,14 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             if r is None:
                 continue
             t = TARGETS[n]
-            flag = "" if r.get("complete", True) else " (INCOMPLETE)"
+            flag = ("" if r.get("complete", True) else " (INCOMPLETE)") + (" (saturated)" if saturated(r) else "")
             kafka_r = all_results.get(t.kafka_peer, {}).get(key) if t.kafka_peer else None
             tansu_r = all_results.get("tansu", {}).get(key) if t.kind == "kafkawire" else None
-            mine = headline(key, r)
             rows.append([gen, phase, case, n + flag, t.durability, f"{r['records_per_s']:,.0f}",
                          f"{r['records_per_s'] * r['size'] / MB:,.1f}", fmt_ms(r.get("avg_ms")),
                          fmt_ms(r.get("p50_ms")), fmt_ms(r.get("p99_ms")),
-                         ratio(mine, headline(key, kafka_r)) if kafka_r else "",
-                         ratio(mine, headline(key, tansu_r)) if tansu_r else ""])
+                         ratio_of(key, r, kafka_r) if kafka_r else "",
+                         ratio_of(key, r, tansu_r) if tansu_r else ""])
     print()
     print_rows(header, rows, left=5)
 
@@ -515,13 +528,14 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             [(n, "tansu") for n in names if TARGETS[n].kind == "kafkawire" and "tansu" in names]
     if pairs:
         print("\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
-              "latency: p99, below 1 = kafkawire faster):")
+              "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
+              "queueing):")
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
         rows = []
         for key in keys:
             gen, phase, case = key.split("/", 2)
-            rows.append([gen, phase, case] + [ratio(headline(key, all_results[a].get(key)),
-                                                    headline(key, all_results[b].get(key))) for a, b in pairs])
+            rows.append([gen, phase, case] + [ratio_of(key, all_results[a].get(key), all_results[b].get(key))
+                                              for a, b in pairs])
         print_rows(header, rows, left=3)
 
     print(f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
@@ -568,7 +582,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, help="latency phase length per rate (default 5, quick 1)")
     parser.add_argument("--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)")
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
+    parser.add_argument("--from-json", type=Path, metavar="FILE", help="print the tables of an earlier --json run")
     args = parser.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        print_tables(saved["results"], saved["ceiling"], argparse.Namespace(**saved["args"]))
+        return 0
     q = args.quick
     args.generators = args.generators or list(GENERATORS)
     args.sizes = args.sizes or ([1024] if q else [1024, 100])
