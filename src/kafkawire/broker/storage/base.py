@@ -23,7 +23,7 @@ import abc
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 
 class StorageError(Exception):
@@ -66,6 +66,16 @@ class TopicMeta:
     topic_id: uuid.UUID
     partitions: int
     configs: dict[str, str] = field(default_factory=dict)  # only explicitly set ones; defaults live in config
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """One topic of a ``Storage.create_topics`` batch."""
+
+    name: str
+    partitions: int
+    configs: dict[str, str] | None = None
+    topic_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +224,41 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def add_partitions(self, name: str, total: int) -> TopicMeta: ...
+
+    def create_topics(self, new: Sequence[NewTopic]) -> list[TopicMeta | StorageError]:
+        """Create several topics as one change: for each, in order, its ``TopicMeta`` or the
+        ``StorageError`` that refused it (the others are still created). A name twice in the batch is
+        refused the second time (``TopicExistsError``). Engines with files write their topic metadata
+        once for the whole batch; a topic is visible (``topics()``, ``partition()``) only once all of
+        its partitions are ready, and all topics of the batch become visible together."""
+        out: list[TopicMeta | StorageError] = []
+        for t in new:
+            try:
+                out.append(self.create_topic(t.name, t.partitions, t.configs, t.topic_id))
+            except StorageError as exc:
+                out.append(exc)
+        return out
+
+    def delete_topics(self, names: Sequence[str]) -> list[StorageError | None]:
+        """Delete several topics as one change: for each, None or the ``StorageError`` that refused it."""
+        out: list[StorageError | None] = []
+        for name in names:
+            try:
+                self.delete_topic(name)
+                out.append(None)
+            except StorageError as exc:
+                out.append(exc)
+        return out
+
+    def add_partitions_batch(self, totals: Sequence[tuple[str, int]]) -> list[TopicMeta | StorageError]:
+        """Grow several topics as one change, each to its new total: its ``TopicMeta`` or the error."""
+        out: list[TopicMeta | StorageError] = []
+        for name, total in totals:
+            try:
+                out.append(self.add_partitions(name, total))
+            except StorageError as exc:
+                out.append(exc)
+        return out
 
     @abc.abstractmethod
     def set_topic_configs(self, name: str, configs: dict[str, str | None]) -> TopicMeta:

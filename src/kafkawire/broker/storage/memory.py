@@ -15,7 +15,7 @@ from bisect import bisect_right
 from typing import Callable, Mapping
 
 from . import _batch, topics
-from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, TopicMeta,
+from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, StorageError, TopicMeta,
                    UnknownTopicError)
 from .config import StorageConfig, TopicSettings
 
@@ -122,6 +122,35 @@ class MemoryStorage(topics.TopicRegistry, Storage):
             self._topics[name] = meta
             self._logs[name] = [MemoryPartitionLog(name, p, self._settings_for(name)) for p in range(partitions)]
             return meta
+
+    def create_topics(self, new) -> list[TopicMeta | StorageError]:
+        results: list[TopicMeta | StorageError] = []
+        with self._lock:
+            taken = dict(self._topics)
+            for t in new:
+                try:
+                    meta = topics.new_topic(taken, self.config, t.name, t.partitions, t.configs, t.topic_id)
+                except StorageError as exc:
+                    results.append(exc)
+                    continue
+                taken[t.name] = meta
+                results.append(meta)
+            made = {m.name: [MemoryPartitionLog(m.name, p, self._settings_for(m.name)) for p in range(m.partitions)]
+                    for m in results if isinstance(m, TopicMeta)}
+            self._topics = taken
+            self._logs.update(made)
+        return results
+
+    def delete_topics(self, names) -> list[StorageError | None]:
+        results: list[StorageError | None] = []
+        with self._lock:
+            for name in names:
+                if name not in self._topics:
+                    results.append(UnknownTopicError(name))
+                    continue
+                del self._topics[name], self._logs[name]
+                results.append(None)
+        return results
 
     def _settings_for(self, name: str):
         def settings() -> TopicSettings:

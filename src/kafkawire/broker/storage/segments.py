@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from . import _batch, metadata, topics
-from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, StorageError, TopicMeta,
-                   UnknownTopicError)
+from .base import (AppendResult, InvalidPartitionsError, NewTopic, OffsetOutOfRangeError, PartitionLog, ReadResult,
+                   Storage, StorageError, TopicExistsError, TopicMeta, UnknownTopicError)
 from .config import StorageConfig, TopicSettings
 from .recovery import load_segments
 from .segment import LogSegment
@@ -441,19 +441,87 @@ class SegmentStorage(topics.TopicRegistry, Storage):
 
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      topic_id: uuid.UUID | None = None) -> TopicMeta:
+        (result,) = self.create_topics([NewTopic(name, partitions, configs, topic_id)])
+        if isinstance(result, StorageError):
+            raise result
+        return result
+
+    def _admin_pending(self) -> set[str]:
+        """Names of topics being created, grown or deleted (taken under ``_lock``)."""
+        return self.__dict__.setdefault("_pending_topics", set())
+
+    def create_topics(self, new) -> list[TopicMeta | StorageError]:
+        """The topics' files are made outside ``_lock`` (readers and appends go on meanwhile), without an
+        fsync per partition: an empty partition that a crash loses is recreated on start from
+        ``topics.json``, which is written once, fsynced, after the data directory's single fsync. Only
+        then do the topics become visible, all together."""
+        results: list[TopicMeta | StorageError | None] = [None] * len(new)
+        planned: list[tuple[int, TopicMeta]] = []
         with self._lock:
             self._check_open()
-            meta = topics.new_topic(self._topics, self.config, name, partitions, configs, topic_id)
-            for p in range(partitions):
-                self._move_aside(self._partition_dir(name, p))
-            self._topics[name] = meta
-            try:
-                metadata.save_topics(self.data_dir, self._topics)
-            except BaseException:
-                del self._topics[name]
-                raise
-            self._logs[name] = [self._open_partition(meta, p, 0) for p in range(partitions)]
-            return meta
+            pending = self._admin_pending()
+            taken = dict(self._topics)
+            for i, t in enumerate(new):
+                try:
+                    if t.name in pending:
+                        raise TopicExistsError(f"topic {t.name} is being created or changed")
+                    meta = topics.new_topic(taken, self.config, t.name, t.partitions, t.configs, t.topic_id)
+                except StorageError as exc:
+                    results[i] = exc
+                    continue
+                taken[t.name] = meta
+                planned.append((i, meta))
+            pending.update(meta.name for _, meta in planned)
+        try:
+            made: dict[str, list[SegmentPartitionLog]] = {}
+            for i, meta in planned:
+                try:
+                    made[meta.name] = self._new_partitions(meta, 0, meta.partitions)
+                except OSError as exc:
+                    results[i] = StorageError(f"creating topic {meta.name} failed: {exc}")
+            if made:
+                try:
+                    metadata.fsync_dir(self.data_dir)
+                    with self._lock:
+                        self._check_open()
+                        grown = {**self._topics, **{m.name: m for _, m in planned if m.name in made}}
+                        metadata.save_topics(self.data_dir, grown)
+                        self._topics = grown
+                        self._logs.update(made)
+                except (OSError, StorageError) as exc:
+                    for logs in made.values():
+                        for log_ in logs:
+                            log_.discard()  # the directories are strays now: set aside on the next start
+                    failure = exc if isinstance(exc, StorageError) else StorageError(f"saving topics failed: {exc}")
+                    for i, meta in planned:
+                        if meta.name in made:
+                            results[i] = failure
+                    made = {}
+            for i, meta in planned:
+                if meta.name in made:
+                    results[i] = meta
+        finally:
+            with self._lock:
+                self._admin_pending().difference_update(meta.name for _, meta in planned)
+        return results
+
+    def _new_partitions(self, meta: TopicMeta, first: int, end: int) -> list[SegmentPartitionLog]:
+        """Directories, partition.metadata and an empty first segment for partitions [first, end) (no fsync)."""
+        settings = self._settings_for(meta.name)
+        now = self._clock()
+        body = f"version: 0\ntopic_id: {meta.topic_id}\n".encode()
+        out = []
+        for p in range(first, end):
+            directory = self._partition_dir(meta.name, p)
+            self._move_aside(directory)
+            os.makedirs(directory)
+            with open(os.path.join(directory, metadata.PARTITION_METADATA), "wb") as f:
+                f.write(body)
+            segment = LogSegment(directory, 0, created_ms=now)
+            segment.create()
+            out.append(SegmentPartitionLog(meta.name, p, directory, [segment], 0, settings,
+                                           self._save_log_starts, self._clock))
+        return out
 
     def _move_aside(self, directory: str) -> None:
         if os.path.exists(directory):
@@ -462,37 +530,107 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             os.rename(directory, stray)
 
     def delete_topic(self, name: str) -> None:
+        (result,) = self.delete_topics([name])
+        if result is not None:
+            raise result
+
+    def delete_topics(self, names) -> list[StorageError | None]:
+        """``topics.json`` is rewritten once, under ``_lock``; the directories are renamed and removed after."""
+        results: list[StorageError | None] = [None] * len(names)
+        doomed_logs: list[SegmentPartitionLog] = []
         with self._lock:
             self._check_open()
-            if name not in self._topics:
-                raise UnknownTopicError(name)
-            remaining = {k: v for k, v in self._topics.items() if k != name}
-            metadata.save_topics(self.data_dir, remaining)
-            self._topics = remaining
-            logs = self._logs.pop(name)
-            self._settings_cache.pop(name, None)
-            self._save_log_starts()
-            for log_ in logs:
-                log_.discard()
-                doomed = f"{log_.directory}.{uuid.uuid4().hex}-delete"
-                os.rename(log_.directory, doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
-            metadata.fsync_dir(self.data_dir)
+            pending = self._admin_pending()
+            remaining = dict(self._topics)
+            for i, name in enumerate(names):
+                if name not in remaining or name in pending:
+                    results[i] = UnknownTopicError(name)
+                    continue
+                del remaining[name]
+            if len(remaining) != len(self._topics):
+                metadata.save_topics(self.data_dir, remaining)
+                gone = [n for n in self._topics if n not in remaining]
+                self._topics = remaining
+                for name in gone:
+                    doomed_logs.extend(self._logs.pop(name))
+                    self._settings_cache.pop(name, None)
+        if not doomed_logs:
+            return results
+        self._save_log_starts()
+        doomed_dirs = []
+        for log_ in doomed_logs:
+            log_.discard()
+            doomed = f"{log_.directory}.{uuid.uuid4().hex}-delete"
+            os.rename(log_.directory, doomed)
+            doomed_dirs.append(doomed)
+        metadata.fsync_dir(self.data_dir)
+        for doomed in doomed_dirs:  # a crash before this point leaves "-delete" directories, removed on start
+            shutil.rmtree(doomed, ignore_errors=True)
+        return results
 
     def add_partitions(self, name: str, total: int) -> TopicMeta:
+        (result,) = self.add_partitions_batch([(name, total)])
+        if isinstance(result, StorageError):
+            raise result
+        return result
+
+    def add_partitions_batch(self, totals) -> list[TopicMeta | StorageError]:
+        results: list[TopicMeta | StorageError | None] = [None] * len(totals)
+        planned: list[tuple[int, TopicMeta, TopicMeta]] = []  # (index, before, after)
         with self._lock:
             self._check_open()
-            meta = self._topics.get(name)
-            if meta is None:
-                raise UnknownTopicError(name)
-            topics.check_new_total(meta, total)
-            for p in range(meta.partitions, total):
-                self._move_aside(self._partition_dir(name, p))
-            grown = TopicMeta(meta.name, meta.topic_id, total, dict(meta.configs))
-            metadata.save_topics(self.data_dir, {**self._topics, name: grown})
-            self._topics[name] = grown
-            self._logs[name].extend(self._open_partition(grown, p, 0) for p in range(meta.partitions, total))
-            return grown
+            pending = self._admin_pending()
+            for i, (name, total) in enumerate(totals):
+                meta = self._topics.get(name)
+                try:
+                    if meta is None:
+                        raise UnknownTopicError(name)
+                    if name in pending:
+                        raise InvalidPartitionsError(f"topic {name} is being changed by another request")
+                    topics.check_new_total(meta, total)
+                except StorageError as exc:
+                    results[i] = exc
+                    continue
+                pending.add(name)
+                planned.append((i, meta, TopicMeta(meta.name, meta.topic_id, total, dict(meta.configs))))
+        try:
+            made: dict[str, list[SegmentPartitionLog]] = {}
+            for i, before, after in planned:
+                try:
+                    made[after.name] = self._new_partitions(after, before.partitions, after.partitions)
+                except OSError as exc:
+                    results[i] = StorageError(f"adding partitions to {after.name} failed: {exc}")
+            if made:
+                try:
+                    metadata.fsync_dir(self.data_dir)
+                    with self._lock:
+                        self._check_open()
+                        grown = dict(self._topics)
+                        for _, _before, after in planned:
+                            if after.name in made:
+                                current = grown[after.name]  # configs may have changed meanwhile
+                                grown[after.name] = TopicMeta(current.name, current.topic_id, after.partitions,
+                                                              dict(current.configs))
+                        metadata.save_topics(self.data_dir, grown)
+                        self._topics = grown
+                        for name, logs in made.items():
+                            self._logs[name].extend(logs)
+                except (OSError, StorageError) as exc:
+                    for logs in made.values():
+                        for log_ in logs:
+                            log_.discard()
+                    failure = exc if isinstance(exc, StorageError) else StorageError(f"saving topics failed: {exc}")
+                    for i, _before, after in planned:
+                        if after.name in made:
+                            results[i] = failure
+                    made = {}
+            for i, _before, after in planned:
+                if after.name in made:
+                    results[i] = self._topics[after.name]
+        finally:
+            with self._lock:
+                self._admin_pending().difference_update(after.name for _, _b, after in planned)
+        return results
 
     def set_topic_configs(self, name: str, configs: dict[str, str | None]) -> TopicMeta:
         with self._lock:
