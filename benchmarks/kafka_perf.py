@@ -20,7 +20,9 @@ of its output in ``error``.
 """
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,6 +99,7 @@ class PerfTools:
         self.classpath = kafka_reference.classpath(kafka_pins.TOOLS)
         self.version = kafka_pins.KAFKA_TOOLS
         self._dir = Path(tempfile.mkdtemp(prefix="kafkawire-perf-tools-"))
+        atexit.register(shutil.rmtree, self._dir, True)
         self._log_config = self._dir / "log4j2.properties"
         self._log_config.write_text(LOG4J2_PROPERTIES)
         self.heap = heap
