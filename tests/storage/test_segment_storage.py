@@ -432,22 +432,27 @@ def test_metadata_files_are_replaced_atomically(open_storage, data_dir, monkeypa
     assert (topics_json + ".tmp", topics_json) in renames
 
 
-def test_a_torn_sealed_segment_drops_everything_after_it(open_storage, data_dir, caplog):
+def test_a_torn_sealed_segment_loses_only_its_tail(open_storage, data_dir, caplog):
     storage = open_storage({"log.segment.bytes": "1000"})
     storage.create_topic("t", 1)
     log = storage.partition("t", 0)
     for _ in range(9):
         log.append(padded_batch(300))
-    first_segment = read_bytes(log, 0, 900)
+    before = {o: read_bytes(log, o, 300) for o in range(9)}
     crash(storage)
     with open(data_dir / "t-0" / f"{3:020d}.log", "r+b") as f:
-        f.truncate(450)
+        f.truncate(450)  # offset 3 whole, offset 4 torn, offset 5 gone
     with caplog.at_level(logging.WARNING, logger="kafkawire.storage"):
         log = open_storage({"log.segment.bytes": "1000"}).partition("t", 0)
-    assert log.log_end_offset == 4
-    assert files(data_dir / "t-0", ".log") == [f"{0:020d}.log", f"{3:020d}.log"]
-    assert read_bytes(log, 0, 900) == first_segment
-    assert log.append(padded_batch(300)).base_offset == 4
+    assert log.log_end_offset == 9
+    assert files(data_dir / "t-0", ".log") == [f"{b:020d}.log" for b in (0, 3, 6)]
+    for o in (0, 1, 2, 3, 6, 7, 8):
+        assert read_bytes(log, o, 300) == before[o]
+    assert read_bytes(log, 4, 300) == before[6]  # the gap: the next batch, as a compacted log answers
+    [quarantine] = (data_dir / "t-0").glob("*.quarantine")
+    assert quarantine.name.startswith(f"{3:020d}.300.") and quarantine.stat().st_size == 150
+    assert any("quarantined 150 damaged bytes" in r.getMessage() for r in caplog.records)
+    assert log.append(padded_batch(300)).base_offset == 9
 
 
 def test_restart_does_not_hold_a_file_open_per_segment(open_storage):

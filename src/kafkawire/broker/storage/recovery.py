@@ -1,17 +1,30 @@
-"""Loading a partition directory after a restart, clean or not.
+"""Loading a partition directory after a restart, clean or not, and repairing damaged segments.
 
 Every start is treated as a possible crash:
 
 - the active (last) segment is read batch by batch, checking each length and
-  CRC-32C; at the first torn or corrupt batch the file is truncated (logged on
-  ``kafkawire.storage``) and its indexes are rebuilt from what remains;
+  CRC-32C; a torn or corrupt tail (no whole valid batch after it) is cut off
+  (logged on ``kafkawire.storage``) and the indexes are rebuilt from what remains;
 - sealed segments were fsynced (log and indexes) when they were rolled, so
   they are only sanity-checked: index files well-formed and agreeing with the
   batch headers they point at, and the bytes after the last index entry being
-  whole batches. A segment failing that is re-validated fully; a bad one is
-  truncated and every later segment deleted (offsets must stay contiguous);
+  whole batches. A segment failing that is re-validated fully;
+- damage is never allowed to cost more than the damaged bytes. A corrupt batch
+  followed by valid ones is *quarantined*: its bytes are moved to a file beside
+  the segment and the segment is rewritten without them (the log then has a gap
+  in its offsets, as a compacted log does; readers asking for an offset in the
+  gap get the next batch). Later segments are always kept;
 - files a crash can leave behind (``*.tmp``, ``*.deleted``, index files whose
   ``.log`` is gone) are removed.
+
+Quarantine files: ``<20-digit segment base offset>.<byte position>.<unix ms>.quarantine``
+holds exactly the bytes removed from that segment's ``.log``, starting at that byte
+position of the file as it was before the repair. They are never read by the broker;
+``kafkawire check`` lists them. Delete them once inspected.
+
+The same scan (``scan_segment``) serves ``kafkawire check`` and the background
+scrubber, which repairs a sealed segment of a running broker (``repair``) so that a
+batch whose CRC is known to be bad is never served.
 """
 from __future__ import annotations
 
@@ -19,15 +32,42 @@ import logging
 import mmap
 import os
 import re
+import time
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from kafkawire.protocol.records.batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC_OFFSET
 
 from . import _batch
 from .base import CorruptBatchError
 from .index import IndexCorruptError
-from .segment import LogSegment
+from .segment import LogSegment, segment_name
 
 log = logging.getLogger("kafkawire.storage")
 
 _SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+QUARANTINE_FILE = re.compile(r"(\d{20})\.(\d+)\.(\d+)\.quarantine")
+_LOG_OVERHEAD = _batch.LOG_OVERHEAD
+_MAX_DELTA = 2**31 - 1
+
+
+class Damage(NamedTuple):
+    start: int  # byte position in the segment file
+    end: int
+    why: str
+
+
+class Scan(NamedTuple):
+    """What a full check of one segment found."""
+
+    infos: list  # the valid batches (BatchInfo), in file order
+    damaged: list  # Damage regions followed by valid batches (quarantined on repair)
+    tail: Damage | None  # bytes after the last valid batch that hold no whole valid batch
+
+    @property
+    def clean(self) -> bool:
+        return not self.damaged and self.tail is None
 
 
 def _mapped(path: str, size: int, *, whole: bool = False):
@@ -37,6 +77,203 @@ def _mapped(path: str, size: int, *, whole: bool = False):
     with open(path, "rb") as f:
         return mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
 
+
+# ------------------------------------------------------------------ scanning
+
+def _valid_batch(buf, view, pos: int, size: int, min_base: int, max_last: int | None):
+    """BatchInfo if a whole v2 batch with a correct CRC starts at ``pos`` and its offsets are in
+    [min_base, max_last]; else None. ``why`` is not needed here: callers report regions."""
+    if pos + HEADER_SIZE > size:
+        return None
+    base, length, _epoch, magic, crc, _attrs, delta, _ts, max_ts, _pid, _pe, _seq, count = HEADER.unpack_from(buf, pos)
+    end = pos + _LOG_OVERHEAD + length
+    if magic != 2 or length < HEADER_SIZE - _LOG_OVERHEAD or end > size or delta < 0 or base < min_base:
+        return None
+    if max_last is not None and base + delta > max_last:
+        return None
+    if crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != crc:
+        return None
+    return _batch.BatchInfo(pos, end - pos, base, base + delta, max_ts, count)
+
+
+def _problem(buf, pos: int, size: int, expect: int) -> str:
+    """Why the bytes at ``pos`` are not the batch expected there (for the log line)."""
+    if pos + HEADER_SIZE > size:
+        return f"{size - pos} bytes at {pos} are a torn batch"
+    base, length, *_ = HEADER.unpack_from(buf, pos)
+    magic = buf[pos + MAGIC_OFFSET]
+    if magic != 2:
+        return f"batch at {pos} has magic {magic}"
+    if pos + _LOG_OVERHEAD + length > size:
+        return f"batch at {pos} declares {length} bytes but the file ends at {size}"
+    if base < expect:
+        return f"batch at {pos} has offset {base}, expected at least {expect}"
+    return f"batch at {pos} (offset {base}) fails its CRC"
+
+
+def _resync(buf, view, pos: int, size: int, min_base: int, max_last: int | None):
+    """The first valid batch after the damaged bytes at ``pos``, or None.
+
+    First where the damaged batch's own length says the next one starts (a flipped byte in a
+    payload), then at every later position holding the v2 magic byte (a damaged length)."""
+    if pos + HEADER_SIZE <= size:
+        declared = pos + _LOG_OVERHEAD + HEADER.unpack_from(buf, pos)[1]
+        if pos < declared <= size - HEADER_SIZE:
+            info = _valid_batch(buf, view, declared, size, min_base, max_last)
+            if info is not None:
+                return info
+    q = pos + 1
+    while True:
+        m = buf.find(b"\x02", q + MAGIC_OFFSET, size)
+        if m < 0:
+            return None
+        q = m - MAGIC_OFFSET
+        info = _valid_batch(buf, view, q, size, min_base, max_last)
+        if info is not None:
+            return info
+        q += 1
+
+
+def scan(buf, size: int, base_offset: int, max_last: int | None = None, *, allow_gaps: bool = False) -> Scan:
+    """Check every batch of a segment's bytes: length, magic, CRC-32C and offsets.
+
+    Offsets must follow each other densely (the CRC does not cover the base offset, so density is
+    what catches a damaged one), except after damaged bytes and, when ``allow_gaps`` (the segment
+    was repaired before: it has quarantine files), across a gap confirmed by the batch after it.
+    ``max_last``: the next segment's base offset - 1 (no offset of this one may reach it).
+    """
+    view = memoryview(buf)
+    try:
+        infos, damaged, tail = [], [], None
+        pos, expect = 0, base_offset
+        while pos < size:
+            info = _valid_batch(buf, view, pos, size, expect, max_last)
+            if info is not None and info.base_offset > expect and not allow_gaps:
+                info = None
+            elif info is not None and info.base_offset > expect:
+                after = info.position + info.size
+                nxt = _valid_batch(buf, view, after, size, info.last_offset + 1, max_last) if after < size else None
+                if after < size and (nxt is None or nxt.base_offset != info.last_offset + 1):
+                    info = None  # a jump nothing confirms: the base offset itself may be damaged
+            if info is not None:
+                infos.append(info)
+                pos, expect = info.position + info.size, info.last_offset + 1
+                continue
+            why = _problem(buf, pos, size, expect)
+            found = _resync(buf, view, pos, size, expect, max_last)
+            if found is None:
+                tail = Damage(pos, size, why)
+                break
+            damaged.append(Damage(pos, found.position, why))
+            infos.append(found)
+            pos, expect = found.position + found.size, found.last_offset + 1
+        return Scan(infos, damaged, tail)
+    finally:
+        view.release()
+
+
+def quarantined(directory: str, base_offset: int) -> list[str]:
+    """The quarantine files of the segment at ``base_offset``."""
+    prefix = segment_name(base_offset) + "."
+    return sorted(n for n in os.listdir(directory) if n.startswith(prefix) and QUARANTINE_FILE.fullmatch(n))
+
+
+def scan_segment(segment: LogSegment, max_last: int | None = None) -> Scan:
+    size = segment.file_size()
+    if not size:
+        return Scan([], [], None)
+    gaps = bool(quarantined(segment.directory, segment.base_offset))
+    buf = _mapped(segment.log_path, size, whole=True)
+    try:
+        return scan(buf, size, segment.base_offset, max_last, allow_gaps=gaps)
+    finally:
+        buf.close()
+
+
+# ------------------------------------------------------------------ repairing
+
+def quarantine_path(segment: LogSegment, position: int) -> str:
+    return os.path.join(segment.directory,
+                        f"{segment_name(segment.base_offset)}.{position}.{int(time.time() * 1000)}.quarantine")
+
+
+def _write_file(path: str, chunks) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for chunk in chunks:
+            data = memoryview(chunk)
+            while data:
+                data = data[os.write(fd, data):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Repair(NamedTuple):
+    """A segment rewritten without its damaged bytes, ready to be swapped in (``commit``)."""
+
+    segment: LogSegment
+    tmp_path: str
+    infos: list  # positions in the rewritten file
+    lost_bytes: int
+
+    def commit(self, index_interval_bytes: int) -> None:
+        """Put the rewritten file in place and reset the segment (callers that share it with
+        readers hold its partition's reader lock)."""
+        self.segment.replace_file(self.tmp_path)
+        self.segment.rebuild_from(self.infos, index_interval_bytes, write=False)
+
+    def abandon(self) -> None:
+        try:
+            os.unlink(self.tmp_path)
+        except FileNotFoundError:
+            pass
+
+
+def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repair:
+    """Copy the damaged regions into quarantine files and write the segment's valid batches to
+    ``<segment>.log.tmp`` (swept on start if a crash comes first). ``keep_tail``: quarantine the
+    damaged tail too (a sealed segment's); otherwise it is simply dropped (an active segment's
+    torn tail). Raises OSError (disk full...) with nothing changed but leftover tmp files."""
+    size = segment.file_size()
+    regions = list(found.damaged) + ([found.tail] if found.tail is not None and keep_tail else [])
+    buf = _mapped(segment.log_path, size, whole=True)
+    tmp = segment.log_path + ".tmp"
+    try:
+        view = memoryview(buf)
+        try:
+            for region in regions:
+                path = quarantine_path(segment, region.start)
+                _write_file(path, [view[region.start:region.end]])
+                log.error("quarantined %d damaged bytes of %s at position %d in %s: %s",
+                          region.end - region.start, segment.log_path, region.start, path, region.why)
+            runs, moved, infos, shift, prev_end = [], [], [], 0, 0
+            for info in found.infos:
+                if info.position != prev_end:
+                    shift += info.position - prev_end
+                moved.append(info._replace(position=info.position - shift))
+                if runs and runs[-1][1] == info.position:
+                    runs[-1][1] = info.position + info.size
+                else:
+                    runs.append([info.position, info.position + info.size])
+                prev_end = info.position + info.size
+            _write_file(tmp, [view[a:b] for a, b in runs])
+            infos = moved
+        finally:
+            view.release()
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    finally:
+        buf.close()
+    kept = sum(i.size for i in infos)
+    return Repair(segment, tmp, infos, size - kept)
+
+
+# ------------------------------------------------------------------ loading
 
 def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> list[LogSegment]:
     """The partition's segments, oldest first, with the active one recovered; [] if there are none."""
@@ -56,22 +293,24 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> lis
     for base, path in others:
         if base not in bases:
             log.info("removing %s: its segment is gone", path)
-            os.unlink(path)
+            _unlink_quietly(path)
     segments = [LogSegment(directory, base, created_ms=now_ms) for base in sorted(bases)]
     for i, segment in enumerate(segments[:-1]):
-        if not _load_sealed(segment, index_interval_bytes):
-            for later in segments[i + 1:]:
-                log.error("deleting %s: it follows a truncated segment", later.log_path)
-                later.delete()
-            del segments[i + 1:]
-            break
+        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1)
     if segments:
-        _recover(segments[-1], index_interval_bytes)
+        _recover(segments[-1], index_interval_bytes, None, active=True)
     return segments
 
 
-def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
-    """Load a sealed segment cheaply; False if it had to be truncated."""
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError as exc:  # a read-only or failing disk: the leftover is harmless
+        log.warning("cannot remove %s: %s", path, exc)
+
+
+def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int) -> bool:
+    """Load a sealed segment cheaply; False if a full check found damage."""
     size = segment.file_size()
     try:
         for index in (segment.offset_index, segment.time_index):
@@ -84,7 +323,7 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
         buf = _mapped(segment.log_path, size)
         try:
             first = _batch.read_info(buf, 0)
-            if first.base_offset != segment.base_offset:
+            if first.base_offset < segment.base_offset:
                 raise IndexCorruptError(f"{segment.log_path} starts at offset {first.base_offset}")
             if first.max_timestamp >= 0 and not len(segment.time_index):
                 raise IndexCorruptError(f"{segment.time_index.path} lacks the entry written at roll")
@@ -99,11 +338,14 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
             tail = list(_batch.iter_infos(buf, tail_start, size))
             if not tail or tail[-1].position + tail[-1].size != size:
                 raise IndexCorruptError(f"{segment.log_path} does not end with a whole batch")
+            if tail[-1].last_offset > max_last:
+                raise IndexCorruptError(f"{segment.log_path} reaches offset {tail[-1].last_offset}, "
+                                        f"past the next segment's base")
         finally:
             buf.close()
     except (IndexCorruptError, CorruptBatchError) as exc:
         log.warning("segment %s needs a full check: %s", segment.log_path, exc)
-        return _recover(segment, index_interval_bytes)
+        return _recover(segment, index_interval_bytes, max_last, active=False)
     segment.size = size
     segment.next_offset = tail[-1].last_offset + 1
     segment.first_batch_timestamp = first.max_timestamp
@@ -116,19 +358,42 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int) -> bool:
     return True
 
 
-def _recover(segment: LogSegment, index_interval_bytes: int) -> bool:
-    """Check every batch of the segment; truncate at the first bad one. True if nothing was cut."""
+def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool) -> bool:
+    """Check every batch of the segment and repair what is damaged. True if nothing was."""
+    found = scan_segment(segment, max_last)
     size = segment.file_size()
-    infos, good_end, why = [], 0, None
-    if size:
-        buf = _mapped(segment.log_path, size, whole=True)
-        try:
-            infos, good_end, why = _batch.valid_prefix(buf, 0, segment.base_offset)
-        finally:
-            buf.close()
-    if good_end < size:
+    if found.clean:
+        segment.rebuild_from(found.infos, index_interval_bytes)
+        return True
+    if not found.damaged and active:
+        # the usual crash: a torn write at the end of the active segment
+        good_end = found.tail.start
         log.warning("truncating %s from %d to %d bytes (%d bytes lost): %s",
-                    segment.log_path, size, good_end, size - good_end, why)
+                    segment.log_path, size, good_end, size - good_end, found.tail.why)
         segment.truncate(good_end)
-    segment.rebuild_from(infos, index_interval_bytes)
-    return good_end == size
+        segment.rebuild_from(found.infos, index_interval_bytes)
+        return False
+    try:
+        repair = prepare_repair(segment, found, keep_tail=not active)
+    except OSError as exc:
+        # No room to set the damage aside (full disk). Keep the file as it is and serve only the valid
+        # batches before the first damage; the next start tries again. An active segment must end with
+        # valid batches (appends go after them), so its damaged rest is cut as a torn tail would be.
+        first_bad = (found.damaged or [found.tail])[0]
+        kept = [i for i in found.infos if i.position < first_bad.start]
+        if active:
+            log.error("cannot quarantine the damage in %s (%s); truncating it at %d (%d bytes lost): %s",
+                      segment.log_path, exc, first_bad.start, size - first_bad.start, first_bad.why)
+            segment.truncate(first_bad.start)
+        else:
+            log.error("cannot quarantine the damage in %s (%s); serving only its first %d bytes until a "
+                      "restart with free space repairs it: %s", segment.log_path, exc, first_bad.start,
+                      first_bad.why)
+        segment.rebuild_from(kept, index_interval_bytes)
+        return False
+    repair.commit(index_interval_bytes)
+    segment.write_indexes(fsync=True)
+    log.error("repaired %s: %d damaged bytes set aside, %d valid batches kept (offsets %s)",
+              segment.log_path, repair.lost_bytes, len(repair.infos),
+              f"{repair.infos[0].base_offset}..{repair.infos[-1].last_offset}" if repair.infos else "none")
+    return False

@@ -9,12 +9,23 @@ Readers get memoryviews of a read-only ``mmap`` of the file, remapped when the
 committed size outgrows the mapping; an old mapping stays valid for as long as
 someone holds a view of it (also after the segment is deleted: the data is
 unlinked, not unmapped, under them).
+
+Open files are bounded: every segment holding an open file or a mapping is in
+one process-wide LRU (``open_handles``), and opening one more past its limit
+drops the handles of the least recently used segment. Dropping only forgets
+the references; a reader's view or a FileRegion still using them keeps them
+until it is done (CPython closes them when the last user lets go), and the
+segment reopens its file on the next access. ``set_open_limit`` sizes the LRU
+from RLIMIT_NOFILE (two descriptors per segment: the file and the mapping).
 """
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import threading
+from collections import OrderedDict
 from typing import Iterable
 
 from . import _batch
@@ -24,6 +35,86 @@ from .index import OffsetIndex, TimeIndex
 _IOV_MAX = 1024  # Linux's limit on buffers per writev
 # A writer thread and a reader may both be first to touch a segment's file; exactly one must open it.
 _open_lock = threading.Lock()
+log = logging.getLogger("kafkawire.storage")
+
+
+class LogDirError(StorageError):
+    """The disk failed an operation (no space, I/O error, too many open files...): Kafka's
+    KAFKA_STORAGE_ERROR. ``errno`` is the OS error number (None if unknown)."""
+
+    log_dir_failure = True
+
+    def __init__(self, message: str, errno_: int | None = None):
+        super().__init__(message)
+        self.errno = errno_
+
+    @classmethod
+    def wrap(cls, what: str, exc: OSError) -> "LogDirError":
+        return cls(f"{what}: {exc}", exc.errno)
+
+    @property
+    def out_of_space(self) -> bool:
+        return self.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+class _OpenHandles:
+    """LRU of the segments that hold an open file or mapping (see the module docstring)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: OrderedDict[int, LogSegment] = OrderedDict()
+
+    def touch(self, segment: "LogSegment") -> None:
+        key = id(segment)
+        with self._lock:
+            if key in self._open:
+                self._open.move_to_end(key)
+                return
+            self._open[key] = segment
+            victims = []
+            while len(self._open) > self.limit:
+                _, victim = self._open.popitem(last=False)
+                victims.append(victim)
+        for victim in victims:
+            victim._drop_handles()
+
+    def forget(self, segment: "LogSegment") -> None:
+        with self._lock:
+            self._open.pop(id(segment), None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
+def default_open_limit() -> int:
+    """Segments that may hold handles at once: half of what RLIMIT_NOFILE leaves after a reserve for
+    sockets and other files, and below vm.max_map_count (one mapping per segment)."""
+    soft = 1024
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 20
+    except (ImportError, OSError, ValueError):
+        pass
+    maps = 65530
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            maps = int(f.read())
+    except (OSError, ValueError):
+        pass
+    reserve = min(256, soft // 3)
+    return max(8, min((soft - reserve) // 2, maps // 2))
+
+
+open_handles = _OpenHandles(default_open_limit())
+
+
+def set_open_limit(limit: int | None = None) -> int:
+    """Resize the LRU (``None``: from the current RLIMIT_NOFILE); returns the new limit."""
+    open_handles.limit = max(2, limit if limit is not None else default_open_limit())
+    return open_handles.limit
 
 
 def segment_name(base_offset: int) -> str:
@@ -72,14 +163,30 @@ class LogSegment:
     # --------------------------------------------------------------- files
 
     @property
-    def file(self):
+    def file(self) -> SegmentFile:
+        """The open .log (opened on first use). Callers keep the returned object while they use its
+        descriptor: the LRU may drop the segment's own reference at any moment."""
         file = self._file
         if file is None:
             with _open_lock:
-                if self._file is None:
-                    self._file = SegmentFile(self.log_path)
                 file = self._file
+                if file is None:
+                    file = self._file = SegmentFile(self.log_path)
+        open_handles.touch(self)
         return file
+
+    def _drop_handles(self) -> None:
+        """Forget the open file and mapping (evicted from the LRU); users of them keep them alive."""
+        self._map, self._map_len = None, 0
+        self._file = None
+
+    def replace_file(self, path: str) -> None:
+        """Put ``path`` in place of the .log (a repair). Views of the old file stay valid."""
+        self._drop_handles()
+        open_handles.forget(self)
+        os.replace(path, self.log_path)
+        from .metadata import fsync_dir
+        fsync_dir(self.directory)
 
     def create(self) -> None:
         # Nothing can live at this base offset yet (it is the log end); a file there is the
@@ -93,12 +200,16 @@ class LogSegment:
 
     def buffer(self) -> mmap.mmap | memoryview:
         """The committed bytes, mapped; valid while the returned object is referenced."""
-        if self.size == 0:
+        size = self.size
+        if size == 0:
             return memoryview(b"")
-        if self._map is None or self._map_len < self.size:
-            self._map = mmap.mmap(self.file.fileno(), self.size, access=mmap.ACCESS_READ)
-            self._map_len = self.size
-        return self._map
+        m = self._map
+        if m is None or self._map_len < size:
+            file = self.file
+            m = mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ)
+            self._map, self._map_len = m, size
+        open_handles.touch(self)
+        return m
 
     def view(self, position: int, length: int) -> memoryview:
         return memoryview(self.buffer())[position:position + length]
@@ -114,7 +225,11 @@ class LogSegment:
         On failure (disk full...) the file is cut back to its committed size so
         the next append does not land after garbage.
         """
-        fd = self.file.fileno()
+        try:
+            file = self.file  # held until the write is done (the LRU may drop the segment's reference)
+        except OSError as exc:
+            raise LogDirError.wrap(f"cannot open {self.log_path}", exc) from exc
+        fd = file.fileno()
         position, end = self.size, self.size + total
         try:
             pending = [memoryview(b).cast("B") for b in buffers]
@@ -136,7 +251,7 @@ class LogSegment:
                 os.ftruncate(fd, self.size)
             except OSError:
                 pass
-            raise StorageError(f"append to {self.log_path} failed: {exc}") from exc
+            raise LogDirError.wrap(f"append to {self.log_path} failed", exc) from exc
 
     def commit(self, infos: Iterable[_batch.BatchInfo], index_interval_bytes: int) -> None:
         """Make written batches visible and index them (as Kafka does: an entry once more than
@@ -154,8 +269,9 @@ class LogSegment:
             self.next_offset = info.last_offset + 1
         self.size = info.position + info.size
 
-    def rebuild_from(self, infos: list[_batch.BatchInfo], index_interval_bytes: int) -> None:
-        """Reset the in-memory state and both indexes from a scan of the whole log."""
+    def rebuild_from(self, infos: list[_batch.BatchInfo], index_interval_bytes: int, *, write: bool = True) -> None:
+        """Reset the in-memory state and both indexes from a scan of the whole log (and write the index
+        files, unless ``write`` is False; a failure to write them is logged: they are rebuilt again)."""
         self.size = 0
         self.next_offset = self.base_offset
         self.max_timestamp = self.offset_of_max_timestamp = self.first_batch_timestamp = -1
@@ -173,7 +289,11 @@ class LogSegment:
             since += info.size
         self.offset_index.reset(offsets)
         self.time_index.reset(times)
-        self.write_indexes(fsync=False)
+        if write:
+            try:
+                self.write_indexes(fsync=False)
+            except OSError as exc:  # a full disk: the indexes live in memory until they can be written
+                log.warning("cannot write the indexes of %s: %s", self.log_path, exc)
         if infos:
             last = infos[-1]
             self.size, self.next_offset = last.position + last.size, last.last_offset + 1
@@ -184,8 +304,9 @@ class LogSegment:
     def truncate(self, size: int) -> None:
         """Cut the .log to ``size`` bytes (recovery only: nobody reads the segment yet)."""
         self._map, self._map_len = None, 0
-        os.ftruncate(self.file.fileno(), size)
-        os.fsync(self.file.fileno())
+        file = self.file
+        os.ftruncate(file.fileno(), size)
+        os.fsync(file.fileno())
 
     def seal(self) -> None:
         """The segment stops being active: record its max timestamp as the last time index entry
@@ -200,7 +321,8 @@ class LogSegment:
                 index.write(fsync=fsync)
 
     def fsync_log(self) -> None:
-        os.fsync(self.file.fileno())
+        file = self.file
+        os.fsync(file.fileno())
 
     # --------------------------------------------------------------- reads
 
@@ -239,6 +361,7 @@ class LogSegment:
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
+        open_handles.forget(self)
         if self._map is not None:
             try:
                 self._map.close()
@@ -251,6 +374,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Unlink the files. Open views and FileRegions keep working until released."""
+        open_handles.forget(self)
         self.offset_index.delete()
         self.time_index.delete()
         self._map = None  # dropped, not closed: views may still use it
