@@ -35,6 +35,7 @@ load average and fsync time are printed at the start and the end.
 Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
            [--sizes 1024,100] [--partitions 1,12] [--codecs none,lz4] [--acks all] [--rates 2000,20000]
            [--records N] [--repeat N] [--seconds S] [--json FILE]
+       python benchmarks/bench_broker.py --from-json FILE      # reprint the tables of an earlier run
 """
 from __future__ import annotations
 
