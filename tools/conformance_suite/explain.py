@@ -1,0 +1,61 @@
+"""Differences with a written reason, read from ``explained.toml``.
+
+Each entry names an API, a version range, a field path (``fnmatch`` pattern over
+paths such as ``topics[*].partitions[*].error_code``), optionally a case-name
+pattern and the two values it expects, and a reason. An entry must not be a
+blanket: the path may not be ``*`` alone, and the reason must be written.
+"""
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+FILE = Path(__file__).with_name("explained.toml")
+_UNSET = object()
+
+
+@dataclass
+class Explanation:
+    api: str
+    versions: tuple[int, int]
+    field: str
+    reason: str
+    case: str = "*"
+    kafkawire: object = _UNSET
+    kafka: object = _UNSET
+    used: int = 0
+
+    def matches(self, api: str, version: int, case: str, path: str, kw, ka) -> bool:
+        return (api == self.api and self.versions[0] <= version <= self.versions[1]
+                and fnmatch.fnmatchcase(path, self.field) and fnmatch.fnmatchcase(case, self.case)
+                and (self.kafkawire is _UNSET or self.kafkawire == kw)
+                and (self.kafka is _UNSET or self.kafka == ka))
+
+
+def load(path: Path = FILE) -> list[Explanation]:
+    if not path.exists():
+        return []
+    raw = tomllib.loads(path.read_text())
+    out = []
+    for i, entry in enumerate(raw.get("explained", [])):
+        where = f"{path.name} entry {i + 1}"
+        for key in ("api", "versions", "field", "reason"):
+            if key not in entry:
+                raise ValueError(f"{where}: '{key}' is required")
+        if entry["field"].strip("*.[]") == "" or not entry["reason"].strip():
+            raise ValueError(f"{where}: a field path and a reason are required (no blanket entries)")
+        lo, hi = entry["versions"]
+        out.append(Explanation(api=entry["api"], versions=(lo, hi), field=entry["field"], reason=entry["reason"],
+                               case=entry.get("case", "*"), kafkawire=entry.get("kafkawire", _UNSET),
+                               kafka=entry.get("kafka", _UNSET)))
+    return out
+
+
+def find(explanations: list[Explanation], api: str, version: int, case: str, path: str, kw, ka):
+    for e in explanations:
+        if e.matches(api, version, case, path, kw, ka):
+            e.used += 1
+            return e
+    return None
