@@ -33,7 +33,7 @@ import mmap
 import os
 import re
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from crc32c import crc32c
 
@@ -49,7 +49,7 @@ log = logging.getLogger("kafkawire.storage")
 _SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
 QUARANTINE_FILE = re.compile(r"(\d{20})\.(\d+)\.(\d+)\.quarantine")
 _LOG_OVERHEAD = _batch.LOG_OVERHEAD
-_MAX_DELTA = 2**31 - 1
+PACE_BYTES = 1 << 20
 
 
 class Damage(NamedTuple):
@@ -134,19 +134,24 @@ def _resync(buf, view, pos: int, size: int, min_base: int, max_last: int | None)
         q += 1
 
 
-def scan(buf, size: int, base_offset: int, max_last: int | None = None, *, allow_gaps: bool = False) -> Scan:
+def scan(buf, size: int, base_offset: int, max_last: int | None = None, *, allow_gaps: bool = False,
+         pace: Callable[[int], None] | None = None) -> Scan:
     """Check every batch of a segment's bytes: length, magic, CRC-32C and offsets.
 
     Offsets must follow each other densely (the CRC does not cover the base offset, so density is
     what catches a damaged one), except after damaged bytes and, when ``allow_gaps`` (the segment
     was repaired before: it has quarantine files), across a gap confirmed by the batch after it.
     ``max_last``: the next segment's base offset - 1 (no offset of this one may reach it).
+    ``pace(bytes)`` is called after about every ``PACE_BYTES`` read (the scrubber sleeps in it).
     """
     view = memoryview(buf)
     try:
         infos, damaged, tail = [], [], None
-        pos, expect = 0, base_offset
+        pos, expect, paced = 0, base_offset, 0
         while pos < size:
+            if pace is not None and pos - paced >= PACE_BYTES:
+                pace(pos - paced)
+                paced = pos
             info = _valid_batch(buf, view, pos, size, expect, max_last)
             if info is not None and info.base_offset > expect and not allow_gaps:
                 info = None
@@ -167,6 +172,8 @@ def scan(buf, size: int, base_offset: int, max_last: int | None = None, *, allow
             damaged.append(Damage(pos, found.position, why))
             infos.append(found)
             pos, expect = found.position + found.size, found.last_offset + 1
+        if pace is not None and pos > paced:
+            pace(pos - paced)
         return Scan(infos, damaged, tail)
     finally:
         view.release()
@@ -178,14 +185,15 @@ def quarantined(directory: str, base_offset: int) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n.startswith(prefix) and QUARANTINE_FILE.fullmatch(n))
 
 
-def scan_segment(segment: LogSegment, max_last: int | None = None) -> Scan:
+def scan_segment(segment: LogSegment, max_last: int | None = None, *,
+                 pace: Callable[[int], None] | None = None) -> Scan:
     size = segment.file_size()
     if not size:
         return Scan([], [], None)
     gaps = bool(quarantined(segment.directory, segment.base_offset))
-    buf = _mapped(segment.log_path, size, whole=True)
+    buf = _mapped(segment.log_path, size, whole=pace is None)
     try:
-        return scan(buf, size, segment.base_offset, max_last, allow_gaps=gaps)
+        return scan(buf, size, segment.base_offset, max_last, allow_gaps=gaps, pace=pace)
     finally:
         buf.close()
 

@@ -29,6 +29,22 @@ Reads return ``memoryview``s of read-only mmaps of the segment files (zero
 copies; one chunk per segment touched). ``read_regions`` returns
 ``FileRegion``s instead, for ``os.sendfile``.
 
+Disk failures: an OSError while writing (no space, I/O error...) fails the
+append with ``LogDirError`` (Kafka's KAFKA_STORAGE_ERROR) and marks the log
+directory offline for writes (``log_dir_failure``); reads go on. Kafka would
+stop a broker whose every log dir failed and let another replica lead; a single
+node has no other replica, so kafkawire keeps serving reads and, when the
+failure was a full disk, lets writes through again once ``statvfs`` shows room
+for them (an I/O error keeps the directory offline until a restart). Too many
+open files (EMFILE) fails the one operation without marking anything offline.
+A start on a disk with less than ``MIN_FREE_BYTES`` free begins offline for
+writes and says so.
+
+Damage: recovery (``recovery``) quarantines damaged batches on start; the
+optional scrubber (``start_scrubber``) re-reads sealed segments at a bounded
+rate in a background thread and repairs a damaged one in place, so a batch
+whose CRC is known bad is never served.
+
 Threads: the broker may run appends (and their fsyncs) in an executor while
 the event loop reads. Per partition, one lock serialises writers (append,
 roll, retention, DeleteRecords) and another guards what readers look at; a
@@ -37,6 +53,7 @@ fsync, so readers never wait for the disk.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import logging
 import os
@@ -45,16 +62,17 @@ import shutil
 import threading
 import time
 import uuid
+import weakref
 from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, Mapping
 
-from . import _batch, metadata, topics
+from . import _batch, metadata, recovery, topics
 from .base import (AppendResult, InvalidPartitionsError, NewTopic, OffsetOutOfRangeError, PartitionLog, ReadResult,
                    Storage, StorageError, TopicExistsError, TopicMeta, UnknownTopicError)
 from .config import StorageConfig, TopicSettings
 from .recovery import load_segments
-from .segment import LogSegment
+from .segment import LogDirError, LogSegment, set_open_limit
 
 log = logging.getLogger("kafkawire.storage")
 
@@ -62,8 +80,71 @@ _MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 
 
+MIN_FREE_BYTES = 1 << 20  # below this a start begins offline for writes; writes resume with this much to spare
+
+
 def _wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+class LogDirState:
+    """Whether the log directory takes writes (see the module docstring); one per directory."""
+
+    _all: "weakref.WeakValueDictionary[str, LogDirState]" = weakref.WeakValueDictionary()
+    _all_lock = threading.Lock()
+
+    @classmethod
+    def of(cls, path: str) -> "LogDirState":
+        key = os.path.realpath(path)
+        with cls._all_lock:
+            state = cls._all.get(key)
+            if state is None:
+                state = cls._all[key] = cls(key)
+            return state
+
+    def __init__(self, path: str):
+        self.path = path
+        self.failure: LogDirError | None = None
+        self._lock = threading.Lock()
+
+    def free_bytes(self) -> int:
+        st = os.statvfs(self.path)
+        return st.f_bavail * st.f_frsize
+
+    def failed(self, exc: LogDirError) -> None:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            return  # the process's limit, not the disk
+        with self._lock:
+            first = self.failure is None
+            if first or (self.failure.out_of_space and not exc.out_of_space):
+                self.failure = exc
+        if first:
+            log.error("log dir %s is offline for writes (reads continue): %s; %s", self.path, exc,
+                      "writes resume when space is freed" if exc.out_of_space else "writes resume after a restart")
+
+    def check(self, need: int = 0) -> None:
+        """Raise LogDirError while the directory is offline; a full disk that has room again comes back."""
+        failure = self.failure
+        if failure is None:
+            return
+        if failure.out_of_space:
+            try:
+                free = self.free_bytes()
+            except OSError:
+                free = 0
+            if free >= need + MIN_FREE_BYTES:
+                with self._lock:
+                    if self.failure is failure:
+                        self.failure = None
+                log.warning("log dir %s has %d bytes free again: writes resume", self.path, free)
+                return
+        raise LogDirError(f"log dir {self.path} is offline: {failure}", failure.errno)
+
+
+def _disk_error(state: LogDirState, what: str, exc: BaseException) -> LogDirError:
+    err = exc if isinstance(exc, LogDirError) else LogDirError.wrap(what, exc)
+    state.failed(err)
+    return err
 
 
 class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
@@ -71,6 +152,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                  settings: Callable[[], TopicSettings], checkpoint: Callable[[], None],
                  clock: Callable[[], int]):
         self.topic, self.partition, self.directory = topic, partition, directory
+        self._dir = LogDirState.of(os.path.dirname(directory))
         self._settings, self._checkpoint, self._clock = settings, checkpoint, clock
         self._write_lock = threading.Lock()  # one writer at a time
         self._state_lock = threading.Lock()  # what readers see
@@ -113,16 +195,20 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         with self._write_lock:
             if self._closed:
                 raise StorageError(f"{self.topic}-{self.partition} is closed")
+            self._dir.check(total)
             first = self._end
-            if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
-                self._roll()
-            segment = self._segments[-1]
-            buffers, written = [], []
-            for chunks, info in _batch.stored(view, infos, first, log_append_time, segment.size):
-                buffers += chunks
-                written.append(info)
-            next_offset = info.last_offset + 1
-            segment.write(buffers, total)
+            try:
+                if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
+                    self._roll()
+                segment = self._segments[-1]
+                buffers, written = [], []
+                for chunks, info in _batch.stored(view, infos, first, log_append_time, segment.size):
+                    buffers += chunks
+                    written.append(info)
+                next_offset = info.last_offset + 1
+                segment.write(buffers, total)
+            except (OSError, LogDirError) as exc:
+                raise _disk_error(self._dir, f"append to {self.topic}-{self.partition} failed", exc) from exc
             with self._state_lock:
                 segment.commit(written, settings.index_interval_bytes)
                 self._size += total
@@ -131,7 +217,10 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             start = self._start
         if durable or self._unflushed_messages >= settings.flush_messages or (
                 settings.flush_ms is not None and self._clock() - self._last_flush_ms >= settings.flush_ms):
-            self._flush_to(next_offset)
+            try:
+                self._flush_to(next_offset)
+            except OSError as exc:  # the data is written but not known to be on disk: not acknowledged
+                raise _disk_error(self._dir, f"fsync of {self.topic}-{self.partition} failed", exc) from exc
         return AppendResult(first, next_offset - 1, -1 if log_append_time is None else log_append_time, start)
 
     def _should_roll(self, settings: TopicSettings, incoming: int, incoming_max_ts: int, last_offset: int) -> bool:
@@ -312,6 +401,40 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             segment.delete()
         return count
 
+    # ------------------------------------------------------------- scrubbing
+
+    def verify_segment(self, segment: LogSegment, pace: Callable[[int], None] | None = None) -> recovery.Scan | None:
+        """Check every batch of a sealed segment; repair it in place if damaged (quarantine, rewrite,
+        swap in under the readers' lock). None if the segment is no longer a sealed one of this log."""
+        with self._state_lock:
+            if segment not in self._segments[:-1]:
+                return None
+            max_last = self._segments[self._segments.index(segment) + 1].base_offset - 1
+        found = recovery.scan_segment(segment, max_last, pace=pace)  # sealed: immutable, read without locks
+        if found.clean:
+            return found
+        with self._write_lock:
+            with self._state_lock:
+                if self._closed or segment not in self._segments[:-1]:
+                    return None
+            try:
+                repair = recovery.prepare_repair(segment, found, keep_tail=True)
+            except OSError as exc:
+                log.error("cannot quarantine the damage found in %s: %s (the damaged batches are still "
+                          "served until it is repaired)", segment.log_path, exc)
+                raise _disk_error(self._dir, f"repair of {segment.log_path} failed", exc) from exc
+            interval = self._settings().index_interval_bytes
+            with self._state_lock:
+                old_size = segment.size
+                repair.commit(interval)
+                self._size += segment.size - old_size
+            try:
+                segment.write_indexes(fsync=True)
+            except OSError as exc:
+                log.warning("cannot write the indexes of %s: %s", segment.log_path, exc)
+        log.error("repaired %s while serving: %d damaged bytes set aside", segment.log_path, repair.lost_bytes)
+        return found
+
     # ---------------------------------------------------------- lifecycle
 
     def close(self) -> None:
@@ -334,11 +457,17 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
 
 class SegmentStorage(topics.TopicRegistry, Storage):
     def __init__(self, data_dir: str | os.PathLike, config: StorageConfig | Mapping[str, object] | None = None,
-                 *, clock: Callable[[], int] = _wall_ms):
+                 *, clock: Callable[[], int] = _wall_ms, open_segments: int | None = None):
         self.config = StorageConfig.coerce(config)
         self.data_dir = str(Path(data_dir))
         self._clock = clock
         os.makedirs(self.data_dir, exist_ok=True)
+        self._dir_state = LogDirState.of(self.data_dir)
+        self._dir_state.failure = None  # a new start looks again
+        self._scrubber: threading.Thread | None = None
+        self._scrub_stop = threading.Event()
+        limit = set_open_limit(open_segments)
+        log.info("segment files: at most %d segments hold open files at once", limit)
         self._lock = threading.RLock()
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[str, list[SegmentPartitionLog]] = {}
@@ -355,10 +484,32 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             for meta in self._topics.values():
                 self._logs[meta.name] = [self._open_partition(meta, p, starts.get((meta.name, p), 0))
                                          for p in range(meta.partitions)]
-            self._save_log_starts()  # drops entries of topics that no longer exist
+            try:
+                self._save_log_starts()  # drops entries of topics that no longer exist
+            except OSError as exc:
+                log.warning("cannot rewrite the log start offsets: %s", exc)
+            self._check_free_space()
         except BaseException:
             self._release()
             raise
+
+    def _check_free_space(self) -> None:
+        try:
+            free = self._dir_state.free_bytes()
+        except OSError:
+            return
+        if free < MIN_FREE_BYTES:
+            self._dir_state.failed(LogDirError(
+                f"{self.data_dir} has only {free} bytes free (at least {MIN_FREE_BYTES} are needed to take "
+                f"writes); serving reads", errno.ENOSPC))
+
+    def log_dir_failure(self) -> LogDirError | None:
+        """Why the log directory takes no writes, or None (a full disk with room again is back)."""
+        try:
+            self._dir_state.check()
+        except LogDirError:
+            return self._dir_state.failure
+        return None
 
     # ------------------------------------------------------------- startup
 
@@ -663,7 +814,52 @@ class SegmentStorage(topics.TopicRegistry, Storage):
     def flush_due(self, now_ms: int) -> int:
         return sum(log_.flush_if_due(now_ms) for log_ in self._all_logs())
 
+    # ------------------------------------------------------------ scrubbing
+
+    def verify(self, *, sleep: Callable[[float], None] | None = None, bytes_per_sec: int | None = None) -> dict:
+        """Check the CRC of every batch of every sealed segment, repairing damaged ones (see
+        ``SegmentPartitionLog.verify_segment``). With ``bytes_per_sec``, ``sleep`` paces the reading
+        (every MiB read costs 1 MiB / ``bytes_per_sec`` of sleep). Returns
+        {"segments": n, "bytes": n, "damaged": [log paths]}."""
+        report = {"segments": 0, "bytes": 0, "damaged": []}
+        pace = (lambda n: sleep(n / bytes_per_sec)) if bytes_per_sec and sleep is not None else None
+        for log_ in self._all_logs():
+            for segment in log_.segments[:-1]:
+                if self._closed or self._scrub_stop.is_set():
+                    return report
+                found = log_.verify_segment(segment, pace)
+                if found is None:
+                    continue
+                report["segments"] += 1
+                report["bytes"] += segment.size
+                if not found.clean:
+                    report["damaged"].append(segment.log_path)
+        return report
+
+    def start_scrubber(self, bytes_per_sec: int, pause_s: float = 60.0) -> None:
+        """Verify every sealed segment again and again in a background thread, reading at most about
+        ``bytes_per_sec`` (paced per segment), pausing ``pause_s`` between passes."""
+        if bytes_per_sec <= 0 or self._scrubber is not None:
+            return
+
+        def run():
+            wait = self._scrub_stop.wait
+            while not self._scrub_stop.is_set():
+                try:
+                    report = self.verify(sleep=wait, bytes_per_sec=bytes_per_sec)
+                    log.info("scrubbed %d segments (%d bytes): %d damaged", report["segments"], report["bytes"],
+                             len(report["damaged"]))
+                except Exception:
+                    log.exception("scrubbing failed")
+                wait(pause_s)
+        self._scrubber = threading.Thread(target=run, name="kafkawire-scrubber", daemon=True)
+        self._scrubber.start()
+        log.info("scrubber verifies sealed segments at up to %d bytes/s", bytes_per_sec)
+
     def close(self) -> None:
+        self._scrub_stop.set()
+        if self._scrubber is not None:
+            self._scrubber.join(timeout=5)
         with self._lock:
             if self._closed:
                 return
