@@ -66,6 +66,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
     _d("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this many ms.", True),
     _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
+    _d("queued.max.request.bytes", LONG, "-1",
+       "Bytes of requests being received or waiting to be handled before reading pauses; -1: no limit. "
+       "kafkawire applies 256 MiB unless the key is set.", True),
+    _d("controller.quota.window.num", INT, "11", "Samples kept for controller mutation quotas.", True),
+    _d("controller.quota.window.size.seconds", INT, "1", "Time span of each controller mutation quota sample.",
+       True),
+    _d("kafkawire.max.partitions", INT, "100000", "kafkawire: partitions this broker may hold in all.", True),
+    _d("kafkawire.controller.mutation.rate", DOUBLE, None,
+       "kafkawire: partitions each client id may create, add or delete per second (Kafka's "
+       "controller_mutation_rate quota as a default for every client); unset: no limit.", True),
     _d("log.flush.interval.messages", LONG, str(LONG_MAX), "Messages accumulated before flushing to disk."),
     _d("log.flush.interval.ms", LONG, None, "Maximum time a message stays in memory before flushing."),
     _d("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), "How often the log flusher checks.", True),
@@ -337,6 +347,11 @@ class BrokerConfig:
     auto_create_topics: bool = True
     message_max_bytes: int = 1048588
     socket_request_max_bytes: int = 104857600
+    queued_max_request_bytes: int = 268435456  # queued.max.request.bytes when set (-1: no limit), else 256 MiB
+    max_partitions: int = 100_000  # kafkawire.max.partitions; -1: no limit
+    controller_mutation_rate: float | None = None  # partitions per second per client id; None: no limit
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
     acks_all_fsync: bool = True
     storage: str = "segments"  # or "memory"
     properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
@@ -451,6 +466,19 @@ class BrokerConfig:
                 cfg.message_max_bytes = int(props["message.max.bytes"])
             if "socket.request.max.bytes" in props:
                 cfg.socket_request_max_bytes = int(props["socket.request.max.bytes"])
+            if "queued.max.request.bytes" in props:
+                cfg.queued_max_request_bytes = int(props["queued.max.request.bytes"])
+            if "kafkawire.max.partitions" in props:
+                cfg.max_partitions = int(props["kafkawire.max.partitions"])
+            if props.get("kafkawire.controller.mutation.rate", "").strip():
+                rate = float(props["kafkawire.controller.mutation.rate"])
+                if not rate > 0:
+                    raise ValueError(f"kafkawire.controller.mutation.rate must be above 0, not {rate}")
+                cfg.controller_mutation_rate = rate
+            if "controller.quota.window.num" in props:
+                cfg.controller_quota_window_num = int(props["controller.quota.window.num"])
+            if "controller.quota.window.size.seconds" in props:
+                cfg.controller_quota_window_size_seconds = int(props["controller.quota.window.size.seconds"])
             for key in ("kafkawire.log.fsync.acks.all", "kafkawire.acks.all.fsync"):
                 if key in props:
                     cfg.acks_all_fsync = _bool(props[key])

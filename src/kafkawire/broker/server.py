@@ -27,6 +27,10 @@ from .storage.base import Storage
 log = logging.getLogger("kafkawire.broker")
 
 API_VERSIONS = 18
+# topic changes: a connection's later requests wait for their answer, as Kafka reads nothing more from a
+# connection until it has answered its request (so a Metadata pipelined after CreateTopics sees the topic)
+TOPIC_CHANGES = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+_BARRIER = "kafkawire.broker.topic-change"
 LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at epoch 0
 
 
@@ -107,6 +111,10 @@ class Broker:
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage") \
             if self.storage_in_thread else None
         self._queues: dict[tuple[str, int], PartitionQueue] = {}
+        # topic changes (CreateTopics, DeleteTopics, CreatePartitions) run one at a time in their own thread,
+        # as Kafka's controller does them, so that file I/O and fsyncs never hold up the event loop
+        self._controller = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-controller")
+        self._controller_lock: asyncio.Lock | None = None
         self.started_ms = int(time.time() * 1000)
         self.server: FramedServer | None = None
         self._background: list[asyncio.Task] = []
@@ -126,6 +134,23 @@ class Broker:
     # -- requests ---------------------------------------------------------------
     def handle(self, payload: bytes, conn):
         """The net layer's handler: a response (list of buffers), None, or an awaitable of either."""
+        attributes = getattr(conn, "attributes", None)
+        barrier = attributes.get(_BARRIER) if attributes is not None else None
+        if barrier is not None:
+            if not barrier.done():
+                return self._after(barrier, payload, conn)
+            del attributes[_BARRIER]
+        result = self._handle(payload, conn)
+        if attributes is not None and inspect.isawaitable(result) and peek_request_prefix(payload)[0] in TOPIC_CHANGES:
+            result = attributes[_BARRIER] = asyncio.ensure_future(result)
+        return result
+
+    async def _after(self, barrier, payload, conn):
+        await asyncio.wait([barrier])
+        result = self.handle(payload, conn)
+        return await result if inspect.isawaitable(result) else result
+
+    def _handle(self, payload: bytes, conn):
         try:
             key, version, correlation_id = peek_request_prefix(payload)
         except DecodeError as exc:
@@ -190,6 +215,17 @@ class Broker:
             except Exception:
                 pass
         raise CloseConnection(f"{spec.name} failed: {type(exc).__name__}: {exc}")
+
+    # -- topic changes ------------------------------------------------------------
+    def controller_lock(self) -> asyncio.Lock:
+        """Held by a topic-changing request from its validation until its answer: each sees the one before."""
+        if self._controller_lock is None:
+            self._controller_lock = asyncio.Lock()
+        return self._controller_lock
+
+    async def controller_call(self, fn, *args):
+        """``fn(*args)`` in the controller thread."""
+        return await asyncio.get_running_loop().run_in_executor(self._controller, fn, *args)
 
     # -- storage work in order per partition -----------------------------------
     def partition_idle(self, topic: str, partition: int) -> bool:
@@ -288,6 +324,7 @@ class Broker:
         if self.server is not None:
             await self.server.close()
         self.waiters.wake_all()
+        self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes
         try:
             self.storage.flush()
         except Exception:

@@ -1,6 +1,10 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeTopicPartitions."""
 from __future__ import annotations
 
+import asyncio
+import math
+import time
+
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
                                          DescribeTopicPartitionsResponse)
@@ -8,12 +12,16 @@ from kafkawire.protocol.messages import (CreatePartitionsResponse, CreateTopicsR
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_config
 from ..dispatch import handles
 from ..storage import base as sb
-from ._common import (INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, create_topic, find_topic, log, storage_error_code,
-                      topic_name_problem)
+from ._common import INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, log, storage_error_code, topic_name_problem
 
 MAX_PARTITIONS = 1_000_000
+MAX_RECORDS_PER_OPERATION = 10_000  # Kafka's controller: metadata records one request may create
 MAX_RESPONSE_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+TOO_MANY_NEW_PARTITIONS = "Excessively large number of additional partitions per request."
+TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
+QUOTA_EXCEEDED = "The throttling quota has been exceeded."
 
 
 class Invalid(Exception):
@@ -46,11 +54,11 @@ def _topic_config_entries(broker, configs: dict):
     return out
 
 
-def _validate_create(broker, t) -> tuple[int, dict]:
+def _validate_create(broker, t, existing) -> tuple[int, dict]:
     problem = topic_name_problem(t.name)
     if problem:
         raise Invalid(errors.INVALID_TOPIC_EXCEPTION, problem)
-    if find_topic(broker, t.name) is not None:
+    if t.name in existing:
         raise Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
@@ -84,18 +92,124 @@ def _validate_create(broker, t) -> tuple[int, dict]:
     return partitions, configs
 
 
+# -- the controller's limits ----------------------------------------------------------------------------
+
+
+class MutationQuota:
+    """Kafka's ``controller_mutation_rate`` quota: a token bucket per client id, refilled at ``rate``
+    partition mutations per second up to ``rate * controller.quota.window.num *
+    controller.quota.window.size.seconds``. Each created, added or deleted partition takes a token; the
+    bucket may go negative, and while it is negative the client is over its quota for ``-tokens / rate``
+    seconds."""
+
+    def __init__(self, rate: float, window_num: int, window_seconds: int):
+        self.rate = rate
+        self.burst = rate * max(window_num, 1) * max(window_seconds, 1)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def _tokens(self, client: str, now: float) -> float:
+        tokens, last = self._buckets.get(client, (self.burst, now))
+        return min(self.burst, tokens + (now - last) * self.rate)
+
+    def throttle_ms(self, client: str) -> int:
+        """How long ``client`` is over its quota (0: within it)."""
+        tokens = self._tokens(client, time.monotonic())
+        return 0 if tokens >= 0 else math.ceil(-tokens / self.rate * 1000)
+
+    def record(self, client: str, mutations: int) -> None:
+        now = time.monotonic()
+        self._buckets[client] = (self._tokens(client, now) - mutations, now)
+        if len(self._buckets) > 10_000:  # forget full buckets so that many client ids cannot grow this
+            self._buckets = {c: (t, at) for c, (t, at) in self._buckets.items()
+                             if t + (now - at) * self.rate < self.burst}
+
+
+class _Unlimited:
+    def throttle_ms(self, client: str) -> int:
+        return 0
+
+    def record(self, client: str, mutations: int) -> None:
+        pass
+
+
+def _quota(broker):
+    quota = broker.__dict__.get("_mutation_quota")
+    if quota is None:
+        rate = broker.config.controller_mutation_rate
+        quota = MutationQuota(rate, broker.config.controller_quota_window_num,
+                              broker.config.controller_quota_window_size_seconds) if rate else _Unlimited()
+        broker.__dict__["_mutation_quota"] = quota
+    return quota
+
+
+class _Admission:
+    """One request's way through the quota: strict (Kafka's answer THROTTLING_QUOTA_EXCEEDED per topic,
+    for CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) or permissive (older versions: every
+    mutation is accepted and the response is held back for the throttle time)."""
+
+    def __init__(self, broker, ctx, strict: bool):
+        self.quota, self.client, self.strict = _quota(broker), ctx.client_id, strict
+
+    def admit(self, mutations: int) -> bool:
+        if self.strict and self.quota.throttle_ms(self.client) > 0:
+            return False
+        self.quota.record(self.client, mutations)
+        return True
+
+    async def finish(self) -> int:
+        """throttle_time_ms for the response (after the delay, for permissive versions)."""
+        throttle = self.quota.throttle_ms(self.client)
+        if throttle and not self.strict:
+            await asyncio.sleep(throttle / 1000)
+        return throttle
+
+
+def _partition_cap_problem(broker, existing, adding: int) -> str | None:
+    cap = broker.config.max_partitions
+    total = sum(m.partitions for m in existing.values()) + adding
+    if cap >= 0 and total > cap:
+        return (f"The request would bring this broker to {total} partitions, more than "
+                f"kafkawire.max.partitions={cap} allows.")
+    return None
+
+
+async def _controller(broker, fn, *args):
+    """Run ``fn(*args)`` in the broker's controller thread (topic changes, one at a time, off the loop)."""
+    return await broker.controller_call(fn, *args)
+
+
+# -- CreateTopics ---------------------------------------------------------------------------------------
+
+
+def _requested_partitions(broker, t) -> int:
+    if t.assignments:
+        return len(t.assignments)
+    return broker.config.num_partitions if t.num_partitions == -1 else max(t.num_partitions, 0)
+
+
 @handles("CreateTopics", 0, 7)
-def create_topics(broker, ctx, body):
+async def create_topics(broker, ctx, body):
+    """Validated on the loop, created in the controller thread; requests queue on the controller lock so
+    that each sees the topics of the one before. Kafka's controller limits, checked with the reference:
+    more than 10,000 partitions in one request, or more than 10,000 metadata records (a topic, each
+    partition, each config), fail every topic with POLICY_VIOLATION."""
+    async with broker.controller_lock():
+        return await _create_topics(broker, ctx, body)
+
+
+async def _create_topics(broker, ctx, body):
     version = ctx.api_version
     R = CreateTopicsResponse
     names = [t.name for t in body.topics]
-    dupes = {n for n in names if names.count(n) > 1}
-    results = []
-    seen = set()
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    existing = broker.storage.topics()
+    results, todo, seen = [], [], set()  # todo: (result, topic, partitions, configs)
     for t in body.topics:
         res = R.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0, error_message=None,
                                      num_partitions=-1, replication_factor=-1, configs=[] if version >= 5 else None)
-        if t.name in dupes:
+        if counts[t.name] > 1:
             if t.name in seen:
                 continue
             seen.add(t.name)
@@ -106,28 +220,67 @@ def create_topics(broker, ctx, body):
             continue
         results.append(res)
         try:
-            partitions, configs = _validate_create(broker, t)
-            if not body.validate_only:
-                meta = create_topic(broker, t.name, partitions, configs)
-                res.topic_id = meta.topic_id
+            partitions, configs = _validate_create(broker, t, existing)
+            todo.append((res, t, partitions, configs))
         except Invalid as exc:
             res.error_code, res.error_message = exc.code, exc.message
-        except sb.StorageError as exc:
-            res.error_code, res.error_message = storage_error_code(exc), str(exc)
+    batch_problem = None
+    if sum(_requested_partitions(broker, t) for t in body.topics if counts[t.name] == 1) > MAX_RECORDS_PER_OPERATION:
+        batch_problem = TOO_MANY_PARTITIONS
+    elif sum(1 + p + len(c) for _r, _t, p, c in todo) > MAX_RECORDS_PER_OPERATION:
+        batch_problem = TOO_MANY_RECORDS
+    if batch_problem:
+        for res in results:
+            res.error_code, res.error_message = errors.POLICY_VIOLATION, batch_problem
+        todo = []
+    admission = _Admission(broker, ctx, strict=version >= 6)
+    accepted, adding = [], 0
+    for res, t, partitions, configs in todo:
+        problem = _partition_cap_problem(broker, existing, adding + partitions)
+        if problem:
+            res.error_code, res.error_message = errors.POLICY_VIOLATION, problem
+        elif body.validate_only:
+            accepted.append((res, t, partitions, configs))
+        elif not admission.admit(partitions):
+            res.error_code, res.error_message = errors.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED
+        else:
+            accepted.append((res, t, partitions, configs))
+            adding += partitions
+    if accepted and not body.validate_only:
+        made = await _controller(broker, broker.storage.create_topics,
+                                 [sb.NewTopic(t.name, p, c) for _res, t, p, c in accepted])
+        for (res, t, partitions, configs), meta in zip(accepted, made):
+            if isinstance(meta, sb.StorageError):
+                res.error_code, res.error_message = storage_error_code(meta), str(meta)
+            else:
+                res.topic_id = meta.topic_id
+                log.info("created topic %s with %d partitions (id %s)%s", t.name, partitions, meta.topic_id,
+                         f" and configs {configs}" if configs else "")
+    throttle = await admission.finish()
+    ok = [(res, p, c) for res, _t, p, c in accepted if not res.error_code]
+    # the per-topic config listings are the bulk of a large answer: built in the controller thread
+    await _controller(broker, _describe_created, broker, ok, version)
+    for res in results:
         if res.error_code:
             res.configs = [] if version >= 5 else None
             if version < 1:
                 res.error_message = None
-            continue
-        if version >= 5:
-            res.num_partitions = partitions
-            res.replication_factor = 1
-            res.configs = _topic_config_entries(broker, configs)
-    return R(throttle_time_ms=0, topics=results)
+    return R(throttle_time_ms=throttle if version >= 2 else 0, topics=results)
 
 
-def _delete(broker, meta) -> None:
-    broker.storage.delete_topic(meta.name)
+def _describe_created(broker, ok, version) -> None:
+    if version < 5:
+        return
+    for res, partitions, configs in ok:
+        res.num_partitions = partitions
+        res.replication_factor = 1
+        res.configs = _topic_config_entries(broker, configs)
+
+
+# -- DeleteTopics ---------------------------------------------------------------------------------------
+
+
+def _forget(broker, meta) -> None:
     broker.producers.forget_topic(meta.name)
     broker.fetch_sessions.forget_topic(meta.name, meta.topic_id)
     broker.waiters.notify_topic(meta.name)
@@ -135,43 +288,76 @@ def _delete(broker, meta) -> None:
 
 
 @handles("DeleteTopics", 0, 6)
-def delete_topics(broker, ctx, body):
+async def delete_topics(broker, ctx, body):
+    async with broker.controller_lock():
+        return await _delete_topics(broker, ctx, body)
+
+
+async def _delete_topics(broker, ctx, body):
     version = ctx.api_version
     R = DeleteTopicsResponse
     wanted = [(n, None) for n in body.topic_names] if version < 6 else [(t.name, t.topic_id) for t in body.topics]
-    results = []
+    existing = broker.storage.topics()
+    by_id = {m.topic_id: m for m in existing.values()} if version >= 6 else {}
+    admission = _Admission(broker, ctx, strict=version >= 5)
+    results, doomed = [], []  # doomed: (result, meta)
+    claimed = set()
     for name, topic_id in wanted:
         res = R.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=0, error_message=None)
         results.append(res)
         if name is not None:
-            meta = find_topic(broker, name)
+            meta = existing.get(name)
             if meta is None:
                 res.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
         else:
-            meta = find_topic(broker, topic_id=topic_id)
+            meta = by_id.get(topic_id)
             if meta is None:
                 res.error_code = errors.UNKNOWN_TOPIC_ID
                 continue
             res.name = meta.name
         res.topic_id = meta.topic_id
-        try:
-            _delete(broker, meta)
-        except sb.StorageError as exc:
-            res.error_code, res.error_message = storage_error_code(exc), str(exc)
-        if version < 5:
+        if meta.name in claimed:  # named twice: deleted once, the second answers as Kafka's (already gone)
+            res.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION if name is not None else errors.UNKNOWN_TOPIC_ID
+            continue
+        if not admission.admit(meta.partitions):
+            res.error_code, res.error_message = errors.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED
+            continue
+        claimed.add(meta.name)
+        doomed.append((res, meta))
+    if doomed:
+        outcome = await _controller(broker, broker.storage.delete_topics, [m.name for _res, m in doomed])
+        for (res, meta), failure in zip(doomed, outcome):
+            if failure is None:
+                _forget(broker, meta)
+            else:
+                res.error_code, res.error_message = storage_error_code(failure), str(failure)
+    throttle = await admission.finish()
+    if version < 5:
+        for res in results:
             res.error_message = None
-    return R(throttle_time_ms=0, responses=results)
+    return R(throttle_time_ms=throttle if version >= 1 else 0, responses=results)
+
+
+# -- CreatePartitions -----------------------------------------------------------------------------------
 
 
 @handles("CreatePartitions", 0, 3)
-def create_partitions(broker, ctx, body):
+async def create_partitions(broker, ctx, body):
+    """Kafka's controller refuses more than 10,000 new partitions in one request (POLICY_VIOLATION on
+    every topic, checked with the reference)."""
+    async with broker.controller_lock():
+        return await _create_partitions(broker, ctx, body)
+
+
+async def _create_partitions(broker, ctx, body):
     R = CreatePartitionsResponse
-    results = []
+    existing = broker.storage.topics()
+    results, todo = [], []  # todo: (result, topic, current count)
     for t in body.topics:
         res = R.CreatePartitionsTopicResult(name=t.name, error_code=0, error_message=None)
         results.append(res)
-        meta = find_topic(broker, t.name)
+        meta = existing.get(t.name)
         try:
             if meta is None:
                 raise Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
@@ -189,14 +375,35 @@ def create_partitions(broker, ctx, body):
                                   f"{len(t.assignments)} assignment(s) were specified.")
                 for a in t.assignments:
                     _check_assignment(broker, a.broker_ids)
-            if not body.validate_only:
-                broker.storage.add_partitions(t.name, t.count)
-                log.info("topic %s now has %d partitions", t.name, t.count)
+            todo.append((res, t, meta.partitions))
         except Invalid as exc:
             res.error_code, res.error_message = exc.code, exc.message
-        except sb.StorageError as exc:
-            res.error_code, res.error_message = storage_error_code(exc), str(exc)
-    return R(throttle_time_ms=0, results=results)
+    if sum(t.count - current for _res, t, current in todo) > MAX_RECORDS_PER_OPERATION:
+        for res, _t, _current in todo:
+            res.error_code, res.error_message = errors.POLICY_VIOLATION, TOO_MANY_NEW_PARTITIONS
+        todo = []
+    admission = _Admission(broker, ctx, strict=ctx.api_version >= 3)
+    accepted, adding = [], 0
+    for res, t, current in todo:
+        problem = _partition_cap_problem(broker, existing, adding + t.count - current)
+        if problem:
+            res.error_code, res.error_message = errors.POLICY_VIOLATION, problem
+        elif body.validate_only:
+            continue
+        elif not admission.admit(t.count - current):
+            res.error_code, res.error_message = errors.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED
+        else:
+            accepted.append((res, t))
+            adding += t.count - current
+    if accepted:
+        grown = await _controller(broker, broker.storage.add_partitions_batch, [(t.name, t.count) for _r, t in accepted])
+        for (res, t), meta in zip(accepted, grown):
+            if isinstance(meta, sb.StorageError):
+                res.error_code, res.error_message = storage_error_code(meta), str(meta)
+            else:
+                log.info("topic %s now has %d partitions", t.name, t.count)
+    throttle = await admission.finish()
+    return R(throttle_time_ms=throttle, results=results)
 
 
 @handles("DescribeTopicPartitions", 0, 0)
