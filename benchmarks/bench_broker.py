@@ -29,7 +29,7 @@ Cases (each selectable): record size (1024 and 100 B), partitions (1 and 12),
 codec (none, lz4), acks (all; acks=1 on request), and the latency case: 1 KiB
 records, codec none, linger.ms=0, acks=all, at fixed rates (2,000 and 20,000/s).
 Each phase is bounded in records and in time. ``--quick`` runs one small case
-per generator (about two minutes for all targets). The machine's core count,
+per generator (two to three minutes for all targets). The machine's core count,
 load average and fsync time are printed at the start and the end.
 
 Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
