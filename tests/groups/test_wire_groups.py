@@ -338,9 +338,6 @@ def test_consumer_group_heartbeat_and_describe(client, node):
     assert left.error_code == 0 and left.member_epoch == -1
 
 
-@pytest.mark.kafkawire_gap("a classic JoinGroup to a consumer (KIP-848) group with members is refused with "
-                           "INCONSISTENT_GROUP_PROTOCOL; Kafka 4.4 (group.consumer.migration.policy=bidirectional) "
-                           "lets the classic member join the consumer group")
 def test_classic_member_joins_a_consumer_group(client):
     r = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848-mixed", member_id="m-1", member_epoch=0,
                     rebalance_timeout_ms=10000, subscribed_topic_names=["wt"], topic_partitions=[])

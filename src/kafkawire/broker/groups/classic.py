@@ -245,8 +245,10 @@ class ClassicOps:
             if group.is_empty():
                 self._drop_group(group)
                 group = None
-            else:
-                return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            else:  # a classic member of a consumer group (groups/mixed.py)
+                return self._classic_join_consumer_group(
+                    group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
+                    rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id)
         if not member_id:
             if group is None:
                 group = ClassicGroup(group_id, self.scheduler.now_ms())
@@ -558,6 +560,9 @@ class ClassicOps:
                    protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]],
                    cb: Callable[[SyncResult], None]) -> None:
         group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self._classic_sync_consumer_group(group, generation_id, member_id, instance_id, protocol_type,
+                                                     protocol_name, cb)
         if group is None or group.kind != "classic":
             return cb(SyncResult(errors.UNKNOWN_MEMBER_ID))
         if group.state == DEAD:
@@ -600,6 +605,8 @@ class ClassicOps:
     # -- Heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
         group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self._classic_heartbeat_consumer_group(group, generation_id, member_id, instance_id)
         if group is None or group.kind != "classic":
             return errors.UNKNOWN_MEMBER_ID
         if group.state == DEAD:
@@ -621,6 +628,8 @@ class ClassicOps:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, per-member errors) for [(member_id, group_instance_id)]."""
         group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self._classic_leave_consumer_group(group, members)
         if group is None or group.kind != "classic":
             return errors.UNKNOWN_MEMBER_ID, [errors.UNKNOWN_MEMBER_ID] * len(members)
         if group.state == DEAD:

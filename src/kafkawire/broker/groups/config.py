@@ -42,6 +42,8 @@ class GroupConfig:
     consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
     # group.coordinator.rebalance.protocols: "classic,consumer"
     protocols: tuple[str, ...] = ("classic", "consumer")
+    # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (see groups/mixed.py)
+    migration_policy: str = "bidirectional"
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> GroupConfig:
@@ -63,6 +65,12 @@ class GroupConfig:
                     if low.startswith(n):
                         names.append(n)
             cfg.consumer_assignors = names or cfg.consumer_assignors
+        policy = (props.get("group.consumer.migration.policy") or "").strip().lower()
+        if policy:
+            if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+                raise ValueError(f"group.consumer.migration.policy: {policy!r} is not one of "
+                                 "bidirectional, upgrade, downgrade, disabled")
+            cfg.migration_policy = policy
         if props.get("group.coordinator.rebalance.protocols"):
             cfg.protocols = tuple(p.strip().lower() for p in props["group.coordinator.rebalance.protocols"].split(",")
                                   if p.strip())

@@ -60,6 +60,11 @@ class ConsumerMember:
         self.revocation_timer = None
         self.last_sent: frozenset | None = None
         self.static_left = False  # left with epoch -2: keeps its partitions until its session expires
+        # a member using the classic protocol (JoinGroup/SyncGroup/Heartbeat): its ``mixed.ClassicMetadata``,
+        # and its deadlines to rejoin when told to and to sync after joining
+        self.classic = None
+        self.join_timer = None
+        self.sync_timer = None
 
     def to_json(self) -> dict:
         return {"member_id": self.member_id, "instance_id": self.instance_id, "rack_id": self.rack_id,
@@ -68,6 +73,7 @@ class ConsumerMember:
                 "subscribed_regex": self.subscribed_regex, "server_assignor": self.server_assignor,
                 "member_epoch": self.member_epoch, "previous_epoch": self.previous_epoch, "state": self.state,
                 "static_left": self.static_left,
+                "classic": self.classic.to_json() if self.classic is not None else None,
                 "assigned": tps_to_json(self.assigned), "pending_revocation": tps_to_json(self.pending_revocation)}
 
     @classmethod
@@ -79,6 +85,10 @@ class ConsumerMember:
                 setattr(m, k, d[k])
         m.assigned = tps_from_json(d.get("assigned", []))
         m.pending_revocation = tps_from_json(d.get("pending_revocation", []))
+        if d.get("classic"):
+            from .mixed import ClassicMetadata
+
+            m.classic = ClassicMetadata.from_json(d["classic"])
         return m
 
 
@@ -178,15 +188,15 @@ class ConsumerOps:
         if member.session_timer is not None:
             member.session_timer.cancel()
         mid = member.member_id
-        member.session_timer = self.scheduler.call_later(self.config.consumer_session_timeout_ms,
-                                                         lambda: self._consumer_session_expired(group, mid))
+        timeout = member.classic.session_timeout_ms if member.classic is not None else \
+            self.config.consumer_session_timeout_ms
+        member.session_timer = self.scheduler.call_later(timeout, lambda: self._consumer_session_expired(group, mid))
 
     def _consumer_session_expired(self, group: ConsumerGroup, member_id: str) -> None:
         if self.groups.get(group.group_id) is not group or member_id not in group.members:
             return
         log.info("consumer group %s: member %s session expired", group.group_id, member_id)
-        self._consumer_remove(group, group.members[member_id])
-        self.persist_group(group)
+        self._fence_consumer_members(group, [group.members[member_id]])
 
     def _consumer_revocation_expired(self, group: ConsumerGroup, member_id: str) -> None:
         m = group.members.get(member_id)
@@ -194,18 +204,16 @@ class ConsumerOps:
             return
         log.info("consumer group %s: member %s did not revoke its partitions within %d ms; fencing it",
                  group.group_id, member_id, m.rebalance_timeout_ms)
-        self._consumer_remove(group, m)
-        self.persist_group(group)
+        self._fence_consumer_members(group, [m])
 
-    def _consumer_remove(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        for t in (member.session_timer, member.revocation_timer):
-            if t is not None:
-                t.cancel()
-        group.members.pop(member.member_id, None)
-        group.target.pop(member.member_id, None)
-        group.group_epoch += 1
-        group.state_timestamp = self.scheduler.now_ms()
-        self._consumer_refresh_target(group, bumped=True)
+    def _may_upgrade(self, group) -> bool:
+        """Whether a ConsumerGroupHeartbeat may turn this classic group with members into a consumer group."""
+        if not self._upgrade_enabled():
+            log.info("classic group %s stays classic: upgrades are disabled", group.group_id)
+            return False
+        if group.protocol_type != "consumer":
+            return False
+        return len(group.members) <= self.config.consumer_max_size
 
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (meta.topic_id, meta.partitions) for name, meta in self.topics().items()}
@@ -309,6 +317,11 @@ class ConsumerOps:
             if group.is_empty():
                 self._drop_group(group)
                 group = None
+            elif member_epoch == 0 and self._may_upgrade(group):
+                group = self._convert_to_consumer(group)
+                if group is None:
+                    return fail(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to a "
+                                                           "consumer group: its embedded protocol is malformed.")
             else:
                 return fail(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
@@ -330,8 +343,7 @@ class ConsumerOps:
                 self.persist_group(group)
                 return HeartbeatResult(0, None, member.member_id, member_epoch, 0)
             log.info("consumer group %s: member %s left", group_id, member.member_id)
-            self._consumer_remove(group, member)
-            self.persist_group(group)
+            self._fence_consumer_members(group, [member])
             return HeartbeatResult(0, None, member.member_id, member_epoch, 0)
 
         if group is None:

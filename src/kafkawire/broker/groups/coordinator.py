@@ -15,8 +15,9 @@ from kafkawire.protocol import errors
 from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps
 from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerOps
+from .mixed import MixedOps
 from .offsets import OffsetEntry, OffsetStore
-from .persistence import TOPIC, GroupLog, encode_value, group_key, offset_key, offset_value
+from .persistence import TOPIC, GroupLog, GroupLogError, encode_value, group_key, offset_key, offset_value
 
 log = logging.getLogger("kafkawire.groups")
 
@@ -30,7 +31,7 @@ class CommitPartition:
     metadata: str | None = ""
 
 
-class GroupCoordinator(ClassicOps, ConsumerOps):
+class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
     def __init__(self, storage, config: GroupConfig | None = None, scheduler=None):
         from .timers import FakeScheduler
 
@@ -204,6 +205,9 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
             member = group.members.get(member_id)
             if member is None:
                 return errors.UNKNOWN_MEMBER_ID, group
+            if member.classic is not None:
+                # a classic member commits with its member epoch as the generation, at any version
+                return (errors.ILLEGAL_GENERATION if generation != member.member_epoch else 0), group
             if version < 9:
                 return errors.UNSUPPORTED_VERSION, group
             if generation > member.member_epoch:
@@ -240,7 +244,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
         now = self.scheduler.now_ms()
         topics = self.topics()
         limit = self.config.offset_metadata_max_bytes
-        out, records = [], []
+        out, records, previous = [], [], []
         for cp in partitions:
             meta = topics.get(cp.topic)
             if meta is None or not 0 <= cp.partition < meta.partitions:
@@ -250,11 +254,21 @@ class GroupCoordinator(ClassicOps, ConsumerOps):
             if len(metadata) * 4 > limit and len(metadata.encode("utf-8")) > limit:
                 out.append(errors.OFFSET_METADATA_TOO_LARGE)
                 continue
+            previous.append((cp.topic, cp.partition, self.offsets.get(group_id, cp.topic, cp.partition)))
             self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
             records.append((offset_key(group_id, cp.topic, cp.partition),
                             offset_value(cp.offset, cp.leader_epoch, metadata, now)))
             out.append(0)
-        self._write(records)
+        try:
+            self._write(records)
+        except GroupLogError as exc:  # not written, so not committed: Kafka answers NOT_COORDINATOR
+            log.warning("offset commit of group %s failed: %s", group_id, exc)
+            for topic, partition, entry in reversed(previous):
+                if entry is None:
+                    self.offsets.delete(group_id, topic, partition)
+                else:
+                    self.offsets.put(group_id, topic, partition, entry)
+            return [errors.NOT_COORDINATOR if code == 0 else code for code in out]
         return out
 
     # -- for the transaction coordinator (TxnOffsetCommit / EndTxn) ---------------------------------

@@ -354,8 +354,9 @@ def consumer_group_describe(broker, ctx, body):
             members.append(R.Member(
                 member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
                 client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_names),
-                subscribed_topic_regex=m.subscribed_regex, assignment=assignment(current),
-                target_assignment=assignment(group.target.get(m.member_id, set())), member_type=1))
+                subscribed_topic_regex=m.subscribed_regex or "", assignment=assignment(current),
+                target_assignment=assignment(group.target.get(m.member_id, set())),
+                member_type=0 if m.classic is not None else 1))  # 0: classic protocol, 1: consumer protocol
         out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state,
                                     group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                                     assignor_name=group.assignor or coord.config.consumer_assignors[0],
