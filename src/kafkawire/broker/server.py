@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkawire.net.server import CloseConnection, FramedServer
-from kafkawire.protocol import DecodeError, UnsupportedVersionError, api, decode_request, encode_response_parts
+from kafkawire.protocol import DecodeError, UnsupportedVersionError, api, decode_request, encode_response_parts, errors
 from kafkawire.protocol.rpc import peek_request_prefix
 
 from . import dispatch
@@ -182,39 +182,44 @@ class Broker:
         except CloseConnection:
             raise
         except Exception as exc:
-            return self._failed(spec, ctx, exc)
+            return self._failed(spec, ctx, request.body, exc)
         if inspect.isawaitable(body):
-            return self._finish_async(spec, ctx, body, correlation_id, version)
-        if body is None or isinstance(body, list):
-            return body  # no response (acks=0), or one the handler encoded itself
-        return encode_response_parts(correlation_id, body, version)
+            return self._finish_async(spec, ctx, request.body, body)
+        return self._encode(spec, ctx, request.body, body)
 
-    async def _finish_async(self, spec, ctx, pending, correlation_id, version):
+    async def _finish_async(self, spec, ctx, request, pending):
         try:
             response = await pending
         except (CloseConnection, asyncio.CancelledError):
             raise
         except Exception as exc:
-            return self._failed(spec, ctx, exc)
+            return self._failed(spec, ctx, request, exc)
+        return self._encode(spec, ctx, request, response)
+
+    def _encode(self, spec, ctx, request, response):
         if response is None or isinstance(response, list):
-            return response
-        return encode_response_parts(correlation_id, response, version)
+            return response  # no response (acks=0), or one the handler encoded itself
+        try:
+            return encode_response_parts(ctx.correlation_id, response, ctx.api_version)
+        except Exception as exc:
+            return self._failed(spec, ctx, request, exc, "its response does not encode")
 
-    def _failed(self, spec, ctx, exc):
-        """A handler raised: answer UNKNOWN_SERVER_ERROR when the response has a top-level error code, else
-        close the connection (Kafka answers every failed request with an error response)."""
-        log.error("%s v%d from %s (client %r, correlation id %d) failed", spec.name, ctx.api_version,
-                  getattr(ctx.connection, "peer", "?"), ctx.client_id, ctx.correlation_id, exc_info=exc)
-        from kafkawire.protocol import message_class
-
-        cls = message_class(api(spec.api_key).response)
-        if "error_code" in cls._attrs:
-            body = cls(error_code=-1)
-            try:
-                return encode_response_parts(ctx.correlation_id, body, ctx.api_version)
-            except Exception:
-                pass
-        raise CloseConnection(f"{spec.name} failed: {type(exc).__name__}: {exc}")
+    def _failed(self, spec, ctx, request, exc, what="the handler failed"):
+        """A request failed: answer it as Kafka does, with UNKNOWN_SERVER_ERROR in the error response the
+        API's schema gives (``dispatch.error_response``); close the connection only when even that cannot be
+        encoded. Either way one line names the API, version, correlation id and client, then the traceback."""
+        where = (f"{spec.name} v{ctx.api_version} (correlation id {ctx.correlation_id}, client {ctx.client_id!r}, "
+                 f"connection {getattr(ctx.connection, 'id', '?')} from {getattr(ctx.connection, 'peer', '?')})")
+        try:
+            body = dispatch.error_response(spec.api_key, ctx.api_version, request, errors.UNKNOWN_SERVER_ERROR)
+            answer = encode_response_parts(ctx.correlation_id, body, ctx.api_version)
+        except Exception as second:
+            log.error("%s: %s (%s: %s), and the error answer does not encode either (%s: %s); closing the "
+                      "connection", where, what, type(exc).__name__, exc, type(second).__name__, second, exc_info=exc)
+            raise CloseConnection(f"{where}: {what}: {type(exc).__name__}: {exc}") from None
+        log.error("%s: %s (%s: %s); answered UNKNOWN_SERVER_ERROR", where, what, type(exc).__name__, exc,
+                  exc_info=exc)
+        return answer
 
     # -- topic changes ------------------------------------------------------------
     def controller_lock(self) -> asyncio.Lock:
