@@ -47,8 +47,11 @@ def _diff(a, b, path, out):
             return
         labels_a = [_label(x, i) for i, x in enumerate(a)]
         labels_b = [_label(x, i) for i, x in enumerate(b)]
-        if len(set(labels_a)) == len(a) and len(set(labels_b)) == len(b) and set(labels_a) != set(labels_b):
-            # elements matched by their key: report which are missing on either side
+        if len(set(labels_a)) == len(a) and len(set(labels_b)) == len(b) and labels_a != labels_b:
+            # elements matched by their key: report which are missing on either side, and a different order
+            common = [x for x in labels_a if x in labels_b]
+            if common != [x for x in labels_b if x in labels_a]:
+                out.append(Difference(f"{path}.<order>", labels_a, labels_b))
             index_b = dict(zip(labels_b, b))
             for label, item in zip(labels_a, a):
                 if label in index_b:

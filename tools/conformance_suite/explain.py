@@ -48,9 +48,14 @@ def load(path: Path = FILE) -> list[Explanation]:
             raise ValueError(f"{where}: a field path and a reason are required (no blanket entries)")
         lo, hi = entry["versions"]
         out.append(Explanation(api=entry["api"], versions=(lo, hi), field=entry["field"], reason=entry["reason"],
-                               case=entry.get("case", "*"), kafkawire=entry.get("kafkawire", _UNSET),
-                               kafka=entry.get("kafka", _UNSET)))
+                               case=entry.get("case", "*"), kafkawire=_value(entry.get("kafkawire", _UNSET)),
+                               kafka=_value(entry.get("kafka", _UNSET))))
     return out
+
+
+def _value(v):
+    """TOML has no null: the string "<null>" stands for it."""
+    return None if v == "<null>" else v
 
 
 def find(explanations: list[Explanation], api: str, version: int, case: str, path: str, kw, ka):

@@ -94,12 +94,14 @@ class Report:
         versions: dict[str, list[int]] = {}
         for (name, v), r in self.rows.items():
             t = per.setdefault(name, Row())
-            versions.setdefault(name, []).append(v)
+            lo, hi = self.common.get(name, (v, v))
+            if lo <= v <= hi:  # not the deliberately unsupported versions some cases send
+                versions.setdefault(name, []).append(v)
             for k in t.__dict__:
                 setattr(t, k, getattr(t, k) + getattr(r, k))
         lines = [f"| API | versions | pairs | identical | explained | different |", "|---|---|---|---|---|---|"]
         for name in sorted(per, key=lambda n: _key_of(n)):
-            r, vs = per[name], versions[name]
+            r, vs = per[name], versions.get(name, [-1])
             lines.append(f"| {name} | {min(vs)}-{max(vs)} | {r.pairs} | {r.identical} | {r.explained} | {r.different} |")
         return "\n".join(lines)
 

@@ -268,11 +268,12 @@ for_each("OffsetCommit", {
 
 def _fetch_offsets(s, v, group, topics, *, stable=False, label="", member=None, epoch=-1):
     """``topics``: None (all) or [(name, [partitions])]."""
-    tl = None if topics is None else [{"name": t, "topic_id": _known_id(s, t), "partition_indexes": ps}
-                                      for t, ps in topics]
-    return s.probe("OffsetFetch", v, {"group_id": group, "topics": tl, "require_stable": stable,
+    old = None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics]
+    new = None if topics is None else [{"name": t, "topic_id": _known_id(s, t), "partition_indexes": ps}
+                                       for t, ps in topics]
+    return s.probe("OffsetFetch", v, {"group_id": group, "topics": old, "require_stable": stable,
                                       "groups": [{"group_id": group, "member_id": member, "member_epoch": epoch,
-                                                  "topics": tl}]}, label=label)
+                                                  "topics": new}]}, label=label)
 
 
 def _committed(s):

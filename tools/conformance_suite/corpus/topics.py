@@ -234,7 +234,7 @@ for_each("AlterConfigs", {
     "unknown-config": lambda s, v: _alter_fresh(s, v, {"no.such.config": "1"}),
     "invalid-value": lambda s, v: _alter_fresh(s, v, {"retention.ms": "soon"}),
     "null-value": lambda s, v: _alter_fresh(s, v, {"retention.ms": None}),
-    "unknown-topic": lambda s, v: _alter_fresh(s, v, {"retention.ms": "1"}, name=s.name("missing") + "x"),
+    "unknown-topic": lambda s, v: _alter_fresh(s, v, {"retention.ms": "1"}, name="missing-" + s.prefix),
     "broker": lambda s, v: _alter_fresh(s, v, {"log.cleaner.threads": "2"}, kind=BROKER,
                                         name=str(s.broker.node_id), validate=True),
     "unknown-resource-type": lambda s, v: _alter_fresh(s, v, {"a": "b"}, kind=99, name="x"),
@@ -333,3 +333,44 @@ for_each("ListPartitionReassignments", {
     "unknown-topic": lambda s, v: s.probe("ListPartitionReassignments", v, {"timeout_ms": 10000, "topics": [
         {"name": s.name("missing"), "partition_indexes": [0]}]}),
 }, setup=_two)
+
+
+# -- AlterReplicaLogDirs, ListConfigResources, DescribeQuorum ---------------------------------------------
+
+def _log_dir_setup(s):
+    _two(s)
+    answer = s.call("DescribeLogDirs", None, {"topics": []})
+    s.state["log_dir"] = answer.results[0].log_dir if answer.results else "/nowhere"
+
+
+def _move(s, v, path, name=None, parts=(0,)):
+    return s.probe("AlterReplicaLogDirs", v, {"dirs": [{"path": path, "topics": [
+        {"name": name or s.name(), "partitions": list(parts)}]}]})
+
+
+for_each("AlterReplicaLogDirs", {
+    "same-dir": lambda s, v: _move(s, v, s.state["log_dir"]),
+    "unknown-dir": lambda s, v: _move(s, v, "/no/such/log/dir"),
+    "unknown-partition": lambda s, v: _move(s, v, s.state["log_dir"], parts=(0, 9)),
+    "unknown-topic": lambda s, v: _move(s, v, s.state["log_dir"], name=s.name("missing")),
+    "none": lambda s, v: s.probe("AlterReplicaLogDirs", v, {"dirs": []}),
+}, setup=_log_dir_setup)
+
+for_each("ListConfigResources", {
+    "topics": lambda s, v: s.probe("ListConfigResources", v, {"resource_types": [TOPIC]},
+                                   keep_names=lambda n: n.startswith(s.prefix)),
+    "brokers": lambda s, v: s.probe("ListConfigResources", v, {"resource_types": [BROKER]}),
+    "unknown-type": lambda s, v: s.probe("ListConfigResources", v, {"resource_types": [99]}),
+    "all-types": lambda s, v: s.probe("ListConfigResources", v, {"resource_types": []},
+                                      keep_names=lambda n: not n.startswith("cf") or n.startswith(s.prefix)),
+}, setup=_two)
+
+for_each("DescribeQuorum", {
+    "metadata-partition": lambda s, v: s.probe("DescribeQuorum", v, {"topics": [
+        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]}),
+    "unknown-partition": lambda s, v: s.probe("DescribeQuorum", v, {"topics": [
+        {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 3}]}]}),
+    "other-topic": lambda s, v: s.probe("DescribeQuorum", v, {"topics": [
+        {"topic_name": s.name("x"), "partitions": [{"partition_index": 0}]}]}),
+    "none": lambda s, v: s.probe("DescribeQuorum", v, {"topics": []}),
+})
