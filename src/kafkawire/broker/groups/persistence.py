@@ -36,6 +36,13 @@ from ..storage import base as sb
 log = logging.getLogger("kafkawire.groups")
 
 TOPIC = "__consumer_offsets"
+
+
+class GroupLogError(sb.StorageError):
+    """Group state could not be written (the disk failed: KAFKA_STORAGE_ERROR, which the coordinator
+    answers as Kafka does, NOT_COORDINATOR); nothing of the change was acknowledged."""
+
+    log_dir_failure = True
 READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -74,6 +81,12 @@ class GroupLog:
         self._log = None
 
     def _partition(self):
+        try:
+            return self._open_partition()
+        except OSError as exc:
+            raise GroupLogError(f"cannot open {TOPIC}: {exc}") from exc
+
+    def _open_partition(self):
         if self._log is None:
             if TOPIC not in self.storage.topics():
                 try:
@@ -81,8 +94,10 @@ class GroupLog:
                                               {"cleanup.policy": "compact", "retention.ms": "-1"})
                 except sb.TopicExistsError:
                     pass
-                except sb.StorageError:
+                except sb.InvalidConfigError:  # an engine without compaction settings
                     self.storage.create_topic(TOPIC, self.partitions, {})
+                except sb.StorageError as exc:
+                    raise GroupLogError(f"cannot create {TOPIC}: {exc}") from exc
             self._log = self.storage.partition(TOPIC, 0)
         return self._log
 
@@ -124,7 +139,15 @@ class GroupLog:
         if not records:
             return
         batch = build_batch([(k, v) for k, v in records])
-        self._partition().append(batch, durable=self.fsync)
+        plog = self._partition()
+        try:
+            plog.append(batch, durable=self.fsync)
+        except OSError as exc:
+            raise GroupLogError(f"appending to {TOPIC} failed: {exc}") from exc
+        except sb.StorageError as exc:
+            if getattr(exc, "log_dir_failure", False) or isinstance(exc.__cause__, OSError):
+                raise GroupLogError(f"appending to {TOPIC} failed: {exc}") from exc
+            raise
         self.records_written += len(records)
 
     def compact(self, live: list[tuple[bytes, bytes | None]]) -> None:

@@ -28,8 +28,22 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class StorageFailure(sb.StorageError):
+    """The disk failed a change (no space, I/O error...): KAFKA_STORAGE_ERROR."""
+
+    log_dir_failure = True
+
+
+def is_disk_failure(exc: BaseException) -> bool:
+    """An OSError, or a storage error an OSError caused or that the engine marked as a log dir failure."""
+    return (isinstance(exc, OSError) or getattr(exc, "log_dir_failure", False)
+            or isinstance(exc.__cause__, OSError) or isinstance(exc.__context__, OSError))
+
+
 def storage_error_code(exc: Exception) -> int:
     """Kafka's error code for a storage exception."""
+    if is_disk_failure(exc):
+        return errors.KAFKA_STORAGE_ERROR
     if isinstance(exc, sb.UnknownTopicError):
         return errors.UNKNOWN_TOPIC_OR_PARTITION
     if isinstance(exc, sb.TopicExistsError):
@@ -83,7 +97,10 @@ def topic_config(broker, meta, name: str) -> str:
 
 def create_topic(broker, name: str, partitions: int, configs: dict | None = None):
     """Create a topic (auto-creation and CreateTopics); returns its TopicMeta."""
-    meta = broker.storage.create_topic(name, partitions, configs or {})
+    try:
+        meta = broker.storage.create_topic(name, partitions, configs or {})
+    except OSError as exc:
+        raise StorageFailure(f"creating topic {name} failed: {exc}") from exc
     log.info("created topic %s with %d partitions (id %s)%s", name, partitions, meta.topic_id,
              f" and configs {configs}" if configs else "")
     return meta

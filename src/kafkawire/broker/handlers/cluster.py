@@ -40,6 +40,11 @@ def describe_cluster(broker, ctx, body):
 @handles("DescribeLogDirs", 0, 5)
 def describe_log_dirs(broker, ctx, body):
     R = DescribeLogDirsResponse
+    log_dir = os.path.abspath(broker.config.data_dir)
+    failure = getattr(broker.storage, "log_dir_failure", lambda: None)()
+    if failure is not None:  # as Kafka reports an offline log dir: the error and nothing else
+        return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
+            error_code=errors.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[], total_bytes=-1, usable_bytes=-1)])
     wanted = None
     if body.topics is not None:
         wanted = {}
@@ -51,7 +56,6 @@ def describe_log_dirs(broker, ctx, body):
             continue
         by_topic.setdefault(info.topic, []).append(R.DescribeLogDirsPartition(
             partition_index=info.partition, partition_size=info.size_bytes, offset_lag=0, is_future_key=False))
-    log_dir = os.path.abspath(broker.config.data_dir)
     total = usable = -1
     try:
         usage = shutil.disk_usage(log_dir if os.path.exists(log_dir) else ".")

@@ -275,7 +275,11 @@ async def _produce_async(broker, ctx, acks, responses, pending):
 
 def _append_failed(meta, partition, exc):
     code = storage_error_code(exc)
-    log.error("append to %s-%d failed: %s", meta.name, partition, exc, exc_info=code == errors.UNKNOWN_SERVER_ERROR)
+    if code == errors.KAFKA_STORAGE_ERROR:  # the storage engine logs the disk failure itself, loudly, once
+        log.warning("append to %s-%d failed: %s", meta.name, partition, exc)
+    else:
+        log.error("append to %s-%d failed: %s", meta.name, partition, exc,
+                  exc_info=code == errors.UNKNOWN_SERVER_ERROR)
     return code, str(exc), -1, -1, -1
 
 

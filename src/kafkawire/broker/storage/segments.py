@@ -629,7 +629,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                 try:
                     made[meta.name] = self._new_partitions(meta, 0, meta.partitions)
                 except OSError as exc:
-                    results[i] = StorageError(f"creating topic {meta.name} failed: {exc}")
+                    results[i] = LogDirError.wrap(f"creating topic {meta.name} failed", exc)
             if made:
                 try:
                     metadata.fsync_dir(self.data_dir)
@@ -643,7 +643,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     for logs in made.values():
                         for log_ in logs:
                             log_.discard()  # the directories are strays now: set aside on the next start
-                    failure = exc if isinstance(exc, StorageError) else StorageError(f"saving topics failed: {exc}")
+                    failure = exc if isinstance(exc, StorageError) else LogDirError.wrap("saving topics failed", exc)
                     for i, meta in planned:
                         if meta.name in made:
                             results[i] = failure
@@ -750,7 +750,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                 try:
                     made[after.name] = self._new_partitions(after, before.partitions, after.partitions)
                 except OSError as exc:
-                    results[i] = StorageError(f"adding partitions to {after.name} failed: {exc}")
+                    results[i] = LogDirError.wrap(f"adding partitions to {after.name} failed", exc)
             if made:
                 try:
                     metadata.fsync_dir(self.data_dir)
@@ -770,7 +770,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     for logs in made.values():
                         for log_ in logs:
                             log_.discard()
-                    failure = exc if isinstance(exc, StorageError) else StorageError(f"saving topics failed: {exc}")
+                    failure = exc if isinstance(exc, StorageError) else LogDirError.wrap("saving topics failed", exc)
                     for i, _before, after in planned:
                         if after.name in made:
                             results[i] = failure
