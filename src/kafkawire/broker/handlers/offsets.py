@@ -9,6 +9,10 @@ from ..storage import base as sb
 from ._common import find_topic, partition_log
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# The first ListOffsets version that may ask for each special timestamp; Kafka answers UNSUPPORTED_VERSION
+# for a special timestamp below its version, and for a negative timestamp it does not know at all.
+SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                 EARLIEST_PENDING_UPLOAD: 11}
 
 
 def leader_epoch_error(broker, current_leader_epoch: int) -> int:
@@ -43,10 +47,20 @@ def list_offsets(broker, ctx, body):
     for t in body.topics:
         meta = find_topic(broker, t.name)
         parts = []
+        counts: dict[int, int] = {}
         for p in t.partitions:
+            counts[p.partition_index] = counts.get(p.partition_index, 0) + 1
+        answered = set()
+        for p in t.partitions:
+            if p.partition_index in answered:
+                continue
             pr = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, old_style_offsets=[],
                                                 timestamp=-1, offset=-1, leader_epoch=-1)
             parts.append(pr)
+            if counts[p.partition_index] > 1:  # Kafka: one INVALID_REQUEST answer for a partition asked twice
+                answered.add(p.partition_index)
+                pr.error_code = errors.INVALID_REQUEST
+                continue
             plog = partition_log(broker, meta, p.partition_index) if meta is not None else None
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -66,7 +80,7 @@ def list_offsets(broker, ctx, body):
                     offsets = [found[0] if found else plog.high_watermark]
                 pr.old_style_offsets = offsets[:max(p.max_num_offsets, 0)]
                 continue
-            if p.timestamp == MAX_TIMESTAMP and version < 7 or p.timestamp < MAX_TIMESTAMP and version < 8:
+            if p.timestamp < 0 and version < SPECIAL_SINCE.get(p.timestamp, 1 << 15):
                 pr.error_code = errors.UNSUPPORTED_VERSION
                 continue
             pr.offset, pr.timestamp, epoch = _lookup(broker, plog, p.timestamp)
