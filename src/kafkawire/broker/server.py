@@ -283,6 +283,7 @@ class Broker:
         idle_ms = int(self.config.broker_value("connections.max.idle.ms")[0])
         self.server = FramedServer(self.handle, self.config.host, self.config.port,
                                    max_frame=self.config.socket_request_max_bytes,
+                                   max_queued_bytes=self.config.queued_max_request_bytes,
                                    idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None)
         self.server.on_connection_closed.append(self._connection_closed)
         await self.server.start()

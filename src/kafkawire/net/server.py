@@ -4,7 +4,13 @@ A ``FramedServer`` accepts connections and, per connection, splits the byte
 stream into frames (rejecting a size above ``max_frame`` before buffering
 it), hands each payload to ``handler(payload, connection)`` and writes the
 results back in the order the requests arrived, however many are in flight
-(pipelining). The handler returns:
+(pipelining). Memory for requests is bounded across connections: a frame's
+whole size is reserved from ``max_queued_bytes`` (Kafka's
+``queued.max.request.bytes``) when its size prefix arrives and released once its
+request is answered; a connection whose next frame finds the budget spent stops
+being read until other requests free it (as Kafka mutes channels when its
+memory pool is empty). A frame is let in whenever anything is left of the
+budget, so one larger than it still goes through alone. The handler returns:
 
 - a list of buffers (written with ``transport.writelines``, nothing joined),
 - ``None`` when the request gets no response (Kafka's acks=0 produce),
@@ -37,12 +43,13 @@ class CloseConnection(Exception):
 
 
 class _Slot:
-    __slots__ = ("done", "buffers", "close_reason")
+    __slots__ = ("done", "buffers", "close_reason", "reserved")
 
-    def __init__(self):
+    def __init__(self, reserved: int = 0):
         self.done = False
         self.buffers = None
         self.close_reason = None
+        self.reserved = reserved  # request bytes counted in the server's budget until answered
 
 
 class Connection(asyncio.Protocol):
@@ -61,6 +68,8 @@ class Connection(asyncio.Protocol):
         self._tasks: set[asyncio.Task] = set()
         self._out: list = []  # buffers of finished responses not yet handed to the transport
         self._receiving = False
+        self._frame_reserved = 0  # budget held for the frame being received
+        self._waiting_memory = False  # reading paused until the budget has room
         self.last_active = time.monotonic()
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
 
@@ -83,6 +92,7 @@ class Connection(asyncio.Protocol):
         self.server._connections.discard(self)
         for task in list(self._tasks):
             task.cancel()
+        self._release_all()
         reason = self.close_reason or (f"error: {exc}" if exc else "closed by peer")
         log.info("connection %d from %s closed (%s)", self.id, self.peer, reason)
         for cb in self.server.on_connection_closed:
@@ -114,12 +124,19 @@ class Connection(asyncio.Protocol):
             if size < 0 or size > max_frame:
                 self.abort(f"frame size {size} is outside [0, {max_frame}] (socket.request.max.bytes)")
                 return
+            if not self._frame_reserved:
+                if not self.server._reserve(size + 4):
+                    self._waiting_memory = True
+                    self.server._memory_waiters.append(self)
+                    break
+                self._frame_reserved = size + 4
             end = pos + 4 + size
             if end > n:
                 break
             payload = buf[pos + 4:end]  # a writable copy: handlers may patch records in place
             pos = end
-            self._handle(payload)
+            reserved, self._frame_reserved = self._frame_reserved, 0
+            self._handle(payload, reserved)
             if self.closed or self._closing_after is not None:
                 break
         self._receiving = False
@@ -132,8 +149,29 @@ class Connection(asyncio.Protocol):
         return False  # close our side too
 
     # -- request handling ---------------------------------------------------
-    def _handle(self, payload: bytes) -> None:
-        slot = _Slot()
+    def _memory_available(self) -> None:
+        """The server's budget has room again: read on (the frames already buffered first)."""
+        self._waiting_memory = False
+        if self.closed:
+            return
+        self._update_reading()
+        self.data_received(b"")
+
+    def _answered(self, slot: _Slot) -> None:
+        if slot.reserved:
+            reserved, slot.reserved = slot.reserved, 0
+            self.server._release(reserved)
+
+    def _release_all(self) -> None:
+        if self._frame_reserved:
+            reserved, self._frame_reserved = self._frame_reserved, 0
+            self.server._release(reserved)
+        for slot in self._slots:
+            self._answered(slot)
+        self._buf = bytearray()
+
+    def _handle(self, payload: bytes, reserved: int = 0) -> None:
+        slot = _Slot(reserved)
         self._slots.append(slot)
         try:
             result = self.server.handler(payload, self)
@@ -151,11 +189,13 @@ class Connection(asyncio.Protocol):
         else:
             slot.done = True
             slot.buffers = result
+            self._answered(slot)
             self._flush()
 
     def _finished(self, task: asyncio.Task, slot: _Slot) -> None:
         self._tasks.discard(task)
         if task.cancelled():
+            self._answered(slot)
             return
         exc = task.exception()
         if isinstance(exc, CloseConnection):
@@ -167,9 +207,11 @@ class Connection(asyncio.Protocol):
             return
         slot.done = True
         slot.buffers = task.result()
+        self._answered(slot)
         self._flush()
 
     def _close_at(self, slot: _Slot, reason: str) -> None:
+        self._answered(slot)
         slot.done = True
         slot.close_reason = reason
         self._closing_after = slot
@@ -222,7 +264,7 @@ class Connection(asyncio.Protocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT
+        should_pause = self._writing_paused or len(self._slots) >= MAX_IN_FLIGHT or self._waiting_memory
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -240,6 +282,7 @@ class Connection(asyncio.Protocol):
         log.warning("connection %d from %s: closing: %s", self.id, self.peer, reason)
         for task in list(self._tasks):
             task.cancel()
+        self._release_all()
         if self.transport is not None:
             if graceful:
                 self.transport.close()  # written responses still go out
@@ -249,8 +292,11 @@ class Connection(asyncio.Protocol):
 
 class FramedServer:
     def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024,
-                 idle_timeout: float | None = None):
+                 idle_timeout: float | None = None, max_queued_bytes: int = -1):
         self.handler = handler
+        self.max_queued_bytes = max_queued_bytes  # -1: no limit
+        self.queued_bytes = 0  # reserved by frames being received and requests not yet answered
+        self._memory_waiters: deque[Connection] = deque()
         self.idle_timeout = idle_timeout  # seconds; Kafka's connections.max.idle.ms
         self._reaper: asyncio.Task | None = None
         self.host = host
@@ -260,6 +306,22 @@ class FramedServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self.on_connection_closed: list = []
+
+    def _reserve(self, n: int) -> bool:
+        if self.max_queued_bytes < 0 or self.queued_bytes < self.max_queued_bytes:
+            self.queued_bytes += n
+            return True
+        return False
+
+    def _release(self, n: int) -> None:
+        self.queued_bytes -= n
+        if self._memory_waiters and self.queued_bytes < self.max_queued_bytes:
+            # every waiter tries again, in the order they waited; those that find no room wait again
+            loop = asyncio.get_running_loop()
+            waiters, self._memory_waiters = self._memory_waiters, deque()
+            for conn in waiters:
+                if not conn.closed:
+                    loop.call_soon(conn._memory_available)
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
