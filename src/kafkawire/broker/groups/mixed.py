@@ -5,8 +5,8 @@ With ``group.consumer.migration.policy`` (``bidirectional`` by default,
 while it has members, as Kafka 4.4 does:
 
 - A consumer group with members takes classic members too (JoinGroup,
-  SyncGroup, Heartbeat, LeaveGroup with the ``consumer`` protocol type, whatever
-  the policy). Such a member is a ``ConsumerMember`` with ``classic`` set (its
+  SyncGroup, Heartbeat, LeaveGroup with the ``consumer`` protocol type) unless
+  the policy is ``disabled`` (JoinGroup: INCONSISTENT_GROUP_PROTOCOL). Such a member is a ``ConsumerMember`` with ``classic`` set (its
   session timeout and the protocols of its JoinGroup). The server-side assignor
   assigns it partitions like any member; its subscription and owned partitions
   come from the embedded ``ConsumerProtocolSubscription`` of its first protocol.
@@ -281,6 +281,9 @@ class MixedOps:
     def _classic_join_consumer_group(self, group: ConsumerGroup, member_id, instance_id, protocol_type, protocols,
                                      session_timeout_ms, rebalance_timeout_ms, client_id, client_host, cb,
                                      require_known_member_id) -> None:
+        if self.config.migration_policy == "disabled":
+            log.info("consumer group %s: a classic member cannot join, group migration is disabled", group.group_id)
+            return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
         unknown = not member_id
         if unknown:
             member_id = str(uuid.uuid4())
