@@ -563,3 +563,78 @@ def test_compaction_and_replay_on_the_disk_engine(tmp_path):
     coord2.load()
     assert {g: coord2.offset_fetch(g, None) for g in expected} == expected
     storage.close()
+
+
+# -- classic members in consumer groups (groups/mixed.py) -------------------------------------------------------
+def _sub(topics=("t",)) -> bytes:
+    from kafkawire.protocol.messages import ConsumerProtocolSubscription
+
+    return (0).to_bytes(2, "big") + ConsumerProtocolSubscription(topics=list(topics)).encode(0)
+
+
+def _mixed(coord, clock):
+    """A consumer group with one consumer-protocol member (m-1) and one classic member; returns its JoinResult."""
+    r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=0, instance_id=None,
+                                 rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=["t"],
+                                 subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
+    assert r.error == 0
+    first = join(coord, group="mx", protocols=[("range", _sub())])
+    assert first.result.error == errors.MEMBER_ID_REQUIRED
+    j = join(coord, member_id=first.result.member_id, group="mx", protocols=[("range", _sub())], rebalance=4000)
+    assert j.result.error == 0 and j.result.generation_id == coord.groups["mx"].group_epoch
+    return j.result
+
+
+def _advance_keeping_m1(coord, clock, ms):
+    """Advance the clock while the consumer-protocol member m-1 heartbeats every second."""
+    while ms > 0:
+        step = min(ms, 1000)
+        clock.advance(step)
+        ms -= step
+        m1 = coord.groups["mx"].members["m-1"]
+        r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=m1.member_epoch,
+                                     instance_id=None, rack_id=None, rebalance_timeout_ms=None,
+                                     subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
+                                     topic_partitions=None)
+        assert r.error == 0
+
+
+def test_classic_member_of_a_consumer_group_must_sync_within_its_rebalance_timeout(env):
+    coord, clock, _ = env
+    j = _mixed(coord, clock)
+    _advance_keeping_m1(coord, clock, 3999)
+    assert j.member_id in coord.groups["mx"].members
+    _advance_keeping_m1(coord, clock, 2)  # no SyncGroup after its JoinGroup: removed
+    assert list(coord.groups["mx"].members) == ["m-1"]
+
+
+def test_classic_member_of_a_consumer_group_must_rejoin_within_its_rebalance_timeout(env):
+    coord, clock, _ = env
+    j = _mixed(coord, clock)
+    s = Call()
+    coord.sync_group("mx", j.generation_id, j.member_id, None, "consumer", "range", [], s)
+    assert s.result.error == 0
+    group = coord.groups["mx"]
+    group.group_epoch += 1  # a rebalance the classic member has not caught up with
+    assert coord.heartbeat("mx", j.generation_id, j.member_id, None) == errors.REBALANCE_IN_PROGRESS
+    _advance_keeping_m1(coord, clock, 2000)
+    assert coord.heartbeat("mx", j.generation_id, j.member_id, None) == errors.REBALANCE_IN_PROGRESS
+    _advance_keeping_m1(coord, clock, 2001)  # the deadline runs from the first REBALANCE_IN_PROGRESS
+    assert list(coord.groups["mx"].members) == ["m-1"]
+
+
+def test_upgrade_policy_keeps_a_consumer_group_when_only_classic_members_remain(env):
+    coord, clock, _ = env
+    coord.config.migration_policy = "upgrade"
+    j = _mixed(coord, clock)
+    r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=-1, instance_id=None,
+                                 rack_id=None, rebalance_timeout_ms=None, subscribed_topic_names=None,
+                                 subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+    assert r.error == 0
+    group = coord.groups["mx"]
+    assert group.kind == "consumer" and list(group.members) == [j.member_id]
+    coord.config.migration_policy = "bidirectional"
+    coord.groups.clear()
+    coord.load()  # replayed from __consumer_offsets: still the same consumer group with its classic member
+    again = coord.groups["mx"]
+    assert again.kind == "consumer" and again.members[j.member_id].classic.session_timeout_ms == 6000
