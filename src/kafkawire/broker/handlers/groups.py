@@ -22,7 +22,8 @@ from ..groups import CommitPartition, GroupConfig, GroupCoordinator, LoopSchedul
 from ..groups.consumer import UNREVOKED
 from ._common import INT32_MIN, ZERO_UUID, find_topic
 
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)  # READ, DELETE, DESCRIBE
+# READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4.4 reports for a group without an authorizer
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 
 def coordinator(broker) -> GroupCoordinator:
@@ -68,11 +69,12 @@ def find_coordinator(broker, ctx, body):
             return errors.INVALID_REQUEST, f"Unsupported key type {key_type}"
         return 0, None
 
+    # Kafka's success answers carry a message too: "NONE" up to v3, "" per key from v4 (never null).
     if v < 4:
         err, msg = answer(body.key)
         if err:
             return FindCoordinatorResponse(error_code=err, error_message=msg, node_id=-1, host="", port=-1)
-        return FindCoordinatorResponse(error_code=0, error_message=None, node_id=broker.node_id, host=host,
+        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=broker.node_id, host=host,
                                        port=port)
     out = []
     for key in body.coordinator_keys:
@@ -82,7 +84,7 @@ def find_coordinator(broker, ctx, body):
                                                            error_message=msg))
         else:
             out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=broker.node_id, host=host, port=port,
-                                                           error_code=0, error_message=None))
+                                                           error_code=0, error_message=""))
     return FindCoordinatorResponse(coordinators=out)
 
 
@@ -343,10 +345,16 @@ def consumer_group_describe(broker, ctx, body):
     out = []
     for gid in body.group_ids:
         group = coord.groups.get(gid)
+        # Kafka's error entries: no state, no authorized operations (even when asked), INVALID_GROUP_ID
+        # without a message for the empty id.
+        if gid == "":
+            out.append(R.DescribedGroup(error_code=errors.INVALID_GROUP_ID, error_message=None, group_id=gid,
+                                        group_state="", authorized_operations=INT32_MIN))
+            continue
         if group is None or group.kind != "consumer":
             msg = f"Group {gid} not found." if group is None else f"Group {gid} is not a consumer group."
             out.append(R.DescribedGroup(error_code=errors.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid,
-                                        group_state="Dead", authorized_operations=ops))
+                                        group_state="", authorized_operations=INT32_MIN))
             continue
         members = []
         for m in group.members.values():
