@@ -35,3 +35,31 @@ def test_special_timestamps_need_their_version(client, timestamp, first_version)
         [answer] = _ask(client, f"lo-special{-timestamp}", [(0, timestamp)], version)
         supported = first_version is not None and version >= first_version
         assert answer.error_code == (0 if supported else errors.UNSUPPORTED_VERSION), (timestamp, version)
+
+
+def test_records_of_the_offsets_topic_cannot_be_deleted(tmp_path):
+    from kafkawire.broker.config import BrokerConfig
+    from kafkawire.broker.server import start_in_thread
+    from kafkawire.protocol import message_class
+
+    from .conftest import RawClient
+
+    # the segments engine keeps committed offsets in a real __consumer_offsets topic
+    broker = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data")))
+    client = RawClient(broker.address)
+    try:
+        _delete_offsets_topic_records(client)
+    finally:
+        client.close()
+        broker.stop()
+
+
+def _delete_offsets_topic_records(client):
+    from kafkawire.protocol import message_class
+
+    client.call(message_class("FindCoordinatorRequest")(key="g", key_type=0), 3)
+    R = message_class("DeleteRecordsRequest")
+    body = R(topics=[R.DeleteRecordsTopic(name="__consumer_offsets", partitions=[
+        R.DeleteRecordsPartition(partition_index=0, offset=0)])], timeout_ms=1000)
+    [answer] = client.call(body, 2).topics[0].partitions
+    assert (answer.error_code, answer.low_watermark) == (errors.INVALID_TOPIC_EXCEPTION, -1)

@@ -8,6 +8,7 @@ from ..dispatch import handles
 from ..storage import base as sb
 from ._common import find_topic, partition_log
 
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The first ListOffsets version that may ask for each special timestamp; Kafka answers UNSUPPORTED_VERSION
 # for a special timestamp below its version, and for a negative timestamp it does not know at all.
@@ -115,6 +116,14 @@ def offset_for_leader_epoch(broker, ctx, body):
     return R(throttle_time_ms=0, topics=topics)
 
 
+def _offsets_partition(broker, name: str, partition: int) -> bool:
+    """A partition of the offsets topic (which the group coordinator may not have written yet)."""
+    if name != "__consumer_offsets":
+        return False
+    value, _source = broker.config.broker_value("offsets.topic.num.partitions")
+    return 0 <= partition < int(value or 50)
+
+
 @handles("DeleteRecords", 0, 2)
 def delete_records(broker, ctx, body):
     R = DeleteRecordsResponse
@@ -126,6 +135,9 @@ def delete_records(broker, ctx, body):
             pr = R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=-1, error_code=0)
             parts.append(pr)
             plog = partition_log(broker, meta, p.partition_index) if meta is not None else None
+            if plog is not None and t.name in INTERNAL_TOPICS or _offsets_partition(broker, t.name, p.partition_index):
+                pr.error_code = errors.INVALID_TOPIC_EXCEPTION  # Kafka keeps its internal topics' records
+                continue
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
