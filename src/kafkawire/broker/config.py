@@ -132,6 +132,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.",
        True),
     _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
+    _d("kafkawire.log.scrub.bytes.per.sec", LONG, "0",
+       "kafkawire: bytes per second a background thread reads to re-verify the CRC of every sealed segment, "
+       "repairing damage it finds (0: off).", True),
 ]}
 
 # Keys of a Kafka server.properties that mean something only to a multi-node or KRaft cluster: accepted
@@ -353,6 +356,7 @@ class BrokerConfig:
     controller_quota_window_num: int = 11
     controller_quota_window_size_seconds: int = 1
     acks_all_fsync: bool = True
+    scrub_bytes_per_sec: int = 0  # kafkawire.log.scrub.bytes.per.sec; 0: no background verification
     storage: str = "segments"  # or "memory"
     properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
     unknown_keys: list[str] = field(default_factory=list)
@@ -484,6 +488,11 @@ class BrokerConfig:
                     cfg.acks_all_fsync = _bool(props[key])
             if "kafkawire.storage" in props:
                 cfg.storage = props["kafkawire.storage"].strip()
+            if props.get("kafkawire.log.scrub.bytes.per.sec", "").strip():
+                rate = int(props["kafkawire.log.scrub.bytes.per.sec"])
+                if rate < 0:
+                    raise ValueError(f"kafkawire.log.scrub.bytes.per.sec must be 0 (off) or more, not {rate}")
+                cfg.scrub_bytes_per_sec = rate
             if props.get("broker.rack"):
                 cfg.rack = props["broker.rack"]
         except ValueError as exc:

@@ -23,6 +23,24 @@ def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
 
 
+def raise_open_file_limit(log) -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit where allowed; log and return the soft limit."""
+    try:
+        import resource
+    except ImportError:  # not a POSIX system
+        return -1
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open file limit from %s to %s: %s", soft, target, exc)
+    log.info("open file limit: %s (segment files beyond what it allows are opened and closed as needed)", soft)
+    return soft
+
+
 def build_config(args):
     from kafkawire.broker.config import BrokerConfig, parse_host_port, parse_properties
 
@@ -64,6 +82,7 @@ def run(args) -> int:
         return 2
     for key in cfg.unknown_keys:
         log.warning("ignoring unknown configuration key %s", key)
+    raise_open_file_limit(log)
     loop_name = install_event_loop_policy()
 
     async def main() -> int:
@@ -80,6 +99,9 @@ def run(args) -> int:
         except Exception as exc:  # port in use, data directory locked or unreadable, bad configuration
             log.error("cannot start: %s", exc)
             return 1
+        scrub = getattr(cfg, "scrub_bytes_per_sec", 0)
+        if scrub and hasattr(broker.storage, "start_scrubber"):
+            broker.storage.start_scrubber(scrub)  # its own thread; stopped when the storage closes
         log.info("started in %.0f ms (%s event loop)", (time.monotonic() - started) * 1000, loop_name)
         await stop.wait()
         log.info("shutting down")

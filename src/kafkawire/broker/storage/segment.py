@@ -79,6 +79,10 @@ class _OpenHandles:
         for victim in victims:
             victim._drop_handles()
 
+    @property
+    def crowded(self) -> bool:
+        return len(self._open) >= self.limit
+
     def forget(self, segment: "LogSegment") -> None:
         with self._lock:
             self._open.pop(id(segment), None)
@@ -211,8 +215,14 @@ class LogSegment:
         open_handles.touch(self)
         return m
 
-    def view(self, position: int, length: int) -> memoryview:
-        return memoryview(self.buffer())[position:position + length]
+    def view(self, position: int, length: int) -> memoryview | bytes:
+        """The bytes at ``position``: a view of the mapping, or, when open files are scarce (more
+        segments in use than the LRU holds), a copy, so a read spanning many segments does not keep
+        a descriptor per segment until its answer is sent."""
+        buf = self.buffer()
+        if open_handles.crowded:
+            return buf[position:position + length]
+        return memoryview(buf)[position:position + length]
 
     def region(self, position: int, length: int) -> FileRegion:
         return FileRegion(self.file, position, length)
