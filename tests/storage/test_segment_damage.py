@@ -25,7 +25,7 @@ def _fill(data_dir, batches=117):
         r = log.append(build_batch([b"batch-%03d-record-%d-" % (i, j) + b"x" * 40 for j in range(RECORDS)]),
                        durable=True)
         stored[r.base_offset] = None
-    assert len(log.segments) == 39
+    assert len(log.segments) == batches // 3
     for base in stored:
         stored[base] = b"".join(bytes(c) for c in log.read(base, 1).chunks)
     storage.close()
@@ -168,5 +168,19 @@ def test_segments_beyond_the_open_file_limit_are_served(tmp_path):
         assert len(segment_mod.open_handles) <= 4
         assert len(os.listdir("/proc/self/fd")) - before <= 8  # file + mapping of at most 4 segments
         log.append(build_batch([b"more"]))
+    finally:
+        storage.close()
+
+
+def test_a_segment_deleted_while_the_scrubber_reaches_it_is_skipped(tmp_path):
+    data_dir = tmp_path / "data"
+    _fill(data_dir, batches=9)
+    storage = SegmentStorage(data_dir, PROPS)
+    try:
+        log = storage.partition("t", 0)
+        doomed = log.segments[0]
+        os.unlink(doomed.log_path)  # as retention does, between the scrubber's listing and its read
+        assert log.verify_segment(doomed) is None
+        assert storage.verify()["segments"] == 1  # the other sealed segment is still checked
     finally:
         storage.close()

@@ -410,7 +410,10 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             if segment not in self._segments[:-1]:
                 return None
             max_last = self._segments[self._segments.index(segment) + 1].base_offset - 1
-        found = recovery.scan_segment(segment, max_last, pace=pace)  # sealed: immutable, read without locks
+        try:
+            found = recovery.scan_segment(segment, max_last, pace=pace)  # sealed: immutable, read without locks
+        except FileNotFoundError:
+            return None  # retention deleted it meanwhile
         if found.clean:
             return found
         with self._write_lock:
