@@ -84,6 +84,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
     _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
     _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
+    _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire compacts none: accepted, no effect)."),
     _d("log.segment.delete.delay.ms", LONG, "60000", "Time to wait before deleting a file."),
     _d("log.index.interval.bytes", INT, "4096", "Interval at which an entry is added to the offset index."),
     _d("log.index.size.max.bytes", INT, "10485760", "The maximum size in bytes of the offset index."),
@@ -154,6 +155,90 @@ class TopicConfigDef:
     broker_synonyms: tuple[str, ...]  # broker keys in Kafka's synonym order
     default: str
 
+    @property
+    def doc(self) -> str:
+        return TOPIC_CONFIG_DOCS.get(self.name, "")
+
+
+# DescribeConfigs documentation of topic configs (kafkawire's own words)
+TOPIC_CONFIG_DOCS = {
+    "cleanup.policy":
+        "What happens to old segments: 'delete' drops them by age or size, 'compact' asks for the newest "
+        "record of each key to be kept (kafkawire keeps every record); both, or neither (empty).",
+    "compression.type":
+        "Codec the topic's batches are stored with; 'producer' keeps whatever the producer used.",
+    "compression.gzip.level":
+        "Gzip level used when the broker itself compresses with gzip.",
+    "compression.lz4.level":
+        "LZ4 level used when the broker itself compresses with lz4.",
+    "compression.zstd.level":
+        "Zstandard level used when the broker itself compresses with zstd.",
+    "delete.retention.ms":
+        "How long tombstones of a compacted topic stay readable.",
+    "errors.deadletterqueue.group.enable":
+        "Whether share groups may use this topic as their dead-letter queue.",
+    "file.delete.delay.ms":
+        "Pause between dropping a segment from the log and removing its files.",
+    "flush.messages":
+        "Records appended between forced flushes to disk.",
+    "flush.ms":
+        "Milliseconds between forced flushes to disk.",
+    "follower.replication.throttled.replicas":
+        "Replicas whose follower traffic is throttled (single node: nothing to throttle).",
+    "index.interval.bytes":
+        "Bytes of records between two offset index entries.",
+    "leader.replication.throttled.replicas":
+        "Replicas whose leader traffic is throttled (single node: nothing to throttle).",
+    "local.retention.bytes":
+        "Bytes kept locally when tiered storage is on (-2: same as retention.bytes).",
+    "local.retention.ms":
+        "Milliseconds kept locally when tiered storage is on (-2: same as retention.ms).",
+    "max.compaction.lag.ms":
+        "Longest a record may wait before it becomes eligible for compaction.",
+    "max.decompressed.message.bytes":
+        "Largest size a batch may have once decompressed.",
+    "max.message.bytes":
+        "Largest record batch the topic accepts, after compression.",
+    "message.timestamp.after.max.ms":
+        "How far ahead of the broker's clock a CreateTime timestamp may be.",
+    "message.timestamp.before.max.ms":
+        "How far behind the broker's clock a CreateTime timestamp may be.",
+    "message.timestamp.type":
+        "Whether records keep the producer's timestamp (CreateTime) or get the broker's (LogAppendTime).",
+    "min.cleanable.dirty.ratio":
+        "Share of uncompacted log that makes a partition worth compacting.",
+    "min.compaction.lag.ms":
+        "Shortest time a record stays uncompacted.",
+    "min.insync.replicas":
+        "In-sync replicas an acks=all write needs.",
+    "preallocate":
+        "Whether segment files are allocated at full size when created.",
+    "remote.copy.lag.bytes":
+        "Bytes a segment may lag before being copied to tiered storage.",
+    "remote.copy.lag.ms":
+        "Milliseconds a segment may lag before being copied to tiered storage.",
+    "remote.log.copy.disable":
+        "Stop copying segments to tiered storage.",
+    "remote.log.delete.on.disable":
+        "Drop tiered data when tiered storage is turned off for the topic.",
+    "remote.storage.enable":
+        "Keep older segments in tiered storage (kafkawire has none).",
+    "retention.bytes":
+        "Size a partition may grow to before its oldest segments go (-1: no limit).",
+    "retention.ms":
+        "Age after which a segment may go (-1: keep forever).",
+    "segment.bytes":
+        "Size at which a new segment file is started.",
+    "segment.index.bytes":
+        "Size of each segment's offset and time indexes.",
+    "segment.jitter.ms":
+        "Random amount taken off segment.ms so segments do not all roll at once.",
+    "segment.ms":
+        "Age at which a new segment is started even if the current one is not full.",
+    "unclean.leader.election.enable":
+        "Whether a replica outside the ISR may become leader.",
+}
+
 
 # Topic configs: name -> definition with the broker configs that supply their default; Kafka 4.4's set (the
 # tiered-storage and dead-letter-queue keys are accepted and reported, and have no effect in kafkawire).
@@ -212,23 +297,47 @@ class ConfigError(ValueError):
     pass
 
 
+_TYPE_NAMES = {INT: "INT", SHORT: "SHORT", LONG: "LONG", DOUBLE: "DOUBLE"}
+
+
 def validate_value(type_: int, value: str | None, name: str) -> None:
-    """Raise ConfigError when ``value`` does not parse as ``type_`` (Kafka's INVALID_CONFIG)."""
+    """Raise ConfigError when ``value`` does not parse as ``type_`` (Kafka's INVALID_CONFIG), with the reason in
+    Kafka's words."""
     if value is None:
         return
+    if type_ == BOOLEAN:
+        if value.strip().lower() not in ("true", "false"):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Expected value to be either true or "
+                              "false")
+        return
+    if type_ not in _TYPE_NAMES:
+        return
     try:
-        if type_ == BOOLEAN:
-            if value.strip().lower() not in ("true", "false"):
-                raise ValueError(value)
-        elif type_ in (INT, SHORT, LONG):
-            n = int(value.strip())
-            bits = {INT: 31, SHORT: 15, LONG: 63}[type_]
-            if not -(1 << bits) <= n < (1 << bits):
-                raise ValueError(value)
-        elif type_ == DOUBLE:
-            float(value)
+        n = float(value.strip()) if type_ == DOUBLE else int(value.strip())
     except ValueError:
-        raise ConfigError(f"Invalid value {value} for configuration {name}") from None
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
+                          f"{_TYPE_NAMES[type_]}") from None
+    if type_ != DOUBLE:
+        bits = {INT: 31, SHORT: 15, LONG: 63}[type_]
+        if not -(1 << bits) <= n < (1 << bits):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
+                              f"{_TYPE_NAMES[type_]}")
+
+
+# Lower bounds Kafka 4.4 puts on topic config values. segment.bytes keeps kafkawire's own floor of 14 bytes
+# (Kafka's is 1 MiB) so that small segments can be configured for tests and tiny topics.
+_TOPIC_AT_LEAST = {
+    "segment.bytes": 14, "segment.ms": 1, "segment.jitter.ms": 0, "segment.index.bytes": 4, "flush.messages": 1,
+    "flush.ms": 0, "retention.ms": -1, "max.message.bytes": 0, "index.interval.bytes": 0,
+    "delete.retention.ms": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1, "file.delete.delay.ms": 0,
+    "min.insync.replicas": 1, "message.timestamp.before.max.ms": 0, "message.timestamp.after.max.ms": 0,
+    "local.retention.ms": -2, "local.retention.bytes": -2,
+}
+_TOPIC_ONE_OF = {
+    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
+    "compression.type": ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+}
+_CLEANUP_POLICIES = ("compact", "delete")
 
 
 def validate_topic_config(name: str, value: str | None) -> None:
@@ -238,17 +347,94 @@ def validate_topic_config(name: str, value: str | None) -> None:
     validate_value(d.type, value, name)
     if value is None:
         return
-    if name == "message.timestamp.type" and value not in ("CreateTime", "LogAppendTime"):
+    if name in _TOPIC_ONE_OF and value.strip() not in _TOPIC_ONE_OF[name]:
         raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
-                          "CreateTime, LogAppendTime")
-    if name == "cleanup.policy":
+                          f"{', '.join(_TOPIC_ONE_OF[name])}")
+    if name == "cleanup.policy":  # an empty list is allowed (neither deletion nor compaction)
         for part in value.split(","):
-            if part.strip() not in ("delete", "compact", ""):
-                raise ConfigError(f"Invalid value {value} for configuration {name}")
-    if name == "compression.type" and value not in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"):
-        raise ConfigError(f"Invalid value {value} for configuration {name}")
-    if name in ("segment.bytes",) and int(value) < 14:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least 14")
+            if part.strip() and part.strip() not in _CLEANUP_POLICIES:
+                raise ConfigError(f"Invalid value {part.strip()} for configuration {name}: String must be one of: "
+                                  f"{', '.join(_CLEANUP_POLICIES)}")
+    low = _TOPIC_AT_LEAST.get(name)
+    if low is not None and int(value.strip()) < low:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
+    if name == "min.cleanable.dirty.ratio" and not 0 <= float(value) <= 1:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be between 0 and 1")
+
+
+@dataclass(frozen=True)
+class GroupConfigDef:
+    name: str
+    type: int
+    broker_synonym: str  # the broker config that supplies the default
+    default: str
+    bounds: tuple[str, str] | None = None  # broker configs bounding the value, inclusive
+    choices: tuple[str, ...] | None = None
+
+
+# Group configs (DescribeConfigs/AlterConfigs on GROUP resources), as Kafka 4.4 defines them: each defaults to
+# a broker config. kafkawire keeps them per group; its group coordinator does not apply them.
+GROUP_CONFIGS: dict[str, GroupConfigDef] = {g.name: g for g in [
+    GroupConfigDef("consumer.session.timeout.ms", INT, "group.consumer.session.timeout.ms", "45000",
+                   ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")),
+    GroupConfigDef("consumer.heartbeat.interval.ms", INT, "group.consumer.heartbeat.interval.ms", "5000",
+                   ("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")),
+    GroupConfigDef("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms", "1000"),
+    GroupConfigDef("share.session.timeout.ms", INT, "group.share.session.timeout.ms", "45000",
+                   ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")),
+    GroupConfigDef("share.heartbeat.interval.ms", INT, "group.share.heartbeat.interval.ms", "5000",
+                   ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")),
+    GroupConfigDef("share.record.lock.duration.ms", INT, "group.share.record.lock.duration.ms", "30000",
+                   ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")),
+    GroupConfigDef("share.delivery.count.limit", INT, "group.share.delivery.count.limit", "5"),
+    GroupConfigDef("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks", "2000"),
+    GroupConfigDef("share.assignment.interval.ms", INT, "group.share.assignment.interval.ms", "1000"),
+    GroupConfigDef("share.auto.offset.reset", STRING, "share.auto.offset.reset", "latest",
+                   choices=("latest", "earliest")),
+    GroupConfigDef("share.isolation.level", STRING, "share.isolation.level", "read_uncommitted",
+                   choices=("read_committed", "read_uncommitted")),
+    GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "share.renew.acknowledge.enable", "true"),
+    GroupConfigDef("streams.session.timeout.ms", INT, "group.streams.session.timeout.ms", "45000",
+                   ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms")),
+    GroupConfigDef("streams.heartbeat.interval.ms", INT, "group.streams.heartbeat.interval.ms", "5000",
+                   ("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms")),
+    GroupConfigDef("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas", "0"),
+    GroupConfigDef("streams.initial.rebalance.delay.ms", INT, "group.streams.initial.rebalance.delay.ms", "3000"),
+    GroupConfigDef("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms", "1000"),
+    GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", "sticky"),
+    GroupConfigDef("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags", ""),
+    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name", ""),
+    GroupConfigDef("errors.deadletterqueue.copy.record.enable", BOOLEAN, "errors.deadletterqueue.copy.record.enable",
+                   "false"),
+]}
+
+# Defaults of the broker configs that bound group configs (Kafka 4.4's)
+GROUP_BOUND_DEFAULTS = {
+    "group.consumer.min.session.timeout.ms": "45000", "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.min.heartbeat.interval.ms": "5000", "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.share.min.session.timeout.ms": "45000", "group.share.max.session.timeout.ms": "60000",
+    "group.share.min.heartbeat.interval.ms": "5000", "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.min.record.lock.duration.ms": "15000", "group.share.max.record.lock.duration.ms": "60000",
+    "group.streams.min.session.timeout.ms": "45000", "group.streams.max.session.timeout.ms": "60000",
+    "group.streams.min.heartbeat.interval.ms": "5000", "group.streams.max.heartbeat.interval.ms": "15000",
+}
+
+
+def validate_group_config(name: str, value: str | None, broker_value) -> None:
+    """``broker_value(key)``: the broker's value of a bounding config."""
+    d = GROUP_CONFIGS.get(name)
+    if d is None:
+        raise ConfigError(f"Unknown group config name: {name}")
+    validate_value(d.type, value, name)
+    if value is None:
+        return
+    if d.choices and value.strip() not in d.choices:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
+                          f"{', '.join(d.choices)}")
+    if d.bounds:
+        lo, hi = (int(broker_value(k) or GROUP_BOUND_DEFAULTS[k]) for k in d.bounds)
+        if not lo <= int(value) <= hi:
+            raise ConfigError(f"{name} must be in the range {lo} to {hi} inclusive.")
 
 
 # -- properties files ----------------------------------------------------------
@@ -364,6 +550,15 @@ class BrokerConfig:
     # set at run time with (Incremental)AlterConfigs on the broker resource (not persisted)
     dynamic: dict[str, str] = field(default_factory=dict)  # this broker ("<node id>")
     dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide default ("")
+
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # group id -> configs set on it
+
+    def __post_init__(self):
+        # Kafka 4.4's storage format step records min.insync.replicas as a cluster-wide dynamic default (Eligible
+        # Leader Replicas need one); kafkawire's cluster starts with the same record.
+        self.dynamic_default.setdefault("min.insync.replicas",
+                                        self.properties.get("min.insync.replicas") or
+                                        BROKER_CONFIGS["min.insync.replicas"].default)
 
     # -- derived ------------------------------------------------------------
     @property

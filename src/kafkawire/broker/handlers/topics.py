@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+import uuid
 
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
@@ -18,6 +19,7 @@ MAX_PARTITIONS = 1_000_000
 MAX_RECORDS_PER_OPERATION = 10_000  # Kafka's controller: metadata records one request may create
 MAX_RESPONSE_PARTITIONS = 2000  # Kafka's max.request.partition.size.limit default
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+OFFSETS_TOPIC = "__consumer_offsets"
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 TOO_MANY_NEW_PARTITIONS = "Excessively large number of additional partitions per request."
 TOO_MANY_RECORDS = "Unable to perform excessively large batch operation."
@@ -58,7 +60,9 @@ def _validate_create(broker, t, existing) -> tuple[int, dict]:
     problem = topic_name_problem(t.name)
     if problem:
         raise Invalid(errors.INVALID_TOPIC_EXCEPTION, problem)
-    if t.name in existing:
+    if t.name in existing or t.name == OFFSETS_TOPIC:
+        # the group coordinator's log: Kafka has made it by the time clients use groups; kafkawire makes it on
+        # first use, and never lets a client create it with other settings
         raise Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
@@ -83,6 +87,8 @@ def _validate_create(broker, t, existing) -> tuple[int, dict]:
             raise Invalid(errors.INVALID_REPLICATION_FACTOR, _replication_problem(broker, rf))
     configs = {}
     for c in t.configs:
+        if c.value is None:
+            raise Invalid(errors.INVALID_CONFIG, f"Null value not supported for topic configs: {c.name}")
         try:
             validate_topic_config(c.name, c.value)
         except ConfigError as exc:
@@ -240,6 +246,7 @@ async def _create_topics(broker, ctx, body):
         if problem:
             res.error_code, res.error_message = errors.POLICY_VIOLATION, problem
         elif body.validate_only:
+            res.topic_id = uuid.uuid4()  # as Kafka: the id the topic would have had
             accepted.append((res, t, partitions, configs))
         elif not admission.admit(partitions):
             res.error_code, res.error_message = errors.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED

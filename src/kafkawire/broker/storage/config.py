@@ -43,8 +43,9 @@ def _timestamp_type(key: str, value) -> str:
 
 
 def _cleanup_policy(key: str, value) -> str:
+    """A list of delete and compact; empty (as Kafka 4.4 allows) means neither: segments are never deleted."""
     parts = [p.strip() for p in str(value).split(",") if p.strip()]
-    if not parts or any(p not in ("delete", "compact") for p in parts):
+    if any(p not in ("delete", "compact") for p in parts):
         raise InvalidConfigError(f"{key}={value!r} must be a list of delete, compact")
     return ",".join(parts)
 
