@@ -51,11 +51,24 @@ class _IndexFile:
         self.dirty = False  # memory has entries the file lacks
 
     def write(self, *, fsync: bool) -> None:
-        """Replace the file with the in-memory entries (atomically: a crash leaves old or new)."""
+        """Replace the file with the in-memory entries (atomically: a crash leaves old or new). A file that
+        already holds exactly these entries is left alone (only fsynced if asked): a restart that rebuilds
+        an index finds it unchanged, and creating thousands of files costs more than reading them."""
+        encoded = self._encode_all()
+        try:
+            with open(self.path, "rb") as f:
+                same = f.read(len(encoded) + 1) == encoded
+                if same and fsync:
+                    os.fsync(f.fileno())
+        except FileNotFoundError:
+            same = False
+        if same:
+            self.dirty = False
+            return
         tmp = self.path + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            data = memoryview(self._encode_all())
+            data = memoryview(encoded)
             while data:
                 data = data[os.write(fd, data):]
             if fsync:

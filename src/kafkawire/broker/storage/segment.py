@@ -92,8 +92,9 @@ class _OpenHandles:
 
 
 def default_open_limit() -> int:
-    """Segments that may hold handles at once: half of what RLIMIT_NOFILE leaves after a reserve for
-    sockets and other files, and below vm.max_map_count (one mapping per segment)."""
+    """Segments that may hold handles at once: half of what RLIMIT_NOFILE leaves after a reserve (a quarter
+    of the limit, at least a third of a small one) for sockets and other files, and below vm.max_map_count
+    (one mapping per segment)."""
     soft = 1024
     try:
         import resource
@@ -108,7 +109,7 @@ def default_open_limit() -> int:
             maps = int(f.read())
     except (OSError, ValueError):
         pass
-    reserve = min(256, soft // 3)
+    reserve = max(soft // 4, min(256, soft // 3))  # sockets, indexes being written, the rest of the process
     return max(8, min((soft - reserve) // 2, maps // 2))
 
 

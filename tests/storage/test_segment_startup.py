@@ -1,0 +1,41 @@
+"""A restart reads what it must and rewrites nothing that is unchanged (creating thousands of index files was
+most of the start-up time of a broker with many partitions)."""
+from __future__ import annotations
+
+import os
+
+from kafkawire.broker.storage.segments import SegmentStorage
+from storage_batches import build_batch
+
+
+def test_a_clean_restart_leaves_unchanged_index_files_alone(tmp_path):
+    data_dir = tmp_path / "data"
+    storage = SegmentStorage(data_dir, {"log.index.interval.bytes": "50"})
+    storage.create_topic("t", 3)
+    for p in range(3):
+        for i in range(20):
+            storage.partition("t", p).append(build_batch([b"value-%d" % i]))
+    storage.close()
+    indexes = sorted((data_dir).glob("t-*/*index"))
+    assert len(indexes) == 6 and all(i.stat().st_size for i in indexes)
+    before = {i: os.stat(i).st_ino for i in indexes}
+    storage = SegmentStorage(data_dir, {"log.index.interval.bytes": "50"})
+    try:
+        assert {i: os.stat(i).st_ino for i in indexes} == before  # not replaced
+        assert storage.partition("t", 2).read(7, 1).size > 0
+    finally:
+        storage.close()
+
+
+def test_an_index_that_differs_is_still_rewritten(tmp_path):
+    data_dir = tmp_path / "data"
+    storage = SegmentStorage(data_dir, {"log.index.interval.bytes": "50"})
+    storage.create_topic("t", 1)
+    for i in range(20):
+        storage.partition("t", 0).append(build_batch([b"value-%d" % i]))
+    storage.close()
+    index = data_dir / "t-0" / f"{0:020d}.index"
+    good = index.read_bytes()
+    index.write_bytes(good[:-8])  # an entry short
+    SegmentStorage(data_dir, {"log.index.interval.bytes": "50"}).close()
+    assert index.read_bytes() == good
