@@ -126,3 +126,13 @@ def test_blanket_explanations_are_refused(tmp_path):
     path.write_text('[[explained]]\napi = "Produce"\nversions = [0, 13]\nfield = "*"\nreason = "r"\n')
     with pytest.raises(ValueError):
         explain.load(path)
+
+
+def test_brackets_in_explained_paths_are_literal(tmp_path):
+    path = tmp_path / "explained.toml"
+    path.write_text('[[explained]]\napi = "Metadata"\nversions = [4, 13]\nfield = "topics[*].error_code"\n'
+                    'reason = "r"\n')
+    entries = explain.load(path)
+    assert explain.find(entries, "Metadata", 4, "Metadata/x", "topics[cf<run>-a].error_code", 0, 3)
+    assert not explain.find(entries, "Metadata", 4, "Metadata/x", "topics[a].partitions[0].error_code", 0, 3)
+    assert not explain.find(entries, "Metadata", 4, "Metadata/x", "topics*.error_code", 0, 3)

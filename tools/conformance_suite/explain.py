@@ -1,13 +1,14 @@
 """Differences with a written reason, read from ``explained.toml``.
 
-Each entry names an API, a version range, a field path (``fnmatch`` pattern over
-paths such as ``topics[*].partitions[*].error_code``), optionally a case-name
+Each entry names an API, a version range, a field path (a pattern over paths
+such as ``topics[*].partitions[*].error_code``: brackets literal, ``*`` within one element), optionally a case-name
 pattern and the two values it expects, and a reason. An entry must not be a
 blanket: the path may not be ``*`` alone, and the reason must be written.
 """
 from __future__ import annotations
 
-import fnmatch
+import functools
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +30,16 @@ class Explanation:
 
     def matches(self, api: str, version: int, case: str, path: str, kw, ka) -> bool:
         return (api == self.api and self.versions[0] <= version <= self.versions[1]
-                and fnmatch.fnmatchcase(path, self.field) and fnmatch.fnmatchcase(case, self.case)
+                and _glob(self.field).fullmatch(path) is not None and _glob(self.case).fullmatch(case) is not None
                 and (self.kafkawire is _UNSET or self.kafkawire == kw)
                 and (self.kafka is _UNSET or self.kafka == ka))
+
+
+@functools.cache
+def _glob(pattern: str) -> re.Pattern:
+    """Brackets in a path are literal (``topics[events]``); ``*`` matches within one element or name,
+    never across a bracket (``topics[*].error_code`` is not ``topics[a].partitions[0].error_code``)."""
+    return re.compile("".join("[^\\[\\]]*" if c == "*" else re.escape(c) for c in pattern))
 
 
 def load(path: Path = FILE) -> list[Explanation]:

@@ -180,6 +180,16 @@ class Session:
                 raise SetupError(f"Produce {name}-{partition}: error {err}")
             time.sleep(0.05)
 
+    def wait_until(self, done, timeout: float = 3.0) -> bool:
+        """Poll ``done()`` (set-up calls only) until true or ``timeout``; whether it became true.
+        For changes Kafka applies after answering (through its metadata log)."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def coordinator_ready(self, key: str, key_type: int = 0, timeout: float = 30.0) -> None:
         """Until FindCoordinator for ``key`` answers without error (Kafka creates __consumer_offsets first)."""
         deadline = time.monotonic() + timeout

@@ -322,12 +322,12 @@ case("OffsetDelete", "states", setup=_committed)(_offset_deletes)
 
 # -- KIP-848: ConsumerGroupHeartbeat / ConsumerGroupDescribe ------------------------------------------
 
-def _cgh(s, v, group, *, member="", epoch=0, topics=None, regex=None, assignor=None, owned=None, label="",
+def _cgh(s, v, group, *, member="", epoch=0, topics=None, regex=None, assignor=None, owned=(), label="",
          instance=None, rebalance=SESSION_MS):
     return s.probe("ConsumerGroupHeartbeat", v, {
         "group_id": group, "member_id": member, "member_epoch": epoch, "instance_id": instance, "rack_id": None,
         "rebalance_timeout_ms": rebalance, "subscribed_topic_names": topics, "subscribed_topic_regex": regex,
-        "server_assignor": assignor, "topic_partitions": owned}, label=label)
+        "server_assignor": assignor, "topic_partitions": None if owned is None else list(owned)}, label=label)
 
 
 MEMBER = "AAAAAAAAAAAAAAAAAAAAAA"
@@ -357,6 +357,7 @@ def _cgh_errors(s, v):
     _cgh(s, v, g, member=_member_id(v, 6), epoch=5, topics=[s.name("t")], label="join-with-epoch")
     stable(s, s.name(f"classic{v}"))
     _cgh(s, v, s.name(f"classic{v}"), member=_member_id(v, 7), topics=[s.name("t")], label="classic-group")
+    _cgh(s, v, g, member=_member_id(v, 9), topics=[s.name("t")], owned=None, label="join-with-null-owned")
     if v >= 1:
         _cgh(s, v, g, member=_member_id(v, 8), topics=None, regex="(", label="invalid-regex")
 

@@ -109,6 +109,8 @@ def _delete_fresh(s, v, by_id=False):
         _delete(s, v, ids=[s.tid(name)])
     else:
         _delete(s, v, names=[name])
+    s.wait_until(lambda: s.call("Metadata", None, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
+                 .topics[0].error_code != 0)
     s.probe("Metadata", s.top("Metadata"), {"topics": [{"name": name}], "allow_auto_topic_creation": False},
             label="after")
 
@@ -218,12 +220,27 @@ def _alter(s, v, resources, *, validate=False, label=""):
         for t, n, cfg in resources], "validate_only": validate}, label=label)
 
 
+def _config_view(s, name):
+    answer = s.call("DescribeConfigs", None, {"resources": [{"resource_type": TOPIC, "resource_name": name,
+                                                             "configuration_keys": ["retention.ms", "cleanup.policy"]}]})
+    return [(c.name, c.value) for c in answer.results[0].configs]
+
+
+def _settle(s, name, before, answer, validate):
+    """A successful change is applied through Kafka's metadata log, after the answer: wait until it shows."""
+    if not validate and hasattr(answer, "responses") and all(r.error_code == 0 for r in answer.responses):
+        s.wait_until(lambda: _config_view(s, name) != before)
+
+
 def _alter_fresh(s, v, cfg, *, validate=False, kind=TOPIC, name=None):
     name = name or s.name(f"v{v}")
-    if kind == TOPIC and name.startswith(s.prefix):
+    mine = kind == TOPIC and name.startswith(s.prefix)
+    if mine:
         s.create_topic(name, configs={"cleanup.policy": "compact"})
-    _alter(s, v, [(kind, name, cfg)], validate=validate)
-    if kind == TOPIC and name.startswith(s.prefix):
+        before = _config_view(s, name)
+    answer = _alter(s, v, [(kind, name, cfg)], validate=validate)
+    if mine:
+        _settle(s, name, before, answer, validate)
         _describe_configs(s, s.top("DescribeConfigs"), [(TOPIC, name, ["retention.ms", "cleanup.policy"])],
                           label="after")
 
@@ -245,9 +262,13 @@ def _iac(s, v, ops, *, name=None, validate=False, kind=TOPIC, fresh=True):
     name = name or s.name(f"v{v}")
     if fresh:
         s.create_topic(name, configs={"cleanup.policy": "compact"})
-    s.probe("IncrementalAlterConfigs", v, {"resources": [{"resource_type": kind, "resource_name": name, "configs": [
+        before = _config_view(s, name)
+    answer = s.probe("IncrementalAlterConfigs", v, {"resources": [{"resource_type": kind, "resource_name": name,
+                                                                   "configs": [
         {"name": k, "config_operation": op, "value": val} for k, op, val in ops]}], "validate_only": validate})
     if fresh:
+        if hasattr(answer, "responses"):
+            _settle(s, name, before, answer, validate)
         _describe_configs(s, s.top("DescribeConfigs"), [(TOPIC, name, ["retention.ms", "cleanup.policy"])],
                           label="after")
 
