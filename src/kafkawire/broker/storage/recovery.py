@@ -186,11 +186,12 @@ def quarantined(directory: str, base_offset: int) -> list[str]:
 
 
 def scan_segment(segment: LogSegment, max_last: int | None = None, *,
-                 pace: Callable[[int], None] | None = None) -> Scan:
+                 pace: Callable[[int], None] | None = None, repaired: bool | None = None) -> Scan:
+    """``repaired``: whether the segment has quarantine files (looked up when None)."""
     size = segment.file_size()
     if not size:
         return Scan([], [], None)
-    gaps = bool(quarantined(segment.directory, segment.base_offset))
+    gaps = bool(quarantined(segment.directory, segment.base_offset)) if repaired is None else repaired
     buf = _mapped(segment.log_path, size, whole=pace is None)
     try:
         return scan(buf, size, segment.base_offset, max_last, allow_gaps=gaps, pace=pace)
@@ -285,7 +286,7 @@ def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repa
 
 def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> list[LogSegment]:
     """The partition's segments, oldest first, with the active one recovered; [] if there are none."""
-    bases, others = set(), []
+    bases, others, repaired = set(), [], set()
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
         if name.endswith((".tmp", ".deleted")):
@@ -293,6 +294,9 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> lis
             continue
         m = _SEGMENT_FILE.fullmatch(name)
         if m is None:
+            q = QUARANTINE_FILE.fullmatch(name)
+            if q is not None:
+                repaired.add(int(q.group(1)))
             continue
         if m.group(2) == "log":
             bases.add(int(m.group(1)))
@@ -304,9 +308,10 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> lis
             _unlink_quietly(path)
     segments = [LogSegment(directory, base, created_ms=now_ms) for base in sorted(bases)]
     for i, segment in enumerate(segments[:-1]):
-        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1)
+        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1,
+                     segment.base_offset in repaired)
     if segments:
-        _recover(segments[-1], index_interval_bytes, None, active=True)
+        _recover(segments[-1], index_interval_bytes, None, active=True, repaired=segments[-1].base_offset in repaired)
     return segments
 
 
@@ -317,7 +322,7 @@ def _unlink_quietly(path: str) -> None:
         log.warning("cannot remove %s: %s", path, exc)
 
 
-def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int) -> bool:
+def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, repaired: bool) -> bool:
     """Load a sealed segment cheaply; False if a full check found damage."""
     size = segment.file_size()
     try:
@@ -353,7 +358,7 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int) 
             buf.close()
     except (IndexCorruptError, CorruptBatchError) as exc:
         log.warning("segment %s needs a full check: %s", segment.log_path, exc)
-        return _recover(segment, index_interval_bytes, max_last, active=False)
+        return _recover(segment, index_interval_bytes, max_last, active=False, repaired=repaired)
     segment.size = size
     segment.next_offset = tail[-1].last_offset + 1
     segment.first_batch_timestamp = first.max_timestamp
@@ -366,9 +371,10 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int) 
     return True
 
 
-def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool) -> bool:
+def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool,
+             repaired: bool) -> bool:
     """Check every batch of the segment and repair what is damaged. True if nothing was."""
-    found = scan_segment(segment, max_last)
+    found = scan_segment(segment, max_last, repaired=repaired)
     size = segment.file_size()
     if found.clean:
         segment.rebuild_from(found.infos, index_interval_bytes)
