@@ -96,7 +96,10 @@ def test_middle_segment_damage_with_its_index_missing_loses_only_that_batch(tmp_
         stored[end] = b"".join(bytes(c) for c in log.read(end, 1).chunks)
     finally:
         storage.close()
-    storage = SegmentStorage(data_dir, PROPS)  # the repaired log loads as it is, gap and all
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkawire.storage"):
+        storage = SegmentStorage(data_dir, PROPS)  # the repaired log loads as it is, gap and all, cheaply
+    assert not [r.getMessage() for r in caplog.records], "a repaired sealed segment is checked again"
     try:
         log = storage.partition("t", 0)
         assert log.log_end_offset == 117 * RECORDS + 1
@@ -184,3 +187,23 @@ def test_a_segment_deleted_while_the_scrubber_reaches_it_is_skipped(tmp_path):
         assert storage.verify()["segments"] == 1  # the other sealed segment is still checked
     finally:
         storage.close()
+
+
+def test_a_rebuilt_sealed_segment_gets_its_seal_entry_back(tmp_path, caplog):
+    data_dir = tmp_path / "data"
+    props = {"log.segment.bytes": "200"}  # one batch per segment: no index entries but the seal's
+    storage = SegmentStorage(data_dir, props)
+    storage.create_topic("t", 1)
+    for i in range(4):
+        storage.partition("t", 0).append(build_batch([b"v%d-" % i + b"x" * 150]))
+    storage.close()
+    timeindex = _segment_file(data_dir, 1).with_suffix(".timeindex")
+    sealed_entry = timeindex.read_bytes()
+    assert len(sealed_entry) == 12
+    timeindex.unlink()
+    SegmentStorage(data_dir, props).close()
+    assert timeindex.read_bytes() == sealed_entry
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kafkawire.storage"):
+        SegmentStorage(data_dir, props).close()
+    assert not caplog.records

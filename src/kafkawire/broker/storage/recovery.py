@@ -377,7 +377,9 @@ def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | Non
     found = scan_segment(segment, max_last, repaired=repaired)
     size = segment.file_size()
     if found.clean:
-        segment.rebuild_from(found.infos, index_interval_bytes)
+        segment.rebuild_from(found.infos, index_interval_bytes, write=active)
+        if not active:
+            _reseal(segment)
         return True
     if not found.damaged and active:
         # the usual crash: a torn write at the end of the active segment
@@ -406,8 +408,24 @@ def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | Non
         segment.rebuild_from(kept, index_interval_bytes)
         return False
     repair.commit(index_interval_bytes)
-    segment.write_indexes(fsync=True)
+    if active:
+        try:
+            segment.write_indexes(fsync=True)
+        except OSError as exc:
+            log.warning("cannot write the indexes of %s: %s", segment.log_path, exc)
+    else:
+        _reseal(segment)
     log.error("repaired %s: %d damaged bytes set aside, %d valid batches kept (offsets %s)",
               segment.log_path, repair.lost_bytes, len(repair.infos),
               f"{repair.infos[0].base_offset}..{repair.infos[-1].last_offset}" if repair.infos else "none")
     return False
+
+
+def _reseal(segment: LogSegment) -> None:
+    """Give a rebuilt sealed segment the time index entry it got when it rolled (its largest timestamp),
+    so the next start loads it cheaply, and write its indexes."""
+    segment.time_index.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
+    try:
+        segment.write_indexes(fsync=True)
+    except OSError as exc:  # a full disk: they are rebuilt again on the next start
+        log.warning("cannot write the indexes of %s: %s", segment.log_path, exc)

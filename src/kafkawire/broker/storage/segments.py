@@ -430,6 +430,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             with self._state_lock:
                 old_size = segment.size
                 repair.commit(interval)
+                segment.time_index.maybe_append(segment.max_timestamp, segment.offset_of_max_timestamp)
                 self._size += segment.size - old_size
             try:
                 segment.write_indexes(fsync=True)
