@@ -63,6 +63,8 @@ def fetch_all(port: int, partitions: int) -> int:
                      session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic="wide", partitions=parts)],
                      forgotten_topics_data=[])
             res = call(s, body, 12)
+            if res.error_code or not res.responses:
+                raise RuntimeError(f"Fetch answered error {res.error_code} with {len(res.responses)} topics")
             got += sum(1 for p in res.responses[0].partitions if p.error_code == 0 and p.records)
     return got
 
@@ -103,6 +105,12 @@ def run_once(data_dir: str, partitions: int, nofile: int | None) -> dict:
         return {"start_s": started, "rss_start_mb": rss_start / 2**20, "fds_start": fds_start,
                 "read_all_s": first_read, "read_all_again_s": second_read, "rss_after_reads_mb": rss_read / 2**20,
                 "fds_after_reads": fds_read}
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        sys.stderr.write(proc.stderr.read().decode(errors="replace")[-3000:])
+        raise
     finally:
         if proc.poll() is None:
             proc.kill()

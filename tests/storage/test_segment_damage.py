@@ -207,3 +207,16 @@ def test_a_rebuilt_sealed_segment_gets_its_seal_entry_back(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="kafkawire.storage"):
         SegmentStorage(data_dir, props).close()
     assert not caplog.records
+
+
+def test_one_read_across_more_segments_than_the_limit_holds_few_descriptors(tmp_path):
+    data_dir = tmp_path / "data"
+    stored = _fill(data_dir)
+    storage = SegmentStorage(data_dir, PROPS, open_segments=6)
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        result = storage.partition("t", 0).read(0, 1 << 30)  # every segment, held until "sent"
+        assert len(os.listdir("/proc/self/fd")) - before <= 6 * 2 + 6 // 2
+        assert [b for b, *_ in parse_batches(b"".join(bytes(c) for c in result.chunks))] == sorted(stored)
+    finally:
+        storage.close()

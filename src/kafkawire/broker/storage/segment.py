@@ -16,7 +16,8 @@ drops the handles of the least recently used segment. Dropping only forgets
 the references; a reader's view or a FileRegion still using them keeps them
 until it is done (CPython closes them when the last user lets go), and the
 segment reopens its file on the next access. ``set_open_limit`` sizes the LRU
-from RLIMIT_NOFILE (two descriptors per segment: the file and the mapping).
+from RLIMIT_NOFILE (two descriptors per segment, the file and the mapping, and
+room for the mappings reads still hold).
 """
 from __future__ import annotations
 
@@ -81,7 +82,16 @@ class _OpenHandles:
 
     @property
     def crowded(self) -> bool:
-        return len(self._open) >= self.limit
+        """Past half the limit, reads copy instead of handing out views (a view keeps its mapping, and
+        its descriptor, alive after the LRU lets go of it): at most limit / 2 such mappings exist."""
+        return len(self._open) >= self.limit // 2
+
+    def shed(self) -> None:
+        """Drop the handles of the older half (the process ran out of descriptors anyway)."""
+        with self._lock:
+            victims = [self._open.popitem(last=False)[1] for _ in range(len(self._open) // 2)]
+        for victim in victims:
+            victim._drop_handles()
 
     def forget(self, segment: "LogSegment") -> None:
         with self._lock:
@@ -110,7 +120,9 @@ def default_open_limit() -> int:
     except (OSError, ValueError):
         pass
     reserve = max(soft // 4, min(256, soft // 3))  # sockets, indexes being written, the rest of the process
-    return max(8, min((soft - reserve) // 2, maps // 2))
+    # each segment in the LRU holds up to two descriptors, and reads' views may keep up to half as many
+    # mappings alive after eviction (see ``crowded``): 2.5 descriptors per segment
+    return max(8, min((soft - reserve) * 2 // 5, maps // 2))
 
 
 open_handles = _OpenHandles(default_open_limit())
@@ -131,6 +143,7 @@ class SegmentFile:
     or, after a deletion, when the last region using it is gone."""
 
     def __init__(self, path: str):
+        self._fd = -1
         self._fd = os.open(path, os.O_RDWR)
 
     def fileno(self) -> int:
@@ -176,7 +189,14 @@ class LogSegment:
             with _open_lock:
                 file = self._file
                 if file is None:
-                    file = self._file = SegmentFile(self.log_path)
+                    try:
+                        file = SegmentFile(self.log_path)
+                    except OSError as exc:
+                        if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                            raise
+                        open_handles.shed()  # other users held more than the limit allowed for: retry once
+                        file = SegmentFile(self.log_path)
+                    self._file = file
         open_handles.touch(self)
         return file
 
