@@ -62,10 +62,26 @@ def test_unsupported_api_versions_version_gets_35_in_a_v0_body_and_connection_st
     assert res.header.correlation_id == 7
     assert res.body.error_code == errors.UNSUPPORTED_VERSION == 35
     ranges = {k.api_key: (k.min_version, k.max_version) for k in res.body.api_keys}
-    assert ranges[18] == (0, 5)  # as Kafka 4.4 advertises ApiVersions
+    assert ranges == {18: (0, 5)}  # ApiVersions' own range only, as Kafka 4.4 answers
     # the client retries at a supported version on the same connection
     again = client.call(msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"), 3)
     assert again.error_code == 0
+
+
+def test_unsupported_api_versions_version_answer_is_the_reference_kafkas(client, reference_kafka):
+    from .reference import reference_client
+
+    theirs_client = reference_client(reference_kafka)
+    try:
+        answers = []
+        for c in (client, theirs_client):
+            c.send_raw(_raw_api_versions(127, 9))
+            answers.append(decode_response(c.read_frame(), 18, 0, framed=False).body.to_dict())
+    finally:
+        theirs_client.close()
+    ours, theirs = answers
+    assert ours == theirs
+    assert ours["error_code"] == 35 and [k["api_key"] for k in ours["api_keys"]] == [18]
 
 
 def test_api_versions_invalid_software_name(client):

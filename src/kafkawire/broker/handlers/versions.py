@@ -46,7 +46,10 @@ def api_versions(broker, ctx, body):
 
 
 def unsupported_version_response(broker, correlation_id: int) -> list:
-    """UNSUPPORTED_VERSION in a v0 body listing the supported ranges (header v0), as Kafka answers a request
-    at an ApiVersions version it does not know; the client retries at a version both sides support."""
-    body = ApiVersionsResponse(error_code=errors.UNSUPPORTED_VERSION, api_keys=_api_keys(broker))
+    """UNSUPPORTED_VERSION in a v0 body (header v0), as Kafka answers a request at an ApiVersions version it
+    does not know. Like Kafka 4.4's, the body lists one range only, ApiVersions' own (KIP-511): all a client
+    reads from it is the highest ApiVersions version to retry at (librdkafka, kafka-python and the Java client
+    do so on the same connection), and the full list follows in the answer to that retry."""
+    own = [k for k in _api_keys(broker) if k.api_key == ApiVersionsResponse.api_key]
+    body = ApiVersionsResponse(error_code=errors.UNSUPPORTED_VERSION, api_keys=own)
     return encode_response_parts(correlation_id, body, 0)
