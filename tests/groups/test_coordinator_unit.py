@@ -156,7 +156,10 @@ def test_leave_group_batched_and_empty(env):
     assert a2.result.error == 0 and a2.result.generation_id == 2
     assert coord.leave_group("g", [(ida, None)]) == (0, [0])
     assert coord.groups["g"].state == "Empty"
-    assert coord.leave_group("nogroup", [(ida, None)])[0] == errors.UNKNOWN_MEMBER_ID
+    # an unknown group: no top-level error, every member unknown (as Kafka 4.4 answers)
+    assert coord.leave_group("nogroup", [(ida, None), ("", "i-x")]) == \
+        (0, [errors.UNKNOWN_MEMBER_ID, errors.UNKNOWN_MEMBER_ID])
+    assert coord.leave_group("", [(ida, None)]) == (errors.INVALID_GROUP_ID, [])
 
 
 def test_protocol_selection_and_inconsistent_protocol(env):

@@ -604,6 +604,8 @@ class ClassicOps:
 
     # -- Heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        if not group_id:
+            return errors.INVALID_GROUP_ID
         group = self.groups.get(group_id)
         if group is not None and group.kind == "consumer":
             return self._classic_heartbeat_consumer_group(group, generation_id, member_id, instance_id)
@@ -626,12 +628,17 @@ class ClassicOps:
 
     # -- LeaveGroup ----------------------------------------------------------------------------
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """(top-level error, per-member errors) for [(member_id, group_instance_id)]."""
+        """(top-level error, per-member errors) for [(member_id, group_instance_id)].
+
+        As Kafka answers: the empty group id is INVALID_GROUP_ID with no member answers; a group this
+        coordinator does not know has no top-level error, each member UNKNOWN_MEMBER_ID."""
+        if not group_id:
+            return errors.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
         if group is not None and group.kind == "consumer":
             return self._classic_leave_consumer_group(group, members)
         if group is None or group.kind != "classic":
-            return errors.UNKNOWN_MEMBER_ID, [errors.UNKNOWN_MEMBER_ID] * len(members)
+            return 0, [errors.UNKNOWN_MEMBER_ID] * len(members)
         if group.state == DEAD:
             return errors.COORDINATOR_NOT_AVAILABLE, [errors.COORDINATOR_NOT_AVAILABLE] * len(members)
         results = []

@@ -235,9 +235,8 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
 
     def offset_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                       version: int, partitions: list[CommitPartition]) -> list[int]:
-        """Per-partition error codes, in the order given."""
-        if not group_id:
-            return [errors.INVALID_GROUP_ID] * len(partitions)
+        """Per-partition error codes, in the order given. The empty group id is a group like any other
+        here (Kafka accepts commits to it, for old clients)."""
         err, group = self._commit_error(group_id, generation, member_id, instance_id, version)
         if err:
             return [err] * len(partitions)
