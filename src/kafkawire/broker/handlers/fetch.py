@@ -67,7 +67,7 @@ def encode_fetch_response(correlation_id: int, body, version: int) -> list:
 
 
 class _Read:
-    __slots__ = ("cached", "meta", "data", "size", "error")
+    __slots__ = ("cached", "meta", "data", "size", "error", "diverging")
 
     def __init__(self, cached, meta):
         self.cached = cached
@@ -75,6 +75,24 @@ class _Read:
         self.data = None
         self.size = 0
         self.error = 0
+        self.diverging = None  # (epoch, end offset) when the fetcher's last fetched epoch diverges from the log
+
+
+def _check_last_fetched_epoch(broker, plog, cp) -> tuple[int, tuple | None]:
+    """(error, diverging (epoch, end offset) or None) for a fetch that names the epoch of the last batch it has.
+
+    A kafkawire partition has had one leader epoch since offset 0, so the end offset of an epoch is the log
+    end offset for that epoch and unknown for a later one (OFFSET_OUT_OF_RANGE, as Kafka answers an epoch
+    its log has no end offset for). A fetch offset below the log start is out of range whatever the epochs
+    say; one beyond the end of the fetcher's epoch gets that end back as the diverging epoch, with the
+    partition's offsets and no records."""
+    epoch = cp.last_fetched_epoch  # >= 0, and never below the partition's only epoch (0)
+    if epoch > broker.leader_epoch or cp.fetch_offset < plog.log_start_offset:
+        return errors.OFFSET_OUT_OF_RANGE, None
+    end = plog.log_end_offset
+    if end < cp.fetch_offset:
+        return 0, (epoch, end)
+    return 0, None
 
 
 def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
@@ -83,8 +101,8 @@ def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
     for t in body.topics:
         key = t.topic_id if by_id else t.topic
         for p in t.partitions:
-            out.append(CachedPartition(key, p.partition, p.fetch_offset,
-                                       p.partition_max_bytes, p.current_leader_epoch))
+            out.append(CachedPartition(key, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                       p.current_leader_epoch, p.last_fetched_epoch if version >= 12 else -1))
     return out
 
 
@@ -116,6 +134,13 @@ def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int
             continue
         try:
             plog = broker.storage.partition(meta.name, cp.partition)
+            if cp.last_fetched_epoch >= 0:
+                r.error, r.diverging = _check_last_fetched_epoch(broker, plog, cp)
+                if r.error:
+                    continue
+                if r.diverging is not None:
+                    r.data = plog.read(r.diverging[1], 0, min_one=False)  # the offsets, no records
+                    continue
             limit = min(cp.max_bytes, remaining)
             if limit <= 0 and not min_one:
                 r.data = plog.read(cp.fetch_offset, 0, min_one=False)
@@ -184,7 +209,7 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
             hw, start, lso = r.data.high_watermark, r.data.log_start_offset, r.data.last_stable_offset
             aborted = [] if committed else None
         if ctx.incremental:
-            changed = (r.size > 0 or r.error or hw != cp.high_watermark or start != cp.log_start_offset
+            changed = (r.size > 0 or r.error or r.diverging is not None or hw != cp.high_watermark or start != cp.log_start_offset
                        or lso != cp.last_stable_offset)
             if not changed:
                 continue
@@ -200,6 +225,8 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                            last_stable_offset=lso, log_start_offset=start,
                            aborted_transactions=aborted, preferred_read_replica=-1,
                            records=_records_field(r.data, version, cp.fetch_offset))
+        if r.diverging is not None:
+            pd.diverging_epoch = FetchResponse.EpochEndOffset(epoch=r.diverging[0], end_offset=r.diverging[1])
         if cp.topic_key != last_key:
             last_key = cp.topic_key
             if by_id:
@@ -237,7 +264,7 @@ def fetch(broker, ctx, body):
     max_bytes = body.max_bytes if version >= 3 else INT32_MAX
     metas: dict = {}
     reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas)
-    errored = any(r.error for r in reads)
+    errored = any(r.error or r.diverging is not None for r in reads)  # answered at once, as Kafka does
     if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
         return _respond(broker, ctx, body, fctx, reads)
     return _long_poll(broker, ctx, body, fctx, max_bytes, metas)
@@ -272,7 +299,7 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
                 break
             event.clear()
             reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {})
-            if total >= body.min_bytes or any(r.error for r in reads):
+            if total >= body.min_bytes or any(r.error or r.diverging is not None for r in reads):
                 return _respond(broker, ctx, body, fctx, reads)
             if broker.server is None:
                 break

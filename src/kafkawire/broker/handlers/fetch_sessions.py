@@ -31,6 +31,7 @@ class CachedPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # v12+: the epoch of the last batch the fetcher has (-1: not given)
     # what the last response said (to decide whether an incremental response must include the partition)
     high_watermark: int = -1
     log_start_offset: int = -1
@@ -103,6 +104,7 @@ class FetchSessionCache:
                 cached.fetch_offset = p.fetch_offset
                 cached.max_bytes = p.max_bytes
                 cached.current_leader_epoch = p.current_leader_epoch
+                cached.last_fetched_epoch = p.last_fetched_epoch
         session.epoch = 1 if session.epoch >= 2**31 - 1 else session.epoch + 1
         session.last_used = time.monotonic()
         self.sessions.move_to_end(session.id)
