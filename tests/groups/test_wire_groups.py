@@ -408,7 +408,7 @@ def test_every_version_of_the_admin_and_offset_apis(client, advertised, peer_tar
         assert client.call("LeaveGroup", 5, group_id="allv", members=[
             LeaveGroupRequest.MemberIdentity(member_id=member)]).error_code == 0
     commit_v = versions("OffsetCommit", 2, 10)[0]
-    for v in versions("DeleteGroups", 0, 2):
+    for v in versions("DeleteGroups", 0, 3):
         client.call("OffsetCommit", commit_v, group_id=f"del{v}", generation_id_or_member_epoch=-1, member_id="",
                     topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
         r = client.call("DeleteGroups", v, groups_names=[f"del{v}"])

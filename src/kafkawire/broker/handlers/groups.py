@@ -298,8 +298,11 @@ def describe_groups(broker, ctx, body):
     return R(groups=out)
 
 
-@handles("DeleteGroups", 0, 2)
+@handles("DeleteGroups", 0, 3)
 def delete_groups(broker, ctx, body):
+    """v3 adds a per-group ErrorMessage. Kafka 4.4 fills it only for share groups whose persisted state
+    could not be deleted; kafkawire has no share groups, so it stays null, as Kafka's does for every
+    classic or consumer group outcome (deleted, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP)."""
     coord = coordinator(broker)
     ids = list(body.groups_names)
     return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e)
