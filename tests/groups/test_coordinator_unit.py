@@ -278,9 +278,12 @@ def test_list_describe_delete(env):
     assert coord.list_groups(types=["consumer"]) == []
     assert coord.delete_groups(["g", "simple", "nope"]) == [errors.NON_EMPTY_GROUP, 0, errors.GROUP_ID_NOT_FOUND]
     assert coord.offset_fetch("simple", None) == (0, [])
+    # g's member metadata (b"meta-r") is no consumer subscription: Kafka takes such a group as subscribed to
+    # every topic, so none of its offsets may go
     err, rows = coord.offset_delete("g", [("t", [0])])
-    assert err == 0 and rows == [("t", [(0, 0)])]
+    assert err == 0 and rows == [("t", [(0, errors.GROUP_SUBSCRIBED_TO_TOPIC)])]
     assert coord.offset_delete("nope", [("t", [0])])[0] == errors.GROUP_ID_NOT_FOUND
+    assert coord.offset_delete("", [("t", [0])]) == (errors.INVALID_GROUP_ID, [])
 
 
 def test_compaction_keeps_state(env):

@@ -73,3 +73,79 @@ def test_leave_unknown_group_and_empty_group_id(client, advertised, peer_target)
             ("m1", None, errors.UNKNOWN_MEMBER_ID), ("", "i1", errors.UNKNOWN_MEMBER_ID)], v
         r = client.call("LeaveGroup", v, group_id="", members=[M(member_id="m1")])
         assert (r.error_code, r.members) == (errors.INVALID_GROUP_ID, []), v
+
+
+def _offset_delete(client, group, topics):
+    D = OffsetDeleteRequest
+    r = client.call("OffsetDelete", 0, group_id=group, topics=[D.OffsetDeleteRequestTopic(
+        name=t, partitions=[D.OffsetDeleteRequestPartition(partition_index=p) for p in ps]) for t, ps in topics])
+    return r.error_code, {t.name: sorted((p.partition_index, p.error_code) for p in t.partitions) for t in r.topics}
+
+
+def _commit(client, group, partitions):
+    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=-1, member_id="", topics=[
+        T(name="wt", partitions=[P(partition_index=p, committed_offset=7, committed_metadata="") for p in partitions])])
+    assert [p.error_code for p in r.topics[0].partitions] == [0] * len(partitions)
+
+
+def _stable_with_metadata(client, group, metadata):
+    f = dict(group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+             protocol_type="consumer", protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                                          metadata=metadata)])
+    r = client.call("JoinGroup", 9, **f)
+    if r.error_code == errors.MEMBER_ID_REQUIRED:
+        r = client.call("JoinGroup", 9, **dict(f, member_id=r.member_id))
+    assert r.error_code == 0
+    s = client.call("SyncGroup", 5, group_id=group, generation_id=r.generation_id, member_id=r.member_id,
+                    protocol_type="consumer", protocol_name="range", assignments=[
+                        SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id, assignment=b"")])
+    assert s.error_code == 0
+
+
+def test_offset_delete_unknown_topics_partitions_and_group_errors(client):
+    """Unknown topics and partitions: UNKNOWN_TOPIC_OR_PARTITION beside the known partitions' answers; an
+    unknown group GROUP_ID_NOT_FOUND and the empty id INVALID_GROUP_ID, without partition answers."""
+    group, nobody = unique("od-known"), unique("od-nobody")
+    ready(client, [group, nobody, ""])
+    _commit(client, group, [0, 1])
+    assert _offset_delete(client, group, [("wt", [0, 7]), ("od-missing-topic", [0, 1])]) == (0, {
+        "wt": [(0, 0), (7, errors.UNKNOWN_TOPIC_OR_PARTITION)],
+        "od-missing-topic": [(0, errors.UNKNOWN_TOPIC_OR_PARTITION), (1, errors.UNKNOWN_TOPIC_OR_PARTITION)]})
+    assert _offset_delete(client, nobody, [("wt", [0, 7]), ("od-missing-topic", [0])]) == \
+        (errors.GROUP_ID_NOT_FOUND, {})
+    assert _offset_delete(client, "", [("wt", [0]), ("od-missing-topic", [0])]) == (errors.INVALID_GROUP_ID, {})
+    assert _offset_delete(client, "", []) == (errors.INVALID_GROUP_ID, {})
+
+
+@pytest.mark.parametrize("subscription, subscribed_to_all", [
+    (b"\x00\x01" + b"\x00\x00\x00\x00" + b"\x00\x00", True),    # no room for the user data: unreadable
+    (b"\x00", True),                                           # not even a version
+    (b"\x00\x00" + b"\x00\x00\x00\x01\x00\x02wt" + b"\xff\xff\xff\xff", False),   # v0: topics, null user data
+    (b"\x00\x01" + b"\x00\x00\x00\x01\x00\x02wt" + b"\xff\xff\xff\xff" + b"\x00\x00\x00\x00", False),  # v1
+], ids=["truncated", "no-version", "v0", "v1"])
+def test_offset_delete_when_the_subscription_cannot_be_read(client, subscription, subscribed_to_all):
+    """A consumer-protocol group whose member subscription is unreadable is taken as subscribed to every
+    topic (GROUP_SUBSCRIBED_TO_TOPIC everywhere); readable ones protect only their topics."""
+    group = unique("od-sub")
+    ready(client, [group])
+    _commit(client, group, [0])  # committed while the group is empty, then a member joins
+    other = unique("od-other")
+    client.call("CreateTopics", 7, topics=[__import__("kafkawire.protocol.messages", fromlist=["x"])
+                                          .CreateTopicsRequest.CreatableTopic(
+        name=other, num_partitions=1, replication_factor=1, assignments=[], configs=[])], timeout_ms=10000)
+    T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
+    deadline = time.monotonic() + 10
+    while True:  # Kafka knows a new topic a moment after creating it
+        r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                        topics=[T(name=other, partitions=[P(partition_index=0, committed_offset=1,
+                                                            committed_metadata="")])])
+        if r.topics[0].partitions[0].error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.topics[0].partitions[0].error_code == 0
+    _stable_with_metadata(client, group, subscription)
+    err, topics = _offset_delete(client, group, [("wt", [0]), (other, [0])])
+    assert err == 0
+    assert topics["wt"] == [(0, errors.GROUP_SUBSCRIBED_TO_TOPIC)]
+    assert topics[other] == [(0, errors.GROUP_SUBSCRIBED_TO_TOPIC if subscribed_to_all else 0)]

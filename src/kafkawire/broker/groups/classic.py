@@ -165,8 +165,11 @@ class ClassicGroup:
         for m in self.members.values():
             meta = m.metadata(self.protocol_name)
             try:
-                version = int.from_bytes(meta[:2], "big", signed=True)
-                sub = ConsumerProtocolSubscription.decode(memoryview(meta)[2:], min(max(version, 0), 3))
+                # read as version 0 (topics, user data), the prefix of every later version, as Kafka does:
+                # a subscription that does not even hold that is unreadable whatever version it claims
+                if len(meta) < 2:
+                    raise ValueError("no version")
+                sub = ConsumerProtocolSubscription.decode(memoryview(meta)[2:], 0, strict=False)
             except Exception:
                 return None
             topics.update(sub.topics)

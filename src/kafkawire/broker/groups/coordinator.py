@@ -338,22 +338,26 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
 
     # -- OffsetDelete -------------------------------------------------------------------------
     def offset_delete(self, group_id: str, topics: list[tuple[str, list[int]]]):
-        """(group error, [(topic, [(partition, error)])])."""
+        """(group error, [(topic, [(partition, error)])]).
+
+        A classic group of the consumer protocol whose members' subscriptions cannot be read counts as
+        subscribed to every topic (as Kafka: it cannot tell which offsets are in use)."""
+        if not group_id:
+            return errors.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
         if group is None or getattr(group, "state", None) == "Dead":
             return errors.GROUP_ID_NOT_FOUND, []
         if group.kind == "classic":
-            if group.members and group.protocol_type not in (None, "", "consumer"):
+            if group.members and group.protocol_type != "consumer":
                 return errors.NON_EMPTY_GROUP, []
             subscribed = group.subscribed_topics() if group.members else set()
-            subscribed = subscribed or set()
         else:
             subscribed = group.subscribed_topics(self.topics())
         out, records = [], []
         for topic, parts in topics:
             rows = []
             for p in parts:
-                if topic in subscribed:
+                if subscribed is None or topic in subscribed:
                     rows.append((p, errors.GROUP_SUBSCRIBED_TO_TOPIC))
                     continue
                 if self.offsets.delete(group_id, topic, p):

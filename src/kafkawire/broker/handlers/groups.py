@@ -253,10 +253,28 @@ def offset_fetch(broker, ctx, body):
 def offset_delete(broker, ctx, body):
     coord = coordinator(broker)
     R = OffsetDeleteResponse
-    err, rows = coord.offset_delete(body.group_id, [(t.name, [p.partition_index for p in t.partitions])
-                                                    for t in body.topics])
-    return R(error_code=err, topics=[R.OffsetDeleteResponseTopic(name=name, partitions=[
-        R.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in parts]) for name, parts in rows])
+    # As Kafka: partitions of unknown topics, and unknown partitions, are answered UNKNOWN_TOPIC_OR_PARTITION
+    # before the group is asked (listed first); a group error replaces every partition answer.
+    refused: dict[str, list] = {}
+    asked = []
+    for t in body.topics:
+        meta = find_topic(broker, t.name)
+        known = [p.partition_index for p in t.partitions
+                 if meta is not None and 0 <= p.partition_index < meta.partitions]
+        for p in t.partitions:
+            if p.partition_index not in known:
+                refused.setdefault(t.name, []).append((p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
+        if known:
+            asked.append((t.name, known))
+    err, rows = coord.offset_delete(body.group_id, asked)
+    if err:
+        return R(error_code=err, topics=[])
+    merged = {name: list(parts) for name, parts in refused.items()}
+    for name, parts in rows:
+        merged.setdefault(name, []).extend(parts)
+    return R(error_code=0, topics=[R.OffsetDeleteResponseTopic(name=name, partitions=[
+        R.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in parts])
+        for name, parts in merged.items()])
 
 
 # -- group admin ---------------------------------------------------------------------------------------------
