@@ -136,3 +136,26 @@ def test_brackets_in_explained_paths_are_literal(tmp_path):
     assert explain.find(entries, "Metadata", 4, "Metadata/x", "topics[cf<run>-a].error_code", 0, 3)
     assert not explain.find(entries, "Metadata", 4, "Metadata/x", "topics[a].partitions[0].error_code", 0, 3)
     assert not explain.find(entries, "Metadata", 4, "Metadata/x", "topics*.error_code", 0, 3)
+
+
+def _describe_configs(synonyms, documentation="text"):
+    R = message_class("DescribeConfigsResponse")
+    return R(results=[R.DescribeConfigsResult(error_code=0, error_message="", resource_type=2, resource_name="t", configs=[
+        R.DescribeConfigsResourceResult(name="retention.ms", value="1", read_only=False, config_source=1,
+                                        is_sensitive=False, config_type=5, documentation=documentation,
+                                        synonyms=[R.DescribeConfigsSynonym(name=n, value="1", source=src)
+                                                  for n, src in synonyms])])])
+
+
+def test_synonyms_are_compared_in_precedence_order():
+    first = [("retention.ms", 1), ("log.retention.hours", 5)]
+    found = differences(_tree(_describe_configs(first), 4), _tree(_describe_configs(first[::-1]), 4))
+    assert [d.path for d in found] == ["results[t].configs[retention.ms].synonyms.<order>"]
+    assert differences(_tree(_describe_configs(first), 4), _tree(_describe_configs(first), 4)) == []
+
+
+def test_documentation_texts_do_not_differ_but_null_and_text_do():
+    syn = [("retention.ms", 1)]
+    assert differences(_tree(_describe_configs(syn, "ours"), 4), _tree(_describe_configs(syn, "theirs"), 4)) == []
+    assert [d.path for d in differences(_tree(_describe_configs(syn, None), 4), _tree(_describe_configs(syn), 4))] == \
+        ["results[t].configs[retention.ms].documentation"]

@@ -26,6 +26,9 @@ producer_id                 ``<producer#N>`` unless -1, numbered in order of fir
                             allocated from the broker's history (a reused broker has handed out
                             ids before); clients use it opaquely.
 error_message, message      ``<message>`` unless null: free text. Null versus text is compared.
+documentation               ``<documentation>`` unless null (DescribeConfigs v3+): each broker describes
+                            its configs in its own words (kafkawire copies no sentence of Kafka's).
+                            Null versus text is compared.
 finalized_features_epoch    ``<epoch>`` unless -1: an offset in the cluster's metadata log, which
                             depends on the cluster's history.
 replica_directory_id        ``<directory-id>``: drawn when each broker formats its storage.
@@ -39,7 +42,10 @@ Arrays that Kafka's schema declares as maps (an element field with ``mapKey``)
 are sorted by their key, and so are arrays of partitions, topics and groups
 (elements with a field in IDENTITY_KEYS): their order carries no meaning (Kafka
 builds them from hash maps; clients match answers by those keys). Other arrays
-keep their order, and a different order is a difference.
+keep their order, and a different order is a difference; so do the arrays in
+ORDERED_ARRAYS, whose order is meaning although their elements carry a name
+(DescribeConfigs ``synonyms`` are listed in precedence order: the first is the
+source of the value in effect).
 
 A step may also name the topics and groups a listing is limited to
 (``keep_names``): listings of a whole broker (Metadata of all topics,
@@ -68,6 +74,8 @@ ZERO_UUID = uuid.UUID(int=0)
 # order is not part of the protocol (clients match answers by these keys).
 IDENTITY_KEYS = ("partition_index", "partition", "index", "group_id", "name", "topic", "topic_name")
 CLOCK_WINDOW_MS = 86_400_000
+# Arrays of named elements whose order carries meaning: compared in the order each broker sent.
+ORDERED_ARRAYS = frozenset({"synonyms"})
 
 
 def uuid_text(u: uuid.UUID) -> str:
@@ -144,7 +152,7 @@ class Normaliser:
                     if not keys:
                         keys = [k.attr for k in f.struct.fields if k.attr in IDENTITY_KEYS and k.present(version)
                                 and not k.is_array and k.struct is None][:1]
-                    if keys:
+                    if keys and f.attr not in ORDERED_ARRAYS:
                         items.sort(key=lambda d: tuple(repr(d.get(k)) for k in keys))
                     if keep_names is not None:
                         items = [d for d in items if _kept(d, keep_names)]
@@ -191,6 +199,8 @@ class Normaliser:
             return f"<producer#{self.producers.setdefault(value, len(self.producers) + 1)}>"
         if attr in MESSAGE_FIELDS and value is not None:
             return "<message>"
+        if attr == "documentation" and value is not None:
+            return "<documentation>"
         if attr == "finalized_features_epoch" and isinstance(value, int) and value != -1:
             return "<epoch>"
         if attr == "log_dir" and isinstance(value, str):

@@ -180,7 +180,9 @@ def kafkawire_broker(node_id: int = 1):
         log = open(Path(data) / "serve.log", "wb")
         proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
                                  "--data-dir", str(Path(data) / "data"), "--node-id", str(node_id),
-                                 "--log-level", "WARNING",
+                                 # the reference runs its loggers at INFO (tools/kafka_reference.py), and
+                                 # DescribeConfigs of broker loggers reports the level in effect
+                                 "--log-level", "INFO",
                                  *(f"--override={k}={v}" for k, v in KAFKAWIRE_OVERRIDES.items())],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=data)
         try:

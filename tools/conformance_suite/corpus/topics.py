@@ -197,6 +197,10 @@ for_each("DescribeConfigs", {
     "topic-keys": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name(), TOPIC_KEYS)]),
     "topic-keys-synonyms": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name(), TOPIC_KEYS)], synonyms=True),
     "topic-all": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name(), None)]),
+    # synonyms are compared in the order sent (precedence order), several levels deep for broker keys
+    "topic-all-synonyms": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name(), None)], synonyms=True),
+    "broker-keys-synonyms": lambda s, v: _describe_configs(s, v, [(BROKER, str(s.broker.node_id), BROKER_KEYS)],
+                                                           synonyms=True),
     "topic-unknown-key": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name(), ["no.such.config"])]),
     "unknown-topic": lambda s, v: _describe_configs(s, v, [(TOPIC, s.name("missing"), None)]),
     "internal-topic": lambda s, v: _describe_configs(s, v, [(TOPIC, INTERNAL, ["cleanup.policy"])]),
