@@ -85,6 +85,13 @@ for_each("DescribeClientQuotas", {
     "unknown-entity-type": lambda s, v: _quotas(s, v, [("planet", 2, None)]),
     "invalid-match-type": lambda s, v: _quotas(s, v, [("user", 9, None)]),
     "exact-without-name": lambda s, v: _quotas(s, v, [("user", 0, None)]),
+    "empty-entity-type": lambda s, v: _quotas(s, v, [("", 2, None)]),
+    "entity-type-twice": lambda s, v: _quotas(s, v, [("user", 2, None), ("user", 0, "alice")]),
+    "default-with-name": lambda s, v: _quotas(s, v, [("client-id", 1, "c")]),
+    "specified-with-name": lambda s, v: _quotas(s, v, [("user", 2, "alice")]),
+    "ip-with-user": lambda s, v: _quotas(s, v, [("ip", 2, None), ("user", 2, None)]),
+    "ip": lambda s, v: _quotas(s, v, [("ip", 1, None)]),
+    "unknown-type-after-twice": lambda s, v: _quotas(s, v, [("user", 2, None), ("planet", 2, None)]),
 })
 
 

@@ -126,9 +126,45 @@ def alter_partition_reassignments(broker, ctx, body):
              if ctx.api_version >= 1 else True, error_code=0, error_message=None, responses=responses)
 
 
+_QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+_MATCH_EXACT, _MATCH_DEFAULT, _MATCH_SPECIFIED = 0, 1, 2
+
+
+def _quota_filter_error(components) -> tuple[int, str] | None:
+    """Kafka 4.4's checks of a DescribeClientQuotas filter, in its order: per component, an empty entity
+    type, a type named twice, an unknown type (UNSUPPORTED_VERSION), then the match type and whether a
+    match string goes with it; after all components, ip together with user or client-id."""
+    seen: set[str] = set()
+    for c in components:
+        kind = c.entity_type
+        if not kind:
+            return errors.INVALID_REQUEST, "The filter names an empty entity type."
+        if kind in seen:
+            return errors.INVALID_REQUEST, f"The filter names entity type {kind} more than once."
+        if kind not in _QUOTA_ENTITY_TYPES:
+            return errors.UNSUPPORTED_VERSION, f"Entity type {kind} is not supported."
+        if c.match_type == _MATCH_EXACT:
+            if c.match is None:
+                return errors.INVALID_REQUEST, f"An exact match of {kind} needs a match string, not null."
+        elif c.match_type in (_MATCH_DEFAULT, _MATCH_SPECIFIED):
+            if c.match is not None:
+                what = "the default" if c.match_type == _MATCH_DEFAULT else "every specified"
+                return errors.INVALID_REQUEST, f"A match of {what} {kind} takes no match string."
+        else:
+            return errors.INVALID_REQUEST, f"Match type {c.match_type} is not known."
+        seen.add(kind)
+    if "ip" in seen and seen & {"user", "client-id"}:
+        return errors.INVALID_REQUEST, "An ip filter cannot be combined with user or client-id filters."
+    return None
+
+
 @handles("DescribeClientQuotas", 0, 1)
 def describe_client_quotas(broker, ctx, body):
-    """kafkawire enforces no client quotas, so none are configured."""
+    """kafkawire enforces no client quotas, so none are configured: a valid filter matches nothing
+    (error message "", as Kafka 4.4 answers). An invalid filter gets Kafka's code and no entries (null)."""
     from kafkawire.protocol.messages import DescribeClientQuotasResponse as R
 
-    return R(throttle_time_ms=0, error_code=0, error_message=None, entries=[])
+    refused = _quota_filter_error(body.components)
+    if refused is not None:
+        return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], entries=None)
+    return R(throttle_time_ms=0, error_code=0, error_message="", entries=[])
