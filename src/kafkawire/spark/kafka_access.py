@@ -291,6 +291,7 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
         consumer.assign({tp: start})
         consumer.stop_at(tp, end)  # no fetching past the range
         idle = 0
+        seen = -1  # the highest offset known to exist: fetched records (before slicing) and fetch high watermarks
         while True:
             try:
                 got = consumer.poll_arrow(1.0, headers=include_headers, max_bytes=1)  # one fetched chunk
@@ -299,9 +300,12 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
                     data_loss(f"{topic}-{partition}: offset out of range while reading {start}..{end - 1}", True)
                 raise KafkaAccessError(f"{topic}-{partition}: fetch failed: {_errtext(exc)}") from None
             done = False
+            seen = max(seen, consumer.high_watermark(tp) - 1)
             for b in got:
                 if b.num_rows == 0:
                     continue
+                offs = b.column(b.schema.names.index("offset"))
+                seen = max(seen, offs[len(offs) - 1].as_py())
                 b = _slice_below(b, end)
                 if b.num_rows:
                     idle = 0
@@ -313,17 +317,35 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
                 else:
                     done = True
             if done:
-                return
+                break
             if not got:
                 # the next record may sit past a gap (control records, compaction): ask where we are
                 if consumer.position(tp) >= end:
-                    return
+                    break
                 idle += 1
                 if idle >= idle_polls:
                     raise KafkaAccessError(f"{topic}-{partition}: no records arrived for offsets "
                                            f"{consumer.position(tp)}..{end - 1} in {idle_polls} polls")
+        if seen >= hi:
+            _warn_if_end_offset_wrong(consumer, tp, hi, seen)
     finally:
         consumer.close()
+
+
+def _warn_if_end_offset_wrong(consumer, tp, told: int, seen: int) -> None:
+    """Records at or past the end offset the broker reported came back: the range read may stop short.
+
+    A topic that grew since ``told`` was asked for explains that too, so the end offset is asked for again:
+    a broker whose answer is still not past ``seen`` (an offset it has just served) reports a wrong end."""
+    try:
+        now = consumer.end_offsets([tp])[tp]
+    except Exception as exc:  # the read itself succeeded; this is only a check
+        log.debug("%s-%d: could not ask for the end offset again: %s", tp[0], tp[1], _errtext(exc))
+        return
+    if now <= seen:
+        log.warning("%s-%d: the broker reported end offset %d but returned records up to offset %d; ranges "
+                    "planned from its end offsets leave those records out (its ListOffsets answer looks wrong)",
+                    tp[0], tp[1], told, seen)
 
 
 # -- executor side: writes ---------------------------------------------------------------------
