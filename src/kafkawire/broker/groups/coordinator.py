@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from kafkawire.protocol import errors
 
-from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps
+from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps, JoinResult, SyncResult
 from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerOps
 from .mixed import MixedOps
@@ -45,6 +45,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         # set by the transaction coordinator: fn(group, topic, partition) -> True while a transaction holds
         # uncommitted offsets for it (OffsetFetch with require_stable then answers UNSTABLE_OFFSET_COMMIT)
         self.pending_txn_offsets = None
+        self.unloaded = False  # True once __consumer_offsets was deleted under it (see unload)
 
     # -- topics -------------------------------------------------------------------------
     def topics(self) -> dict:
@@ -149,6 +150,8 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         self.scheduler.call_later(self.config.offsets_retention_check_interval_ms, self._housekeeping_tick)
 
     def _housekeeping_tick(self) -> None:
+        if self.unloaded:
+            return
         try:
             self.expire_offsets()
         except Exception:  # pragma: no cover - never let a timer kill the coordinator
@@ -186,6 +189,44 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         if expired:
             log.info("expired %d committed offsets", expired)
         return expired
+
+    # -- the offsets topic ------------------------------------------------------------------------
+    def ensure_offsets_topic(self) -> bool:
+        """Create ``__consumer_offsets`` if missing (Kafka does on FindCoordinator for a group); False when
+        it cannot be created (a failed disk)."""
+        if self.log is None:
+            return True
+        try:
+            self.log.ensure_topic()
+        except GroupLogError as exc:
+            log.warning("cannot create %s: %s", TOPIC, exc)
+            return False
+        return True
+
+    def unload(self) -> None:
+        """``__consumer_offsets`` was deleted: this coordinator stops (as Kafka unloads the partitions it loses).
+        Requests waiting in a rebalance are answered NOT_COORDINATOR, its timers are cancelled and it writes
+        nothing more; the broker starts a new coordinator from the (recreated) topic."""
+        self.unloaded = True
+        self.log = None
+        for group in self.groups.values():
+            timers = [getattr(group, "join_timer", None), getattr(group, "sync_timer", None),
+                      *getattr(group, "pending_members", {}).values()]
+            for m in group.members.values():
+                timers += [getattr(m, "heartbeat_timer", None), getattr(m, "session_timer", None),
+                           getattr(m, "revocation_timer", None)]
+                join_cb, sync_cb = getattr(m, "join_cb", None), getattr(m, "sync_cb", None)
+                if join_cb is not None:
+                    m.join_cb = None
+                    self._invoke(join_cb, JoinResult(errors.NOT_COORDINATOR, m.member_id))
+                if sync_cb is not None:
+                    m.sync_cb = None
+                    self._invoke(sync_cb, SyncResult(errors.NOT_COORDINATOR))
+            for timer in timers:
+                if timer is not None:
+                    timer.cancel()
+        log.info("%s was deleted: %d groups and %d committed offsets unloaded", TOPIC, len(self.groups),
+                 self.offsets.count())
 
     def connection_closed(self, conn) -> None:
         pass  # group membership outlives connections (sessions time out instead)

@@ -36,6 +36,9 @@ from ..storage import base as sb
 log = logging.getLogger("kafkawire.groups")
 
 TOPIC = "__consumer_offsets"
+# The topic's own configs, as Kafka creates it (DescribeConfigs shows them as topic overrides). Compacted, so
+# retention.ms does not apply: nothing is deleted by age.
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 
 
 class GroupLogError(sb.StorageError):
@@ -90,8 +93,7 @@ class GroupLog:
         if self._log is None:
             if TOPIC not in self.storage.topics():
                 try:
-                    self.storage.create_topic(TOPIC, self.partitions,
-                                              {"cleanup.policy": "compact", "retention.ms": "-1"})
+                    self.storage.create_topic(TOPIC, self.partitions, dict(TOPIC_CONFIGS))
                 except sb.TopicExistsError:
                     pass
                 except sb.InvalidConfigError:  # an engine without compaction settings
@@ -101,10 +103,14 @@ class GroupLog:
             self._log = self.storage.partition(TOPIC, 0)
         return self._log
 
+    def ensure_topic(self) -> None:
+        """Create the topic now if it is missing (Kafka does on the first FindCoordinator for a group)."""
+        self._partition()
+
     def replay(self):
         """Yield (key: list, value: dict | None) for every record from the log start, in order.
 
-        The topic is created on the first write, not here: a broker nobody used for groups has none."""
+        The topic is not created here: a broker nobody asked about groups has none."""
         self.records_written = 0
         if TOPIC not in self.storage.topics():
             return

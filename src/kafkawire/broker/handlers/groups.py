@@ -28,7 +28,7 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 
 def coordinator(broker) -> GroupCoordinator:
     coord = broker.group_coordinator
-    if coord is None:
+    if coord is None or coord.unloaded:  # unloaded: __consumer_offsets was deleted, start again from what is left
         cfg = GroupConfig.from_properties(getattr(broker.config, "properties", {}) or {})
         coord = GroupCoordinator(broker.storage, cfg, LoopScheduler(asyncio.get_running_loop()))
         coord.load()
@@ -59,14 +59,19 @@ async def _await(register):
 @handles("FindCoordinator", 0, 6)
 def find_coordinator(broker, ctx, body):
     v = ctx.api_version
-    if broker.group_coordinator is None:
-        coordinator(broker)
+    coord = coordinator(broker)
     host, port = broker.advertised
     key_type = body.key_type if v >= 1 else 0
+    # Kafka creates __consumer_offsets when a client first looks for a group coordinator
+    offsets_ok = True
+    if key_type == 0 and (v < 4 or body.coordinator_keys):
+        offsets_ok = coord.ensure_offsets_topic()
 
     def answer(key):
         if key_type not in (0, 1):
             return errors.INVALID_REQUEST, f"Unsupported key type {key_type}"
+        if not offsets_ok:
+            return errors.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available."
         return 0, None
 
     # Kafka's success answers carry a message too: "NONE" up to v3, "" per key from v4 (never null).

@@ -291,6 +291,8 @@ def _forget(broker, meta) -> None:
     broker.producers.forget_topic(meta.name)
     broker.fetch_sessions.forget_topic(meta.name, meta.topic_id)
     broker.waiters.notify_topic(meta.name)
+    if meta.name == OFFSETS_TOPIC and broker.group_coordinator is not None:
+        broker.group_coordinator.unload()  # the groups go with it; the next group request starts afresh
     log.info("deleted topic %s (id %s)", meta.name, meta.topic_id)
 
 
