@@ -115,8 +115,34 @@ def _delete_fresh(s, v, by_id=False):
             label="after")
 
 
+def _delete_twice(s, v, how):
+    """A topic named twice in one request: neither broker deletes it (Metadata after shows it)."""
+    name = s.name(f"v{v}")
+    s.create_topic(name)
+    if v < 6 and how != "names":
+        return
+    tid = s.tid(name) if v >= 6 else None
+    if how == "names":
+        _delete(s, v, names=[name, name])
+    elif how == "ids":
+        _delete(s, v, ids=[tid, tid])
+    elif how == "name-and-id":
+        _delete(s, v, names=[name], ids=[tid])
+    elif how == "one-entry-both":
+        s.probe("DeleteTopics", v, {"timeout_ms": 30000, "topics": [{"name": name, "topic_id": tid}]})
+    elif how == "one-entry-neither":
+        s.probe("DeleteTopics", v, {"timeout_ms": 30000, "topics": [{"name": None, "topic_id": _zero()}]})
+    s.probe("Metadata", s.top("Metadata"), {"topics": [{"name": name}], "allow_auto_topic_creation": False},
+            label="after")
+
+
 for_each("DeleteTopics", {
     "by-name": lambda s, v: _delete_fresh(s, v),
+    "named-twice": lambda s, v: _delete_twice(s, v, "names"),
+    "id-twice": lambda s, v: _delete_twice(s, v, "ids"),
+    "name-and-its-id": lambda s, v: _delete_twice(s, v, "name-and-id"),
+    "entry-with-name-and-id": lambda s, v: _delete_twice(s, v, "one-entry-both"),
+    "entry-with-neither": lambda s, v: _delete_twice(s, v, "one-entry-neither"),
     "by-id": lambda s, v: _delete_fresh(s, v, by_id=True),
     "unknown-name": lambda s, v: _delete(s, v, names=[s.name("missing")]),
     "unknown-id": lambda s, v: _delete(s, v, ids=[RANDOM_ID]) if v >= 6 else None,

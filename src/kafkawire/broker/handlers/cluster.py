@@ -75,6 +75,13 @@ def elect_leaders(broker, ctx, body):
     from kafkawire.protocol.messages import ElectLeadersResponse as R
 
     results = []
+    if ctx.api_version >= 1 and body.election_type not in (0, 1):  # preferred, unclean
+        # as Kafka 4.4: the request fails and every partition it names is answered INVALID_REQUEST
+        why = f"Election type {body.election_type} is neither preferred (0) nor unclean (1)."
+        return R(throttle_time_ms=0, error_code=errors.INVALID_REQUEST, replica_election_results=[
+            R.ReplicaElectionResult(topic=t.topic, partition_result=[
+                R.PartitionResult(partition_id=p, error_code=errors.INVALID_REQUEST, error_message=why)
+                for p in t.partitions]) for t in body.topic_partitions or []])
     if body.topic_partitions is not None:  # null means every partition; those needing nothing are omitted
         topics = broker.storage.topics()
         for t in body.topic_partitions:
@@ -112,7 +119,7 @@ def alter_partition_reassignments(broker, ctx, body):
             if meta is None or not 0 <= p.partition_index < meta.partitions:
                 code, msg = errors.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
             elif p.replicas is None:
-                code, msg = errors.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for this partition."
+                code, msg = errors.NO_REASSIGNMENT_IN_PROGRESS, None  # no message, as Kafka's controller
             elif list(p.replicas) != [broker.node_id]:
                 code, msg = errors.INVALID_REPLICA_ASSIGNMENT, \
                     f"The proposed assignment {list(p.replicas)} contains brokers that are not registered; only " \

@@ -27,7 +27,7 @@ QUOTA_EXCEEDED = "The throttling quota has been exceeded."
 
 
 class Invalid(Exception):
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str | None):
         self.code, self.message = code, message
         super().__init__(message)
 
@@ -303,36 +303,70 @@ async def delete_topics(broker, ctx, body):
 
 
 async def _delete_topics(broker, ctx, body):
+    """As Kafka 4.4's controller: a topic named twice (by name, or by id, or by its name and its id) is
+    not deleted and gets one INVALID_REQUEST answer; so does an entry with both a name and an id or with
+    neither. From v5 every error carries a message (Kafka's controller fills in the error's own text)."""
     version = ctx.api_version
     R = DeleteTopicsResponse
-    wanted = [(n, None) for n in body.topic_names] if version < 6 else [(t.name, t.topic_id) for t in body.topics]
     existing = broker.storage.topics()
-    by_id = {m.topic_id: m for m in existing.values()} if version >= 6 else {}
-    admission = _Admission(broker, ctx, strict=version >= 5)
-    results, doomed = [], []  # doomed: (result, meta)
-    claimed = set()
-    for name, topic_id in wanted:
-        res = R.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=0, error_message=None)
+    results = []
+
+    def answer(name, topic_id, code=0, message=None):
+        res = R.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=code,
+                                     error_message=message)
         results.append(res)
-        if name is not None:
-            meta = existing.get(name)
-            if meta is None:
-                res.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
-                continue
+        return res
+
+    names: dict[str, int] = {}     # name -> times given
+    ids: dict[uuid.UUID, int] = {}  # id -> times given
+    for name in (body.topic_names if version < 6 else []):
+        names[name] = names.get(name, 0) + 1
+    for t in (body.topics if version >= 6 else []):
+        if t.name is None and t.topic_id == ZERO_UUID:
+            answer(None, ZERO_UUID, errors.INVALID_REQUEST, "A topic needs a name or an id.")
+        elif t.name is None:
+            ids[t.topic_id] = ids.get(t.topic_id, 0) + 1
+        elif t.topic_id == ZERO_UUID:
+            names[t.name] = names.get(t.name, 0) + 1
         else:
-            meta = by_id.get(topic_id)
-            if meta is None:
-                res.error_code = errors.UNKNOWN_TOPIC_ID
-                continue
-            res.name = meta.name
-        res.topic_id = meta.topic_id
-        if meta.name in claimed:  # named twice: deleted once, the second answers as Kafka's (already gone)
-            res.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION if name is not None else errors.UNKNOWN_TOPIC_ID
+            answer(t.name, t.topic_id, errors.INVALID_REQUEST, "A topic may be given by name or by id, not both.")
+    for name, times in names.items():
+        if times > 1:
+            answer(name, ZERO_UUID, errors.INVALID_REQUEST, f"Topic {name} is named more than once.")
+    for topic_id, times in ids.items():
+        if times > 1:
+            answer(None, topic_id, errors.INVALID_REQUEST, f"Topic id {topic_id} is given more than once.")
+    by_id = {m.topic_id: m for m in existing.values()}
+    chosen: dict[uuid.UUID, tuple] = {}  # id -> (name given or None, meta)
+    spoiled: set[uuid.UUID] = {i for i, times in ids.items() if times > 1}
+    for topic_id, times in ids.items():
+        if times > 1:
             continue
+        meta = by_id.get(topic_id)
+        if meta is None:
+            answer(None, topic_id, errors.UNKNOWN_TOPIC_ID, f"No topic has id {topic_id}.")
+        else:
+            chosen[topic_id] = (None, meta)
+    for name, times in names.items():
+        if times > 1:
+            continue
+        meta = existing.get(name)
+        if meta is None:
+            answer(name, ZERO_UUID, errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        elif meta.topic_id in spoiled or meta.topic_id in chosen:
+            chosen.pop(meta.topic_id, None)
+            spoiled.add(meta.topic_id)
+            answer(name, meta.topic_id, errors.INVALID_REQUEST,
+                   f"Topic {name} is also given by its id {meta.topic_id}.")
+        else:
+            chosen[meta.topic_id] = (name, meta)
+    admission = _Admission(broker, ctx, strict=version >= 5)
+    doomed = []  # (result, meta)
+    for _given, meta in chosen.values():
+        res = answer(meta.name, meta.topic_id)
         if not admission.admit(meta.partitions):
             res.error_code, res.error_message = errors.THROTTLING_QUOTA_EXCEEDED, QUOTA_EXCEEDED
             continue
-        claimed.add(meta.name)
         doomed.append((res, meta))
     if doomed:
         outcome = await _controller(broker, broker.storage.delete_topics, [m.name for _res, m in doomed])
@@ -345,6 +379,15 @@ async def _delete_topics(broker, ctx, body):
     if version < 5:
         for res in results:
             res.error_message = None
+    # Kafka shuffles its answers; kafkawire lists them in the order the topics were asked for
+    asked = [(n, ZERO_UUID) for n in body.topic_names] if version < 6 else [(t.name, t.topic_id) for t in body.topics]
+    first: dict = {}
+    for i, (n, i_d) in enumerate(asked):
+        if n is not None:
+            first.setdefault(n, i)
+        if i_d != ZERO_UUID:
+            first.setdefault(i_d, i)
+    results.sort(key=lambda r: min(first.get(r.name, len(asked)), first.get(r.topic_id, len(asked))))
     return R(throttle_time_ms=throttle if version >= 1 else 0, responses=results)
 
 
@@ -369,7 +412,7 @@ async def _create_partitions(broker, ctx, body):
         meta = existing.get(t.name)
         try:
             if meta is None:
-                raise Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+                raise Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, None)  # no message, as Kafka's controller
             if t.count < meta.partitions:
                 raise Invalid(errors.INVALID_PARTITIONS, f"Topic currently has {meta.partitions} partitions, which "
                                                          f"is higher than the requested {t.count}.")
