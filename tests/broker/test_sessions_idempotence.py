@@ -109,10 +109,13 @@ def test_duplicate_window_is_five_batches(client):
     assert r.error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
-def test_unknown_producer_id(client):
+def test_unknown_producer_id_may_start_at_any_sequence(client):
+    # Kafka 4.4 keeps no list of the ids it issued: a producer the partition has no state for starts anywhere
     create_topic(client, "unknown-pid")
     r = produce_idem(client, "unknown-pid", 123456, 0, 7, [b"x"])
-    assert r.error_code == errors.UNKNOWN_PRODUCER_ID
+    assert (r.error_code, r.base_offset) == (0, 0)
+    r = produce_idem(client, "unknown-pid", 123456, 0, 9, [b"y"])
+    assert r.error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER  # and then continues from there
 
 
 def test_init_producer_id_every_version_gives_new_ids(client):

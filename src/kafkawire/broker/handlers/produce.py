@@ -35,9 +35,78 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
 class Rejected(Exception):
-    def __init__(self, code: int, message: str):
-        self.code, self.message = code, message
+    """A partition's batch refused. Kafka answers a message only where it says more than the error code
+    (``message`` is then kafkawire's own text for the log, ``answer`` what the producer is told), and the
+    partition's log start offset only for batches its log validated (``validated``)."""
+
+    def __init__(self, code: int, message: str, *, answer: str | None = None, validated: bool = False,
+                 record_errors: list | None = None):
+        self.code, self.message, self.answer = code, message, answer
+        self.validated, self.record_errors = validated, record_errors or []
         super().__init__(message)
+
+
+LOG_OVERHEAD = 12  # base offset + length
+MIN_RECORD_OVERHEAD = 14  # the smallest legacy message after its length
+UP_TO_MAGIC = 17
+TRANSACTIONAL = 0x10
+
+
+def _frames(records) -> tuple[list[tuple[int, int, int]], str | None]:
+    """The whole batches (position, size, magic) at the front of ``records``, walked as Kafka's broker walks
+    a produce request: a partial batch at the end (or fewer bytes than a batch header) ends the walk and is
+    ignored; a length below the smallest entry or an unknown magic is a framing error, returned as text."""
+    out = []
+    view = memoryview(records)
+    pos, end = 0, len(view)
+    while end - pos >= LOG_OVERHEAD:
+        size = _I32.unpack_from(view, pos + 8)[0]
+        if size < MIN_RECORD_OVERHEAD:
+            return out, f"a record batch declares {size} bytes, fewer than any entry needs ({MIN_RECORD_OVERHEAD})"
+        if end - pos < UP_TO_MAGIC:
+            break
+        magic = view[pos + 16]
+        if magic > 2:  # a byte read as signed: 128-255 are negative magics
+            return out, f"a record batch has magic {magic if magic < 128 else magic - 256}, which no format uses"
+        if end - pos < size + LOG_OVERHEAD:
+            break
+        out.append((pos, size + LOG_OVERHEAD, magic))
+        pos += size + LOG_OVERHEAD
+    return out, None
+
+
+def _request_check(body) -> tuple[int, str | None] | None:
+    """(error, message) that every partition of the request is answered with, or None.
+
+    Before looking at any one partition Kafka walks every batch of the request to learn whether it holds
+    transactional records: a framing error there fails the whole request (with its message), and
+    transactional records without a transactional id fail it with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    transactional = False
+    for t in body.topic_data:
+        for p in t.partition_data:
+            if not p.records:
+                continue
+            frames, problem = _frames(p.records)
+            if problem is not None:
+                return errors.CORRUPT_MESSAGE, problem
+            for pos, size, magic in frames:
+                if magic == 2 and size >= HEADER_SIZE and HEADER.unpack_from(p.records, pos)[5] & TRANSACTIONAL:
+                    transactional = True
+    if transactional and body.transactional_id is None:
+        return errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+    return None
+
+
+def _is_transactional(records) -> bool:
+    """Whether a batch has a producer id and the transactional flag (what Kafka verifies with its
+    transaction coordinator; without a producer id the flag alone is appended as any batch)."""
+    frames, _ = _frames(records)
+    for pos, size, magic in frames:
+        if magic == 2 and size >= HEADER_SIZE:
+            h = HEADER.unpack_from(records, pos)
+            if h[5] & TRANSACTIONAL and h[9] >= 0:
+                return True
+    return False
 
 
 def _prepare(broker, version: int, meta, partition: int, records):
@@ -45,23 +114,41 @@ def _prepare(broker, version: int, meta, partition: int, records):
     tp = f"{meta.name}-{partition}"
     if records is None or len(records) == 0:
         if version >= 3:
-            raise Rejected(errors.INVALID_RECORD,
-                           f"Produce requests with version {version} must have at least one record batch per "
-                           "partition")
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: a produce request v{version} needs a record batch")
         return None, None
+    frames, problem = _frames(records)  # framing errors failed the whole request already
+    if not frames:
+        if version >= 3:
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: no whole record batch in {len(records)} bytes")
+        return None, None
+    if version >= 3:
+        if frames[0][2] != 2:
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: a produce request v{version} may only carry record "
+                                                  "batches of magic 2")
+        if version < 7 and frames[0][1] >= HEADER_SIZE and (HEADER.unpack_from(records, 0)[5] & 0x07) == ZSTD:
+            raise Rejected(errors.UNSUPPORTED_COMPRESSION_TYPE,
+                           f"{tp}: a produce request v{version} may not use zstd compression")
+        if len(frames) > 1:
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: a produce request v{version} may only carry one "
+                                                  "record batch per partition")
+    if broker.txn_coordinator is None and _is_transactional(records):
+        # Kafka asks the transaction coordinator whether the partition is in the producer's transaction
+        # before appending; kafkawire has none (InitProducerId with a transactional id answers
+        # COORDINATOR_NOT_AVAILABLE), so the batch is refused as Kafka refuses it while its coordinator is
+        # unavailable: retriable, nothing appended.
+        raise Rejected(errors.NOT_ENOUGH_REPLICAS, f"{tp}: transactional batch with no transaction coordinator "
+                                                   "to verify it against",
+                       answer="cannot verify that the partition is part of the transaction: no transaction "
+                              "coordinator is available")
+    if meta.name in INTERNAL_TOPICS:
+        raise Rejected(errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {meta.name}")
+    whole = frames[-1][0] + frames[-1][1]
+    if whole < len(records):  # bytes after the last whole batch are dropped, as Kafka drops them
+        records = memoryview(records)[:whole]
     try:
         entries = list(iter_batches(records, allow_partial=False))
     except CorruptRecordError as exc:
         raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
-    if not entries:
-        raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: no complete record batch")
-    if version >= 3:
-        if entries[0].magic != 2:
-            raise Rejected(errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to "
-                                                  "contain record batches with magic version 2")
-        if len(entries) > 1:
-            raise Rejected(errors.INVALID_RECORD, f"Produce requests with version {version} are only allowed to "
-                                                  "contain exactly one record batch per partition")
     max_bytes = int(broker.config.topic_value(meta.configs, "max.message.bytes"))
     buf = records
     if any(e.magic != 2 for e in entries):
@@ -85,6 +172,7 @@ def _prepare(broker, version: int, meta, partition: int, records):
     now = now_ms()
     before_max = int(broker.config.topic_value(meta.configs, "message.timestamp.before.max.ms"))
     after_max = int(broker.config.topic_value(meta.configs, "message.timestamp.after.max.ms"))
+    check_ts = ts_type == "CreateTime" and (before_max < LONG_MAX or after_max < LONG_MAX)
     header = None
     for e in entries:
         pos = e.position
@@ -92,33 +180,33 @@ def _prepare(broker, version: int, meta, partition: int, records):
         (base_offset, length, _ple, _magic, crc, attrs, last_delta, base_ts, max_ts, pid, epoch, base_seq,
          count) = h
         size = length + 12
-        if crc32c(view[pos + 21:pos + size]) != crc:
-            raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: record batch at byte {pos} fails its CRC check")
+        # The order and the answers are Kafka's: checks of the batch as a whole answer no log start offset,
+        # checks of its contents answer the partition's (``validated``), and none of them a message.
+        if version >= 3 and base_offset != 0:
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: a producer's batch must start at offset 0, not "
+                                                  f"{base_offset}", validated=True)
         if size > max_bytes:
             raise Rejected(errors.MESSAGE_TOO_LARGE, f"{tp}: record batch of {size} bytes is larger than "
                                                      f"max.message.bytes {max_bytes}")
-        if (attrs & 0x07) == ZSTD and version < 7:
-            raise Rejected(errors.UNSUPPORTED_COMPRESSION_TYPE,
-                           f"Produce requests with version {version} are not allowed to use ZStandard compression")
+        if crc32c(view[pos + 21:pos + size]) != crc:
+            raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: record batch at byte {pos} fails its CRC check")
         if (attrs & 0x07) > 4:
-            raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: unknown compression codec {attrs & 0x07}")
+            raise Rejected(errors.UNKNOWN_SERVER_ERROR, f"{tp}: unknown compression codec {attrs & 0x07}",
+                           validated=True)
         if count <= 0 or last_delta < 0:
-            raise Rejected(errors.INVALID_RECORD, f"{tp}: record batch has an invalid record count {count}")
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: record batch has an invalid record count {count}",
+                           validated=True)
         if last_delta + 1 != count:
-            raise Rejected(errors.INVALID_RECORD,
-                           f"Inconsistent batch offset range [0, {last_delta}] and count of records {count} in "
-                           f"{tp}")
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: record batch spans offsets 0..{last_delta} but holds "
+                                                  f"{count} records", validated=True)
         if attrs & CONTROL:
-            raise Rejected(errors.INVALID_RECORD, f"{tp}: clients are not allowed to write control records")
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: clients are not allowed to write control records",
+                           validated=True)
         if pid >= 0 and base_seq < 0:
-            raise Rejected(errors.INVALID_RECORD, f"{tp}: invalid sequence number {base_seq} for producer {pid}")
-        if ts_type == "CreateTime":
-            if base_ts >= 0 and before_max < LONG_MAX and base_ts < now - before_max:
-                raise Rejected(errors.INVALID_TIMESTAMP, f"{tp}: timestamp {base_ts} is before the allowed "
-                                                         f"range (message.timestamp.before.max.ms={before_max})")
-            if max_ts >= 0 and after_max < LONG_MAX and max_ts > now + after_max:
-                raise Rejected(errors.INVALID_TIMESTAMP, f"{tp}: timestamp {max_ts} is after the allowed "
-                                                         f"range (message.timestamp.after.max.ms={after_max})")
+            raise Rejected(errors.INVALID_RECORD, f"{tp}: invalid sequence number {base_seq} for producer {pid}",
+                           validated=True)
+        if check_ts and (before_max < LONG_MAX or max_ts > now + after_max):
+            _check_timestamps(view[pos:pos + size], now, before_max, after_max, tp)
         header = h
         _I32.pack_into(view, pos + 12, broker.leader_epoch)  # the partition leader epoch (not covered by the CRC)
     target = _TARGET_CODECS.get(broker.config.topic_value(meta.configs, "compression.type"))
@@ -128,6 +216,29 @@ def _prepare(broker, version: int, meta, partition: int, records):
     if len(entries) > 1 or header[9] < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return buf, header
+
+
+def _check_timestamps(batch, now: int, before_max: int, after_max: int, tp: str) -> None:
+    """Every record's CreateTime within [now - before_max, now + after_max]; Rejected naming each one outside
+    (Kafka's record errors: the record's index in the batch and why)."""
+    from kafkawire.protocol.records import RecordBatch
+
+    lo = now - before_max if before_max < LONG_MAX else -LONG_MAX - 1
+    hi = now + after_max if after_max < LONG_MAX else LONG_MAX
+    try:
+        records = list(RecordBatch(batch).records())
+    except CorruptRecordError as exc:
+        raise Rejected(errors.CORRUPT_MESSAGE, f"{tp}: {exc}") from None
+    bad = []
+    for index, r in enumerate(records):
+        if r.timestamp >= 0 and not lo <= r.timestamp <= hi:
+            bad.append(ProduceResponse.BatchIndexAndErrorMessage(
+                batch_index=index, batch_index_error_message=f"record {index} has timestamp {r.timestamp}, outside "
+                                                             f"the accepted range [{lo}, {hi}]"))
+    if bad:
+        raise Rejected(errors.INVALID_TIMESTAMP, f"{tp}: {len(bad)} record(s) with a timestamp outside [{lo}, {hi}]",
+                       answer="records refused: their timestamps are outside the range the topic accepts",
+                       validated=True, record_errors=bad)
 
 
 # topic compression.type -> codec id every batch is rewritten with ("producer": kept as sent)
@@ -169,9 +280,13 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
             last_seq -= 2147483648
         code, message, dup = producers.check(meta.name, partition, pid, epoch, first_seq, last_seq)
         if code:
-            return (code, message, -1, -1, -1), False
+            # Kafka answers these with the partition's log start offset and no message
+            log.info("produce to %s-%d refused: %s (%s)", meta.name, partition, message, errors.error_for(code).name)
+            return (code, None, -1, -1, plog.log_start_offset), False
         if dup is not None:
-            return (0, None, dup.base_offset, dup.log_append_time, plog.log_start_offset), False
+            # a retried batch: its offsets as first appended and, as Kafka answers, its max timestamp (the
+            # append time under LogAppendTime) in log_append_time_ms whatever the topic's timestamp type
+            return (0, None, dup.base_offset, dup.timestamp, plog.log_start_offset), False
     result = plog.append(buf, log_append_time=lat, durable=durable)
     if header is not None:
         producers.record(meta.name, partition, pid, epoch,
@@ -181,7 +296,8 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
 
 
 def _fill(pr, outcome) -> None:
-    code, message, base, lat, start = outcome
+    code, message, base, lat, start = outcome[:5]
+    pr.record_errors = outcome[5] if len(outcome) > 5 else []
     pr.error_code = code
     pr.error_message = message
     pr.base_offset = base
@@ -197,6 +313,7 @@ def produce(broker, ctx, body):
     by_id = version >= 13
     responses = []
     work = []  # (partition response, meta, partition, log, buf, header, lat)
+    whole = _request_check(body)
     for t in body.topic_data:
         meta = find_topic(broker, None if by_id else t.name, t.topic_id if by_id else None)
         tr = TopicResponse(name=t.name, topic_id=t.topic_id, partition_responses=[])
@@ -205,11 +322,11 @@ def produce(broker, ctx, body):
             pr = PartitionResponse(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
                                    log_start_offset=-1, record_errors=[], error_message=None)
             tr.partition_responses.append(pr)
+            if whole is not None:
+                pr.error_code, pr.error_message = whole
+                continue
             if acks not in (0, 1, -1):
                 pr.error_code = errors.INVALID_REQUIRED_ACKS
-                continue
-            if body.transactional_id is not None and broker.txn_coordinator is None:
-                pr.error_code = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
                 continue
             if meta is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_ID if by_id else errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -218,14 +335,13 @@ def produce(broker, ctx, body):
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if meta.name in INTERNAL_TOPICS:
-                pr.error_code = errors.INVALID_TOPIC_EXCEPTION
-                pr.error_message = f"Cannot append to internal topic {meta.name}"
-                continue
             try:
                 buf, header = _prepare(broker, version, meta, p.index, p.records)
             except Rejected as exc:
-                pr.error_code, pr.error_message = exc.code, exc.message
+                pr.error_code, pr.error_message = exc.code, exc.answer
+                pr.record_errors = exc.record_errors
+                if exc.validated:
+                    pr.log_start_offset = plog.log_start_offset
                 log.warning("produce to %s-%d from %r rejected: %s (%s)", meta.name, p.index, ctx.client_id,
                             exc.message, errors.error_for(exc.code).name)
                 continue

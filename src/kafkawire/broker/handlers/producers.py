@@ -5,7 +5,7 @@ five batches appended (first/last sequence, offsets), like Kafka's
 ProducerStateManager: a retried batch that matches one of them is answered
 with the original offsets, a batch that does not continue the sequence gets
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch gets INVALID_PRODUCER_EPOCH, and a
-new epoch must start at sequence 0.
+new epoch must start at sequence 0. A producer the partition has no state for may start at any sequence.
 """
 from __future__ import annotations
 
@@ -98,10 +98,9 @@ class ProducerStateManager:
         """(error code, message, duplicate BatchMeta or None) for a batch about to be appended."""
         entry = self.partitions.get((topic, partition), {}).get(pid)
         if entry is None or entry.epoch < 0:
-            if first_seq != 0 and not self.issued(pid):
-                return (errors.UNKNOWN_PRODUCER_ID,
-                        f"Found no record of producerId={pid} on the broker at partition {topic}-{partition}", None)
-            return 0, None, None  # no state: any sequence starts it (Kafka 2.5+, KIP-360)
+            # no state (a new producer, or one whose state is gone): any sequence starts it, as Kafka 4.4
+            # accepts it, also from a producer id this broker never issued
+            return 0, None, None
         if epoch < entry.epoch:
             return (errors.INVALID_PRODUCER_EPOCH,
                     f"Epoch of producer {pid} at partition {topic}-{partition} is {epoch}, which is smaller than "
@@ -167,8 +166,10 @@ def describe_producers(broker, ctx, body):
         parts = []
         for p in t.partition_indexes:
             if meta is None or not 0 <= p < meta.partitions:
+                # as Kafka answers: a message for a topic it does not know, none for a partition it does not
+                message = f"topic {t.name} does not exist on this broker" if meta is None else None
                 parts.append(R.PartitionResponse(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                                 error_message=None, active_producers=[]))
+                                                 error_message=message, active_producers=[]))
                 continue
             active = [R.ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
                                       last_timestamp=e.last_timestamp, coordinator_epoch=-1,
