@@ -55,6 +55,31 @@ for_each("DescribeAcls", {
     "topic": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(rt=TOPIC, name=s.name(), pattern=LITERAL)),
     "unknown-resource-type": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(rt=0)),
     "invalid-operation": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(op=99)),
+    # the UNKNOWN value (0) of each enum: Kafka cannot parse the request and closes the connection
+    "unknown-pattern-type": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(pattern=0)),
+    "unknown-operation": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(op=0)),
+    "unknown-permission-type": lambda s, v: s.probe("DescribeAcls", v, _acl_filter(perm=0)),
+})
+
+
+def _creation(rt=TOPIC, pattern=LITERAL, op=3, perm=3, name="t"):
+    return {"resource_type": rt, "resource_name": name, "resource_pattern_type": pattern, "principal": "User:alice",
+            "host": "*", "operation": op, "permission_type": perm}
+
+
+for_each("CreateAcls", {
+    "unknown-operation": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(op=0)]}),
+    "unknown-permission-type": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(perm=0)]}),
+    "unknown-pattern-type": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(pattern=0)]}),
+    "second-creation-unknown": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(),
+                                                                                  _creation(rt=0)]}),
+    "any-pattern-type": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(pattern=ANY)]}),
+    "operation-99": lambda s, v: s.probe("CreateAcls", v, {"creations": [_creation(op=99)]}),
+})
+for_each("DeleteAcls", {
+    "unknown-resource-type": lambda s, v: s.probe("DeleteAcls", v, {"filters": [_acl_filter(rt=0)]}),
+    "second-filter-unknown-operation": lambda s, v: s.probe("DeleteAcls", v, {"filters": [_acl_filter(),
+                                                                                          _acl_filter(op=0)]}),
 })
 for_each("CreateAcls", {
     "topic-read": lambda s, v: s.probe("CreateAcls", v, {"creations": [
