@@ -39,7 +39,7 @@ def test_describe_quorum_one_voter_led_by_this_node(client, broker, version):
         assert voter.last_fetch_timestamp >= before and voter.last_caught_up_timestamp >= before
     if version >= 2:
         assert [(n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) for n in res.nodes] == \
-            [(node, [("PLAINTEXT", *broker.address)])]
+            [(node, [("CONTROLLER", *broker.address)])]  # the listener named as Kafka names its voter's
 
 
 @pytest.mark.parametrize("topics", [[("other", [0])], [("__cluster_metadata", [1])],
@@ -170,3 +170,15 @@ def test_same_answers_as_the_reference_kafka(client, broker, reference_kafka):
                     normalized(ref.call(body_ref, version), labels_ref, drop), (version, topics)
     finally:
         ref.close()
+
+
+def test_describe_quorum_nodes_name_the_listener_as_the_reference_kafka(client, reference_kafka):
+    from .reference import reference_client
+
+    theirs = reference_client(reference_kafka)
+    try:
+        answers = [c.call(quorum_request([("__cluster_metadata", [0])]), 2) for c in (client, theirs)]
+    finally:
+        theirs.close()
+    ours, ref = ([[lst.name for lst in n.listeners] for n in r.nodes] for r in answers)
+    assert ours == ref == [["CONTROLLER"]]

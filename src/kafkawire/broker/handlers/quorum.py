@@ -11,8 +11,15 @@ answers, with these values:
   (``features.FINALIZED_EPOCH`` < ``METADATA_LOG_END``). It never moves: topic changes are kept by
   the storage engine, not in a metadata log;
 - last fetch and last caught-up timestamps (v1+): now, as Kafka reports for the leader itself;
-- nodes (v2+): this node's listener, under the name ``PLAINTEXT`` (Kafka lists its CONTROLLER
-  listener; kafkawire serves every API on the one listener).
+- nodes (v2+): this node's one listener, under the name ``CONTROLLER``: Kafka lists the voter's
+  controller listener there (``controller.listener.names``). kafkawire has no separate controller
+  port (its quorum is in-process and serves every API on the one listener), so it names that
+  listener as a controller listener would be named, at the broker's own host and port.
+
+The leader epoch and the high watermark cannot be Kafka's: a fresh Kafka node holds one or more
+elections at start-up (its epoch is 1 on some starts, higher on others) and appends to its metadata
+log for every change and periodically (its high watermark grows with time); the conformance suite
+records both in its explained.toml.
 
 As Kafka does, anything but a request for the one partition ``__cluster_metadata``-0 is answered
 with UNKNOWN_TOPIC_OR_PARTITION for every requested partition.
@@ -31,6 +38,7 @@ from ._common import ZERO_UUID, now_ms
 METADATA_TOPIC = "__cluster_metadata"
 LEADER_EPOCH = 1
 METADATA_LOG_END = features.FINALIZED_EPOCH + 1
+CONTROLLER_LISTENER = "CONTROLLER"
 NOT_HOSTED = "This server does not host this topic-partition."
 
 
@@ -52,5 +60,5 @@ def describe_quorum(broker, ctx, body):
     return R(error_code=0, error_message="", topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[
         R.PartitionData(partition_index=0, error_code=0, error_message="", leader_id=node, leader_epoch=LEADER_EPOCH,
                         high_watermark=METADATA_LOG_END, current_voters=[voter], observers=[])])],
-        nodes=[R.Node(node_id=node, listeners=[R.Listener(name="PLAINTEXT", host=host, port=port)])]
+        nodes=[R.Node(node_id=node, listeners=[R.Listener(name=CONTROLLER_LISTENER, host=host, port=port)])]
         if ctx.api_version >= 2 else [])
