@@ -307,7 +307,7 @@ class TP:
 
 
 def hb(coord, member_id, epoch, owned=None, topics=("t",), version=1, assignor=None):
-    owned_tps = None
+    owned_tps = [] if epoch == 0 else None  # a join owns nothing yet (Kafka refuses a null list then)
     if owned is not None:
         by = {}
         for tid, p in owned:
@@ -483,7 +483,7 @@ def test_consumer_protocol_static_member_rejoins_with_its_partitions(env):
             version=1, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=instance, rack_id=None,
             rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=["t"] if epoch == 0 else None,
             subscribed_topic_regex=None, server_assignor=None,
-            topic_partitions=None if owned is None else [TP(t, [p]) for t, p in owned])
+            topic_partitions=([] if epoch == 0 else None) if owned is None else [TP(t, [p]) for t, p in owned])
 
     a = hbs("a1", 0, "ia")
     b = hbs("b1", 0, "ib")

@@ -149,3 +149,39 @@ def test_offset_delete_when_the_subscription_cannot_be_read(client, subscription
     assert err == 0
     assert topics["wt"] == [(0, errors.GROUP_SUBSCRIBED_TO_TOPIC)]
     assert topics[other] == [(0, errors.GROUP_SUBSCRIBED_TO_TOPIC if subscribed_to_all else 0)]
+
+
+def _cgh(client, v, group, member, epoch, *, topics=("wt",), owned=(), instance=None, assignor=None):
+    r = client.call("ConsumerGroupHeartbeat", v, group_id=group, member_id=member, member_epoch=epoch,
+                    instance_id=instance, rack_id=None, rebalance_timeout_ms=10000 if epoch == 0 else -1,
+                    subscribed_topic_names=list(topics) if topics is not None else None,
+                    subscribed_topic_regex=None, server_assignor=assignor,
+                    topic_partitions=None if owned is None else list(owned))
+    return r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms, r.assignment
+
+
+def test_consumer_group_heartbeat_error_answers(client, advertised, peer_target):
+    """Error answers carry no member id, epoch 0, no interval and no assignment; a join must send an (empty)
+    owned list; a non-zero epoch needs a member id and an existing group; -2 needs an instance id."""
+    versions = served(advertised, peer_target, "ConsumerGroupHeartbeat", [0, 1])
+    if not versions:
+        pytest.skip("no ConsumerGroupHeartbeat")
+    group, missing = unique("cgh-err"), unique("cgh-missing")
+    ready(client, [group, missing])
+    none = (None, 0, 0, None)
+    for v in versions:
+        member = f"cgh-member-{v}-{uuid.uuid4().hex[:6]}" if v >= 1 else ""
+        assert _cgh(client, v, group, member, 0, owned=None) == (errors.INVALID_REQUEST, *none), v
+        assert _cgh(client, v, group, "", 5) == (errors.INVALID_REQUEST, *none), v
+        assert _cgh(client, v, missing, "somebody", 5) == (errors.GROUP_ID_NOT_FOUND, *none), v
+        assert _cgh(client, v, missing, "somebody", -1) == (errors.GROUP_ID_NOT_FOUND, *none), v
+        assert _cgh(client, v, missing, "somebody", -2) == (errors.INVALID_REQUEST, *none), v
+        assert _cgh(client, v, group, member or "x", 0, assignor="no-such-assignor") == \
+            (errors.UNSUPPORTED_ASSIGNOR, *none), v
+        joined = _cgh(client, v, group, member, 0)
+        assert joined[0] == 0 and joined[1], v
+        mid, epoch = joined[1], joined[2]
+        assert _cgh(client, v, group, mid, epoch + 7, topics=None) == (errors.FENCED_MEMBER_EPOCH, *none), v
+        assert _cgh(client, v, group, "nobody-" + mid, 3, topics=None) == (errors.UNKNOWN_MEMBER_ID, *none), v
+        assert _cgh(client, v, group, mid, -1, topics=None)[:3] == (0, mid, -1), v
+        assert _cgh(client, v, group, mid, -1, topics=None) == (errors.UNKNOWN_MEMBER_ID, *none), v

@@ -288,8 +288,8 @@ class ConsumerOps:
                            client_host: str = "") -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
 
-        def fail(code, msg=None):
-            return HeartbeatResult(code, msg, member_id or None, member_epoch, 0)
+        def fail(code, msg=None):  # Kafka's error answers carry no member id and epoch 0
+            return HeartbeatResult(code, msg, None, 0, 0)
 
         if "consumer" not in self.config.protocols:
             return fail(errors.UNSUPPORTED_VERSION, "the consumer group protocol is disabled")
@@ -299,9 +299,15 @@ class ConsumerOps:
             return fail(errors.INVALID_REQUEST, "MemberId can't be empty.")
         if member_epoch < LEAVE_STATIC_EPOCH:
             return fail(errors.INVALID_REQUEST, f"MemberEpoch {member_epoch} is invalid.")
+        if member_epoch != 0 and not member_id:
+            return fail(errors.INVALID_REQUEST, "MemberId can't be empty.")
+        if member_epoch == LEAVE_STATIC_EPOCH and instance_id is None:
+            return fail(errors.INVALID_REQUEST, "InstanceId can't be null.")
         if member_epoch == 0:
             if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
                 return fail(errors.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            if topic_partitions is None:
+                return fail(errors.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
             if subscribed_topic_names is None and subscribed_topic_regex is None:
                 return fail(errors.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
         if server_assignor is not None and server_assignor not in ASSIGNORS:
@@ -327,7 +333,7 @@ class ConsumerOps:
 
         if member_epoch in (LEAVE_EPOCH, LEAVE_STATIC_EPOCH):
             if group is None:
-                return fail(errors.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                return fail(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             member = group.members.get(member_id)
             if member is None and instance_id is not None:
                 member = next((m for m in group.members.values() if m.instance_id == instance_id), None)
@@ -348,7 +354,7 @@ class ConsumerOps:
 
         if group is None:
             if member_epoch != 0:
-                return fail(errors.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+                return fail(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             group = ConsumerGroup(group_id, self.scheduler.now_ms())
             self.groups[group_id] = group
 
