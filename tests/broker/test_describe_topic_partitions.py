@@ -106,6 +106,31 @@ CASES = [
 ]
 
 
+@pytest.fixture
+def broker_config():
+    """The reference's offsets topic has Kafka's 50 partitions; kafkawire's default is 1 (README)."""
+    from kafkawire.broker.config import BrokerConfig
+
+    return BrokerConfig(port=0, storage="memory", properties={"offsets.topic.num.partitions": "50"})
+
+
+def find_group_coordinator(client, timeout: float = 30.0) -> None:
+    """FindCoordinator for a group until it is answered without error (a fresh Kafka first creates its
+    offsets topic and says COORDINATOR_NOT_AVAILABLE meanwhile)."""
+    import time
+
+    from kafkawire.protocol import message_class
+
+    F = message_class("FindCoordinatorRequest")
+    deadline = time.monotonic() + timeout
+    while True:
+        res = client.call(F(key_type=0, coordinator_keys=["dtp-coordinator-probe"]), 4)
+        if res.coordinators[0].error_code == 0:
+            return
+        assert time.monotonic() < deadline, f"no group coordinator: {res.coordinators[0]}"
+        time.sleep(0.2)
+
+
 def test_same_answers_as_the_reference_kafka(client, reference_kafka):
     ref = reference_client(reference_kafka)
     try:
@@ -116,6 +141,12 @@ def test_same_answers_as_the_reference_kafka(client, reference_kafka):
             create_topic(ref, f"{prefix}-{suffix}", partitions=n)
             ids[f"{prefix}-{suffix}"] = wait_for_topic(ref, f"{prefix}-{suffix}")
         ours_ids = {f"ours-{s}": client.call(request([f"ours-{s}"]), 0).topics[0].topic_id for s in "abc"}
+        # The internal topic exists on both or on neither, whichever tests ran before on the session-wide
+        # reference: both brokers create it at the first group coordinator lookup, as Kafka does.
+        offsets_ids = []
+        for broker in (client, ref):
+            find_group_coordinator(broker)
+            offsets_ids.append(wait_for_topic(broker, "__consumer_offsets"))
         for names, limit, cursor in CASES:
             def spell(n, x):
                 return n.replace("X-", f"{x}-").replace("NOPE", f"{x}-nope")
@@ -123,9 +154,9 @@ def test_same_answers_as_the_reference_kafka(client, reference_kafka):
                                        cursor and (spell(cursor[0], "ours"), cursor[1])), 0)
             theirs = ref.call(request([spell(n, prefix) for n in names], limit,
                                       cursor and (spell(cursor[0], prefix), cursor[1])), 0)
-            ours_labels = {**{v: "ID-" + k[-1] for k, v in ours_ids.items()},
+            ours_labels = {offsets_ids[0]: "ID-offsets", **{v: "ID-" + k[-1] for k, v in ours_ids.items()},
                            **{f"ours-{s}": s for s in ("a", "b", "c", "nope")}}
-            ref_labels = {**{v: "ID-" + k[-1] for k, v in ids.items()},
+            ref_labels = {offsets_ids[1]: "ID-offsets", **{v: "ID-" + k[-1] for k, v in ids.items()},
                           **{f"{prefix}-{s}": s for s in ("a", "b", "c", "nope")}}
             assert normalized(ours, ours_labels) == normalized(theirs, ref_labels), (names, limit, cursor)
     finally:

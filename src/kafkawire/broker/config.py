@@ -104,7 +104,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("min.insync.replicas", INT, "1", "Minimum number of in-sync replicas for acks=all."),
     _d("unclean.leader.election.enable", BOOLEAN, "false", "Allow out-of-ISR replicas to become leader."),
     _d("offsets.topic.replication.factor", SHORT, "3", "Replication factor of the offsets topic.", True),
-    _d("offsets.topic.num.partitions", INT, "50", "Number of partitions of the offsets topic.", True),
+    # kafkawire's default is one partition, not Kafka's 50: a single node gains nothing from spreading
+    # groups over partitions, and each one costs files and start-up replay. Reported as it is used.
+    _d("offsets.topic.num.partitions", INT, "1", "Number of partitions of the offsets topic.", True),
     _d("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.",
        True),
     _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
@@ -136,6 +138,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("kafkawire.log.scrub.bytes.per.sec", LONG, "0",
        "kafkawire: bytes per second a background thread reads to re-verify the CRC of every sealed segment, "
        "repairing damage it finds (0: off).", True),
+    _d("kafkawire.metrics.listener", STRING, None,
+       "kafkawire: HOST:PORT of the Prometheus /metrics endpoint (unset: no metrics).", True),
 ]}
 
 # Keys of a Kafka server.properties that mean something only to a multi-node or KRaft cluster: accepted
@@ -544,6 +548,7 @@ class BrokerConfig:
     acks_all_fsync: bool = True
     scrub_bytes_per_sec: int = 0  # kafkawire.log.scrub.bytes.per.sec; 0: no background verification
     storage: str = "segments"  # or "memory"
+    metrics_listener: tuple[str, int] | None = None  # kafkawire.metrics.listener / --metrics; None: off
     properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
     unknown_keys: list[str] = field(default_factory=list)
     rack: str | None = None
@@ -688,6 +693,8 @@ class BrokerConfig:
                 if rate < 0:
                     raise ValueError(f"kafkawire.log.scrub.bytes.per.sec must be 0 (off) or more, not {rate}")
                 cfg.scrub_bytes_per_sec = rate
+            if props.get("kafkawire.metrics.listener", "").strip():
+                cfg.metrics_listener = parse_host_port(props["kafkawire.metrics.listener"].strip(), 9404)
             if props.get("broker.rack"):
                 cfg.rack = props["broker.rack"]
         except ValueError as exc:

@@ -121,7 +121,7 @@ def _offsets_partition(broker, name: str, partition: int) -> bool:
     if name != "__consumer_offsets":
         return False
     value, _source = broker.config.broker_value("offsets.topic.num.partitions")
-    return 0 <= partition < int(value or 50)
+    return 0 <= partition < int(value or 1)
 
 
 @handles("DeleteRecords", 0, 2)
