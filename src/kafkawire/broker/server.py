@@ -118,6 +118,7 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         self.server: FramedServer | None = None
         self._background: list[asyncio.Task] = []
+        self.metrics = None  # a metrics.BrokerMetrics while kafkawire.metrics.listener / --metrics is set
 
     # -- addresses ------------------------------------------------------------
     @property
@@ -177,24 +178,37 @@ class Broker:
             raise CloseConnection(f"{spec.name} v{version} request (correlation id {correlation_id}) "
                                   f"does not decode: {exc}") from None
         ctx = RequestContext(request.header, version, conn)
+        metrics = self.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             body = spec.fn(self, ctx, request.body)
         except CloseConnection:
             raise
         except Exception as exc:
-            return self._failed(spec, ctx, request.body, exc)
+            answer = self._failed(spec, ctx, request.body, exc)
+            if metrics is not None:
+                metrics.request_done(key, version, started, request.body, None, answer)
+            return answer
         if inspect.isawaitable(body):
-            return self._finish_async(spec, ctx, request.body, body)
-        return self._encode(spec, ctx, request.body, body)
+            return self._finish_async(spec, ctx, request.body, body, started)
+        answer = self._encode(spec, ctx, request.body, body)
+        if metrics is not None:
+            metrics.request_done(key, version, started, request.body, body, answer)
+        return answer
 
-    async def _finish_async(self, spec, ctx, request, pending):
+    async def _finish_async(self, spec, ctx, request, pending, started=0.0):
         try:
             response = await pending
         except (CloseConnection, asyncio.CancelledError):
             raise
         except Exception as exc:
-            return self._failed(spec, ctx, request, exc)
-        return self._encode(spec, ctx, request, response)
+            response = None
+            answer = self._failed(spec, ctx, request, exc)
+        else:
+            answer = self._encode(spec, ctx, request, response)
+        if self.metrics is not None and started:
+            self.metrics.request_done(spec.api_key, ctx.api_version, started, request, response, answer)
+        return answer
 
     def _encode(self, spec, ctx, request, response):
         if response is None or isinstance(response, list):
@@ -214,11 +228,15 @@ class Broker:
             body = dispatch.error_response(spec.api_key, ctx.api_version, request, errors.UNKNOWN_SERVER_ERROR)
             answer = encode_response_parts(ctx.correlation_id, body, ctx.api_version)
         except Exception as second:
+            if self.metrics is not None:
+                self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
             log.error("%s: %s (%s: %s), and the error answer does not encode either (%s: %s); closing the "
                       "connection", where, what, type(exc).__name__, exc, type(second).__name__, second, exc_info=exc)
             raise CloseConnection(f"{where}: {what}: {type(exc).__name__}: {exc}") from None
         log.error("%s: %s (%s: %s); answered UNKNOWN_SERVER_ERROR", where, what, type(exc).__name__, exc,
                   exc_info=exc)
+        if self.metrics is not None:
+            self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
         return answer
 
     # -- topic changes ------------------------------------------------------------
@@ -287,6 +305,17 @@ class Broker:
                                    idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None)
         self.server.on_connection_closed.append(self._connection_closed)
         await self.server.start()
+        if self.config.metrics_listener is not None:  # fails closed: no prometheus-client, or the port is taken
+            from .metrics import BrokerMetrics
+
+            try:
+                metrics = BrokerMetrics(self)
+                metrics.serve(*self.config.metrics_listener)
+            except BaseException:
+                await self.server.close()
+                raise
+            self.metrics = metrics
+            log.info("metrics on http://%s:%d/metrics", self.config.metrics_listener[0] or "*", metrics.port)
         self._background.append(asyncio.ensure_future(self._housekeeping()))
         host, port = self.advertised
         log.info("kafkawire broker %d listening on %s:%d (advertised %s:%d), cluster id %s, storage %s",
@@ -329,6 +358,9 @@ class Broker:
         self._background.clear()
         if self.server is not None:
             await self.server.close()
+        if self.metrics is not None:  # its HTTP server stops within its poll interval: off the event loop
+            metrics, self.metrics = self.metrics, None
+            await asyncio.get_running_loop().run_in_executor(None, metrics.close)
         self.waiters.wake_all()
         self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes
         try:

@@ -18,6 +18,9 @@ def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
     parser.add_argument("--node-id", type=int, metavar="N", help="this node's id (default 1)")
     parser.add_argument("--storage", choices=("segments", "memory"),
                         help="storage engine: segments on disk (default) or memory")
+    parser.add_argument("--metrics", metavar="HOST:PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs kafkawire[metrics]; "
+                             "off by default)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="set a server.properties key (repeatable)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
@@ -64,6 +67,8 @@ def build_config(args):
         cfg.node_id = args.node_id
     if args.storage:
         cfg.storage = args.storage
+    if getattr(args, "metrics", None):
+        cfg.metrics_listener = parse_host_port(args.metrics, 9404)
     return cfg
 
 
@@ -82,6 +87,14 @@ def run(args) -> int:
         return 2
     for key in cfg.unknown_keys:
         log.warning("ignoring unknown configuration key %s", key)
+    if cfg.metrics_listener is not None:  # asked for metrics: without prometheus-client, do not start at all
+        from kafkawire.broker.metrics import MetricsUnavailable, require
+
+        try:
+            require()
+        except MetricsUnavailable as exc:
+            log.error("%s", exc)
+            return 2
     raise_open_file_limit(log)
     loop_name = install_event_loop_policy()
 

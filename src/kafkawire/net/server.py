@@ -60,6 +60,7 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.closed = False
         self.close_reason: str | None = None
+        self.close_kind: str | None = None  # why it closed, one of a few words (counted by FramedServer)
         self._buf = bytearray()
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
@@ -85,6 +86,7 @@ class Connection(asyncio.Protocol):
             except OSError:
                 pass
         self.server._connections.add(self)
+        self.server.connections_opened += 1
         log.info("connection %d from %s opened", self.id, self.peer)
 
     def connection_lost(self, exc):
@@ -94,6 +96,9 @@ class Connection(asyncio.Protocol):
             task.cancel()
         self._release_all()
         reason = self.close_reason or (f"error: {exc}" if exc else "closed by peer")
+        kind = self.close_kind or ("io_error" if exc else "peer")
+        closed = self.server.connections_closed
+        closed[kind] = closed.get(kind, 0) + 1
         log.info("connection %d from %s closed (%s)", self.id, self.peer, reason)
         for cb in self.server.on_connection_closed:
             try:
@@ -114,6 +119,7 @@ class Connection(asyncio.Protocol):
             return
         buf = self._buf
         buf += data
+        self.server.bytes_received += len(data)
         self.last_active = time.monotonic()
         self._receiving = True  # responses made while reading are written once, at the end
         pos = 0
@@ -122,7 +128,8 @@ class Connection(asyncio.Protocol):
         while n - pos >= 4:
             (size,) = _SIZE.unpack_from(buf, pos)
             if size < 0 or size > max_frame:
-                self.abort(f"frame size {size} is outside [0, {max_frame}] (socket.request.max.bytes)")
+                self.abort(f"frame size {size} is outside [0, {max_frame}] (socket.request.max.bytes)",
+                           kind="frame_too_large")
                 return
             if not self._frame_reserved:
                 if not self.server._reserve(size + 4):
@@ -180,7 +187,7 @@ class Connection(asyncio.Protocol):
             return
         except Exception as exc:  # handler bug: drop the connection, keep the server
             log.exception("connection %d from %s: request handler failed", self.id, self.peer)
-            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}")
+            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}", "internal_error")
             return
         if inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
@@ -203,14 +210,16 @@ class Connection(asyncio.Protocol):
             return
         if exc is not None:
             log.error("connection %d from %s: request handler failed", self.id, self.peer, exc_info=exc)
-            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}")
+            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}", "internal_error")
             return
         slot.done = True
         slot.buffers = task.result()
         self._answered(slot)
         self._flush()
 
-    def _close_at(self, slot: _Slot, reason: str) -> None:
+    def _close_at(self, slot: _Slot, reason: str, kind: str = "request_error") -> None:
+        if self.close_kind is None:
+            self.close_kind = kind
         self._answered(slot)
         slot.done = True
         slot.close_reason = reason
@@ -243,11 +252,15 @@ class Connection(asyncio.Protocol):
         self._out = []
         self.last_active = time.monotonic()
         if len(out) == 1:
+            self.server.bytes_sent += len(out[0])
             self.transport.write(out[0])
             return
         merged, small = [], []
+        sent = 0
         for b in out:
-            if len(b) < COALESCE_BELOW:
+            n = len(b)
+            sent += n
+            if n < COALESCE_BELOW:
                 small.append(b)
             else:
                 if small:
@@ -256,6 +269,7 @@ class Connection(asyncio.Protocol):
                 merged.append(b)
         if small:
             merged.append(b"".join(small) if len(small) > 1 else small[0])
+        self.server.bytes_sent += sent
         if len(merged) == 1:
             self.transport.write(merged[0])
         else:
@@ -273,12 +287,14 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     # -- closing ------------------------------------------------------------
-    def abort(self, reason: str, graceful: bool = False) -> None:
-        """Close the connection; ``reason`` goes to the log."""
+    def abort(self, reason: str, graceful: bool = False, kind: str | None = None) -> None:
+        """Close the connection; ``reason`` goes to the log, ``kind`` (a word) to the close counts."""
         if self.closed:
             return
         self.closed = True
         self.close_reason = reason
+        if self.close_kind is None:
+            self.close_kind = kind or "other"
         log.warning("connection %d from %s: closing: %s", self.id, self.peer, reason)
         for task in list(self._tasks):
             task.cancel()
@@ -306,6 +322,11 @@ class FramedServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self.on_connection_closed: list = []
+        # traffic counts, plain ints kept on the event loop (read by the broker's metrics at scrape time)
+        self.connections_opened = 0
+        self.connections_closed: dict[str, int] = {}  # close kind -> connections
+        self.bytes_received = 0
+        self.bytes_sent = 0
 
     def _reserve(self, n: int) -> bool:
         if self.max_queued_bytes < 0 or self.queued_bytes < self.max_queued_bytes:
@@ -342,7 +363,7 @@ class FramedServer:
             for conn in list(self._connections):
                 if not conn._slots and now - conn.last_active > self.idle_timeout:
                     conn.abort(f"idle for more than {self.idle_timeout * 1000:.0f} ms (connections.max.idle.ms)",
-                               graceful=True)
+                               graceful=True, kind="idle")
 
     @property
     def sockets(self):
@@ -362,6 +383,7 @@ class FramedServer:
             if conn.transport is not None:
                 conn.closed = True
                 conn.close_reason = conn.close_reason or "server shutting down"
+                conn.close_kind = conn.close_kind or "shutdown"
                 for task in list(conn._tasks):
                     task.cancel()
                 conn.transport.abort()

@@ -106,6 +106,7 @@ class LogDirState:
         self.path = path
         self.failure: LogDirError | None = None
         self._lock = threading.Lock()
+        self.fsync_observer: Callable[[float], None] | None = None  # gets each fsync's duration in seconds
 
     def free_bytes(self) -> int:
         st = os.statvfs(self.path)
@@ -238,7 +239,13 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
     def _roll(self) -> None:
         """Seal the active segment and start a new one at the log end (caller holds the write lock)."""
         old = self._segments[-1]
-        old.seal()  # fsyncs log and indexes: sealed segments never need recovery
+        observe = self._dir.fsync_observer
+        if observe is None:
+            old.seal()  # fsyncs log and indexes: sealed segments never need recovery
+        else:
+            t0 = time.perf_counter()
+            old.seal()
+            observe(time.perf_counter() - t0)
         new = LogSegment(self.directory, self._end, created_ms=self._clock())
         new.create()
         metadata.fsync_dir(self.directory)
@@ -266,7 +273,13 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                 return  # someone else's fsync already covered it
             with self._state_lock:
                 active, end = self._segments[-1], self._end
-            active.fsync_log()  # anything before the active segment was fsynced when it rolled
+            observe = self._dir.fsync_observer
+            if observe is None:
+                active.fsync_log()  # anything before the active segment was fsynced when it rolled
+            else:
+                t0 = time.perf_counter()
+                active.fsync_log()
+                observe(time.perf_counter() - t0)
             self._flushed_offset = max(self._flushed_offset, end)
             self._unflushed_messages = 0
             self._last_flush_ms = self._clock()
@@ -496,6 +509,10 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         except BaseException:
             self._release()
             raise
+
+    def observe_fsyncs(self, observer: Callable[[float], None] | None) -> None:
+        """Call ``observer(seconds)`` after every fsync of a segment of this data directory (None: stop)."""
+        self._dir_state.fsync_observer = observer
 
     def _check_free_space(self) -> None:
         try:
