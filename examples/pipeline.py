@@ -5,6 +5,12 @@
     python examples/pipeline.py --events 20000  # smaller run
     python examples/pipeline.py --bootstrap localhost:9092   # an existing broker (kafkawire or Kafka)
 
+Spark runs on a Java runtime (17 or later): the script checks for one first and says how to get it.
+It reports progress as it goes (events produced, each micro-batch with its records/s). The output (Parquet and
+the queries' checkpoints) is kept in ``--out`` (default ``./kafkawire-pipeline-out``, replaced on the next run);
+``--discard-output`` removes it at the end. The broker it starts keeps its data in a temporary directory,
+removed when the broker stops.
+
 1. a kafkawire broker (``python -m kafkawire serve``, temporary data dir) unless ``--bootstrap`` is given;
 2. page-view events as JSON, with event-time timestamps slightly out of order, produced to the
    topic ``pageviews`` (keyed by user, Kafka timestamp = event time) with ``kafkawire.client``;
@@ -24,11 +30,10 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +43,41 @@ PAGES = ["/", "/search", "/product/1", "/product/2", "/product/3", "/cart", "/ch
 COUNTRIES = ["DE", "FR", "US", "BR", "JP", "IN", "NG", "ES"]
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MARKER_PAGE = "__watermark__"
+DEFAULT_OUT = "kafkawire-pipeline-out"
+OUT_MARK = ".kafkawire-pipeline"   # in an output directory this script made (and may replace)
+MIN_JAVA = 17                      # Spark 4
+
+
+def _quiet(*_args, **_kw) -> None:
+    pass
+
+
+# ---------------------------------------------------------------------------------- Java
+
+def java_problem() -> str | None:
+    """None when a Java runtime Spark can use is found, else what is wrong and how to get one."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    how = (f"Spark needs a Java runtime, {MIN_JAVA} or later. Install one, e.g.\n"
+           f"  Debian/Ubuntu: sudo apt-get install openjdk-{MIN_JAVA}-jre-headless\n"
+           f"  Fedora:        sudo dnf install java-{MIN_JAVA}-openjdk-headless\n"
+           f"  macOS:         brew install openjdk@{MIN_JAVA}\n"
+           "  or any JDK distribution (Temurin, Zulu, Corretto),\n"
+           "then put its java on PATH or set JAVA_HOME to its directory.")
+    if home and not os.path.isfile(java):
+        return f"JAVA_HOME is {home}, but {java} does not exist.\n{how}"
+    if not java:
+        return f"no Java runtime found: JAVA_HOME is not set and there is no java on PATH.\n{how}"
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{java} -version failed: {exc}\n{how}"
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m:
+        major = int(m.group(2)) if m.group(1) == "1" else int(m.group(1))   # "1.8.0" is Java 8
+        if major < MIN_JAVA:
+            return f"{java} is Java {major}; this Spark needs {MIN_JAVA} or later.\n{how}"
+    return None
 
 
 # ---------------------------------------------------------------------------------- the events
@@ -81,37 +121,11 @@ def expected_windows(events: list[dict]) -> dict:
 
 # ---------------------------------------------------------------------------------- the broker
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_broker():
+    """A kafkawire broker on a free 127.0.0.1 port, data on disk in a temporary directory (``.stop()`` removes it)."""
+    from kafkawire.testing import KafkaBroker
 
-
-def start_broker(data_dir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    log = open(os.path.join(data_dir, "broker.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--data-dir", os.path.join(data_dir, "data"), "--log-level", "WARNING"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited with code {proc.returncode}; see {data_dir}/broker.log")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the broker did not start listening within 30 s")
-
-
-def stop_broker(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    return KafkaBroker(storage="disk", mode="subprocess").start()
 
 
 def create_topics(bootstrap: str, partitions: int, topics=(IN_TOPIC, OUT_TOPIC)) -> None:
@@ -124,18 +138,26 @@ def create_topics(bootstrap: str, partitions: int, topics=(IN_TOPIC, OUT_TOPIC))
             admin.create_topics(new)
 
 
-def produce_events(bootstrap: str, events: list[dict], topic: str = IN_TOPIC) -> float:
-    """Produce every event (and the marker); returns seconds taken."""
+def produce_events(bootstrap: str, events: list[dict], topic: str = IN_TOPIC, progress=_quiet) -> float:
+    """Produce every event (and the marker); returns seconds taken. ``progress(text)`` about every 2 s."""
     from kafkawire.client import Producer
 
     t0 = time.perf_counter()
     dumps = json.dumps
+    todo = events + [marker_event(events)]
+    next_report = t0 + 2.0
     with Producer(bootstrap, linger_ms=20, compression="lz4") as p:
-        for e in events + [marker_event(events)]:
+        for i, e in enumerate(todo, 1):
             p.produce(topic, dumps(e, separators=(",", ":")).encode(), e["user_id"].encode(),
                       timestamp=e["ts"])
+            if i % 1000 == 0 and time.perf_counter() >= next_report:
+                now = time.perf_counter()
+                progress(f"producing: {i:,} of {len(todo):,} events sent ({i / (now - t0):,.0f}/s)")
+                next_report = now + 2.0
         p.flush(120)
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    progress(f"produced {len(todo):,} events to {topic!r} in {took:.1f} s, all acknowledged")
+    return took
 
 
 # ---------------------------------------------------------------------------------- the job
@@ -156,7 +178,7 @@ def spark_session(master: str = "local[2]"):
 
 
 def run_job(spark, bootstrap: str, out_dir: str, *, max_per_trigger: int | None = None, in_topic: str = IN_TOPIC,
-            out_topic: str = OUT_TOPIC) -> dict:
+            out_topic: str = OUT_TOPIC, progress=_quiet, timeout: float = 1800.0) -> dict:
     """The streaming job: Kafka -> parse -> windowed aggregate -> Kafka + Parquet. Returns progress figures."""
     from pyspark.sql import functions as F
 
@@ -190,10 +212,9 @@ def run_job(spark, bootstrap: str, out_dir: str, *, max_per_trigger: int | None 
                 .writeStream.format("kafkawire").outputMode("append").option("kafka.bootstrap.servers", bootstrap)
                 .option("topic", out_topic).option("checkpointLocation", str(out / "ck-kafka"))
                 .trigger(availableNow=True).start())
-    for q in (to_parquet, to_kafka):
-        if not q.awaitTermination(1800):
-            q.stop()
-            raise RuntimeError(f"query {q.name or q.id} did not finish")
+    queries = {"parquet": to_parquet, "kafka": to_kafka}
+    watch_progress(queries, t0, progress, timeout)
+    for q in queries.values():
         if q.exception() is not None:
             raise RuntimeError(f"query failed: {q.exception()}")
     elapsed = time.perf_counter() - t0
@@ -201,6 +222,36 @@ def run_job(spark, bootstrap: str, out_dir: str, *, max_per_trigger: int | None 
     rows_in = sum(p["numInputRows"] for p in progress)
     dropped = sum(op.get("numRowsDroppedByWatermark", 0) for p in progress for op in p.get("stateOperators", []))
     return {"records_in": rows_in, "micro_batches": len(progress), "late_dropped": dropped, "seconds": elapsed}
+
+
+def watch_progress(queries: dict, t0: float, progress, timeout: float) -> None:
+    """Wait for the queries to finish, reporting each micro-batch as it completes (and a line every 15 s
+    while one runs); stops them and raises after ``timeout`` seconds."""
+    reported = {name: 0 for name in queries}
+    quiet_since = time.perf_counter()
+    deadline = t0 + timeout
+    while any(q.isActive for q in queries.values()):
+        if time.perf_counter() > deadline:
+            for q in queries.values():
+                q.stop()
+            raise RuntimeError(f"the streaming job did not finish within {timeout:.0f} s")
+        for q in queries.values():
+            if q.isActive:
+                q.awaitTermination(1.0)
+                break
+        for name, q in queries.items():
+            done = q.recentProgress
+            for p in done[reported[name]:]:
+                rate = p.get("processedRowsPerSecond") or 0.0
+                secs = p.get("durationMs", {}).get("triggerExecution", 0) / 1000
+                progress(f"micro-batch {p['batchId']} to {name} done: {p['numInputRows']:,} records in "
+                         f"{secs:.1f} s ({rate:,.0f} records/s)")
+                quiet_since = time.perf_counter()
+            reported[name] = max(reported[name], len(done))
+        if time.perf_counter() - quiet_since >= 15:
+            first = " (the first one includes Spark's warm-up, see the README)" if not any(reported.values()) else ""
+            progress(f"a micro-batch is running, {time.perf_counter() - t0:.0f} s into the job{first}")
+            quiet_since = time.perf_counter()
 
 
 def read_output_topic(bootstrap: str, topic: str = OUT_TOPIC) -> list[dict]:
@@ -223,13 +274,17 @@ def read_output_topic(bootstrap: str, topic: str = OUT_TOPIC) -> list[dict]:
 # ---------------------------------------------------------------------------------- main
 
 def run(spark, bootstrap: str, events: int, out_dir: str, *, partitions: int = 3, seed: int = 7,
-        in_topic: str = IN_TOPIC, out_topic: str = OUT_TOPIC, max_per_trigger: int | None = None) -> dict:
+        in_topic: str = IN_TOPIC, out_topic: str = OUT_TOPIC, max_per_trigger: int | None = None,
+        progress=_quiet) -> dict:
     """Generate, produce, run the job; returns figures (records in, windows out, seconds...)."""
+    t = time.perf_counter()
     evs = generate_events(events, seed=seed)
+    progress(f"generated {events:,} page views in {time.perf_counter() - t:.1f} s")
     create_topics(bootstrap, partitions, (in_topic, out_topic))
-    produce_s = produce_events(bootstrap, evs, in_topic)
+    produce_s = produce_events(bootstrap, evs, in_topic, progress)
+    progress("streaming job started (Trigger.AvailableNow: it reads what is in the topic, then stops)")
     stats = run_job(spark, bootstrap, out_dir, max_per_trigger=max_per_trigger, in_topic=in_topic,
-                    out_topic=out_topic)
+                    out_topic=out_topic, progress=progress)
     windows = spark.read.parquet(str(Path(out_dir) / "parquet")).count()
     topic_rows = read_output_topic(bootstrap, out_topic)
     stats.update(events=events, produce_seconds=produce_s, windows_out=windows, topic_windows=len(topic_rows),
@@ -237,12 +292,27 @@ def run(spark, bootstrap: str, events: int, out_dir: str, *, partitions: int = 3
     return stats
 
 
+def prepare_out_dir(path: str) -> Path:
+    """The output directory, empty; one a previous run of this script made is replaced (its checkpoints would
+    resume from that run's offsets), any other non-empty directory is refused."""
+    out = Path(path).resolve()
+    if out.exists() and any(out.iterdir()):
+        if not (out / OUT_MARK).exists():
+            raise SystemExit(f"{out} exists and was not made by this script: choose another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / OUT_MARK).write_text("output of examples/pipeline.py; replaced by its next run\n")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bootstrap", help="an existing broker, host:port (default: start a kafkawire broker)")
     ap.add_argument("--events", type=int, default=200_000, help="page views to generate (default 200000)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the topics (default 3)")
-    ap.add_argument("--out", help="output directory (default: a new temporary directory)")
+    ap.add_argument("--out", default=DEFAULT_OUT,
+                    help=f"output directory, kept after the run and replaced by the next one (default ./{DEFAULT_OUT})")
+    ap.add_argument("--discard-output", action="store_true", help="remove the output directory at the end")
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--max-per-trigger", type=int, help="maxOffsetsPerTrigger (default: all in one micro-batch)")
     ap.add_argument("--topics", default=f"{IN_TOPIC},{OUT_TOPIC}", help="input,output topic names")
@@ -250,37 +320,51 @@ def main(argv=None) -> int:
     in_topic, _, out_topic = args.topics.partition(",")
     if not in_topic or not out_topic:
         ap.error("--topics takes two names: IN,OUT")
+    problem = java_problem()
+    if problem:
+        print(f"cannot run the pipeline: {problem}", file=sys.stderr)
+        return 2
 
-    tmp = tempfile.mkdtemp(prefix="kafkawire-pipeline-")
-    out_dir = args.out or os.path.join(tmp, "out")
-    proc = None
+    def progress(text: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f} s] {text}", flush=True)
+
+    started = time.perf_counter()
+    out = prepare_out_dir(args.out)
+    out_dir = str(out)
+    broker = None
     try:
         bootstrap = args.bootstrap
         if not bootstrap:
-            proc, bootstrap = start_broker(tmp)
-            print(f"kafkawire broker on {bootstrap} (data in {tmp}/data)")
+            broker = start_broker()
+            bootstrap = broker.bootstrap
+            progress(f"kafkawire broker on {bootstrap} (data in a temporary directory, removed at the end)")
+        progress(f"starting Spark ({args.master}); its JVM takes a few seconds")
         spark = spark_session(args.master)
         try:
             s = run(spark, bootstrap, args.events, out_dir, partitions=args.partitions,
-                    max_per_trigger=args.max_per_trigger, in_topic=in_topic, out_topic=out_topic)
+                    max_per_trigger=args.max_per_trigger, in_topic=in_topic, out_topic=out_topic, progress=progress)
         finally:
             spark.stop()
+        where = (f"Parquet {out_dir}/parquet (removed: --discard-output)" if args.discard_output
+                 else f"Parquet {out_dir}/parquet")
         print(f"records in:      {s['records_in'] - 1} page views (+1 watermark marker) from topic {in_topic!r}")
-        print(f"windows out:     {s['windows_out']} (page x 1-minute window) to Parquet {out_dir}/parquet "
+        print(f"windows out:     {s['windows_out']} (page x 1-minute window) to {where} "
               f"and {s['topic_windows']} to topic {out_topic!r}")
         print(f"late dropped:    {s['late_dropped']}")
         print(f"produce:         {s['events'] / s['produce_seconds']:,.0f} events/s")
         print(f"streaming job:   {s['seconds']:.1f} s, {s['micro_batches']} micro-batches, "
               f"{s['records_per_second']:,.0f} records/s")
+        if not args.discard_output:
+            print(f"output kept in:  {out_dir} (read it with spark.read.parquet('{out_dir}/parquet'))")
         if s["records_in"] != s["events"] + 1:
             print(f"the input topic held {s['records_in'] - s['events'] - 1} records from before: use new --topics")
             return 1
         return 0 if s["windows_out"] == s["topic_windows"] else 1
     finally:
-        if proc is not None:
-            stop_broker(proc)
-        if not args.out:
-            shutil.rmtree(tmp, ignore_errors=True)
+        if broker is not None:
+            broker.stop()   # and its temporary data directory
+        if args.discard_output:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
