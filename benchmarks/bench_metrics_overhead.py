@@ -172,8 +172,8 @@ def scrape_cost(args) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="small run: 50,000 records, 2 repeats")
-    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--quick", action="store_true", help="small run: 200,000 records, 2 repeats")
+    ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=float, default=90.0, help="seconds per run at most")
     args = ap.parse_args(argv)
     if args.quick:
-        args.records, args.repeat, args.scrape_partitions = 50_000, 2, 500
+        args.records, args.repeat, args.scrape_partitions = 200_000, 2, 500
     print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {args.records} records of {args.size} B, "
           f"{args.partitions} partitions, acks=all, librdkafka; scrape every {args.scrape_every} s while on")
     for storage in args.storage.split(","):
