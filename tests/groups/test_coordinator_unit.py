@@ -32,8 +32,11 @@ def env():
     storage = MemoryStorage()
     storage.create_topic("t", 6)
     clock = FakeScheduler()
+    # consumer groups compute every target at once here (group.consumer.assignment.interval.ms=0), so that the
+    # reconciliation tests need no clock steps; the batching of Kafka's 1 s default has its own tests
     cfg = GroupConfig(initial_rebalance_delay_ms=100, min_session_timeout_ms=1000,
-                      consumer_heartbeat_interval_ms=500, consumer_session_timeout_ms=3000)
+                      consumer_heartbeat_interval_ms=500, consumer_session_timeout_ms=3000,
+                      consumer_assignment_interval_ms=0)
     coord = GroupCoordinator(storage, cfg, clock)
     coord.load()
     return coord, clock, storage
@@ -325,20 +328,28 @@ def flat(assignment):
 
 def test_consumer_protocol_revoke_before_assign(env):
     coord, clock, storage = env
+    coord.config.consumer_assignment_interval_ms = 1000  # Kafka's default
     r1 = hb(coord, "m1", 0)
-    assert r1.error == 0 and r1.member_epoch == 1 and len(flat(r1.assignment)) == 6
+    # a new group is at epoch 1; m1 subscribing bumps it to 2, the first target is computed at once
+    assert r1.error == 0 and r1.member_epoch == 2 and len(flat(r1.assignment)) == 6
     a1 = flat(r1.assignment)
-    assert hb(coord, "m1", 1, owned=a1).assignment is None
+    assert hb(coord, "m1", 2, owned=a1).assignment is None
     r2 = hb(coord, "m2", 0)
-    assert r2.error == 0 and r2.member_epoch == 2  # at the new epoch, but nothing free yet: m1 owns everything
-    assert flat(r2.assignment) == set()
-    assert coord.groups["cg"].state == "Reconciling"
+    # epoch 3, but the next target waits for the assignment interval: m2 is at the current target's epoch
+    # with nothing, and m1 keeps everything
+    assert r2.error == 0 and r2.member_epoch == 2 and flat(r2.assignment) == set()
+    g = coord.groups["cg"]
+    assert (g.group_epoch, g.assignment_epoch, g.state) == (3, 2, "Assigning")
+    clock.advance(999)
+    assert hb(coord, "m1", 2, owned=a1).assignment is None and g.state == "Assigning"
+    clock.advance(1)
     # m1 is asked to give up 3 partitions, keeping its epoch until it reports the revocation
-    r1 = hb(coord, "m1", 1, owned=a1)
+    r1 = hb(coord, "m1", 2, owned=a1)
+    assert (g.assignment_epoch, g.state) == (3, "Reconciling")
     kept = flat(r1.assignment)
-    assert len(kept) == 3 and r1.member_epoch == 1
-    r1 = hb(coord, "m1", 1, owned=kept)
-    assert r1.member_epoch == 2
+    assert len(kept) == 3 and r1.member_epoch == 2
+    r1 = hb(coord, "m1", 2, owned=kept)
+    assert r1.member_epoch == 3
     r2 = hb(coord, "m2", 2, owned=set())
     got = flat(r2.assignment)
     assert len(got) == 3 and not (got & kept)
@@ -349,10 +360,12 @@ def test_consumer_protocol_revoke_before_assign(env):
     assert hb(coord, "zz", 3, owned=set()).error == errors.UNKNOWN_MEMBER_ID
     assert hb(coord, "", 0).error == errors.INVALID_REQUEST
     assert hb(coord, "m3", 0, assignor="nope").error == errors.UNSUPPORTED_ASSIGNOR
-    # m2 leaves; m1 gets everything back
+    # m2 leaves (epoch 4, no target computed on leaving); m1 gets everything back a second after epoch 3's
     assert hb(coord, "m2", -1).member_epoch == -1
+    assert (g.group_epoch, g.assignment_epoch, g.state) == (4, 3, "Assigning")
+    clock.advance(1000)
     r1 = hb(coord, "m1", r1.member_epoch, owned=kept)
-    assert len(flat(r1.assignment)) == 6
+    assert len(flat(r1.assignment)) == 6 and r1.member_epoch == 4
     # commits are checked against member epochs
     assert coord.offset_commit("cg", r1.member_epoch, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [0]
     assert coord.offset_commit("cg", 1, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [errors.STALE_MEMBER_EPOCH]
@@ -473,6 +486,93 @@ def test_consumer_group_new_topic_partitions_bump_epoch(env):
     r = hb(coord, "m1", r1.member_epoch, owned=flat(r1.assignment))
     assert coord.groups["cg"].group_epoch == epoch + 1
     assert len(flat(r.assignment)) == 8
+
+
+def _sub_hb(coord, member_id, epoch, topics=None, assignor=None, owned=None):
+    """A heartbeat that may change the subscription (``topics``) or the server assignor."""
+    return coord.consumer_heartbeat(
+        version=1, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+        rebalance_timeout_ms=5000 if epoch == 0 else -1,
+        subscribed_topic_names=list(topics) if topics is not None else None, subscribed_topic_regex=None,
+        server_assignor=assignor, topic_partitions=[] if epoch == 0 else owned)
+
+
+def _epochs(coord):
+    g = coord.groups["cg"]
+    return g.group_epoch, g.assignment_epoch, g.state
+
+
+def test_consumer_group_epoch_sequence(env):
+    """Kafka 4.4's group epochs: a new group is at 1; joining with no topics keeps it there; a subscription
+    change (including the first one) bumps it once, whether or not its topics exist; the target follows."""
+    coord, clock, storage = env
+    coord.config.consumer_assignment_interval_ms = 1000
+    r = _sub_hb(coord, "m1", 0, topics=[])
+    assert r.error == 0 and r.member_epoch == 1 and _epochs(coord) == (1, 1, "Stable")
+    r2 = _sub_hb(coord, "m2", 0, topics=[])  # a member with no topics: no rebalance
+    assert r2.member_epoch == 1 and _epochs(coord) == (1, 1, "Stable")
+    r = _sub_hb(coord, "m1", 1, topics=["t"])  # the first target assignment is computed at once
+    assert r.member_epoch == 2 and len(flat(r.assignment)) == 6 and _epochs(coord) == (2, 2, "Reconciling")
+    r = _sub_hb(coord, "m1", 2, topics=["t"], owned=None)  # the same subscription again: nothing changes
+    assert r.member_epoch == 2 and _epochs(coord)[0] == 2
+    r = _sub_hb(coord, "m1", 2, topics=["t", "missing"])  # a topic that does not exist still changes it
+    assert r.member_epoch == 2 and _epochs(coord) == (3, 2, "Assigning")  # within the assignment interval
+    clock.advance(1000)
+    r = _sub_hb(coord, "m1", 2)
+    assert r.member_epoch == 3 and _epochs(coord) == (3, 3, "Reconciling")  # m2 is still at epoch 1
+    r2 = _sub_hb(coord, "m2", 1)
+    assert r2.member_epoch == 3 and _epochs(coord) == (3, 3, "Stable")
+    # the missing topic appears: its metadata bumps the epoch once, at the next heartbeat
+    storage.create_topic("missing", 2)
+    clock.advance(1000)
+    r = _sub_hb(coord, "m1", 3)
+    assert r.member_epoch == 4 and len(flat(r.assignment)) == 8 and _epochs(coord) == (4, 4, "Reconciling")
+    # more partitions: one bump
+    storage.add_partitions("missing", 3)
+    r = _sub_hb(coord, "m1", 4)
+    assert _epochs(coord)[:2] == (5, 4)  # batched: the last target was computed less than a second ago
+    assert _sub_hb(coord, "m1", 4).member_epoch == 4 and _epochs(coord)[0] == 5  # no further bump
+    # the topic is deleted: one bump
+    clock.advance(1000)
+    storage.delete_topic("missing")
+    r = _sub_hb(coord, "m1", 4)
+    assert _epochs(coord)[:2] == (6, 6)
+    t_id = coord.topics()["t"].topic_id
+    assert r.member_epoch == 4 and flat(r.assignment) == {(t_id, p) for p in range(6)}  # revokes the deleted topic
+    assert _sub_hb(coord, "m1", 4, owned=[TP(t_id, list(range(6)))]).member_epoch == 6
+
+
+def test_consumer_group_epoch_on_leaving_and_server_assignor(env):
+    """Leaving always bumps the epoch and computes no target; when the group empties, the assignment epoch
+    catches up and the next join gets a target at once. Only a change of the group's preferred server
+    assignor (the one most members name, else the default) bumps the epoch."""
+    coord, clock, storage = env
+    coord.config.consumer_assignment_interval_ms = 1000
+    assert _sub_hb(coord, "m1", 0, topics=["t"], assignor="uniform").member_epoch == 2  # uniform is the default
+    assert _sub_hb(coord, "m2", 0, topics=["t"]).member_epoch == 2 and _epochs(coord)[:2] == (3, 2)
+    assert _sub_hb(coord, "m2", 2, assignor="uniform").error == 0 and _epochs(coord)[0] == 3  # still uniform
+    assert _sub_hb(coord, "m3", 0, topics=[], assignor="range").member_epoch == 2
+    assert _epochs(coord)[0] == 3  # uniform 2, range 1
+    assert _sub_hb(coord, "m1", 2, assignor="range").error == 0 and _epochs(coord)[0] == 4  # range 2, uniform 1
+    assert _sub_hb(coord, "m3", -1).member_epoch == -1 and _epochs(coord) == (5, 2, "Assigning")
+    assert _sub_hb(coord, "m2", -1).member_epoch == -1 and _epochs(coord) == (6, 2, "Assigning")
+    assert _sub_hb(coord, "m1", -1).member_epoch == -1 and _epochs(coord) == (7, 7, "Empty")
+    r = _sub_hb(coord, "m1", 0, topics=["t"])  # at once, though the last target is less than a second old
+    assert r.member_epoch == 8 and len(flat(r.assignment)) == 6 and _epochs(coord) == (8, 8, "Stable")
+
+
+def test_consumer_group_batched_assignment_survives_restart(env):
+    coord, clock, storage = env
+    coord.config.consumer_assignment_interval_ms = 1000
+    _sub_hb(coord, "m1", 0, topics=["t"])
+    _sub_hb(coord, "m2", 0, topics=["t"])
+    assert _epochs(coord) == (3, 2, "Assigning")
+    coord2 = GroupCoordinator(storage, coord.config, clock)
+    coord2.load()
+    assert _epochs(coord2) == (3, 2, "Assigning")
+    assert _sub_hb(coord2, "m2", 2).member_epoch == 2 and _epochs(coord2)[:2] == (3, 2)
+    clock.advance(1000)
+    assert _sub_hb(coord2, "m2", 2).member_epoch == 3 and _epochs(coord2)[:2] == (3, 3)
 
 
 def test_consumer_protocol_static_member_rejoins_with_its_partitions(env):
@@ -621,7 +721,9 @@ def test_classic_member_of_a_consumer_group_must_rejoin_within_its_rebalance_tim
     coord.sync_group("mx", j.generation_id, j.member_id, None, "consumer", "range", [], s)
     assert s.result.error == 0
     group = coord.groups["mx"]
-    group.group_epoch += 1  # a rebalance the classic member has not caught up with
+    group.group_epoch += 1  # a new epoch alone is no rebalance for the classic member (as Kafka: the target
+    assert coord.heartbeat("mx", j.generation_id, j.member_id, None) == 0  # may still be batched)...
+    group.assignment_epoch = group.group_epoch  # ...a target at it that the member has not caught up with is
     assert coord.heartbeat("mx", j.generation_id, j.member_id, None) == errors.REBALANCE_IN_PROGRESS
     _advance_keeping_m1(coord, clock, 2000)
     assert coord.heartbeat("mx", j.generation_id, j.member_id, None) == errors.REBALANCE_IN_PROGRESS

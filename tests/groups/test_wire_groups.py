@@ -14,7 +14,8 @@ import pytest
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import start_in_thread
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (ConsumerProtocolAssignment, ConsumerProtocolSubscription,
+from kafkawire.protocol.messages import (ConsumerGroupHeartbeatRequest, ConsumerProtocolAssignment,
+                                         ConsumerProtocolSubscription,
                                          JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
                                          OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
 
@@ -34,7 +35,7 @@ class KafkaNode:
 
 # The groups these tests talk to (their coordinators must be ready before the first request).
 GROUPS = ["adm", "allv", "allv-simple", "dup", "g", "g1", "ghost-group", "kip848", "meta-check", "never", "no-such",
-          "nope", "offs", "unknown-g", "kip848-mixed", *(f"v{v}" for v in range(10)), *(f"del{v}" for v in range(3))]
+          "nope", "offs", "unknown-g", "kip848-mixed", "ep-empty", "ep-missing", "ep-two", *(f"v{v}" for v in range(10)), *(f"del{v}" for v in range(3))]
 COORDINATOR_NOT_READY = (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR,
                          errors.COORDINATOR_LOAD_IN_PROGRESS)
 
@@ -336,6 +337,86 @@ def test_consumer_group_heartbeat_and_describe(client, node):
     assert fenced.error_code == errors.FENCED_MEMBER_EPOCH
     left = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=-1)
     assert left.error_code == 0 and left.member_epoch == -1
+
+
+def _cg_heartbeat(client, group, member_id, epoch, topics=None, owned=None):
+    fields = dict(group_id=group, member_id=member_id, member_epoch=epoch)
+    if epoch == 0:
+        fields.update(rebalance_timeout_ms=10000, topic_partitions=[])
+    if topics is not None:
+        fields["subscribed_topic_names"] = topics
+    if owned is not None:
+        fields["topic_partitions"] = owned
+    r = client.call("ConsumerGroupHeartbeat", 1, **fields)
+    assert r.error_code == 0, r
+    return r
+
+
+def _cg_epochs(client, group):
+    g = client.call("ConsumerGroupDescribe", 0, group_ids=[group]).groups[0]
+    assert g.error_code == 0
+    return g.group_epoch, g.assignment_epoch, g.group_state, {m.member_id: m.member_epoch for m in g.members}
+
+
+def test_consumer_group_epochs_step_by_step(client):
+    """Kafka 4.4's epoch sequence: a new group is at epoch 1, a first subscription bumps it once (existing
+    topic or not), an empty one not at all; every later change adds one."""
+    r = _cg_heartbeat(client, "ep-empty", "m-1", 0, topics=[])
+    assert r.member_epoch == 1 and _cg_epochs(client, "ep-empty") == (1, 1, "Stable", {"m-1": 1})
+    r = _cg_heartbeat(client, "ep-empty", "m-1", 1, topics=["wt"])
+    assert r.member_epoch == 2 and sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2]
+    assert _cg_epochs(client, "ep-empty") == (2, 2, "Stable", {"m-1": 2})
+    r = _cg_heartbeat(client, "ep-empty", "m-1", 2, topics=["wt"])  # the same topics: no new epoch
+    assert r.member_epoch == 2 and _cg_epochs(client, "ep-empty")[:2] == (2, 2)
+    _cg_heartbeat(client, "ep-empty", "m-1", 2, topics=["wt", "ep-no-such-topic"])
+    assert _cg_epochs(client, "ep-empty")[0] == 3
+    r = _cg_heartbeat(client, "ep-missing", "m-1", 0, topics=["ep-no-such-topic"])
+    assert r.member_epoch == 2 and r.assignment.topic_partitions == []
+    assert _cg_epochs(client, "ep-missing") == (2, 2, "Stable", {"m-1": 2})
+    for group in ("ep-empty", "ep-missing"):
+        left = client.call("ConsumerGroupHeartbeat", 1, group_id=group, member_id="m-1", member_epoch=-1)
+        assert left.error_code == 0
+        epoch = _cg_epochs(client, group)
+        assert epoch[2] == "Empty" and epoch[0] == epoch[1]  # leaving bumps; the assignment epoch catches up
+
+
+def test_consumer_group_second_member_waits_for_the_assignment_interval(client):
+    """A second member bumps the epoch, but the target is computed only a second (Kafka's default
+    group.consumer.assignment.interval.ms) after the previous one: until then the group is Assigning and the
+    new member is at the old target's epoch with nothing."""
+    r1 = _cg_heartbeat(client, "ep-two", "m-1", 0, topics=["wt"])
+    started = time.monotonic()
+    assert r1.member_epoch == 2
+    topic_id = r1.assignment.topic_partitions[0].topic_id
+    owned = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=topic_id, partitions=[0, 1, 2])]
+    r2 = _cg_heartbeat(client, "ep-two", "m-2", 0, topics=["wt"])
+    assert r2.member_epoch == 2 and r2.assignment.topic_partitions == []
+    if time.monotonic() - started < 0.8:
+        assert _cg_epochs(client, "ep-two") == (3, 2, "Assigning", {"m-1": 2, "m-2": 2})
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            r1 = _cg_heartbeat(client, "ep-two", "m-1", 2, owned=owned)
+            epochs = _cg_epochs(client, "ep-two")
+            if epochs[1] == 3:
+                break
+            assert epochs[:3] == (3, 2, "Assigning") and time.monotonic() < deadline
+            time.sleep(0.1)
+        assert time.monotonic() - started >= 0.9  # not before the interval
+        # m-1 must first give up what m-2 gets: it keeps epoch 2 until it reports the revocation
+        assert r1.member_epoch == 2 and epochs == (3, 3, "Reconciling", {"m-1": 2, "m-2": 2})
+        kept = sorted(r1.assignment.topic_partitions[0].partitions)
+        assert len(kept) in (1, 2)
+        owned = [ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=topic_id, partitions=kept)]
+        assert _cg_heartbeat(client, "ep-two", "m-1", 2, owned=owned).member_epoch == 3
+        r2 = _cg_heartbeat(client, "ep-two", "m-2", 2, owned=[])
+        assert r2.member_epoch == 3
+        got = sorted(r2.assignment.topic_partitions[0].partitions)
+        assert sorted(kept + got) == [0, 1, 2]
+        assert _cg_epochs(client, "ep-two") == (3, 3, "Stable", {"m-1": 3, "m-2": 3})
+    finally:
+        for m in ("m-1", "m-2"):
+            client.call("ConsumerGroupHeartbeat", 1, group_id="ep-two", member_id=m, member_epoch=-1)
 
 
 def test_classic_member_joins_a_consumer_group(client):

@@ -121,6 +121,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("group.consumer.heartbeat.interval.ms", INT, "5000", "Consumer group heartbeat interval.", True),
     _d("group.consumer.session.timeout.ms", INT, "45000", "Consumer group session timeout.", True),
     _d("group.consumer.max.size", INT, "2147483647", "Maximum members of a consumer group.", True),
+    _d("group.consumer.assignment.interval.ms", INT, "1000", "Least interval between two target assignments "
+       "of a consumer group."),
     # Kafka 4.4's default also has "streams" (KIP-1071 streams groups), which kafkawire does not serve
     _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", "Enabled rebalance protocols.", True),
     _d("group.min.session.timeout.ms", INT, "6000", "Minimum allowed session timeout.", True),

@@ -13,6 +13,7 @@ KEYS = {
     "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", 5000),
     "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", 45000),
     "group.consumer.max.size": ("consumer_max_size", 2147483647),
+    "group.consumer.assignment.interval.ms": ("consumer_assignment_interval_ms", 1000),
     "offsets.topic.num.partitions": ("offsets_topic_partitions", 1),
     "offsets.retention.minutes": ("offsets_retention_minutes", 10080),
     "offsets.retention.check.interval.ms": ("offsets_retention_check_interval_ms", 600000),
@@ -31,6 +32,8 @@ class GroupConfig:
     consumer_heartbeat_interval_ms: int = 5000
     consumer_session_timeout_ms: int = 45000
     consumer_max_size: int = 2147483647
+    # the least time between two target assignments of a consumer group (0: every epoch at once)
+    consumer_assignment_interval_ms: int = 1000
     offsets_topic_partitions: int = 1
     offsets_retention_minutes: int = 10080
     offsets_retention_check_interval_ms: int = 600000

@@ -1,15 +1,38 @@
 """The consumer group protocol of KIP-848 (ConsumerGroupHeartbeat): server-side assignment.
 
-The coordinator keeps, per group, a *group epoch* (bumped whenever a member
-joins, leaves or changes its subscription, or the subscribed topics change
-partition counts), a *target assignment* computed by a server-side assignor
-(``uniform`` or ``range``) at an *assignment epoch*, and per member its
-current assignment and *member epoch*. Members converge on the target one
-heartbeat at a time, revoking before assigning: a member first loses the
-partitions it must give up (it keeps its epoch until it reports, in a later
-heartbeat, that it no longer owns them); only then does it move to the
-assignment epoch, getting the new partitions that no other member still
-holds ("unreleased" partitions come in a later heartbeat).
+The coordinator keeps, per group, a *group epoch*, a *target assignment*
+computed by a server-side assignor (``uniform`` or ``range``) at an
+*assignment epoch*, and per member its current assignment and *member epoch*.
+
+Epochs, as Kafka 4.4 counts them: a new group starts at group and assignment
+epoch 1 (so a member joining with no topics is at epoch 1 at once). A
+heartbeat bumps the group epoch by one (never more) when
+
+* the member's set of subscribed topic names changes (a new member
+  subscribing to anything counts: it had none), or its regex changes;
+* the group's preferred server assignor (the one most members ask for, else
+  the default) changes;
+* the metadata of the subscribed topics that exist changed: a topic created,
+  deleted or recreated, or its partition count changed (Kafka compares a hash
+  of it; kafkawire compares the topic ids and partition counts themselves).
+
+A member leaving or being fenced always bumps it. A classic member joining
+(JoinGroup, see mixed.py) bumps it when it is new or its topics changed.
+
+The target assignment follows the group epoch in batches: a heartbeat (or a
+classic JoinGroup) that finds the group epoch ahead computes it only when
+``group.consumer.assignment.interval.ms`` (1 s) has passed since the last one
+(the first one, and the first after the group emptied, at once); until then
+the group is ``Assigning`` and members reconcile towards the last target,
+new members at its epoch with nothing. Leaving members do not compute it;
+when the last one goes, the assignment epoch catches up with the group epoch.
+
+Members converge on the target one heartbeat at a time, revoking before
+assigning: a member first loses the partitions it must give up (it keeps its
+epoch until it reports, in a later heartbeat, that it no longer owns them);
+only then does it move to the assignment epoch, getting the new partitions
+that no other member still holds ("unreleased" partitions come in a later
+heartbeat).
 """
 from __future__ import annotations
 
@@ -98,8 +121,10 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        # Kafka's new groups start at epoch 1, with an assignment at epoch 1 that was never computed
+        self.group_epoch = 1
+        self.assignment_epoch = 1
+        self.assignment_timestamp = 0  # when the target was last computed; 0: never (compute at once)
         self.members: dict[str, ConsumerMember] = {}
         self.target: dict[str, set] = {}
         self.assignor: str | None = None
@@ -140,7 +165,7 @@ class ConsumerGroup:
 
     def to_json(self) -> dict:
         return {"type": "consumer", "group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
-                "assignor": self.assignor, "subscription_metadata": self.subscription_metadata,
+                "assignment_timestamp": self.assignment_timestamp, "assignor": self.assignor, "subscription_metadata": self.subscription_metadata,
                 "members": [m.to_json() for m in self.members.values()],
                 "target": {mid: tps_to_json(t) for mid, t in self.target.items()}}
 
@@ -149,6 +174,7 @@ class ConsumerGroup:
         g = cls(group_id, now_ms)
         g.group_epoch = int(d.get("group_epoch", 0))
         g.assignment_epoch = int(d.get("assignment_epoch", 0))
+        g.assignment_timestamp = int(d.get("assignment_timestamp", 0))
         g.assignor = d.get("assignor")
         g.subscription_metadata = d.get("subscription_metadata", {})
         for md in d.get("members", []):
@@ -218,17 +244,26 @@ class ConsumerOps:
     def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
         return {name: (meta.topic_id, meta.partitions) for name, meta in self.topics().items()}
 
-    def _consumer_refresh_target(self, group: ConsumerGroup, bumped: bool = False) -> None:
-        """Recompute the subscription metadata and, when the group epoch moved, the target assignment."""
+    def _consumer_refresh_target(self, group: ConsumerGroup, bumped: bool = False, assign: bool = True) -> None:
+        """Recompute the subscription metadata (bumping the group epoch once when it changed and the caller
+        has not bumped it already) and, with ``assign``, the target assignment when the group epoch is ahead
+        of it and the assignment interval allows."""
         topics = self._topic_ids()
         subscribed = group.subscribed_topics(topics)
         metadata = {t: [str(topics[t][0]), topics[t][1]] for t in sorted(subscribed) if t in topics}
         if metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
-            if group.members and not bumped:
+            if not bumped:
                 group.group_epoch += 1
-        if group.group_epoch <= group.assignment_epoch:
+                group.state_timestamp = self.scheduler.now_ms()
+                log.info("consumer group %s: subscribed topic metadata changed; group epoch %d", group.group_id,
+                         group.group_epoch)
+        if not assign or group.group_epoch <= group.assignment_epoch:
             return
+        now = self.scheduler.now_ms()
+        interval = self.config.consumer_assignment_interval_ms
+        if group.assignment_timestamp and interval and now < group.assignment_timestamp + interval:
+            return  # batched: computed by the first heartbeat after the interval
         assignor_name = self._pick_assignor(group)
         group.assignor = assignor_name
         member_subs = {mid: {topics[t][0] for t in member_topics(m, topics) if t in topics}
@@ -236,6 +271,7 @@ class ConsumerOps:
         parts = {topics[t][0]: topics[t][1] for t in metadata}
         group.target = ASSIGNORS[assignor_name](member_subs, parts, group.target)
         group.assignment_epoch = group.group_epoch
+        group.assignment_timestamp = now
         log.info("consumer group %s: target assignment at epoch %d (%s) for %d members", group.group_id,
                  group.assignment_epoch, assignor_name, len(group.members))
 
@@ -393,7 +429,6 @@ class ConsumerOps:
                     return fail(errors.GROUP_MAX_SIZE_REACHED)
                 member = ConsumerMember(member_id)
                 group.members[member_id] = member
-                bumped = True
                 log.info("consumer group %s: member %s joined", group_id, member_id)
             else:
                 # the member lost its state (fenced, restarted): it starts over and releases what it had
@@ -417,23 +452,28 @@ class ConsumerOps:
             member.instance_id = instance_id
         if rack_id is not None:
             member.rack_id = rack_id
-        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(member.subscribed_names):
-            member.subscribed_names = list(subscribed_topic_names)
+        if subscribed_topic_names is not None and set(subscribed_topic_names) != set(member.subscribed_names):
             bumped = True
+        if subscribed_topic_names is not None:
+            member.subscribed_names = list(subscribed_topic_names)
         if subscribed_topic_regex is not None and (subscribed_topic_regex or None) != member.subscribed_regex:
             member.subscribed_regex = subscribed_topic_regex or None
             bumped = True
         if server_assignor is not None and server_assignor != member.server_assignor:
+            preferred = self._pick_assignor(group)
             member.server_assignor = server_assignor
-            bumped = True
+            if self._pick_assignor(group) != preferred:  # only the group's preferred assignor counts
+                bumped = True
         if bumped:
             group.group_epoch += 1
             group.state_timestamp = self.scheduler.now_ms()
-        before = (group.group_epoch, member.member_epoch, frozenset(member.assigned), member.state)
+        before = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
+                  member.state)
         self._consumer_refresh_target(group, bumped)
         self._reconcile(group, member, _owned(topic_partitions))
         self._consumer_session(group, member)
-        after = (group.group_epoch, member.member_epoch, frozenset(member.assigned), member.state)
+        after = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
+                 member.state)
         if bumped or before != after:
             self.persist_group(group)
         assigned = frozenset(member.assigned)

@@ -190,9 +190,13 @@ class MixedOps:
             self._cancel_member_timers(m)
             group.members.pop(m.member_id, None)
             group.target.pop(m.member_id, None)
-        group.group_epoch += 1
+        group.group_epoch += 1  # always, as Kafka; the target waits for the next heartbeat
         group.state_timestamp = self.scheduler.now_ms()
-        self._consumer_refresh_target(group, bumped=True)
+        self._consumer_refresh_target(group, bumped=True, assign=False)
+        if not group.members:  # the assignment epoch catches up; the next member gets a target at once
+            group.target = {}
+            group.assignment_epoch = group.group_epoch
+            group.assignment_timestamp = 0
         self.persist_group(group)
 
     # -- conversions --------------------------------------------------------------------------------------------
@@ -332,7 +336,7 @@ class MixedOps:
         member.server_assignor = None
         member.client_id, member.client_host = client_id, client_host
         member.classic = ClassicMetadata(session_timeout_ms, list(protocols))
-        if sorted(sub.topics) != sorted(member.subscribed_names) or member.subscribed_regex is not None:
+        if set(sub.topics) != set(member.subscribed_names) or member.subscribed_regex is not None:
             member.subscribed_names = list(sub.topics)
             member.subscribed_regex = None
             bumped = True
@@ -384,7 +388,7 @@ class MixedOps:
         if (protocol_type is not None and protocol_type != "consumer") or \
                 (protocol_name is not None and protocol_name != member.classic.protocol_name):
             return cb(SyncResult(errors.INCONSISTENT_GROUP_PROTOCOL))
-        if group.group_epoch > member.member_epoch and member.state != UNREVOKED:
+        if group.assignment_epoch > member.member_epoch and member.state != UNREVOKED:
             self._schedule_join_timeout(group, member)
             return cb(SyncResult(errors.REBALANCE_IN_PROGRESS))
         if member.sync_timer is not None:
@@ -404,7 +408,7 @@ class MixedOps:
         if generation_id != member.member_epoch:
             return errors.ILLEGAL_GENERATION
         self._consumer_session(group, member)
-        if member.member_epoch < group.group_epoch or member.state == UNREVOKED or \
+        if member.member_epoch < group.assignment_epoch or member.state == UNREVOKED or \
                 (member.state == UNRELEASED and not self._waiting_on_unreleased(group, member)):
             self._schedule_join_timeout(group, member)
             return errors.REBALANCE_IN_PROGRESS
