@@ -135,7 +135,7 @@ def run_kafkawire(topics, batch) -> dict:
                     break
                 except OSError:
                     if time.monotonic() > deadline or proc.poll() is not None:
-                        raise RuntimeError("kafkawire did not start")
+                        raise RuntimeError("kafkawire did not start") from None
                     time.sleep(0.1)
             return measure("127.0.0.1", port, topics, batch, "kw")
         finally:

@@ -620,6 +620,7 @@ def main(argv: list[str] | None = None) -> int:
     perf = None
     if "perf" in args.generators:
         import kafka_perf
+
         from kafka_reference import KafkaUnavailable
 
         try:

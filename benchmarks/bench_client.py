@@ -14,7 +14,7 @@ import os
 import time
 
 from kafkawire.client.arrow import ArrowColumns
-from kafkawire.protocol.records import RecordBatch, build_batch, iter_batches
+from kafkawire.protocol.records import build_batch, iter_batches
 
 
 def make_batches(n_records: int, per_batch: int, value_size: int, codec: str, keyed: bool,

@@ -102,6 +102,7 @@ def create_topic(bootstrap, topic, partitions):
 # -- 1. join and rebalance latency ----------------------------------------------------------------------
 def rebalance_round(bootstrap: str, group: str, members: int = 10):
     from groups.wire import WireClient
+
     from kafkawire.protocol import errors
     from kafkawire.protocol.messages import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
@@ -255,6 +256,7 @@ def throughput(bootstrap, workdir: Path, records: int):
 
 def commit_rate(bootstrap, n=3000):
     from groups.wire import WireClient
+
     from kafkawire.protocol.messages import OffsetCommitRequest as R
 
     topic = "bench-groups-commits"

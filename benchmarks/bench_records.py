@@ -113,7 +113,7 @@ def kw_bulk_encode(chunks, codec) -> list[bytes]:
 def kw_decode(buf) -> int:
     n = 0
     for batch in iter_batches(buf):
-        for record in batch.records():
+        for _record in batch.records():
             n += 1
     return n
 
@@ -159,7 +159,7 @@ def kw_header_walk(buf) -> int:
 def kp_encode(records, codec, batch_size) -> list[bytes]:
     batches = []
     builder = MemoryRecordsBuilder(2, int(codec), batch_size)
-    for key, value, headers, ts in records:
+    for key, value, _headers, ts in records:
         if builder.append(ts, key, value, []) is None:
             builder.close()
             batches.append(builder.buffer())  # a bytearray: not copied into bytes, to be fair to it
@@ -174,7 +174,7 @@ def kp_decode(buf) -> int:
     n = 0
     records = MemoryRecords(buf)
     while records.has_next():
-        for record in records.next_batch():
+        for _record in records.next_batch():
             n += 1
     return n
 

@@ -136,8 +136,7 @@ def main(argv=None) -> int:
               f"({n / load_s:,.0f}/s, confluent-kafka producer)", flush=True)
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark.sql import SparkSession
-        from pyspark.sql import functions as F
+        from pyspark.sql import SparkSession, functions as F
 
         from kafkawire.spark import register
 

@@ -251,7 +251,7 @@ class ReferenceKafka:
                 "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
                 *self.jvm_args, "-cp", classpath(), "kafka.Kafka", str(config)]
 
-    def start(self, timeout: float = 120.0) -> "ReferenceKafka":
+    def start(self, timeout: float = 120.0) -> ReferenceKafka:
         """Format (first start only) and start; returns once Metadata lists this broker."""
         attempts = 3 if self.port is None else 1
         last: Exception | None = None
@@ -323,7 +323,7 @@ class ReferenceKafka:
     def kill(self) -> int | None:
         return self._terminate(signal.SIGKILL)
 
-    def restart(self, timeout: float = 120.0) -> "ReferenceKafka":
+    def restart(self, timeout: float = 120.0) -> ReferenceKafka:
         self.stop()
         config = self._write_config()
         self._spawn(config)
@@ -341,7 +341,7 @@ class ReferenceKafka:
         except FileNotFoundError:
             return "(no Kafka log)"
 
-    def __enter__(self) -> "ReferenceKafka":
+    def __enter__(self) -> ReferenceKafka:
         return self.start()
 
     def __exit__(self, *exc) -> None:

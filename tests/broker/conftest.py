@@ -62,7 +62,7 @@ class RawClient:
             data = self.sock.recv(1)
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
         return data == b""
 

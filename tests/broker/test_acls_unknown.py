@@ -7,7 +7,7 @@ import pytest
 from kafkawire.protocol import errors, message_class
 
 from .conftest import RawClient
-from .reference import reference_client
+from .reference import reference_client  # noqa: F401  (a fixture, used by name)
 
 D, C, X = (message_class(n) for n in ("DescribeAclsRequest", "CreateAclsRequest", "DeleteAclsRequest"))
 GOOD = {"rt": 2, "pt": 3, "op": 3, "perm": 3}

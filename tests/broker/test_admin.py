@@ -10,7 +10,6 @@ from kafkawire.broker import config as C
 from kafkawire.protocol import errors, message_class
 from kafkawire.protocol.records import build_batch
 
-
 from .helpers import batch, create_topic, fetch_request, produce_request
 
 CT = message_class("CreateTopicsRequest")

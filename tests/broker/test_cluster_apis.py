@@ -8,8 +8,13 @@ import pytest
 
 from kafkawire.broker import features
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (AlterReplicaLogDirsRequest, DescribeClusterRequest, DescribeLogDirsRequest,
-                                         DescribeQuorumRequest, ListConfigResourcesRequest)
+from kafkawire.protocol.messages import (
+    AlterReplicaLogDirsRequest,
+    DescribeClusterRequest,
+    DescribeLogDirsRequest,
+    DescribeQuorumRequest,
+    ListConfigResourcesRequest,
+)
 
 from .helpers import create_topic
 from .reference import normalized, reference_client, unique, wait_for_topic

@@ -3,8 +3,16 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.config import (DEFAULT_CONFIG, DYNAMIC_BROKER_CONFIG, STATIC_BROKER_CONFIG, BrokerConfig,
-                                     ConfigError, parse_host_port, parse_properties, pick_listener)
+from kafkawire.broker.config import (
+    DEFAULT_CONFIG,
+    DYNAMIC_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    BrokerConfig,
+    ConfigError,
+    parse_host_port,
+    parse_properties,
+    pick_listener,
+)
 
 
 def test_parse_properties_syntax():

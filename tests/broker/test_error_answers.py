@@ -10,7 +10,7 @@ import pytest
 from kafkawire.broker import dispatch
 from kafkawire.protocol import api, encode_response_parts, errors, message_class
 
-from .helpers import batch, create_topic, produce_request
+from .helpers import batch, create_topic
 
 
 def _swap(broker, api_key, fn):

@@ -40,7 +40,6 @@ def test_special_timestamps_need_their_version(client, timestamp, first_version)
 def test_records_of_the_offsets_topic_cannot_be_deleted(tmp_path):
     from kafkawire.broker.config import BrokerConfig
     from kafkawire.broker.server import start_in_thread
-    from kafkawire.protocol import message_class
 
     from .conftest import RawClient
 

@@ -12,7 +12,6 @@ import pytest
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import MetadataRequest
 
-from .conftest import msg
 from .helpers import create_topic
 from .reference import normalized, reference_client, unique, wait_for_topic
 

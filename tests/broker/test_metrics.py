@@ -12,7 +12,7 @@ import pytest
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import start_in_thread
 
-from .conftest import RawClient, msg
+from .conftest import RawClient
 from .helpers import batch, create_topic, fetch_request, produce_request
 
 parser = pytest.importorskip("prometheus_client.parser")
@@ -129,7 +129,7 @@ def test_counters_gauges_and_lag_follow_real_clients(metrics_broker):
 
     # more records move the lag with the log end offset
     producer = confluent_kafka.Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
-    for i in range(5):
+    for _ in range(5):
         producer.produce(TOPIC, b"x", partition=1)
     assert producer.flush(30) == 0
     later = scrape(port)

@@ -30,9 +30,9 @@ def _produce_all(client, topic, round_):
 
 
 def test_2000_partitions_under_ulimit_256(tmp_path):
+    import os
     import subprocess
     import sys
-    import os
 
     port = free_port()
     env = dict(os.environ, PYTHONUNBUFFERED="1")

@@ -231,7 +231,7 @@ def test_long_poll_min_bytes_accumulates(client, connect):
     producer = connect()
 
     def later():
-        for i in range(3):
+        for _i in range(3):
             time.sleep(0.1)
             producer.call(produce_request("lp3", 0, batch([b"x" * 100])), 9)
 

@@ -81,7 +81,7 @@ class Broker:
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
 
-    def start(self, timeout: float = 30.0) -> "Broker":
+    def start(self, timeout: float = 30.0) -> Broker:
         last = None
         for _ in range(3):  # a port taken between probing and binding: try another
             self.port = free_port()
@@ -100,7 +100,7 @@ class Broker:
             self.stop()
         raise RuntimeError(f"{self.kind} broker did not start ({last!r}):\n{self.log_tail()}")
 
-    def restart(self, timeout: float = 30.0) -> "Broker":
+    def restart(self, timeout: float = 30.0) -> Broker:
         """Stop, then start again on the same port (its memory storage starts empty)."""
         self.stop()
         with open(self.log_path, "ab") as log:

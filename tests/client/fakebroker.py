@@ -11,8 +11,7 @@ import asyncio
 import inspect
 import uuid
 
-from kafkawire.protocol import decode_request, encode_response, message_class
-from kafkawire.protocol import errors as kerrors
+from kafkawire.protocol import decode_request, encode_response, errors as kerrors, message_class
 from kafkawire.protocol.negotiation import supported_ranges
 
 
@@ -28,7 +27,7 @@ class FakeBroker:
         self.in_flight = 0
         self.max_in_flight = 0
 
-    async def start(self) -> "FakeBroker":
+    async def start(self) -> FakeBroker:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
         return self

@@ -13,7 +13,7 @@ from kafkawire.protocol.records import LOG_APPEND_TIME, CorruptRecordError, Reco
 def _records(n: int, seed: int):
     rnd = random.Random(seed)
     out = []
-    for i in range(n):
+    for _i in range(n):
         key = None if rnd.random() < 0.3 else rnd.randbytes(rnd.choice([0, 3, 70, 200]))
         value = None if rnd.random() < 0.1 else rnd.randbytes(rnd.choice([0, 5, 63, 64, 100, 300, 9000, 20000]))
         headers = [] if rnd.random() < 0.7 else [("h%d" % j, None if j == 1 else rnd.randbytes(j * 3))

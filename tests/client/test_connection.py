@@ -8,8 +8,7 @@ import pytest
 from kafkawire.client import AsyncProducer, Connection, ConnectionClosed, RequestTimeout
 from kafkawire.client.cluster import Cluster
 from kafkawire.client.retry import Backoff
-from kafkawire.protocol import KafkaError, message_class
-from kafkawire.protocol import errors as kerrors
+from kafkawire.protocol import KafkaError, errors as kerrors, message_class
 from kafkawire.protocol.negotiation import supported_ranges
 from kafkawire.protocol.records import iter_batches
 

@@ -111,8 +111,7 @@ def test_offset_out_of_range(bootstrap, make_topic, topic, tansu_gap):
 
 def test_read_committed_skips_aborted_transactions(bootstrap, make_topic, topic, tansu_gap):
     tansu_gap("Fetch responses carry no aborted transactions (librdkafka returns the aborted records too)")
-    from confluent_kafka import KafkaException
-    from confluent_kafka import Producer as CProducer
+    from confluent_kafka import KafkaException, Producer as CProducer
 
     make_topic(topic, 1)
     p = CProducer({"bootstrap.servers": bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5})

@@ -35,7 +35,7 @@ def test_records_read_back_by_librdkafka(bootstrap, make_topic, topic, codec):
         assert seen["headers"] == rec["headers"]
         assert seen["timestamp"] == rec["timestamp"]
     # per partition, offsets are dense and in produce order
-    for p, rs in by_part.items():
+    for _p, rs in by_part.items():
         assert [r["offset"] for r in rs] == list(range(len(rs)))
 
 
@@ -56,7 +56,7 @@ def test_idempotent_batches_carry_producer_id_and_sequences(bootstrap, make_topi
 
     make_topic(topic, 1)
     with Producer(bootstrap, linger_ms=0, batch_size=2000) as p:
-        for i in range(200):
+        for _i in range(200):
             p.produce(topic, b"x" * 50, partition=0)
         p.flush()
         pid = p._core.producer_id

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import uuid
 
+from kafkawire.protocol import message_class
+
 from conformance_suite import explain
 from conformance_suite.build import build
 from conformance_suite.compare import differences
 from conformance_suite.normalise import Normaliser
-from kafkawire.protocol import message_class
 
 MetadataResponse = message_class("MetadataResponse")
 

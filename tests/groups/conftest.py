@@ -11,9 +11,8 @@ import uuid
 
 import pytest
 
-from peers.peer_harness import KafkaBroker, close_shared_kafka, mark_gaps, selected_targets, start_kafka
-
 from .harness import GROUP_OVERRIDES, Broker
+from peers.peer_harness import KafkaBroker, close_shared_kafka, mark_gaps, selected_targets, start_kafka
 
 try:
     TARGETS_SELECTED = selected_targets()

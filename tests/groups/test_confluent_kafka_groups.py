@@ -216,7 +216,7 @@ def test_admin_client_classic_and_consumer_groups(broker, topic):
     try:
         listed = {g.group_id: (g.state.name, g.type.name) for g in admin.list_consumer_groups().result(20).valid}
         assert listed[classic] == ("STABLE", "CLASSIC") and listed[consumer] == ("STABLE", "CONSUMER")
-        for gid, f in admin.describe_consumer_groups([classic, consumer]).items():
+        for _gid, f in admin.describe_consumer_groups([classic, consumer]).items():
             g = f.result(20)
             assert g.state.name == "STABLE" and len(g.members) == 1
             assert sorted(tp.partition for tp in g.members[0].assignment.topic_partitions) == [0, 1]

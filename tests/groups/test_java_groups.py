@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kafka_pins
 import pytest
 
-from support.java import JavaProgram
-
+import kafka_pins
 from .harness import create_topic, produce
+from support.java import JavaProgram
 
 SOURCE = Path(__file__).parent / "java" / "GroupsTool.java"
 

@@ -14,14 +14,18 @@ import uuid
 import pytest
 
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (ConsumerGroupHeartbeatRequest, ConsumerProtocolAssignment,
-                                         ConsumerProtocolSubscription, JoinGroupRequest, LeaveGroupRequest,
-                                         MetadataRequest, OffsetCommitRequest)
-
-from peers.peer_harness import KafkaBroker, start_kafka
+from kafkawire.protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+)
 
 from .harness import GROUP_OVERRIDES, Broker, create_topic
 from .wire import WireClient
+from peers.peer_harness import KafkaBroker, start_kafka
 
 NOT_READY = (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR, errors.COORDINATOR_LOAD_IN_PROGRESS)
 PARTITIONS = 3

@@ -8,8 +8,14 @@ import time
 import pytest
 
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-                                         MetadataRequest, OffsetCommitRequest, OffsetFetchRequest)
+from kafkawire.protocol.messages import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    MetadataRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+)
 
 from .test_wire_groups import COORDINATOR_NOT_READY, stable_member
 from .wire import WireClient

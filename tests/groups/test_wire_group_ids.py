@@ -9,8 +9,14 @@ import uuid
 import pytest
 
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
-                                         OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
+from kafkawire.protocol.messages import (
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 
 from .test_wire_groups import COORDINATOR_NOT_READY, advertised, client, node, served  # noqa: F401 (fixtures)
 

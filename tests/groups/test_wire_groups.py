@@ -14,15 +14,21 @@ import pytest
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import start_in_thread
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (ConsumerGroupHeartbeatRequest, ConsumerProtocolAssignment,
-                                         ConsumerProtocolSubscription,
-                                         JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
-                                         OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
-
-from peers.peer_harness import start_kafka
+from kafkawire.protocol.messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
+)
 
 from .harness import GROUP_OVERRIDES
 from .wire import WireClient
+from peers.peer_harness import start_kafka
 
 
 class KafkaNode:

@@ -19,8 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from .peer_harness import (GROUP_SETTINGS, BrokerProcess, BrokerStartError, close_shared_kafka, make_broker,
-                           mark_gaps, selected_targets, shared_brokers, start_kafka, tansu_binary)
+from .peer_harness import (
+    GROUP_SETTINGS,
+    BrokerProcess,
+    BrokerStartError,
+    close_shared_kafka,
+    make_broker,
+    mark_gaps,
+    selected_targets,
+    shared_brokers,
+    start_kafka,
+    tansu_binary,
+)
 
 try:
     TARGETS_SELECTED = selected_targets()

@@ -31,9 +31,9 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 TARGET_ENV = "KAFKAWIRE_PEER_TARGET"
 TARGETS = ("kafkawire", "kafka", "tansu")
@@ -158,7 +158,7 @@ class BrokerProcess:
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/", *self.extra_args]
 
-    def start(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+    def start(self, timeout: float = READY_TIMEOUT) -> BrokerProcess:
         """Start and wait for an ApiVersions round-trip; a port lost to a race is retried on another."""
         attempts = 3 if self.port is None else 1
         last_error: Exception | None = None
@@ -227,7 +227,7 @@ class BrokerProcess:
         """SIGKILL at once, as a crash would."""
         return self._terminate(signal.SIGKILL)
 
-    def restart(self, timeout: float = READY_TIMEOUT) -> "BrokerProcess":
+    def restart(self, timeout: float = READY_TIMEOUT) -> BrokerProcess:
         """Start again on the same port and data directory."""
         self.stop()
         self._spawn()
@@ -248,7 +248,7 @@ class BrokerProcess:
             return "(no broker log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -316,7 +316,7 @@ class KafkaBroker:
     def running(self) -> bool:
         return self.kafka.proc is not None and self.kafka.proc.poll() is None
 
-    def start(self, timeout: float = 120.0) -> "KafkaBroker":
+    def start(self, timeout: float = 120.0) -> KafkaBroker:
         self.kafka.start(timeout)
         return self
 
@@ -326,7 +326,7 @@ class KafkaBroker:
     def kill(self) -> int | None:
         return self.kafka.kill()
 
-    def restart(self, timeout: float = 120.0) -> "KafkaBroker":
+    def restart(self, timeout: float = 120.0) -> KafkaBroker:
         self.kafka.restart(timeout)
         return self
 
@@ -336,7 +336,7 @@ class KafkaBroker:
     def log_tail(self, lines: int = 40) -> str:
         return self.kafka.log_tail(lines)
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -344,7 +344,7 @@ class KafkaBroker:
 
 
 def make_broker(target: str, data_dir: Path | None = None, *, storage: str = "disk",
-                config: dict[str, object] | None = None) -> "BrokerProcess | KafkaBroker":
+                config: dict[str, object] | None = None) -> BrokerProcess | KafkaBroker:
     """A broker of ``target`` (not started); ``config`` holds Kafka settings (``key: value``)."""
     if target == "kafka":
         return KafkaBroker(data_dir, config)
@@ -354,7 +354,7 @@ def make_broker(target: str, data_dir: Path | None = None, *, storage: str = "di
     return BrokerProcess(target, data_dir=data_dir, storage=storage, extra_args=extra)
 
 
-_shared: dict[tuple, "KafkaBroker | BaseException"] = {}
+_shared: dict[tuple, KafkaBroker | BaseException] = {}
 
 
 def shared_kafka(config: dict[str, object] | None = None) -> KafkaBroker:
@@ -622,7 +622,7 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int, *
     Stops at ``count`` records, then keeps polling briefly to catch any
     surplus (more records than produced is a failure too).
     """
-    from confluent_kafka import Consumer, TopicPartition, TIMESTAMP_CREATE_TIME
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
 
     conf = {"bootstrap.servers": bootstrap, "group.id": f"peers-assign-{topic}", "enable.auto.commit": False,
             "enable.auto.offset.store": False, "enable.partition.eof": False, "fetch.wait.max.ms": 100}

@@ -6,13 +6,21 @@ import time
 
 import pytest
 
-from .peer_harness import (Rec, assert_readback, by_partition, confluent_consume, confluent_create_topic,
-                          confluent_produce, end_offsets, make_records, wait_for_topic)
+from .peer_harness import (
+    Rec,
+    assert_readback,
+    by_partition,
+    confluent_consume,
+    confluent_create_topic,
+    confluent_produce,
+    end_offsets,
+    make_records,
+    wait_for_topic,
+)
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import KafkaError, KafkaException, TopicPartition  # noqa: E402
-from confluent_kafka.admin import (AdminClient, ConfigResource, NewTopic, OffsetSpec,  # noqa: E402
-                                   ResourceType)
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ import pytest
 from .peer_harness import Rec, assert_readback, by_partition, confluent_consume, confluent_produce, make_records
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType  # noqa: E402
 
 
@@ -151,7 +151,7 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
     # subsequence of what was produced there; every acknowledged one is at its reported offset.
     sent = by_partition(records[:produced])
     index_in_partition = {}
-    for p, recs in sent.items():
+    for recs in sent.values():
         for j, r in enumerate(recs):
             index_in_partition[r] = j
     found: dict[tuple[int, int], Rec] = {}
@@ -173,7 +173,7 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
     # The recovered log takes new records after its end.
     tail = make_records(200, partitions, seed=601)
     tail_delivered = confluent_produce(disk_broker.bootstrap, topic, tail, {"acks": "all"})
-    for r, (p, o) in zip(tail, tail_delivered):
+    for _r, (p, o) in zip(tail, tail_delivered):
         assert o >= ends[p]
     got_tail = confluent_consume(disk_broker.bootstrap, topic, partitions, len(tail), start=ends)
     assert_readback(tail, got_tail, delivered=tail_delivered, start_offsets=ends)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import kafka_pins
 import pytest
 
-from support.java import JavaProgram
-
+import kafka_pins
 from .peer_harness import Rec, assert_readback, by_partition, confluent_consume, end_offsets, make_records
+from support.java import JavaProgram
 
 pytestmark = pytest.mark.timeout(180)
 

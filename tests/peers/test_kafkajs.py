@@ -16,8 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from .peer_harness import (Rec, assert_readback, by_partition, confluent_consume, confluent_create_topic,
-                          confluent_produce, end_offsets, make_records)
+from .peer_harness import (
+    Rec,
+    assert_readback,
+    by_partition,
+    confluent_consume,
+    confluent_create_topic,
+    confluent_produce,
+    end_offsets,
+    make_records,
+)
 
 NODE_DIR = Path(__file__).resolve().parent.parent / "node"
 SCRIPT = NODE_DIR / "kafkajs_peer.js"

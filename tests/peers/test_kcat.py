@@ -11,8 +11,7 @@ import subprocess
 
 import pytest
 
-from .peer_harness import (Rec, assert_readback, confluent_consume, confluent_create_topic, confluent_produce,
-                          now_ms)
+from .peer_harness import Rec, assert_readback, confluent_consume, confluent_create_topic, confluent_produce, now_ms
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -12,8 +12,14 @@ from collections import defaultdict
 
 import pytest
 
-from .peer_harness import (Rec, assert_readback, confluent_consume, confluent_create_topic, confluent_produce,
-                          make_records)
+from .peer_harness import (
+    Rec,
+    assert_readback,
+    confluent_consume,
+    confluent_create_topic,
+    confluent_produce,
+    make_records,
+)
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -296,7 +296,7 @@ def kio_neutral(obj, spec: StructSpec, version: int):
     return out
 
 
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _MS = datetime.timedelta(milliseconds=1)
 
 

@@ -7,8 +7,12 @@ from hypothesis import HealthCheck, given, settings
 from kafkawire.protocol import DecodeError, decode_request, message_class
 from kafkawire.protocol.annotate import AnnotationError, annotate, annotate_request, annotate_response
 
-from .frames import (API_VERSIONS_REQUEST_V3, DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
-                     DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0, DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN)
+from .frames import (
+    API_VERSIONS_REQUEST_V3,
+    DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN,
+)
 from .strategies import all_pairs, messages
 
 PAIRS = all_pairs()

@@ -5,8 +5,12 @@ import json
 import subprocess
 import sys
 
-from .frames import (API_VERSIONS_REQUEST_V3, DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
-                     DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0, DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN)
+from .frames import (
+    API_VERSIONS_REQUEST_V3,
+    DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN,
+)
 
 
 def kafkawire(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

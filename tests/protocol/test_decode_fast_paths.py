@@ -7,8 +7,7 @@ import uuid
 
 import pytest
 
-from kafkawire.protocol import DecodeError, message_class
-from kafkawire.protocol import codegen
+from kafkawire.protocol import DecodeError, codegen, message_class
 
 ApiVersions = message_class("ApiVersionsResponse")
 LeaderChange = message_class("LeaderChangeMessage")

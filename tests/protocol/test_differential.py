@@ -99,7 +99,6 @@ KIO_SKIPS: dict[tuple[str, int], str] = {}
 def _kio_override(kafka_types: dict):
     """Values kio's Python types can hold: error codes it knows (an enum), durations and timestamps
     within datetime's range (it converts through float seconds, exact below 2**40 ms)."""
-    import datetime
 
     from hypothesis import strategies as st
     from kio.schema.errors import ErrorCode

@@ -5,15 +5,32 @@ import uuid
 
 import pytest
 
-from kafkawire.protocol import (DecodeError, FrameError, FrameParser, UnsupportedVersionError, decode_request,
-                                decode_response, encode_request, encode_request_parts, encode_response,
-                                encode_response_parts, frame, message_class, request_header,
-                                request_header_version, response_header_version)
+from kafkawire.protocol import (
+    DecodeError,
+    FrameError,
+    FrameParser,
+    UnsupportedVersionError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_request_parts,
+    encode_response,
+    encode_response_parts,
+    frame,
+    message_class,
+    request_header,
+    request_header_version,
+    response_header_version,
+)
 from kafkawire.protocol.framing import read_frame_size
 from kafkawire.protocol.rpc import peek_request_prefix
 
-from .frames import (API_VERSIONS_REQUEST_V3, DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
-                     DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0, DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN)
+from .frames import (
+    API_VERSIONS_REQUEST_V3,
+    DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0,
+    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN,
+)
 
 ApiVersionsRequest = message_class("ApiVersionsRequest")
 ApiVersionsResponse = message_class("ApiVersionsResponse")

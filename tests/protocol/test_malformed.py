@@ -5,8 +5,7 @@ from __future__ import annotations
 import tracemalloc
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.protocol import DecodeError, UnsupportedVersionError, decode_request, message_class
 

@@ -3,8 +3,18 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.protocol import (KafkaError, all_apis, api, api_by_name, error_for, errors, message_class,
-                                negotiate, pick_version, supported_ranges)
+from kafkawire.protocol import (
+    KafkaError,
+    all_apis,
+    api,
+    api_by_name,
+    error_for,
+    errors,
+    message_class,
+    negotiate,
+    pick_version,
+    supported_ranges,
+)
 from kafkawire.protocol.negotiation import ranges_from_response
 
 from .test_spec import _range, current_schemas, folders, generator  # noqa: F401  (fixtures)

@@ -16,8 +16,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.protocol import Message, Struct, message_class
 from kafkawire.protocol.schema import message_names

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from kafkawire.protocol.records import ControlRecordType, RecordBatch, iter_batches
 
-
 # ----------------------------------------------------------------- cases
 
 
@@ -71,7 +70,7 @@ def random_records(rnd: random.Random, n: int, *, base_offset: int, headers: boo
                    null_values: bool = True, base_ts: int = 1_700_000_000_000) -> list:
     records = []
     offset = base_offset
-    for i in range(n):
+    for _i in range(n):
         key = None if rnd.random() < 0.3 else random_bytes(rnd, 40)
         value = None if null_values and rnd.random() < 0.2 else random_bytes(rnd, 300)
         hdrs = []

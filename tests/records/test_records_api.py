@@ -28,6 +28,7 @@ from kafkawire.protocol.records import (
     build_control_batch,
     build_end_txn_marker,
     build_message_set,
+    codecs as codecs_module,
     decode_control_record,
     estimate_record_size,
     header_summary,
@@ -36,7 +37,6 @@ from kafkawire.protocol.records import (
     set_base_offset,
     set_max_timestamp,
 )
-from kafkawire.protocol.records import codecs as codecs_module
 
 TS = 1_700_000_000_000
 

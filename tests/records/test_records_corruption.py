@@ -12,8 +12,7 @@ import zlib
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from kafkawire.protocol.records import (
     BatchBuilder,

@@ -169,7 +169,7 @@ def test_kafkawire_reads_java_batches(java_built, name):
     ours = describe(data)
     assert ours == java_view["batches"]
     _check_against_spec(CASES_BY_NAME[name], ours)
-    for batch in iter_batches(data, check_crc=True, allow_partial=False):
+    for _batch in iter_batches(data, check_crc=True, allow_partial=False):
         pass
 
 

@@ -8,8 +8,7 @@ magic and codec kafka-python supports.
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 kafka_codec = pytest.importorskip("kafka.codec", reason="kafka-python is not installed")
 from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402

@@ -23,7 +23,7 @@ def pipeline():
 
 
 def _ms(ts) -> int:
-    return int(ts.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(ts.replace(tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def test_pipeline_outputs(spark, broker, pipeline, tmp_path):

@@ -57,7 +57,7 @@ def row_tuple(r, with_headers=True):
 
 
 def expected_tuple(topic, rec, with_headers=True):
-    ts = dt.datetime.fromtimestamp(rec["timestamp"] / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
+    ts = dt.datetime.fromtimestamp(rec["timestamp"] / 1000, tz=dt.UTC).replace(tzinfo=None)
     t = (topic, rec["partition"], rec["offset"], rec["key"], rec["value"], ts, 0)
     if with_headers:
         t += (tuple(rec["headers"] or ()),)

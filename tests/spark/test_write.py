@@ -5,7 +5,7 @@ import collections
 import uuid
 
 import pytest
-from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
 from .conftest import consume_all
 from .test_read import produce

@@ -5,9 +5,10 @@ import json
 import subprocess
 import sys
 
+from storage_batches import build_batch
+
 from kafkawire.broker.storage.segments import SegmentStorage
 from kafkawire.cli.main import main
-from storage_batches import build_batch
 
 PROPS = {"log.segment.bytes": "1000", "log.index.interval.bytes": "100"}
 

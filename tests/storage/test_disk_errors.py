@@ -6,13 +6,13 @@ import errno
 import os
 
 import pytest
+from storage_batches import build_batch, parse_batches
 
 from kafkawire.broker.handlers._common import storage_error_code
 from kafkawire.broker.storage import segments as segments_mod
 from kafkawire.broker.storage.segment import LogDirError
 from kafkawire.broker.storage.segments import SegmentStorage
 from kafkawire.protocol import errors
-from storage_batches import build_batch, parse_batches
 
 
 @pytest.fixture

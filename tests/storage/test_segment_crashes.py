@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from storage_batches import build_batch, parse_batches
 
 from kafkawire.broker.storage.segments import SegmentStorage
-from storage_batches import build_batch, parse_batches
 
 HERE = Path(__file__).resolve().parent
 SEGMENT = "t-0/00000000000000000000.log"
@@ -42,7 +42,7 @@ def pristine(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("pristine")
     data = _write_log(data_dir)
     bounds, pos = [], 0
-    for base, last, _, batch in parse_batches(data):
+    for _base, last, _, batch in parse_batches(data):
         bounds.append((pos, pos + len(batch), last + 1))
         pos += len(batch)
     return data_dir, data, bounds

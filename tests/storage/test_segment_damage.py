@@ -6,10 +6,10 @@ import logging
 import os
 
 import pytest
+from storage_batches import build_batch, parse_batches
 
 from kafkawire.broker.storage import segment as segment_mod
 from kafkawire.broker.storage.segments import SegmentStorage
-from storage_batches import build_batch, parse_batches
 
 PROPS = {"log.segment.bytes": "1200", "log.index.interval.bytes": "200"}
 RECORDS = 4  # per batch

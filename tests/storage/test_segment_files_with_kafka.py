@@ -5,9 +5,10 @@ import struct
 from pathlib import Path
 
 import pytest
+from storage_batches import build_batch
 
 from kafkawire.broker.storage.segments import SegmentStorage
-from storage_batches import build_batch
+
 from support.java import JavaProgram  # tests/ is on sys.path (tests/conftest.py)
 
 HERE = Path(__file__).resolve().parent

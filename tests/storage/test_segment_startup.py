@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 
-from kafkawire.broker.storage.segments import SegmentStorage
 from storage_batches import build_batch
+
+from kafkawire.broker.storage.segments import SegmentStorage
 
 
 def test_a_clean_restart_leaves_unchanged_index_files_alone(tmp_path):

@@ -6,10 +6,10 @@ import os
 import struct
 
 import pytest
+from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
 from kafkawire.broker.storage import base
 from kafkawire.broker.storage.segments import SegmentStorage
-from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
 
 def files(directory, suffix):

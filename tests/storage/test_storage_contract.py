@@ -5,10 +5,10 @@ import threading
 import uuid
 
 import pytest
+from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
 from kafkawire.broker.storage import base
 from kafkawire.broker.storage.memory import MemoryStorage
-from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
 ENGINES = ["memory", "segments"]
 

@@ -6,11 +6,11 @@ import random
 import threading
 
 import pytest
+from storage_batches import build_batch, parse_batches
 
 from kafkawire.broker.storage import OffsetOutOfRangeError
 from kafkawire.broker.storage.memory import MemoryStorage
 from kafkawire.broker.storage.segments import SegmentStorage
-from storage_batches import build_batch, parse_batches
 
 
 def _outcome(fn):

@@ -99,7 +99,7 @@ class JavaProgram:
         self.java = java
 
     @classmethod
-    def compile(cls, *sources: str | os.PathLike, clients: str | None = None) -> "JavaProgram":
+    def compile(cls, *sources: str | os.PathLike, clients: str | None = None) -> JavaProgram:
         """Compile ``sources`` (names relative to ``tests/java`` or paths), once per process and client.
 
         Raises :class:`JavaUnavailable` when the JDK or the jar is missing
@@ -125,7 +125,7 @@ class JavaProgram:
         return cls(classes, classpath, java)
 
     @classmethod
-    def require(cls, *sources: str | os.PathLike, clients: str | None = None) -> "JavaProgram":
+    def require(cls, *sources: str | os.PathLike, clients: str | None = None) -> JavaProgram:
         """Like :meth:`compile`, but skips the calling test when Java is unavailable.
 
         A pinned client set that cannot be resolved fails in CI (``CI`` set) and skips elsewhere.

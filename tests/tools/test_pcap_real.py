@@ -37,8 +37,7 @@ from kafkawire.protocol.records import iter_batches
 from kafkawire.tools.pcap import Dissector, dissect
 
 from . import traffic
-from .tshark import dissect as tshark_dissect
-from .tshark import SCALAR_FIELDS, ours, tshark_binary, tshark_version
+from .tshark import SCALAR_FIELDS, dissect as tshark_dissect, ours, tshark_binary, tshark_version
 
 pytestmark = pytest.mark.timeout(240)
 

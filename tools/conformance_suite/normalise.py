@@ -117,7 +117,7 @@ class Normaliser:
                         if key in attrs and isinstance(getattr(obj, key), str):
                             name = getattr(obj, key)
                             break
-                    self.bind_topic(name, getattr(obj, "topic_id"))
+                    self.bind_topic(name, obj.topic_id)
                 for a in attrs:
                     v = getattr(obj, a)
                     if isinstance(v, (list, Struct)):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import fnmatch
-import os
 import secrets
 import socket
 import subprocess
@@ -99,7 +98,7 @@ class Report:
                 versions.setdefault(name, []).append(v)
             for k in t.__dict__:
                 setattr(t, k, getattr(t, k) + getattr(r, k))
-        lines = [f"| API | versions | pairs | identical | explained | different |", "|---|---|---|---|---|---|"]
+        lines = ["| API | versions | pairs | identical | explained | different |", "|---|---|---|---|---|---|"]
         for name in sorted(per, key=lambda n: _key_of(n)):
             r, vs = per[name], versions.get(name, [-1])
             lines.append(f"| {name} | {min(vs)}-{max(vs)} | {r.pairs} | {r.identical} | {r.explained} | {r.different} |")
@@ -193,7 +192,7 @@ def kafkawire_broker(node_id: int = 1):
                     break
                 except OSError:
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"kafkawire did not start: {(Path(data) / 'serve.log').read_text()[-2000:]}")
+                        raise RuntimeError(f"kafkawire did not start: {(Path(data) / 'serve.log').read_text()[-2000:]}") from None
                     time.sleep(0.1)
             yield f"127.0.0.1:{port}"
         finally:

@@ -83,7 +83,7 @@ class Connection:
             sock.settimeout(0.2)
             try:
                 data = sock.recv(1)
-            except socket.timeout:
+            except TimeoutError:
                 return NoAnswer()
             except OSError:
                 data = b""
@@ -104,7 +104,7 @@ class Connection:
             if payload is None:
                 self.close()
                 return Closed()
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             return NoAnswer()
         except OSError:

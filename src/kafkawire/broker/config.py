@@ -644,7 +644,7 @@ class BrokerConfig:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         cfg = cls(properties=dict(props))
-        for key, value in props.items():
+        for key, _value in props.items():
             if key not in BROKER_CONFIGS and key not in QUIET_KEYS and key not in TOPIC_CONFIGS:
                 cfg.unknown_keys.append(key)
         try:

@@ -74,7 +74,7 @@ def _run_group(group) -> list:
     need_sync = any(durable for _plog, _fn, durable, _fut in group)
     out, synced = [], False
     last = len(group) - 1
-    for i, (plog, fn, _durable, _fut) in enumerate(group):
+    for i, (_plog, fn, _durable, _fut) in enumerate(group):
         try:
             result, synced_now = fn(need_sync and i == last)
             out.append((True, result))

@@ -83,7 +83,7 @@ def run(args) -> int:
 
 
 def _time(ns: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.timezone.utc)
+    return datetime.datetime.fromtimestamp(ns / 1e9, datetime.UTC)
 
 
 def _annotations(event: Event):

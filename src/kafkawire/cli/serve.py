@@ -120,7 +120,7 @@ def run(args) -> int:
         log.info("shutting down")
         try:
             await asyncio.wait_for(broker.stop(), 1.5)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("shutdown took too long; exiting anyway")
         return 0
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..protocol import KafkaError
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from .cluster import ZERO_UUID, Cluster, TopicInfo
 from .offsets import READ_UNCOMMITTED, OffsetAndTimestamp, list_offsets

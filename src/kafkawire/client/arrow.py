@@ -179,8 +179,6 @@ class ArrowColumns:
 
     def _decode(self, data, pos: int, end: int, count: int, base_offset: int, base_ts: int, log_append_ts,
                 min_offset: int, last_delta: int):
-        Z1 = _Z1
-        Z2 = _Z2
         regular = count == last_delta + 1
         skipped = False
         if min_offset > base_offset:  # the fetch position is inside this batch: skip the records before it

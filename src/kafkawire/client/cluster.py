@@ -13,10 +13,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..protocol import KafkaError
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
-from .connection import ConnectionClosed, Connection, RequestTimeout
+from .connection import Connection, ConnectionClosed, RequestTimeout
 from .retry import Backoff, Deadline
 
 METADATA = 3

@@ -23,8 +23,7 @@ import itertools
 import struct
 from collections.abc import Mapping
 
-from ..protocol import KafkaError, api, decode_response, encode_request_parts, request_header
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, api, decode_response, encode_request_parts, errors as kerrors, request_header
 from ..protocol.framing import DEFAULT_MAX_FRAME, check_frame_size
 from ..protocol.messages import Message, message_class
 from ..protocol.negotiation import negotiate, ranges_from_response, supported_ranges
@@ -105,7 +104,7 @@ class Connection:
     # -- lifecycle -------------------------------------------------------------
 
     @classmethod
-    async def open(cls, host: str, port: int, *, connect_timeout: float = 10.0, **kwargs) -> "Connection":
+    async def open(cls, host: str, port: int, *, connect_timeout: float = 10.0, **kwargs) -> Connection:
         conn = cls(host, port, **kwargs)
         await conn._connect(connect_timeout)
         return conn
@@ -114,7 +113,7 @@ class Connection:
         try:
             self._reader, self._writer = await asyncio.wait_for(
                 asyncio.open_connection(self.host, self.port, limit=1 << 20), connect_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RequestTimeout(f"connecting to {self.host}:{self.port} timed out after {connect_timeout}s") from None
         except OSError as exc:
             raise ConnectionClosed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
@@ -233,7 +232,7 @@ class Connection:
                 return None
             try:
                 return await asyncio.wait_for(asyncio.shield(fut), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._pending.pop(cid, None)
                 err = RequestTimeout(f"{api(key).name} v{version} to {self.host}:{self.port} "
                                      f"got no response within {timeout}s")

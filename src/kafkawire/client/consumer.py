@@ -28,8 +28,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ..protocol import KafkaError
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from ..protocol.records import CorruptRecordError, iter_batches
 from .cluster import STALE_METADATA, ZERO_UUID, Cluster
@@ -469,7 +468,7 @@ class AsyncConsumer:
                 return []
             try:
                 await asyncio.wait_for(self._data.wait(), left)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return []
 
     async def getmany(self, timeout: float | None = 1.0, max_records: int | None = None) -> dict:

@@ -5,8 +5,7 @@ import asyncio
 from collections import defaultdict
 from typing import NamedTuple
 
-from ..protocol import KafkaError
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from .cluster import STALE_METADATA, Cluster
 from .connection import ConnectionClosed, RequestTimeout
@@ -61,7 +60,7 @@ async def list_offsets(cluster: Cluster, specs: dict[tuple[str, int], int | str]
         answers = await asyncio.gather(*(
             _ask(cluster, node, tps, wanted, isolation_level) for node, tps in by_leader.items()),
             return_exceptions=True)
-        for (node, tps), answer in zip(by_leader.items(), answers):
+        for (_node, tps), answer in zip(by_leader.items(), answers):
             if isinstance(answer, BaseException):
                 if isinstance(answer, (ConnectionClosed, RequestTimeout)):
                     for tp in tps:

@@ -27,8 +27,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ..protocol import KafkaError
-from ..protocol import errors as kerrors
+from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from ..protocol.records import BatchBuilder, Compression, codec_available
 from .cluster import STALE_METADATA, Cluster, TopicInfo
@@ -110,7 +109,7 @@ class RecordFuture:
             finally:
                 RecordFuture._waiters -= 1
 
-    def result(self, timeout: float | None = None) -> "RecordMetadata":
+    def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's ``RecordMetadata``; raises its ``KafkaError`` if it failed."""
         self._wait(timeout)
         if isinstance(self._result, BaseException):
@@ -165,14 +164,14 @@ class DeliveryGroup:
             with RecordFuture._cond:
                 RecordFuture._cond.notify_all()
 
-    async def wait(self) -> "DeliveryGroup":
+    async def wait(self) -> DeliveryGroup:
         if not self._done:
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             await fut
         return self
 
-    def result(self, timeout: float | None = None) -> "DeliveryGroup":
+    def result(self, timeout: float | None = None) -> DeliveryGroup:
         if not self._done:
             cond = RecordFuture._cond
             with cond:
@@ -377,7 +376,7 @@ class AsyncProducer:
         return fut
 
     def send_many(self, topic, values, keys=None, *, partitions=None, headers=None,
-                  timestamps=None) -> "DeliveryGroup":
+                  timestamps=None) -> DeliveryGroup:
         """Queue many records in one call (on the loop's thread); returns one ``DeliveryGroup`` for all.
 
         ``topic``: a name, or one per record; ``values`` a sequence; ``keys``, ``partitions``,
@@ -558,7 +557,7 @@ class AsyncProducer:
             else:
                 try:
                     await asyncio.wait_for(self._wakeup.wait(), max(timeout, 0.0005))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
 
     def _drain(self) -> float | None:

@@ -42,7 +42,7 @@ def _new_loop() -> asyncio.AbstractEventLoop:
 class LoopThread:
     """An asyncio event loop running forever in a daemon thread."""
 
-    _instance: "LoopThread | None" = None
+    _instance: LoopThread | None = None
     _lock = threading.Lock()
 
     def __init__(self):
@@ -59,7 +59,7 @@ class LoopThread:
         self.loop.run_forever()
 
     @classmethod
-    def get(cls) -> "LoopThread":
+    def get(cls) -> LoopThread:
         inst = cls._instance
         if inst is None or inst.pid != os.getpid() or not inst.thread.is_alive():
             with cls._lock:

@@ -228,7 +228,6 @@ class Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         slots = self._slots
-        transport = self.transport
         out = self._out
         while slots and slots[0].done:
             slot = slots.popleft()
@@ -389,6 +388,6 @@ class FramedServer:
                 conn.transport.abort()
         try:
             await asyncio.wait_for(self._server.wait_closed(), 1.0)
-        except (asyncio.TimeoutError, Exception):
+        except (TimeoutError, Exception):
             pass
         self._server = None

@@ -12,8 +12,18 @@ from .framing import FrameParser, frame
 from .messages import Message, Struct, message_class
 from .negotiation import negotiate, pick_version, supported_ranges
 from .primitives import DecodeError, EncodeError, FrameError, ProtocolError, UnsupportedVersionError
-from .rpc import (Request, Response, decode_request, decode_response, encode_request, encode_request_parts,
-                  encode_response, encode_response_parts, peek_request_prefix, request_header)
+from .rpc import (
+    Request,
+    Response,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_request_parts,
+    encode_response,
+    encode_response_parts,
+    peek_request_prefix,
+    request_header,
+)
 
 __all__ = [
     "ApiInfo", "all_apis", "api", "api_by_name", "request_header_version", "response_header_version",

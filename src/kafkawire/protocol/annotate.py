@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import apis
 from .errors import error_for

@@ -29,8 +29,8 @@ import itertools
 import operator
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .primitives import UVARINT_TABLE, DecodeError, EncodeError, read_uvarint, uvarint_bytes
 from .schema import FIXED_TYPES, FieldSpec, MessageSpec, StructSpec
@@ -557,7 +557,7 @@ class _Compiler:
         t = f.type
         if f.struct is not None:
             if nullable:
-                s(f"if _I8(buf, pos)[0] < 0:")
+                s("if _I8(buf, pos)[0] < 0:")
                 s.indent()
                 s("pos += 1")
                 s(f"{var} = None")
@@ -709,7 +709,6 @@ class _Compiler:
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
         i = 0
-        prefetch = None  # (variable, size of the run before it) of a length or tag byte read ahead
         while i < len(untagged):
             f = untagged[i]
             if not f.is_array and f.type in FIXED_TYPES:

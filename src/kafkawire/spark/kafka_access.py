@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -226,7 +226,6 @@ READ_PARTITION_FETCH_BYTES = 2 << 20
 def to_spark_batch(batch: pa.RecordBatch, schema: pa.Schema, include_headers: bool) -> pa.RecordBatch:
     """A client Arrow batch (topic, partition, offset, timestamp[ms], timestamp_type, key, value[, headers])
     as the data source's read schema; every step is a column-level operation in C."""
-    n = batch.num_rows
     col = batch.column
     names = batch.schema.names
     ts = col(names.index("timestamp")).cast(pa.int64())

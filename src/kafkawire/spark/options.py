@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 EARLIEST = -2
 LATEST = -1

@@ -4,8 +4,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
-                                    DataSourceStreamReader, InputPartition, WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
@@ -94,7 +101,7 @@ def rate_limit(start: dict, latest: dict, limit: int) -> dict:
     return {tp: start.get(tp, latest[tp]) + share[tp] for tp in latest}
 
 
-def resolve(admin: "kafka_access.Admin", tps: list, spec, name: str, *, default_missing: int | None = None) -> dict:
+def resolve(admin: kafka_access.Admin, tps: list, spec, name: str, *, default_missing: int | None = None) -> dict:
     """Offsets for ``tps`` from ``"earliest"``/``"latest"`` or a JSON map (-2 earliest, -1 latest)."""
     if spec == "earliest":
         return admin.earliest(tps)

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
 
 MODES = ("subprocess", "thread")
 STORAGES = ("memory", "segments")
@@ -131,7 +131,7 @@ class KafkaBroker:
         return f"KafkaBroker({self.bootstrap}, storage={self.storage}, mode={self.mode})"
 
     # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> "KafkaBroker":
+    def start(self) -> KafkaBroker:
         if self.running:
             return self
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ class KafkaBroker:
         except FileNotFoundError:
             return "(no log)"
 
-    def __enter__(self) -> "KafkaBroker":
+    def __enter__(self) -> KafkaBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 # link types (https://www.tcpdump.org/linktypes.html numbering)
 LINKTYPE_NULL = 0

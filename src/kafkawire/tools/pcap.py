@@ -25,8 +25,8 @@ the capture missed (a listed port works for those).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from kafkawire.protocol import apis
 from kafkawire.protocol.errors import error_for
@@ -338,7 +338,7 @@ class Dissector:
                     attrs = item._attrs
                     if "topic_id" in attrs and ("name" in attrs or "topic" in attrs):
                         name = getattr(item, "name" if "name" in attrs else "topic")
-                        topic_id = getattr(item, "topic_id")
+                        topic_id = item.topic_id
                         if isinstance(name, str) and name and topic_id is not None and int(topic_id):
                             self.topic_names[str(topic_id)] = name
 
@@ -617,7 +617,7 @@ def topic_partitions(event: Event) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     if event.message is None:
         return out
-    for path, f, v in walk(event.message.body, event.api_version):
+    for _path, f, v in walk(event.message.body, event.api_version):
         if f.is_array and f.struct is not None and isinstance(v, list) and \
                 ("topic" in f.attr or "topic" in f.struct.name.lower()):
             for item in v:

@@ -13,8 +13,8 @@ The modules of this package register the cases by API family.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..session import Session  # noqa: F401  (for the case modules)
 

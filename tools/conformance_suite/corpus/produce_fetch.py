@@ -5,7 +5,6 @@ from kafkawire.protocol.records import build_message_set
 
 from . import INTERNAL, RANDOM_ID, case, for_each
 
-
 # -- Produce --------------------------------------------------------------------
 
 def _produce(s, v, name, partitions, *, acks=-1, topic_id=None, label="", expect_answer=True,

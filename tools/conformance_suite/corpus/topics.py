@@ -1,7 +1,7 @@
 """Metadata, topic administration, configs, log dirs, leaders and reassignments."""
 from __future__ import annotations
 
-from . import INTERNAL, RANDOM_ID, case, for_each
+from . import INTERNAL, RANDOM_ID, for_each
 
 
 def _two(s):

@@ -18,8 +18,8 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from kafkawire.protocol import errors
 
@@ -482,7 +482,7 @@ class ClassicOps:
         for m in [m for m in group.members.values() if m.join_cb is None and m.instance_id is None]:
             log.info("group %s: member %s did not rejoin in time", group.group_id, m.member_id)
             self._remove_member(group, m)
-        for mid, timer in list(group.pending_members.items()):
+        for _mid, timer in list(group.pending_members.items()):
             timer.cancel()
         group.pending_members.clear()
         if group.members and not any(m.join_cb is not None for m in group.members.values()):

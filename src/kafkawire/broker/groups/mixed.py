@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 from kafkawire.protocol import errors
 
-from .classic import PREPARING_REBALANCE, STABLE as CLASSIC_STABLE, ClassicGroup, ClassicMember, JoinResult, SyncResult
+from .classic import STABLE as CLASSIC_STABLE, ClassicGroup, ClassicMember, JoinResult, SyncResult
 from .consumer import STABLE, UNRELEASED, UNREVOKED, ConsumerGroup, ConsumerMember
 
 log = logging.getLogger("kafkawire.groups")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 class Timer:

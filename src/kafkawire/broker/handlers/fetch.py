@@ -13,8 +13,8 @@ import struct
 import time
 
 from kafkawire.protocol import errors, message_class
-from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.apis import response_header_version
+from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.messages import FetchResponse
 from kafkawire.protocol.records import batches_to_message_set
 
@@ -295,7 +295,7 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
                 break
             try:
                 await asyncio.wait_for(event.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             event.clear()
             reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {})

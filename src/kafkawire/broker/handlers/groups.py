@@ -11,11 +11,21 @@ from __future__ import annotations
 import asyncio
 
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse,
-                                         DeleteGroupsResponse, DescribeGroupsResponse, FindCoordinatorResponse,
-                                         HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
-                                         ListGroupsResponse, OffsetCommitResponse, OffsetDeleteResponse,
-                                         OffsetFetchResponse, SyncGroupResponse)
+from kafkawire.protocol.messages import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+    DeleteGroupsResponse,
+    DescribeGroupsResponse,
+    FindCoordinatorResponse,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    SyncGroupResponse,
+)
 
 from ..dispatch import handles
 from ..groups import CommitPartition, GroupConfig, GroupCoordinator, LoopScheduler

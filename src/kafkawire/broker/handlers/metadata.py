@@ -19,8 +19,17 @@ from kafkawire.protocol.messages import MetadataResponse
 
 from ..dispatch import handles
 from ..storage import base as sb
-from ._common import (CLUSTER_OPERATIONS, INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, create_topic, find_topic,
-                      log, storage_error_code, topic_name_problem)
+from ._common import (
+    CLUSTER_OPERATIONS,
+    INT32_MIN,
+    TOPIC_OPERATIONS,
+    ZERO_UUID,
+    create_topic,
+    find_topic,
+    log,
+    storage_error_code,
+    topic_name_problem,
+)
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 Topic = MetadataResponse.MetadataResponseTopic

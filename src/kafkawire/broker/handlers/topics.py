@@ -7,8 +7,12 @@ import time
 import uuid
 
 from kafkawire.protocol import errors
-from kafkawire.protocol.messages import (CreatePartitionsResponse, CreateTopicsResponse, DeleteTopicsResponse,
-                                         DescribeTopicPartitionsResponse)
+from kafkawire.protocol.messages import (
+    CreatePartitionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeTopicPartitionsResponse,
+)
 
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_config
 from ..dispatch import handles
@@ -492,7 +496,7 @@ def describe_topic_partitions(broker, ctx, body):
     limit = min(max(body.response_partition_limit, 1), MAX_RESPONSE_PARTITIONS)
     topics, next_cursor = [], None
     budget = limit
-    for i, name in enumerate(names):
+    for _i, name in enumerate(names):
         meta = all_topics.get(name)
         if meta is None:
             problem = topic_name_problem(name)

@@ -7,9 +7,23 @@
 
 ``config`` is a ``StorageConfig`` or a dict of server.properties keys (``StorageConfig.from_properties``).
 """
-from .base import (AppendResult, CorruptBatchError, FileRegion, InvalidConfigError, InvalidPartitionsError,
-                   InvalidTopicError, OffsetOutOfRangeError, PartitionInfo, PartitionLog, ReadResult, Storage,
-                   StorageError, TopicExistsError, TopicMeta, UnknownTopicError)
+from .base import (
+                   AppendResult,
+                   CorruptBatchError,
+                   FileRegion,
+                   InvalidConfigError,
+                   InvalidPartitionsError,
+                   InvalidTopicError,
+                   OffsetOutOfRangeError,
+                   PartitionInfo,
+                   PartitionLog,
+                   ReadResult,
+                   Storage,
+                   StorageError,
+                   TopicExistsError,
+                   TopicMeta,
+                   UnknownTopicError,
+)
 from .config import StorageConfig, TopicSettings
 
 __all__ = ["AppendResult", "CorruptBatchError", "FileRegion", "InvalidConfigError", "InvalidPartitionsError",

@@ -11,12 +11,24 @@ storage contract's error) in place of records' ``CorruptRecordError``.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
-from kafkawire.protocol.records import (LOG_APPEND_TIME, CorruptRecordError, RecordBatch, iter_batches,
-                                        set_base_offset, set_max_timestamp)
-from kafkawire.protocol.records.batch import (HEADER, HEADER_SIZE, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
-                                              PARTITION_LEADER_EPOCH_OFFSET)
+from kafkawire.protocol.records import (
+    LOG_APPEND_TIME,
+    CorruptRecordError,
+    RecordBatch,
+    iter_batches,
+    set_base_offset,
+    set_max_timestamp,
+)
+from kafkawire.protocol.records.batch import (
+    HEADER,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+)
 
 from .base import CorruptBatchError
 

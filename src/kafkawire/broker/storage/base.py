@@ -22,8 +22,9 @@ from __future__ import annotations
 import abc
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 class StorageError(Exception):

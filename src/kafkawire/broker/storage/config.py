@@ -7,8 +7,8 @@ config (``segment.bytes``...) winning over the broker default
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Mapping
 
 from .base import InvalidConfigError
 
@@ -107,7 +107,7 @@ class StorageConfig:
     node_id: int | None = None  # node.id, recorded in meta.properties
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, object] | None) -> "StorageConfig":
+    def from_properties(cls, props: Mapping[str, object] | None) -> StorageConfig:
         """Read server.properties-style keys; unknown keys are ignored (they belong to other parts)."""
         props = dict(props or {})
         values: dict[str, object] = {}
@@ -151,7 +151,7 @@ class StorageConfig:
         return config
 
     @classmethod
-    def coerce(cls, config: "StorageConfig | Mapping[str, object] | None") -> "StorageConfig":
+    def coerce(cls, config: StorageConfig | Mapping[str, object] | None) -> StorageConfig:
         """Engines accept a StorageConfig, a properties dict, or None (all defaults)."""
         if isinstance(config, StorageConfig):
             return config

@@ -12,11 +12,19 @@ from __future__ import annotations
 import threading
 import uuid
 from bisect import bisect_right
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from . import _batch, topics
-from .base import (AppendResult, OffsetOutOfRangeError, PartitionLog, ReadResult, Storage, StorageError, TopicMeta,
-                   UnknownTopicError)
+from .base import (
+    AppendResult,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    ReadResult,
+    Storage,
+    StorageError,
+    TopicMeta,
+    UnknownTopicError,
+)
 from .config import StorageConfig, TopicSettings
 
 

@@ -33,7 +33,8 @@ import mmap
 import os
 import re
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from crc32c import crc32c
 

@@ -27,7 +27,7 @@ import mmap
 import os
 import threading
 from collections import OrderedDict
-from typing import Iterable
+from collections.abc import Iterable
 
 from . import _batch
 from .base import FileRegion, StorageError
@@ -50,7 +50,7 @@ class LogDirError(StorageError):
         self.errno = errno_
 
     @classmethod
-    def wrap(cls, what: str, exc: OSError) -> "LogDirError":
+    def wrap(cls, what: str, exc: OSError) -> LogDirError:
         return cls(f"{what}: {exc}", exc.errno)
 
     @property
@@ -66,7 +66,7 @@ class _OpenHandles:
         self._lock = threading.Lock()
         self._open: OrderedDict[int, LogSegment] = OrderedDict()
 
-    def touch(self, segment: "LogSegment") -> None:
+    def touch(self, segment: LogSegment) -> None:
         key = id(segment)
         with self._lock:
             if key in self._open:
@@ -93,7 +93,7 @@ class _OpenHandles:
         for victim in victims:
             victim._drop_handles()
 
-    def forget(self, segment: "LogSegment") -> None:
+    def forget(self, segment: LogSegment) -> None:
         with self._lock:
             self._open.pop(id(segment), None)
 

@@ -64,12 +64,23 @@ import time
 import uuid
 import weakref
 from bisect import bisect_right
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from . import _batch, metadata, recovery, topics
-from .base import (AppendResult, InvalidPartitionsError, NewTopic, OffsetOutOfRangeError, PartitionLog, ReadResult,
-                   Storage, StorageError, TopicExistsError, TopicMeta, UnknownTopicError)
+from .base import (
+    AppendResult,
+    InvalidPartitionsError,
+    NewTopic,
+    OffsetOutOfRangeError,
+    PartitionLog,
+    ReadResult,
+    Storage,
+    StorageError,
+    TopicExistsError,
+    TopicMeta,
+    UnknownTopicError,
+)
 from .config import StorageConfig, TopicSettings
 from .recovery import load_segments
 from .segment import LogDirError, LogSegment, set_open_limit
@@ -90,11 +101,11 @@ def _wall_ms() -> int:
 class LogDirState:
     """Whether the log directory takes writes (see the module docstring); one per directory."""
 
-    _all: "weakref.WeakValueDictionary[str, LogDirState]" = weakref.WeakValueDictionary()
+    _all: weakref.WeakValueDictionary[str, LogDirState] = weakref.WeakValueDictionary()
     _all_lock = threading.Lock()
 
     @classmethod
-    def of(cls, path: str) -> "LogDirState":
+    def of(cls, path: str) -> LogDirState:
         key = os.path.realpath(path)
         with cls._all_lock:
             state = cls._all.get(key)

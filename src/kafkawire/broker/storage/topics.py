@@ -6,11 +6,18 @@ from __future__ import annotations
 import base64
 import re
 import uuid
-from typing import Mapping
+from collections.abc import Mapping
 
 from . import _batch
-from .base import (InvalidConfigError, InvalidPartitionsError, InvalidTopicError, PartitionLog, TopicExistsError,
-                   TopicMeta, UnknownTopicError)
+from .base import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    PartitionLog,
+    TopicExistsError,
+    TopicMeta,
+    UnknownTopicError,
+)
 from .config import StorageConfig
 
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")

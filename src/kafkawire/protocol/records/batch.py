@@ -25,8 +25,8 @@ then per header a varint-length UTF-8 key and varint-length value.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from itertools import chain
-from typing import Iterator
 
 from crc32c import crc32c
 
@@ -35,8 +35,8 @@ from .errors import CorruptRecordError, CrcMismatchError, UnsupportedCodecError
 from .model import (
     LOG_APPEND_TIME,
     NO_SEQUENCE,
-    ControlRecord,
     Compression,
+    ControlRecord,
     Record,
     TimestampType,
 )
@@ -110,7 +110,7 @@ class RecordBatch:
         self.position = position
 
     @classmethod
-    def from_bytes(cls, data, position: int = 0) -> "RecordBatch":
+    def from_bytes(cls, data, position: int = 0) -> RecordBatch:
         """View ``data`` as exactly one batch, checking its framing (not its CRC)."""
         view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
         if len(view) < HEADER_SIZE:

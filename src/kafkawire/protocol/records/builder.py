@@ -8,7 +8,7 @@ list operations; compression and CRC are single C calls over the whole body.
 from __future__ import annotations
 
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from crc32c import crc32c
 

@@ -36,7 +36,7 @@ class CorruptRecordError(ValueError):
             return f"corrupt record batch at {', '.join(where)}: {self.problem}"
         return f"corrupt record batch: {self.problem}"
 
-    def with_context(self, *, base_offset: int | None, position: int | None) -> "CorruptRecordError":
+    def with_context(self, *, base_offset: int | None, position: int | None) -> CorruptRecordError:
         """Return a copy located at ``base_offset``/``position`` (keeps what is already known)."""
         clone = self.__class__.__new__(self.__class__)
         clone.__dict__.update(self.__dict__)

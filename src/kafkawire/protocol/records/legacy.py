@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from .codecs import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from .errors import CorruptRecordError, CrcMismatchError, UnsupportedCodecError
@@ -90,7 +90,7 @@ class LegacyBatch:
         self._records = None
 
     @classmethod
-    def from_bytes(cls, data, position: int = 0) -> "LegacyBatch":
+    def from_bytes(cls, data, position: int = 0) -> LegacyBatch:
         view = memoryview(data).cast("B")
         if len(view) < LOG_OVERHEAD + RECORD_OVERHEAD_V0 or view[MAGIC_OFFSET] not in (0, 1):
             raise CorruptRecordError("not a magic 0/1 message", position=position)

@@ -30,7 +30,7 @@ class Compression(enum.IntEnum):
     ZSTD = 4
 
     @classmethod
-    def parse(cls, value: "Compression | int | str | None") -> "Compression":
+    def parse(cls, value: Compression | int | str | None) -> Compression:
         """Accept an enum, an id, or a Kafka config name (``"gzip"``, ``"none"``...)."""
         if value is None:
             return cls.NONE
@@ -86,7 +86,7 @@ class ControlRecord(NamedTuple):
 
     offset: int
     timestamp: int
-    type: "ControlRecordType | int"
+    type: ControlRecordType | int
     version: int
     coordinator_epoch: int | None
     value: bytes | None

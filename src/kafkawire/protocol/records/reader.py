@@ -9,7 +9,7 @@ limit): the walk stops there and reports the tail instead of failing.
 from __future__ import annotations
 
 import struct
-from typing import Iterator, Union
+from collections.abc import Iterator
 
 from .batch import HEADER_SIZE, RecordBatch
 from .errors import CorruptRecordError
@@ -18,7 +18,7 @@ from .legacy import RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, LegacyBatch
 _OFFSET_LEN = struct.Struct(">qi")
 _MIN_SIZE_AFTER_PREFIX = (RECORD_OVERHEAD_V0, RECORD_OVERHEAD_V1, HEADER_SIZE - 12)
 
-AnyBatch = Union[RecordBatch, LegacyBatch]
+AnyBatch = RecordBatch | LegacyBatch
 
 
 def _frame(view: memoryview, pos: int, n: int) -> int:
@@ -73,7 +73,7 @@ class BatchReader:
         self.allow_partial = allow_partial
         self._tail: int | None = None
 
-    def __iter__(self) -> "BatchReader":
+    def __iter__(self) -> BatchReader:
         return self
 
     def __next__(self) -> AnyBatch:
