@@ -151,10 +151,11 @@ class SegmentFile:
             raise ValueError("segment file is closed")
         return self._fd
 
-    def close(self) -> None:
+    def close(self, _close=os.close) -> None:
+        # os.close bound at definition: __del__ may run at interpreter exit, after module globals are gone
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
-            os.close(fd)
+            _close(fd)
 
     def __del__(self):
         self.close()
