@@ -46,9 +46,13 @@ def test_serve_scrubs_sealed_segments_in_the_background(tmp_path):
     try:
         wait_listening(port, proc, timeout=30)
         deadline = time.monotonic() + 30
-        while not list((data_dir / "t-0").glob("*.quarantine")) and time.monotonic() < deadline:
+        def repaired() -> bool:
+            # the quarantine file is written first, then the segment without the damage is swapped in
+            return bool(list((data_dir / "t-0").glob("*.quarantine"))) and sealed.stat().st_size < len(data)
+
+        while not repaired() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert list((data_dir / "t-0").glob("*.quarantine")), "the scrubber did not set the damage aside"
+        assert repaired(), "the scrubber did not set the damage aside"
         client = RawClient(("127.0.0.1", port))
         offsets = []
         offset = 0
