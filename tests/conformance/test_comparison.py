@@ -160,3 +160,16 @@ def test_documentation_texts_do_not_differ_but_null_and_text_do():
     assert differences(_tree(_describe_configs(syn, "ours"), 4), _tree(_describe_configs(syn, "theirs"), 4)) == []
     assert [d.path for d in differences(_tree(_describe_configs(syn, None), 4), _tree(_describe_configs(syn), 4))] == \
         ["results[t].configs[retention.ms].documentation"]
+
+
+def _config_resources(resources):
+    R = message_class("ListConfigResourcesResponse")
+    return R(throttle_time_ms=0, error_code=0,
+             config_resources=[R.ConfigResource(resource_name=n, resource_type=t) for n, t in resources])
+
+
+def test_listed_config_resources_compare_as_a_set_but_a_missing_one_is_found():
+    listed = [("__consumer_offsets", 2), ("events", 2), ("1", 4)]
+    assert differences(_tree(_config_resources(listed), 1), _tree(_config_resources(listed[::-1]), 1)) == []
+    found = differences(_tree(_config_resources(listed), 1), _tree(_config_resources(listed[:2]), 1))
+    assert found, "a resource only one broker lists must be a difference"

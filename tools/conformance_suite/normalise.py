@@ -42,7 +42,8 @@ Arrays that Kafka's schema declares as maps (an element field with ``mapKey``)
 are sorted by their key, and so are arrays of partitions, topics and groups
 (elements with a field in IDENTITY_KEYS): their order carries no meaning (Kafka
 builds them from hash maps; clients match answers by those keys). Other arrays
-keep their order, and a different order is a difference; so do the arrays in
+keep their order, and a different order is a difference, except those in UNORDERED_ARRAYS
+(ListConfigResources' ``config_resources``, listed from a set, sorted by type and name); so do the arrays in
 ORDERED_ARRAYS, whose order is meaning although their elements carry a name
 (DescribeConfigs ``synonyms`` are listed in precedence order: the first is the
 source of the value in effect).
@@ -76,6 +77,10 @@ IDENTITY_KEYS = ("partition_index", "partition", "index", "group_id", "name", "t
 CLOCK_WINDOW_MS = 86_400_000
 # Arrays of named elements whose order carries meaning: compared in the order each broker sent.
 ORDERED_ARRAYS = frozenset({"synonyms"})
+# Arrays whose elements carry no IDENTITY_KEYS field but whose order is still a hash set's: sorted by
+# these fields. ListConfigResources lists its resources from a set (the same two resources came back in
+# either order from Kafka in two CI runs).
+UNORDERED_ARRAYS = {"config_resources": ("resource_type", "resource_name")}
 
 
 def uuid_text(u: uuid.UUID) -> str:
@@ -149,6 +154,8 @@ class Normaliser:
                 if f.is_array:
                     items = [self._struct(v, version, keep_names) for v in value]
                     keys = [k.attr for k in f.struct.fields if k.map_key and k.present(version)]
+                    if not keys and f.attr in UNORDERED_ARRAYS:
+                        keys = [k for k in UNORDERED_ARRAYS[f.attr] if any(x.attr == k for x in f.struct.fields)]
                     if not keys:
                         keys = [k.attr for k in f.struct.fields if k.attr in IDENTITY_KEYS and k.present(version)
                                 and not k.is_array and k.struct is None][:1]
