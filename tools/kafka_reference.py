@@ -122,6 +122,22 @@ def classpath(name: str = kafka_pins.BROKER) -> str:
 
 # --------------------------------------------------------------------------- the broker
 
+def terminate(proc: subprocess.Popen | None, sig: int, grace: float) -> int | None:
+    """Send ``sig`` to a broker process, SIGKILL it after ``grace`` seconds; its exit code (None: no process)."""
+    if proc is None:
+        return None
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait(10)
+    return proc.returncode
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -303,18 +319,7 @@ class ReferenceKafka:
 
     def _terminate(self, sig: int, grace: float = 30.0) -> int | None:
         proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(10)
-        return proc.returncode
+        return terminate(proc, sig, grace)
 
     def stop(self) -> int | None:
         """SIGTERM: Kafka's controlled shutdown (SIGKILL after 30 s)."""

@@ -205,19 +205,10 @@ class BrokerProcess:
                                f"(last probe error: {last!r}):\n{self.log_tail()}")
 
     def _terminate(self, sig: int, grace: float = 10.0) -> int | None:
+        from kafka_reference import terminate  # tools/, on sys.path through tests/conftest.py
+
         proc, self.proc = self.proc, None
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(sig)
-            try:
-                proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(5)
-        return proc.returncode
+        return terminate(proc, sig, grace)
 
     def stop(self) -> int | None:
         """SIGTERM (SIGKILL after 10 s); returns the exit code."""
