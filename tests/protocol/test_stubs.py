@@ -40,12 +40,47 @@ def test_committed_stub_is_fresh(generator):
     assert generator.render() == STUB.read_text(), "protocol/messages.pyi is stale: run python tools/gen_stubs.py"
 
 
+def test_committed_api_keys_and_error_codes_are_fresh(generator):
+    for path, text in generator.outputs(STUB).items():
+        assert path.read_text() == text, f"protocol/{path.name} is stale: run python tools/gen_stubs.py"
+
+
+def test_api_key_enum_names_every_api_of_the_registry():
+    from kafkawire.protocol import ApiKey, all_apis
+
+    # every capital starts a word in Kafka's API names (no acronyms), as in its ApiKeys constants
+    upper = {key: "".join("_" + c if c.isupper() and i else c for i, c in enumerate(info.name)).upper()
+             for key, info in all_apis().items()}
+    assert {int(k): k.name for k in ApiKey} == upper
+    assert ApiKey.PRODUCE == 0 and ApiKey.API_VERSIONS == 18 and ApiKey(74).name == "LIST_CONFIG_RESOURCES"
+
+
+def test_error_constants_are_the_error_table():
+    from kafkawire.protocol import error_codes, errors
+    from kafkawire.protocol.schema import error_table
+
+    assert [(getattr(error_codes, name), name) for _, name, _ in error_table()] == \
+        [(code, name) for code, name, _ in error_table()]
+    assert error_codes.__all__ == [name for _, name, _ in error_table()]
+    assert errors.NOT_LEADER_OR_FOLLOWER == 6 and errors.UNKNOWN_SERVER_ERROR == -1
+    with pytest.raises(AttributeError):
+        errors.NOT_LEADERR  # noqa: B018
+
+
 def test_check_mode_reports_a_stale_stub(tmp_path, generator):
     out = tmp_path / "messages.pyi"
     assert generator.main(["--out", str(out), "--check"]) == 1  # missing
     assert generator.main(["--out", str(out)]) == 0
     assert generator.main(["--out", str(out), "--check"]) == 0
     out.write_text(out.read_text().replace("    producer_id: int", "    producer_id: str", 1))
+    assert generator.main(["--out", str(out), "--check"]) == 1
+    assert generator.main(["--out", str(out)]) == 0
+    keys = tmp_path / "api_keys.py"
+    keys.write_text(keys.read_text().replace("PRODUCE = 0", "PRODUCE = 1"))
+    assert generator.main(["--out", str(out), "--check"]) == 1
+    assert generator.main(["--out", str(out)]) == 0
+    codes = tmp_path / "error_codes.py"
+    codes.write_text(codes.read_text().replace("\nNONE = 0\n", "\n"))
     assert generator.main(["--out", str(out), "--check"]) == 1
 
 
@@ -184,6 +219,9 @@ for t in response.topics:
     topic_id: uuid.UUID = t.topic_id
 cls = message_class("ApiVersionsRequest")
 made: ApiVersionsRequest = cls(client_software_name="x")
+from kafkawire.protocol import ApiKey, errors  # noqa: E402
+code: int = errors.NOT_LEADER_OR_FOLLOWER
+key: int = ApiKey.PRODUCE
 '''
 
 BAD = '''\
@@ -195,6 +233,9 @@ size: str = request.encode(3)
 FetchRequest(max_wait_ms=500, topics=[FetchRequest.FetchPartition()])
 FetchRequest(max_wait=500)
 request.no_such_field
+from kafkawire.protocol import ApiKey, errors  # noqa: E402
+errors.NOT_LEADERR
+ApiKey.PRODUCEE
 '''
 
 BAD_ERRORS = {  # line -> what mypy must say there
@@ -204,6 +245,8 @@ BAD_ERRORS = {  # line -> what mypy must say there
     6: 'List item 0 has incompatible type "FetchPartition"; expected "FetchTopic"',
     7: 'Unexpected keyword argument "max_wait" for "FetchRequest"',
     8: '"ApiVersionsRequest" has no attribute "no_such_field"',
+    10: 'Module has no attribute "NOT_LEADERR"',
+    11: '"type[ApiKey]" has no attribute "PRODUCEE"',
 }
 
 

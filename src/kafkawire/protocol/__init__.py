@@ -6,6 +6,7 @@ schemas by ``tools/gen_spec.py``) and compiled per version on first use.
 """
 from __future__ import annotations
 
+from .api_keys import ApiKey
 from .apis import ApiInfo, all_apis, api, api_by_name, request_header_version, response_header_version
 from .errors import ErrorCode, KafkaError, error_for
 from .framing import FrameParser, frame
@@ -26,6 +27,7 @@ from .rpc import (
 )
 
 __all__ = [
+    "ApiKey",
     "ApiInfo", "all_apis", "api", "api_by_name", "request_header_version", "response_header_version",
     "ErrorCode", "KafkaError", "error_for", "FrameParser", "frame", "Message", "Struct", "message_class",
     "negotiate", "pick_version", "supported_ranges", "DecodeError", "EncodeError", "FrameError",

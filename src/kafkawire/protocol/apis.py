@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from .api_keys import ApiKey
 from .schema import message_names, message_spec
 
 
@@ -82,13 +83,9 @@ def api_by_name(name: str) -> ApiInfo:
     raise KeyError(name)
 
 
-API_VERSIONS_KEY = 18
-CONTROLLED_SHUTDOWN_KEY = 7
-
-
 def request_header_version(api_key: int, api_version: int) -> int:
     # ControlledShutdown v0 predates the client id in the header.
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     return 2 if api(api_key).is_flexible(api_version) else 1
 
@@ -96,6 +93,6 @@ def request_header_version(api_key: int, api_version: int) -> int:
 def response_header_version(api_key: int, api_version: int) -> int:
     # The ApiVersions response header stays v0 so that a client can always read it,
     # whatever version it asked for (the response may be an UNSUPPORTED_VERSION reply).
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     return 1 if api(api_key).is_flexible(api_version) else 0

@@ -1,12 +1,15 @@
 """Kafka's error code space, from the spec's error table.
 
 An error code this table does not know (a newer peer's) is carried as its
-number and reported as unknown; looking it up never fails.
+number and reported as unknown; looking it up never fails. Every code Kafka
+defines is also a constant here (``errors.NOT_LEADER_OR_FOLLOWER == 6``), from
+the generated ``error_codes.py``: a misspelt name fails at import and in mypy.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .error_codes import *  # noqa: F403  (one constant per Kafka error code, generated)
 from .schema import error_table
 
 
@@ -49,10 +52,3 @@ class KafkaError(Exception):
         self.name = self.error.name
         self.retriable = self.error.retriable
         super().__init__(f"{self.name} ({code})" + (f": {message}" if message else ""))
-
-
-def __getattr__(name: str) -> int:
-    # errors.NOT_LEADER_OR_FOLLOWER -> 6, so handlers read like Kafka's source
-    if name in BY_NAME:
-        return BY_NAME[name].code
-    raise AttributeError(name)

@@ -10,6 +10,7 @@ import struct
 from typing import NamedTuple
 
 from . import apis
+from .api_keys import ApiKey
 from .framing import frame_size_prefix
 from .messages import Message, _as_view, message_class
 from .primitives import DecodeError, UnsupportedVersionError
@@ -121,10 +122,10 @@ def decode_response(data, api_key: int, api_version: int, *, framed: bool = True
     body_cls = message_class(info.response)
     try:
         body, end = body_cls.decode_from(view, pos, api_version)
-        if strict and end != len(view) and api_key == apis.API_VERSIONS_KEY and api_version:
+        if strict and end != len(view) and api_key == ApiKey.API_VERSIONS and api_version:
             raise DecodeError("trailing bytes", offset=end)
     except DecodeError:
-        if api_key != apis.API_VERSIONS_KEY or api_version == 0:
+        if api_key != ApiKey.API_VERSIONS or api_version == 0:
             raise
         # A broker that does not support the requested ApiVersions version answers with a
         # v0 body (UNSUPPORTED_VERSION and its own ranges); read it the way Kafka's client does.
