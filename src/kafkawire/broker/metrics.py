@@ -23,11 +23,10 @@ import threading
 import time
 from bisect import bisect_left
 
-from kafkawire.protocol import api, errors
+from kafkawire.protocol import ApiKey, api, errors
 
 log = logging.getLogger("kafkawire.metrics")
 
-PRODUCE, FETCH = 0, 1
 # request time, milliseconds (Kafka's TotalTimeMs); long polls wait up to fetch.max.wait.ms (500 ms by default)
 LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
                       5000.0, 10000.0, 30000.0)
@@ -108,9 +107,9 @@ class BrokerMetrics:
             hist = self.latency[key] = [0] * (len(self._bounds) + 2)
         hist[bisect_left(self._bounds, ms)] += 1
         hist[-1] += ms
-        if key == PRODUCE:
+        if key == ApiKey.PRODUCE:
             self._produced(request, response, answer)
-        elif key == FETCH and isinstance(response, list):  # the fetch handler's own zero-copy encoding
+        elif key == ApiKey.FETCH and isinstance(response, list):  # the fetch handler's own zero-copy encoding
             self.traffic[2] += sum(len(b) for b in response)
         elif response is not None and not isinstance(response, list):
             code = getattr(response, "error_code", 0)
@@ -141,7 +140,7 @@ class BrokerMetrics:
                 if parts is not None and j < len(parts):
                     code = parts[j].error_code
                     if code:
-                        self.error(PRODUCE, code)
+                        self.error(ApiKey.PRODUCE, code)
                         continue
                 elif answers is not None:
                     continue

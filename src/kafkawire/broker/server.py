@@ -15,7 +15,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kafkawire.net.server import CloseConnection, FramedServer
-from kafkawire.protocol import DecodeError, UnsupportedVersionError, api, decode_request, encode_response_parts, errors
+from kafkawire.protocol import (
+    ApiKey,
+    DecodeError,
+    UnsupportedVersionError,
+    api,
+    decode_request,
+    encode_response_parts,
+    errors,
+)
 from kafkawire.protocol.rpc import peek_request_prefix
 
 from . import dispatch
@@ -26,10 +34,9 @@ from .storage.base import Storage
 
 log = logging.getLogger("kafkawire.broker")
 
-API_VERSIONS = 18
 # topic changes: a connection's later requests wait for their answer, as Kafka reads nothing more from a
 # connection until it has answered its request (so a Metadata pipelined after CreateTopics sees the topic)
-TOPIC_CHANGES = frozenset({19, 20, 37})  # CreateTopics, DeleteTopics, CreatePartitions
+TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _BARRIER = "kafkawire.broker.topic-change"
 LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at epoch 0
 
@@ -164,7 +171,7 @@ class Broker:
                 name = "unknown"
             raise CloseConnection(f"unsupported API key {key} ({name}) v{version}, correlation id {correlation_id}")
         if not spec.min_version <= version <= spec.max_version:
-            if key == API_VERSIONS:
+            if key == ApiKey.API_VERSIONS:
                 from .handlers.versions import unsupported_version_response
 
                 log.warning("connection %s: ApiVersions v%d is not supported; answering UNSUPPORTED_VERSION",

@@ -18,7 +18,6 @@ from ..protocol.messages import message_class
 from .connection import Connection, ConnectionClosed, RequestTimeout
 from .retry import Backoff, Deadline
 
-METADATA = 3
 ZERO_UUID = uuid.UUID(int=0)
 
 # errors that mean "the metadata we acted on is stale: refresh and retry"

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ..protocol import KafkaError, errors as kerrors
+from ..protocol import ApiKey, KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from ..protocol.records import CorruptRecordError, iter_batches
 from .cluster import STALE_METADATA, ZERO_UUID, Cluster
@@ -36,7 +36,6 @@ from .connection import ConnectionClosed, RequestTimeout
 from .offsets import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offsets, offset_spec
 from .retry import Backoff
 
-FETCH = 1
 
 
 class ConsumerRecord(NamedTuple):
@@ -348,7 +347,7 @@ class AsyncConsumer:
     async def _fetch(self, node: int, tps: list) -> bool:
         """One Fetch to ``node``; returns whether any data arrived."""
         conn = await self.cluster.connection(node)
-        version = conn.version_for(FETCH)
+        version = conn.version_for(ApiKey.FETCH)
         topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID)
                      for t, _ in tps}
         if version >= 13 and any(i == ZERO_UUID for i in topic_ids.values()):

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from typing import NamedTuple
 
-from ..protocol import KafkaError, errors as kerrors
+from ..protocol import ApiKey, KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from ..protocol.records import BatchBuilder, Compression, codec_available
 from .cluster import STALE_METADATA, Cluster, TopicInfo
@@ -35,8 +35,6 @@ from .connection import ConnectionClosed, RequestTimeout
 from .partitioner import DefaultPartitioner
 from .retry import Backoff
 
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
 # answers meaning the broker no longer knows our producer id or its sequences
 _PRODUCER_STATE_LOST = frozenset({kerrors.UNKNOWN_PRODUCER_ID, kerrors.OUT_OF_ORDER_SEQUENCE_NUMBER})
 NO_TIMESTAMP = -1
@@ -329,7 +327,7 @@ class AsyncProducer:
         while True:
             try:
                 conn = await self.cluster.any_connection()
-                if not conn.supports(INIT_PRODUCER_ID):
+                if not conn.supports(ApiKey.INIT_PRODUCER_ID):
                     # a broker older than Kafka 0.11: no idempotence (the Java client would refuse)
                     logging.getLogger("kafkawire.client").warning(
                         "broker %s:%s has no InitProducerId: producing without idempotence", conn.host, conn.port)

@@ -12,7 +12,7 @@ import asyncio
 import struct
 import time
 
-from kafkawire.protocol import errors, message_class
+from kafkawire.protocol import ApiKey, errors, message_class
 from kafkawire.protocol.apis import response_header_version
 from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.messages import FetchResponse
@@ -23,7 +23,6 @@ from ..storage import base as sb
 from ._common import ZERO_UUID, find_topic, log
 from .fetch_sessions import CachedPartition, FetchContext
 
-FETCH_KEY = 1
 INT32_MAX = 2147483647
 READ_COMMITTED = 1
 
@@ -60,7 +59,7 @@ def encode_fetch_response(correlation_id: int, body, version: int) -> list:
             append(buf)
 
     header = message_class("ResponseHeader")(correlation_id=correlation_id)
-    header.encode_into(append, response_header_version(FETCH_KEY, version))
+    header.encode_into(append, response_header_version(ApiKey.FETCH, version))
     body.encode_into(write, version)
     parts[0] = frame_size_prefix(sum(len(p) for p in parts))
     return parts
