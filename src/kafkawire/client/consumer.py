@@ -37,7 +37,6 @@ from .offsets import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_of
 from .retry import Backoff
 
 
-
 class ConsumerRecord(NamedTuple):
     topic: str
     partition: int
