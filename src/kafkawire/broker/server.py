@@ -1,7 +1,8 @@
 """The broker: one node that is leader and only replica of every partition.
 
 ``Broker`` owns the storage, the dispatch table and the state that outlives a
-request (fetch sessions, idempotent producers, fetch waiters); ``BrokerServer``
+request (fetch sessions, idempotent producers, fetch waiters, the group
+coordinator: each a package of its own under ``broker/``); ``FramedServer``
 puts it on a socket. ``start_in_thread`` runs a whole broker on its own event
 loop in a background thread (tests, notebooks).
 """
@@ -29,7 +30,10 @@ from kafkawire.protocol.rpc import peek_request_prefix
 from . import dispatch
 from .config import BrokerConfig
 from .dispatch import RequestContext
+from .fetch_sessions import FetchSessionCache
 from .fetch_waiters import FetchWaiters
+from .groups import GroupConfig, GroupCoordinator, LoopScheduler
+from .producer_state import ProducerStateManager
 from .storage.base import Storage
 
 log = logging.getLogger("kafkawire.broker")
@@ -104,14 +108,13 @@ class Broker:
         self.storage = storage if storage is not None else open_storage(config)
         self.handlers = dispatch.load_handlers()
         self.leader_epoch = LEADER_EPOCH
+        # Broker-wide state, one owner (a package under broker/) each, created here and reached by handlers
+        # through this object: long-poll waiters, fetch sessions, idempotent producers, and the coordinators,
+        # which start() creates (they replay their internal topic and run timers on the event loop).
         self.waiters = FetchWaiters()
-        # state kept by handler families, created on first use by their modules
-        from .handlers.fetch_sessions import FetchSessionCache
-        from .handlers.producers import ProducerStateManager
-
         self.fetch_sessions = FetchSessionCache()
         self.producers = ProducerStateManager()
-        self.group_coordinator = None  # consumer groups (handlers/groups.py) attach their coordinator here
+        self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator = None
         # storage appends run in a thread for engines that touch files, in order per partition
         self.storage_in_thread = type(self.storage).__name__ != "MemoryStorage"
@@ -299,12 +302,21 @@ class Broker:
                             fut.set_exception(RuntimeError("broker shutting down"))
                 del self._queues[key]
 
+    # -- broker-wide state ---------------------------------------------------------
+    def current_group_coordinator(self) -> GroupCoordinator:
+        """The group coordinator serving requests now. After ``__consumer_offsets`` was deleted under it (it
+        unloaded, as Kafka's does when it loses its partitions) a new one starts from what is left."""
+        coord = self.group_coordinator
+        if coord is None or coord.unloaded:
+            config = GroupConfig.from_properties(getattr(self.config, "properties", {}) or {})
+            coord = GroupCoordinator(self.storage, config, LoopScheduler(asyncio.get_running_loop()))
+            coord.start()
+            self.group_coordinator = coord
+        return coord
+
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
-        if self.group_coordinator is None:  # consumer groups: replay __consumer_offsets before serving
-            from .handlers.groups import coordinator
-
-            coordinator(self)
+        self.current_group_coordinator()  # replays __consumer_offsets before serving
         idle_ms = int(self.config.broker_value("connections.max.idle.ms")[0])
         self.server = FramedServer(self.handle, self.config.host, self.config.port,
                                    max_frame=self.config.socket_request_max_bytes,

@@ -58,6 +58,11 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         return meta is not None and 0 <= partition < meta.partitions
 
     # -- durability -----------------------------------------------------------------------
+    def start(self) -> None:
+        """Replay ``__consumer_offsets`` and start expiring offsets (the broker calls it once, on its loop)."""
+        self.load()
+        self.start_housekeeping()
+
     def load(self) -> None:
         """Replay ``__consumer_offsets`` (call once, before serving)."""
         if self.log is None:

@@ -4,7 +4,7 @@ Long polling: when fewer than MinBytes are available the request waits (up to
 MaxWaitMs) for a produce to one of its partitions. The first batch is
 returned even when it is larger than MaxBytes/PartitionMaxBytes, so a
 consumer always makes progress. Fetch v0-3 get magic 0/1 message sets
-(down-converted); fetch sessions are in ``fetch_sessions``.
+(down-converted); fetch sessions are in ``kafkawire.broker.fetch_sessions``.
 """
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from kafkawire.protocol.messages import FetchResponse
 from kafkawire.protocol.records import batches_to_message_set
 
 from ..dispatch import handles
+from ..fetch_sessions import CachedPartition, FetchContext
 from ..storage import base as sb
 from ._common import ZERO_UUID, find_topic, log
-from .fetch_sessions import CachedPartition, FetchContext
 
 INT32_MAX = 2147483647
 READ_COMMITTED = 1

@@ -1,8 +1,9 @@
 """Consumer group APIs: FindCoordinator, the classic group protocol, KIP-848, committed offsets, group admin.
 
-The state lives in ``kafkawire.broker.groups.GroupCoordinator`` (created on
-first use and attached as ``broker.group_coordinator``; it replays
-``__consumer_offsets`` when created). JoinGroup and SyncGroup wait for the
+The state lives in ``kafkawire.broker.groups.GroupCoordinator``, which the
+broker creates and starts (it replays ``__consumer_offsets`` before the
+broker serves) and these handlers reach through
+``broker.current_group_coordinator()``. JoinGroup and SyncGroup wait for the
 rest of the group: their handlers await a future the coordinator completes,
 which the connection layer allows (responses still go out in request order).
 """
@@ -28,23 +29,12 @@ from kafkawire.protocol.messages import (
 )
 
 from ..dispatch import handles
-from ..groups import CommitPartition, GroupConfig, GroupCoordinator, LoopScheduler
+from ..groups import CommitPartition
 from ..groups.consumer import UNREVOKED
 from ._common import INT32_MIN, ZERO_UUID, find_topic
 
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4.4 reports for a group without an authorizer
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
-
-
-def coordinator(broker) -> GroupCoordinator:
-    coord = broker.group_coordinator
-    if coord is None or coord.unloaded:  # unloaded: __consumer_offsets was deleted, start again from what is left
-        cfg = GroupConfig.from_properties(getattr(broker.config, "properties", {}) or {})
-        coord = GroupCoordinator(broker.storage, cfg, LoopScheduler(asyncio.get_running_loop()))
-        coord.load()
-        coord.start_housekeeping()
-        broker.group_coordinator = coord
-    return coord
 
 
 def client_host(ctx) -> str:
@@ -69,7 +59,7 @@ async def _await(register):
 @handles("FindCoordinator", 0, 6)
 def find_coordinator(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     host, port = broker.advertised
     key_type = body.key_type if v >= 1 else 0
     # Kafka creates __consumer_offsets when a client first looks for a group coordinator
@@ -107,7 +97,7 @@ def find_coordinator(broker, ctx, body):
 @handles("JoinGroup", 0, 9)
 async def join_group(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     rebalance_timeout = body.rebalance_timeout_ms if v >= 1 else body.session_timeout_ms
     instance = body.group_instance_id if v >= 5 else None
     protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
@@ -135,7 +125,7 @@ async def sync_group(broker, ctx, body):
         # From v5 both are mandatory: Kafka refuses a SyncGroup without them before looking at the group.
         return SyncGroupResponse(error_code=errors.INCONSISTENT_GROUP_PROTOCOL, protocol_type=None,
                                  protocol_name=None, assignment=b"")
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     res = await _await(lambda cb: coord.sync_group(
         body.group_id, body.generation_id, body.member_id, body.group_instance_id if v >= 3 else None,
         body.protocol_type if v >= 5 else None, body.protocol_name if v >= 5 else None,
@@ -147,7 +137,7 @@ async def sync_group(broker, ctx, body):
 
 @handles("Heartbeat", 0, 4)
 def heartbeat(broker, ctx, body):
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     err = coord.heartbeat(body.group_id, body.generation_id, body.member_id,
                           body.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(error_code=err)
@@ -156,7 +146,7 @@ def heartbeat(broker, ctx, body):
 @handles("LeaveGroup", 0, 5)
 def leave_group(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     if v < 3:
         top, per = coord.leave_group(body.group_id, [(body.member_id, None)])
         return LeaveGroupResponse(error_code=top or per[0])
@@ -171,7 +161,7 @@ def leave_group(broker, ctx, body):
 @handles("OffsetCommit", 0, 10)
 def offset_commit(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     commits, slots = [], []  # slots: (topic name, topic id, partition index, error or None)
     for t in body.topics:
         name, tid = (t.name, ZERO_UUID) if v < 10 else (None, t.topic_id)
@@ -237,7 +227,7 @@ def _fetch_group(broker, coord, group_id, topics, by_id, member_id, member_epoch
 @handles("OffsetFetch", 0, 10)
 def offset_fetch(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     R = OffsetFetchResponse
     require_stable = bool(body.require_stable) if v >= 7 else False
     if v < 8:
@@ -266,7 +256,7 @@ def offset_fetch(broker, ctx, body):
 
 @handles("OffsetDelete", 0, 0)
 def offset_delete(broker, ctx, body):
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     R = OffsetDeleteResponse
     # As Kafka: partitions of unknown topics, and unknown partitions, are answered UNKNOWN_TOPIC_OR_PARTITION
     # before the group is asked (listed first); a group error replaces every partition answer.
@@ -296,7 +286,7 @@ def offset_delete(broker, ctx, body):
 @handles("ListGroups", 0, 5)
 def list_groups(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
     types = list(body.types_filter) if v >= 5 and body.types_filter else None
     return ListGroupsResponse(error_code=0, groups=[
@@ -307,7 +297,7 @@ def list_groups(broker, ctx, body):
 @handles("DescribeGroups", 0, 6)
 def describe_groups(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     R = DescribeGroupsResponse
     ops = GROUP_OPERATIONS if v >= 3 and body.include_authorized_operations else INT32_MIN
     out = []
@@ -336,7 +326,7 @@ def delete_groups(broker, ctx, body):
     """v3 adds a per-group ErrorMessage. Kafka 4.4 fills it only for share groups whose persisted state
     could not be deleted; kafkawire has no share groups, so it stays null, as Kafka's does for every
     classic or consumer group outcome (deleted, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP)."""
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     ids = list(body.groups_names)
     return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e)
                                          for g, e in zip(ids, coord.delete_groups(ids))])
@@ -346,7 +336,7 @@ def delete_groups(broker, ctx, body):
 @handles("ConsumerGroupHeartbeat", 0, 1)
 def consumer_group_heartbeat(broker, ctx, body):
     v = ctx.api_version
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     res = coord.consumer_heartbeat(
         version=v, group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
         instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=body.rebalance_timeout_ms,
@@ -365,7 +355,7 @@ def consumer_group_heartbeat(broker, ctx, body):
 
 @handles("ConsumerGroupDescribe", 0, 1)
 def consumer_group_describe(broker, ctx, body):
-    coord = coordinator(broker)
+    coord = broker.current_group_coordinator()
     R = ConsumerGroupDescribeResponse
     names = {meta.topic_id: meta.name for meta in broker.storage.topics().values()}
     ops = GROUP_OPERATIONS if body.include_authorized_operations else INT32_MIN

@@ -19,8 +19,8 @@ from kafkawire.protocol.messages import ProduceResponse
 from kafkawire.protocol.records import CorruptRecordError, iter_batches, message_set_to_batches
 
 from ..dispatch import handles
+from ..producer_state import BatchMeta
 from ._common import find_topic, log, now_ms, partition_log, storage_error_code
-from .producers import BatchMeta
 
 HEADER = struct.Struct(">qiibIhiqqqhii")  # v2 batch header, 61 bytes
 HEADER_SIZE = HEADER.size
