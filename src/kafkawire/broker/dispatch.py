@@ -89,6 +89,26 @@ def advertised_versions(table: dict[int, HandlerSpec]) -> list[tuple[int, int, i
     return [(k, h.min_version, h.max_version) for k, h in sorted(table.items())]
 
 
+def unreviewed_versions(table: dict[int, HandlerSpec], advertised: list[tuple[int, int, int]]) -> list[str]:
+    """What a regenerated spec brought that no handler was written for, one line per API: a stable version
+    newer than the handler's stated maximum, and any key or version advertised (``advertised``: the
+    ApiVersions answer's (key, min, max)) beyond what a handler states. Empty when every handler has been
+    reviewed against the spec."""
+    out = []
+    for key, h in sorted(table.items()):
+        newest = api(key).max_stable_version
+        if newest > h.max_version:
+            out.append(f"{h.name}: the spec's newest stable version is {newest}, its handler states "
+                       f"{h.min_version}-{h.max_version}")
+    for key, lo, hi in advertised:
+        h = table.get(key)
+        if h is None:
+            out.append(f"{api(key).name}: advertised {lo}-{hi} without a handler")
+        elif lo < h.min_version or hi > h.max_version:
+            out.append(f"{h.name}: advertised {lo}-{hi}, its handler states {h.min_version}-{h.max_version}")
+    return out
+
+
 # -- error answers ------------------------------------------------------------------------------------
 
 # request field -> the response field that echoes it, where the schemas name them differently
