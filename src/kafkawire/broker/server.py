@@ -35,6 +35,7 @@ from .fetch_waiters import FetchWaiters
 from .groups import GroupConfig, GroupCoordinator, LoopScheduler
 from .producer_state import ProducerStateManager
 from .storage.base import Storage
+from .storage.engines import open_engine
 
 log = logging.getLogger("kafkawire.broker")
 
@@ -46,28 +47,13 @@ LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at
 
 
 def open_storage(config: BrokerConfig) -> Storage:
-    """The engine the configuration names (``segments`` on disk by default, or ``memory``)."""
+    """The engine the configuration names (``segments`` on disk by default, or ``memory``); an engine that
+    cannot load stops the start with the reason (``EngineUnavailableError``), never a quiet switch to memory."""
     props = config.storage_properties()
     props["node.id"] = str(config.node_id)
     if not config.acks_all_fsync:
         props["kafkawire.log.fsync.acks.all"] = "false"
-    if config.storage == "memory":
-        from .storage.memory import MemoryStorage
-
-        return MemoryStorage(props)
-    if config.storage in ("segments", "disk", "segment"):
-        from .storage.config import StorageConfig
-
-        try:
-            from .storage.segments import SegmentStorage
-        except ImportError:  # the on-disk engine is not there yet: keep serving from memory
-            log.warning("the segments storage engine is not available; using the memory engine (nothing is kept)")
-            from .storage.memory import MemoryStorage
-
-            return MemoryStorage(props)
-
-        return SegmentStorage(config.data_dir, StorageConfig.from_properties(props))
-    raise ValueError(f"unknown storage engine {config.storage!r} (use segments or memory)")
+    return open_engine(config.storage, config.data_dir, props)
 
 
 class PartitionQueue:
@@ -117,7 +103,7 @@ class Broker:
         self.group_coordinator: GroupCoordinator | None = None
         self.txn_coordinator = None
         # storage appends run in a thread for engines that touch files, in order per partition
-        self.storage_in_thread = type(self.storage).__name__ != "MemoryStorage"
+        self.storage_in_thread = self.storage.blocking
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage") \
             if self.storage_in_thread else None
         self._queues: dict[tuple[str, int], PartitionQueue] = {}

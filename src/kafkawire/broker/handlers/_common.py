@@ -31,6 +31,7 @@ def now_ms() -> int:
 class StorageFailure(sb.StorageError):
     """The disk failed a change (no space, I/O error...): KAFKA_STORAGE_ERROR."""
 
+    error_code = errors.KAFKA_STORAGE_ERROR
     log_dir_failure = True
 
 
@@ -41,23 +42,12 @@ def is_disk_failure(exc: BaseException) -> bool:
 
 
 def storage_error_code(exc: Exception) -> int:
-    """Kafka's error code for a storage exception."""
+    """Kafka's error code for an exception from storage: the disk's when the disk caused it, else the code
+    its ``StorageError`` class carries; anything else is UNKNOWN_SERVER_ERROR."""
     if is_disk_failure(exc):
         return errors.KAFKA_STORAGE_ERROR
-    if isinstance(exc, sb.UnknownTopicError):
-        return errors.UNKNOWN_TOPIC_OR_PARTITION
-    if isinstance(exc, sb.TopicExistsError):
-        return errors.TOPIC_ALREADY_EXISTS
-    if isinstance(exc, sb.OffsetOutOfRangeError):
-        return errors.OFFSET_OUT_OF_RANGE
-    if isinstance(exc, getattr(sb, "InvalidTopicError", ())):
-        return errors.INVALID_TOPIC_EXCEPTION
-    if isinstance(exc, getattr(sb, "InvalidPartitionsError", ())):
-        return errors.INVALID_PARTITIONS
-    if isinstance(exc, getattr(sb, "InvalidConfigError", ())):
-        return errors.INVALID_CONFIG
-    if isinstance(exc, getattr(sb, "CorruptBatchError", ())):
-        return errors.CORRUPT_MESSAGE
+    if isinstance(exc, sb.StorageError):
+        return exc.error_code
     return errors.UNKNOWN_SERVER_ERROR
 
 

@@ -26,36 +26,57 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kafkawire.protocol import errors
+
 
 class StorageError(Exception):
-    """Base of storage errors; each maps to a Kafka error code in the handlers."""
+    """Base of storage errors. ``error_code`` is the Kafka error code a handler answers with, so the broker
+    looks it up on the class instead of knowing every engine's exceptions. ``log_dir_failure`` marks an
+    error the disk caused (the log directory goes offline for writes: KAFKA_STORAGE_ERROR)."""
+
+    error_code: int = errors.UNKNOWN_SERVER_ERROR
+    log_dir_failure: bool = False
 
 
 class UnknownTopicError(StorageError):
-    pass
+    error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 class TopicExistsError(StorageError):
-    pass
+    error_code = errors.TOPIC_ALREADY_EXISTS
 
 
 class InvalidTopicError(StorageError):
     """The name cannot be a topic (Kafka's legal characters are ASCII letters, digits, '.', '_', '-')."""
 
+    error_code = errors.INVALID_TOPIC_EXCEPTION
+
 
 class InvalidPartitionsError(StorageError):
-    pass
+    error_code = errors.INVALID_PARTITIONS
 
 
 class InvalidConfigError(StorageError):
-    pass
+    error_code = errors.INVALID_CONFIG
 
 
 class CorruptBatchError(StorageError):
     """``append`` was given bytes that are not whole v2 record batches."""
 
+    error_code = errors.CORRUPT_MESSAGE
+
+
+class EngineUnavailableError(StorageError):
+    """The configured engine cannot be opened (its module or a library it needs is missing). The broker
+    refuses to start rather than serve from another engine: a durable broker that quietly became in-memory
+    would acknowledge writes it then loses."""
+
+    error_code = errors.KAFKA_STORAGE_ERROR
+
 
 class OffsetOutOfRangeError(StorageError):
+    error_code = errors.OFFSET_OUT_OF_RANGE
+
     def __init__(self, offset: int, log_start: int, log_end: int):
         self.offset, self.log_start, self.log_end = offset, log_start, log_end
         super().__init__(f"offset {offset} is outside [{log_start}, {log_end}]")
@@ -196,6 +217,11 @@ class PartitionLog(abc.ABC):
 
 class Storage(abc.ABC):
     """Topics, partitions and broker-level state (cluster id) of one node."""
+
+    #: Whether calls may block on I/O (files, a network): the broker then runs appends, flushes and retention
+    #: in its storage threads, in order per partition, instead of on the event loop. An engine that only
+    #: touches memory says False. True by default: assuming a new engine blocks is the safe mistake.
+    blocking: bool = True
 
     @property
     @abc.abstractmethod

@@ -116,6 +116,8 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
 
 
 class MemoryStorage(topics.TopicRegistry, Storage):
+    blocking = False  # RAM only: appends are quick enough to run on the event loop
+
     def __init__(self, config: StorageConfig | Mapping[str, object] | None = None, *, cluster_id: str | None = None):
         self.config = StorageConfig.coerce(config)
         self._cluster_id = cluster_id or topics.new_cluster_id()

@@ -29,6 +29,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from kafkawire.protocol import errors
+
 from . import _batch
 from .base import FileRegion, StorageError
 from .index import OffsetIndex, TimeIndex
@@ -43,6 +45,7 @@ class LogDirError(StorageError):
     """The disk failed an operation (no space, I/O error, too many open files...): Kafka's
     KAFKA_STORAGE_ERROR. ``errno`` is the OS error number (None if unknown)."""
 
+    error_code = errors.KAFKA_STORAGE_ERROR
     log_dir_failure = True
 
     def __init__(self, message: str, errno_: int | None = None):
