@@ -2,6 +2,8 @@
 
     kafkawire produce TOPIC [--key-separator SEP] < lines
     kafkawire consume TOPIC [--from-beginning] [--partition N] [--offset N] [--max-messages N] [--timeout S]
+    kafkawire consume TOPIC[,TOPIC...] --group G [--group-protocol classic|consumer] [--assignor NAME]
+    kafkawire consume --include REGEX --group G
     kafkawire topics list | create NAME [--partitions N] | delete NAME... | describe [NAME...]
     kafkawire apis
 
@@ -37,9 +39,23 @@ def configure(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--verbose", "-v", action="store_true",
                             help="print partition@offset of each record to stderr")
     elif name == "consume":
-        parser.add_argument("topic")
+        parser.add_argument("topic", nargs="?", help="the topic (with --group: a comma list of topics)")
         parser.add_argument("--from-beginning", action="store_true",
-                            help="start at the earliest offset (default: only new records)")
+                            help="start at the earliest offset (default: only new records); with --group: "
+                                 "where a partition without a committed offset starts")
+        parser.add_argument("--group", metavar="G",
+                            help="consume as a member of consumer group G: the group assigns partitions, "
+                                 "offsets are committed (auto-commit, and on exit)")
+        parser.add_argument("--include", metavar="REGEX", help="with --group: every topic whose name matches")
+        parser.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
+                            help="classic (JoinGroup/SyncGroup) or consumer (KIP-848) (default: classic)")
+        parser.add_argument("--assignor", action="append", metavar="NAME",
+                            help="classic protocol: range, roundrobin or cooperative-sticky (repeatable, in order "
+                                 "of preference; default: range, cooperative-sticky); consumer protocol: the "
+                                 "broker's assignor, uniform or range")
+        parser.add_argument("--group-instance-id", metavar="ID", help="static membership (group.instance.id)")
+        parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
+                            help="a consumer option by its Java name, e.g. session.timeout.ms=10000 (repeatable)")
         parser.add_argument("--partition", type=int, action="append",
                             help="consume only this partition (repeatable; default: all)")
         parser.add_argument("--offset", help="start offset: a number, 'earliest' or 'latest' (needs --partition)")
@@ -52,6 +68,8 @@ def configure(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--key-separator", default="\t", metavar="SEP", help="separator (default: tab)")
         parser.add_argument("--isolation-level", default="read_uncommitted",
                             choices=["read_uncommitted", "read_committed"])
+        parser.add_argument("--verbose", "-v", action="store_true",
+                            help="with --group: print each assignment change to stderr")
     elif name == "topics":
         parser.add_argument("action", choices=["list", "create", "delete", "describe"])
         parser.add_argument("names", nargs="*", metavar="TOPIC")
@@ -140,6 +158,11 @@ def _produce(args) -> int:
 def _consume(args) -> int:
     from ..client import Admin, Consumer
 
+    if args.group is not None or args.include is not None:
+        return _consume_group(args)
+    if args.topic is None:
+        print("error: name a topic (or --group G with --include REGEX)", file=sys.stderr)
+        return 2
     if args.offset is not None and not args.partition:
         print("error: --offset needs --partition", file=sys.stderr)
         return 2
@@ -183,6 +206,95 @@ def _consume(args) -> int:
                 if args.max_messages is not None and seen >= args.max_messages:
                     break
             out.flush()
+    print(f"Processed a total of {seen} messages", file=sys.stderr)
+    return 0
+
+
+def _write_records(args, records, out) -> None:
+    sep = args.key_separator.encode()
+    for r in records:
+        parts = []
+        if args.print_offset:
+            parts.append(f"{r.partition}:{r.offset}".encode())
+        if args.print_headers:
+            parts.append(b",".join(k.encode() + b"=" + (v if v is not None else b"") for k, v in r.headers))
+        if args.print_key:
+            parts.append(r.key if r.key is not None else b"null")
+        parts.append(r.value if r.value is not None else b"null")
+        out.write(sep.join(parts) + b"\n")
+    out.flush()
+
+
+def _property(value: str):
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def _consume_group(args) -> int:
+    """``--group``: a group member (kafkawire.client.groups) until --max-messages, --timeout or a signal."""
+    import signal
+
+    from ..client import Consumer
+
+    if args.group is None:
+        print("error: --include needs --group", file=sys.stderr)
+        return 2
+    if args.partition or args.offset is not None:
+        print("error: --partition and --offset do not go with --group (the group assigns partitions)",
+              file=sys.stderr)
+        return 2
+    if (args.topic is None) == (args.include is None):
+        print("error: with --group name topics or --include REGEX (one of them)", file=sys.stderr)
+        return 2
+    options = {k.replace(".", "_").replace("-", "_"): _property(v)
+               for k, v in _pairs(args.consumer_property, "--consumer-property")}
+    options.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
+    if args.assignor:
+        if args.group_protocol == "classic":
+            options["partition_assignment_strategy"] = args.assignor
+        else:
+            options["group_remote_assignor"] = args.assignor[0]
+
+    def say(what):
+        def report(tps):
+            if args.verbose:
+                text = ",".join(f"{t}-{p}" for t, p in tps)
+                print(f"{what}: {text}", file=sys.stderr, flush=True)
+        return report
+
+    # SIGTERM leaves the group as Ctrl-C does (commit, revoke, LeaveGroup), instead of dying in place
+    def terminate(*_):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, terminate)
+    out = sys.stdout.buffer
+    seen = 0
+    with Consumer(args.bootstrap, group_id=args.group, group_protocol=args.group_protocol,
+                  group_instance_id=args.group_instance_id, isolation_level=args.isolation_level,
+                  request_timeout=args.request_timeout, fetch_max_wait_ms=200, **options) as consumer:
+        if args.include is not None:
+            consumer.subscribe(pattern=args.include, on_partitions_assigned=say("assigned"),
+                               on_partitions_revoked=say("revoked"), on_partitions_lost=say("lost"))
+        else:
+            consumer.subscribe([t for t in args.topic.split(",") if t], on_partitions_assigned=say("assigned"),
+                               on_partitions_revoked=say("revoked"), on_partitions_lost=say("lost"))
+        last = time.monotonic()
+        try:
+            while args.max_messages is None or seen < args.max_messages:
+                wait = 1.0 if args.timeout is None else max(0.0, min(1.0, args.timeout - (time.monotonic() - last)))
+                left = None if args.max_messages is None else args.max_messages - seen
+                records = consumer.poll(wait, max_records=left)  # what is not returned is not committed
+                if not records:
+                    if args.timeout is not None and time.monotonic() - last >= args.timeout:
+                        break
+                    continue
+                last = time.monotonic()
+                _write_records(args, records, out)
+                seen += len(records)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     print(f"Processed a total of {seen} messages", file=sys.stderr)
     return 0
 

@@ -12,6 +12,10 @@ thread; see ``kafkawire.client.sync``)::
         p.produce_many("events", [b"a", b"b"], keys=[None, b"k"])   # one call, one DeliveryGroup
         p.flush()
         fut.result()                            # RecordMetadata(topic, partition, offset, timestamp)
+    with Consumer("127.0.0.1:9092", group_id="readers", auto_offset_reset="earliest") as c:
+        c.subscribe(["events"])                # the group assigns partitions; commits on close
+        for record in c.poll(timeout=1.0): ...
+        c.commit()                             # or commit_async(); auto-commit every 5 s by default
     with Consumer("127.0.0.1:9092") as c:
         c.assign([("events", 0)], offset="earliest")   # or {tp: offset}; seek_to_timestamp(ms)
         c.stop_at(("events", 0), 1000)                # optional: read an offset range, fetch no further
@@ -26,7 +30,8 @@ Modules: ``connection`` (one broker connection: framing, correlation ids,
 pipelining, ApiVersions negotiation, timeouts), ``cluster`` (bootstrap,
 metadata cache, leaders), ``retry`` (backoff), ``partitioner`` (Java's
 murmur2), ``producer``, ``consumer``, ``arrow`` (Arrow decoding), ``offsets``
-(ListOffsets), ``admin``, ``sync``.
+(ListOffsets), ``admin``, ``sync``, ``groups`` (consumer group membership:
+classic and KIP-848 protocols, assignors, commits).
 """
 from __future__ import annotations
 
@@ -35,13 +40,15 @@ from .admin import AsyncAdmin, NewTopic
 from .cluster import Cluster
 from .connection import Connection, ConnectionClosed, RequestTimeout
 from .consumer import AsyncConsumer, ConsumerRecord
+from .groups import CommitFailedError, GroupError
 from .offsets import EARLIEST, LATEST, OffsetAndTimestamp
 from .partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
 from .producer import AsyncProducer, DeliveryGroup, RecordFuture, RecordMetadata
 from .sync import Admin, Consumer, LoopThread, Producer
 
 __all__ = [
-    "Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Cluster", "Connection", "ConnectionClosed",
+    "Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Cluster", "CommitFailedError", "Connection",
+    "ConnectionClosed", "GroupError",
     "Consumer", "ConsumerRecord", "DefaultPartitioner", "DeliveryGroup", "EARLIEST", "KafkaError", "LATEST", "LoopThread",
     "NewTopic", "OffsetAndTimestamp", "Producer", "RecordFuture", "RecordMetadata", "RequestTimeout", "RoundRobinPartitioner",
     "murmur2", "partition_for_key",

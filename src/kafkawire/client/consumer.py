@@ -56,6 +56,7 @@ class _Chunk(NamedTuple):
     min_offset: int            # records before it are dropped (a fetch inside a batch)
     aborted: list | None       # [(producer_id, first_offset)] for READ_COMMITTED
     high_watermark: int
+    end_offset: int = -1       # the offset after its last batch: the consumed position once it is returned
 
 
 class _PartitionState:
@@ -84,6 +85,16 @@ class AsyncConsumer:
     [max.partition.fetch.bytes], ``max_buffered_bytes`` (fetched data kept ahead of the reader),
     ``check_crcs`` [check.crcs], ``request_timeout`` s, ``client_id``, ``backoff``; other keywords go
     to ``Cluster``.
+
+    Consumer groups (``kafkawire.client.groups``): ``group_id`` [group.id] and ``subscribe(topics)`` or
+    ``subscribe(pattern=re.compile(...))``; ``group_protocol`` "classic" or "consumer" (KIP-848)
+    [group.protocol]; ``partition_assignment_strategy`` names of client-side assignors, "range",
+    "roundrobin", "cooperative-sticky" [partition.assignment.strategy]; ``group_remote_assignor``
+    "uniform" or "range" for the consumer protocol [group.remote.assignor]; ``group_instance_id``
+    [group.instance.id] (static membership); ``session_timeout_ms`` [session.timeout.ms],
+    ``heartbeat_interval_ms`` [heartbeat.interval.ms], ``max_poll_interval_ms`` (the rebalance timeout)
+    [max.poll.interval.ms]; ``enable_auto_commit`` [enable.auto.commit] and ``auto_commit_interval_ms``
+    [auto.commit.interval.ms]. ``commit()``, ``commit_async()``, ``committed()``.
     """
 
     def __init__(self, bootstrap="127.0.0.1:9092", *, auto_offset_reset: str = "latest",
@@ -91,7 +102,12 @@ class AsyncConsumer:
                  fetch_min_bytes: int = 1, fetch_max_bytes: int = 64 << 20,
                  max_partition_fetch_bytes: int = 8 << 20, max_buffered_bytes: int = 64 << 20,
                  check_crcs: bool = False, request_timeout: float = 30.0, client_id: str = "kafkawire-consumer",
-                 backoff: Backoff | None = None, cluster: Cluster | None = None, **cluster_options):
+                 backoff: Backoff | None = None, cluster: Cluster | None = None,
+                 group_id: str | None = None, group_instance_id: str | None = None, group_protocol: str = "classic",
+                 partition_assignment_strategy=("range", "cooperative-sticky"),
+                 group_remote_assignor: str | None = None, session_timeout_ms: int = 45000,
+                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000, **cluster_options):
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset is 'earliest', 'latest' or 'none'")
         self.auto_offset_reset = auto_offset_reset
@@ -120,12 +136,161 @@ class AsyncConsumer:
         self._closed = False
         self._fetch_attempt = 0
         self._partition_errors = False
+        # consumer groups
+        self._consumed: dict[tuple[str, int], int] = {}     # next offset after what polls returned
+        self._commit_ready: dict[tuple[str, int], int] = {}  # as of the start of the latest poll (auto-commit)
+        self._callback_runner = None   # the sync Consumer runs rebalance callbacks off the loop thread
+        self._subscribed = False
+        self.group = None
+        if group_id is not None:
+            from .groups.membership import ClassicMembership, ConsumerMembership
+
+            common: dict = dict(instance_id=group_instance_id, session_timeout_ms=session_timeout_ms,
+                                heartbeat_interval_ms=heartbeat_interval_ms, rebalance_timeout_ms=max_poll_interval_ms,
+                                auto_commit=enable_auto_commit, auto_commit_interval_ms=auto_commit_interval_ms)
+            if group_protocol == "classic":
+                strategy = [partition_assignment_strategy] if isinstance(partition_assignment_strategy, str) \
+                    else list(partition_assignment_strategy)
+                names = [n.strip() for item in strategy for n in item.split(",") if n.strip()]
+                self.group = ClassicMembership(self, group_id, assignors=names, **common)
+            elif group_protocol == "consumer":
+                self.group = ConsumerMembership(self, group_id, remote_assignor=group_remote_assignor, **common)
+            else:
+                raise ValueError("group_protocol is 'classic' or 'consumer'")
 
     async def __aenter__(self):
         return self
 
     async def __aexit__(self, *exc):
         await self.close()
+
+    # -- consumer groups ---------------------------------------------------------------------
+
+    def subscribe(self, topics=None, *, pattern=None, listener=None, on_partitions_revoked=None,
+                  on_partitions_assigned=None, on_partitions_lost=None) -> None:
+        """Join the group (``group_id``) for ``topics`` (names) or the topics matching ``pattern``.
+
+        The group decides which partitions this consumer reads; each starts at the group's committed
+        offset (``auto_offset_reset`` without one). Rebalance callbacks, each given a sorted
+        [(topic, partition)]: ``on_partitions_revoked`` (after the auto-commit, before another member
+        gets them), ``on_partitions_assigned``, ``on_partitions_lost`` (when the membership was lost:
+        no commit); or a ``listener`` object with methods of those names. Functions or coroutine functions.
+        Calling it again changes the subscription (a rebalance).
+        """
+        from .groups.membership import Listener
+
+        if self.group is None:
+            raise ValueError("subscribe() needs a group_id")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe() takes topics or a pattern")
+        if pattern is not None:
+            import re
+
+            self.group.pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+            self.group.topics = set()
+        else:
+            self.group.pattern = None
+            self.group.topics = {topics} if isinstance(topics, str) else set(topics)
+        self.group.listener = Listener(on_partitions_revoked, on_partitions_assigned, on_partitions_lost, listener)
+        self.group._metadata_checked = 0.0
+        was = self._subscribed
+        self._subscribed = True
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # started by the first poll
+        self.group.start()
+        if was:
+            self.group.request_rejoin()
+
+    def subscription(self) -> list[str]:
+        return sorted(self.group.topics) if self.group is not None else []
+
+    async def commit(self, offsets: dict | None = None) -> None:
+        """Commit ``offsets`` {(topic, partition): next offset}, default: the position after every record
+        returned so far by the assigned partitions. Raises ``CommitFailedError`` when the group rebalanced
+        meanwhile (the partitions may be another member's now)."""
+        if self.group is None:
+            raise ValueError("commit() needs a group_id")
+        if offsets is None:
+            offsets = self._consumed_offsets(self._parts)
+        await self.group.commit({(t, int(p)): int(o) for (t, p), o in offsets.items()})
+
+    def commit_async(self, offsets: dict | None = None, callback=None) -> asyncio.Future:
+        """Commit without waiting: returns a future; ``callback(offsets, error_or_None)`` when it is done."""
+        if offsets is None:
+            offsets = self._consumed_offsets(self._parts)
+        task = asyncio.get_running_loop().create_task(self.commit(offsets))
+
+        def done(t: asyncio.Task):
+            exc = None if t.cancelled() else t.exception()
+            if callback is not None:
+                callback(offsets, exc)
+        task.add_done_callback(done)
+        return task
+
+    async def committed(self, tps) -> dict:
+        """The group's committed offsets of ``tps``: {(topic, partition): offset or None}."""
+        if self.group is None:
+            raise ValueError("committed() needs a group_id")
+        return await self.group.fetch_committed([(t, int(p)) for t, p in tps])
+
+    def group_metadata(self) -> dict:
+        """member_id, generation (classic) or member epoch (consumer protocol), protocol, assignor."""
+        g = self.group
+        if g is None:
+            return {}
+        return {"group_id": g.group_id, "member_id": g.member_id, "protocol": g.protocol_name,
+                "generation": getattr(g, "generation", getattr(g, "epoch", -1)),
+                "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)), "rebalances": g.rebalances}
+
+    async def wait_for_assignment(self, timeout: float | None = None) -> list[tuple[str, int]]:
+        """Wait until the group has assigned partitions to this member at least once; its assignment."""
+        g = self.group
+        if g is None or not self._subscribed:
+            raise ValueError("wait_for_assignment() needs subscribe()")
+        self._start()
+        g.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not g.rebalances:
+            if self._error is not None:
+                err, self._error = self._error, None
+                raise err
+            g._changed.clear()
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise TimeoutError(f"no assignment from group {g.group_id!r} within {timeout}s")
+            try:
+                await asyncio.wait_for(g._changed.wait(), left)
+            except TimeoutError:
+                pass
+        return sorted(self._parts)
+
+    def _consumed_offsets(self, tps) -> dict:
+        return {tp: self._consumed[tp] for tp in tps if tp in self._consumed}
+
+    def _group_assign(self, starts: dict) -> None:
+        """Add partitions the group gave us (start: committed offset or None for auto_offset_reset)."""
+        wanted: dict = {tp: None for tp in self._parts}
+        wanted.update(starts)
+        self.assign(wanted)
+        for tp, start in starts.items():
+            if start is not None:
+                self._consumed[tp] = start
+            else:
+                self._consumed.pop(tp, None)
+
+    def _group_unassign(self, tps) -> None:
+        self.assign({tp: None for tp in self._parts if tp not in tps})
+        for tp in tps:
+            self._consumed.pop(tp, None)
+            self._commit_ready.pop(tp, None)
+
+    def _fail(self, exc: BaseException) -> None:
+        """An error for the reader: raised by the next poll."""
+        self._error = exc
+        if self._data is not None:
+            self._data.set()
 
     # -- assignment and positions --------------------------------------------------------
 
@@ -424,7 +589,7 @@ class AsyncConsumer:
         aborted = None
         if self.isolation_level == READ_COMMITTED and p.aborted_transactions:
             aborted = sorted((a.producer_id, a.first_offset) for a in p.aborted_transactions)
-        self._chunks.append(_Chunk(tp, state.epoch, view[:end], start, aborted, p.high_watermark))
+        self._chunks.append(_Chunk(tp, state.epoch, view[:end], start, aborted, p.high_watermark, state.position))
         self._buffered += end
         return True
 
@@ -432,6 +597,11 @@ class AsyncConsumer:
 
     async def _take(self, timeout: float | None, max_bytes: int | None = None) -> list[_Chunk]:
         self._start()
+        if self.group is not None:
+            # auto-commit commits what earlier polls returned (the caller has processed it by now)
+            self._commit_ready = dict(self._consumed)
+            if self._subscribed:
+                self.group.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = [tp for tp, s in self._parts.items() if s.pending is not None]
         if pending:  # resolve "earliest"/"latest" now, not when the fetcher gets round to it
@@ -459,6 +629,8 @@ class AsyncConsumer:
                 self._chunks.extendleft(reversed(held))
             if chunks:
                 self._recount()
+                for c in chunks:  # consumed once returned: what a commit of this member covers
+                    self._consumed[c.tp] = c.end_offset
                 return chunks
             self._data.clear()
             left = None if deadline is None else deadline - time.monotonic()
@@ -486,11 +658,13 @@ class AsyncConsumer:
             if room <= 0 or not recs:
                 if recs:
                     self.seek(tp, recs[0].offset)
+                    self._consumed[tp] = recs[0].offset
                 continue
             kept[tp] = recs[:room]
             n += len(kept[tp])
             if len(recs) > room:
                 self.seek(tp, recs[room].offset)
+                self._consumed[tp] = recs[room].offset
         return kept
 
     async def records(self, timeout: float | None = 1.0) -> list[ConsumerRecord]:
@@ -518,8 +692,13 @@ class AsyncConsumer:
         return decode_chunks_arrow(chunks, headers=headers)
 
     async def close(self) -> None:
+        """Stop; a group member commits (auto-commit), revokes its partitions and leaves the group."""
         if self._closed:
             return
+        if self.group is not None and self._subscribed:
+            await self.group.stop(leave=True)
+        elif self.group is not None:
+            await self.group.stop(leave=False)
         self._closed = True
         if self._fetcher is not None:
             self._fetcher.cancel()

@@ -78,6 +78,11 @@ class LoopThread:
         except concurrent.futures.TimeoutError:
             fut.cancel()
             raise TimeoutError(f"no result within {timeout}s") from None
+        except BaseException:
+            # e.g. KeyboardInterrupt while waiting: a poll left running would take records nobody reads
+            # (and a group member would count them as consumed and commit them)
+            fut.cancel()
+            raise
 
 
 class _SyncBase:
@@ -225,6 +230,51 @@ class Consumer(_SyncBase):
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
         super().__init__()
         self._core = AsyncConsumer(bootstrap, **options)
+        loop = self._loop_thread.loop
+
+        async def run_callback(fn, tps):
+            # rebalance callbacks run on a worker thread while the loop waits for them: a callback may
+            # call this consumer's blocking methods (commit, position...) as Kafka's Java listeners do
+            await loop.run_in_executor(None, fn, tps)
+        self._core._callback_runner = run_callback
+
+    # -- consumer groups ------------------------------------------------------------------------
+
+    def subscribe(self, topics=None, *, pattern=None, listener=None, on_partitions_revoked=None,
+                  on_partitions_assigned=None, on_partitions_lost=None) -> None:
+        """Join the group for ``topics`` or ``pattern`` (see ``AsyncConsumer.subscribe``); polls read what
+        the group assigns. Callbacks run on a worker thread, between polls' fetches, and may call this consumer."""
+        self._call(self._core.subscribe, topics, pattern=pattern, listener=listener,
+                   on_partitions_revoked=on_partitions_revoked, on_partitions_assigned=on_partitions_assigned,
+                   on_partitions_lost=on_partitions_lost)
+
+    def subscription(self) -> list[str]:
+        return self._core.subscription()
+
+    def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
+        """Commit and wait: ``offsets`` {(topic, partition): next offset}, default what polls returned."""
+        self._run(self._core.commit(offsets), timeout)
+
+    def commit_async(self, offsets: dict | None = None, callback=None) -> concurrent.futures.Future:
+        """Commit without waiting; a ``concurrent.futures.Future``; ``callback(offsets, error_or_None)``
+        runs on the client's loop thread when the commit is done."""
+        async def start():
+            return self._core.commit_async(offsets, callback)
+        task = self._run(start())
+
+        async def wait():
+            return await task
+        return asyncio.run_coroutine_threadsafe(wait(), self._loop_thread.loop)
+
+    def committed(self, tps, timeout: float | None = None) -> dict:
+        return self._run(self._core.committed(tps), timeout)
+
+    def group_metadata(self) -> dict:
+        return self._core.group_metadata()
+
+    def wait_for_assignment(self, timeout: float | None = None) -> list:
+        """Block until the group has assigned this member its partitions (possibly none); returns them."""
+        return self._run(self._core.wait_for_assignment(timeout))
 
     def _call(self, fn, *args, **kw):
         async def call():
@@ -295,6 +345,10 @@ class Consumer(_SyncBase):
     def __iter__(self):
         while True:
             yield from self.poll(1.0)
+
+    def close(self):
+        """Close; a group member commits (auto-commit), revokes and leaves its group first."""
+        super().close()
 
 
 class Admin(_SyncBase):
