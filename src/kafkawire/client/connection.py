@@ -1,8 +1,9 @@
 """One asyncio connection to one Kafka broker.
 
-* framing and correlation ids: every request gets the next correlation id;
-  responses are matched by id (Kafka answers in order, but matching by id
-  makes a late or missing response harmless);
+* framing and correlation ids come from ``kafkawire.protocol.connection``
+  (the client side of one ``ProtocolConnection``): every request gets the
+  next correlation id; responses are matched by id (Kafka answers in order,
+  but matching by id makes a late or missing response harmless);
 * pipelining: any number of requests may be in flight at once (bounded by
   ``max_in_flight``); ``request()`` only waits for its own response;
 * ApiVersions negotiation when the connection opens: per API, the highest
@@ -19,19 +20,23 @@ complete when written.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import struct
 from collections.abc import Mapping
 
-from ..protocol import KafkaError, api, decode_response, encode_request_parts, errors as kerrors, request_header
-from ..protocol.framing import DEFAULT_MAX_FRAME, check_frame_size
+from ..protocol import ApiKey, KafkaError, ProtocolError, api, errors as kerrors
+from ..protocol.connection import (
+    NeedData,
+    ProtocolConnection,
+    ProtocolViolation,
+    ResponseReceived,
+    Role,
+    StreamEnded,
+)
+from ..protocol.framing import DEFAULT_MAX_FRAME
 from ..protocol.messages import Message, message_class
 from ..protocol.negotiation import negotiate, ranges_from_response, supported_ranges
 
-API_VERSIONS = 18
-PRODUCE = 0
-_SIZE = struct.Struct(">i")
-_ERR = struct.Struct(">h")
+API_VERSIONS = ApiKey.API_VERSIONS
+_READ_SIZE = 1 << 20  # bytes asked of the stream per read (its buffer limit)
 
 CLIENT_SOFTWARE_NAME = "kafkawire-python"
 try:  # pragma: no cover - metadata is present when installed
@@ -83,8 +88,7 @@ class Connection:
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.max_frame = max_frame
-        self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
+        self._protocol = ProtocolConnection(Role.CLIENT, max_frame=max_frame, client_id=client_id)
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -99,7 +103,7 @@ class Connection:
 
     def __repr__(self):
         state = "closed" if self._closed else "open"
-        return f"<Connection {self.host}:{self.port} node={self.node_id} {state} in_flight={len(self._pending)}>"
+        return f"<Connection {self.host}:{self.port} node={self.node_id} {state} in_flight={len(self._protocol.pending)}>"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -177,8 +181,8 @@ class Connection:
         self._fail_pending(reason or ConnectionClosed(f"connection to {self.host}:{self.port} closed"))
 
     def _fail_pending(self, exc: BaseException) -> None:
-        pending, self._pending = self._pending, {}
-        for fut, _, _ in pending.values():
+        for pending in self._protocol.forget_all():
+            fut = pending.tag
             if not fut.done():
                 fut.set_exception(exc if isinstance(exc, Exception) else ConnectionClosed(str(exc)))
                 fut.exception()  # retrieved: a request whose waiter is gone must not log a warning
@@ -209,22 +213,18 @@ class Connection:
         key = body.api_key
         if version is None:
             version = self.version_for(key)
-        if expect_response is None:
-            expect_response = not (key == PRODUCE and getattr(body, "acks", -1) == 0)
         timeout = self.request_timeout if timeout is None else timeout
         await self._slots.acquire()
         try:
-            cid = next(self._ids) & 0x7FFFFFFF
-            parts = encode_request_parts(request_header(key, version, cid, self.client_id), body)
-            fut = None
-            if expect_response:
-                fut = asyncio.get_running_loop().create_future()
-                self._pending[cid] = (fut, key, version)
+            fut = asyncio.get_running_loop().create_future()
+            cid, parts = self._protocol.send_request_parts(body, version, tag=fut, expect_response=expect_response)
+            if self._protocol.expected(cid) is None:
+                fut = None  # no response on the wire (Produce with acks=0): done once written
             try:
                 self._writer.writelines(parts)
                 await self._writer.drain()
             except (OSError, RuntimeError) as exc:
-                self._pending.pop(cid, None)
+                self._protocol.forget(cid)
                 err = ConnectionClosed(f"write to {self.host}:{self.port} failed: {exc}")
                 await self.close(err)
                 raise err from exc
@@ -233,7 +233,7 @@ class Connection:
             try:
                 return await asyncio.wait_for(asyncio.shield(fut), timeout)
             except TimeoutError:
-                self._pending.pop(cid, None)
+                self._protocol.forget(cid)
                 err = RequestTimeout(f"{api(key).name} v{version} to {self.host}:{self.port} "
                                      f"got no response within {timeout}s")
                 await self.close(err)
@@ -249,30 +249,34 @@ class Connection:
 
     async def _read_loop(self) -> None:
         reader = self._reader
+        protocol = self._protocol
         try:
             while True:
-                head = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                check_frame_size(size, self.max_frame)
-                payload = await reader.readexactly(size)
-                if size < 4:
-                    raise ConnectionClosed(f"response of {size} bytes has no correlation id")
-                (cid,) = _SIZE.unpack_from(payload, 0)
-                entry = self._pending.pop(cid, None)
-                if entry is None:
-                    continue  # a response whose request timed out
-                fut, key, version = entry
-                if fut.done():
-                    continue
-                if key == API_VERSIONS and version > 0 and size >= 6 and \
-                        _ERR.unpack_from(payload, 4)[0] == kerrors.UNSUPPORTED_VERSION:
-                    version = 0  # a broker that does not know our version answers in a v0 body
-                try:
-                    resp = decode_response(payload, key, version, framed=False, strict=False)
-                except Exception as exc:  # a decode failure fails only that request
-                    fut.set_exception(exc)
-                    continue
-                fut.set_result(resp.body)
+                data = await reader.read(_READ_SIZE)
+                if data:
+                    protocol.receive_data(data)
+                else:
+                    protocol.receive_eof()
+                while True:
+                    event = protocol.next_event()
+                    kind = type(event)
+                    if kind is ResponseReceived:
+                        fut = event.tag
+                        if fut.done():
+                            continue
+                        try:  # an ApiVersions UNSUPPORTED_VERSION answer is read as v0 (the protocol's rule)
+                            resp = event.decode()
+                        except Exception as exc:  # a decode failure fails only that request
+                            fut.set_exception(exc)
+                            continue
+                        fut.set_result(resp.body)
+                    elif kind is NeedData:
+                        break
+                    elif kind is StreamEnded:
+                        raise asyncio.IncompleteReadError(b"", None)
+                    elif kind is ProtocolViolation and event.fatal:
+                        raise ProtocolError(event.message)  # the framing is lost: the connection is broken
+                    # else: a response whose request timed out (unknown correlation id): dropped
         except asyncio.CancelledError:
             raise
         except (asyncio.IncompleteReadError, OSError) as exc:
