@@ -9,6 +9,7 @@ import sys
 COMMANDS = {
     "serve": ("serve", "run the broker (default: 127.0.0.1:9092, data in ./kafkawire-data)"),
     "check": ("check", "verify every batch's CRC and the indexes of a data directory, offline"),
+    "logs": ("logs", "show what a data directory holds, or decode its files (--dump), offline"),
     "decode": ("decode", "annotate the bytes of a request or response"),
     "pcap": ("pcap", "dissect Kafka traffic in a pcap/pcapng capture"),
     "produce": ("client_commands", "produce records from stdin to a topic"),

@@ -1,0 +1,798 @@
+"""Reading Kafka's and kafkawire's data directories offline: what ``kafkawire logs`` prints.
+
+Each ``dump_*`` function takes the bytes (or text) of one file and returns plain dicts, ready for
+JSON; batches are walked by :mod:`kafkawire.protocol.records` (the same reader the broker and the
+client use), record schemas come from the generated spec. Nothing here writes a file.
+
+Decoders for record keys and values:
+
+- ``raw``: bytes shown as text when they are printable UTF-8, else as hex;
+- ``metadata``: the KRaft metadata log (``__cluster_metadata``): each value is a frame version, a
+  record type and a version (unsigned varints) followed by that record (``TopicRecord``...);
+- ``offsets``: Kafka's ``__consumer_offsets``: key and value start with an int16 (the key's record type,
+  the value's version) followed by the group coordinator record (``OffsetCommitKey``/``Value``...);
+  kafkawire's own ``__consumer_offsets`` holds JSON, shown as such;
+- ``transactions``: ``__transaction_state``, laid out the same way (``TransactionLogKey``/``Value``);
+- control batches are always decoded: transaction markers and the KRaft control records
+  (``LeaderChangeMessage``, ``SnapshotHeaderRecord``, ``VotersRecord``...).
+
+Damaged bytes never raise out of here: they become ``{"kind": "error", "position": ..., "reason": ...}``
+entries, with the byte position in the file.
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import os
+import re
+import struct
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from crc32c import crc32c
+
+from kafkawire.protocol.records import CorruptRecordError, iter_batches
+from kafkawire.protocol.records.errors import CodecUnavailableError
+from kafkawire.protocol.records.model import ControlRecordType
+
+DECODERS = ("auto", "raw", "metadata", "offsets", "transactions")
+DEFAULT_MAX_BYTES = 256
+
+LOG_FILE = re.compile(r"(\d{20})\.log")
+INDEX_FILE = re.compile(r"(\d{20})\.index")
+TIME_INDEX_FILE = re.compile(r"(\d{20})\.timeindex")
+SNAPSHOT_FILE = re.compile(r"(\d{20})\.snapshot")
+KRAFT_SNAPSHOT_FILE = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+QUARANTINE_FILE = re.compile(r"(\d{20})\.(\d+)\.(\d+)\.quarantine")
+PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+METADATA_TOPIC = "__cluster_metadata"
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTIONS_TOPIC = "__transaction_state"
+KAFKAWIRE_META_DIR = "__kafkawire_meta"
+
+# Text checkpoint files of a Kafka log directory (version line, count line, entry lines).
+DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
+                   "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+
+_I16 = struct.Struct(">h")
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_SNAPSHOT_HEAD = struct.Struct(">hI")
+
+# Raft control record types whose value is a versioned message of the spec.
+_CONTROL_SCHEMAS = {
+    ControlRecordType.LEADER_CHANGE: "LeaderChangeMessage",
+    ControlRecordType.SNAPSHOT_HEADER: "SnapshotHeaderRecord",
+    ControlRecordType.SNAPSHOT_FOOTER: "SnapshotFooterRecord",
+    ControlRecordType.KRAFT_VERSION: "KRaftVersionRecord",
+    ControlRecordType.KRAFT_VOTERS: "VotersRecord",
+}
+
+
+class RecordDecodeError(ValueError):
+    """A key or value does not parse with the schema the decoder chose."""
+
+
+# ----------------------------------------------------------------- values
+
+def render_bytes(data: bytes | None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict | None:
+    """``{"text": ...}`` for printable UTF-8, else ``{"hex": ...}``; cut at ``max_bytes`` (0: never),
+    with ``"truncated": <bytes left out>``. None stays None (a null key or value)."""
+    if data is None:
+        return None
+    data = bytes(data)
+    shown = data if not max_bytes or len(data) <= max_bytes else data[:max_bytes]
+    out: dict[str, Any]
+    try:
+        text = shown.decode("utf-8")
+    except UnicodeDecodeError:
+        # a cut may split a character: the whole value decides whether it is text
+        text = None
+        if shown is not data:
+            try:
+                whole = data.decode("utf-8")
+                text = whole[:max_bytes]
+            except UnicodeDecodeError:
+                pass
+    if text is not None and all(c.isprintable() or c in "\t\n\r" for c in text):
+        out = {"text": text}
+    else:
+        out = {"hex": shown.hex()}
+    if shown is not data:
+        out["truncated"] = len(data) - len(shown)
+    return out
+
+
+def bytes_label(rendered: dict | None) -> str:
+    """One-line human form of :func:`render_bytes`' result."""
+    if rendered is None:
+        return "null"
+    if "text" in rendered:
+        body = json.dumps(rendered["text"], ensure_ascii=False)
+    else:
+        body = "0x" + rendered["hex"]
+    if "truncated" in rendered:
+        body += f"... (+{rendered['truncated']} bytes)"
+    return body
+
+
+def kafka_uuid(value: uuid.UUID | str) -> str:
+    """A UUID as Kafka prints it (URL-safe base64 without padding)."""
+    u = value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+# ------------------------------------------------------- record schemas
+
+@functools.cache
+def _record_types(kind: str, family: str = "group") -> dict[int, str]:
+    from kafkawire.protocol.schema import message_spec, record_names
+
+    out: dict[int, str] = {}
+    for name in record_names():
+        spec = message_spec(name)
+        if spec.kind != kind or spec.record_type is None:
+            continue
+        if kind == "metadata" and name.startswith("Remote"):
+            continue  # tiered storage's own topic numbers its records separately
+        if kind.startswith("coordinator") and (family == "transaction") != name.startswith("TransactionLog"):
+            continue  # the transaction coordinator's records live in __transaction_state
+        if kind.startswith("coordinator") and name.startswith("Share"):
+            continue  # the share coordinator's, in __share_group_state
+        out.setdefault(spec.record_type, name)
+    return out
+
+
+def _decode_message(name: str, body, version: int) -> dict:
+    from kafkawire.protocol.messages import message_class
+
+    try:
+        cls = message_class(name)
+        return _jsonable(cls.decode(bytes(body), version).to_dict())
+    except (ValueError, KeyError, IndexError, struct.error) as exc:
+        raise RecordDecodeError(f"{name} v{version}: {exc}") from exc
+
+
+def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(data):
+            raise RecordDecodeError("unsigned varint runs past the end")
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise RecordDecodeError("unsigned varint longer than 5 bytes")
+
+
+def decode_metadata_record(value: bytes | None) -> dict:
+    """A KRaft metadata log value: ``{"type": "TopicRecord", "version": 0, "data": {...}}``."""
+    if value is None:
+        raise RecordDecodeError("metadata record without a value")
+    data = bytes(value)
+    frame, pos = _read_uvarint(data, 0)
+    if frame != 1:
+        raise RecordDecodeError(f"unknown metadata frame version {frame}")
+    rtype, pos = _read_uvarint(data, pos)
+    version, pos = _read_uvarint(data, pos)
+    name = _record_types("metadata").get(rtype)
+    if name is None:
+        raise RecordDecodeError(f"unknown metadata record type {rtype}")
+    return {"type": name, "version": version, "data": _decode_message(name, data[pos:], version)}
+
+
+def decode_offsets_record(key: bytes | None, value: bytes | None, family: str = "group") -> dict:
+    """A ``__consumer_offsets`` record: Kafka's binary group coordinator records, or kafkawire's JSON
+    (``family="transaction"``: a ``__transaction_state`` record)."""
+    if key is None:
+        raise RecordDecodeError("coordinator record without a key")
+    key = bytes(key)
+    if key[:1] in (b"[", b"{"):  # kafkawire's own layout (broker/groups/persistence.py)
+        try:
+            return {"type": "kafkawire", "key": json.loads(key),
+                    "value": None if value is None else json.loads(bytes(value))}
+        except ValueError as exc:
+            raise RecordDecodeError(f"kafkawire group record is not JSON: {exc}") from exc
+    if len(key) < 2:
+        raise RecordDecodeError(f"coordinator key of {len(key)} bytes has no record type")
+    (rtype,) = _I16.unpack_from(key)
+    key_name = _record_types("coordinator-key", family).get(rtype)
+    value_name = _record_types("coordinator-value", family).get(rtype)
+    if key_name is None or value_name is None:
+        raise RecordDecodeError(f"unknown coordinator record type {rtype}")
+    out = {"type": key_name[:-3], "key": _decode_message(key_name, key[2:], 0)}
+    if value is None:
+        out["value"] = None  # a tombstone: the key was deleted
+        return out
+    raw = bytes(value)
+    if len(raw) < 2:
+        raise RecordDecodeError(f"coordinator value of {len(raw)} bytes has no version")
+    (version,) = _I16.unpack_from(raw)
+    out["value_version"] = version
+    out["value"] = _decode_message(value_name, raw[2:], version)
+    return out
+
+
+def decode_control(key: bytes | None, value: bytes | None) -> dict:
+    """A control record: transaction marker or KRaft control record, by name."""
+    if key is None or len(key) < 4:
+        raise RecordDecodeError(f"control key needs 4 bytes, got {None if key is None else len(key)}")
+    _version, ctype = struct.unpack_from(">hh", bytes(key))
+    try:
+        name = ControlRecordType(ctype).name
+    except ValueError:
+        return {"control": f"UNKNOWN({ctype})"}
+    out: dict[str, Any] = {"control": name}
+    if ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
+        if value is None or len(value) < 6:
+            raise RecordDecodeError("transaction marker value needs 6 bytes")
+        _mv, epoch = struct.unpack_from(">hi", bytes(value))
+        out["coordinator_epoch"] = epoch
+        return out
+    schema = _CONTROL_SCHEMAS.get(ControlRecordType(ctype))
+    if schema is not None and value is not None and len(value) >= 2:
+        (version,) = _I16.unpack_from(bytes(value))
+        out["version"] = version
+        # these schemas carry their version as their own first field
+        out["data"] = _decode_message(schema, bytes(value), version)
+    return out
+
+
+# ---------------------------------------------------------------- batches
+
+def _codec_name(batch) -> str:
+    cid = batch.compression_id
+    names = ("none", "gzip", "snappy", "lz4", "zstd")
+    return names[cid] if cid < len(names) else f"unknown({cid})"
+
+
+def _batch_header(batch) -> dict:
+    magic = batch.magic
+    out: dict[str, Any] = {
+        "kind": "batch", "position": batch.position, "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset, "size": batch.size, "magic": magic, "crc": batch.crc,
+    }
+    if magic == 2:
+        out.update(count=batch.record_count, partition_leader_epoch=batch.partition_leader_epoch,
+                   attributes=batch.attributes & 0xFFFF, codec=_codec_name(batch),
+                   timestamp_type=batch.timestamp_type.name, transactional=batch.is_transactional,
+                   control=batch.is_control, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                   base_sequence=batch.base_sequence, last_sequence=batch.last_sequence,
+                   base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
+                   delete_horizon_ms=batch.delete_horizon_ms)
+    else:
+        out.update(attributes=batch.attributes, codec=_codec_name(batch), timestamp_type=batch.timestamp_type.name,
+                   timestamp=batch.max_timestamp, transactional=False, control=False)
+    return out
+
+
+def _record(record, decoder: str, control: bool, max_bytes: int) -> dict:
+    out: dict[str, Any] = {
+        "offset": record.offset, "timestamp": record.timestamp,
+        "key_size": -1 if record.key is None else len(record.key),
+        "value_size": -1 if record.value is None else len(record.value),
+        "key": render_bytes(record.key, max_bytes), "value": render_bytes(record.value, max_bytes),
+        "headers": [[k, render_bytes(v, max_bytes)] for k, v in record.headers],
+    }
+    try:
+        if control:
+            out["decoded"] = decode_control(record.key, record.value)
+        elif decoder == "metadata":
+            out["decoded"] = decode_metadata_record(record.value)
+        elif decoder == "offsets":
+            out["decoded"] = decode_offsets_record(record.key, record.value)
+        elif decoder == "transactions":
+            out["decoded"] = decode_offsets_record(record.key, record.value, "transaction")
+    except RecordDecodeError as exc:
+        out["decode_error"] = str(exc)
+    return out
+
+
+def dump_batches(data, *, decoder: str = "raw", records: bool = True,
+                 max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict]:
+    """Every batch of a ``.log`` (or KRaft snapshot, or quarantine file) as a dict, then its records.
+
+    Yields ``{"kind": "batch", ...}`` (with ``"records"`` unless ``records=False``, and ``"crc_valid"``)
+    and ``{"kind": "error", "position", "reason"}`` for damage: a batch whose CRC fails is still shown
+    (and an error follows it); a batch whose records do not decode is shown with its header; framing
+    that cannot be followed (a bad length or magic) or a cut-off batch ends the walk."""
+    if decoder not in DECODERS or decoder == "auto":
+        raise ValueError(f"decoder must be raw, metadata, offsets or transactions, not {decoder!r}")
+    reader = iter_batches(data)
+    while True:
+        position = reader.position
+        try:
+            batch = next(reader)
+        except StopIteration:
+            break
+        except CorruptRecordError as exc:
+            yield {"kind": "error", "position": exc.position if exc.position is not None else position,
+                   "reason": exc.problem + f"; the {len(data) - position} bytes from here are not read"}
+            return
+        out = _batch_header(batch)
+        try:
+            batch.validate_crc()
+            out["crc_valid"] = True
+        except CorruptRecordError as exc:
+            out["crc_valid"] = False
+            out["crc_error"] = exc.problem
+        error = None if out["crc_valid"] else {"kind": "error", "position": batch.position,
+                                                "reason": f"batch at base offset {batch.base_offset}: "
+                                                          f"{out['crc_error']}"}
+        if records:
+            try:
+                out["records"] = [_record(r, decoder, out["control"], max_bytes) for r in batch.records()]
+            except (CorruptRecordError, CodecUnavailableError) as exc:
+                out["records_error"] = getattr(exc, "problem", str(exc))
+                if error is None:
+                    error = {"kind": "error", "position": batch.position,
+                             "reason": f"records of the batch at base offset {batch.base_offset}: "
+                                       f"{out['records_error']}"}
+        yield out
+        if error is not None:
+            yield error
+    tail = reader.partial_tail_bytes
+    if tail:
+        declared = reader.next_batch_size
+        what = f" of a batch that declares {declared} bytes" if declared else ""
+        yield {"kind": "error", "position": reader.position,
+               "reason": f"truncated: the file ends {tail} bytes into a batch{what}"}
+
+
+# ---------------------------------------------------------------- indexes
+
+def _zero_tail(data: bytes, entry_size: int, count: int) -> int:
+    """Entries at the end that are all zero: Kafka preallocates index files and trims them on close."""
+    n = count
+    while n > 1 and not any(data[(n - 1) * entry_size:n * entry_size]):
+        n -= 1
+    if n == 1 and count > 1 and not any(data[:entry_size]):
+        n = 0  # a preallocated file with no entry yet (a lone first entry (0, 0) cannot be told apart)
+    return n
+
+
+def dump_offset_index(data: bytes, base_offset: int) -> Iterator[dict]:
+    """``.index`` entries ``{"offset", "position"}`` (absolute offsets), then a summary; errors for a
+    size that is not whole entries and for entries that go backwards."""
+    data = bytes(data)
+    whole = len(data) // 8
+    used = _zero_tail(data, 8, whole)
+    last = (-1, -1)
+    for i in range(used):
+        rel, position = _OFFSET_ENTRY.unpack_from(data, i * 8)
+        offset = base_offset + rel
+        if i and (offset <= last[0] or position <= last[1]):
+            yield {"kind": "error", "position": i * 8,
+                   "reason": f"entry {i} (offset {offset}, position {position}) does not follow "
+                             f"(offset {last[0]}, position {last[1]})"}
+        yield {"kind": "index_entry", "offset": offset, "position": position}
+        last = (offset, position)
+    yield {"kind": "index_summary", "entries": used, "preallocated_bytes": (whole - used) * 8}
+    if len(data) % 8:
+        yield {"kind": "error", "position": whole * 8, "reason": f"{len(data) % 8} bytes after the last whole entry"}
+
+
+def dump_time_index(data: bytes, base_offset: int) -> Iterator[dict]:
+    """``.timeindex`` entries ``{"timestamp", "offset"}``, as :func:`dump_offset_index`."""
+    data = bytes(data)
+    whole = len(data) // 12
+    used = _zero_tail(data, 12, whole)
+    last = (-1, -1)
+    for i in range(used):
+        ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
+        offset = base_offset + rel
+        if i and (ts < last[0] or offset < last[1]):
+            yield {"kind": "error", "position": i * 12,
+                   "reason": f"entry {i} (timestamp {ts}, offset {offset}) goes back from "
+                             f"(timestamp {last[0]}, offset {last[1]})"}
+        yield {"kind": "index_entry", "timestamp": ts, "offset": offset}
+        last = (ts, offset)
+    yield {"kind": "index_summary", "entries": used, "preallocated_bytes": (whole - used) * 12}
+    if len(data) % 12:
+        yield {"kind": "error", "position": whole * 12,
+               "reason": f"{len(data) % 12} bytes after the last whole entry"}
+
+
+def dump_producer_snapshot(data: bytes) -> Iterator[dict]:
+    """A ``.snapshot`` (producer state): version int16, CRC-32C of what follows the CRC, the entries."""
+    data = bytes(data)
+    if len(data) < _SNAPSHOT_HEAD.size:
+        yield {"kind": "error", "position": 0, "reason": f"{len(data)} bytes is too short for a producer snapshot"}
+        return
+    version, crc = _SNAPSHOT_HEAD.unpack_from(data)
+    computed = crc32c(data[_SNAPSHOT_HEAD.size:])
+    try:
+        body = _decode_message("ProducerSnapshot", data[2:], version)
+    except RecordDecodeError as exc:
+        yield {"kind": "error", "position": 2, "reason": str(exc)}
+        return
+    yield {"kind": "producer_snapshot", "version": version, "crc": crc, "crc_valid": crc == computed,
+           "producers": body.get("producer_entries", [])}
+    if crc != computed:
+        yield {"kind": "error", "position": 2, "reason": f"CRC mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}"}
+
+
+# ------------------------------------------------------------ text files
+
+def parse_checkpoint(text: str) -> tuple[list[list[str]], list[dict]]:
+    """A Kafka text checkpoint (``version``, ``count``, ``count`` entry lines): entries and errors
+    (``position`` is a line number, counted from 1)."""
+    lines = text.splitlines()
+    errors: list[dict] = []
+    if not text:
+        return [], []  # Kafka creates some checkpoints empty (cleaner-offset-checkpoint before any cleaning)
+    if len(lines) < 2:
+        return [], [{"kind": "error", "line": len(lines) + 1, "reason": "missing the version or count line"}]
+    if lines[0].strip() != "0" and lines[0].strip() != "1":
+        errors.append({"kind": "error", "line": 1, "reason": f"unknown checkpoint version {lines[0]!r}"})
+    try:
+        count = int(lines[1])
+    except ValueError:
+        return [], errors + [{"kind": "error", "line": 2, "reason": f"count {lines[1]!r} is not a number"}]
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if len(entries) != count:
+        errors.append({"kind": "error", "line": 2, "reason": f"{count} entries announced, {len(entries)} found"})
+    return entries, errors
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def parse_partition_metadata(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+# ------------------------------------------------------ choosing a decoder
+
+def decoder_for(path: str) -> str:
+    """``metadata`` for the KRaft metadata log and its snapshots, ``offsets`` for ``__consumer_offsets``,
+    ``raw`` for everything else (by the partition directory's name)."""
+    name = os.path.basename(path)
+    directory = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    m = PARTITION_DIR.fullmatch(directory)
+    topic = m.group(1) if m else ""
+    if topic == METADATA_TOPIC or KRAFT_SNAPSHOT_FILE.fullmatch(name) or name == "bootstrap.checkpoint":
+        return "metadata"
+    if topic == OFFSETS_TOPIC:
+        return "offsets"
+    if topic == TRANSACTIONS_TOPIC:
+        return "transactions"
+    return "raw"
+
+
+def file_kind(path: str) -> str | None:
+    """What ``--dump`` reads a file as: log, index, timeindex, snapshot, checkpoint, properties,
+    partition-metadata, json; None when the name is not one it knows."""
+    name = os.path.basename(path)
+    if name.endswith(".log") or KRAFT_SNAPSHOT_FILE.fullmatch(name) or QUARANTINE_FILE.fullmatch(name) \
+            or name == "bootstrap.checkpoint":
+        return "log"
+    if name.endswith(".index"):
+        return "index"
+    if name.endswith(".timeindex"):
+        return "timeindex"
+    if name.endswith(".snapshot"):
+        return "snapshot"
+    if name.endswith("checkpoint"):
+        return "checkpoint"
+    if name.endswith(".properties"):
+        return "properties"
+    if name == "partition.metadata":
+        return "partition-metadata"
+    if name in ("quorum-state",) or name.endswith(".json"):
+        return "json"
+    return None
+
+
+def base_offset_of(path: str) -> int:
+    m = re.match(r"(\d{20})", os.path.basename(path))
+    return int(m.group(1)) if m else 0
+
+
+def dump_file(path: str, data: bytes, *, decoder: str = "auto", records: bool = True,
+              max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict]:
+    """Everything :func:`file_kind` knows, from the file's bytes; ``{"kind": "error"}`` entries for damage."""
+    kind = file_kind(path)
+    if kind == "log":
+        chosen = decoder_for(path) if decoder == "auto" else decoder
+        yield from dump_batches(data, decoder=chosen, records=records, max_bytes=max_bytes)
+    elif kind == "index":
+        yield from dump_offset_index(data, base_offset_of(path))
+    elif kind == "timeindex":
+        yield from dump_time_index(data, base_offset_of(path))
+    elif kind == "snapshot":
+        yield from dump_producer_snapshot(data)
+    elif kind in ("checkpoint", "properties", "partition-metadata", "json"):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield {"kind": "error", "position": exc.start, "reason": f"not UTF-8 text: {exc.reason}"}
+            return
+        if kind == "checkpoint":
+            entries, errors = parse_checkpoint(text)
+            yield {"kind": "checkpoint", "entries": entries}
+            yield from errors
+        elif kind == "properties":
+            yield {"kind": "properties", "properties": parse_properties(text)}
+        elif kind == "partition-metadata":
+            yield {"kind": "partition_metadata", "fields": parse_partition_metadata(text)}
+        else:
+            try:
+                yield {"kind": "json", "document": json.loads(text)}
+            except ValueError as exc:
+                yield {"kind": "error", "position": getattr(exc, "pos", 0), "reason": f"not JSON: {exc}"}
+    else:
+        yield {"kind": "error", "position": 0, "reason": "not a file kafkawire logs knows (.log, .index, "
+               ".timeindex, .snapshot, checkpoints, partition.metadata, meta.properties, quorum-state)"}
+
+
+# ------------------------------------------------------- a whole directory
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _headers_only(path: str) -> tuple[dict, list[dict]]:
+    """Batches, records and the offset range of one segment from its batch headers (no decompression)."""
+    data = _read(path)
+    batches = records = 0
+    first = last = None
+    errors = []
+    for item in dump_batches(data, records=False):
+        if item["kind"] == "error":
+            errors.append(item)
+            continue
+        batches += 1
+        records += item.get("count", 1)
+        first = item["base_offset"] if first is None else first
+        last = item["last_offset"]
+    return {"batches": batches, "records": records, "first_offset": first, "last_offset": last,
+            "bytes": len(data)}, errors
+
+
+def summarize_partition(directory: str) -> dict:
+    """Segments (batches, records, offsets, bytes), indexes, snapshots and checkpoints of one partition
+    directory, and the files in it that are none of those."""
+    names = sorted(os.listdir(directory))
+    out: dict[str, Any] = {"kind": "partition", "name": os.path.basename(directory), "segments": [],
+                           "snapshots": [], "kraft_snapshots": [], "quarantined": [], "other_files": [],
+                           "problems": []}
+    for name in names:
+        path = os.path.join(directory, name)
+        if LOG_FILE.fullmatch(name):
+            info, errors = _headers_only(path)
+            base = int(name[:20])
+            seg = {"base_offset": base, **info}
+            for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index)):
+                ipath = os.path.join(directory, name[:20] + suffix)
+                if os.path.exists(ipath):
+                    items = list(dumper(_read(ipath), base))
+                    summary = next(i for i in items if i["kind"] == "index_summary")
+                    seg[suffix[1:] + "_entries"] = summary["entries"]
+                    errors += [dict(e, file=ipath) for e in items if e["kind"] == "error"]
+            out["segments"].append(seg)
+            out["problems"] += [dict(e, file=path) if "file" not in e else e for e in errors]
+        elif INDEX_FILE.fullmatch(name) or TIME_INDEX_FILE.fullmatch(name):
+            if not os.path.exists(os.path.join(directory, name[:20] + ".log")):
+                out["other_files"].append(name)
+        elif SNAPSHOT_FILE.fullmatch(name):
+            items = list(dump_producer_snapshot(_read(path)))
+            snap = next((i for i in items if i["kind"] == "producer_snapshot"), None)
+            out["snapshots"].append({"file": name, "producers": len(snap["producers"]) if snap else None})
+            out["problems"] += [dict(e, file=path) for e in items if e["kind"] == "error"]
+        elif KRAFT_SNAPSHOT_FILE.fullmatch(name):
+            info, errors = _headers_only(path)
+            out["kraft_snapshots"].append({"file": name, **info})
+            out["problems"] += [dict(e, file=path) for e in errors]
+        elif QUARANTINE_FILE.fullmatch(name):
+            out["quarantined"].append(name)
+        elif name == "partition.metadata":
+            fields = parse_partition_metadata(_read(path).decode("utf-8", "replace"))
+            out["topic_id"] = fields.get("topic_id")
+        elif name == "leader-epoch-checkpoint":
+            entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
+            out["leader_epochs"] = [[int(x) for x in e] for e in entries if len(e) == 2 and all(
+                x.lstrip("-").isdigit() for x in e)]
+            out["problems"] += [dict(e, file=path) for e in errors]
+        elif name == "quorum-state":
+            try:
+                out["quorum_state"] = json.loads(_read(path))
+            except ValueError as exc:
+                out["problems"].append({"kind": "error", "file": path, "position": 0, "reason": f"not JSON: {exc}"})
+        else:
+            out["other_files"].append(name)
+    segs = out["segments"]
+    offsets = [s for s in segs if s["first_offset"] is not None]
+    out["records"] = sum(s["records"] for s in segs)
+    out["bytes"] = sum(s["bytes"] for s in segs)
+    out["first_offset"] = offsets[0]["first_offset"] if offsets else None
+    out["last_offset"] = offsets[-1]["last_offset"] if offsets else None
+    return out
+
+
+def _metadata_files(directory: str) -> list[str]:
+    """The metadata log's newest KRaft snapshot (if any) and its segments, in replay order."""
+    names = os.listdir(directory)
+    snaps = sorted(n for n in names if KRAFT_SNAPSHOT_FILE.fullmatch(n))
+    logs = sorted(n for n in names if LOG_FILE.fullmatch(n))
+    return [os.path.join(directory, n) for n in snaps[-1:] + logs]
+
+
+def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
+    """Replay the metadata log of ``directory`` (``__cluster_metadata-0``) into topics:
+    ``{name: {"topic_id", "partitions": {n: {"leader", "replicas"}}, "configs"}}``, the record count,
+    and the problems met."""
+    topics: dict[str, dict] = {}
+    by_id: dict[str, str] = {}
+    count = 0
+    problems: list[dict] = []
+    for path in _metadata_files(directory):
+        for item in dump_batches(_read(path), decoder="metadata", max_bytes=64):
+            if item["kind"] == "error":
+                problems.append(dict(item, file=path))
+                continue
+            for rec in item.get("records", []):
+                dec = rec.get("decoded")
+                if not dec or "type" not in dec:
+                    continue
+                count += 1
+                data = dec["data"]
+                if dec["type"] == "TopicRecord":
+                    topics[data["name"]] = {"topic_id": kafka_uuid(data["topic_id"]), "partitions": {},
+                                            "configs": {}}
+                    by_id[data["topic_id"]] = data["name"]
+                elif dec["type"] == "RemoveTopicRecord":
+                    gone = by_id.pop(data["topic_id"], None)
+                    if gone is not None:
+                        topics.pop(gone, None)
+                elif dec["type"] in ("PartitionRecord", "PartitionChangeRecord"):
+                    name = by_id.get(data["topic_id"])
+                    if name is None:
+                        continue
+                    part = topics[name]["partitions"].setdefault(data["partition_id"], {})
+                    for field in ("leader", "replicas", "isr"):
+                        if field in data and data[field] is not None and data[field] != -2:
+                            part[field] = data[field]
+                elif dec["type"] == "ConfigRecord" and data.get("resource_type") == 2:
+                    t = topics.get(data["resource_name"])
+                    if t is not None:
+                        if data.get("value") is None:
+                            t["configs"].pop(data["name"], None)
+                        else:
+                            t["configs"][data["name"]] = data["value"]
+    return topics, count, problems
+
+
+def consumer_offsets(partition_dirs: list[str]) -> tuple[dict, list[dict]]:
+    """Committed offsets in ``__consumer_offsets`` partitions, last write per key wins:
+    ``{group: {"topic-partition": offset}}``, and the problems met."""
+    committed: dict[tuple, int] = {}
+    problems: list[dict] = []
+    for directory in partition_dirs:
+        for name in sorted(n for n in os.listdir(directory) if LOG_FILE.fullmatch(n)):
+            path = os.path.join(directory, name)
+            for item in dump_batches(_read(path), decoder="offsets", max_bytes=64):
+                if item["kind"] == "error":
+                    problems.append(dict(item, file=path))
+                    continue
+                for rec in item.get("records", []):
+                    dec = rec.get("decoded")
+                    if not dec:
+                        continue
+                    if dec.get("type") == "kafkawire":
+                        k = dec["key"]
+                        if isinstance(k, list) and len(k) == 4 and k[0] == "offset":
+                            key = (k[1], k[2], k[3])
+                            if dec["value"] is None:
+                                committed.pop(key, None)
+                            else:
+                                committed[key] = dec["value"].get("offset")
+                    elif dec.get("type") in ("OffsetCommit", "LegacyOffsetCommit"):
+                        k = dec["key"]
+                        key = (k["group"], k["topic"], k["partition"])
+                        if dec["value"] is None:
+                            committed.pop(key, None)
+                        else:
+                            committed[key] = dec["value"]["offset"]
+    groups: dict[str, dict[str, int]] = {}
+    for (group, topic, partition), offset in sorted(committed.items()):
+        groups.setdefault(group, {})[f"{topic}-{partition}"] = offset
+    return groups, problems
+
+
+# kafkawire's own top-level entries, besides partition directories of its topics.
+_KAFKAWIRE_ENTRIES = {"meta.properties", ".lock", "log-start-offset-checkpoint", KAFKAWIRE_META_DIR}
+# A Kafka log directory's own top-level entries.
+_KAFKA_ENTRIES = {"meta.properties", ".lock", "bootstrap.checkpoint", ".kafka_cleanshutdown", *DIR_CHECKPOINTS}
+
+
+def summarize_data_dir(data_dir: str) -> Iterator[dict]:
+    """``kafkawire logs DIR``: the directory's identity, its topics (from kafkawire's ``topics.json`` or
+    Kafka's metadata log), every partition directory, the committed offsets, the top-level checkpoints,
+    and the entries that belong to neither layout."""
+    names = sorted(os.listdir(data_dir))
+    kafkawire = KAFKAWIRE_META_DIR in names
+    layout = "kafkawire" if kafkawire else ("kafka" if f"{METADATA_TOPIC}-0" in names else "unknown")
+    props = {}
+    if "meta.properties" in names:
+        props = parse_properties(_read(os.path.join(data_dir, "meta.properties")).decode("utf-8", "replace"))
+    yield {"kind": "data_dir", "path": os.path.abspath(data_dir), "layout": layout, "meta_properties": props}
+    problems: list[dict] = []
+    if kafkawire:
+        try:
+            doc = json.loads(_read(os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json")))
+            for t in doc.get("topics", []):
+                yield {"kind": "topic", "source": "topics.json", "name": t["name"],
+                       "topic_id": kafka_uuid(t["topic_id"]), "partitions": t["partitions"],
+                       "configs": t.get("configs", {})}
+        except FileNotFoundError:
+            pass
+        except (ValueError, KeyError, TypeError) as exc:
+            problems.append({"kind": "error", "file": os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"),
+                             "position": 0, "reason": f"unreadable: {exc}"})
+    meta_dir = os.path.join(data_dir, f"{METADATA_TOPIC}-0")
+    if os.path.isdir(meta_dir):
+        topics, count, errs = metadata_topics(meta_dir)
+        problems += errs
+        for name, t in sorted(topics.items()):
+            yield {"kind": "topic", "source": f"{METADATA_TOPIC}-0", "metadata_records": count, "name": name,
+                   "topic_id": t["topic_id"], "partitions": len(t["partitions"]),
+                   "leaders": {str(p): v.get("leader") for p, v in sorted(t["partitions"].items())},
+                   "configs": t["configs"]}
+    offsets_dirs = []
+    unknown = []
+    for name in names:
+        path = os.path.join(data_dir, name)
+        m = PARTITION_DIR.fullmatch(name)
+        if os.path.isdir(path) and m and not name.endswith(("-delete", "-stray")):
+            part = summarize_partition(path)
+            problems += part.pop("problems")
+            yield part
+            if m.group(1) == OFFSETS_TOPIC:
+                offsets_dirs.append(path)
+        elif name in DIR_CHECKPOINTS and os.path.isfile(path):
+            entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
+            yield {"kind": "dir_checkpoint", "name": name, "entries": len(entries),
+                   "nonzero": sorted(" ".join(e) for e in entries if e and e[-1] != "0")}
+            problems += [dict(e, file=path) for e in errors]
+        elif name not in _KAFKAWIRE_ENTRIES and name not in _KAFKA_ENTRIES:
+            unknown.append(name + ("/" if os.path.isdir(path) else ""))
+    if offsets_dirs:
+        groups, errs = consumer_offsets(offsets_dirs)
+        problems += errs
+        yield {"kind": "consumer_offsets", "partitions": len(offsets_dirs), "groups": groups}
+    if unknown:
+        yield {"kind": "unknown_entries", "names": unknown}
+    yield from problems

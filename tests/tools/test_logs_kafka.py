@@ -1,0 +1,276 @@
+"""``kafkawire logs --dump`` against Kafka's own DumpLogSegments, on a data directory Kafka 4.4 wrote.
+
+A Kafka node of its own (the pinned release, ``tools/kafka_reference.py``) gets topics produced to by
+librdkafka with every codec, keyed and unkeyed records, an idempotent and a transactional producer
+(commit and abort markers), offsets committed by a consumer group that assigns and one that subscribes
+(the classic protocol's group metadata records); then it is stopped and both tools read the same files:
+every non-empty ``.log`` of every partition, ``__consumer_offsets`` with Kafka's offsets decoder, and the
+metadata log and its KRaft snapshot with the cluster metadata decoder. They must agree on every batch's
+base offset, record count, CRC and validity, and on every record's offset and key; for the metadata log
+and ``__consumer_offsets`` also on each record's type (and version), and on the committed offsets.
+
+DumpLogSegments is ``org.apache.kafka.tools.DumpLogSegments`` from the kafka-tools set pinned in
+``tools/kafka_pins.py`` (kafka_2.13 4.x no longer has ``kafka.tools.DumpLogSegments``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkawire.cli.main import main as kafkawire_main
+from kafkawire.tools import logdump
+
+from conftest import reference_unavailable
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+ROUNDS = 4  # flushes per codec: one batch each
+PER_ROUND = 7
+
+
+def _camel_to_upper_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).upper()
+
+
+@pytest.fixture(scope="module")
+def kafka_dir(tmp_path_factory):
+    """A stopped Kafka 4.4 node's log directory, written as the module docstring says."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafka_reference import KafkaUnavailable, ReferenceKafka
+
+    kafka = ReferenceKafka(tmp_path_factory.mktemp("kafka-logs"))
+    try:
+        kafka.start()
+    except KafkaUnavailable as exc:
+        kafka.close()
+        reference_unavailable(str(exc))
+    try:
+        boot = kafka.bootstrap
+        admin = AdminClient({"bootstrap.servers": boot})
+        names = [f"logs-{c}" for c in CODECS] + ["logs-txn"]
+        for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
+            f.result(60)
+        for codec in CODECS:
+            p = Producer({"bootstrap.servers": boot, "compression.type": codec, "linger.ms": 0,
+                          "enable.idempotence": codec == "zstd"})
+            for r in range(ROUNDS):
+                for i in range(PER_ROUND):
+                    n = r * PER_ROUND + i
+                    p.produce(f"logs-{codec}", value=f"{codec} value {n} ".encode() * 3,
+                              key=None if n % 4 == 3 else f"key-{codec}-{n}".encode(),
+                              headers=[("h", b"\x00\x01")] if n % 5 == 0 else None)
+                assert p.flush(60) == 0
+        tp = Producer({"bootstrap.servers": boot, "transactional.id": "logs-tx", "linger.ms": 0})
+        tp.init_transactions(60)
+        for commit in (True, False, True):
+            tp.begin_transaction()
+            for i in range(3):
+                tp.produce("logs-txn", key=f"tx-{commit}-{i}".encode(), value=b"v")
+            assert tp.flush(60) == 0  # records written, so an abort has something to mark
+            (tp.commit_transaction if commit else tp.abort_transaction)(60)
+        # a group that assigns and commits, and one that subscribes (classic protocol: group metadata records)
+        c = Consumer({"bootstrap.servers": boot, "group.id": "logs-assign", "enable.auto.commit": False})
+        _retry(lambda: c.commit(offsets=[TopicPartition("logs-none", 0, 5), TopicPartition("logs-gzip", 0, 9)],
+                                asynchronous=False))
+        c.close()
+        s = Consumer({"bootstrap.servers": boot, "group.id": "logs-subscribe", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+        s.subscribe(["logs-lz4"])
+        got, deadline = 0, time.monotonic() + 60
+        while got < ROUNDS * PER_ROUND and time.monotonic() < deadline:
+            m = s.poll(0.5)
+            if m is not None and m.error() is None:
+                got += 1
+        assert got == ROUNDS * PER_ROUND
+        _retry(lambda: s.commit(asynchronous=False))
+        s.close()
+    finally:
+        kafka.stop()
+    yield kafka.log_dir
+    kafka.close()
+
+
+def _retry(call, attempts: int = 60):
+    """A group's coordinator is still loading right after the topics appear (NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS): try again, a bounded number of times."""
+    from confluent_kafka import KafkaException
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except KafkaException as exc:
+            if attempt == attempts - 1 or not exc.args[0].retriable() and exc.args[0].code() not in (14, 15, 16):
+                raise
+            time.sleep(0.5)
+
+
+def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str, list[dict]]:
+    """Run Kafka's DumpLogSegments on ``files``; per file its batches, each with its records' lines parsed."""
+    import kafka_pins
+    import kafka_reference
+
+    cmd = [kafka_reference._tool("java"), "-Xmx256m", "-cp", kafka_reference.classpath(kafka_pins.TOOLS),
+           "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log",
+           "--files", ",".join(str(f) for f in files)]
+    if decoder_flag:
+        cmd.append(decoder_flag)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, list[dict]] = {}
+    current: list[dict] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("Dumping "):
+            current = out.setdefault(os.path.realpath(line[len("Dumping "):].strip()), [])
+        elif line.startswith("baseOffset:"):
+            fields = dict(re.findall(r"(\w+): (\S+)", line))
+            assert current is not None
+            current.append({"base_offset": int(fields["baseOffset"]), "count": int(fields["count"]),
+                            "crc": int(fields["crc"]), "valid": fields["isvalid"] == "true", "records": []})
+        elif line.startswith("| offset:"):
+            assert current
+            current[-1]["records"].append(_kafka_record(line))
+    return out
+
+
+def _kafka_record(line: str) -> dict:
+    """One ``| offset: ...`` line of DumpLogSegments: offset, key size, and what follows the header keys."""
+    m = re.match(r"\| offset: (\d+) \w+: -?\d+ keySize: (-?\d+) valueSize: -?\d+ sequence: -?\d+ "
+                 r"headerKeys: \[[^\]]*\](.*)$", line)
+    assert m, line
+    rest = m.group(3).strip()
+    rec = {"offset": int(m.group(1)), "key_size": int(m.group(2)), "key": None, "payload": None, "control": None}
+    if rest.startswith("endTxnMarker: "):
+        rec["control"] = rest.split()[1]  # COMMIT / ABORT
+        return rec
+    cm = re.match(r"(LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters):? (.*)$", rest)
+    if cm:
+        rec["control"] = _camel_to_upper_snake(cm.group(1).replace("KRaft", "Kraft"))
+        return rec
+    if rest.startswith("key: "):
+        key, sep, payload = rest[len("key: "):].partition(" payload: ")
+        rec["key"] = key
+        rec["payload"] = payload if sep else None
+    elif rest.startswith("payload: "):
+        rec["payload"] = rest[len("payload: "):]
+    return rec
+
+
+def _kafkawire_dump(path: Path, capsys) -> list[dict]:
+    code = kafkawire_main(["logs", "--dump", "--json", "--max-bytes", "0", str(path)])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    errors = [i for i in lines if i["kind"] == "error"]
+    assert code == 0 and not errors, errors
+    return [i for i in lines if i["kind"] == "batch"]
+
+
+def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> int:
+    """Assert agreement; returns the number of records compared."""
+    assert [(b["base_offset"], b["count"], b["crc"], b["crc_valid"]) for b in ours] == \
+        [(b["base_offset"], b["count"], b["crc"], b["valid"]) for b in theirs], path
+    compared = 0
+    for ob, tb in zip(ours, theirs):
+        assert len(ob["records"]) == len(tb["records"]), (path, ob["base_offset"])
+        for orec, trec in zip(ob["records"], tb["records"]):
+            where = (str(path), orec["offset"])
+            assert orec["offset"] == trec["offset"], where
+            assert orec["key_size"] == trec["key_size"], where
+            dec = orec.get("decoded")
+            assert "decode_error" not in orec, (where, orec["decode_error"])
+            if trec["control"] is not None:
+                assert ob["control"] and dec is not None and dec["control"] == trec["control"], where
+            elif decoder == "metadata":
+                payload = json.loads(trec["payload"])
+                assert _camel_to_upper_snake(dec["type"]) == payload["type"], where
+                assert dec["version"] == payload["version"], where
+            elif decoder == "transactions":
+                key = json.loads(trec["key"])
+                assert (int(key["type"]), dec["type"]) == (0, "TransactionLog"), where
+                assert key["data"] == {"transactionalId": dec["key"]["transactional_id"]}, where
+                assert json.loads(trec["payload"])["data"]["producerId"] == dec["value"]["producer_id"], where
+            elif decoder == "offsets":
+                key = json.loads(trec["key"])
+                assert int(key["type"]) == logdump._I16.unpack(bytes.fromhex(orec["key"]["hex"][:4]))[0], where
+                assert dec["type"] in ("OffsetCommit", "GroupMetadata", "ConsumerGroupMetadata") or \
+                    dec["type"].startswith("ConsumerGroup"), (where, dec["type"])
+                if dec["type"] == "OffsetCommit":
+                    assert key["data"] == {"group": dec["key"]["group"], "topic": dec["key"]["topic"],
+                                           "partition": dec["key"]["partition"]}, where
+                    if trec["payload"] not in (None, "<DELETE>"):
+                        assert json.loads(trec["payload"])["data"]["offset"] == dec["value"]["offset"], where
+                elif dec["type"] == "GroupMetadata":
+                    assert key["data"] == {"group": dec["key"]["group"]}, where
+            else:
+                if trec["key_size"] < 0:
+                    assert orec["key"] is None, where
+                else:
+                    assert orec["key"] == {"text": trec["key"]}, where
+            compared += 1
+    return compared
+
+
+def test_kafkawire_logs_agrees_with_dump_log_segments(kafka_dir, capsys):
+    logs = sorted(p for p in kafka_dir.glob("*/*.log") if p.stat().st_size)
+    meta_dir = kafka_dir / "__cluster_metadata-0"
+    snapshots = sorted(meta_dir.glob("*.checkpoint"))
+    groups = {
+        "metadata": [p for p in logs if p.parent == meta_dir] + snapshots,
+        "offsets": [p for p in logs if p.parent.name.startswith("__consumer_offsets-")],
+        "transactions": [p for p in logs if p.parent.name.startswith("__transaction_state-")],
+    }
+    groups["raw"] = [p for p in logs if not any(p in g for g in groups.values())]
+    assert len(groups["raw"]) == len(CODECS) + 1 and groups["offsets"] and groups["transactions"]
+    assert len(groups["metadata"]) >= 2
+    flags = {"raw": None, "metadata": "--cluster-metadata-decoder", "offsets": "--offsets-decoder",
+             "transactions": "--transaction-log-decoder"}
+    totals = {"files": 0, "batches": 0, "records": 0}
+    seen_types: set[str] = set()
+    for decoder, files in groups.items():
+        theirs = _dump_log_segments(files, flags[decoder])
+        for path in files:
+            assert logdump.decoder_for(str(path)) == decoder
+            ours = _kafkawire_dump(path, capsys)
+            kafka_batches = theirs[os.path.realpath(path)]
+            assert kafka_batches, path
+            totals["records"] += _compare(ours, kafka_batches, path, decoder)
+            totals["files"] += 1
+            totals["batches"] += len(ours)
+            seen_types |= {r["decoded"].get("type") or r["decoded"].get("control")
+                           for b in ours for r in b["records"] if r.get("decoded")}
+    # what the data directory was made to hold is really there, so the comparison covered it
+    assert {"TopicRecord", "PartitionRecord", "FeatureLevelRecord", "OffsetCommit", "GroupMetadata",
+            "TransactionLog", "COMMIT", "ABORT", "LEADER_CHANGE", "SNAPSHOT_HEADER"} <= seen_types, seen_types
+    codecs = set()
+    for path in groups["raw"]:
+        codecs |= {b["codec"] for b in _kafkawire_dump(path, capsys)}
+    assert codecs == set(CODECS)
+    print(f"compared with DumpLogSegments: {totals}", file=sys.stderr)
+    assert totals["batches"] >= len(CODECS) * ROUNDS
+
+
+def test_kafkawire_logs_summarises_the_kafka_directory(kafka_dir, capsys):
+    assert kafkawire_main(["logs", "--json", str(kafka_dir)]) == 0
+    items = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert items[0]["kind"] == "data_dir" and items[0]["layout"] == "kafka"
+    topics = {i["name"]: i for i in items if i["kind"] == "topic"}
+    assert {f"logs-{c}" for c in CODECS} | {"logs-txn", "__consumer_offsets"} <= set(topics)
+    assert topics["__consumer_offsets"]["partitions"] == 50
+    for codec in CODECS:
+        ident = (kafka_dir / f"logs-{codec}-0" / "partition.metadata").read_text().split("topic_id:")[1].strip()
+        assert topics[f"logs-{codec}"]["topic_id"] == ident
+    parts = {i["name"]: i for i in items if i["kind"] == "partition"}
+    assert parts["logs-gzip-0"]["records"] == ROUNDS * PER_ROUND
+    assert parts["logs-gzip-0"]["last_offset"] == ROUNDS * PER_ROUND - 1
+    (offsets,) = [i for i in items if i["kind"] == "consumer_offsets"]
+    assert offsets["groups"]["logs-assign"] == {"logs-gzip-0": 9, "logs-none-0": 5}
+    assert offsets["groups"]["logs-subscribe"] == {"logs-lz4-0": ROUNDS * PER_ROUND}
+    assert not [i for i in items if i["kind"] == "unknown_entries"]
