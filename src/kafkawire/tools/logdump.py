@@ -217,7 +217,7 @@ def decode_offsets_record(key: bytes | None, value: bytes | None, family: str = 
     value_name = _record_types("coordinator-value", family).get(rtype)
     if key_name is None or value_name is None:
         raise RecordDecodeError(f"unknown coordinator record type {rtype}")
-    out = {"type": key_name[:-3], "key": _decode_message(key_name, key[2:], 0)}
+    out: dict[str, Any] = {"type": key_name[:-3], "key": _decode_message(key_name, key[2:], 0)}
     if value is None:
         out["value"] = None  # a tombstone: the key was deleted
         return out
