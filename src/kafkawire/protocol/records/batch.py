@@ -27,6 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from itertools import chain
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -45,6 +46,30 @@ from .varint import read_varint, read_varlong
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 assert HEADER_SIZE == 61
+
+
+class BatchHeader(NamedTuple):
+    """The 13 header fields of a v2 batch by name, in wire order (``HEADER``'s)."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+
+def read_header(buf, pos: int = 0) -> BatchHeader:
+    """The header of the v2 batch at ``pos`` of ``buf`` (one ``unpack_from``; HEADER_SIZE bytes must be there)."""
+    return tuple.__new__(BatchHeader, HEADER.unpack_from(buf, pos))
+
 
 BASE_OFFSET_OFFSET = 0
 LENGTH_OFFSET = 8
@@ -127,9 +152,9 @@ class RecordBatch:
 
     # ------------------------------------------------------------ header
 
-    def header(self) -> tuple:
-        """All 13 header fields at once, in wire order (one ``unpack_from``)."""
-        return HEADER.unpack_from(self.buffer)
+    def header(self) -> BatchHeader:
+        """All 13 header fields at once, by name and in wire order (one ``unpack_from``)."""
+        return tuple.__new__(BatchHeader, HEADER.unpack_from(self.buffer))
 
     @property
     def base_offset(self) -> int:
