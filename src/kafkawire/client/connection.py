@@ -30,6 +30,7 @@ from ..protocol.connection import (
     ResponseReceived,
     Role,
     StreamEnded,
+    Violation,
 )
 from ..protocol.framing import DEFAULT_MAX_FRAME
 from ..protocol.messages import Message, message_class
@@ -274,8 +275,8 @@ class Connection:
                         break
                     elif kind is StreamEnded:
                         raise asyncio.IncompleteReadError(b"", None)
-                    elif kind is ProtocolViolation and event.fatal:
-                        raise ProtocolError(event.message)  # the framing is lost: the connection is broken
+                    elif kind is ProtocolViolation and event.kind is not Violation.UNKNOWN_CORRELATION_ID:
+                        raise ProtocolError(event.message)  # framing lost, or a response without an id
                     # else: a response whose request timed out (unknown correlation id): dropped
         except asyncio.CancelledError:
             raise

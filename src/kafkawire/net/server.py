@@ -1,8 +1,10 @@
-"""asyncio framing for Kafka-style servers: 4-byte size, payload, responses in request order.
+"""asyncio shell for a Kafka server: requests in, responses out in request order.
 
-A ``FramedServer`` accepts connections and, per connection, splits the byte
-stream into frames (rejecting a size above ``max_frame`` before buffering
-it), hands each payload to ``handler(payload, connection)`` and writes the
+A ``FramedServer`` accepts connections and, per connection, feeds the bytes to
+the server side of a ``kafkawire.protocol.connection.ProtocolConnection``,
+which splits them into frames (rejecting a size above ``max_frame`` before
+buffering it); each request's payload goes to ``handler(payload, connection)``
+and the server writes the
 results back in the order the requests arrived, however many are in flight
 (pipelining). Memory for requests is bounded across connections: a frame's
 whole size is reserved from ``max_queued_bytes`` (Kafka's
@@ -26,13 +28,21 @@ import inspect
 import itertools
 import logging
 import socket
-import struct
 import time
 from collections import deque
 
+from kafkawire.protocol.connection import (
+    NeedData,
+    ProtocolConnection,
+    ProtocolViolation,
+    RequestReceived,
+    Role,
+    Violation,
+)
+
 log = logging.getLogger("kafkawire.net")
 
-_SIZE = struct.Struct(">i")
+_SIZE_VIOLATIONS = (Violation.NEGATIVE_SIZE, Violation.FRAME_TOO_LARGE)
 MAX_IN_FLIGHT = 256
 COALESCE_BELOW = 16 * 1024  # response pieces smaller than this are joined before writing  # requests buffered per connection before reading pauses
 _ids = itertools.count(1)
@@ -61,7 +71,8 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.close_reason: str | None = None
         self.close_kind: str | None = None  # why it closed, one of a few words (counted by FramedServer)
-        self._buf = bytearray()
+        self.protocol = ProtocolConnection(Role.SERVER, max_frame=server.max_frame)
+        self._held: RequestReceived | None = None  # a whole request waiting for room in the memory budget
         self._slots: deque[_Slot] = deque()
         self._reading_paused = False
         self._writing_paused = False
@@ -117,40 +128,54 @@ class Connection(asyncio.Protocol):
     def data_received(self, data):
         if self.closed or self._closing_after is not None:
             return
-        buf = self._buf
-        buf += data
+        self.protocol.receive_data(data)
         self.server.bytes_received += len(data)
         self.last_active = time.monotonic()
+        self._process()
+
+    def _process(self) -> None:
+        """Handle every whole request buffered (each payload a writable copy: handlers may patch records in
+        place), reserving each frame's size from the memory budget as soon as its size prefix is in."""
+        protocol = self.protocol
         self._receiving = True  # responses made while reading are written once, at the end
-        pos = 0
-        n = len(buf)
-        max_frame = self.server.max_frame
-        while n - pos >= 4:
-            (size,) = _SIZE.unpack_from(buf, pos)
-            if size < 0 or size > max_frame:
-                self.abort(f"frame size {size} is outside [0, {max_frame}] (socket.request.max.bytes)",
-                           kind="frame_too_large")
-                return
-            if not self._frame_reserved:
-                if not self.server._reserve(size + 4):
-                    self._waiting_memory = True
-                    self.server._memory_waiters.append(self)
-                    break
-                self._frame_reserved = size + 4
-            end = pos + 4 + size
-            if end > n:
+        while not self.closed and self._closing_after is None:
+            event = self._held or protocol.next_event()
+            self._held = None
+            kind = type(event)
+            if kind is RequestReceived:
+                reserved = self._frame_reserved
+                if not reserved:
+                    if not self._reserve(len(event.payload) + 4):
+                        self._held = event
+                        break
+                    reserved = len(event.payload) + 4
+                self._frame_reserved = 0
+                self._handle(event.payload, reserved)
+            elif kind is NeedData:
+                if event.frame_size is not None and not self._frame_reserved:
+                    self._reserve(event.frame_size + 4)
                 break
-            payload = buf[pos + 4:end]  # a writable copy: handlers may patch records in place
-            pos = end
-            reserved, self._frame_reserved = self._frame_reserved, 0
-            self._handle(payload, reserved)
-            if self.closed or self._closing_after is not None:
-                break
+            elif kind is ProtocolViolation:
+                if event.kind in _SIZE_VIOLATIONS:
+                    self.abort(f"{event.message} (socket.request.max.bytes)", kind="frame_too_large")
+                    return
+                # a request too short for its header prefix: the handler says why it cannot answer it
+                self._handle(event.payload, 0)
+            else:  # pragma: no cover - a server connection makes no other events
+                raise AssertionError(f"unexpected {event!r}")
         self._receiving = False
-        if pos:
-            del buf[:pos]
         self._write_out()
         self._update_reading()
+
+    def _reserve(self, n: int) -> bool:
+        """Take ``n`` bytes of the server's budget for the frame being received; if there is no room, stop
+        reading until there is."""
+        if self.server._reserve(n):
+            self._frame_reserved = n
+            return True
+        self._waiting_memory = True
+        self.server._memory_waiters.append(self)
+        return False
 
     def eof_received(self):
         return False  # close our side too
@@ -162,7 +187,8 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self._update_reading()
-        self.data_received(b"")
+        if self._closing_after is None:
+            self._process()
 
     def _answered(self, slot: _Slot) -> None:
         if slot.reserved:
@@ -175,7 +201,7 @@ class Connection(asyncio.Protocol):
             self.server._release(reserved)
         for slot in self._slots:
             self._answered(slot)
-        self._buf = bytearray()
+        self._held = None
 
     def _handle(self, payload: bytes, reserved: int = 0) -> None:
         slot = _Slot(reserved)

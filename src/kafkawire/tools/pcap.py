@@ -2,10 +2,17 @@
 
 :class:`Dissector` takes packets (from :func:`kafkawire.tools.capture.read_packets`
 or anywhere else), puts each TCP connection's two byte streams back in order
-(:mod:`kafkawire.tools.reassembly`), splits them into Kafka frames, pairs every
-response with its request by correlation id on that connection (a response
-names neither its API nor its version) and decodes both with
-:mod:`kafkawire.protocol`. It yields :class:`Event` s: ``request`` and
+(:mod:`kafkawire.tools.reassembly`), splits them into Kafka frames and hands
+each to the observer side of that connection's
+:class:`kafkawire.protocol.connection.ProtocolConnection`, which pairs every
+response with its request by correlation id (a response names neither its API
+nor its version), knows that an acks=0 Produce gets no response and how an
+ApiVersions answer is read; both are decoded with :mod:`kafkawire.protocol`.
+The dissector keeps the frame-finding the capture needs and a live connection
+does not: after bytes the capture lacks, or in a capture that starts
+mid-connection, it scans for a plausible frame start and only trusts it once it
+decodes. A response that overtakes an earlier unanswered request says so in its
+``note``. It yields :class:`Event` s: ``request`` and
 ``response`` (decoded, or carrying the :class:`DecodeError`), ``gap`` (bytes
 the capture lacks), ``skip`` (bytes passed over to find the next frame after a
 gap or a capture that starts mid-connection) and ``error`` (an impossible frame
@@ -28,7 +35,15 @@ import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from kafkawire.protocol import apis
+from kafkawire.protocol import ApiKey, apis
+from kafkawire.protocol.connection import (
+    PendingRequest,
+    ProtocolConnection,
+    ResponseReceived,
+    Role,
+    frame_size_problem,
+    response_body_version,
+)
 from kafkawire.protocol.errors import error_for
 from kafkawire.protocol.framing import DEFAULT_MAX_FRAME
 from kafkawire.protocol.messages import Struct
@@ -43,7 +58,6 @@ _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">ihhi")  # size, api key, api version, correlation id
 _DETECT_BYTES = 14  # size, key, version, correlation id, client id length
 _RESYNC_KEEP = _DETECT_BYTES - 1
-PRODUCE_KEY = 0
 
 
 @dataclass(frozen=True)
@@ -158,7 +172,7 @@ class _Conn:
         self.held: list[tuple[tuple, object]] = []  # pieces waiting for the decision
         self.rejected: set = set()  # endpoints whose first bytes are not a request
         self.frames: dict = {}
-        self.pending: dict[int, tuple[int, int, int, int]] = {}  # corr -> (key, version, time_ns, packet)
+        self.protocol: ProtocolConnection | None = None  # pairs requests and responses (tags: (time_ns, packet))
         self.finished: set = set()
         self.mid_stream = False
         self.client_id: bytes | None = None  # the last one this connection's requests carried
@@ -260,6 +274,7 @@ class Dissector:
             return events
         for end in conn.ends:
             conn.frames[end] = _Frames(end == conn.client, conn.mid_stream, self.max_frame)
+        conn.protocol = ProtocolConnection(Role.OBSERVER, max_frame=self.max_frame)
         held, conn.held = conn.held, []
         for end, piece in held:
             events += self._piece(conn, end, piece)
@@ -275,7 +290,7 @@ class Dissector:
         if conn.kafka:
             for end in conn.ends:
                 events += self._flush(conn, end, number, time_ns)
-            self.stats.unanswered += len(conn.pending)
+            self.stats.unanswered += len(conn.protocol.pending)
         for end in conn.ends:
             self.stats.gap_bytes += conn.half[end].gap_bytes
             conn.half[end].gap_bytes = 0
@@ -352,12 +367,13 @@ class Dissector:
                 _size, key, version, corr = _PREFIX.unpack_from(frames.buf, 0)
                 if frames.from_client and looks_like_request(frames.buf, 0, self.max_frame):
                     kw = dict(api_key=key, api_version=version, correlation_id=corr)
-                    self._expect(conn, key, version, corr, gap.time_ns, gap.packet, frames.buf)
+                    # its response, if captured, still pairs (acks=0 read from what arrived)
+                    conn.protocol.observe_request(bytes(frames.buf[4:]), tag=(gap.time_ns, gap.packet))
                 elif not frames.from_client:
                     corr = _SIZE.unpack_from(frames.buf, 4)[0]
-                    if corr in conn.pending:
-                        key, version, *_ = conn.pending.pop(corr)
-                        kw = dict(api_key=key, api_version=version, correlation_id=corr)
+                    lost = conn.protocol.forget(corr)
+                    if lost is not None:
+                        kw = dict(api_key=lost.api_key, api_version=lost.api_version, correlation_id=corr)
         events = [self._event(conn, frames, "gap", gap.packet, gap.time_ns, stream_offset=gap.offset, note=note, **kw)]
         if frames.resync:
             self._drop(frames, len(frames.buf))
@@ -400,7 +416,7 @@ class Dissector:
         if len(buf) - pos < 8:
             return False
         size, corr = struct.unpack_from(">ii", buf, pos)
-        return 4 <= size <= self.max_frame and corr in conn.pending
+        return 4 <= size <= self.max_frame and conn.protocol.expected(corr) is not None
 
     def _split(self, conn: _Conn, frames: _Frames, packet: int, time_ns: int) -> list[Event]:
         events: list[Event] = []
@@ -418,7 +434,7 @@ class Dissector:
             if len(buf) < 4:
                 break
             (size,) = _SIZE.unpack_from(buf, 0)
-            if size < 0 or size > self.max_frame:
+            if frame_size_problem(size, self.max_frame) is not None:
                 if frames.tentative:
                     self._retry(frames)
                     continue
@@ -466,11 +482,10 @@ class Dissector:
                 if frames.from_client:
                     decode_request(frame)
                 else:
-                    corr = _SIZE.unpack_from(frame, 4)[0]
-                    if corr not in conn.pending:
+                    found = conn.protocol.expected(_SIZE.unpack_from(frame, 4)[0])
+                    if found is None:
                         continue
-                    key, version, *_ = conn.pending[corr]
-                    decode_response(frame, key, version)
+                    _decode_response(frame, found)
             except ProtocolError:
                 continue
             return p
@@ -493,14 +508,11 @@ class Dissector:
         self._drop(frames, 1)
 
     # -- frames ------------------------------------------------------------------
-    def _expect(self, conn: _Conn, key: int, version: int, corr: int, time_ns: int, packet: int, frame) -> None:
-        if key == PRODUCE_KEY and _produce_acks(frame, version) == 0:
-            return  # acks=0: the broker sends no response
-        conn.pending[corr] = (key, version, time_ns, packet)
-
     def _decode(self, conn: _Conn, frames: _Frames, frame: bytes, packet: int, time_ns: int, offset: int,
                 commit: bool) -> Event | None:
         """The event for one whole frame; None when a scanned (uncommitted) frame does not decode."""
+        protocol = conn.protocol
+        payload = frame[4:]
         if frames.from_client:
             _size, key, version, corr = _PREFIX.unpack_from(frame, 0) if len(frame) >= 12 else (0, None, None, None)
             event = self._event(conn, frames, "request", packet, time_ns, api_key=key, api_version=version,
@@ -514,30 +526,37 @@ class Dissector:
                 if not commit:
                     return None
                 event.error = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), offset=4)
-            if key is not None:  # even when it did not decode: the response then pairs and says why
-                self._expect(conn, key, version, corr, time_ns, packet, frame)
+            # even when it did not decode: the response then pairs and says why
+            protocol.observe_request(payload, offset=offset, tag=(time_ns, packet))
             self.stats.requests += 1
         else:
             corr = _SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else None
             event = self._event(conn, frames, "response", packet, time_ns, correlation_id=corr, frame=frame,
                                 stream_offset=offset)
-            found = conn.pending.pop(corr, None)
-            if found is None:
-                if not commit:
+            if not commit:  # a scanned start: only a response to a request seen, and one that decodes, is taken
+                found = protocol.expected(corr) if corr is not None else None
+                if found is None:
                     return None
+                try:
+                    event.message = _decode_response(frame, found)
+                except ProtocolError:
+                    return None
+            observed = protocol.observe_response(payload, offset=offset)
+            if type(observed) is not ResponseReceived:
                 event.error = DecodeError(f"no request with correlation id {corr} seen on this connection",
                                           offset=4, message="ResponseHeader")
             else:
-                event.api_key, event.api_version, event.request_time_ns, event.request_packet = found
-                try:
-                    if event.api_name.startswith("api"):  # a key kafkawire's spec does not have
-                        raise DecodeError(f"unknown API key {event.api_key}", offset=4, message="response")
-                    event.message = decode_response(frame, event.api_key, event.api_version)
-                except ProtocolError as exc:
-                    if not commit:
-                        conn.pending[corr] = found
-                        return None
-                    event.error = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), offset=4)
+                event.api_key, event.api_version = observed.api_key, observed.api_version
+                event.request_time_ns, event.request_packet = observed.tag
+                if observed.overtook:
+                    event.note = ("answered before the earlier request" + ("s" if len(observed.overtook) > 1 else "")
+                                  + " with correlation id " + ", ".join(map(str, observed.overtook)))
+                if event.message is None:
+                    try:
+                        event.message = _decode_response(frame, PendingRequest(observed.api_key,
+                                                                               observed.api_version, None))
+                    except ProtocolError as exc:
+                        event.error = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), offset=4)
             self.stats.responses += 1
         if event.error is not None:
             self.stats.decode_errors += 1
@@ -546,31 +565,14 @@ class Dissector:
         return event
 
 
-def _produce_acks(frame: bytes, version: int) -> int | None:
-    """The acks of a framed Produce request, read from the header's end; None if unreadable."""
+def _decode_response(frame: bytes, request: PendingRequest) -> Response:
+    """A framed response to ``request``, its body read at the version the protocol's rules give."""
     try:
-        pos = 12
-        header_version = apis.request_header_version(PRODUCE_KEY, version)
-        (n,) = struct.unpack_from(">h", frame, pos)
-        pos += 2 + max(n, 0)
-        if header_version >= 2:  # header tagged fields: a count, then (tag, size, bytes)
-            from kafkawire.protocol.primitives import read_uvarint
-            count, pos = read_uvarint(frame, pos)
-            for _ in range(count):
-                _tag, pos = read_uvarint(frame, pos)
-                size, pos = read_uvarint(frame, pos)
-                pos += size
-        if version >= 3:  # transactional id
-            if apis.api(PRODUCE_KEY).is_flexible(version):
-                from kafkawire.protocol.primitives import read_uvarint
-                n, pos = read_uvarint(frame, pos)
-                pos += max(n - 1, 0)
-            else:
-                (n,) = struct.unpack_from(">h", frame, pos)
-                pos += 2 + max(n, 0)
-        return struct.unpack_from(">h", frame, pos)[0]
-    except (struct.error, DecodeError, IndexError):
-        return None
+        apis.api(request.api_key)
+    except KeyError:  # a key kafkawire's spec does not have
+        raise DecodeError(f"unknown API key {request.api_key}", offset=4, message="response") from None
+    version = response_body_version(request.api_key, request.api_version, memoryview(frame)[4:])
+    return decode_response(frame, request.api_key, version)
 
 
 def dissect(data: bytes, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bool = True,
@@ -701,9 +703,11 @@ def summary(event: Event) -> str:
         if offsets:
             parts.append(f"{len(offsets)} records" + (f" @{offsets[0]}..{offsets[-1]}" if event.from_client is False
                                                        else ""))
-    if event.api_key == 18 and not event.from_client:
+    if event.api_key == ApiKey.API_VERSIONS and not event.from_client:
         parts.append(f"{len(body.api_keys)} APIs")
     errors = error_names(event)
     if errors:
         parts.append("errors: " + ", ".join(errors))
+    if event.note:
+        parts.append(event.note)
     return " ".join(parts)
