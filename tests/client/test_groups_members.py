@@ -1,0 +1,336 @@
+"""kafkawire's group consumer on the wire, against kafkawire's broker and Apache Kafka 4.4.
+
+Every scenario runs on both brokers (``group_broker``). Waits are bounded; the
+members poll from this thread while their heartbeats run in the client's loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafkawire.client import AsyncConsumer, Consumer
+
+from .groups_support import FAST, Members, covers, create_topics, group_broker, names, produce, wait_for  # noqa: F401
+
+PROTOCOLS = {
+    "classic-range": dict(group_protocol="classic", partition_assignment_strategy="range"),
+    "classic-roundrobin": dict(group_protocol="classic", partition_assignment_strategy="roundrobin"),
+    "classic-cooperative-sticky": dict(group_protocol="classic", partition_assignment_strategy="cooperative-sticky"),
+    "consumer": dict(group_protocol="consumer"),
+}
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_two_members_share_partitions_exactly_once_across_a_rebalance(group_broker, names, protocol):
+    """One member reads alone, a second joins while records keep coming: the partitions end up split, and
+    every record is returned exactly once across both (revoked partitions are committed first)."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=6)
+    produce(bs, topic, range(0, 300), 6)
+    m = Members()
+    try:
+        m.add("a", bs, [topic], group_id=group, **PROTOCOLS[protocol])
+        m.poll_until(lambda: len(m.seen()) >= 100, 60, "the first member's first 100 records")
+        assert sorted(m.consumers["a"].assignment()) == [(topic, p) for p in range(6)]
+        m.add("b", bs, [topic], group_id=group, **PROTOCOLS[protocol])
+        produce(bs, topic, range(300, 600), 6)
+        m.poll_until(lambda: all(len(a) == 3 for a in m.assignments().values()), 60, "three partitions each")
+        assert covers(m.assignments().values(), topic, 6)
+        produce(bs, topic, range(600, 700), 6)
+        m.poll_until(lambda: set(m.seen()) >= set(range(700)), 60, "all 700 records")
+        seen = m.seen()
+        assert set(seen) == set(range(700))
+        dups = {v: n for v, n in seen.items() if n > 1}
+        assert not dups, f"returned more than once: {sorted(dups)[:20]}"
+        assert m.records["b"], "the second member read nothing"
+        if protocol != "consumer":
+            meta = m.consumers["a"].group_metadata()
+            assert meta["assignor"] == PROTOCOLS[protocol]["partition_assignment_strategy"]
+    finally:
+        m.close()
+
+
+def _two_topics(group_broker, names, partitions=3):
+    topic, group = names
+    t1, t2 = f"{topic}-x", f"{topic}-y"
+    create_topics(group_broker.bootstrap, t1, t2, partitions=partitions)
+    return t1, t2, group
+
+
+def test_range_assignor_on_the_wire(group_broker, names):
+    """Range: per topic, contiguous ranges in member order (static instance ids order the members here)."""
+    t1, t2, group = _two_topics(group_broker, names)
+    m = Members()
+    try:
+        opts = dict(group_id=group, partition_assignment_strategy="range")
+        m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
+        m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
+        m.poll_until(lambda: all(m.assignments().values()) and
+                     sum(map(len, m.assignments().values())) == 6, 60, "six partitions assigned")
+        assert m.assignments() == {"a": [(t1, 0), (t1, 1), (t2, 0), (t2, 1)], "b": [(t1, 2), (t2, 2)]}
+    finally:
+        m.close()
+
+
+def test_roundrobin_assignor_on_the_wire(group_broker, names):
+    """Roundrobin: all partitions of all topics, sorted, dealt out in turn."""
+    t1, t2, group = _two_topics(group_broker, names)
+    m = Members()
+    try:
+        opts = dict(group_id=group, partition_assignment_strategy="roundrobin")
+        m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
+        m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
+        m.poll_until(lambda: all(m.assignments().values()) and
+                     sum(map(len, m.assignments().values())) == 6, 60, "six partitions assigned")
+        assert m.assignments() == {"a": [(t1, 0), (t1, 2), (t2, 1)], "b": [(t1, 1), (t2, 0), (t2, 2)]}
+    finally:
+        m.close()
+
+
+def test_cooperative_sticky_keeps_owned_partitions(group_broker, names):
+    """Cooperative-sticky: when a second member joins, the first keeps half of what it owned and revokes
+    only the partitions that move (never everything, as an eager rebalance would), which the newcomer gets."""
+    t1, t2, group = _two_topics(group_broker, names)
+    m = Members()
+    try:
+        opts = dict(group_id=group, partition_assignment_strategy="cooperative-sticky")
+        m.add("a", group_broker.bootstrap, [t1, t2], **opts)
+        m.poll_until(lambda: len(m.assignments()["a"]) == 6, 60, "the first member owning all six")
+        before = set(m.assignments()["a"])
+        m.add("b", group_broker.bootstrap, [t1, t2], **opts)
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [3, 3], 60, "three partitions each")
+        after_a, after_b = set(m.assignments()["a"]), set(m.assignments()["b"])
+        assert after_a < before, "the first member kept partitions it did not own before"
+        revoked = [set(tps) for name, kind, tps in m.events if name == "a" and kind == "revoked"]
+        assert revoked and set().union(*revoked) == after_b, (revoked, after_b)
+        assert all(not (r & after_a) for r in revoked), "a partition it kept was revoked"
+        assert not [e for e in m.events if e[1] == "lost"]
+        assert m.consumers["a"].group_metadata()["assignor"] == "cooperative-sticky"
+    finally:
+        m.close()
+
+
+def test_pattern_subscription(group_broker, names):
+    """subscribe(pattern=...): the topics whose whole name matches, including one created later."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, f"{topic}-1", f"{topic}-2", f"other-{topic}", partitions=2)
+    m = Members()
+    try:
+        m.add("a", bs, pattern=re.compile(re.escape(topic) + r"-\d"), group_id=group)
+        m.poll_until(lambda: len(m.assignments()["a"]) == 4, 60, "both matching topics")
+        assert {t for t, _ in m.assignments()["a"]} == {f"{topic}-1", f"{topic}-2"}
+        create_topics(bs, f"{topic}-3", partitions=2)
+        m.poll_until(lambda: len(m.assignments()["a"]) == 6, 60, "the new matching topic")
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "consumer"])
+def test_manual_commits_resume_at_the_committed_offset(group_broker, names, protocol):
+    """enable_auto_commit=False: commit() and commit_async() store positions; the next member resumes there."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=2)
+    produce(bs, topic, range(200), 2)
+    opts = dict(FAST, group_id=group, enable_auto_commit=False, **PROTOCOLS[protocol])
+    with Consumer(bs, **opts) as c:
+        c.subscribe([topic])
+        got: list = []
+        deadline = time.monotonic() + 60
+        while len(got) < 60 and time.monotonic() < deadline:
+            got += c.poll(0.5, max_records=60 - len(got))
+        assert len(got) == 60
+        c.commit()
+        expected = {}
+        for r in got:
+            expected[(r.topic, r.partition)] = r.offset + 1
+        assert {tp: o for tp, o in c.committed(list(expected)).items()} == expected
+        # commit_async of explicit offsets: the callback sees them, committed() reads them back
+        results = []
+        target = {(topic, 0): 70, (topic, 1): 40}
+        fut = c.commit_async(target, callback=lambda offsets, err: results.append((offsets, err)))
+        fut.result(30)
+        wait_for(lambda: results, 10, "the commit callback")
+        assert results == [(target, None)]
+        assert c.committed(list(target)) == target
+    # without auto-commit, close commits nothing more: the next member starts at 70 and 40
+    with Consumer(bs, **opts) as c2:
+        c2.subscribe([topic])
+        first: dict = {}
+        deadline = time.monotonic() + 60
+        while len(first) < 2 and time.monotonic() < deadline:
+            for r in c2.poll(0.5):
+                first.setdefault(r.partition, r.offset)
+        assert first == {0: 70, 1: 40}
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "consumer"])
+def test_auto_commit_on_close(group_broker, names, protocol):
+    """With auto-commit (an interval longer than the test), close() commits what polls returned."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=3)
+    produce(bs, topic, range(90), 3)
+    opts = dict(FAST, group_id=group, auto_commit_interval_ms=600_000, **PROTOCOLS[protocol])
+    c = Consumer(bs, **opts)
+    c.subscribe([topic])
+    got: list = []
+    deadline = time.monotonic() + 60
+    while len(got) < 45 and time.monotonic() < deadline:
+        got += c.poll(0.5, max_records=45 - len(got))
+    positions = {}
+    for r in got:
+        positions[(r.topic, r.partition)] = r.offset + 1
+    c.close()
+    with Consumer(bs, **dict(opts, enable_auto_commit=False)) as probe:
+        committed = probe.committed([(topic, p) for p in range(3)])
+    # a partition that returned records: committed after its last one; one that returned none (its fetched
+    # records were held back by max_records) is committed at its start, 0, or not at all, as Kafka's client does
+    assert positions and all(committed[tp] == o for tp, o in positions.items())
+    assert all(committed[tp] in (None, 0) for tp in committed if tp not in positions)
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "consumer"])
+def test_static_member_restart_keeps_its_assignment(group_broker, names, protocol):
+    """group_instance_id: a static member that closes and comes back within the session timeout gets the same
+    partitions; the other member is not rebalanced (no revocation, same generation or epoch)."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=4)
+    produce(bs, topic, range(40), 4)
+    m = Members()
+    try:
+        opts = dict(group_id=group, **PROTOCOLS[protocol])
+        m.add("a", bs, [topic], group_instance_id="static-a", **opts)
+        m.add("b", bs, [topic], group_instance_id="static-b", **opts)
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2], 60, "two partitions each")
+        before = m.assignments()
+        b_meta = m.consumers["b"].group_metadata()
+        m.events.clear()
+        m.close("a")          # static: commits, but does not leave the group
+        m.add("a2", bs, [topic], group_instance_id="static-a", **opts)
+        m.poll_until(lambda: m.assignments()["a2"], 30, "the restarted static member's partitions")
+        m.poll_round()
+        assert m.assignments()["a2"] == before["a"]
+        assert m.assignments()["b"] == before["b"]
+        assert not [e for e in m.events if e[0] == "b"], m.events
+        if protocol != "consumer":
+            assert m.consumers["b"].group_metadata()["generation"] == b_meta["generation"]
+    finally:
+        m.close()
+
+
+def _cli_member(bootstrap, topic, group, protocol, tmp_path, name):
+    out = open(tmp_path / f"{name}.out", "wb")
+    err = open(tmp_path / f"{name}.err", "wb")
+    cmd = [sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bootstrap, "--group", group,
+           "--group-protocol", protocol, "--from-beginning", "--print-offset", "--verbose",
+           "--consumer-property", "session.timeout.ms=6000", "--consumer-property", "heartbeat.interval.ms=500"]
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=dict(os.environ))
+    out.close()
+    err.close()
+    return proc
+
+
+def _cli_assignment(path) -> list | None:
+    last = None
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith(("assigned: ", "revoked: ", "lost: ")):
+            last = line
+    return last
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_killed_member_partitions_move_after_session_timeout(group_broker, names, protocol, tmp_path):
+    """A member in another process (``kafkawire consume --group``) is SIGKILLed: no LeaveGroup, its
+    connections just drop. The surviving member owns every partition once the session times out (6 s)."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=4)
+    produce(bs, topic, range(200), 4)
+    proc = _cli_member(bs, topic, group, protocol, tmp_path, "victim")
+    m = Members()
+    try:
+        wait_for(lambda: _cli_assignment(tmp_path / "victim.err") or proc.poll() is not None, 60,
+                 "the CLI member's first assignment")
+        assert proc.poll() is None, (tmp_path / "victim.err").read_text()
+        m.add("survivor", bs, [topic], group_id=group, group_protocol=protocol, partition_assignment_strategy="range")
+        m.poll_until(lambda: len(m.assignments()["survivor"]) == 2, 60, "the partitions split two and two")
+        wait_for(lambda: (_cli_assignment(tmp_path / "victim.err") or "").count(f"{topic}-") == 2, 30,
+                 "the CLI member down to two partitions")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        killed = time.monotonic()
+        m.poll_until(lambda: len(m.assignments()["survivor"]) == 4, 40, "the survivor owning every partition")
+        took = time.monotonic() - killed
+        print(f"{protocol}: the survivor owned every partition {took:.1f}s after the SIGKILL")
+        assert took < 6.0 + 10.0
+        # the survivor reads what the victim did not commit (at least once: nothing is lost)
+        printed = {int(line.split("\t")[1]) for line in (tmp_path / "victim.out").read_text().splitlines()
+                   if "\t" in line}
+        m.poll_until(lambda: set(m.seen()) | printed >= set(range(200)), 60, "every record read by someone")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        m.close()
+
+
+def test_cli_group_consumer_resumes_where_it_left(group_broker, names):
+    """``kafkawire consume --group``: a second run continues after what the first printed (committed on exit)."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=2)
+    produce(bs, topic, range(40), 2)
+
+    def run(n):
+        proc = subprocess.run([sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bs, "--group",
+                               group, "--from-beginning", "--max-messages", str(n), "--timeout", "30"],
+                              capture_output=True, timeout=90)
+        assert proc.returncode == 0, proc.stderr.decode()
+        return [int(v) for v in proc.stdout.decode().split()]
+
+    first = run(25)
+    second = run(15)
+    assert len(first) == 25 and len(second) == 15
+    assert sorted(first + second) == list(range(40))
+
+
+def test_async_group_consumer(group_broker, names):
+    """The asyncio twin: AsyncConsumer(group_id=...), async rebalance callbacks, await commit()."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=3)
+    produce(bs, topic, range(60), 3)
+
+    async def main():
+        assigned = []
+
+        async def on_assigned(tps):
+            assigned.append(tps)
+        async with AsyncConsumer(bs, group_id=group, enable_auto_commit=False, **FAST) as c:
+            c.subscribe([topic], on_partitions_assigned=on_assigned)
+            assert await c.wait_for_assignment(60) == [(topic, p) for p in range(3)]
+            got = []
+            deadline = time.monotonic() + 60
+            while len(got) < 60 and time.monotonic() < deadline:
+                got += await c.records(0.5)
+            await c.commit()
+            committed = await c.committed([(topic, p) for p in range(3)])
+            batches = await c.poll_arrow(0.2)
+        return assigned, got, committed, batches
+
+    assigned, got, committed, batches = asyncio.run(main())
+    assert assigned == [[(topic, 0), (topic, 1), (topic, 2)]]
+    assert sorted(int(r.value) for r in got) == list(range(60))
+    assert committed == {(topic, p): 20 for p in range(3)}
+    assert batches == []
