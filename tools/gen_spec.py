@@ -25,7 +25,7 @@ comments are dropped. Every definition records the jar and path it came from.
 - ``test_messages``: the schemas Kafka tests its own generator with
   (kafka-clients' test jar, ``KAFKA_TEST_SCHEMAS``).
 - ``errors.json``: every error code of kafka-clients' ``Errors`` enum with its
-  name and whether its exception is retriable, printed by
+  name, whether its exception is retriable and its default message, printed by
   ``tools/java/ErrorTable.java`` run against the current kafka-clients jar.
 
 Usage: python tools/gen_spec.py [--out DIR] [--check]
@@ -195,7 +195,7 @@ def identity(schema: dict) -> tuple:
 
 
 def error_table() -> list[list]:
-    """[code, name, retriable] for every entry of kafka-clients' Errors enum, as Java itself sees it."""
+    """[code, name, retriable, default message] for every entry of kafka-clients' Errors enum, as Java sees it."""
     java = kafka_reference._tool("java")
     proc = subprocess.run([java, "-cp", kafka_reference.classpath(CLIENTS[0]), str(ERROR_TABLE)],
                           capture_output=True, text=True, timeout=300)
@@ -203,8 +203,8 @@ def error_table() -> list[list]:
         raise SystemExit(f"{ERROR_TABLE.name} failed:\n{proc.stderr[-3000:]}")
     rows = []
     for line in proc.stdout.splitlines():
-        code, name, retriable = line.split("\t")
-        rows.append([int(code), name, {"true": True, "false": False}[retriable]])
+        code, name, retriable, message = line.split("\t")
+        rows.append([int(code), name, {"true": True, "false": False}[retriable], message])
     return sorted(rows)
 
 
@@ -244,7 +244,8 @@ def generate() -> tuple[dict, dict]:
     errors = {
         "generated_by": "tools/gen_spec.py (tools/java/ErrorTable.java)",
         "derived_from": f"org.apache.kafka.common.protocol.Errors of Apache Kafka {kafka_pins.KAFKA} "
-                        f"(Apache License 2.0); retriable: the exception extends RetriableException",
+                        f"(Apache License 2.0); retriable: the exception extends RetriableException; message: "
+                        f"Errors.message(), the text of an error answer that carries the code's own message",
         "kafka": {"current": kafka_pins.KAFKA},
         "errors": error_table(),
     }

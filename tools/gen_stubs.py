@@ -264,10 +264,10 @@ def render_error_codes() -> str:
         "",
         "__all__ = [",
     ]
-    out.extend(f'    "{name}",' for _, name, _ in rows)
+    out.extend(f'    "{name}",' for _, name, _, _ in rows)
     out.append("]")
     out.append("")
-    for code, name, retriable in rows:
+    for code, name, retriable, _ in rows:
         out.append(f"{name} = {code}" + ("  # retriable" if retriable else ""))
     return "\n".join(out) + "\n"
 

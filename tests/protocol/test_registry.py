@@ -76,7 +76,7 @@ def test_unstable_versions_are_not_advertised_by_default():
 
 @pytest.fixture(scope="module")
 def kafka_errors(generator):  # noqa: F811
-    """[code, name, retriable] as Kafka's own Errors enum gives them (tools/java/ErrorTable.java, run now)."""
+    """[code, name, retriable, message] as Kafka's own Errors enum gives them (tools/java/ErrorTable.java, run now)."""
     from conftest import reference_unavailable
     from kafka_reference import KafkaUnavailable
 
@@ -88,11 +88,11 @@ def kafka_errors(generator):  # noqa: F811
 
 def test_every_error_code_of_kafkas_errors_enum(kafka_errors):
     # Kafka 4.4 defines every code from -1 to 136
-    assert [code for code, _, _ in kafka_errors] == list(range(-1, 137))
+    assert [code for code, _, _, _ in kafka_errors] == list(range(-1, 137))
     assert [list(row) for row in errors_table()] == kafka_errors
-    for code, name, retriable in kafka_errors:
+    for code, name, retriable, message in kafka_errors:
         e = error_for(code)
-        assert (e.code, e.name, e.retriable, e.known) == (code, name, retriable, True)
+        assert (e.code, e.name, e.retriable, e.known, e.message) == (code, name, retriable, True, message)
         assert getattr(errors, name) == code
         assert errors.code_of(name) == code
 
@@ -105,6 +105,7 @@ def errors_table():
 
 def test_well_known_errors():
     assert error_for(0).name == "NONE" and error_for(-1).name == "UNKNOWN_SERVER_ERROR"
+    assert error_for(-1).message == "The server experienced an unexpected error when processing the request."
     assert error_for(6).name == "NOT_LEADER_OR_FOLLOWER" and error_for(6).retriable
     assert error_for(3).name == "UNKNOWN_TOPIC_OR_PARTITION" and error_for(3).retriable
     assert errors.UNSUPPORTED_VERSION == 35 and not error_for(35).retriable

@@ -59,9 +59,9 @@ def test_error_constants_are_the_error_table():
     from kafkawire.protocol import error_codes, errors
     from kafkawire.protocol.schema import error_table
 
-    assert [(getattr(error_codes, name), name) for _, name, _ in error_table()] == \
-        [(code, name) for code, name, _ in error_table()]
-    assert error_codes.__all__ == [name for _, name, _ in error_table()]
+    assert [(getattr(error_codes, name), name) for _, name, _, _ in error_table()] == \
+        [(code, name) for code, name, _, _ in error_table()]
+    assert error_codes.__all__ == [name for _, name, _, _ in error_table()]
     assert errors.NOT_LEADER_OR_FOLLOWER == 6 and errors.UNKNOWN_SERVER_ERROR == -1
     with pytest.raises(AttributeError):
         errors.NOT_LEADERR  # noqa: B018

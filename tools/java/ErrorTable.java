@@ -1,6 +1,7 @@
 // Prints Kafka's error table as kafka-clients itself defines it, one line per
-// error code: code, name, and whether its exception is retriable (a subclass of
-// RetriableException), separated by tabs. tools/gen_spec.py runs it against the
+// error code: code, name, whether its exception is retriable (a subclass of
+// RetriableException), and its default message (Errors.message(): the text Kafka
+// sends where an error answer carries the code's own message), separated by tabs. tools/gen_spec.py runs it against the
 // pinned kafka-clients jar:  java -cp kafka-clients-X.jar tools/java/ErrorTable.java
 import org.apache.kafka.common.errors.ApiException;
 import org.apache.kafka.common.errors.RetriableException;
@@ -11,7 +12,8 @@ public class ErrorTable {
         for (Errors error : Errors.values()) {
             ApiException exception = error.exception();
             boolean retriable = exception instanceof RetriableException;
-            System.out.println(error.code() + "\t" + error.name() + "\t" + retriable);
+            String message = error.message().replace('\t', ' ').replace('\n', ' ');
+            System.out.println(error.code() + "\t" + error.name() + "\t" + retriable + "\t" + message);
         }
     }
 }

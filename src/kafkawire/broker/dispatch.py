@@ -111,67 +111,9 @@ def unreviewed_versions(table: dict[int, HandlerSpec], advertised: list[tuple[in
 
 # -- error answers ------------------------------------------------------------------------------------
 
-# request field -> the response field that echoes it, where the schemas name them differently
-_ECHO = {"partition": ("partition_index", "index"), "partition_index": ("partition", "index"),
-         "index": ("partition_index", "partition"), "topic": ("name", "topic_name"), "name": ("topic", "topic_name"),
-         "topic_name": ("name", "topic"), "group": ("group_id",), "group_id": ("group",)}
-_INT_KEYS = ("partition_index", "partition", "index")
-
-
 def error_response(api_key: int, version: int, request, code: int, message: str | None = None):
-    """The response Kafka gives when a request of this API fails as a whole: the top-level error code where the
-    response has one; else every topic, partition, group or resource the request named, echoed with ``code``
-    (and ``message`` where the schema has a message). Built from the response schema, so every API has one."""
-    from kafkawire.protocol import message_class
+    """The answer Kafka gives when a request of this API fails as a whole (its ``getErrorResponse``): see
+    ``error_answers``. None for a Produce with acks=0, which gets no answer."""
+    from .error_answers import error_response as build
 
-    cls = message_class(api(api_key).response)
-    out = cls()
-    _fill(cls, out, request, version, code, message)
-    return out
-
-
-def _present(obj, version: int):
-    return [f for f in obj._fields if f.present(version)]
-
-
-def _fill(root, out, request, version: int, code: int, message: str | None) -> None:
-    fields = _present(out, version)
-    attrs = {f.attr for f in fields}
-    if "error_code" in attrs:
-        out.error_code = code
-        if message is not None and "error_message" in attrs:
-            out.error_message = message
-        return
-    sources = [f for f in _present(request, version) if f.is_array] if request is not None else []
-    for f in fields:
-        if not (f.is_array and f.is_struct):
-            continue
-        src = next((s for s in sources if s.attr == f.attr), None)
-        if src is None and len(sources) == 1:
-            src = sources[0]
-        items = getattr(request, src.attr, None) if src is not None else None
-        if items is None:
-            continue
-        elem_cls = root._classes[f.struct.name]
-        elems = []
-        for item in items:
-            elem = elem_cls()
-            elem_fields = _present(elem, version)
-            if src.is_struct:
-                item_attrs = {g.attr: g for g in _present(item, version)}
-                for g in elem_fields:
-                    if g.is_array or g.is_struct or g.attr in ("error_code", "error_message"):
-                        continue
-                    same = item_attrs.get(g.attr)
-                    if same is None:
-                        same = next((item_attrs[a] for a in _ECHO.get(g.attr, ()) if a in item_attrs), None)
-                    if same is not None and same.type == g.type and not same.is_array:
-                        setattr(elem, g.attr, getattr(item, same.attr))
-                _fill(root, elem, item, version, code, message)
-            else:  # a list of partition numbers (or names): each becomes an entry
-                key = next((g for g in elem_fields if g.attr in _INT_KEYS + ("name",) and g.type == src.type), None)
-                if key is not None:
-                    setattr(elem, key.attr, item)
-                _fill(root, elem, None, version, code, message)
-            elems.append(elem)
-        setattr(out, f.attr, elems)
+    return build(api_key, version, request, code, message)

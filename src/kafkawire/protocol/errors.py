@@ -19,6 +19,7 @@ class ErrorCode:
     name: str
     retriable: bool
     known: bool = True
+    message: str = ""  # Kafka's default text for the code (Errors.message()), sent in some error answers
 
     def __int__(self) -> int:
         return self.code
@@ -27,14 +28,15 @@ class ErrorCode:
         return f"{self.name} ({self.code})"
 
 
-ERRORS: dict[int, ErrorCode] = {code: ErrorCode(code, name, retriable) for code, name, retriable in error_table()}
+ERRORS: dict[int, ErrorCode] = {
+    code: ErrorCode(code, name, retriable, message=message) for code, name, retriable, message in error_table()}
 BY_NAME: dict[str, ErrorCode] = {e.name: e for e in ERRORS.values()}
 
 
 def error_for(code: int) -> ErrorCode:
     found = ERRORS.get(code)
     if found is None:
-        return ErrorCode(code, f"UNKNOWN_ERROR_CODE_{code}", False, known=False)
+        return ErrorCode(code, f"UNKNOWN_ERROR_CODE_{code}", False, known=False, message=f"unknown error code {code}")
     return found
 
 

@@ -279,6 +279,7 @@ def parse_message_spec(raw: dict) -> MessageSpec:
 
 
 @functools.cache
-def error_table() -> list[tuple[int, str, bool]]:
+def error_table() -> list[tuple[int, str, bool, str]]:
+    """(code, name, retriable, default message) of every error code Kafka defines."""
     raw = json.loads(resources.files("kafkawire.protocol").joinpath("spec/errors.json").read_text())
     return [tuple(row) for row in raw["errors"]]
