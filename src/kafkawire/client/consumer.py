@@ -511,6 +511,10 @@ class AsyncConsumer:
     async def _fetch(self, node: int, tps: list) -> bool:
         """One Fetch to ``node``; returns whether any data arrived."""
         conn = await self.cluster.connection(node)
+        # partitions unassigned while we looked up leaders (a group rebalance revokes them at any await)
+        tps = [tp for tp in tps if tp in self._parts and self._parts[tp].position is not None]
+        if not tps:
+            return False
         version = conn.version_for(ApiKey.FETCH)
         topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID)
                      for t, _ in tps}

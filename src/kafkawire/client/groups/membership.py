@@ -35,7 +35,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ...protocol import KafkaError, errors as kerrors
+from ...protocol import ApiKey, KafkaError, errors as kerrors
 from ...protocol.messages import (
     ConsumerGroupHeartbeatRequest,
     FindCoordinatorRequest,
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kafkawire.client.groups")
 
-FIND_COORDINATOR, OFFSET_FETCH = 10, 9
 OFFSETS_BY_NAME = 9  # OffsetCommit/OffsetFetch v10 name topics by id: v9 is the last with names, enough here
 
 COORDINATOR_GONE = frozenset({kerrors.COORDINATOR_NOT_AVAILABLE, kerrors.NOT_COORDINATOR})
@@ -243,7 +242,7 @@ class Membership:
             return conn
         self._coordinator = None
         any_conn = await self.cluster.any_connection()
-        version = any_conn.version_for(FIND_COORDINATOR)
+        version = any_conn.version_for(ApiKey.FIND_COORDINATOR)
         req = fit(FindCoordinatorRequest, version, key=self.group_id, key_type=0, coordinator_keys=[self.group_id])
         resp: Any = await any_conn.request(req, version=version)
         if version >= 4:
@@ -360,7 +359,7 @@ class Membership:
 
     async def _fetch_committed_once(self, tps: list[TP]) -> dict[TP, int | None]:
         conn = await self.coordinator()
-        version = min(conn.version_for(OFFSET_FETCH), OFFSETS_BY_NAME)
+        version = min(conn.version_for(ApiKey.OFFSET_FETCH), OFFSETS_BY_NAME)
         by_topic: dict[str, list[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
