@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import struct
 
 import pytest
 from storage_batches import batch_attributes, build_batch, padded_batch, parse_batches
 
 from kafkawire.broker.storage import base
+from kafkawire.broker.storage.recovery import DirectoryTakenError
 from kafkawire.broker.storage.segments import SegmentStorage
 
 
@@ -406,7 +408,7 @@ def test_delete_topic_removes_its_directories_and_a_recreated_topic_starts_empty
     assert (log.log_start_offset, log.log_end_offset) == (0, 0)
 
 
-def test_directories_of_no_topic_are_set_aside_not_loaded(open_storage, data_dir):
+def test_directories_of_no_topic_are_left_in_place_not_loaded(open_storage, data_dir):
     storage = open_storage()
     storage.create_topic("t", 1)
     storage.close()
@@ -415,8 +417,13 @@ def test_directories_of_no_topic_are_set_aside_not_loaded(open_storage, data_dir
     (stray / "00000000000000000000.log").write_bytes(build_batch([b"boo"]))
     storage = open_storage()
     assert set(storage.topics()) == {"t"}
-    assert not stray.exists()
-    assert any(name.startswith("ghost-0.") and name.endswith("-stray") for name in os.listdir(data_dir))
+    assert (stray / "00000000000000000000.log").read_bytes() == build_batch([b"boo"])  # not moved, not read
+    with pytest.raises(DirectoryTakenError, match="ghost-0"):
+        storage.create_topic("ghost", 1)  # its directory is taken: refused, the directory stays
+    assert stray.exists() and "ghost" not in storage.topics()
+    storage.close()
+    shutil.rmtree(stray)
+    storage = open_storage()
     storage.create_topic("ghost", 1)
     assert storage.partition("ghost", 0).log_end_offset == 0
 

@@ -9,7 +9,9 @@ index entry at an offset of the segment. Nothing is changed. Exit status: 0 when
 The last segment of a partition may be being written by a running broker: a torn tail there is what a
 crash leaves and what the broker cuts on start, so it is reported as a problem too (stop the broker for a
 clean answer). Quarantine files (damage a broker already set aside, see ``broker/storage/recovery.py``)
-are listed but are not damage.
+are listed but are not damage. Entries that are not kafkawire's (no topic of ``topics.json`` owns them,
+such as a Kafka data directory's partitions and checkpoints) are listed and not read, as the broker lists
+them on start; ``kafkawire logs DIR`` reads them.
 """
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ import os
 import re
 import sys
 
-_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 _LOG_FILE = re.compile(r"(\d{20})\.log")
 
 
@@ -96,16 +97,14 @@ def check_partition(directory: str) -> dict:
 
 
 def check(data_dir: str, partitions: list[str] | None = None) -> dict:
-    dirs = []
-    for name in sorted(os.listdir(data_dir)):
-        path = os.path.join(data_dir, name)
-        if not os.path.isdir(path) or name.endswith(("-delete", "-stray")) or not _PARTITION_DIR.fullmatch(name):
-            continue
-        if partitions and name not in partitions:
-            continue
-        dirs.append(path)
+    """Check the partition directories of the topics in ``topics.json``; everything else that is not
+    kafkawire's is listed under ``unknown``, as the broker's start lists it, and not read."""
+    from kafkawire.broker.storage import metadata, recovery
+
+    owned, unknown = recovery.sort_entries(data_dir, metadata.load_topics(data_dir))
+    dirs = [os.path.join(data_dir, name) for name in owned if not partitions or name in partitions]
     results = [check_partition(d) for d in dirs]
-    return {"data_dir": os.path.abspath(data_dir), "partitions": results,
+    return {"data_dir": os.path.abspath(data_dir), "partitions": results, "unknown": unknown,
             "damaged": any(r["problems"] for r in results)}
 
 
@@ -126,6 +125,8 @@ def run(args) -> int:
                 print(f"  {p['kind']}: {p['file']}{where}: {p['detail']}")
             for q in r["quarantined"]:
                 print(f"  quarantined earlier: {q}")
+        if report["unknown"]:
+            print(f"not kafkawire's (left alone): {' '.join(report['unknown'])}")
         damaged = sum(1 for r in report["partitions"] if r["problems"])
         print(f"{len(report['partitions'])} partitions checked, {damaged} damaged")
     return 1 if report["damaged"] else 0

@@ -25,6 +25,11 @@ position of the file as it was before the repair. They are never read by the bro
 The same scan (``scan_segment``) serves ``kafkawire check`` and the background
 scrubber, which repairs a sealed segment of a running broker (``repair``) so that a
 batch whose CRC is known to be bad is never served.
+
+Repair is for kafkawire's own segments only. Entries of the data directory that are not
+kafkawire's (no topic of ``topics.json`` owns them: a Kafka data directory's partitions and
+checkpoints, files of other tools) are never moved or deleted: they are listed once in the log
+(``report_unknown``), and a topic whose partition directory is taken by one is refused.
 """
 from __future__ import annotations
 
@@ -38,10 +43,11 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from kafkawire.protocol import errors
 from kafkawire.protocol.records.batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC_OFFSET
 
 from . import _batch
-from .base import CorruptBatchError
+from .base import CorruptBatchError, StorageError
 from .index import IndexCorruptError
 from .segment import LogSegment, segment_name
 
@@ -430,3 +436,68 @@ def _reseal(segment: LogSegment) -> None:
         segment.write_indexes(fsync=True)
     except OSError as exc:  # a full disk: they are rebuilt again on the next start
         log.warning("cannot write the indexes of %s: %s", segment.log_path, exc)
+
+
+# ------------------------------------------------- entries of the data directory that are not kafkawire's
+
+# What kafkawire itself keeps at the top of a data directory, besides its topics' partition directories
+# (metadata.py), and what write_atomically leaves of them after a crash.
+OWN_ENTRIES = frozenset({"meta.properties", ".lock", "log-start-offset-checkpoint", "__kafkawire_meta"})
+_PARTITION_NAME = re.compile(r"(.+)-(\d+)")
+_EMPTY_PARTITION_FILE = re.compile(r"\d{20}\.(log|index|timeindex)|partition\.metadata")
+
+
+class DirectoryTakenError(StorageError):
+    """A new partition's directory exists and is not an empty partition of kafkawire's: the topic (or the
+    partitions) are refused and the directory is kept. Not a TopicExistsError: no topic of that name exists,
+    and callers that take TopicExistsError for a concurrent creation must not wait for one."""
+
+    error_code = errors.TOPIC_ALREADY_EXISTS
+
+
+def is_own_entry(name: str) -> bool:
+    return name in OWN_ENTRIES or (name.endswith(".tmp") and name[:-4] in OWN_ENTRIES)
+
+
+def sort_entries(data_dir: str, topics: dict) -> tuple[list[str], list[str]]:
+    """The entries of ``data_dir``: partition directories of ``topics`` (name -> TopicMeta), and what is not
+    kafkawire's (directories with a trailing ``/``), both sorted. Interrupted deletions (``-delete``) are
+    kafkawire's and in neither list. The broker's start and ``kafkawire check`` both sort by this."""
+    partitions, unknown = [], []
+    for name in sorted(os.listdir(data_dir)):
+        is_dir = os.path.isdir(os.path.join(data_dir, name))
+        if is_own_entry(name) or (is_dir and name.endswith("-delete")):
+            continue
+        m = _PARTITION_NAME.fullmatch(name) if is_dir else None
+        meta = topics.get(m.group(1)) if m else None
+        if meta is not None and int(m.group(2)) < meta.partitions:
+            partitions.append(name)
+        else:
+            unknown.append(name + ("/" if is_dir else ""))
+    return partitions, unknown
+
+
+def report_unknown(data_dir: str, names: list[str]) -> None:
+    """One log line for everything in ``data_dir`` that kafkawire does not own: such entries (a Kafka data
+    directory's ``__cluster_metadata-0`` and checkpoints, a topic's partitions from another broker, another
+    tool's files) are never moved, changed or deleted, whatever they hold."""
+    if names:
+        log.warning("%s holds %d entries that are not kafkawire's; left in place, untouched: %s",
+                    data_dir, len(names), " ".join(names))
+
+
+def holds_no_records(directory: str) -> bool:
+    """Whether ``directory`` is an empty partition as kafkawire makes one (``partition.metadata`` and empty
+    segments, nothing else): the only existing directory a new partition may replace, since it loses
+    nothing. What a failed topic creation leaves behind looks like this; Kafka's partitions never do (they
+    have a leader-epoch-checkpoint)."""
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not _EMPTY_PARTITION_FILE.fullmatch(entry.name) or not entry.is_file(follow_symlinks=False):
+                    return False
+                if entry.name.endswith(".log") and entry.stat(follow_symlinks=False).st_size:
+                    return False
+    except NotADirectoryError:
+        return False
+    return True

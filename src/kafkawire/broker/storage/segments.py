@@ -57,7 +57,6 @@ import errno
 import fcntl
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -88,7 +87,6 @@ from .segment import LogDirError, LogSegment, set_open_limit
 log = logging.getLogger("kafkawire.storage")
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1  # index entries store offsets relative to the segment's base as i32
-_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 
 
 MIN_FREE_BYTES = 1 << 20  # below this a start begins offline for writes; writes resume with this much to spare
@@ -508,7 +506,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             self._cluster_id = props["cluster.id"]
             self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
             starts = metadata.load_log_start_offsets(self.data_dir)
-            self._sweep_directories()
+            self._sweep_directories(starts)
             for meta in self._topics.values():
                 self._logs[meta.name] = [self._open_partition(meta, p, starts.get((meta.name, p), 0))
                                          for p in range(meta.partitions)]
@@ -559,24 +557,24 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             self._lock_file.close()  # closing drops the flock
             self._lock_file = None
 
-    def _sweep_directories(self) -> None:
-        """Finish interrupted topic deletions and set aside directories no topic owns."""
+    def _sweep_directories(self, starts: dict[tuple[str, int], int]) -> None:
+        """Finish interrupted topic deletions (kafkawire's own ``-delete`` directories). Everything else no
+        topic owns is left where it is, untouched, and listed once in the log (recovery.report_unknown);
+        entries of the log start checkpoint for such partition directories are kept when it is rewritten."""
         for name in os.listdir(self.data_dir):
             path = os.path.join(self.data_dir, name)
-            if not os.path.isdir(path) or name == metadata.META_DIR:
-                continue
-            if name.endswith("-delete"):
+            if name.endswith("-delete") and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
-                continue
-            m = _PARTITION_DIR.fullmatch(name)
-            if m is None or name.endswith("-stray"):
-                continue
-            meta = self._topics.get(m.group(1))
+        partitions, unknown = recovery.sort_entries(self.data_dir, self._topics)
+        for name in partitions:
+            path = os.path.join(self.data_dir, name)
+            meta = self._topics[name.rsplit("-", 1)[0]]
             owner = metadata.read_partition_topic_id(path)
-            if meta is None or int(m.group(2)) >= meta.partitions or (owner is not None and owner != meta.topic_id):
-                stray = f"{path}.{uuid.uuid4().hex}-stray"
-                log.warning("%s belongs to no current topic; moved aside to %s", path, stray)
-                os.rename(path, stray)
+            if owner is not None and owner != meta.topic_id:
+                raise StorageError(f"{path} holds the partition of another topic (id {owner}) than topic {meta.name} "
+                                   f"(id {meta.topic_id}); kafkawire does not move it: move it away, then start")
+        recovery.report_unknown(self.data_dir, unknown)
+        self._foreign_log_starts = {tp: o for tp, o in starts.items() if f"{tp[0]}-{tp[1]}/" in unknown}
 
     def _partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{partition}")
@@ -612,8 +610,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
 
     def _save_log_starts(self) -> None:
         with self._checkpoint_lock:
-            offsets = {(log_.topic, log_.partition): log_.log_start_offset
-                       for logs in list(self._logs.values()) for log_ in logs if log_.log_start_offset > 0}
+            offsets = dict(getattr(self, "_foreign_log_starts", {}))  # partitions left in place, not kafkawire's
+            offsets.update({(log_.topic, log_.partition): log_.log_start_offset
+                            for logs in list(self._logs.values()) for log_ in logs if log_.log_start_offset > 0})
             metadata.save_log_start_offsets(self.data_dir, offsets)
 
     # ------------------------------------------------------------- topics
@@ -649,6 +648,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     if t.name in pending:
                         raise TopicExistsError(f"topic {t.name} is being created or changed")
                     meta = topics.new_topic(taken, self.config, t.name, t.partitions, t.configs, t.topic_id)
+                    self._check_directories_free(meta.name, 0, meta.partitions)
                 except StorageError as exc:
                     results[i] = exc
                     continue
@@ -706,11 +706,25 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                                            self._save_log_starts, self._clock))
         return out
 
+    def _check_directories_free(self, name: str, first: int, end: int) -> None:
+        """DirectoryTakenError when a directory of partitions [first, end) of topic ``name`` exists and holds
+        more than an empty partition of kafkawire's (recovery.holds_no_records): it is not moved or deleted."""
+        for p in range(first, end):
+            directory = self._partition_dir(name, p)
+            if os.path.lexists(directory) and not recovery.holds_no_records(directory):
+                raise recovery.DirectoryTakenError(
+                    f"cannot create partition {p} of topic {name}: {directory} already exists and is not an empty "
+                    f"partition of kafkawire's; it is left in place (move or delete it to create the topic)")
+
     def _move_aside(self, directory: str) -> None:
-        if os.path.exists(directory):
-            stray = f"{directory}.{uuid.uuid4().hex}-stray"
-            log.warning("%s already exists; moved aside to %s", directory, stray)
-            os.rename(directory, stray)
+        """Make room for a new partition: only an empty partition of kafkawire's (what a failed creation
+        leaves) is replaced; anything else raises FileExistsError and stays (``_check_directories_free``
+        refused the topic earlier unless it appeared since)."""
+        if os.path.lexists(directory):
+            if not recovery.holds_no_records(directory):
+                raise FileExistsError(errno.EEXIST, "exists and is not kafkawire's; left in place", directory)
+            log.info("replacing %s: an empty partition left by an earlier attempt", directory)
+            shutil.rmtree(directory)
 
     def delete_topic(self, name: str) -> None:
         (result,) = self.delete_topics([name])
@@ -771,6 +785,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     if name in pending:
                         raise InvalidPartitionsError(f"topic {name} is being changed by another request")
                     topics.check_new_total(meta, total)
+                    self._check_directories_free(name, meta.partitions, total)
                 except StorageError as exc:
                     results[i] = exc
                     continue
