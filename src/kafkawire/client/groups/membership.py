@@ -173,7 +173,12 @@ class Membership:
                 raise
             except GroupError as exc:
                 log.error("group %s: %s", self.group_id, exc)
-                self.consumer._fail(exc)
+                # e.g. another process took our group_instance_id: our partitions are its now (no commit)
+                self._invalidate()
+                try:
+                    await self.lose()
+                finally:
+                    self.consumer._fail(exc)
                 return
             except (KafkaError, OSError, TimeoutError) as exc:
                 if isinstance(exc, (ConnectionClosed, RequestTimeout, OSError)) or \
@@ -232,6 +237,10 @@ class Membership:
         raise NotImplementedError
 
     def _valid(self) -> bool:
+        raise NotImplementedError
+
+    def _invalidate(self) -> None:
+        """Forget the generation or epoch: commits with it would be refused."""
         raise NotImplementedError
 
     # -- the coordinator ---------------------------------------------------------------------------------
@@ -485,6 +494,9 @@ class ClassicMembership(Membership):
     def _commit_identity(self) -> tuple[int, str]:
         return (self.generation, self.member_id) if self._valid() else (-1, "")
 
+    def _invalidate(self) -> None:
+        self.generation = -1
+
     def _on_commit_rebalanced(self, code: int) -> None:
         self.need_rejoin = True
         self.wake()
@@ -642,6 +654,9 @@ class ConsumerMembership(Membership):
 
     def _commit_identity(self) -> tuple[int, str]:
         return (self.epoch, self.member_id) if self.epoch > 0 else (-1, "")
+
+    def _invalidate(self) -> None:
+        self.epoch = 0
 
     def request_rejoin(self) -> None:
         self._ack = True  # a subscription change goes out with the next heartbeat
