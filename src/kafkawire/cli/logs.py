@@ -234,9 +234,12 @@ def _summary(path: str, args, out) -> int:
                           f"timeindex {s.get('timeindex_entries', '-')} entries", file=out)
         if empty:
             print(f"  no records ({len(empty)}): {' '.join(empty)}", file=out)
-    for c in by_kind.get("dir_checkpoint", []):
-        print(f"\n{c['name']}: {c['entries']} entries" + (", non-zero: " + ", ".join(c["nonzero"])
-                                                          if c["nonzero"] else ""), file=out)
+    checkpoints = by_kind.get("dir_checkpoint", [])
+    if checkpoints:
+        print("\ncheckpoints:", file=out)
+    for c in checkpoints:
+        print(f"  {c['name']}: {c['entries']} entries" + (", non-zero: " + ", ".join(c["nonzero"])
+                                                         if c["nonzero"] else ""), file=out)
     for co in by_kind.get("consumer_offsets", []):
         print(f"\n__consumer_offsets ({co['partitions']} partitions): {len(co['groups'])} groups with committed "
               f"offsets", file=out)
