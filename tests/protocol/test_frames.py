@@ -1,4 +1,4 @@
-"""Whole frames: exact captured bytes, request/response headers, and the frame parser."""
+"""Whole frames: exact captured bytes and request/response headers (splitting streams: test_connection.py)."""
 from __future__ import annotations
 
 import uuid
@@ -7,8 +7,6 @@ import pytest
 
 from kafkawire.protocol import (
     DecodeError,
-    FrameError,
-    FrameParser,
     UnsupportedVersionError,
     decode_request,
     decode_response,
@@ -22,7 +20,6 @@ from kafkawire.protocol import (
     request_header_version,
     response_header_version,
 )
-from kafkawire.protocol.framing import read_frame_size
 from kafkawire.protocol.rpc import peek_request_prefix
 
 from .frames import (
@@ -207,49 +204,6 @@ def test_peek_request_prefix():
     assert peek_request_prefix(API_VERSIONS_REQUEST_V3[4:]) == (18, 3, 7)
     # readable even for a version this side cannot decode: the broker answers UNSUPPORTED_VERSION
     assert peek_request_prefix(bytes.fromhex("00127fff0000002a")) == (18, 32767, 42)
-
-
-# -- framing ------------------------------------------------------------------------------
-
-def test_frame_parser_reassembles_frames_fed_byte_by_byte():
-    stream = API_VERSIONS_REQUEST_V3 + DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0 + frame(b"")
-    parser = FrameParser()
-    out = []
-    for i in range(len(stream)):
-        out += parser.feed(stream[i:i + 1])
-    assert out == [API_VERSIONS_REQUEST_V3[4:], DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0[4:], b""]
-    assert parser.buffered == 0
-
-
-def test_frame_parser_several_frames_in_one_chunk():
-    parser = FrameParser()
-    stream = API_VERSIONS_REQUEST_V3 * 3
-    assert parser.feed(stream[:-5]) == [API_VERSIONS_REQUEST_V3[4:]] * 2
-    assert parser.buffered == len(API_VERSIONS_REQUEST_V3) - 5 - 4
-    assert parser.feed(stream[-5:]) == [API_VERSIONS_REQUEST_V3[4:]]
-
-
-def test_frame_parser_rejects_negative_size():
-    with pytest.raises(FrameError, match="negative"):
-        FrameParser().feed(b"\xff\xff\xff\xfe")
-
-
-def test_frame_parser_rejects_oversized_frames_before_reading_them():
-    parser = FrameParser(max_size=1000)
-    assert parser.feed(frame(b"x" * 1000)) == [b"x" * 1000]
-    with pytest.raises(FrameError, match="1001 is larger than the maximum 1000"):
-        parser.feed((1001).to_bytes(4, "big"))  # only the size has arrived
-    with pytest.raises(FrameError):
-        FrameParser().feed(b"\x7f\xff\xff\xff")  # 2 GiB: over the 100 MiB default
-    assert FrameParser().max_size == 104857600
-
-
-def test_read_frame_size():
-    assert read_frame_size(b"\x00\x00\x00\x05") == 5
-    with pytest.raises(FrameError):
-        read_frame_size(b"\x80\x00\x00\x00")
-    with pytest.raises(FrameError):
-        read_frame_size(b"\x00\x00\x10\x00", max_size=100)
 
 
 def test_framed_decode_checks_the_size():
