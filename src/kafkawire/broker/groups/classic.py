@@ -1,7 +1,8 @@
 """The classic group protocol (JoinGroup / SyncGroup / Heartbeat / LeaveGroup), as Kafka's coordinator runs it.
 
-States: Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and Dead
-(deleted). A rebalance starts when a member joins, leaves, changes its
+States (``states.py`` has the table of legal moves): Empty ->
+PreparingRebalance -> CompletingRebalance -> Stable, and Dead (deleted or
+converted). A rebalance starts when a member joins, leaves, changes its
 protocols or times out; it completes when every known member has rejoined
 (or the rebalance timeout expires, removing those that did not). A group
 that was Empty first waits ``group.initial.rebalance.delay.ms`` (extended
@@ -23,10 +24,16 @@ from dataclasses import dataclass, field
 
 from kafkawire.protocol import errors
 
+from .config import GroupConfig
+from .states import CLASSIC_GROUP, GroupEvent, GroupState, move_group
+from .store import GroupStore
+from .timers import Scheduler
+
 log = logging.getLogger("kafkawire.groups")
 
 EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
-    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE,
+    GroupState.DEAD)
 
 
 @dataclass
@@ -99,10 +106,11 @@ class ClassicMember:
 
 class ClassicGroup:
     kind = "classic"
+    transitions = CLASSIC_GROUP
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
-        self.state = EMPTY
+        self._state = EMPTY  # written only by states.move_group
         self.generation_id = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -118,6 +126,10 @@ class ClassicGroup:
         self.state_timestamp = now_ms
 
     # -- queries --------------------------------------------------------------------
+    @property
+    def state(self) -> GroupState:
+        return self._state
+
     @property
     def type_name(self) -> str:
         return "classic"
@@ -181,18 +193,33 @@ class ClassicGroup:
                 "members": [m.to_json() for m in self.members.values()]}
 
 
-class ClassicOps:
-    """Classic group operations; mixed into ``GroupCoordinator`` (needs scheduler, config, groups, persistence)."""
+def deliver(cb, result) -> None:
+    """Answer a pending JoinGroup/SyncGroup (a callback must never break the state machine)."""
+    if cb is not None:
+        try:
+            cb(result)
+        except Exception:  # pragma: no cover - a callback must never break the state machine
+            log.exception("group response callback failed")
+
+
+@dataclass(eq=False)
+class ClassicProtocol:
+    """The classic protocol's part of the coordinator: the rebalances of classic groups (the coordinator routes
+    requests for consumer groups elsewhere). Groups come from and are written to ``store``; timers run on
+    ``scheduler``; ``config`` is read at each use."""
+
+    store: GroupStore
+    scheduler: Scheduler
+    config: GroupConfig
 
     # -- helpers ----------------------------------------------------------------------
-    def _transition(self, group: ClassicGroup, state: str) -> None:
-        group.state = state
-        group.state_timestamp = self.scheduler.now_ms()
+    def _move(self, group: ClassicGroup, state: GroupState, event: GroupEvent) -> None:
+        move_group(group, state, event, self.scheduler.now_ms())
 
     def _new_member_id(self, client_id: str, instance_id: str | None) -> str:
         return f"{instance_id or client_id}-{uuid.uuid4()}"
 
-    def _schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
+    def schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember) -> None:
         if member.heartbeat_timer is not None:
             member.heartbeat_timer.cancel()
         member.last_heartbeat_ms = self.scheduler.now_ms()
@@ -202,11 +229,11 @@ class ClassicOps:
 
     def _heartbeat_expired(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members.get(member_id)
-        if member is None or self.groups.get(group.group_id) is not group:
+        if member is None or self.store.groups.get(group.group_id) is not group:
             return
         member.heartbeat_timer = None
         if member.join_cb is not None or member.sync_cb is not None:
-            self._schedule_heartbeat(group, member)  # a member with a pending request is alive
+            self.schedule_heartbeat(group, member)  # a member with a pending request is alive
             return
         log.info("group %s: member %s failed to heartbeat within %d ms; removing it", group.group_id,
                  member_id, member.session_timeout_ms)
@@ -222,40 +249,17 @@ class ClassicOps:
                           protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                           leader=group.leader_id or "", members=members, skip_assignment=skip_assignment)
 
-    @staticmethod
-    def _invoke(cb, result) -> None:
-        if cb is not None:
-            try:
-                cb(result)
-            except Exception:  # pragma: no cover - a callback must never break the state machine
-                log.exception("group response callback failed")
-
     # -- JoinGroup --------------------------------------------------------------------
     def join_group(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
                    protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
                    client_id: str, client_host: str, cb: Callable[[JoinResult], None], *,
-                   require_known_member_id: bool = True, supports_skip_assignment: bool = False,
-                   reason: str | None = None) -> None:
-        if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        if not group_id:
-            return cb(JoinResult(errors.INVALID_GROUP_ID, member_id))
-        cfg = self.config
-        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
-            return cb(JoinResult(errors.INVALID_SESSION_TIMEOUT, member_id))
-        group = self.groups.get(group_id)
-        if group is not None and group.kind != "classic":
-            if group.is_empty():
-                self._drop_group(group)
-                group = None
-            else:  # a classic member of a consumer group (groups/mixed.py)
-                return self._classic_join_consumer_group(
-                    group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                    rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id)
+                   require_known_member_id: bool, supports_skip_assignment: bool, reason: str | None) -> None:
+        """A JoinGroup the coordinator validated, for a classic group or none."""
+        group = self.store.groups.get(group_id)
         if not member_id:
             if group is None:
                 group = ClassicGroup(group_id, self.scheduler.now_ms())
-                self.groups[group_id] = group
+                self.store.groups[group_id] = group
             self._join_unknown_member(group, instance_id, protocol_type, protocols, session_timeout_ms,
                                       rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id,
                                       supports_skip_assignment, reason)
@@ -305,7 +309,7 @@ class ClassicOps:
             return self._add_member_and_rebalance(group, member_id, instance_id, protocol_type, protocols,
                                                   session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
                                                   cb, supports_skip, reason or "pending member joined")
-        err = self._validate_member(group, member_id, instance_id)
+        err = self.validate_member(group, member_id, instance_id)
         if err:
             return cb(JoinResult(err, member_id))
         member = group.members[member_id]
@@ -315,7 +319,7 @@ class ClassicOps:
         elif group.state == COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # the member did not see the JoinGroup response: send it again
-                self._schedule_heartbeat(group, member)
+                self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
             else:
                 self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
@@ -327,12 +331,12 @@ class ClassicOps:
                                                   rebalance_timeout_ms, cb, supports_skip,
                                                   reason or "leader or changed member rejoined")
             else:
-                self._schedule_heartbeat(group, member)
+                self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
         else:  # Empty
             cb(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id))
 
-    def _validate_member(self, group, member_id, instance_id) -> int:
+    def validate_member(self, group, member_id, instance_id) -> int:
         """0, UNKNOWN_MEMBER_ID or FENCED_INSTANCE_ID (Kafka's validation of a member's identity)."""
         if instance_id is not None:
             existing = group.static_members.get(instance_id)
@@ -361,7 +365,7 @@ class ClassicOps:
             group.leader_id = member_id
         if group.state == PREPARING_REBALANCE and group.initial_delay_active:
             group.new_member_added = True
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         self._maybe_prepare_rebalance(group, reason)
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
@@ -373,9 +377,9 @@ class ClassicOps:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.supports_skip_assignment = supports_skip
         if member.join_cb is not None and member.join_cb is not cb:
-            self._invoke(member.join_cb, JoinResult(errors.REBALANCE_IN_PROGRESS, member.member_id))
+            deliver(member.join_cb, JoinResult(errors.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_cb = cb
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         self._maybe_prepare_rebalance(group, reason)
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
@@ -389,10 +393,10 @@ class ClassicOps:
         # fence the old incarnation's pending requests
         if member.join_cb is not None:
             old_cb, member.join_cb = member.join_cb, None
-            self._invoke(old_cb, JoinResult(errors.FENCED_INSTANCE_ID, old_id))
+            deliver(old_cb, JoinResult(errors.FENCED_INSTANCE_ID, old_id))
         if member.sync_cb is not None:
             old_cb, member.sync_cb = member.sync_cb, None
-            self._invoke(old_cb, SyncResult(errors.FENCED_INSTANCE_ID))
+            deliver(old_cb, SyncResult(errors.FENCED_INSTANCE_ID))
         member.member_id = new_id
         member.client_id, member.client_host = client_id, client_host
         group.members[new_id] = member
@@ -405,13 +409,13 @@ class ClassicOps:
         if group.state == STABLE and member.matches(protocols):
             member.session_timeout_ms = session_timeout_ms
             member.rebalance_timeout_ms = rebalance_timeout_ms
-            self._schedule_heartbeat(group, member)
+            self.schedule_heartbeat(group, member)
             leader = group.leader_id == new_id
             if leader and not supports_skip:
                 return self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
                                                          rebalance_timeout_ms, cb, supports_skip,
                                                          "static leader rejoined")
-            self.persist_group(group)
+            self.store.persist(group)
             return cb(self._join_result_for(group, member, skip_assignment=leader))
         self._update_member_and_rebalance(group, member, protocols, session_timeout_ms, rebalance_timeout_ms,
                                           cb, supports_skip, "static member rejoined")
@@ -419,14 +423,14 @@ class ClassicOps:
     # -- rebalancing -----------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group, reason) -> None:
         if group.state in (STABLE, COMPLETING_REBALANCE, EMPTY):
-            self._prepare_rebalance(group, reason)
+            self.prepare_rebalance(group, reason)
 
-    def _prepare_rebalance(self, group, reason) -> None:
+    def prepare_rebalance(self, group, reason) -> None:
         if group.state == COMPLETING_REBALANCE:
             for m in group.members.values():
                 if m.sync_cb is not None:
                     cb, m.sync_cb = m.sync_cb, None
-                    self._invoke(cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
+                    deliver(cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
         if group.sync_timer is not None:
             group.sync_timer.cancel()
             group.sync_timer = None
@@ -434,7 +438,7 @@ class ClassicOps:
         if group.join_timer is not None:
             group.join_timer.cancel()
         was_empty = group.state == EMPTY
-        self._transition(group, PREPARING_REBALANCE)
+        self._move(group, PREPARING_REBALANCE, GroupEvent.REBALANCE)
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
                  reason)
         delay = self.config.initial_rebalance_delay_ms
@@ -497,23 +501,22 @@ class ClassicOps:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            self._transition(group, EMPTY)
+            self._move(group, EMPTY, GroupEvent.JOIN_COMPLETED)
             log.info("group %s: generation %d is empty", group.group_id, group.generation_id)
-            self.persist_group(group)
-            self._maybe_forget_group(group)
+            self.store.persist(group)  # and it stays listed, as Kafka's empty groups do until their offsets expire
             return
         group.protocol_name = group.select_protocol()
-        self._transition(group, COMPLETING_REBALANCE)
+        self._move(group, COMPLETING_REBALANCE, GroupEvent.JOIN_COMPLETED)
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for m in list(group.members.values()):
             m.assignment = b""
             cb, m.join_cb = m.join_cb, None
             m.is_new = False
-            self._schedule_heartbeat(group, m)
+            self.schedule_heartbeat(group, m)
             group.pending_sync.add(m.member_id)
             if cb is not None:
-                self._invoke(cb, self._join_result_for(group, m))
+                deliver(cb, self._join_result_for(group, m))
         if group.state == COMPLETING_REBALANCE:
             timeout = group.max_rebalance_timeout()
             gen = group.generation_id
@@ -530,7 +533,7 @@ class ClassicOps:
                      [m.member_id for m in missing])
             for m in missing:
                 self._remove_member(group, m)
-            self._prepare_rebalance(group, "members failed to sync")
+            self.prepare_rebalance(group, "members failed to sync")
             self._try_complete_join(group)
 
     def _remove_member(self, group, member) -> None:
@@ -539,10 +542,10 @@ class ClassicOps:
             member.heartbeat_timer = None
         if member.join_cb is not None:
             cb, member.join_cb = member.join_cb, None
-            self._invoke(cb, JoinResult(errors.UNKNOWN_MEMBER_ID, ""))
+            deliver(cb, JoinResult(errors.UNKNOWN_MEMBER_ID, ""))
         if member.sync_cb is not None:
             cb, member.sync_cb = member.sync_cb, None
-            self._invoke(cb, SyncResult(errors.UNKNOWN_MEMBER_ID))
+            deliver(cb, SyncResult(errors.UNKNOWN_MEMBER_ID))
         group.members.pop(member.member_id, None)
         if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
             del group.static_members[member.instance_id]
@@ -553,7 +556,7 @@ class ClassicOps:
     def _remove_member_and_update(self, group, member, reason) -> None:
         self._remove_member(group, member)
         if group.state in (STABLE, COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, f"member {member.member_id} left: {reason}")
+            self.prepare_rebalance(group, f"member {member.member_id} left: {reason}")
             self._try_complete_join(group)
         elif group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
@@ -562,15 +565,12 @@ class ClassicOps:
     def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                    protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]],
                    cb: Callable[[SyncResult], None]) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and group.kind == "consumer":
-            return self._classic_sync_consumer_group(group, generation_id, member_id, instance_id, protocol_type,
-                                                     protocol_name, cb)
+        group = self.store.groups.get(group_id)
         if group is None or group.kind != "classic":
             return cb(SyncResult(errors.UNKNOWN_MEMBER_ID))
         if group.state == DEAD:
             return cb(SyncResult(errors.COORDINATOR_NOT_AVAILABLE))
-        err = self._validate_member(group, member_id, instance_id)
+        err = self.validate_member(group, member_id, instance_id)
         if err:
             return cb(SyncResult(err))
         if generation_id != group.generation_id:
@@ -584,39 +584,35 @@ class ClassicOps:
         if group.state == PREPARING_REBALANCE:
             return cb(SyncResult(errors.REBALANCE_IN_PROGRESS))
         group.pending_sync.discard(member_id)
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         if group.state == STABLE:
             return cb(SyncResult(0, member.assignment, group.protocol_type, group.protocol_name))
         # CompletingRebalance
         if member.sync_cb is not None and member.sync_cb is not cb:
-            self._invoke(member.sync_cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
+            deliver(member.sync_cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
         member.sync_cb = cb
         if group.leader_id == member_id:
             given = {mid: bytes(a) for mid, a in assignments}
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            self._transition(group, STABLE)
-            self.persist_group(group)
+            self._move(group, STABLE, GroupEvent.ASSIGNED)
+            self.store.persist(group)
             for m in group.members.values():
                 if m.sync_cb is not None:
                     scb, m.sync_cb = m.sync_cb, None
-                    self._invoke(scb, SyncResult(0, m.assignment, group.protocol_type, group.protocol_name))
+                    deliver(scb, SyncResult(0, m.assignment, group.protocol_type, group.protocol_name))
             if not group.pending_sync and group.sync_timer is not None:
                 group.sync_timer.cancel()
                 group.sync_timer = None
 
     # -- Heartbeat ----------------------------------------------------------------------------
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
-        if not group_id:
-            return errors.INVALID_GROUP_ID
-        group = self.groups.get(group_id)
-        if group is not None and group.kind == "consumer":
-            return self._classic_heartbeat_consumer_group(group, generation_id, member_id, instance_id)
+        group = self.store.groups.get(group_id)
         if group is None or group.kind != "classic":
             return errors.UNKNOWN_MEMBER_ID
         if group.state == DEAD:
             return errors.COORDINATOR_NOT_AVAILABLE
-        err = self._validate_member(group, member_id, instance_id)
+        err = self.validate_member(group, member_id, instance_id)
         if err:
             return err
         if group.state == EMPTY:
@@ -624,7 +620,7 @@ class ClassicOps:
         if generation_id != group.generation_id:
             return errors.ILLEGAL_GENERATION
         member = group.members[member_id]
-        self._schedule_heartbeat(group, member)
+        self.schedule_heartbeat(group, member)
         if group.state == PREPARING_REBALANCE:
             return errors.REBALANCE_IN_PROGRESS
         return 0
@@ -633,13 +629,9 @@ class ClassicOps:
     def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, per-member errors) for [(member_id, group_instance_id)].
 
-        As Kafka answers: the empty group id is INVALID_GROUP_ID with no member answers; a group this
-        coordinator does not know has no top-level error, each member UNKNOWN_MEMBER_ID."""
-        if not group_id:
-            return errors.INVALID_GROUP_ID, []
-        group = self.groups.get(group_id)
-        if group is not None and group.kind == "consumer":
-            return self._classic_leave_consumer_group(group, members)
+        As Kafka answers: a group this coordinator does not know has no top-level error, each member
+        UNKNOWN_MEMBER_ID."""
+        group = self.store.groups.get(group_id)
         if group is None or group.kind != "classic":
             return 0, [errors.UNKNOWN_MEMBER_ID] * len(members)
         if group.state == DEAD:

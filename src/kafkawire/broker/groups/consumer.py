@@ -39,15 +39,32 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kafkawire.protocol import errors
 
 from .assignors import ASSIGNORS
+from .config import GroupConfig
+from .states import (
+    CONSUMER_GROUP,
+    GroupEvent,
+    GroupState,
+    MemberEvent,
+    MemberState,
+    move_member,
+    settle_consumer_group,
+)
+from .store import GroupStore
+from .timers import Scheduler
+
+if TYPE_CHECKING:  # mixed.py builds on this module
+    from .mixed import Conversions
 
 log = logging.getLogger("kafkawire.groups")
 
-STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
+STABLE, UNREVOKED, UNRELEASED = MemberState.STABLE, MemberState.UNREVOKED_PARTITIONS, MemberState.UNRELEASED_PARTITIONS
 LEAVE_EPOCH, LEAVE_STATIC_EPOCH = -1, -2
 
 
@@ -63,6 +80,20 @@ def tps_from_json(items) -> set:
     return {(uuid.UUID(t), int(p)) for t, p in items}
 
 
+def topic_ids(topics: dict) -> dict[str, tuple[uuid.UUID, int]]:
+    """Topic name -> (topic id, partition count)."""
+    return {name: (meta.topic_id, meta.partitions) for name, meta in topics.items()}
+
+
+def cancel_timers(member) -> None:
+    """Stop every timer of a member leaving its group (the last two only classic members have)."""
+    for attr in ("session_timer", "revocation_timer", "join_timer", "sync_timer"):
+        t = getattr(member, attr, None)
+        if t is not None:
+            t.cancel()
+            setattr(member, attr, None)
+
+
 class ConsumerMember:
     def __init__(self, member_id: str):
         self.member_id = member_id
@@ -76,7 +107,7 @@ class ConsumerMember:
         self.server_assignor: str | None = None
         self.member_epoch = 0
         self.previous_epoch = -1
-        self.state = STABLE
+        self._state = STABLE  # written only by states.move_member
         self.assigned: set = set()
         self.pending_revocation: set = set()
         self.session_timer = None
@@ -89,23 +120,30 @@ class ConsumerMember:
         self.join_timer = None
         self.sync_timer = None
 
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
     def to_json(self) -> dict:
         return {"member_id": self.member_id, "instance_id": self.instance_id, "rack_id": self.rack_id,
                 "client_id": self.client_id, "client_host": self.client_host,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "subscribed_names": self.subscribed_names,
                 "subscribed_regex": self.subscribed_regex, "server_assignor": self.server_assignor,
-                "member_epoch": self.member_epoch, "previous_epoch": self.previous_epoch, "state": self.state,
+                "member_epoch": self.member_epoch, "previous_epoch": self.previous_epoch, "state": self.state.value,
                 "static_left": self.static_left,
                 "classic": self.classic.to_json() if self.classic is not None else None,
                 "assigned": tps_to_json(self.assigned), "pending_revocation": tps_to_json(self.pending_revocation)}
 
     @classmethod
-    def from_json(cls, d: dict) -> ConsumerMember:
+    def from_json(cls, group, d: dict) -> ConsumerMember:
         m = cls(d["member_id"])
         for k in ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "subscribed_names",
-                  "subscribed_regex", "server_assignor", "member_epoch", "previous_epoch", "state", "static_left"):
+                  "subscribed_regex", "server_assignor", "member_epoch", "previous_epoch", "static_left"):
             if k in d:
                 setattr(m, k, d[k])
+        state = MemberState(d.get("state", STABLE))
+        if state != m.state:
+            move_member(group, m, state, MemberEvent.LOADED)
         m.assigned = tps_from_json(d.get("assigned", []))
         m.pending_revocation = tps_from_json(d.get("pending_revocation", []))
         if d.get("classic"):
@@ -118,9 +156,11 @@ class ConsumerMember:
 class ConsumerGroup:
     kind = "consumer"
     protocol_type = "consumer"
+    transitions = CONSUMER_GROUP
 
     def __init__(self, group_id: str, now_ms: int):
         self.group_id = group_id
+        self._state = GroupState.EMPTY  # written only by states.move_group
         # Kafka's new groups start at epoch 1, with an assignment at epoch 1 that was never computed
         self.group_epoch = 1
         self.assignment_epoch = 1
@@ -139,15 +179,19 @@ class ConsumerGroup:
         return not self.members
 
     @property
-    def state(self) -> str:
+    def state(self) -> GroupState:
+        return self._state
+
+    def derived_state(self) -> GroupState:
+        """The state the group's members and epochs give (``states.settle_consumer_group`` moves it there)."""
         if not self.members:
-            return "Empty"
+            return GroupState.EMPTY
         if self.group_epoch > self.assignment_epoch:
-            return "Assigning"
+            return GroupState.ASSIGNING
         for m in self.members.values():
             if m.member_epoch != self.assignment_epoch or m.state != STABLE:
-                return "Reconciling"
-        return "Stable"
+                return GroupState.RECONCILING
+        return GroupState.STABLE
 
     def holders(self, exclude: str) -> set:
         held = set()
@@ -178,7 +222,7 @@ class ConsumerGroup:
         g.assignor = d.get("assignor")
         g.subscription_metadata = d.get("subscription_metadata", {})
         for md in d.get("members", []):
-            m = ConsumerMember.from_json(md)
+            m = ConsumerMember.from_json(g, md)
             g.members[m.member_id] = m
         g.target = {mid: tps_from_json(t) for mid, t in d.get("target", {}).items()}
         return g
@@ -207,48 +251,49 @@ class HeartbeatResult:
     extra: dict = field(default_factory=dict)
 
 
-class ConsumerOps:
-    """KIP-848 operations; mixed into ``GroupCoordinator``."""
+@dataclass(eq=False)
+class ConsumerProtocol:
+    """The consumer protocol's part of the coordinator: ConsumerGroupHeartbeat, members' sessions, target
+    assignments and reconciliation, and removing members. Groups come from and are written to ``store``;
+    ``conversions`` upgrades classic groups and downgrades consumer groups whose last
+    consumer-protocol member left; ``topics()`` gives the broker's topics by name."""
 
-    def _consumer_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    store: GroupStore
+    scheduler: Scheduler
+    config: GroupConfig
+    conversions: Conversions
+    topics: Callable[[], dict]
+
+    def _settle(self, group: ConsumerGroup, event: GroupEvent) -> None:
+        settle_consumer_group(group, event, self.scheduler.now_ms())
+
+    def schedule_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         mid = member.member_id
         timeout = member.classic.session_timeout_ms if member.classic is not None else \
             self.config.consumer_session_timeout_ms
-        member.session_timer = self.scheduler.call_later(timeout, lambda: self._consumer_session_expired(group, mid))
+        member.session_timer = self.scheduler.call_later(timeout, lambda: self._session_expired(group, mid))
 
-    def _consumer_session_expired(self, group: ConsumerGroup, member_id: str) -> None:
-        if self.groups.get(group.group_id) is not group or member_id not in group.members:
+    def _session_expired(self, group: ConsumerGroup, member_id: str) -> None:
+        if self.store.groups.get(group.group_id) is not group or member_id not in group.members:
             return
         log.info("consumer group %s: member %s session expired", group.group_id, member_id)
-        self._fence_consumer_members(group, [group.members[member_id]])
+        self.fence(group, [group.members[member_id]])
 
-    def _consumer_revocation_expired(self, group: ConsumerGroup, member_id: str) -> None:
+    def _revocation_expired(self, group: ConsumerGroup, member_id: str) -> None:
         m = group.members.get(member_id)
-        if self.groups.get(group.group_id) is not group or m is None or m.state != UNREVOKED:
+        if self.store.groups.get(group.group_id) is not group or m is None or m.state != UNREVOKED:
             return
         log.info("consumer group %s: member %s did not revoke its partitions within %d ms; fencing it",
                  group.group_id, member_id, m.rebalance_timeout_ms)
-        self._fence_consumer_members(group, [m])
+        self.fence(group, [m])
 
-    def _may_upgrade(self, group) -> bool:
-        """Whether a ConsumerGroupHeartbeat may turn this classic group with members into a consumer group."""
-        if not self._upgrade_enabled():
-            log.info("classic group %s stays classic: upgrades are disabled", group.group_id)
-            return False
-        if group.protocol_type != "consumer":
-            return False
-        return len(group.members) <= self.config.consumer_max_size
-
-    def _topic_ids(self) -> dict[str, tuple[uuid.UUID, int]]:
-        return {name: (meta.topic_id, meta.partitions) for name, meta in self.topics().items()}
-
-    def _consumer_refresh_target(self, group: ConsumerGroup, bumped: bool = False, assign: bool = True) -> None:
+    def refresh_target(self, group: ConsumerGroup, bumped: bool = False, assign: bool = True) -> None:
         """Recompute the subscription metadata (bumping the group epoch once when it changed and the caller
         has not bumped it already) and, with ``assign``, the target assignment when the group epoch is ahead
         of it and the assignment interval allows."""
-        topics = self._topic_ids()
+        topics = topic_ids(self.topics())
         subscribed = group.subscribed_topics(topics)
         metadata = {t: [str(topics[t][0]), topics[t][1]] for t in sorted(subscribed) if t in topics}
         if metadata != group.subscription_metadata:
@@ -284,7 +329,7 @@ class ConsumerOps:
             return max(sorted(votes), key=lambda n: votes[n])
         return self.config.consumer_assignors[0] if self.config.consumer_assignors else "uniform"
 
-    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: set | None) -> None:
+    def reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: set | None) -> None:
         if member.state == UNREVOKED:
             if owned is None or owned & member.pending_revocation:
                 return  # still revoking
@@ -292,7 +337,7 @@ class ConsumerOps:
             if member.revocation_timer is not None:
                 member.revocation_timer.cancel()
                 member.revocation_timer = None
-            member.state = STABLE
+            move_member(group, member, STABLE, MemberEvent.REVOKED)
         target = group.target.get(member.member_id, set())
         if member.member_epoch == group.assignment_epoch and member.state == STABLE and member.assigned == target:
             return
@@ -301,12 +346,12 @@ class ConsumerOps:
         if revoke:
             member.assigned = keep
             member.pending_revocation = revoke
-            member.state = UNREVOKED
+            move_member(group, member, UNREVOKED, MemberEvent.RECONCILED)
             mid = member.member_id
             if member.revocation_timer is not None:
                 member.revocation_timer.cancel()
             member.revocation_timer = self.scheduler.call_later(
-                member.rebalance_timeout_ms, lambda: self._consumer_revocation_expired(group, mid))
+                member.rebalance_timeout_ms, lambda: self._revocation_expired(group, mid))
             return
         held = group.holders(member.member_id)
         wanted = target - member.assigned
@@ -315,7 +360,9 @@ class ConsumerOps:
             member.previous_epoch = member.member_epoch
             member.member_epoch = group.assignment_epoch
         member.assigned = keep | free
-        member.state = STABLE if free == wanted else UNRELEASED
+        state = STABLE if free == wanted else UNRELEASED
+        if state != member.state:
+            move_member(group, member, state, MemberEvent.RECONCILED)
 
     def consumer_heartbeat(self, *, version: int, group_id: str, member_id: str, member_epoch: int,
                            instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
@@ -354,16 +401,18 @@ class ConsumerOps:
             except re.error as exc:
                 return fail(errors.INVALID_REGULAR_EXPRESSION, str(exc))
 
-        group = self.groups.get(group_id)
+        group = self.store.groups.get(group_id)
         if group is not None and group.kind != "consumer":
             if group.is_empty():
-                self._drop_group(group)
+                self.store.drop(group)
                 group = None
-            elif member_epoch == 0 and self._may_upgrade(group):
-                group = self._convert_to_consumer(group)
+            elif member_epoch == 0 and self.conversions.may_upgrade(group):
+                group = self.conversions.to_consumer(group)
                 if group is None:
                     return fail(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to a "
                                                            "consumer group: its embedded protocol is malformed.")
+                for m in group.members.values():
+                    self.schedule_session(group, m)
             else:
                 return fail(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
 
@@ -381,18 +430,18 @@ class ConsumerOps:
                 log.info("consumer group %s: static member %s (%s) left temporarily", group_id,
                          member.member_id, member.instance_id)
                 member.static_left = True
-                self._consumer_session(group, member)
-                self.persist_group(group)
+                self.schedule_session(group, member)
+                self.store.persist(group)
                 return HeartbeatResult(0, None, member.member_id, member_epoch, 0)
             log.info("consumer group %s: member %s left", group_id, member.member_id)
-            self._fence_consumer_members(group, [member])
+            self.fence(group, [member])
             return HeartbeatResult(0, None, member.member_id, member_epoch, 0)
 
         if group is None:
             if member_epoch != 0:
                 return fail(errors.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
             group = ConsumerGroup(group_id, self.scheduler.now_ms())
-            self.groups[group_id] = group
+            self.store.groups[group_id] = group
 
         bumped = False
         member = group.members.get(member_id) if member_id else None
@@ -434,7 +483,8 @@ class ConsumerOps:
                 # the member lost its state (fenced, restarted): it starts over and releases what it had
                 member.assigned = set()
                 member.pending_revocation = set()
-                member.state = STABLE
+                if member.state != STABLE:
+                    move_member(group, member, STABLE, MemberEvent.REJOINED)
                 member.member_epoch = 0
                 member.static_left = False
         else:
@@ -469,13 +519,14 @@ class ConsumerOps:
             group.state_timestamp = self.scheduler.now_ms()
         before = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
                   member.state)
-        self._consumer_refresh_target(group, bumped)
-        self._reconcile(group, member, _owned(topic_partitions))
-        self._consumer_session(group, member)
+        self.refresh_target(group, bumped)
+        self.reconcile(group, member, _owned(topic_partitions))
+        self.schedule_session(group, member)
+        self._settle(group, GroupEvent.HEARTBEAT)
         after = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
                  member.state)
         if bumped or before != after:
-            self.persist_group(group)
+            self.store.persist(group)
         assigned = frozenset(member.assigned)
         owned = _owned(topic_partitions)
         send = member_epoch == 0 or assigned != member.last_sent or (owned is not None and owned != assigned)
@@ -487,6 +538,28 @@ class ConsumerOps:
                 by_topic.setdefault(tid, []).append(p)
             assignment = [(tid, sorted(ps)) for tid, ps in sorted(by_topic.items(), key=lambda kv: str(kv[0]))]
         return HeartbeatResult(0, None, member.member_id, member.member_epoch, interval, assignment)
+
+
+    # -- members leaving ------------------------------------------------------------------------------------
+    def fence(self, group: ConsumerGroup, members: list) -> None:
+        """Remove members (left, timed out, fenced); downgrade when only classic members remain."""
+        leaving = {m.member_id for m in members}
+        if self.conversions.can_downgrade(group, leaving):
+            self.conversions.to_classic(group, leaving)
+            return
+        for m in members:
+            cancel_timers(m)
+            group.members.pop(m.member_id, None)
+            group.target.pop(m.member_id, None)
+        group.group_epoch += 1  # always, as Kafka; the target waits for the next heartbeat
+        group.state_timestamp = self.scheduler.now_ms()
+        self.refresh_target(group, bumped=True, assign=False)
+        if not group.members:  # the assignment epoch catches up; the next member gets a target at once
+            group.target = {}
+            group.assignment_epoch = group.group_epoch
+            group.assignment_timestamp = 0
+        self._settle(group, GroupEvent.MEMBERS_REMOVED)
+        self.store.persist(group)
 
 
 def _owned(topic_partitions) -> set | None:

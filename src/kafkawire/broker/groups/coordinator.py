@@ -1,23 +1,38 @@
 """The group coordinator: every group of this node, their committed offsets and their durable log.
 
 ``GroupCoordinator`` is a plain object driven by method calls and ``Scheduler``
-timers (no sockets): the broker's handlers (``broker/handlers/groups.py``)
-translate requests into calls and results into responses; tests drive it
-directly with a ``FakeScheduler``.
+timers (no sockets): the broker creates and starts it, its handlers
+(``broker/handlers/groups.py``) translate requests into calls and results into
+responses; tests drive it directly with a ``FakeScheduler``.
+
+It is composed of parts, each given what it uses when constructed:
+
+- ``GroupStore`` (store.py): the group table, committed offsets, ``__consumer_offsets``;
+- ``ClassicProtocol`` (classic.py): rebalances of classic groups;
+- ``Conversions`` (mixed.py): classic group <-> consumer group, by the migration policy;
+- ``ConsumerProtocol`` (consumer.py): KIP-848 heartbeats, assignment, reconciliation;
+- ``ClassicMembers`` (mixed.py): classic-protocol members of consumer groups.
+
+The coordinator routes each classic-protocol request by the kind of its group,
+and keeps offsets, listing, deletion, replay and unloading itself. States
+change only through ``states.py``.
 """
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkawire.protocol import errors
 
-from .classic import EMPTY, STABLE, ClassicGroup, ClassicMember, ClassicOps, JoinResult, SyncResult
+from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinResult, SyncResult, deliver
 from .config import GroupConfig
-from .consumer import ConsumerGroup, ConsumerOps
-from .mixed import MixedOps
-from .offsets import OffsetEntry, OffsetStore
-from .persistence import TOPIC, GroupLog, GroupLogError, encode_value, group_key, offset_key, offset_value
+from .consumer import ConsumerGroup, ConsumerProtocol, HeartbeatResult
+from .mixed import ClassicMembers, Conversions
+from .offsets import OffsetEntry
+from .persistence import TOPIC, GroupLog, GroupLogError, group_key, offset_key, offset_value
+from .states import GroupEvent, GroupState, move_group, settle_consumer_group
+from .store import GroupStore
 
 log = logging.getLogger("kafkawire.groups")
 
@@ -31,17 +46,22 @@ class CommitPartition:
     metadata: str | None = ""
 
 
-class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
+class GroupCoordinator:
     def __init__(self, storage, config: GroupConfig | None = None, scheduler=None):
         from .timers import FakeScheduler
 
         self.storage = storage
         self.config = config or GroupConfig()
         self.scheduler = scheduler or FakeScheduler()
-        self.groups: dict = {}
-        self.offsets = OffsetStore()
-        self.log = GroupLog(storage, partitions=self.config.offsets_topic_partitions,
-                            fsync=self.config.offsets_fsync) if storage is not None else None
+        group_log = GroupLog(storage, partitions=self.config.offsets_topic_partitions,
+                             fsync=self.config.offsets_fsync) if storage is not None else None
+        self.store = GroupStore(group_log, self.config)
+        self.groups = self.store.groups  # the same dict: group id -> ClassicGroup | ConsumerGroup
+        self.offsets = self.store.offsets
+        self.classic = ClassicProtocol(self.store, self.scheduler, self.config)
+        self.conversions = Conversions(self.store, self.scheduler, self.config, self.classic, self.topics)
+        self.consumer = ConsumerProtocol(self.store, self.scheduler, self.config, self.conversions, self.topics)
+        self.classic_members = ClassicMembers(self.store, self.scheduler, self.config, self.consumer, self.topics)
         # set by the transaction coordinator: fn(group, topic, partition) -> True while a transaction holds
         # uncommitted offsets for it (OffsetFetch with require_stable then answers UNSTABLE_OFFSET_COMMIT)
         self.pending_txn_offsets = None
@@ -65,11 +85,11 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
 
     def load(self) -> None:
         """Replay ``__consumer_offsets`` (call once, before serving)."""
-        if self.log is None:
+        if self.store.log is None:
             return
         group_docs: dict[str, dict | None] = {}
         n = 0
-        for key, value in self.log.replay():
+        for key, value in self.store.log.replay():
             n += 1
             if not isinstance(key, list) or not key:
                 continue
@@ -87,9 +107,10 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                 continue
             if doc.get("type") == "consumer":
                 group = ConsumerGroup.from_json(gid, doc, now)
+                settle_consumer_group(group, GroupEvent.LOADED, now)
                 self.groups[gid] = group
                 for m in group.members.values():
-                    self._consumer_session(group, m)
+                    self.consumer.schedule_session(group, m)
             else:
                 group = ClassicGroup(gid, now)
                 group.protocol_type = doc.get("protocol_type")
@@ -101,53 +122,19 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                     group.members[m.member_id] = m
                     if m.instance_id is not None:
                         group.static_members[m.instance_id] = m.member_id
-                group.state = STABLE if group.members else EMPTY
+                if group.members:  # a group with members was last written Stable; they rejoin or time out
+                    move_group(group, GroupState.STABLE, GroupEvent.LOADED, now)
                 if group.leader_id not in group.members:
                     group.leader_id = next(iter(group.members), None)
                 self.groups[gid] = group
                 for m in group.members.values():
-                    self._schedule_heartbeat(group, m)
+                    self.classic.schedule_heartbeat(group, m)
         for gid in self.offsets.groups():
             if gid not in self.groups:
                 self.groups[gid] = ClassicGroup(gid, now)
         log.info("loaded %d groups and %d committed offsets from %d records of %s", len(self.groups),
                  self.offsets.count(), n, TOPIC)
-        self._maybe_compact()
-
-    def _write(self, records) -> None:
-        if self.log is None or not records:
-            return
-        self.log.append(records)
-        self._maybe_compact()
-
-    def _live_records(self):
-        out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
-        for gid, group in self.groups.items():
-            if group.kind == "consumer" or group.members or group.generation_id:
-                out.append((group_key(gid), encode_value(group.to_json())))
-        return out
-
-    def _maybe_compact(self) -> None:
-        if self.log is None:
-            return
-        threshold = self.config.compact_after_records
-        if self.log.records_written < threshold:
-            return
-        live = self._live_records()
-        if self.log.records_written > len(live) + threshold // 2:
-            self.log.compact(live)
-
-    def persist_group(self, group) -> None:
-        self._write([(group_key(group.group_id), encode_value(group.to_json()))])
-
-    def _drop_group(self, group) -> None:
-        """Forget a group's membership state (its offsets stay)."""
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
-        self._write([(group_key(group.group_id), None)])
-
-    def _maybe_forget_group(self, group) -> None:
-        pass  # empty groups stay listed (as Kafka's do until their offsets expire)
+        self.store.maybe_compact()
 
     # -- offsets retention ----------------------------------------------------------------------
     def start_housekeeping(self) -> None:
@@ -190,7 +177,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                     now - group.state_timestamp >= retention:
                 del self.groups[gid]
                 records.append((group_key(gid), None))
-        self._write(records)
+        self.store.write(records)
         if expired:
             log.info("expired %d committed offsets", expired)
         return expired
@@ -199,10 +186,10 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
     def ensure_offsets_topic(self) -> bool:
         """Create ``__consumer_offsets`` if missing (Kafka does on FindCoordinator for a group); False when
         it cannot be created (a failed disk)."""
-        if self.log is None:
+        if self.store.log is None:
             return True
         try:
-            self.log.ensure_topic()
+            self.store.log.ensure_topic()
         except GroupLogError as exc:
             log.warning("cannot create %s: %s", TOPIC, exc)
             return False
@@ -213,7 +200,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         Requests waiting in a rebalance are answered NOT_COORDINATOR, its timers are cancelled and it writes
         nothing more; the broker starts a new coordinator from the (recreated) topic."""
         self.unloaded = True
-        self.log = None
+        self.store.log = None
         for group in self.groups.values():
             timers = [getattr(group, "join_timer", None), getattr(group, "sync_timer", None),
                       *getattr(group, "pending_members", {}).values()]
@@ -223,10 +210,10 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                 join_cb, sync_cb = getattr(m, "join_cb", None), getattr(m, "sync_cb", None)
                 if join_cb is not None:
                     m.join_cb = None
-                    self._invoke(join_cb, JoinResult(errors.NOT_COORDINATOR, m.member_id))
+                    deliver(join_cb, JoinResult(errors.NOT_COORDINATOR, m.member_id))
                 if sync_cb is not None:
                     m.sync_cb = None
-                    self._invoke(sync_cb, SyncResult(errors.NOT_COORDINATOR))
+                    deliver(sync_cb, SyncResult(errors.NOT_COORDINATOR))
             for timer in timers:
                 if timer is not None:
                     timer.cancel()
@@ -235,6 +222,65 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
 
     def connection_closed(self, conn) -> None:
         pass  # group membership outlives connections (sessions time out instead)
+
+    # -- the classic protocol's requests, routed by the kind of group -------------------------------
+    def join_group(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                   client_id: str, client_host: str, cb: Callable[[JoinResult], None], *,
+                   require_known_member_id: bool = True, supports_skip_assignment: bool = False,
+                   reason: str | None = None) -> None:
+        """Answers through ``cb``, at once or when the rebalance completes."""
+        if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        if not group_id:
+            return cb(JoinResult(errors.INVALID_GROUP_ID, member_id))
+        cfg = self.config
+        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
+            return cb(JoinResult(errors.INVALID_SESSION_TIMEOUT, member_id))
+        group = self.groups.get(group_id)
+        if group is not None and group.kind != "classic":
+            if not group.is_empty():
+                return self.classic_members.join(
+                    group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
+                    rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id)
+            self.store.drop(group)  # an empty group of the other kind is simply replaced
+        self.classic.join_group(group_id, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
+                                rebalance_timeout_ms, client_id, client_host, cb,
+                                require_known_member_id=require_known_member_id,
+                                supports_skip_assignment=supports_skip_assignment, reason=reason)
+
+    def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                   protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]],
+                   cb: Callable[[SyncResult], None]) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self.classic_members.sync(group, generation_id, member_id, instance_id, protocol_type,
+                                             protocol_name, cb)
+        self.classic.sync_group(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                                assignments, cb)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        if not group_id:
+            return errors.INVALID_GROUP_ID
+        group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self.classic_members.heartbeat(group, generation_id, member_id, instance_id)
+        return self.classic.heartbeat(group_id, generation_id, member_id, instance_id)
+
+    def leave_group(self, group_id: str, members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors) for [(member_id, group_instance_id)]; the empty group id is
+        INVALID_GROUP_ID with no member answers, as Kafka answers."""
+        if not group_id:
+            return errors.INVALID_GROUP_ID, []
+        group = self.groups.get(group_id)
+        if group is not None and group.kind == "consumer":
+            return self.classic_members.leave(group, members)
+        return self.classic.leave_group(group_id, members)
+
+    # -- the consumer protocol -------------------------------------------------------------------
+    def consumer_heartbeat(self, **request) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat (``ConsumerProtocol.consumer_heartbeat`` has the arguments)."""
+        return self.consumer.consumer_heartbeat(**request)
 
     # -- OffsetCommit -------------------------------------------------------------------------
     def _commit_error(self, group_id, generation, member_id, instance_id, version) -> tuple[int, object]:
@@ -261,22 +307,22 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
             if generation < member.member_epoch:
                 return errors.STALE_MEMBER_EPOCH, group
             return 0, group
-        if group.state == "Dead":
+        if group.state == GroupState.DEAD:
             return errors.COORDINATOR_NOT_AVAILABLE, group
-        if generation < 0 and group.state == EMPTY:
+        if generation < 0 and group.state == GroupState.EMPTY:
             return 0, group
         if generation >= 0 or member_id or instance_id is not None:
-            err = self._validate_member(group, member_id, instance_id)
+            err = self.classic.validate_member(group, member_id, instance_id)
             if err:
                 return err, group
             if generation != group.generation_id:
                 return errors.ILLEGAL_GENERATION, group
-        elif group.state != EMPTY:
+        elif group.state != GroupState.EMPTY:
             return errors.UNKNOWN_MEMBER_ID, group
-        if group.state == "CompletingRebalance":
+        if group.state == GroupState.COMPLETING_REBALANCE:
             return errors.REBALANCE_IN_PROGRESS, group
-        if group.state == STABLE and member_id in group.members:
-            self._schedule_heartbeat(group, group.members[member_id])  # a commit counts as a heartbeat
+        if group.state == GroupState.STABLE and member_id in group.members:
+            self.classic.schedule_heartbeat(group, group.members[member_id])  # a commit counts as a heartbeat
         return 0, group
 
     def offset_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
@@ -305,7 +351,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                             offset_value(cp.offset, cp.leader_epoch, metadata, now)))
             out.append(0)
         try:
-            self._write(records)
+            self.store.write(records)
         except GroupLogError as exc:  # not written, so not committed: Kafka answers NOT_COORDINATOR
             log.warning("offset commit of group %s failed: %s", group_id, exc)
             for topic, partition, entry in reversed(previous):
@@ -328,7 +374,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
             if member is None:
                 return errors.UNKNOWN_MEMBER_ID
             return errors.ILLEGAL_GENERATION if generation != member.member_epoch else 0
-        err = self._validate_member(group, member_id, instance_id)
+        err = self.classic.validate_member(group, member_id, instance_id)
         if err:
             return err
         return errors.ILLEGAL_GENERATION if generation != group.generation_id else 0
@@ -344,7 +390,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
             self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
             records.append((offset_key(group_id, cp.topic, cp.partition),
                             offset_value(cp.offset, cp.leader_epoch, metadata, now)))
-        self._write(records)
+        self.store.write(records)
 
     # -- OffsetFetch --------------------------------------------------------------------------
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
@@ -391,7 +437,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
         if not group_id:
             return errors.INVALID_GROUP_ID, []
         group = self.groups.get(group_id)
-        if group is None or getattr(group, "state", None) == "Dead":
+        if group is None or group.state == GroupState.DEAD:
             return errors.GROUP_ID_NOT_FOUND, []
         if group.kind == "classic":
             if group.members and group.protocol_type != "consumer":
@@ -410,7 +456,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                     records.append((offset_key(group_id, topic, p), None))
                 rows.append((p, 0))
             out.append((topic, rows))
-        self._write(records)
+        self.store.write(records)
         return 0, out
 
     # -- ListGroups / DescribeGroups / DeleteGroups ----------------------------------------------------
@@ -425,7 +471,7 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
                 continue
             if types_l is not None and g.type_name not in types_l:
                 continue
-            out.append((gid, g.protocol_type or "", state, g.type_name))
+            out.append((gid, g.protocol_type or "", state.value, g.type_name))
         return out
 
     def delete_groups(self, group_ids: list[str]) -> list[int]:
@@ -435,23 +481,20 @@ class GroupCoordinator(ClassicOps, ConsumerOps, MixedOps):
             if group is None:
                 out.append(errors.GROUP_ID_NOT_FOUND if not self.offsets.has_group(gid) else 0)
                 if self.offsets.has_group(gid):
-                    self._delete_offsets(gid)
+                    self.store.delete_offsets(gid)
                 continue
             if not group.is_empty():
                 out.append(errors.NON_EMPTY_GROUP)
                 continue
+            move_group(group, GroupState.DEAD, GroupEvent.DELETED, self.scheduler.now_ms())
             if group.kind == "classic":
-                group.state = "Dead"
                 if group.join_timer is not None:
                     group.join_timer.cancel()
                 for timer in group.pending_members.values():
                     timer.cancel()
             del self.groups[gid]
-            self._delete_offsets(gid)
-            self._write([(group_key(gid), None)])
+            self.store.delete_offsets(gid)
+            self.store.write([(group_key(gid), None)])
             log.info("group %s deleted", gid)
             out.append(0)
         return out
-
-    def _delete_offsets(self, gid: str) -> None:
-        self._write([(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])

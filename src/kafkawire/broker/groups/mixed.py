@@ -34,18 +34,35 @@ while it has members, as Kafka 4.4 does:
 
 An empty group of either kind is simply replaced by a new group of the other
 kind, whatever the policy.
+
+Two parts of the coordinator live here: ``Conversions`` (upgrade, downgrade,
+the policy) and ``ClassicMembers`` (the classic requests of members of
+consumer groups, which the coordinator routes to it).
 """
 from __future__ import annotations
 
 import base64
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafkawire.protocol import errors
 
-from .classic import STABLE as CLASSIC_STABLE, ClassicGroup, ClassicMember, JoinResult, SyncResult
-from .consumer import STABLE, UNRELEASED, UNREVOKED, ConsumerGroup, ConsumerMember
+from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinResult, SyncResult, deliver
+from .config import GroupConfig
+from .consumer import (
+    UNRELEASED,
+    UNREVOKED,
+    ConsumerGroup,
+    ConsumerMember,
+    ConsumerProtocol,
+    cancel_timers,
+    topic_ids,
+)
+from .states import GroupEvent, GroupState, move_group, settle_consumer_group
+from .store import GroupStore
+from .timers import Scheduler
 
 log = logging.getLogger("kafkawire.groups")
 
@@ -121,8 +138,22 @@ def decode_assignment(data: bytes, ids: dict) -> set:
     return {(ids[t.topic], p) for t in a.assigned_partitions if t.topic in ids for p in t.partitions}
 
 
-class MixedOps:
-    """Classic members of consumer groups and group conversion; mixed into ``GroupCoordinator``."""
+def topic_names(topics: dict) -> dict:
+    """Topic id -> name."""
+    return {meta.topic_id: name for name, meta in topics.items()}
+
+
+@dataclass(eq=False)
+class Conversions:
+    """Turning a classic group into a consumer group and back, as ``group.consumer.migration.policy`` allows.
+    Groups come from and are written to ``store``; ``classic`` rebalances a group made classic; ``topics()``
+    gives the broker's topics by name."""
+
+    store: GroupStore
+    scheduler: Scheduler
+    config: GroupConfig
+    classic: ClassicProtocol
+    topics: Callable[[], dict]
 
     # -- policy ---------------------------------------------------------------------------------------------
     def _upgrade_enabled(self) -> bool:
@@ -131,43 +162,17 @@ class MixedOps:
     def _downgrade_enabled(self) -> bool:
         return self.config.migration_policy in ("bidirectional", "downgrade")
 
-    def _names(self) -> dict:
-        return {meta.topic_id: name for name, meta in self.topics().items()}
+    def may_upgrade(self, group: ClassicGroup) -> bool:
+        """Whether a ConsumerGroupHeartbeat may turn this classic group with members into a consumer group."""
+        if not self._upgrade_enabled():
+            log.info("classic group %s stays classic: upgrades are disabled", group.group_id)
+            return False
+        if group.protocol_type != "consumer":
+            return False
+        return len(group.members) <= self.config.consumer_max_size
 
-    # -- timers of classic members ----------------------------------------------------------------------------
-    def _cancel_member_timers(self, member: ConsumerMember) -> None:
-        for attr in ("session_timer", "revocation_timer", "join_timer", "sync_timer"):
-            t = getattr(member, attr, None)
-            if t is not None:
-                t.cancel()
-                setattr(member, attr, None)
-
-    def _schedule_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
-        """The member was told to rejoin: it has its rebalance timeout to do so (kept if already running)."""
-        if member.join_timer is not None:
-            return
-        mid = member.member_id
-        member.join_timer = self.scheduler.call_later(
-            member.rebalance_timeout_ms, lambda: self._classic_member_timed_out(group, mid, "join"))
-
-    def _schedule_sync_timeout(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
-        if member.sync_timer is not None:
-            member.sync_timer.cancel()
-        mid = member.member_id
-        member.sync_timer = self.scheduler.call_later(
-            timeout_ms, lambda: self._classic_member_timed_out(group, mid, "sync"))
-
-    def _classic_member_timed_out(self, group: ConsumerGroup, member_id: str, what: str) -> None:
-        member = group.members.get(member_id)
-        if self.groups.get(group.group_id) is not group or member is None:
-            return
-        setattr(member, f"{what}_timer", None)
-        log.info("consumer group %s: classic member %s did not %s within its rebalance timeout; removing it",
-                 group.group_id, member_id, what)
-        self._fence_consumer_members(group, [member])
-
-    # -- leaving members, with the downgrade check -------------------------------------------------------------
-    def _can_downgrade(self, group: ConsumerGroup, leaving: set) -> bool:
+    def can_downgrade(self, group: ConsumerGroup, leaving: set) -> bool:
+        """Whether the group becomes classic when ``leaving`` go: only classic members would remain."""
         remaining = [m for mid, m in group.members.items() if mid not in leaving]
         if not remaining or any(m.classic is None for m in remaining):
             return False
@@ -180,28 +185,10 @@ class MixedOps:
             return False
         return True
 
-    def _fence_consumer_members(self, group: ConsumerGroup, members: list) -> None:
-        """Remove members (left, timed out, fenced); downgrade when only classic members remain."""
-        leaving = {m.member_id for m in members}
-        if self._can_downgrade(group, leaving):
-            self._convert_to_classic(group, leaving)
-            return
-        for m in members:
-            self._cancel_member_timers(m)
-            group.members.pop(m.member_id, None)
-            group.target.pop(m.member_id, None)
-        group.group_epoch += 1  # always, as Kafka; the target waits for the next heartbeat
-        group.state_timestamp = self.scheduler.now_ms()
-        self._consumer_refresh_target(group, bumped=True, assign=False)
-        if not group.members:  # the assignment epoch catches up; the next member gets a target at once
-            group.target = {}
-            group.assignment_epoch = group.group_epoch
-            group.assignment_timestamp = 0
-        self.persist_group(group)
-
     # -- conversions --------------------------------------------------------------------------------------------
-    def _convert_to_consumer(self, group: ClassicGroup) -> ConsumerGroup | None:
-        """The consumer group a classic group becomes (None when its embedded protocol cannot be read)."""
+    def to_consumer(self, group: ClassicGroup) -> ConsumerGroup | None:
+        """The consumer group a classic group becomes (None when its embedded protocol cannot be read); the
+        caller starts its members' sessions."""
         ids = {name: meta.topic_id for name, meta in self.topics().items()}
         now = self.scheduler.now_ms()
         new = ConsumerGroup(group.group_id, now)
@@ -217,7 +204,6 @@ class MixedOps:
                 m.rebalance_timeout_ms = cm.rebalance_timeout_ms
                 m.subscribed_names = list(sub.topics)
                 m.member_epoch = m.previous_epoch = group.generation_id
-                m.state = STABLE
                 m.assigned = decode_assignment(cm.assignment, ids)
                 m.classic = ClassicMetadata(cm.session_timeout_ms, list(cm.protocols))
                 new.members[m.member_id] = m
@@ -233,32 +219,33 @@ class MixedOps:
                 cm.heartbeat_timer = None
             if cm.join_cb is not None:
                 cb, cm.join_cb = cm.join_cb, None
-                self._invoke(cb, JoinResult(errors.REBALANCE_IN_PROGRESS, cm.member_id))
+                deliver(cb, JoinResult(errors.REBALANCE_IN_PROGRESS, cm.member_id))
             if cm.sync_cb is not None:
                 cb, cm.sync_cb = cm.sync_cb, None
-                self._invoke(cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
+                deliver(cb, SyncResult(errors.REBALANCE_IN_PROGRESS))
         for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
             if timer is not None:
                 timer.cancel()
         group.pending_members.clear()
-        group.state = "Dead"
-        self.groups[group.group_id] = new
-        new.subscription_metadata = {t: [str(meta[0]), meta[1]] for t, meta in self._topic_ids().items()
-                                     if t in new.subscribed_topics(self._topic_ids())}
-        for m in new.members.values():
-            self._consumer_session(new, m)
+        move_group(group, GroupState.DEAD, GroupEvent.CONVERTED, now)
+        self.store.groups[group.group_id] = new
+        by_name = topic_ids(self.topics())
+        new.subscription_metadata = {t: [str(meta[0]), meta[1]] for t, meta in by_name.items()
+                                     if t in new.subscribed_topics(by_name)}
+        settle_consumer_group(new, GroupEvent.CONVERTED, now)
         log.info("classic group %s upgraded to a consumer group at epoch %d with %d members", group.group_id,
                  new.group_epoch, len(new.members))
         return new
 
-    def _convert_to_classic(self, group: ConsumerGroup, leaving: set) -> ClassicGroup:
+    def to_classic(self, group: ConsumerGroup, leaving: set) -> ClassicGroup:
+        """The classic group a consumer group becomes when ``leaving`` go; it starts a rebalance at once."""
         now = self.scheduler.now_ms()
-        names = self._names()
+        names = topic_names(self.topics())
         new = ClassicGroup(group.group_id, now)
         new.generation_id = group.group_epoch
         new.protocol_type = "consumer"
         for m in list(group.members.values()):
-            self._cancel_member_timers(m)
+            cancel_timers(m)
             if m.member_id in leaving:
                 continue
             cm = ClassicMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.classic.session_timeout_ms,
@@ -271,20 +258,57 @@ class MixedOps:
             cm.assignment = encode_assignment(group.target.get(cm.member_id, set()), names,
                                               protocol_version(cm.metadata(new.protocol_name)))
         new.leader_id = next(iter(new.members))
-        new.state = CLASSIC_STABLE
-        self.groups[group.group_id] = new
+        move_group(new, GroupState.STABLE, GroupEvent.CONVERTED, now)
+        move_group(group, GroupState.DEAD, GroupEvent.CONVERTED, now)
+        self.store.groups[group.group_id] = new
         log.info("consumer group %s downgraded to a classic group at generation %d with %d members",
                  group.group_id, new.generation_id, len(new.members))
         for cm in new.members.values():
-            self._schedule_heartbeat(new, cm)
-        self._prepare_rebalance(new, "downgraded from a consumer group")
-        self.persist_group(new)
+            self.classic.schedule_heartbeat(new, cm)
+        self.classic.prepare_rebalance(new, "downgraded from a consumer group")
+        self.store.persist(new)
         return new
 
+
+@dataclass(eq=False)
+class ClassicMembers:
+    """Members using the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) in consumer groups: the
+    coordinator routes their requests here. ``consumer`` assigns and reconciles them like any member."""
+
+    store: GroupStore
+    scheduler: Scheduler
+    config: GroupConfig
+    consumer: ConsumerProtocol
+    topics: Callable[[], dict]
+
+    # -- timers -------------------------------------------------------------------------------------------------
+    def _schedule_join_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """The member was told to rejoin: it has its rebalance timeout to do so (kept if already running)."""
+        if member.join_timer is not None:
+            return
+        mid = member.member_id
+        member.join_timer = self.scheduler.call_later(
+            member.rebalance_timeout_ms, lambda: self._timed_out(group, mid, "join"))
+
+    def _schedule_sync_timeout(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
+        if member.sync_timer is not None:
+            member.sync_timer.cancel()
+        mid = member.member_id
+        member.sync_timer = self.scheduler.call_later(
+            timeout_ms, lambda: self._timed_out(group, mid, "sync"))
+
+    def _timed_out(self, group: ConsumerGroup, member_id: str, what: str) -> None:
+        member = group.members.get(member_id)
+        if self.store.groups.get(group.group_id) is not group or member is None:
+            return
+        setattr(member, f"{what}_timer", None)
+        log.info("consumer group %s: classic member %s did not %s within its rebalance timeout; removing it",
+                 group.group_id, member_id, what)
+        self.consumer.fence(group, [member])
+
     # -- JoinGroup ------------------------------------------------------------------------------------------------
-    def _classic_join_consumer_group(self, group: ConsumerGroup, member_id, instance_id, protocol_type, protocols,
-                                     session_timeout_ms, rebalance_timeout_ms, client_id, client_host, cb,
-                                     require_known_member_id) -> None:
+    def join(self, group: ConsumerGroup, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
+             rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id) -> None:
         if self.config.migration_policy == "disabled":
             log.info("consumer group %s: a classic member cannot join, group migration is disabled", group.group_id)
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
@@ -312,7 +336,7 @@ class MixedOps:
                 # the same instance under a new member id takes over the old one's assignment
                 log.info("consumer group %s: static member %s rejoined as %s (was %s)", group.group_id,
                          instance_id, member_id, other.member_id)
-                self._cancel_member_timers(other)
+                cancel_timers(other)
                 del group.members[other.member_id]
                 group.target[member_id] = group.target.pop(other.member_id, set())
                 other.member_id = member_id
@@ -345,14 +369,15 @@ class MixedOps:
             group.state_timestamp = self.scheduler.now_ms()
         ids = {name: meta.topic_id for name, meta in self.topics().items()}
         owned = {(ids[t.topic], p) for t in (sub.owned_partitions or ()) if t.topic in ids for p in t.partitions}
-        self._consumer_refresh_target(group, bumped)
-        self._reconcile(group, member, owned)
+        self.consumer.refresh_target(group, bumped)
+        self.consumer.reconcile(group, member, owned)
         if member.join_timer is not None:
             member.join_timer.cancel()
             member.join_timer = None
-        self._consumer_session(group, member)
+        self.consumer.schedule_session(group, member)
         self._schedule_sync_timeout(group, member, member.rebalance_timeout_ms)
-        self.persist_group(group)
+        settle_consumer_group(group, GroupEvent.CLASSIC_JOIN, self.scheduler.now_ms())
+        self.store.persist(group)
         cb(JoinResult(0, member_id, member.member_epoch, "consumer", member.classic.protocol_name, ""))
 
     @staticmethod
@@ -378,8 +403,8 @@ class MixedOps:
         return 0, member
 
     # -- SyncGroup ------------------------------------------------------------------------------------------------
-    def _classic_sync_consumer_group(self, group: ConsumerGroup, generation_id, member_id, instance_id,
-                                     protocol_type, protocol_name, cb) -> None:
+    def sync(self, group: ConsumerGroup, generation_id, member_id, instance_id, protocol_type, protocol_name,
+             cb) -> None:
         err, member = self._validate_consumer_member(group, member_id, instance_id)
         if err:
             return cb(SyncResult(err))
@@ -394,20 +419,20 @@ class MixedOps:
         if member.sync_timer is not None:
             member.sync_timer.cancel()
             member.sync_timer = None
-        self._consumer_session(group, member)
+        self.consumer.schedule_session(group, member)
         version = protocol_version(member.classic.protocols[0][1]) if member.classic.protocols else 0
-        cb(SyncResult(0, encode_assignment(member.assigned, self._names(), version),
+        cb(SyncResult(0, encode_assignment(member.assigned, topic_names(self.topics()), version),
                       protocol_type if protocol_type is not None else "consumer",
                       protocol_name if protocol_name is not None else member.classic.protocol_name))
 
     # -- Heartbeat -------------------------------------------------------------------------------------------------
-    def _classic_heartbeat_consumer_group(self, group: ConsumerGroup, generation_id, member_id, instance_id) -> int:
+    def heartbeat(self, group: ConsumerGroup, generation_id, member_id, instance_id) -> int:
         err, member = self._validate_consumer_member(group, member_id, instance_id)
         if err:
             return err
         if generation_id != member.member_epoch:
             return errors.ILLEGAL_GENERATION
-        self._consumer_session(group, member)
+        self.consumer.schedule_session(group, member)
         if member.member_epoch < group.assignment_epoch or member.state == UNREVOKED or \
                 (member.state == UNRELEASED and not self._waiting_on_unreleased(group, member)):
             self._schedule_join_timeout(group, member)
@@ -420,7 +445,7 @@ class MixedOps:
         return bool(wanted & group.holders(member.member_id))
 
     # -- LeaveGroup -------------------------------------------------------------------------------------------------
-    def _classic_leave_consumer_group(self, group: ConsumerGroup, members) -> tuple[int, list[int]]:
+    def leave(self, group: ConsumerGroup, members) -> tuple[int, list[int]]:
         results, leaving = [], []
         for member_id, instance_id in members:
             if instance_id is None:
@@ -441,5 +466,5 @@ class MixedOps:
                 leaving.append(member)
             results.append(0)
         if leaving:
-            self._fence_consumer_members(group, leaving)
+            self.consumer.fence(group, leaving)
         return 0, results

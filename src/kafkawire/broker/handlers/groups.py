@@ -31,6 +31,7 @@ from kafkawire.protocol.messages import (
 from ..dispatch import handles
 from ..groups import CommitPartition
 from ..groups.consumer import UNREVOKED
+from ..groups.states import GroupState
 from ._common import INT32_MIN, ZERO_UUID, find_topic
 
 # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS: what Kafka 4.4 reports for a group without an authorizer
@@ -306,15 +307,16 @@ def describe_groups(broker, ctx, body):
         if group is None or group.kind != "classic":
             msg = f"Group {gid} not found." if group is None else f"Group {gid} is not a classic group."
             out.append(R.DescribedGroup(error_code=errors.GROUP_ID_NOT_FOUND if v >= 6 else 0,
-                                        error_message=msg if v >= 6 else None, group_id=gid, group_state="Dead",
+                                        error_message=msg if v >= 6 else None, group_id=gid,
+                                        group_state=GroupState.DEAD.value,
                                         protocol_type="", protocol_data="", members=[], authorized_operations=ops))
             continue
-        stable = group.state == "Stable"
+        stable = group.state == GroupState.STABLE
         members = [R.DescribedGroupMember(
             member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
             client_host=m.client_host, member_metadata=m.metadata(group.protocol_name) if stable else b"",
             member_assignment=m.assignment if stable else b"") for m in group.members.values()]
-        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state,
+        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state.value,
                                     protocol_type=group.protocol_type or "",
                                     protocol_data=(group.protocol_name or "") if stable else "",
                                     members=members, authorized_operations=ops))
@@ -391,7 +393,7 @@ def consumer_group_describe(broker, ctx, body):
                 subscribed_topic_regex=m.subscribed_regex or "", assignment=assignment(current),
                 target_assignment=assignment(group.target.get(m.member_id, set())),
                 member_type=0 if m.classic is not None else 1))  # 0: classic protocol, 1: consumer protocol
-        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state,
+        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state.value,
                                     group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
                                     assignor_name=group.assignor or coord.config.consumer_assignors[0],
                                     members=members, authorized_operations=ops))

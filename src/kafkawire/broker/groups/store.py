@@ -1,0 +1,55 @@
+"""The group table: every group of the coordinator by id, their committed offsets, and writing both to
+``__consumer_offsets`` (``persistence.GroupLog``), compacting it as it grows.
+
+The coordinator's parts (classic protocol, consumer protocol, conversions)
+receive this object and change groups only through it or their own state
+functions (``states.py``); only the coordinator replays it (``load``).
+"""
+from __future__ import annotations
+
+from .config import GroupConfig
+from .offsets import OffsetStore
+from .persistence import GroupLog, encode_value, group_key, offset_key
+
+
+class GroupStore:
+    def __init__(self, log: GroupLog | None, config: GroupConfig):
+        self.groups: dict = {}
+        self.offsets = OffsetStore()
+        self.log = log  # None: nothing is written (no storage, or __consumer_offsets was deleted)
+        self.config = config  # read at each write: compact_after_records may change (tests)
+
+    def write(self, records) -> None:
+        if self.log is None or not records:
+            return
+        self.log.append(records)
+        self.maybe_compact()
+
+    def persist(self, group) -> None:
+        self.write([(group_key(group.group_id), encode_value(group.to_json()))])
+
+    def drop(self, group) -> None:
+        """Forget a group's membership state (its offsets stay)."""
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+        self.write([(group_key(group.group_id), None)])
+
+    def delete_offsets(self, gid: str) -> None:
+        self.write([(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])
+
+    def live_records(self):
+        out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
+        for gid, group in self.groups.items():
+            if group.kind == "consumer" or group.members or group.generation_id:
+                out.append((group_key(gid), encode_value(group.to_json())))
+        return out
+
+    def maybe_compact(self) -> None:
+        if self.log is None:
+            return
+        threshold = self.config.compact_after_records
+        if self.log.records_written < threshold:
+            return
+        live = self.live_records()
+        if self.log.records_written > len(live) + threshold // 2:
+            self.log.compact(live)
