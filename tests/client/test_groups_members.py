@@ -334,3 +334,51 @@ def test_async_group_consumer(group_broker, names):
     assert sorted(int(r.value) for r in got) == list(range(60))
     assert committed == {(topic, p): 20 for p in range(3)}
     assert batches == []
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "classic-cooperative-sticky", "consumer"])
+def test_member_that_stops_polling_leaves_and_rejoins(group_broker, names, protocol):
+    """max_poll_interval_ms: heartbeats alone do not keep partitions of an application that stopped polling.
+    The member leaves the group (its partitions are lost to it, the other member gets them) and joins again
+    at its next poll."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=4)
+    m = Members()
+    try:
+        opts = dict(group_id=group, max_poll_interval_ms=3000, **PROTOCOLS[protocol])
+        m.add("a", bs, [topic], **opts)
+        m.add("b", bs, [topic], **opts)
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2], 60, "two partitions each")
+        stalled = m.consumers.pop("a")           # not polled from now on
+        try:
+            m.poll_until(lambda: len(m.consumers["b"].assignment()) == 4, 30, "b owning every partition")
+            assert stalled.assignment() == []
+            assert [e for e in m.events if e[0] == "a" and e[1] == "lost"], m.events
+        finally:
+            m.consumers["a"] = stalled
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2], 60, "a back with two partitions")
+    finally:
+        m.close()
+
+
+def test_unsubscribe_and_subscribe_again(group_broker, names):
+    """unsubscribe() commits, revokes and leaves; subscribe() joins again and resumes at the commit."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=2)
+    produce(bs, topic, range(20), 2)
+    m = Members()
+    try:
+        c = m.add("a", bs, [topic], group_id=group)
+        m.poll_until(lambda: len(m.seen()) == 20, 60, "all 20 records")
+        c.unsubscribe()
+        assert c.assignment() == [] and c.subscription() == []
+        assert c.committed([(topic, 0), (topic, 1)]) == {(topic, 0): 10, (topic, 1): 10}
+        assert [e[1] for e in m.events] == ["assigned", "revoked"]
+        produce(bs, topic, range(20, 30), 2)
+        c.subscribe([topic])
+        m.poll_until(lambda: len(m.seen()) == 30, 60, "the 10 new records")
+        assert set(m.seen()) == set(range(30)) and max(m.seen().values()) == 1
+    finally:
+        m.close()

@@ -204,7 +204,16 @@ class AsyncConsumer:
             self.group.request_rejoin()
 
     def subscription(self) -> list[str]:
-        return sorted(self.group.topics) if self.group is not None else []
+        return sorted(self.group.topics) if self.group is not None and self._subscribed else []
+
+    async def unsubscribe(self) -> None:
+        """Leave the group (committing and revoking first); ``subscribe`` joins again."""
+        if self.group is None or not self._subscribed:
+            return
+        self._subscribed = False
+        await self.group.stop(leave=True)
+        self.group.reset()
+        self.assign([])
 
     async def commit(self, offsets: dict | None = None) -> None:
         """Commit ``offsets`` {(topic, partition): next offset}, default: the position after every record
@@ -250,6 +259,7 @@ class AsyncConsumer:
         if g is None or not self._subscribed:
             raise ValueError("wait_for_assignment() needs subscribe()")
         self._start()
+        g.polled()
         g.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         while not g.rebalances:
@@ -605,6 +615,7 @@ class AsyncConsumer:
             # auto-commit commits what earlier polls returned (the caller has processed it by now)
             self._commit_ready = dict(self._consumed)
             if self._subscribed:
+                self.group.polled()
                 self.group.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = [tp for tp, s in self._parts.items() if s.pending is not None]

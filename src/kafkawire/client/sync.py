@@ -251,6 +251,10 @@ class Consumer(_SyncBase):
     def subscription(self) -> list[str]:
         return self._core.subscription()
 
+    def unsubscribe(self) -> None:
+        """Leave the group (commit, revoke, LeaveGroup); ``subscribe`` joins again."""
+        self._run(self._core.unsubscribe())
+
     def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
         """Commit and wait: ``offsets`` {(topic, partition): next offset}, default what polls returned."""
         self._run(self._core.commit(offsets), timeout)

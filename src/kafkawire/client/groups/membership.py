@@ -144,11 +144,14 @@ class Membership:
         self._attempt = 0
         self._changed = asyncio.Event()       # set whenever the assignment changes (wait_for_assignment)
         self._metadata_checked = 0.0
+        self.last_poll = time.monotonic()
+        self.poll_expired = False             # left the group: no poll within max_poll_interval_ms
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
     def start(self) -> None:
         if self._task is None or self._task.done():
+            self.last_poll = time.monotonic()
             loop = asyncio.get_running_loop()
             self._task = loop.create_task(self._run())
             if self.auto_commit and (self._auto_task is None or self._auto_task.done()):
@@ -156,6 +159,34 @@ class Membership:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def polled(self) -> None:
+        """The application polled: it is alive (max_poll_interval_ms); a member that left for want of polls
+        joins again."""
+        self.last_poll = time.monotonic()
+        if self.poll_expired:
+            self.poll_expired = False
+            self.wake()
+
+    async def _poll_timeout(self) -> None:
+        """No poll within max_poll_interval_ms: as Kafka's client, leave the group so that live members get
+        our partitions (a static member only gives them up: its session timeout decides). They are lost to
+        us (no commit: the application has stopped consuming them); the next poll joins again."""
+        log.warning("group %s: no poll within max_poll_interval_ms (%d ms): leaving the group until the next poll",
+                    self.group_id, self.rebalance_timeout_ms)
+        self.poll_expired = True
+        try:
+            await self._leave("consumer poll timeout has expired")
+        finally:
+            self._invalidate()
+            await self.lose()
+
+    def reset(self) -> None:
+        """After ``stop()``: a new membership of the same consumer (``subscribe`` after ``unsubscribe``)."""
+        self._stopping = False
+        self._task = self._auto_task = None
+        self.poll_expired = False
+        self._invalidate()
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -167,6 +198,11 @@ class Membership:
     async def _run(self) -> None:
         while not self._stopping:
             try:
+                if not self.poll_expired and time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
+                    await self._poll_timeout()
+                if self.poll_expired:
+                    await self._sleep(1.0)   # until the next poll wakes us
+                    continue
                 await self._step()
                 self._attempt = 0
             except asyncio.CancelledError:
@@ -233,7 +269,7 @@ class Membership:
             await self._coordinator.close()
             self._coordinator = None
 
-    async def _leave(self) -> None:
+    async def _leave(self, reason: str = "the consumer is closing") -> None:
         raise NotImplementedError
 
     def _valid(self) -> bool:
@@ -496,6 +532,7 @@ class ClassicMembership(Membership):
 
     def _invalidate(self) -> None:
         self.generation = -1
+        self.need_rejoin = True
 
     def _on_commit_rebalanced(self, code: int) -> None:
         self.need_rejoin = True
@@ -621,13 +658,13 @@ class ClassicMembership(Membership):
         return [SyncGroupRequest.SyncGroupRequestAssignment(
             member_id=m, assignment=encode_assignment(result.get(m, []), versions[m])) for m in subs]
 
-    async def _leave(self) -> None:
+    async def _leave(self, reason: str = "the consumer is closing") -> None:
         if self.instance_id is not None or not self.member_id:
             return  # a static member keeps its place until its session times out (KIP-345)
         resp = await self.request(LeaveGroupRequest, timeout=5.0, group_id=self.group_id, member_id=self.member_id,
                                   members=[LeaveGroupRequest.MemberIdentity(member_id=self.member_id,
                                                                             group_instance_id=None,
-                                                                            reason="the consumer is closing")])
+                                                                            reason=reason)])
         if resp.error_code and resp.error_code not in (kerrors.UNKNOWN_MEMBER_ID,):
             log.info("group %s: LeaveGroup: %s", self.group_id, KafkaError(resp.error_code).name)
         self.generation, self.member_id = -1, ""
@@ -734,7 +771,7 @@ class ConsumerMembership(Membership):
             log.info("group %s: epoch %d member %s: %s", self.group_id, self.epoch, self.member_id,
                      sorted(self.owned))
 
-    async def _leave(self) -> None:
+    async def _leave(self, reason: str = "the consumer is closing") -> None:
         if not self.epoch and not self.owned:
             return
         epoch = -2 if self.instance_id is not None else -1   # -2: a static member leaves for now (KIP-848)
