@@ -25,16 +25,9 @@ class IllegalTransition(RuntimeError):
 class Transitions:
     """The legal moves of one kind of state machine (``machine`` names it in errors)."""
 
-    def __init__(self, machine: str, rows: Iterable[tuple[Iterable[Enum], Enum, Iterable[Enum]]]):
+    def __init__(self, machine: str, rows: Iterable[tuple[tuple[Enum, ...], Enum, tuple[Enum, ...]]]):
         self.machine = machine
-        legal = set()
-        for froms, event, tos in rows:
-            tos = tuple(tos)
-            legal.update((f, event, t) for f in froms for t in tos)
-        self.legal = frozenset(legal)
-
-    def allows(self, from_state: Enum, event: Enum, to_state: Enum) -> bool:
-        return (from_state, event, to_state) in self.legal
+        self.legal = frozenset((f, event, t) for froms, event, tos in rows for f in froms for t in tos)
 
     def check(self, name: str, from_state: Enum, event: Enum, to_state: Enum) -> None:
         """Raise ``IllegalTransition`` unless the table has the move."""
