@@ -233,3 +233,33 @@ def test_summary_of_a_kafkawire_data_dir(tmp_path, capsys):
     code, out, _ = _cli(capsys, str(data_dir))
     assert code == 1 and f"{seg} at byte 0: truncated" in out
     assert os.path.isdir(data_dir / "something-else")
+
+
+def test_summary_of_a_directory_of_garbage_reports_and_never_raises(tmp_path, capsys):
+    rng = random.Random(99)
+
+    def junk(n=300):
+        return bytes(rng.randrange(256) for _ in range(n))
+
+    root = tmp_path / "data"
+    (root / "__kafkawire_meta").mkdir(parents=True)
+    (root / "__kafkawire_meta" / "topics.json").write_bytes(junk())
+    (root / "meta.properties").write_bytes(junk())
+    for name in ("recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        (root / name).write_bytes(junk())
+    for part in ("__cluster_metadata-0", "__consumer_offsets-0", "t-0"):
+        d = root / part
+        d.mkdir()
+        for f in ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
+                  "00000000000000000000.snapshot", "00000000000000000000-0000000000.checkpoint",
+                  "leader-epoch-checkpoint", "partition.metadata", "quorum-state"):
+            (d / f).write_bytes(junk())
+        (d / "00000000000000000005.log").mkdir()  # a directory where a segment should be
+    code, out, _ = _cli(capsys, str(root))
+    assert code == 1 and "problems:" in out
+    code, out, _ = _cli(capsys, "--json", str(root))
+    errors = [json.loads(line) for line in out.splitlines() if json.loads(line)["kind"] == "error"]
+    assert code == 1
+    assert any(e["file"].endswith("t-0/00000000000000000000.log") and e["position"] == 0 for e in errors)
+    assert any(e["file"].endswith("t-0/00000000000000000005.log") for e in errors)
+    assert any(e["file"].endswith("topics.json") for e in errors)

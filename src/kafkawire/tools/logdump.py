@@ -582,6 +582,57 @@ def _headers_only(path: str) -> tuple[dict, list[dict]]:
             "bytes": len(data)}, errors
 
 
+def _unreadable(path: str, exc: OSError) -> dict:
+    return {"kind": "error", "file": path, "position": 0, "reason": f"unreadable: {exc.strerror or exc}"}
+
+
+def _summarize_entry(directory: str, name: str, out: dict) -> None:
+    """Add one file of a partition directory to its summary ``out``; OSError when it cannot be read."""
+    path = os.path.join(directory, name)
+    if LOG_FILE.fullmatch(name):
+        info, errors = _headers_only(path)
+        base = int(name[:20])
+        seg = {"base_offset": base, **info}
+        for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index)):
+            ipath = os.path.join(directory, name[:20] + suffix)
+            if os.path.exists(ipath):
+                items = list(dumper(_read(ipath), base))
+                summary = next(i for i in items if i["kind"] == "index_summary")
+                seg[suffix[1:] + "_entries"] = summary["entries"]
+                errors += [dict(e, file=ipath) for e in items if e["kind"] == "error"]
+        out["segments"].append(seg)
+        out["problems"] += [dict(e, file=path) if "file" not in e else e for e in errors]
+    elif INDEX_FILE.fullmatch(name) or TIME_INDEX_FILE.fullmatch(name):
+        if not os.path.exists(os.path.join(directory, name[:20] + ".log")):
+            out["other_files"].append(name)
+    elif SNAPSHOT_FILE.fullmatch(name):
+        items = list(dump_producer_snapshot(_read(path)))
+        snap = next((i for i in items if i["kind"] == "producer_snapshot"), None)
+        out["snapshots"].append({"file": name, "producers": len(snap["producers"]) if snap else None})
+        out["problems"] += [dict(e, file=path) for e in items if e["kind"] == "error"]
+    elif KRAFT_SNAPSHOT_FILE.fullmatch(name):
+        info, errors = _headers_only(path)
+        out["kraft_snapshots"].append({"file": name, **info})
+        out["problems"] += [dict(e, file=path) for e in errors]
+    elif QUARANTINE_FILE.fullmatch(name):
+        out["quarantined"].append(name)
+    elif name == "partition.metadata":
+        fields = parse_partition_metadata(_read(path).decode("utf-8", "replace"))
+        out["topic_id"] = fields.get("topic_id")
+    elif name == "leader-epoch-checkpoint":
+        entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
+        out["leader_epochs"] = [[int(x) for x in e] for e in entries if len(e) == 2 and all(
+            x.lstrip("-").isdigit() for x in e)]
+        out["problems"] += [dict(e, file=path) for e in errors]
+    elif name == "quorum-state":
+        try:
+            out["quorum_state"] = json.loads(_read(path))
+        except ValueError as exc:
+            out["problems"].append({"kind": "error", "file": path, "position": 0, "reason": f"not JSON: {exc}"})
+    else:
+        out["other_files"].append(name)
+
+
 def summarize_partition(directory: str) -> dict:
     """Segments (batches, records, offsets, bytes), indexes, snapshots and checkpoints of one partition
     directory, and the files in it that are none of those."""
@@ -590,49 +641,10 @@ def summarize_partition(directory: str) -> dict:
                            "snapshots": [], "kraft_snapshots": [], "quarantined": [], "other_files": [],
                            "problems": []}
     for name in names:
-        path = os.path.join(directory, name)
-        if LOG_FILE.fullmatch(name):
-            info, errors = _headers_only(path)
-            base = int(name[:20])
-            seg = {"base_offset": base, **info}
-            for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index)):
-                ipath = os.path.join(directory, name[:20] + suffix)
-                if os.path.exists(ipath):
-                    items = list(dumper(_read(ipath), base))
-                    summary = next(i for i in items if i["kind"] == "index_summary")
-                    seg[suffix[1:] + "_entries"] = summary["entries"]
-                    errors += [dict(e, file=ipath) for e in items if e["kind"] == "error"]
-            out["segments"].append(seg)
-            out["problems"] += [dict(e, file=path) if "file" not in e else e for e in errors]
-        elif INDEX_FILE.fullmatch(name) or TIME_INDEX_FILE.fullmatch(name):
-            if not os.path.exists(os.path.join(directory, name[:20] + ".log")):
-                out["other_files"].append(name)
-        elif SNAPSHOT_FILE.fullmatch(name):
-            items = list(dump_producer_snapshot(_read(path)))
-            snap = next((i for i in items if i["kind"] == "producer_snapshot"), None)
-            out["snapshots"].append({"file": name, "producers": len(snap["producers"]) if snap else None})
-            out["problems"] += [dict(e, file=path) for e in items if e["kind"] == "error"]
-        elif KRAFT_SNAPSHOT_FILE.fullmatch(name):
-            info, errors = _headers_only(path)
-            out["kraft_snapshots"].append({"file": name, **info})
-            out["problems"] += [dict(e, file=path) for e in errors]
-        elif QUARANTINE_FILE.fullmatch(name):
-            out["quarantined"].append(name)
-        elif name == "partition.metadata":
-            fields = parse_partition_metadata(_read(path).decode("utf-8", "replace"))
-            out["topic_id"] = fields.get("topic_id")
-        elif name == "leader-epoch-checkpoint":
-            entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
-            out["leader_epochs"] = [[int(x) for x in e] for e in entries if len(e) == 2 and all(
-                x.lstrip("-").isdigit() for x in e)]
-            out["problems"] += [dict(e, file=path) for e in errors]
-        elif name == "quorum-state":
-            try:
-                out["quorum_state"] = json.loads(_read(path))
-            except ValueError as exc:
-                out["problems"].append({"kind": "error", "file": path, "position": 0, "reason": f"not JSON: {exc}"})
-        else:
-            out["other_files"].append(name)
+        try:
+            _summarize_entry(directory, name, out)
+        except OSError as exc:  # unreadable, or a directory where a file belongs
+            out["problems"].append(_unreadable(os.path.join(directory, name), exc))
     segs = out["segments"]
     offsets = [s for s in segs if s["first_offset"] is not None]
     out["records"] = sum(s["records"] for s in segs)
@@ -659,7 +671,12 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
     count = 0
     problems: list[dict] = []
     for path in _metadata_files(directory):
-        for item in dump_batches(_read(path), decoder="metadata", max_bytes=64):
+        try:
+            data = _read(path)
+        except OSError as exc:
+            problems.append(_unreadable(path, exc))
+            continue
+        for item in dump_batches(data, decoder="metadata", max_bytes=64):
             if item["kind"] == "error":
                 problems.append(dict(item, file=path))
                 continue
@@ -703,7 +720,12 @@ def consumer_offsets(partition_dirs: list[str]) -> tuple[dict, list[dict]]:
     for directory in partition_dirs:
         for name in sorted(n for n in os.listdir(directory) if LOG_FILE.fullmatch(n)):
             path = os.path.join(directory, name)
-            for item in dump_batches(_read(path), decoder="offsets", max_bytes=64):
+            try:
+                data = _read(path)
+            except OSError as exc:
+                problems.append(_unreadable(path, exc))
+                continue
+            for item in dump_batches(data, decoder="offsets", max_bytes=64):
                 if item["kind"] == "error":
                     problems.append(dict(item, file=path))
                     continue
@@ -745,11 +767,14 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
     names = sorted(os.listdir(data_dir))
     kafkawire = KAFKAWIRE_META_DIR in names
     layout = "kafkawire" if kafkawire else ("kafka" if f"{METADATA_TOPIC}-0" in names else "unknown")
-    props = {}
-    if "meta.properties" in names:
-        props = parse_properties(_read(os.path.join(data_dir, "meta.properties")).decode("utf-8", "replace"))
-    yield {"kind": "data_dir", "path": os.path.abspath(data_dir), "layout": layout, "meta_properties": props}
+    props: dict[str, str] = {}
     problems: list[dict] = []
+    if "meta.properties" in names:
+        try:
+            props = parse_properties(_read(os.path.join(data_dir, "meta.properties")).decode("utf-8", "replace"))
+        except OSError as exc:
+            problems.append(_unreadable(os.path.join(data_dir, "meta.properties"), exc))
+    yield {"kind": "data_dir", "path": os.path.abspath(data_dir), "layout": layout, "meta_properties": props}
     if kafkawire:
         try:
             doc = json.loads(_read(os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json")))
@@ -759,7 +784,9 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
                        "configs": t.get("configs", {})}
         except FileNotFoundError:
             pass
-        except (ValueError, KeyError, TypeError) as exc:
+        except OSError as exc:
+            problems.append(_unreadable(os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"), exc))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append({"kind": "error", "file": os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"),
                              "position": 0, "reason": f"unreadable: {exc}"})
     meta_dir = os.path.join(data_dir, f"{METADATA_TOPIC}-0")
@@ -777,13 +804,21 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
         path = os.path.join(data_dir, name)
         m = PARTITION_DIR.fullmatch(name)
         if os.path.isdir(path) and m and not name.endswith(("-delete", "-stray")):
-            part = summarize_partition(path)
+            try:
+                part = summarize_partition(path)
+            except OSError as exc:
+                problems.append(_unreadable(path, exc))
+                continue
             problems += part.pop("problems")
             yield part
             if m.group(1) == OFFSETS_TOPIC:
                 offsets_dirs.append(path)
         elif name in DIR_CHECKPOINTS and os.path.isfile(path):
-            entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
+            try:
+                entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
+            except OSError as exc:
+                problems.append(_unreadable(path, exc))
+                continue
             yield {"kind": "dir_checkpoint", "name": name, "entries": len(entries),
                    "nonzero": sorted(" ".join(e) for e in entries if e and e[-1] != "0")}
             problems += [dict(e, file=path) for e in errors]
