@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 _LOG_FILE = re.compile(r"(\d{20})\.log")
 
@@ -71,7 +72,7 @@ def check_partition(directory: str) -> dict:
     from kafkawire.broker.storage.segment import LogSegment
 
     bases = sorted(int(m.group(1)) for m in map(_LOG_FILE.fullmatch, os.listdir(directory)) if m)
-    report = {"partition": os.path.basename(directory), "segments": len(bases), "batches": 0, "bytes": 0,
+    report: dict[str, Any] = {"partition": os.path.basename(directory), "segments": len(bases), "batches": 0, "bytes": 0,
               "problems": [],
               "quarantined": sorted(n for n in os.listdir(directory) if recovery.QUARANTINE_FILE.fullmatch(n))}
     for i, base in enumerate(bases):
