@@ -132,10 +132,17 @@ def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str,
         if line.startswith("Dumping "):
             current = out.setdefault(os.path.realpath(line[len("Dumping "):].strip()), [])
         elif line.startswith("baseOffset:"):
-            fields = dict(re.findall(r"(\w+): (\S+)", line))
+            f = dict(re.findall(r"(\w+): (\S+)", line))
             assert current is not None
-            current.append({"base_offset": int(fields["baseOffset"]), "count": int(fields["count"]),
-                            "crc": int(fields["crc"]), "valid": fields["isvalid"] == "true", "records": []})
+            horizon = f["deleteHorizonMs"]
+            current.append({
+                "header": (int(f["baseOffset"]), int(f["lastOffset"]), int(f["count"]), int(f["baseSequence"]),
+                           int(f["lastSequence"]), int(f["producerId"]), int(f["producerEpoch"]),
+                           int(f["partitionLeaderEpoch"]), f["isTransactional"] == "true", f["isControl"] == "true",
+                           None if horizon == "OptionalLong.empty" else int(horizon.split("[")[1].rstrip("]")),
+                           int(f["position"]), int(f.get("CreateTime", f.get("LogAppendTime"))), int(f["size"]),
+                           int(f["magic"]), f["compresscodec"], int(f["crc"]), f["isvalid"] == "true"),
+                "records": []})
         elif line.startswith("| offset:"):
             assert current
             current[-1]["records"].append(_kafka_record(line))
@@ -144,11 +151,14 @@ def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str,
 
 def _kafka_record(line: str) -> dict:
     """One ``| offset: ...`` line of DumpLogSegments: offset, key size, and what follows the header keys."""
-    m = re.match(r"\| offset: (\d+) \w+: -?\d+ keySize: (-?\d+) valueSize: -?\d+ sequence: -?\d+ "
-                 r"headerKeys: \[[^\]]*\](.*)$", line)
+    m = re.match(r"\| offset: (\d+) \w+: (-?\d+) keySize: (-?\d+) valueSize: (-?\d+) sequence: (-?\d+) "
+                 r"headerKeys: \[([^\]]*)\](.*)$", line)
     assert m, line
-    rest = m.group(3).strip()
-    rec = {"offset": int(m.group(1)), "key_size": int(m.group(2)), "key": None, "payload": None, "control": None}
+    rest = m.group(7).lstrip(" ")  # a value may end in spaces
+    rec = {"offset": int(m.group(1)), "timestamp": int(m.group(2)), "key_size": int(m.group(3)),
+           "value_size": int(m.group(4)), "sequence": int(m.group(5)),
+           "header_keys": m.group(6).split(", ") if m.group(6) else [],
+           "key": None, "payload": None, "control": None}
     if rest.startswith("endTxnMarker: "):
         rec["control"] = rest.split()[1]  # COMMIT / ABORT
         return rec
@@ -175,15 +185,21 @@ def _kafkawire_dump(path: Path, capsys) -> list[dict]:
 
 def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> int:
     """Assert agreement; returns the number of records compared."""
-    assert [(b["base_offset"], b["count"], b["crc"], b["crc_valid"]) for b in ours] == \
-        [(b["base_offset"], b["count"], b["crc"], b["valid"]) for b in theirs], path
+    # every field of DumpLogSegments' batch line
+    assert [(b["base_offset"], b["last_offset"], b["count"], b["base_sequence"], b["last_sequence"], b["producer_id"],
+             b["producer_epoch"], b["partition_leader_epoch"], b["transactional"], b["control"],
+             b["delete_horizon_ms"], b["position"], b["max_timestamp"], b["size"], b["magic"], b["codec"], b["crc"],
+             b["crc_valid"]) for b in ours] == [b["header"] for b in theirs], path
     compared = 0
     for ob, tb in zip(ours, theirs):
         assert len(ob["records"]) == len(tb["records"]), (path, ob["base_offset"])
         for orec, trec in zip(ob["records"], tb["records"]):
             where = (str(path), orec["offset"])
-            assert orec["offset"] == trec["offset"], where
-            assert orec["key_size"] == trec["key_size"], where
+            sequence = -1 if ob["base_sequence"] < 0 else ob["base_sequence"] + orec["offset"] - ob["base_offset"]
+            assert (orec["offset"], orec["timestamp"], orec["key_size"], orec["value_size"], sequence,
+                    [h for h, _ in orec["headers"]]) == \
+                (trec["offset"], trec["timestamp"], trec["key_size"], trec["value_size"], trec["sequence"],
+                 trec["header_keys"]), where
             dec = orec.get("decoded")
             assert "decode_error" not in orec, (where, orec["decode_error"])
             if trec["control"] is not None:
@@ -214,6 +230,7 @@ def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> 
                     assert orec["key"] is None, where
                 else:
                     assert orec["key"] == {"text": trec["key"]}, where
+                assert orec["value"] == {"text": trec["payload"]}, where
             compared += 1
     return compared
 
