@@ -5,15 +5,19 @@ librdkafka with every codec, keyed and unkeyed records, an idempotent and a tran
 (commit and abort markers), offsets committed by a consumer group that assigns and one that subscribes
 (the classic protocol's group metadata records); then it is stopped and both tools read the same files:
 every non-empty ``.log`` of every partition, ``__consumer_offsets`` with Kafka's offsets decoder, and the
-metadata log and its KRaft snapshot with the cluster metadata decoder. They must agree on every batch's
-base offset, record count, CRC and validity, and on every record's offset and key; for the metadata log
-and ``__consumer_offsets`` also on each record's type (and version), and on the committed offsets.
+metadata log and its KRaft snapshot with the cluster metadata decoder, ``__transaction_state`` with the
+transaction log decoder. They must agree on every field of every batch line (base offset, count, CRC and
+validity among them) and of every record line (offset, timestamp, sizes, sequence, header keys, key, value);
+for the metadata log, ``__consumer_offsets``, ``__transaction_state`` and control records also on each
+record's type, version and every field Kafka prints of its key and value (a classic group's subscriptions
+and assignments decoded, as Kafka shows them).
 
 DumpLogSegments is ``org.apache.kafka.tools.DumpLogSegments`` from the kafka-tools set pinned in
 ``tools/kafka_pins.py`` (kafka_2.13 4.x no longer has ``kafka.tools.DumpLogSegments``).
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -25,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from kafkawire.cli.main import main as kafkawire_main
+from kafkawire.protocol.schema import snake_case
 from kafkawire.tools import logdump
 
 from conftest import reference_unavailable
@@ -165,6 +170,7 @@ def _kafka_record(line: str) -> dict:
     cm = re.match(r"(LeaderChange|SnapshotHeader|SnapshotFooter|KRaftVersion|KRaftVoters):? (.*)$", rest)
     if cm:
         rec["control"] = _camel_to_upper_snake(cm.group(1).replace("KRaft", "Kraft"))
+        rec["control_data"] = json.loads(cm.group(2))
         return rec
     if rest.startswith("key: "):
         key, sep, payload = rest[len("key: "):].partition(" payload: ")
@@ -173,6 +179,41 @@ def _kafka_record(line: str) -> dict:
     elif rest.startswith("payload: "):
         rec["payload"] = rest[len("payload: "):]
     return rec
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _differences(theirs, ours, path: str = "") -> list[tuple]:
+    """Where a record's data as DumpLogSegments prints it (Kafka's JSON: camelCase names, UUIDs and bytes in
+    base64) differs from kafkawire's decoding of it (snake_case names, UUIDs in hex form, bytes in hex).
+    Every field Kafka prints must be there and equal; kafkawire may show more (tagged fields at their default)."""
+    if isinstance(theirs, dict):
+        if not isinstance(ours, dict):
+            return [(path, theirs, ours)]
+        out = []
+        for name, value in theirs.items():
+            key = snake_case(name)
+            if key not in ours:
+                out.append((f"{path}.{key}", value, "<missing>"))
+            else:
+                out += _differences(value, ours[key], f"{path}.{key}")
+        return out
+    if isinstance(theirs, list):
+        if not isinstance(ours, list) or len(theirs) != len(ours):
+            return [(path, theirs, ours)]
+        return [d for i, (a, b) in enumerate(zip(theirs, ours)) for d in _differences(a, b, f"{path}[{i}]")]
+    if theirs == ours:
+        return []
+    if isinstance(theirs, str) and isinstance(ours, str):
+        if _UUID.fullmatch(ours) and logdump.kafka_uuid(ours) == theirs:
+            return []
+        try:
+            if base64.b64decode(theirs, validate=True) == bytes.fromhex(ours):
+                return []
+        except ValueError:
+            pass
+    return [(path, theirs, ours)]
 
 
 def _kafkawire_dump(path: Path, capsys) -> list[dict]:
@@ -204,20 +245,30 @@ def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> 
             assert "decode_error" not in orec, (where, orec["decode_error"])
             if trec["control"] is not None:
                 assert ob["control"] and dec is not None and dec["control"] == trec["control"], where
+                if "control_data" in trec:
+                    assert not _differences(trec["control_data"], dec["data"]), (where, trec["control_data"], dec)
             elif decoder == "metadata":
                 payload = json.loads(trec["payload"])
                 assert _camel_to_upper_snake(dec["type"]) == payload["type"], where
                 assert dec["version"] == payload["version"], where
+                assert not _differences(payload["data"], dec["data"]), (where, _differences(payload["data"], dec["data"]))
             elif decoder == "transactions":
                 key = json.loads(trec["key"])
                 assert (int(key["type"]), dec["type"]) == (0, "TransactionLog"), where
                 assert key["data"] == {"transactionalId": dec["key"]["transactional_id"]}, where
-                assert json.loads(trec["payload"])["data"]["producerId"] == dec["value"]["producer_id"], where
+                assert not _differences(json.loads(trec["payload"])["data"], dec["value"]), where
             elif decoder == "offsets":
                 key = json.loads(trec["key"])
                 assert int(key["type"]) == logdump._I16.unpack(bytes.fromhex(orec["key"]["hex"][:4]))[0], where
                 assert dec["type"] in ("OffsetCommit", "GroupMetadata", "ConsumerGroupMetadata") or \
                     dec["type"].startswith("ConsumerGroup"), (where, dec["type"])
+                assert not _differences(key["data"], dec["key"]), where
+                if trec["payload"] not in (None, "<DELETE>"):
+                    value = json.loads(trec["payload"])
+                    assert int(value["version"]) == dec["value_version"], where
+                    assert not _differences(value["data"], dec["value"]), (where, _differences(value["data"], dec["value"]))
+                else:
+                    assert dec["value"] is None, where
                 if dec["type"] == "OffsetCommit":
                     assert key["data"] == {"group": dec["key"]["group"], "topic": dec["key"]["topic"],
                                            "partition": dec["key"]["partition"]}, where

@@ -227,7 +227,28 @@ def decode_offsets_record(key: bytes | None, value: bytes | None, family: str = 
     (version,) = _I16.unpack_from(raw)
     out["value_version"] = version
     out["value"] = _decode_message(value_name, raw[2:], version)
+    if value_name == "GroupMetadataValue" and out["value"].get("protocol_type") == "consumer":
+        for member in out["value"].get("members", []):
+            _decode_consumer_protocol(member)
     return out
+
+
+def _decode_consumer_protocol(member: dict) -> None:
+    """A classic consumer group member's subscription and assignment (hex here) decoded, as Kafka's tools
+    show them: an int16 version, then ConsumerProtocolSubscription / ConsumerProtocolAssignment. Left as hex
+    when they do not parse (another client's protocol under the "consumer" type)."""
+    for field, schema in (("subscription", "ConsumerProtocolSubscription"), ("assignment", "ConsumerProtocolAssignment")):
+        raw = member.get(field)
+        if not isinstance(raw, str):
+            continue
+        try:
+            data = bytes.fromhex(raw)
+            if len(data) < 2:
+                continue
+            (version,) = _I16.unpack_from(data)
+            member[field] = _decode_message(schema, data[2:], version)
+        except (ValueError, RecordDecodeError):
+            continue
 
 
 def decode_control(key: bytes | None, value: bytes | None) -> dict:
