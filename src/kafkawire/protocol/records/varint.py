@@ -45,6 +45,7 @@ def size_of_varint(value: int) -> int:
 # this table instead of a function call.
 VARINT_TABLE_SIZE = 1 << 14
 VARINT_TABLE: list[bytes] = [encode_varint(i) for i in range(VARINT_TABLE_SIZE)]
+VARINT_SIZES: list[int] = [len(b) for b in VARINT_TABLE]  # a record's size adds up without len() calls
 NULL_VARINT = encode_varint(-1)
 
 
