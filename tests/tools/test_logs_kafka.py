@@ -48,9 +48,6 @@ def _camel_to_upper_snake(name: str) -> str:
 @pytest.fixture(scope="module")
 def kafka_dir(tmp_path_factory):
     """A stopped Kafka 4.4 node's log directory, written as the module docstring says."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient, NewTopic
-
     from kafka_reference import KafkaUnavailable, ReferenceKafka
 
     kafka = ReferenceKafka(tmp_path_factory.mktemp("kafka-logs"))
@@ -60,49 +57,59 @@ def kafka_dir(tmp_path_factory):
         kafka.close()
         reference_unavailable(str(exc))
     try:
-        boot = kafka.bootstrap
-        admin = AdminClient({"bootstrap.servers": boot})
-        names = [f"logs-{c}" for c in CODECS] + ["logs-txn"]
-        for f in admin.create_topics([NewTopic(n, 1, 1) for n in names]).values():
-            f.result(60)
-        for codec in CODECS:
-            p = Producer({"bootstrap.servers": boot, "compression.type": codec, "linger.ms": 0,
-                          "enable.idempotence": codec == "zstd"})
-            for r in range(ROUNDS):
-                for i in range(PER_ROUND):
-                    n = r * PER_ROUND + i
-                    p.produce(f"logs-{codec}", value=f"{codec} value {n} ".encode() * 3,
-                              key=None if n % 4 == 3 else f"key-{codec}-{n}".encode(),
-                              headers=[("h", b"\x00\x01")] if n % 5 == 0 else None)
-                assert p.flush(60) == 0
-        tp = Producer({"bootstrap.servers": boot, "transactional.id": "logs-tx", "linger.ms": 0})
-        tp.init_transactions(60)
-        for commit in (True, False, True):
-            tp.begin_transaction()
-            for i in range(3):
-                tp.produce("logs-txn", key=f"tx-{commit}-{i}".encode(), value=b"v")
-            assert tp.flush(60) == 0  # records written, so an abort has something to mark
-            (tp.commit_transaction if commit else tp.abort_transaction)(60)
-        # a group that assigns and commits, and one that subscribes (classic protocol: group metadata records)
-        c = Consumer({"bootstrap.servers": boot, "group.id": "logs-assign", "enable.auto.commit": False})
-        _retry(lambda: c.commit(offsets=[TopicPartition("logs-none", 0, 5), TopicPartition("logs-gzip", 0, 9)],
-                                asynchronous=False))
-        c.close()
-        s = Consumer({"bootstrap.servers": boot, "group.id": "logs-subscribe", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
-        s.subscribe(["logs-lz4"])
-        got, deadline = 0, time.monotonic() + 60
-        while got < ROUNDS * PER_ROUND and time.monotonic() < deadline:
-            m = s.poll(0.5)
-            if m is not None and m.error() is None:
-                got += 1
-        assert got == ROUNDS * PER_ROUND
-        _retry(lambda: s.commit(asynchronous=False))
-        s.close()
+        _write(kafka.bootstrap)
     finally:
         kafka.stop()
     yield kafka.log_dir
     kafka.close()
+
+
+def _write(boot: str) -> None:
+    """What the module docstring says, on the Kafka node at ``boot``; the clients are gone when it returns
+    (none is left to complain once the node stops)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": boot})
+    names = [f"logs-{c}" for c in CODECS] + ["logs-txn"]
+    # a small index interval, so that the offset and time indexes have entries to compare
+    for f in admin.create_topics([NewTopic(n, 1, 1, config={"index.interval.bytes": "200"})
+                                  for n in names]).values():
+        f.result(60)
+    for codec in CODECS:
+        p = Producer({"bootstrap.servers": boot, "compression.type": codec, "linger.ms": 0,
+                      "enable.idempotence": codec == "zstd"})
+        for r in range(ROUNDS):
+            for i in range(PER_ROUND):
+                n = r * PER_ROUND + i
+                p.produce(f"logs-{codec}", value=f"{codec} value {n} ".encode() * 3,
+                          key=None if n % 4 == 3 else f"key-{codec}-{n}".encode(),
+                          headers=[("h", b"\x00\x01")] if n % 5 == 0 else None)
+            assert p.flush(60) == 0
+    tp = Producer({"bootstrap.servers": boot, "transactional.id": "logs-tx", "linger.ms": 0})
+    tp.init_transactions(60)
+    for commit in (True, False, True):
+        tp.begin_transaction()
+        for i in range(3):
+            tp.produce("logs-txn", key=f"tx-{commit}-{i}".encode(), value=b"v")
+        assert tp.flush(60) == 0  # records written, so an abort has something to mark
+        (tp.commit_transaction if commit else tp.abort_transaction)(60)
+    # a group that assigns and commits, and one that subscribes (classic protocol: group metadata records)
+    c = Consumer({"bootstrap.servers": boot, "group.id": "logs-assign", "enable.auto.commit": False})
+    _retry(lambda: c.commit(offsets=[TopicPartition("logs-none", 0, 5), TopicPartition("logs-gzip", 0, 9)],
+                            asynchronous=False))
+    c.close()
+    s = Consumer({"bootstrap.servers": boot, "group.id": "logs-subscribe", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    s.subscribe(["logs-lz4"])
+    got, deadline = 0, time.monotonic() + 60
+    while got < ROUNDS * PER_ROUND and time.monotonic() < deadline:
+        m = s.poll(0.5)
+        if m is not None and m.error() is None:
+            got += 1
+    assert got == ROUNDS * PER_ROUND
+    _retry(lambda: s.commit(asynchronous=False))
+    s.close()
 
 
 def _retry(call, attempts: int = 60):
@@ -342,3 +349,63 @@ def test_kafkawire_logs_summarises_the_kafka_directory(kafka_dir, capsys):
     assert offsets["groups"]["logs-assign"] == {"logs-gzip-0": 9, "logs-none-0": 5}
     assert offsets["groups"]["logs-subscribe"] == {"logs-lz4-0": ROUNDS * PER_ROUND}
     assert not [i for i in items if i["kind"] == "unknown_entries"]
+
+
+def _kafka_index_lines(files: list[Path]) -> dict[str, list[dict]]:
+    """DumpLogSegments on index, time index, transaction index and producer snapshot files: per file the
+    ``name: value`` fields of each entry line."""
+    import kafka_pins
+    import kafka_reference
+
+    cmd = [kafka_reference._tool("java"), "-Xmx256m", "-cp", kafka_reference.classpath(kafka_pins.TOOLS),
+           "org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(str(f) for f in files)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out: dict[str, list[dict]] = {}
+    current: list[dict] | None = None
+    for line in proc.stdout.splitlines():
+        if line.startswith("Dumping "):
+            current = out.setdefault(os.path.realpath(line[len("Dumping "):].strip()), [])
+        elif current is not None and re.match(r"(offset|timestamp|version|producerId): ", line):
+            current.append(dict(re.findall(r"(\w+): (\S+)", line)))
+    return out
+
+
+def test_indexes_and_producer_snapshots_agree_with_dump_log_segments(kafka_dir, capsys):
+    files = sorted(p for p in kafka_dir.glob("*/*") if p.suffix in (".index", ".timeindex", ".txnindex", ".snapshot"))
+    theirs = _kafka_index_lines(files)
+    entries = 0
+    kinds = set()
+    for path in files:
+        assert kafkawire_main(["logs", "--dump", "--json", str(path)]) == 0, path
+        items = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        kafka = theirs.get(os.path.realpath(path), [])
+        if path.suffix == ".index":
+            ours = [(i["offset"], i["position"]) for i in items if i["kind"] == "index_entry"]
+            assert ours == [(int(k["offset"]), int(k["position"])) for k in kafka], path
+        elif path.suffix == ".timeindex":
+            ours = [(i["timestamp"], i["offset"]) for i in items if i["kind"] == "index_entry"]
+            assert ours == [(int(k["timestamp"]), int(k["offset"])) for k in kafka], path
+        elif path.suffix == ".txnindex":
+            ours = [(i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
+                    for i in items if i["kind"] == "aborted_txn"]
+            assert ours == [(int(k["producerId"]), int(k["firstOffset"]), int(k["lastOffset"]),
+                             int(k["lastStableOffset"])) for k in kafka], path
+        else:
+            (snap,) = [i for i in items if i["kind"] == "producer_snapshot"]
+            assert snap["crc_valid"], path
+            ours = [(p["producer_id"], p["epoch"], p["coordinator_epoch"], p["last_sequence"] - p["offset_delta"],
+                     p["last_sequence"], p["last_offset"], p["offset_delta"], p["timestamp"],
+                     None if p["current_txn_first_offset"] < 0 else p["current_txn_first_offset"])
+                    for p in snap["producers"]]
+            assert ours == [(int(k["producerId"]), int(k["producerEpoch"]), int(k["coordinatorEpoch"]),
+                             int(k["firstSequence"]), int(k["lastSequence"]), int(k["lastOffset"]),
+                             int(k["offsetDelta"]), int(k["timestamp"]),
+                             None if k["currentTxnFirstOffset"] == "OptionalLong.empty"
+                             else int(k["currentTxnFirstOffset"].split("[")[1].rstrip("]"))) for k in kafka], path
+        entries += len(ours)
+        if ours:
+            kinds.add(path.suffix)
+    # the directory holds entries of every kind, so each comparison above compared something
+    assert kinds == {".index", ".timeindex", ".txnindex", ".snapshot"}, kinds
+    print(f"index and snapshot entries compared with DumpLogSegments: {entries} in {len(files)} files", file=sys.stderr)

@@ -6,7 +6,7 @@ directory (segments with their batches, records, offsets and bytes, index entrie
 leader epochs, topic id), the top-level checkpoints, the offsets committed in ``__consumer_offsets`` and
 the entries it does not know. ``kafkawire logs --dump FILE...`` decodes one file: a ``.log`` batch by
 batch and record by record (like Kafka's ``kafka-dump-log.sh --deep-iteration --print-data-log``),
-``.index``/``.timeindex`` entries, a producer ``.snapshot``, a KRaft snapshot ``.checkpoint``, text
+``.index``/``.timeindex``/``.txnindex`` entries, a producer ``.snapshot``, a KRaft snapshot ``.checkpoint``, text
 checkpoints, ``partition.metadata``, ``meta.properties``, ``quorum-state``. Records of the metadata log
 and of ``__consumer_offsets`` are decoded by their schemas (chosen from the directory name, or
 ``--decode``). ``--json`` prints JSON lines.
@@ -127,6 +127,9 @@ def _print_item(item: dict, out) -> None:
             print(f"offset {item['offset']} -> position {item['position']}", file=out)
         else:
             print(f"timestamp {item['timestamp']} -> offset {item['offset']}", file=out)
+    elif kind == "aborted_txn":
+        print(f"aborted: producer {item['producer_id']} offsets {item['first_offset']}..{item['last_offset']}, "
+              f"last stable offset {item['last_stable_offset']}", file=out)
     elif kind == "index_summary":
         print(f"{item['entries']} entries" + (f" ({item['preallocated_bytes']} preallocated bytes after them)"
                                               if item["preallocated_bytes"] else ""), file=out)
@@ -231,7 +234,9 @@ def _summary(path: str, args, out) -> int:
                 for s in segs:
                     print(f"    {s['base_offset']:020d}.log: {s['batches']} batches, {s['records']} records, "
                           f"{s['bytes']} bytes, index {s.get('index_entries', '-')} entries, "
-                          f"timeindex {s.get('timeindex_entries', '-')} entries", file=out)
+                          f"timeindex {s.get('timeindex_entries', '-')} entries"
+                          + (f", {s['txnindex_entries']} aborted transactions" if s.get("txnindex_entries") else ""),
+                          file=out)
         if empty:
             print(f"  no records ({len(empty)}): {' '.join(empty)}", file=out)
     checkpoints = by_kind.get("dir_checkpoint", [])

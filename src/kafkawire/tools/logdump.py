@@ -43,6 +43,7 @@ DEFAULT_MAX_BYTES = 256
 LOG_FILE = re.compile(r"(\d{20})\.log")
 INDEX_FILE = re.compile(r"(\d{20})\.index")
 TIME_INDEX_FILE = re.compile(r"(\d{20})\.timeindex")
+TXN_INDEX_FILE = re.compile(r"(\d{20})\.txnindex")
 SNAPSHOT_FILE = re.compile(r"(\d{20})\.snapshot")
 KRAFT_SNAPSHOT_FILE = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 QUARANTINE_FILE = re.compile(r"(\d{20})\.(\d+)\.(\d+)\.quarantine")
@@ -59,6 +60,7 @@ DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-check
 _I16 = struct.Struct(">h")
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producer id, first offset, last offset, last stable offset
 _SNAPSHOT_HEAD = struct.Struct(">hI")
 
 # Raft control record types whose value is a versioned message of the spec.
@@ -431,6 +433,24 @@ def dump_time_index(data: bytes, base_offset: int) -> Iterator[dict]:
                "reason": f"{len(data) % 12} bytes after the last whole entry"}
 
 
+def dump_txn_index(data: bytes) -> Iterator[dict]:
+    """``.txnindex`` entries: the aborted transactions of the segment (``version``, ``producer_id``,
+    ``first_offset``, ``last_offset``, ``last_stable_offset``), then a summary."""
+    data = bytes(data)
+    whole = len(data) // _TXN_ENTRY.size
+    for i in range(whole):
+        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * _TXN_ENTRY.size)
+        if version != 0:
+            yield {"kind": "error", "position": i * _TXN_ENTRY.size, "reason": f"unknown entry version {version}"}
+            return
+        yield {"kind": "aborted_txn", "producer_id": pid, "first_offset": first, "last_offset": last,
+               "last_stable_offset": lso}
+    yield {"kind": "index_summary", "entries": whole, "preallocated_bytes": 0}
+    if len(data) % _TXN_ENTRY.size:
+        yield {"kind": "error", "position": whole * _TXN_ENTRY.size,
+               "reason": f"{len(data) % _TXN_ENTRY.size} bytes after the last whole entry"}
+
+
 def dump_producer_snapshot(data: bytes) -> Iterator[dict]:
     """A ``.snapshot`` (producer state): version int16, CRC-32C of what follows the CRC, the entries."""
     data = bytes(data)
@@ -523,6 +543,8 @@ def file_kind(path: str) -> str | None:
         return "index"
     if name.endswith(".timeindex"):
         return "timeindex"
+    if name.endswith(".txnindex"):
+        return "txnindex"
     if name.endswith(".snapshot"):
         return "snapshot"
     if name.endswith("checkpoint"):
@@ -552,6 +574,8 @@ def dump_file(path: str, data: bytes, *, decoder: str = "auto", records: bool = 
         yield from dump_offset_index(data, base_offset_of(path))
     elif kind == "timeindex":
         yield from dump_time_index(data, base_offset_of(path))
+    elif kind == "txnindex":
+        yield from dump_txn_index(data)
     elif kind == "snapshot":
         yield from dump_producer_snapshot(data)
     elif kind in ("checkpoint", "properties", "partition-metadata", "json"):
@@ -614,7 +638,8 @@ def _summarize_entry(directory: str, name: str, out: dict) -> None:
         info, errors = _headers_only(path)
         base = int(name[:20])
         seg = {"base_offset": base, **info}
-        for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index)):
+        for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index),
+                               (".txnindex", lambda data, _base: dump_txn_index(data))):
             ipath = os.path.join(directory, name[:20] + suffix)
             if os.path.exists(ipath):
                 items = list(dumper(_read(ipath), base))
@@ -623,7 +648,7 @@ def _summarize_entry(directory: str, name: str, out: dict) -> None:
                 errors += [dict(e, file=ipath) for e in items if e["kind"] == "error"]
         out["segments"].append(seg)
         out["problems"] += [dict(e, file=path) if "file" not in e else e for e in errors]
-    elif INDEX_FILE.fullmatch(name) or TIME_INDEX_FILE.fullmatch(name):
+    elif INDEX_FILE.fullmatch(name) or TIME_INDEX_FILE.fullmatch(name) or TXN_INDEX_FILE.fullmatch(name):
         if not os.path.exists(os.path.join(directory, name[:20] + ".log")):
             out["other_files"].append(name)
     elif SNAPSHOT_FILE.fullmatch(name):
