@@ -136,6 +136,7 @@ def test_garbage_never_raises_and_is_reported_at_byte_zero():
             errors = _errors(items)
             assert errors and errors[0]["position"] == 0, n
         for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000001.snapshot",
+                     "00000000000000000000.txnindex",
                      "leader-epoch-checkpoint", "quorum-state", "meta.properties", "partition.metadata"):
             list(logdump.dump_file(name, data))  # any result, never an exception
 
@@ -197,6 +198,12 @@ def test_indexes_snapshots_and_checkpoints(tmp_path):
     assert item["crc_valid"] and item["producers"] == []
     bad = good[:6] + bytes([good[6] ^ 1]) + good[7:]
     assert _errors(logdump.dump_producer_snapshot(bad))
+    txn = struct.pack(">hqqqq", 0, 7, 4, 7, 8) + struct.pack(">hqqqq", 0, 9, 10, 12, 13)
+    items = list(logdump.dump_txn_index(txn + b"\x00"))
+    assert [(i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
+            for i in items if i["kind"] == "aborted_txn"] == [(7, 4, 7, 8), (9, 10, 12, 13)]
+    assert _errors(items) == [{"kind": "error", "position": 68, "reason": "1 bytes after the last whole entry"}]
+    assert _errors(logdump.dump_txn_index(struct.pack(">hqqqq", 3, 7, 4, 7, 8)))[0]["position"] == 0
     entries, errors = logdump.parse_checkpoint("0\n2\nt 0 5\nt 1 7\n")
     assert entries == [["t", "0", "5"], ["t", "1", "7"]] and not errors
     _, errors = logdump.parse_checkpoint("0\n3\nt 0 5\n")
