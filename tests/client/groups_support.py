@@ -116,5 +116,24 @@ def covers(assignments, topic: str, partitions: int) -> bool:
     return sorted(owned) == [(topic, p) for p in range(partitions)]
 
 
-__all__ = ["FAST", "GROUP_OVERRIDES", "Members", "covers", "create_topics", "group_broker", "names", "produce",
-           "wait_for"]
+__all__ = ["FAST", "GROUP_OVERRIDES", "Members", "covers", "create_topics", "group_broker", "names",
+           "private_group_broker", "produce", "wait_for"]
+
+
+@pytest.fixture(params=TARGETS)
+def private_group_broker(request, tmp_path):
+    """A broker of this test's own, to restart: kafkawire on segment storage, or a private Kafka node."""
+    if request.param == "kafka":
+        from peers.peer_harness import KafkaBroker
+
+        b = KafkaBroker(tmp_path / "kafka", GROUP_OVERRIDES)
+        try:
+            yield start_kafka(b)
+        finally:
+            b.close()
+        return
+    b = Broker(tmp_path / "broker").start()
+    try:
+        yield b
+    finally:
+        b.stop()

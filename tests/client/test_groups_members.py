@@ -17,7 +17,17 @@ import pytest
 
 from kafkawire.client import AsyncConsumer, Consumer
 
-from .groups_support import FAST, Members, covers, create_topics, group_broker, names, produce, wait_for  # noqa: F401
+from .groups_support import (  # noqa: F401
+    FAST,
+    Members,
+    covers,
+    create_topics,
+    group_broker,
+    names,
+    private_group_broker,
+    produce,
+    wait_for,
+)
 
 PROTOCOLS = {
     "classic-range": dict(group_protocol="classic", partition_assignment_strategy="range"),
@@ -380,5 +390,31 @@ def test_unsubscribe_and_subscribe_again(group_broker, names):
         c.subscribe([topic])
         m.poll_until(lambda: len(m.seen()) == 30, 60, "the 10 new records")
         assert set(m.seen()) == set(range(30)) and max(m.seen().values()) == 1
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "consumer"])
+def test_members_survive_a_broker_restart(private_group_broker, names, protocol):
+    """The coordinator goes away and comes back (the broker restarts): the members find it again, keep or
+    regain their partitions, and read what is produced afterwards from their committed offsets, once."""
+    topic, group = names
+    broker = private_group_broker
+    create_topics(broker.bootstrap, topic, partitions=4)
+    produce(broker.bootstrap, topic, range(100), 4)
+    m = Members()
+    try:
+        m.add("a", broker.bootstrap, [topic], group_id=group, **PROTOCOLS[protocol])
+        m.add("b", broker.bootstrap, [topic], group_id=group, **PROTOCOLS[protocol])
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2] and len(m.seen()) == 100, 60,
+                     "two partitions each and all 100 records")
+        for c in m.consumers.values():
+            c.commit()
+        broker.restart()
+        produce(broker.bootstrap, topic, range(100, 200), 4)
+        m.poll_until(lambda: set(m.seen()) >= set(range(200)), 120, "the 100 records produced after the restart")
+        m.poll_until(lambda: covers(m.assignments().values(), topic, 4), 60, "every partition owned once")
+        seen = m.seen()
+        assert max(seen.values()) == 1, sorted(v for v, n in seen.items() if n > 1)[:20]
     finally:
         m.close()
