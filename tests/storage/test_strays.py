@@ -151,11 +151,30 @@ def test_check_lists_entries_that_are_not_kafkawire_s(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["unknown"] == KAFKA_ENTRIES
 
 
-def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
-    """The real thing: Kafka's own directory, and ``kafkawire serve`` on it, taking writes of its own."""
+def _write_orders(bootstrap: str) -> None:
+    """Ten keyed records on a topic of two partitions (the clients are gone when this returns)."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(60)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(10):
+        p.produce("orders", key=b"k%d" % i, value=b"v%d" % i)
+    assert p.flush(60) == 0
+
+
+def _produce_own(bootstrap: str) -> None:
+    """A record to a topic kafkawire creates on the fly, beside Kafka's."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    p.produce("kafkawire-own", value=b"mine")
+    assert p.flush(30) == 0
+
+
+def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
+    """The real thing: Kafka's own directory, and ``kafkawire serve`` on it, taking writes of its own."""
     from kafkawire.testing import KafkaBroker
 
     from kafka_reference import KafkaUnavailable, ReferenceKafka
@@ -167,12 +186,7 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
         kafka.close()
         reference_unavailable(str(exc))
     try:
-        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
-        admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result(60)
-        p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 0})
-        for i in range(10):
-            p.produce("orders", key=b"k%d" % i, value=b"v%d" % i)
-        assert p.flush(60) == 0
+        _write_orders(kafka.bootstrap)
     finally:
         kafka.stop()
     log_dir = kafka.log_dir
@@ -181,9 +195,7 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
     broker = KafkaBroker(storage="segments", data_dir=log_dir, config={"node.id": "1"})
     broker.start()
     try:
-        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
-        p.produce("kafkawire-own", value=b"mine")  # auto-created by kafkawire, beside Kafka's
-        assert p.flush(30) == 0
+        _produce_own(broker.bootstrap)
         log_text = broker.log_path.read_text(errors="replace")
     finally:
         broker.stop()
