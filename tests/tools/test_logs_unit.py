@@ -270,3 +270,25 @@ def test_summary_of_a_directory_of_garbage_reports_and_never_raises(tmp_path, ca
     assert any(e["file"].endswith("t-0/00000000000000000000.log") and e["position"] == 0 for e in errors)
     assert any(e["file"].endswith("t-0/00000000000000000005.log") for e in errors)
     assert any(e["file"].endswith("topics.json") for e in errors)
+
+
+def _metadata_value(name: str, record_type: int, **fields) -> bytes:
+    return bytes([1, record_type, 0]) + message_class(name)(**fields).encode(0)
+
+
+def test_the_metadata_log_is_replayed_from_its_newest_snapshot(tmp_path):
+    a, b = uuid.uuid4(), uuid.uuid4()
+    meta = tmp_path / "__cluster_metadata-0"
+    meta.mkdir()
+    # the log from offset 0: topic a made, then removed at offset 1; the snapshot ending at offset 2 says
+    # otherwise (a exists), so the log's records before offset 2 must not be applied after it
+    (meta / "00000000000000000000.log").write_bytes(
+        build_batch([(None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS),
+                     (None, _metadata_value("RemoveTopicRecord", 9, topic_id=a), [], TS),
+                     (None, _metadata_value("TopicRecord", 2, name="b", topic_id=b), [], TS)]))
+    (meta / "00000000000000000002-0000000001.checkpoint").write_bytes(
+        build_batch([(None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS)]))
+    (meta / "00000000000000000000-0000000000.checkpoint").write_bytes(b"older, never read")
+    topics, count, problems = logdump.metadata_topics(str(meta))
+    assert sorted(topics) == ["a", "b"] and count == 2 and not problems
+    assert topics["a"]["topic_id"] == logdump.kafka_uuid(a)

@@ -700,12 +700,13 @@ def summarize_partition(directory: str) -> dict:
     return out
 
 
-def _metadata_files(directory: str) -> list[str]:
-    """The metadata log's newest KRaft snapshot (if any) and its segments, in replay order."""
+def _metadata_files(directory: str) -> tuple[list[str], int]:
+    """The metadata log's newest KRaft snapshot (if any) and its segments, in replay order, and the offset
+    the log is read from: the snapshot's end offset (its name), since it holds everything before it."""
     names = os.listdir(directory)
     snaps = sorted(n for n in names if KRAFT_SNAPSHOT_FILE.fullmatch(n))
     logs = sorted(n for n in names if LOG_FILE.fullmatch(n))
-    return [os.path.join(directory, n) for n in snaps[-1:] + logs]
+    return [os.path.join(directory, n) for n in snaps[-1:] + logs], int(snaps[-1][:20]) if snaps else 0
 
 
 def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
@@ -716,7 +717,9 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
     by_id: dict[str, str] = {}
     count = 0
     problems: list[dict] = []
-    for path in _metadata_files(directory):
+    files, log_from = _metadata_files(directory)
+    for path in files:
+        snapshot = KRAFT_SNAPSHOT_FILE.fullmatch(os.path.basename(path)) is not None
         try:
             data = _read(path)
         except OSError as exc:
@@ -728,33 +731,33 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
                 continue
             for rec in item.get("records", []):
                 dec = rec.get("decoded")
-                if not dec or "type" not in dec:
+                if not dec or "type" not in dec or (not snapshot and rec["offset"] < log_from):
                     continue
                 count += 1
-                data = dec["data"]
+                fields = dec["data"]
                 if dec["type"] == "TopicRecord":
-                    topics[data["name"]] = {"topic_id": kafka_uuid(data["topic_id"]), "partitions": {},
-                                            "configs": {}}
-                    by_id[data["topic_id"]] = data["name"]
+                    topics[fields["name"]] = {"topic_id": kafka_uuid(fields["topic_id"]), "partitions": {},
+                                              "configs": {}}
+                    by_id[fields["topic_id"]] = fields["name"]
                 elif dec["type"] == "RemoveTopicRecord":
-                    gone = by_id.pop(data["topic_id"], None)
+                    gone = by_id.pop(fields["topic_id"], None)
                     if gone is not None:
                         topics.pop(gone, None)
                 elif dec["type"] in ("PartitionRecord", "PartitionChangeRecord"):
-                    name = by_id.get(data["topic_id"])
+                    name = by_id.get(fields["topic_id"])
                     if name is None:
                         continue
-                    part = topics[name]["partitions"].setdefault(data["partition_id"], {})
+                    part = topics[name]["partitions"].setdefault(fields["partition_id"], {})
                     for field in ("leader", "replicas", "isr"):
-                        if field in data and data[field] is not None and data[field] != -2:
-                            part[field] = data[field]
-                elif dec["type"] == "ConfigRecord" and data.get("resource_type") == 2:
-                    t = topics.get(data["resource_name"])
+                        if field in fields and fields[field] is not None and fields[field] != -2:
+                            part[field] = fields[field]
+                elif dec["type"] == "ConfigRecord" and fields.get("resource_type") == 2:
+                    t = topics.get(fields["resource_name"])
                     if t is not None:
-                        if data.get("value") is None:
-                            t["configs"].pop(data["name"], None)
+                        if fields.get("value") is None:
+                            t["configs"].pop(fields["name"], None)
                         else:
-                            t["configs"][data["name"]] = data["value"]
+                            t["configs"][fields["name"]] = fields["value"]
     return topics, count, problems
 
 
