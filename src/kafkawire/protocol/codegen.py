@@ -26,6 +26,7 @@ in tests/protocol/test_decode_fast_paths.py.
 from __future__ import annotations
 
 import itertools
+import linecache
 import operator
 import struct
 import uuid
@@ -209,8 +210,21 @@ class _Compiler:
         return name
 
     def tmp(self, prefix="v") -> str:
+        """A fresh local: named after its field ("topic_id_12"), numbered so that inlined structs never clash."""
         self.counter += 1
         return f"{prefix}{self.counter}"
+
+    def describe(self, f: FieldSpec) -> str:
+        """The comment above a field's code: its schema name, type and the versions that carry it."""
+        v = self.version
+        parts = [f"{'[]' if f.is_array else ''}{f.type}", f"versions {f.versions}"]
+        if f.is_nullable(v):
+            parts.append(f"nullable {f.nullable}")
+        if f.is_tagged(v):
+            parts.append(f"tag {f.tag}")
+        if f.map_key:
+            parts.append("map key")
+        return f"# {f.name}: {', '.join(parts)}"
 
     def default_expr(self, f: FieldSpec) -> str:
         value = f.default_value()
@@ -251,10 +265,21 @@ class _Compiler:
     def compile(self) -> Codec:
         root = self.definition.root
         self.emit_struct(root)
-        source = "\n".join(self.src.lines) + "\n"
+        origin = self.definition.source or "spec/messages.json"
+        header = [
+            f"# {self.spec.name} v{self.version}{' (flexible)' if self.flexible else ''}: compiled by "
+            f"kafkawire.protocol.codegen from spec/messages.json, itself from {origin}.",
+            "# Per struct: d_<Struct> decodes fast, dc_<Struct> decodes again to name the failing field (c = [path,",
+            "# field, offset]), e_<Struct> encodes through w; a local is named after its field.",
+        ]
+        source = "\n".join(header + self.src.lines) + "\n"
         for name, cls in self.classes.items():
             self.ns[f"C_{name}"] = cls
-        code = compile(source, f"<kafkawire codec {self.spec.name} v{self.version}>", "exec")
+        filename = f"<kafkawire codec {self.spec.name} v{self.version}>"
+        code = compile(source, filename, "exec")
+        # tracebacks through the generated functions show their lines (an mtime of None keeps
+        # linecache.checkcache from dropping the entry: there is no file to compare it with)
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
         exec(code, self.ns)
         return Codec(self.spec.name, self.version, self.flexible, self.ns[f"d_{root.name}"],
                      self.ns[f"dc_{root.name}"], self.ns[f"e_{root.name}"], source,
@@ -297,7 +322,7 @@ class _Compiler:
         s = self.src
         v = self.version
         name = struct_spec.name
-        k = self.tmp("")
+        k = self.tmp("_")  # the suffix of this struct's own locals (tag section)
         values: dict[str, str] = {}
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
@@ -322,8 +347,9 @@ class _Compiler:
                         extra = "B"
                 prefetch = self.emit_fixed_run(run, values, checked, extra)
                 continue
-            var = self.tmp()
+            var = self.tmp(f"{f.attr}_")
             values[f.attr] = var
+            s(self.describe(f))
             if checked:
                 s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
             self.emit_decode_value(f, var, compact=f.compact(v, self.flexible), checked=checked, pre=prefetch)
@@ -331,9 +357,10 @@ class _Compiler:
             i += 1
         unk = "None"
         if self.flexible:
-            unk, ntags, tag, size, end = (f"unk{k}", f"ntags{k}", f"tag{k}", f"size{k}", f"end{k}")
+            unk, ntags, tag, size, end = (f"unknown_tags{k}", f"tag_count{k}", f"tag{k}", f"tag_size{k}",
+                                          f"tag_end{k}")
             for f in tagged:
-                var = self.tmp()
+                var = self.tmp(f"{f.attr}_")
                 values[f.attr] = var
                 self.emit_default(f, var)
             s(f"{unk} = None")
@@ -362,6 +389,7 @@ class _Compiler:
                 s(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
                 first = False
                 s.indent()
+                s(self.describe(f))
                 if checked:
                     s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
                 self.emit_decode_value(f, values[f.attr], compact=True, checked=checked)
@@ -379,7 +407,7 @@ class _Compiler:
             s.dedent()
         for f in self.class_fields[name]:
             if f.attr not in values and f.is_struct and not f.is_array and f.default_value() is not None:
-                values[f.attr] = var = self.tmp()
+                values[f.attr] = var = self.tmp(f"{f.attr}_")
                 self.emit_default(f, var)
         s(f"{out} = _new(C_{name})")
         for f in self.class_fields[name]:
@@ -396,7 +424,7 @@ class _Compiler:
         subs = {}
         for g in fields:
             if g.is_struct and not g.is_array and g.default_value() is not None:
-                subs[g.attr] = self.tmp()
+                subs[g.attr] = self.tmp(f"{g.attr}_")
                 self.emit_default(g, subs[g.attr])
         self.src(f"{var} = _new(C_{f.struct.name})")
         for g in fields:
@@ -428,15 +456,16 @@ class _Compiler:
         st = struct.Struct(fmt)
         names = []
         for f in run:
-            var = self.tmp()
+            var = self.tmp(f"{f.attr}_")
             values[f.attr] = var
             names.append(var)
+            s(self.describe(f))
         if checked:
             s(f"c[0] = p; c[1] = {run[0].name!r}; c[2] = pos")
             s(f"if pos + {st.size} > L: raise _DecodeError('needs {st.size} bytes for {'/'.join(f.name for f in run)}, %d left' % (L - pos), offset=pos)")
         targets = list(names)
         if extra is not None:
-            targets.append(self.tmp("n"))
+            targets.append(self.tmp("ahead_"))  # the length or tag byte after the run
             unpack = self.const(struct.Struct(fmt + extra).unpack_from, "_U")
         else:
             unpack = self.const(st.unpack_from, "_U")
@@ -503,7 +532,7 @@ class _Compiler:
         v = self.version
         nullable = f.is_nullable(v) and not element
         if f.is_array and not element:
-            n = self.tmp("n") if pre is None else pre[0]
+            n = self.tmp(f"{f.attr}_count_") if pre is None else pre[0]
             self.emit_length(n, compact, 4, checked, pre)
             s(f"if {n} < 0:")
             s.indent()
@@ -537,8 +566,8 @@ class _Compiler:
                 if bulk:
                     s(f"if {var} is None:")
                     s.indent()
-                idx = self.tmp("i")
-                item = self.tmp("x")
+                idx = self.tmp(f"{f.attr}_i_")
+                item = self.tmp(f"{f.attr}_item_")
                 s(f"{var} = []")
                 s(f"for {idx} in range({n}):")
                 s.indent()
@@ -581,7 +610,7 @@ class _Compiler:
                 s(f"{var} = {self.uuid_expr(var, checked)}")
             return
         # string, bytes, records
-        n = self.tmp("n") if pre is None else pre[0]
+        n = self.tmp(f"{f.attr}_len_") if pre is None else pre[0]
         self.emit_length(n, compact, 2 if t == "string" else 4, checked, pre)
         s(f"if {n} < 0:")
         s.indent()
@@ -629,8 +658,9 @@ class _Compiler:
             fmt += "x"  # the tag byte, checked apart: one C call over a strided slice
             width += 1
         cache = self.const(_fixed_array_cache(fmt), "_FA")
-        fu, flat, it, x = self.tmp("fu"), self.tmp("fl"), self.tmp("it"), self.tmp("x")
-        names = [self.tmp() for _ in fields]
+        fu, flat = self.tmp(f"{f.attr}_unpack_"), self.tmp(f"{f.attr}_flat_")
+        it, x = self.tmp(f"{f.attr}_iter_"), self.tmp(f"{f.attr}_item_")
+        names = [self.tmp(f"{g.attr}_") for g in fields]
         s(f"{var} = None")
         # short arrays cost less in the loop; a format is only compiled for a count whose
         # elements the input actually holds
@@ -697,7 +727,7 @@ class _Compiler:
         s = self.src
         v = self.version
         name = struct_spec.name
-        k = self.tmp("")
+        k = self.tmp("_")  # the suffix of this struct's own locals (tag section)
         present_attrs = {f.attr for f in present}
         for f in self.class_fields[name]:
             if f.attr in present_attrs or f.ignorable:
@@ -716,15 +746,18 @@ class _Compiler:
                 while (i + len(run) < len(untagged) and not untagged[i + len(run)].is_array
                        and untagged[i + len(run)].type in FIXED_TYPES):
                     run.append(untagged[i + len(run)])
+                for g in run:
+                    s(self.describe(g))
                 fmt = ">" + "".join(FIXED_TYPES[g.type][0] for g in run)
                 pack = self.const(struct.Struct(fmt).pack, "_P")
                 args = ", ".join(f"{o}.{g.attr}.bytes" if g.type == "uuid" else f"{o}.{g.attr}" for g in run)
                 s(f"{w}({pack}({args}))")
                 i += len(run)
                 continue
+            s(self.describe(f))
             self.emit_encode_value(f, f"{o}.{f.attr}", f.compact(v, self.flexible), w)
             i += 1
-        t, u, sub = f"t{k}", f"u{k}", f"sub{k}"
+        t, u, sub = f"tagged{k}", f"unknown_tags{k}", f"tag_bytes{k}"
         if self.flexible and not tagged:
             s(f"{u} = {o}._unknown_tags")
             s(f"if {u}: _write_unknown_tags({u}, {w})")
@@ -732,7 +765,8 @@ class _Compiler:
         elif self.flexible:
             s(f"{t} = None")
             for f in tagged:
-                var = self.tmp()
+                var = self.tmp(f"{f.attr}_")
+                s(self.describe(f))
                 s(f"{var} = {o}.{f.attr}")
                 s(f"if {self.default_compare(f, var)}:")
                 s.indent()
@@ -777,7 +811,7 @@ class _Compiler:
         s = self.src
         t = f.type
         if f.is_array and not element:
-            lst = self.tmp("l")
+            lst = self.tmp(f"{f.attr}_")
             s(f"{lst} = {expr}")
             s(f"if {lst} is None:")
             s.indent()
@@ -785,14 +819,14 @@ class _Compiler:
             s.dedent()
             s("else:")
             s.indent()
-            n = self.tmp("n")
+            n = self.tmp(f"{f.attr}_count_")
             s(f"{n} = len({lst})")
             self.emit_len(n, compact, 4, w)
             if t in FIXED_TYPES and t != "uuid":
                 ch = FIXED_TYPES[t][0]
                 s(f"{w}({self.const(_pack_array(ch), '_PA')}({lst}))")
             else:
-                item = self.tmp("x")
+                item = self.tmp(f"{f.attr}_item_")
                 s(f"for {item} in {lst}:")
                 s.indent()
                 self.emit_encode_value(f, item, compact, w, element=True)
@@ -800,7 +834,7 @@ class _Compiler:
             s.dedent()
             return
         if f.struct is not None:
-            var = self.tmp()
+            var = self.tmp(f"{f.attr}_")
             s(f"{var} = {expr}")
             if f.is_nullable(self.version) and not element:
                 s(f"if {var} is None: {w}(b'\\xff')")
@@ -818,7 +852,7 @@ class _Compiler:
             pack = self.const(struct.Struct(">" + FIXED_TYPES[t][0]).pack, "_P")
             s(f"{w}({pack}({expr}{'.bytes' if t == 'uuid' else ''}))")
             return
-        var = self.tmp()
+        var = self.tmp(f"{f.attr}_")
         s(f"{var} = {expr}")
         s(f"if {var} is None:")
         s.indent()
@@ -828,7 +862,7 @@ class _Compiler:
         s.indent()
         if t == "string":
             s(f"{var} = {var}.encode('utf-8')")
-        n = self.tmp("n")
+        n = self.tmp(f"{f.attr}_len_")
         s(f"{n} = len({var})")
         self.emit_len(n, compact, 2 if t == "string" else 4, w)
         s(f"{w}({var})")

@@ -138,7 +138,8 @@ class Message(Struct):
         try:
             obj, pos = codec.decode(view, 0)
         except Exception:
-            raise _diagnose(cls, codec, view, 0, version) from None
+            error = _diagnose(cls, codec, view, 0, version)
+            raise error from error.__cause__
         finally:
             if paused:
                 _gc_enable()
@@ -162,7 +163,8 @@ class Message(Struct):
         finally:
             if paused:
                 _gc_enable()
-        raise _diagnose(cls, codec, view, pos, version)
+        error = _diagnose(cls, codec, view, pos, version)
+        raise error from error.__cause__
 
 
 # A decoded message is a tree: the decoder never makes a reference cycle, so the cycle collector
@@ -187,20 +189,24 @@ def _as_view(buf):
 
 
 def _diagnose(cls, codec: Codec, view: memoryview, pos: int, version: int) -> DecodeError:
-    """Re-run the checked decoder to name the field path and offset of the failure."""
+    """Re-run the checked decoder to name the field path and offset of the failure. The checked decoder's
+    own exception is the error's cause, so a traceback shows the generated line that refused the input."""
     ctx = ["", "", pos]
     label = f"{cls.spec.name} v{version}"
     try:
         codec.decode_checked(view, pos, ctx, "")
-    except DecodeError as exc:
-        # ctx[2] is where the failing field starts: the offset a reader looks for in a hexdump
-        return DecodeError(exc.problem, path=_path(ctx), offset=ctx[2], message=label)
-    except UnicodeDecodeError as exc:
-        return DecodeError(f"invalid UTF-8 in string ({exc.reason})", path=_path(ctx), offset=ctx[2], message=label)
-    except (IndexError, ValueError, struct.error) as exc:
-        return DecodeError(f"truncated: {exc}", path=_path(ctx), offset=ctx[2], message=label)
     except Exception as exc:
-        return DecodeError(f"{type(exc).__name__}: {exc}", path=_path(ctx), offset=ctx[2], message=label)
+        if isinstance(exc, DecodeError):
+            problem = exc.problem  # ctx[2] is where the failing field starts: the offset a hexdump reader wants
+        elif isinstance(exc, UnicodeDecodeError):
+            problem = f"invalid UTF-8 in string ({exc.reason})"
+        elif isinstance(exc, (IndexError, ValueError, struct.error)):
+            problem = f"truncated: {exc}"
+        else:
+            problem = f"{type(exc).__name__}: {exc}"
+        error = DecodeError(problem, path=_path(ctx), offset=ctx[2], message=label)
+        error.__cause__ = exc
+        return error
     return DecodeError("decoder failed on input that decodes when checked", offset=pos, message=label)
 
 

@@ -144,6 +144,7 @@ class Definition:
     flexible: Versions | None
     root: StructSpec
     structs: dict[str, StructSpec] = field(default_factory=dict)
+    source: str | None = None  # the jar and file it came from ("kafka-clients-4.4.0.jar!common/message/X.json")
 
     def is_flexible(self, version: int) -> bool:
         return _contains(self.flexible, version)
@@ -221,7 +222,8 @@ def _parse_definition(name: str, raw: dict) -> Definition:
     root = StructSpec(name, [_parse_field(f, structs, pending) for f in raw["fields"]])
     for f in pending:
         f.struct = structs[f.type]
-    return Definition(Versions.of(raw["versions"]), Versions.of(raw.get("flexible")), root, structs)
+    return Definition(Versions.of(raw["versions"]), Versions.of(raw.get("flexible")), root, structs,
+                      raw.get("source"))
 
 
 def _parse_message(raw: dict) -> MessageSpec:
