@@ -272,8 +272,8 @@ def test_summary_of_a_directory_of_garbage_reports_and_never_raises(tmp_path, ca
     assert any(e["file"].endswith("topics.json") for e in errors)
 
 
-def _metadata_value(name: str, record_type: int, **fields) -> bytes:
-    return bytes([1, record_type, 0]) + message_class(name)(**fields).encode(0)
+def _metadata_value(schema: str, record_type: int, **fields) -> bytes:
+    return bytes([1, record_type, 0]) + message_class(schema)(**fields).encode(0)
 
 
 def test_the_metadata_log_is_replayed_from_its_newest_snapshot(tmp_path):
