@@ -418,3 +418,28 @@ def test_members_survive_a_broker_restart(private_group_broker, names, protocol)
         assert max(seen.values()) == 1, sorted(v for v, n in seen.items() if n > 1)[:20]
     finally:
         m.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic-range", "classic-cooperative-sticky", "consumer"])
+def test_partitions_added_to_a_subscribed_topic_are_assigned(group_broker, names, protocol):
+    """A topic of the subscription grows from 2 to 4 partitions: the group rebalances and hands them out
+    (classic: the members notice in their metadata and rejoin; KIP-848: the coordinator does)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=2)
+    m = Members()
+    try:
+        m.add("a", bs, [topic], group_id=group, **PROTOCOLS[protocol])
+        m.add("b", bs, [topic], group_id=group, **PROTOCOLS[protocol])
+        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [1, 1], 60, "one partition each")
+        admin = AdminClient({"bootstrap.servers": bs})
+        for f in admin.create_partitions([NewPartitions(topic, 4)]).values():
+            f.result(30)
+        m.poll_until(lambda: covers(m.assignments().values(), topic, 4) and
+                     sorted(map(len, m.assignments().values())) == [2, 2], 60, "two partitions each")
+        produce(bs, topic, range(40), 4)
+        m.poll_until(lambda: set(m.seen()) == set(range(40)), 60, "records of the new partitions")
+    finally:
+        m.close()

@@ -193,6 +193,7 @@ class AsyncConsumer:
             self.group.topics = {topics} if isinstance(topics, str) else set(topics)
         self.group.listener = Listener(on_partitions_revoked, on_partitions_assigned, on_partitions_lost, listener)
         self.group._metadata_checked = 0.0
+        self.group._known_counts = None
         was = self._subscribed
         self._subscribed = True
         try:

@@ -146,6 +146,7 @@ class Membership:
         self._metadata_checked = 0.0
         self.last_poll = time.monotonic()
         self.poll_expired = False             # left the group: no poll within max_poll_interval_ms
+        self._known_counts: dict[str, int] | None = None   # partitions per subscribed topic at the last check
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -489,9 +490,12 @@ class Membership:
             return False
         self._metadata_checked = now
         if self.pattern is None:
-            before = {t: self._partition_count(t) for t in self.topics}
+            # compared with what the last check saw, not with the cache (the fetcher refreshes it too)
             await self.cluster.refresh(sorted(set(self.cluster.topics) | self.topics))
-            return before != {t: self._partition_count(t) for t in self.topics}
+            counts = {t: self._partition_count(t) for t in self.topics}
+            changed = self._known_counts is not None and counts != self._known_counts
+            self._known_counts = counts
+            return changed
         await self.cluster.refresh(all_topics=True)
         found = {t for t, info in self.cluster.topics.items()
                  if not info.is_internal and self.pattern.fullmatch(t)}
