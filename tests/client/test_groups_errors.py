@@ -202,3 +202,26 @@ def test_consumer_protocol_fenced_member_rejoins_at_epoch_zero(code):
     # joins owning nothing, acknowledges [0], heartbeats [0], rejoins owning nothing after the fence, acks [0, 1]
     assert owned == [[], [0], [0], [], [0, 1]]
     assert hb[-1].member_epoch == -1, "close() did not leave the group"
+
+
+def test_no_committed_offset_with_auto_offset_reset_none():
+    """auto_offset_reset="none" and a partition the group never committed: the poll raises (Kafka's
+    NoOffsetForPartitionException) and the partition is not fetched."""
+    from kafkawire.client.groups.membership import NoOffsetForPartitionError
+
+    async def main():
+        b = await GroupBroker().start()
+        b.committed = {}
+        c = AsyncConsumer(b.bootstrap, group_id="g", auto_offset_reset="none", heartbeat_interval_ms=50,
+                          fetch_max_wait_ms=50)
+        c.subscribe([TOPIC])
+        with pytest.raises(NoOffsetForPartitionError):
+            await poll_until(c, lambda: False)
+        assignment = c.assignment()
+        await c.close()
+        await b.close()
+        return b, assignment
+
+    b, assignment = asyncio.run(main())
+    assert assignment == []
+    assert not b.sent(ApiKey.FETCH) and not b.sent(ApiKey.LIST_OFFSETS)

@@ -92,6 +92,11 @@ class CommitFailedError(KafkaError):
     member now, as Kafka's CommitFailedException says."""
 
 
+class NoOffsetForPartitionError(KafkaError):
+    """Assigned partitions without a committed offset when ``auto_offset_reset="none"``: raised by the next poll
+    (Kafka's NoOffsetForPartitionException); those partitions are not read."""
+
+
 REBALANCED = frozenset({kerrors.ILLEGAL_GENERATION, kerrors.UNKNOWN_MEMBER_ID, kerrors.REBALANCE_IN_PROGRESS,
                         kerrors.FENCED_MEMBER_EPOCH, kerrors.STALE_MEMBER_EPOCH, kerrors.FENCED_INSTANCE_ID})
 
@@ -476,7 +481,15 @@ class Membership:
                 if off is not None:
                     self.committed[tp] = off
             self.owned |= tps
-            self.consumer._group_assign({tp: committed.get(tp) for tp in tps})
+            starts = {tp: committed.get(tp) for tp in tps}
+            if self.consumer.auto_offset_reset == "none":
+                # Kafka's NoOffsetForPartitionException: such partitions are owned but not read
+                missing = sorted(tp for tp, off in starts.items() if off is None)
+                if missing:
+                    starts = {tp: off for tp, off in starts.items() if off is not None}
+                    self.consumer._fail(NoOffsetForPartitionError(
+                        kerrors.OFFSET_OUT_OF_RANGE, f"no committed offset and auto_offset_reset='none': {missing}"))
+            self.consumer._group_assign(starts)
         self.rebalances += 1
         self._changed.set()
         await self._callback(self.listener.assigned, sorted(tps))
@@ -787,4 +800,5 @@ class ConsumerMembership(Membership):
         self.epoch = 0
 
 
-__all__ = ["ClassicMembership", "CommitFailedError", "ConsumerMembership", "GroupError", "Listener", "Membership"]
+__all__ = ["ClassicMembership", "CommitFailedError", "ConsumerMembership", "GroupError", "Listener", "Membership",
+           "NoOffsetForPartitionError"]
