@@ -34,8 +34,6 @@ from kafkawire.tools import logdump
 
 from conftest import reference_unavailable
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
-
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 ROUNDS = 4  # flushes per codec: one batch each
 PER_ROUND = 7
