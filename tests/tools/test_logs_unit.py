@@ -292,3 +292,12 @@ def test_the_metadata_log_is_replayed_from_its_newest_snapshot(tmp_path):
     topics, count, problems = logdump.metadata_topics(str(meta))
     assert sorted(topics) == ["a", "b"] and count == 2 and not problems
     assert topics["a"]["topic_id"] == logdump.kafka_uuid(a)
+
+
+def test_values_are_text_when_printable_utf8_and_cut_at_whole_characters():
+    assert logdump.render_bytes("héllo".encode(), 2) == {"text": "h", "truncated": 5}  # é is two bytes
+    assert logdump.render_bytes(b"line\n\ttab", 0) == {"text": "line\n\ttab"}
+    assert logdump.render_bytes(b"\x00abc", 2) == {"hex": "0061", "truncated": 2}
+    assert logdump.render_bytes(b"\xc3", 10) == {"hex": "c3"}  # a cut-off character is not text
+    assert logdump.render_bytes(b"", 10) == {"text": ""} and logdump.render_bytes(None) is None
+    assert logdump.bytes_label({"text": "a\"b", "truncated": 3}) == '"a\\"b"... (+3 bytes)'

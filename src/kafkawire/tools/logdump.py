@@ -85,25 +85,22 @@ def render_bytes(data: bytes | None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict
     if data is None:
         return None
     data = bytes(data)
-    shown = data if not max_bytes or len(data) <= max_bytes else data[:max_bytes]
+    cut = bool(max_bytes) and len(data) > max_bytes
     out: dict[str, Any]
     try:
-        text = shown.decode("utf-8")
+        text: str | None = data.decode("utf-8")
     except UnicodeDecodeError:
-        # a cut may split a character: the whole value decides whether it is text
         text = None
-        if shown is not data:
-            try:
-                whole = data.decode("utf-8")
-                text = whole[:max_bytes]
-            except UnicodeDecodeError:
-                pass
     if text is not None and all(c.isprintable() or c in "\t\n\r" for c in text):
-        out = {"text": text}
+        # the whole value decides that it is text; a cut inside a character drops that character
+        shown = data[:max_bytes].decode("utf-8", "ignore") if cut else text
+        out = {"text": shown}
+        if cut:
+            out["truncated"] = len(data) - len(shown.encode("utf-8"))
     else:
-        out = {"hex": shown.hex()}
-    if shown is not data:
-        out["truncated"] = len(data) - len(shown)
+        out = {"hex": (data[:max_bytes] if cut else data).hex()}
+        if cut:
+            out["truncated"] = len(data) - max_bytes
     return out
 
 
