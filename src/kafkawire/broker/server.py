@@ -222,13 +222,19 @@ class Broker:
                  f"connection {getattr(ctx.connection, 'id', '?')} from {getattr(ctx.connection, 'peer', '?')})")
         try:
             body = dispatch.error_response(spec.api_key, ctx.api_version, request, errors.UNKNOWN_SERVER_ERROR)
-            answer = encode_response_parts(ctx.correlation_id, body, ctx.api_version)
+            answer = encode_response_parts(ctx.correlation_id, body, ctx.api_version) if body is not None else None
         except Exception as second:
             if self.metrics is not None:
                 self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
             log.error("%s: %s (%s: %s), and the error answer does not encode either (%s: %s); closing the "
                       "connection", where, what, type(exc).__name__, exc, type(second).__name__, second, exc_info=exc)
             raise CloseConnection(f"{where}: {what}: {type(exc).__name__}: {exc}") from None
+        if answer is None:  # a Produce with acks=0: its client reads no answer, so Kafka closes the connection
+            log.error("%s: %s (%s: %s); acks=0, no error answer: closing the connection", where, what,
+                      type(exc).__name__, exc, exc_info=exc)
+            if self.metrics is not None:
+                self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
+            raise CloseConnection(f"{where}: {what} (acks=0): {type(exc).__name__}: {exc}")
         log.error("%s: %s (%s: %s); answered UNKNOWN_SERVER_ERROR", where, what, type(exc).__name__, exc,
                   exc_info=exc)
         if self.metrics is not None:
