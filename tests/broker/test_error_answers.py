@@ -43,6 +43,22 @@ def test_a_failing_handler_answers_each_partition_with_unknown_server_error(brok
     assert _api_versions_ok(client)
 
 
+def test_a_failing_produce_without_acks_closes_the_connection(broker, client, caplog):
+    # acks=0: the client reads no answer, so there is no error answer to send; Kafka closes the connection
+    create_topic(client, "t0", partitions=1)
+
+    def boom(_broker, _ctx, _body):
+        raise RuntimeError("injected")
+    _swap(broker, 0, boom)
+    R = message_class("ProduceRequest")
+    body = R(acks=0, timeout_ms=1000, topic_data=[R.TopicProduceData(name="t0", partition_data=[
+        R.PartitionProduceData(index=0, records=batch([b"a"]))])])
+    with caplog.at_level(logging.ERROR, logger="kafkawire.broker"):
+        client.send(body, 9)
+        assert client.is_closed()
+    assert any("acks=0, no error answer" in r.getMessage() and "Produce v9" in r.getMessage() for r in caplog.records)
+
+
 def test_a_response_that_does_not_encode_gets_an_error_answer_not_a_dropped_connection(broker, client, caplog):
     M = message_class("MetadataResponse")
     original = broker.broker.handlers[3].fn
