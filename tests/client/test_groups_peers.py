@@ -102,3 +102,43 @@ def test_mixed_group(group_broker, names, scenario, tmp_path):
             peer["proc"].kill()
             peer["proc"].wait(10)
         m.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_three_clients_one_group_and_a_kill(group_broker, names, protocol, tmp_path):
+    """kafkawire, librdkafka and Java in one group of six partitions (two each; classic: range everywhere);
+    the Java member is SIGKILLed (no leave): after the session timeout kafkawire and librdkafka share its
+    partitions and every record, before and after the kill, is read by someone."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=6)
+    ck = start_worker(group_broker, topic, group, protocol, tmp_path, "ck")
+    java = start_java(group_broker, topic, group, "classic:range" if protocol == "classic" else "consumer:uniform",
+                      tmp_path, "java")
+    peers = [ck, java]
+    options = dict(group_protocol=protocol, partition_assignment_strategy="range")
+    m = Members()
+    try:
+        wait_for(lambda: all(current_assignment(p) is not None or p["proc"].poll() is not None for p in peers), 90,
+                 "both peers in the group")
+        m.add("kw", bs, [topic], group_id=group, **options)
+
+        def sizes():
+            return sorted([len(current_assignment(p) or []) for p in peers] + [len(m.consumers["kw"].assignment())])
+        m.poll_until(lambda: sizes() == [2, 2, 2], 90, "two partitions each")
+        produce(bs, topic, range(300), 6)
+        m.poll_until(lambda: set(m.seen()) | consumed_values(peers) >= set(range(300)), 60, "the first 300")
+        java["proc"].kill()
+        java["proc"].wait(10)
+        produce(bs, topic, range(300, 600), 6)
+        m.poll_until(lambda: len(m.consumers["kw"].assignment()) == 3 and len(current_assignment(ck) or []) == 3,
+                     60, "the survivors with three partitions each")
+        m.poll_until(lambda: set(m.seen()) | consumed_values(peers) >= set(range(600)), 60, "all 600 records")
+        mine = {p for _, p in m.consumers["kw"].assignment()}
+        assert mine | set(current_assignment(ck)) == set(range(6))
+    finally:
+        for p in peers:
+            if p["proc"].poll() is None:
+                p["proc"].kill()
+                p["proc"].wait(10)
+        m.close()
