@@ -806,6 +806,16 @@ _KAFKAWIRE_ENTRIES = {"meta.properties", ".lock", "log-start-offset-checkpoint",
 _KAFKA_ENTRIES = {"meta.properties", ".lock", "bootstrap.checkpoint", ".kafka_cleanshutdown", *DIR_CHECKPOINTS}
 
 
+def _known_entry(name: str, is_dir: bool) -> bool:
+    """A top-level entry of either layout: kafkawire's (with what its atomic writes and interrupted
+    deletions leave, as broker/storage/recovery.py counts them) or Kafka's."""
+    if name in _KAFKAWIRE_ENTRIES or name in _KAFKA_ENTRIES:
+        return True
+    if name.endswith(".tmp") and name[:-4] in _KAFKAWIRE_ENTRIES:
+        return True
+    return is_dir and name.endswith("-delete")
+
+
 def summarize_data_dir(data_dir: str) -> Iterator[dict]:
     """``kafkawire logs DIR``: the directory's identity, its topics (from kafkawire's ``topics.json`` or
     Kafka's metadata log), every partition directory, the committed offsets, the top-level checkpoints,
@@ -868,7 +878,7 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
             yield {"kind": "dir_checkpoint", "name": name, "entries": len(entries),
                    "nonzero": sorted(" ".join(e) for e in entries if e and e[-1] != "0")}
             problems += [dict(e, file=path) for e in errors]
-        elif name not in _KAFKAWIRE_ENTRIES and name not in _KAFKA_ENTRIES:
+        elif not _known_entry(name, os.path.isdir(path)):
             unknown.append(name + ("/" if os.path.isdir(path) else ""))
     if offsets_dirs:
         groups, errs = consumer_offsets(offsets_dirs)
