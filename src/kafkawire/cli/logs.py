@@ -178,7 +178,11 @@ def _summary(path: str, args, out) -> int:
     if not os.path.isdir(path):
         print(f"{path}: not a directory (use --dump for a file)", file=sys.stderr)
         return 2
-    items = list(logdump.summarize_data_dir(path))
+    try:
+        items = list(logdump.summarize_data_dir(path))
+    except OSError as exc:  # the directory itself cannot be listed (files that cannot be read are problems)
+        print(f"{path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     damaged = any(i["kind"] == "error" for i in items)
     if args.json:
         for item in items:
