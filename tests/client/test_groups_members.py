@@ -443,3 +443,22 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(group_broker, names
         m.poll_until(lambda: set(m.seen()) == set(range(40)), 60, "records of the new partitions")
     finally:
         m.close()
+
+
+def test_poll_arrow_in_a_group(group_broker, names):
+    """poll_arrow() of a group member: Arrow batches of its partitions only, and commit() covers what they held."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=3)
+    produce(bs, topic, range(90), 3)
+    with Consumer(bs, group_id=group, enable_auto_commit=False, **FAST) as c:
+        c.subscribe([topic])
+        values = []
+        deadline = time.monotonic() + 60
+        while len(values) < 90 and time.monotonic() < deadline:
+            for batch in c.poll_arrow(0.5):
+                assert set(batch.column("topic").to_pylist()) == {topic}
+                values += [int(v) for v in batch.column("value").to_pylist()]
+        assert sorted(values) == list(range(90))
+        c.commit()
+        assert c.committed([(topic, p) for p in range(3)]) == {(topic, p): 30 for p in range(3)}
