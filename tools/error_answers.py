@@ -9,7 +9,8 @@ every API the broker handles at every version it handles:
 
 - a *populated* request built from the schema: every array of structs with two entries, every array of
   scalars with two values, every field present at the version filled (``populated_request``);
-- an *empty* request: every field at its default.
+- an *empty* request: every field at its default;
+- every request of the conformance corpus (``tools/conformance_suite/corpus``), recorded without a broker.
 
 Both answers are decoded with kafkawire's codec and compared field by field; ``EXPLAINED`` lists the
 differences kept on purpose, each with its reason.
@@ -31,7 +32,7 @@ ROOT = TOOLS.parent
 sys.path.insert(0, str(TOOLS))
 sys.path.insert(0, str(ROOT / "src"))
 from kafkawire.broker import dispatch  # noqa: E402
-from kafkawire.protocol import api, errors, message_class  # noqa: E402
+from kafkawire.protocol import api, api_by_name, errors, message_class  # noqa: E402
 from kafkawire.protocol.schema import _raw_spec  # noqa: E402
 
 import kafka_pins  # noqa: E402  (tools/ is not a package)
@@ -50,11 +51,18 @@ EXPLAINED: list[tuple[str, str, int, int, str]] = [
 # Answers whose entries come in another order only: Kafka builds these from a java.util.HashMap, so its order is
 # the map's iteration order; clients match the entries by topic and partition.
 UNORDERED = {"Produce", "OffsetFetch"}
-# Requests Kafka refuses to parse (no error answer exists to compare): the reason for each API.
-REFUSED = {
-    "DescribeAcls": "Kafka refuses a filter with UNKNOWN (0) resource type, operation or permission while parsing; "
-                    "kafkawire's handler answers it with INVALID_REQUEST",
-}
+# Requests for which Kafka has no error answer to compare: it refuses to parse them, or its getErrorResponse
+# throws on them. (API, what Kafka throws, reason.)
+REFUSED = [
+    ("DescribeAcls", "IllegalArgumentException",
+     "Kafka refuses a filter with UNKNOWN (0) resource type, operation or permission while parsing it"),
+    ("CreateAcls", "IllegalArgumentException",
+     "Kafka's getErrorResponse validates each creation and throws on an UNKNOWN (0) value"),
+    ("DeleteAcls", "IllegalArgumentException",
+     "Kafka's getErrorResponse validates each filter and throws on an UNKNOWN (0) value"),
+    ("Produce", "NullPointerException",
+     "Kafka's getErrorResponse reads the size of each partition's records and throws on null records"),
+]
 
 
 # -- requests --------------------------------------------------------------------------------------------------
@@ -108,6 +116,96 @@ def populated_request(key: int, version: int):
 
 def empty_request(key: int, version: int):
     return message_class(api(key).request)()
+
+
+class _Anything:
+    """What a recorded case gets back instead of an answer: every attribute, item and call is another one,
+    iterating it gives nothing. A request built from it fails to encode and is left out."""
+
+    def __getattr__(self, name):
+        return _Anything()
+
+    def __getitem__(self, key):
+        return _Anything()
+
+    def __call__(self, *args, **kwargs):
+        return _Anything()
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self):
+        return False
+
+
+def corpus_requests(table) -> list[tuple[int, int, object, str]]:
+    """(key, version, request, case name) for every request the conformance corpus (tools/conformance_suite)
+    sends at a version the broker handles: its cases run against a session that records each compared request
+    instead of sending it. Requests built from an answer (a member id, a producer id) are left out."""
+    from conformance_suite import corpus
+    from conformance_suite.build import build
+    from conformance_suite.session import Session
+
+    common = {spec.name: (spec.min_version, spec.max_version) for spec in table.values()}
+    out: list[tuple[int, int, object, str]] = []
+
+    class Recording(Session):
+        def __init__(self, prefix: str):
+            self.common, self.prefix, self.state = common, prefix, {}
+            self.broker = _Anything()
+            self.broker.node_id = 1
+
+        def close(self):
+            pass
+
+        def connection(self):
+            return _Anything()
+
+        def tid(self, name):
+            return uuid.uuid5(uuid.NAMESPACE_DNS, name)
+
+        def call(self, *args, **kwargs):
+            return _Anything()
+
+        def create_topic(self, *args, **kwargs):
+            return _Anything()
+
+        def produce(self, *args, **kwargs):
+            return _Anything()
+
+        def wait_until(self, done, timeout: float = 3.0) -> bool:
+            return True
+
+        def coordinator_ready(self, *args, **kwargs):
+            return None
+
+        def probe_frame(self, *args, **kwargs):  # deliberately malformed frames: no request to answer
+            return _Anything()
+
+        def probe(self, api_name, version, data, **kwargs):
+            try:
+                request = build(api_name, version, data)
+                request.encode(version)
+            except Exception:  # noqa: BLE001  (built from an answer this session never had)
+                return _Anything()
+            out.append((api_by_name(api_name).key, version, request, self.case))
+            return _Anything()
+
+    for case in corpus.CASES:
+        session = Recording(f"ea-{case.slug}")
+        session.case = case.name
+        versions = case.versions_for(common)
+        try:
+            if versions and case.setup is not None:
+                case.setup(session)
+        except Exception:  # noqa: BLE001  (a set-up that needs real answers: its probes still run below)
+            pass
+        for v in versions:
+            try:
+                case.fn(session, v)
+            except Exception:  # noqa: BLE001  (a step that needs a real answer ends the case at this version)
+                continue
+    return out
 
 
 # -- Kafka's side ----------------------------------------------------------------------------------------------
@@ -195,13 +293,15 @@ def canonical(tree):
 class Pair:
     api: str
     version: int
-    request: str  # "populated" or "empty"
+    request: str  # "populated", "empty", or the conformance case it comes from
     identical: bool = False
     explained: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     different: list[str] = field(default_factory=list)
 
 
-def compare(apis: set[str] | None = None) -> list[Pair]:
+def compare(apis: set[str] | None = None, *, corpus: bool = True) -> list[Pair]:
+    """Every handled API at every handled version with a populated and an empty request, and (``corpus``) every
+    request of the conformance corpus."""
     table = dispatch.load_handlers()
     requests: list[tuple[int, int, bytes, str, object]] = []
     for key, spec in sorted(table.items()):
@@ -211,6 +311,9 @@ def compare(apis: set[str] | None = None) -> list[Pair]:
             for label, build in (("populated", populated_request), ("empty", empty_request)):
                 req = build(key, version)
                 requests.append((key, version, req.encode(version), label, req))
+    for key, version, req, case in corpus_requests(table) if corpus else ():
+        if not apis or table[key].name in apis:
+            requests.append((key, version, req.encode(version), case, req))
     answers = kafka_error_answers([(k, v, body) for k, v, body, _, _ in requests])
     pairs = []
     for key, version, body, label, req in requests:
@@ -226,8 +329,10 @@ def compare(apis: set[str] | None = None) -> list[Pair]:
             pair.different.append(f"kafkawire's error answer fails: {type(exc).__name__}: {exc}")
             continue
         status, _, rest = answers[(key, version, body)].partition(" ")
-        if status == "INVALID" and info.name in REFUSED:
-            pair.explained.append(("(request)", f"{REFUSED[info.name]} ({rest})"))
+        refused = next((reason for name, thrown, reason in REFUSED
+                         if name == info.name and status in ("INVALID", "FAIL") and thrown in rest.split(":")[0]), None)
+        if refused is not None:
+            pair.explained.append(("(request)", f"no answer from Kafka: {refused}"))
             continue
         if status == "NONE" or ours is None:  # no answer: the broker closes the connection
             if status == "NONE" and ours is None:
@@ -276,6 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     different = [p for p in pairs if p.different]
     print(f"\n{total} pairs over {len(rows)} APIs: {identical} identical, {explained} explained, "
           f"{len(different)} different")
+    reasons: dict[str, int] = {}
+    for p in pairs:
+        if p.explained and not p.different:
+            for reason in dict.fromkeys(r for _, r in p.explained):
+                key = f"{p.api}: {reason}"
+                reasons[key] = reasons.get(key, 0) + 1
+    for reason, count in sorted(reasons.items()):
+        print(f"  explained {count:4}  {reason}")
     for p in different:
         for line in p.different:
             print(f"{p.api} v{p.version} ({p.request}): {line}")

@@ -139,7 +139,8 @@ def test_a_produce_without_acks_gets_no_error_answer():
 def test_error_answers_are_kafkas():
     """kafkawire's error answers against Kafka's AbstractRequest.getErrorResponse (tools/java/ErrorResponses.java
     on the pinned kafka-clients jars), for every handled API at every handled version, for a request naming two of
-    everything and an empty one: identical bytes, or a difference tools/error_answers.py explains."""
+    everything, an empty one, and every request of the conformance corpus: identical bytes, or a difference
+    tools/error_answers.py explains."""
     import error_answers as tool
 
     from conftest import reference_unavailable
@@ -150,6 +151,7 @@ def test_error_answers_are_kafkas():
     except KafkaUnavailable as exc:
         reference_unavailable(str(exc))
     assert {(api_by_name(p.api).key, p.version) for p in pairs} == set(_handled())
+    assert sum(p.request not in ("populated", "empty") for p in pairs) >= 2000  # the conformance corpus's requests
     different = [f"{p.api} v{p.version} ({p.request}): {line}" for p in pairs for line in p.different]
     assert different == []
     assert sum(p.identical for p in pairs) >= 0.9 * len(pairs)
@@ -165,7 +167,7 @@ def test_the_comparison_reports_a_wrong_error_answer(monkeypatch):
     shape = error_answers.SHAPES[0]
     monkeypatch.setitem(error_answers.SHAPES, 0, dataclasses.replace(shape, sentinels={}))
     try:
-        pairs = tool.compare({"Produce"})
+        pairs = tool.compare({"Produce"}, corpus=False)
     except KafkaUnavailable as exc:
         reference_unavailable(str(exc))
     wrong = [p for p in pairs if p.request == "populated" and p.different]

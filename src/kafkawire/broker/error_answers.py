@@ -53,6 +53,7 @@ class Shape:
     sentinels: dict[str, object] = field(default_factory=dict)
     message: str = "keep"
     echo: tuple[str, ...] = ()  # top-level request fields the answer repeats (Fetch's session id)
+    null_keys: bool = False  # a null key of a request entry is echoed as null (else left at the default)
 
 
 _OFFSETS = {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
@@ -78,7 +79,7 @@ SHAPES: dict[int, Shape] = {
     ApiKey.DESCRIBE_GROUPS: Shape({"groups": Entries("groups")}),
     ApiKey.CREATE_TOPICS: Shape({"topics": Entries("topics")}, {"num_partitions": -1, "replication_factor": -1},
                                 message="null"),
-    ApiKey.DELETE_TOPICS: Shape({"responses": Entries(("topics", "topic_names"))}),
+    ApiKey.DELETE_TOPICS: Shape({"responses": Entries(("topics", "topic_names"))}, null_keys=True),
     ApiKey.DELETE_RECORDS: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
                                  {"low_watermark": -1}),
     ApiKey.INIT_PRODUCER_ID: Shape(sentinels={"producer_id": -1, "producer_epoch": -1}),
@@ -185,8 +186,13 @@ class _Builder:
                 src = next((item_fields[a] for a, targets in KEYS.items()
                             if g.attr in targets and a in item_fields and item_fields[a].type == g.type
                             and not item_fields[a].is_array), None)
-                if src is not None:
-                    setattr(elem, g.attr, getattr(item, src.attr))
+                if src is None:
+                    continue
+                value = getattr(item, src.attr)
+                # a key the request left null (a topic named by id only) stays at the answer's default (Metadata:
+                # an empty name) unless the API echoes the null (DeleteTopics)
+                if value is not None or (self.shape is not None and self.shape.null_keys and g.is_nullable(self.version)):
+                    setattr(elem, g.attr, value)
             self.fill(elem, item, at + ".")
         else:  # a request value (a partition number, a group id) becomes an entry
             key = next((g for g in present if g.attr in SCALAR_KEYS and not g.is_array
