@@ -225,3 +225,31 @@ def test_no_committed_offset_with_auto_offset_reset_none():
     b, assignment = asyncio.run(main())
     assert assignment == []
     assert not b.sent(ApiKey.FETCH) and not b.sent(ApiKey.LIST_OFFSETS)
+
+
+def test_callback_error_is_raised_by_poll_and_the_rebalance_completes():
+    """on_partitions_revoked raises during an eager rebalance: the poll raises it, and the member still
+    gives the partitions up and joins the next generation (a rebalance stuck on a callback would stall the
+    whole group)."""
+    async def main():
+        b = await GroupBroker().start()
+        b.join_script = [(0, "m-1", 1), (0, "m-1", 2)]
+        b.heartbeats = [0, kerrors.REBALANCE_IN_PROGRESS]
+
+        def boom(tps):
+            raise RuntimeError(f"callback failed on {tps}")
+        c = AsyncConsumer(b.bootstrap, group_id="g", partition_assignment_strategy="range", heartbeat_interval_ms=50,
+                          fetch_max_wait_ms=50)
+        c.subscribe([TOPIC], on_partitions_revoked=boom)
+        with pytest.raises(RuntimeError, match="callback failed"):
+            await poll_until(c, lambda: False)
+        await poll_until(c, lambda: len(b.sent(ApiKey.SYNC_GROUP)) == 2 and len(b.sent(ApiKey.HEARTBEAT)) >= 4)
+        assignment = c.assignment()
+        c.group.listener.revoked = None   # close() revokes too
+        await c.close()
+        await b.close()
+        return b, assignment
+
+    b, assignment = asyncio.run(main())
+    assert assignment == [(TOPIC, 0)]
+    assert [s.generation_id for s in b.sent(ApiKey.SYNC_GROUP)] == [1, 2]

@@ -265,16 +265,6 @@ class Membership:
                 await self._coordinator.close()
                 self._coordinator = None
 
-    async def abandon(self) -> None:
-        """Drop the group's connections without leaving: what a crashed process looks like to the coordinator."""
-        self._stopping = True
-        for task in (self._task, self._auto_task):
-            if task is not None and not task.done():
-                task.cancel()
-        if self._coordinator is not None:
-            await self._coordinator.close()
-            self._coordinator = None
-
     async def _leave(self, reason: str = "the consumer is closing") -> None:
         raise NotImplementedError
 
@@ -442,15 +432,21 @@ class Membership:
     # -- applying an assignment ---------------------------------------------------------------------------
 
     async def _callback(self, fn, tps: list[TP]) -> None:
+        """Run a rebalance callback. Its exception does not stop the rebalance (that would leave the group
+        half-done): as in Kafka's client, the next poll raises it."""
         if fn is None:
             return
-        runner = self.consumer._callback_runner
-        if runner is not None and not inspect.iscoroutinefunction(fn):
-            await runner(fn, tps)
-            return
-        result = fn(tps)
-        if inspect.isawaitable(result):
-            await result
+        try:
+            runner = self.consumer._callback_runner
+            if runner is not None and not inspect.iscoroutinefunction(fn):
+                await runner(fn, tps)
+                return
+            result = fn(tps)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            log.exception("group %s: rebalance callback %s failed", self.group_id, getattr(fn, "__name__", fn))
+            self.consumer._fail(exc)
 
     async def revoke(self, tps: set[TP], *, commit: bool = True) -> None:
         """Stop fetching ``tps``: commit their consumed offsets, then tell the listener."""
