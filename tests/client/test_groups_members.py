@@ -462,3 +462,48 @@ def test_poll_arrow_in_a_group(group_broker, names):
         assert sorted(values) == list(range(90))
         c.commit()
         assert c.committed([(topic, p) for p in range(3)]) == {(topic, p): 30 for p in range(3)}
+
+
+def test_cli_member_leaves_the_group_on_sigterm(group_broker, names, tmp_path):
+    """SIGTERM to ``kafkawire consume --group`` (classic, session timeout 30 s) commits and sends LeaveGroup:
+    the other member owns every partition long before the session timeout would have expired."""
+    topic, group = names
+    bs = group_broker.bootstrap
+    create_topics(bs, topic, partitions=2)
+    produce(bs, topic, range(20), 2)
+    err = open(tmp_path / "cli.err", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bs, "--group", group,
+                             "--from-beginning", "-v", "--consumer-property", "session.timeout.ms=30000",
+                             "--consumer-property", "heartbeat.interval.ms=500"],
+                            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    err.close()
+    m = Members()
+    try:
+        wait_for(lambda: _cli_assignment(tmp_path / "cli.err") or proc.poll() is not None, 60, "the CLI's assignment")
+        m.add("other", bs, [topic], group_id=group, partition_assignment_strategy="range", session_timeout_ms=30000)
+        m.poll_until(lambda: len(m.assignments()["other"]) == 1, 60, "one partition each")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        stopped = time.monotonic()
+        m.poll_until(lambda: len(m.assignments()["other"]) == 2, 20, "every partition after the LeaveGroup")
+        assert time.monotonic() - stopped < 20
+        assert "Processed a total of" in (tmp_path / "cli.err").read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        m.close()
+
+
+def test_cli_group_option_errors(tmp_path):
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "kafkawire", "consume", *args, "--bootstrap", "127.0.0.1:1"],
+                              capture_output=True, text=True, timeout=60)
+    bad = run("t", "--group", "g", "--consumer-property", "no.such.option=1")
+    assert bad.returncode == 2 and "no_such_option" in bad.stderr
+    both = run("t", "--group", "g", "--include", "x.*")
+    assert both.returncode == 2 and "one of them" in both.stderr
+    partition = run("t", "--group", "g", "--partition", "0")
+    assert partition.returncode == 2 and "--partition" in partition.stderr
+    include = run("--include", "x.*")
+    assert include.returncode == 2 and "--include needs --group" in include.stderr

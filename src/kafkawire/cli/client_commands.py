@@ -263,15 +263,21 @@ def _consume_group(args) -> int:
                 print(f"{what}: {text}", file=sys.stderr, flush=True)
         return report
 
+    out = sys.stdout.buffer
+    seen = 0
+    try:
+        consumer = Consumer(args.bootstrap, group_id=args.group, group_protocol=args.group_protocol,
+                            group_instance_id=args.group_instance_id, isolation_level=args.isolation_level,
+                            request_timeout=args.request_timeout, fetch_max_wait_ms=200, **options)
+    except (TypeError, ValueError) as exc:  # an unknown --consumer-property or a bad value
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
     # SIGTERM leaves the group as Ctrl-C does (commit, revoke, LeaveGroup), instead of dying in place
     def terminate(*_):
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, terminate)
-    out = sys.stdout.buffer
-    seen = 0
-    with Consumer(args.bootstrap, group_id=args.group, group_protocol=args.group_protocol,
-                  group_instance_id=args.group_instance_id, isolation_level=args.isolation_level,
-                  request_timeout=args.request_timeout, fetch_max_wait_ms=200, **options) as consumer:
+    with consumer:
         if args.include is not None:
             consumer.subscribe(pattern=args.include, on_partitions_assigned=say("assigned"),
                                on_partitions_revoked=say("revoked"), on_partitions_lost=say("lost"))
