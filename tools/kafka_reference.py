@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import contextlib
 import os
 import shutil
 import signal
@@ -41,6 +40,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kafkawire.testing._process import terminate  # noqa: E402  (the one stop for every broker process)
+
 import kafka_pins  # noqa: E402  (tools/ is not a package)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,22 +122,6 @@ def classpath(name: str = kafka_pins.BROKER) -> str:
 
 
 # --------------------------------------------------------------------------- the broker
-
-def terminate(proc: subprocess.Popen | None, sig: int, grace: float) -> int | None:
-    """Send ``sig`` to a broker process, SIGKILL it after ``grace`` seconds; its exit code (None: no process)."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait(10)
-    return proc.returncode
-
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:

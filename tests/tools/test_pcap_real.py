@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import pytest
 
 from kafkawire.protocol.errors import error_for
 from kafkawire.protocol.records import iter_batches
+from kafkawire.testing import KafkaBroker
+from kafkawire.testing._process import terminate
 from kafkawire.tools.pcap import Dissector, dissect
 
 from . import traffic
@@ -67,16 +68,6 @@ def _start_capture(port: int, path, log) -> subprocess.Popen:
     pytest.skip("dumpcap did not capture the probe connections on lo within 15 s")
 
 
-def _stop_capture(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory):
     """(path of the capture, broker port, what the clients read and reported)."""
@@ -84,11 +75,9 @@ def capture(tmp_path_factory):
         pytest.skip("tshark/dumpcap not installed (Debian package tshark; tools/run-tests installs it)")
     pytest.importorskip("confluent_kafka")
     pytest.importorskip("kafka")
-    from peers.peer_harness import BrokerProcess
-
     tmp = tmp_path_factory.mktemp("pcap-real")
     path = tmp / "clients.pcapng"
-    with BrokerProcess(storage="memory", data_dir=tmp / "broker") as broker:
+    with KafkaBroker(storage="memory", data_dir=tmp / "broker") as broker:
         dumpcap = _start_capture(broker.port, path, tmp / "dumpcap.log")
         try:
             results = {
@@ -103,7 +92,7 @@ def capture(tmp_path_factory):
             }
             time.sleep(0.3)  # the last segments reach the capture
         finally:
-            _stop_capture(dumpcap)
+            terminate(dumpcap)  # SIGTERM: dumpcap writes out what it holds
         yield path, broker.port, results
 
 

@@ -3,16 +3,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import struct
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+
+from ._process import BrokerProcess, BrokerStartError, answers
+
+__all__ = ["BrokerStartError", "KafkaBroker", "answers", "broker"]
 
 MODES = ("subprocess", "thread")
 STORAGES = ("memory", "segments")
@@ -53,44 +52,6 @@ def parse_config_lines(lines) -> dict[str, str]:
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_PROBE: bytes | None = None
-
-
-def _probe_frame() -> bytes:
-    """An ApiVersions v0 request frame (built once)."""
-    global _PROBE
-    if _PROBE is None:
-        from kafkawire.protocol import encode_request, message_class, request_header
-
-        body = message_class("ApiVersionsRequest")()
-        _PROBE = encode_request(request_header(18, 0, 1, "kafkawire-testing"), body)
-    return _PROBE
-
-
-def answers(host: str, port: int, timeout: float = 1.0) -> bool:
-    """True when a broker at host:port answers an ApiVersions request (a usable bootstrap)."""
-    frame = _probe_frame()
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.sendall(frame)
-            head = b""
-            while len(head) < 8:  # size, correlation id
-                chunk = s.recv(8 - len(head))
-                if not chunk:
-                    return False
-                head += chunk
-            size, correlation_id = struct.unpack(">ii", head)
-            return size >= 4 and correlation_id == 1
-    except OSError:
-        return False
-
-
 class KafkaBroker:
     """One kafkawire broker: ``.bootstrap`` (host:port), ``.data_dir``, ``.storage``, ``.mode``, ``.config``.
 
@@ -98,6 +59,10 @@ class KafkaBroker:
     ``.log_path``); ``mode="thread"`` runs the broker on an event loop thread of this process.
     ``config`` holds server.properties keys (``{"num.partitions": "3"}``). ``data_dir=None`` makes a temporary
     directory, removed by :meth:`stop`; a directory given is kept.
+
+    :meth:`restart` (stop, start again) and :meth:`kill` (SIGKILL, subprocess mode, as a crash would; then
+    :meth:`start`) keep the port and the data, for tests of what survives. :meth:`stop` is final: it also
+    removes the temporary directory.
     """
 
     def __init__(self, *, storage: str = "memory", mode: str = "subprocess", data_dir: str | os.PathLike | None = None,
@@ -113,7 +78,7 @@ class KafkaBroker:
         self.log_path = self._root / "broker.log"
         self.host = "127.0.0.1"
         self.port = 0
-        self._proc: subprocess.Popen | None = None
+        self._process: BrokerProcess | None = None
         self._thread = None
 
     # -- addresses ---------------------------------------------------------------------------
@@ -122,9 +87,14 @@ class KafkaBroker:
         return f"{self.host}:{self.port}"
 
     @property
+    def process(self):
+        """The broker's ``subprocess.Popen`` while one runs (subprocess mode), else None."""
+        return self._process.proc if self._process is not None else None
+
+    @property
     def running(self) -> bool:
-        if self._proc is not None:
-            return self._proc.poll() is None
+        if self._process is not None:
+            return self._process.running
         return self._thread is not None
 
     def __repr__(self) -> str:
@@ -150,68 +120,54 @@ class KafkaBroker:
         from kafkawire.broker.server import start_in_thread
 
         cfg = BrokerConfig.from_properties(dict(self.config))
-        cfg.host, cfg.port, cfg.data_dir, cfg.storage = self.host, 0, str(self.data_dir), self.storage
+        cfg.host, cfg.port, cfg.data_dir, cfg.storage = self.host, self.port, str(self.data_dir), self.storage
         self._thread = start_in_thread(cfg)
         self.port = self._thread.port
 
-    def _command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", self.bootstrap,
+    def _command(self, bootstrap: str) -> list[str]:
+        cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", bootstrap,
                "--data-dir", str(self.data_dir), "--storage", self.storage]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
     def _start_subprocess(self) -> None:
-        last = "no attempt"
-        for _ in range(3):  # a port taken between choosing and binding it: try another
-            self.port = _free_port()
-            with open(self.log_path, "ab") as log:
-                self._proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, start_new_session=True,
-                                              env=dict(os.environ, PYTHONUNBUFFERED="1"))
-            deadline = time.monotonic() + self.start_timeout
-            delay = 0.005
-            while time.monotonic() < deadline:
-                if self._proc.poll() is not None:
-                    last = f"exited with code {self._proc.returncode}"
-                    break
-                if answers(self.host, self.port, timeout=1.0):
-                    return
-                time.sleep(delay)
-                delay = min(delay * 2, 0.1)
-            else:
-                last = f"did not answer within {self.start_timeout:.0f} s"
-            self._stop_process()
-        raise RuntimeError(f"kafkawire broker {last}; log {self.log_path}:\n{self.log_tail()}")
+        if self._process is None:
+            self._process = BrokerProcess(self._command, self.log_path, host=self.host)
+        self._process.start(self.start_timeout)  # BrokerStartError (a RuntimeError) with the log's tail
+        self.port = self._process.port
 
-    def _stop_process(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-    def stop(self) -> None:
-        """Stop the broker and remove the temporary directory it made (a ``data_dir`` given is kept)."""
-        self._stop_process()
+    def _stop_running(self) -> None:
+        if self._process is not None:
+            self._process.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.stop()
             inner = getattr(thread, "_thread", None)
             if inner is not None:
                 inner.join(10)  # its loop has closed; let the thread itself finish too
+
+    def restart(self) -> KafkaBroker:
+        """Stop and start again on the same port with the same data (a memory broker starts empty)."""
+        self._stop_running()
+        return self.start()
+
+    def kill(self) -> None:
+        """SIGKILL the broker process, as a crash would (subprocess mode); :meth:`start` brings it back on the
+        same port and data."""
+        if self.mode != "subprocess":
+            raise ValueError("only a subprocess broker can be killed; a thread broker shares this process")
+        if self._process is not None:
+            self._process.kill()
+
+    def stop(self) -> None:
+        """Stop the broker and remove the temporary directory it made (a ``data_dir`` given is kept)."""
+        self._stop_running()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def log_tail(self, lines: int = 40) -> str:
         """The end of the subprocess broker's log (a thread broker logs through this process's logging)."""
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+        return self._process.log_tail(lines) if self._process is not None else "(no log)"
 
     def __enter__(self) -> KafkaBroker:
         return self.start()
