@@ -6,8 +6,11 @@ cached) by ``tools/kafka_reference.resolve``. The JSON schemas are read from
 inside the jars; nothing is unpacked. Writes
 ``src/kafkawire/protocol/spec/messages.json`` and ``errors.json``: facts only
 (names, types, version ranges, nullability, tags, defaults, map keys, entity
-types, flexible versions, listeners, API keys); documentation texts and
-comments are dropped. Every definition records the jar and path it came from.
+types, flexible versions, listeners, API keys), and each error code's default
+message, which Kafka sends in some error answers. Comments and the field
+descriptions ("about") are dropped: nothing in kafkawire reads them (the codec,
+the stub, ``kafkawire decode`` and the annotator work from names, types and
+versions; a description would only be decoration there). Every definition records the jar and path it came from.
 
 - ``messages``: the RPCs, headers and data payloads of kafka-clients
   ``common/message/``. A message's versions are the union of the current
