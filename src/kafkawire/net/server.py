@@ -136,21 +136,27 @@ class Connection(asyncio.Protocol):
     def _process(self) -> None:
         """Handle every whole request buffered (each payload a writable copy: handlers may patch records in
         place), reserving each frame's size from the memory budget as soon as its size prefix is in."""
-        protocol = self.protocol
+        next_event = self.protocol.next_event
+        server = self.server
         self._receiving = True  # responses made while reading are written once, at the end
         while not self.closed and self._closing_after is None:
-            event = self._held or protocol.next_event()
-            self._held = None
+            if self._held is None:
+                event = next_event()
+            else:
+                event, self._held = self._held, None
             kind = type(event)
             if kind is RequestReceived:
+                payload = event.payload
                 reserved = self._frame_reserved
-                if not reserved:
-                    if not self._reserve(len(event.payload) + 4):
+                if reserved:
+                    self._frame_reserved = 0
+                else:
+                    reserved = len(payload) + 4
+                    if not server._reserve(reserved):
                         self._held = event
+                        self._wait_for_memory()
                         break
-                    reserved = len(event.payload) + 4
-                self._frame_reserved = 0
-                self._handle(event.payload, reserved)
+                self._handle(payload, reserved)
             elif kind is NeedData:
                 if event.frame_size is not None and not self._frame_reserved:
                     self._reserve(event.frame_size + 4)
@@ -173,9 +179,12 @@ class Connection(asyncio.Protocol):
         if self.server._reserve(n):
             self._frame_reserved = n
             return True
+        self._wait_for_memory()
+        return False
+
+    def _wait_for_memory(self) -> None:
         self._waiting_memory = True
         self.server._memory_waiters.append(self)
-        return False
 
     def eof_received(self):
         return False  # close our side too
@@ -215,7 +224,7 @@ class Connection(asyncio.Protocol):
             log.exception("connection %d from %s: request handler failed", self.id, self.peer)
             self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}", "internal_error")
             return
-        if inspect.isawaitable(result):
+        if result is not None and type(result) is not list and inspect.isawaitable(result):  # lists: no inspect
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._finished(t, s))
@@ -263,9 +272,12 @@ class Connection(asyncio.Protocol):
                 return
             if slot.buffers and not self.closed:
                 out.extend(slot.buffers)
-        if not self._receiving or len(out) > 256:
+        if not self._receiving:
             self._write_out()
-        self._update_reading()
+            self._update_reading()
+        elif len(out) > 256:
+            self._write_out()
+        # else: _process writes and updates reading once it has handled every buffered request
 
     def _write_out(self) -> None:
         """Hand pending response buffers to the transport: small pieces joined (fewer, larger writes), large

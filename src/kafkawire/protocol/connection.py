@@ -29,8 +29,9 @@ Use: ``receive_data(data)`` whenever bytes arrive (the observer says which way t
   ``max_frame`` (the broker's ``socket.request.max.bytes``), a frame too short for its header, a
   response to no outstanding request, a stream that ends inside a frame, a request before
   authentication. A ``fatal`` violation means the byte stream cannot be trusted any more (its
-  framing is lost); ``next_event()`` then returns the same violation for ever. A response with
-  an unknown correlation id is not fatal: its framing was fine.
+  framing is lost, or the peer may not go on); ``next_event()`` then returns the same violation
+  for ever. A short frame or a response with an unknown correlation id is not fatal: the framing
+  held, and the shell decides (Kafka closes the connection on a short request).
 * :class:`StreamEnded` -- ``receive_eof()`` was called and every complete frame was taken.
 
 Encoding: ``send_request(body, api_version)`` (client) returns the frame and remembers the
@@ -100,6 +101,9 @@ __all__ = [
 
 _SIZE = struct.Struct(">i")
 _PREFIX = struct.Struct(">hhi")  # api key, api version, correlation id
+_FRAME_PREFIX = struct.Struct(">ihhi")  # size, then the request prefix
+_FRAME_CORR = struct.Struct(">ii")  # size, then a response's correlation id
+_PAYLOADS = (bytes, bytearray)
 _INT16 = struct.Struct(">h")
 # plain ints: compared once per frame, where an IntEnum attribute lookup would cost more than the test
 _PRODUCE = int(ApiKey.PRODUCE)
@@ -143,10 +147,14 @@ class RequestReceived:
     api_key: int
     api_version: int
     correlation_id: int
-    payload: Any  # header and body without the size prefix (a writable bytearray off a stream)
+    payload: Any  # header and body without the size prefix (off a server's stream: a writable bytearray)
     offset: int = 0  # where the frame's size prefix starts in the client's byte stream
     response_version: int = -1  # the version its response is encoded at (the ApiVersions rule); -1: api_version
-    expects_response: bool = True  # False for Produce with acks=0
+
+    @property
+    def expects_response(self) -> bool:
+        """False for a Produce with acks=0 (read from the header end when asked, not for every request)."""
+        return self.api_key != _PRODUCE or produce_acks(self.payload, self.api_version) != 0
 
     def decode(self, *, strict: bool = False) -> Request:
         """Header and body, decoded (``DecodeError``/``UnsupportedVersionError`` when they do not)."""
@@ -193,6 +201,40 @@ class ProtocolViolation:
 @dataclass(frozen=True, slots=True)
 class StreamEnded:
     from_client: bool
+
+
+# Events made per frame, built by filling their slots directly: a frozen dataclass's generated __init__ sets
+# each field through object.__setattr__, about twice the cost, and a server makes one per request. The
+# objects are the same (equal, hashable, immutable afterwards).
+_object_new = object.__new__
+_RQ = [getattr(RequestReceived, f).__set__ for f in RequestReceived.__dataclass_fields__]
+_RS = [getattr(ResponseReceived, f).__set__ for f in ResponseReceived.__dataclass_fields__]
+
+
+def _new_request(api_key: int, api_version: int, correlation_id: int, payload, offset: int, response_version: int,
+                 _s0=_RQ[0], _s1=_RQ[1], _s2=_RQ[2], _s3=_RQ[3], _s4=_RQ[4], _s5=_RQ[5]) -> RequestReceived:
+    event = _object_new(RequestReceived)
+    _s0(event, api_key)
+    _s1(event, api_version)
+    _s2(event, correlation_id)
+    _s3(event, payload)
+    _s4(event, offset)
+    _s5(event, response_version)
+    return event
+
+
+def _new_response(api_key: int, api_version: int, correlation_id: int, payload, offset: int, tag,
+                  overtook: tuple[int, ...], _s0=_RS[0], _s1=_RS[1], _s2=_RS[2], _s3=_RS[3], _s4=_RS[4], _s5=_RS[5],
+                  _s6=_RS[6]) -> ResponseReceived:
+    event = _object_new(ResponseReceived)
+    _s0(event, api_key)
+    _s1(event, api_version)
+    _s2(event, correlation_id)
+    _s3(event, payload)
+    _s4(event, offset)
+    _s5(event, tag)
+    _s6(event, overtook)
+    return event
 
 
 class PendingRequest(NamedTuple):
@@ -286,6 +328,8 @@ class ProtocolConnection:
     def __init__(self, role: Role, *, max_frame: int = DEFAULT_MAX_FRAME, client_id: str | None = "kafkawire",
                  api_versions: tuple[int, int] | None = None, first_correlation_id: int = 1):
         self.role = role
+        self._server = role is Role.SERVER
+        self._client = role is Role.CLIENT
         self.max_frame = max_frame
         self.client_id = client_id
         info = apis.api(_API_VERSIONS)
@@ -298,6 +342,7 @@ class ProtocolConnection:
         self._sasl_tokens = False
         self._auth_required = False
         self._broken: ProtocolViolation | None = None
+        self._plain = True  # not broken, no SASL token mode, no authentication required: the fast path applies
         self._events: deque = deque()  # observer: events in the order their frames completed
         self.last_correlation_id: int | None = None  # of the last send_request
 
@@ -344,13 +389,44 @@ class ProtocolConnection:
     def next_event(self):
         """The next event; :data:`NEED_DATA` (or a ``NeedData`` with the size of the frame in progress)
         when no whole frame is buffered."""
+        if self._plain:  # the common case, a whole well-formed frame buffered, without the general path's calls
+            if self._server:
+                inbound = self._from_client
+                buf = inbound.buf
+                pos = inbound.pos
+                if len(buf) - pos >= 12:
+                    size, key, version, corr = _FRAME_PREFIX.unpack_from(buf, pos)
+                    end = pos + 4 + size
+                    if 8 <= size <= self.max_frame and end <= len(buf):
+                        inbound.pos = end
+                        return _new_request(key, version, corr, buf[pos + 4:end], inbound.base + pos,
+                                            version if key != _API_VERSIONS else
+                                            _response_version(key, version, self.api_versions))
+            elif self._client:
+                inbound = self._from_server
+                buf = inbound.buf
+                pos = inbound.pos
+                if len(buf) - pos >= 8:
+                    size, corr = _FRAME_CORR.unpack_from(buf, pos)
+                    end = pos + 4 + size
+                    pending = self._pending
+                    if 4 <= size <= self.max_frame and end <= len(buf) and corr in pending:
+                        found = pending.pop(corr)
+                        inbound.pos = end
+                        with memoryview(buf) as view:  # bytes: one copy, and the decoders read them faster
+                            payload = bytes(view[pos + 4:end])
+                        return _new_response(found.api_key, found.api_version, corr, payload,
+                                             inbound.base + pos, found.tag, self._overtaken(corr))
+        return self._next_event()
+
+    def _next_event(self):
         if self._broken is not None:
             return self._broken
         if self.role is Role.OBSERVER:
             return self._events.popleft() if self._events else NEED_DATA
         inbound = self._from_client if self.role is Role.SERVER else self._from_server
         payload = self._frame(inbound)
-        if payload is None or type(payload) is not bytearray:
+        if type(payload) not in _PAYLOADS:
             return payload  # NeedData, a violation or the end
         offset = inbound.base + inbound.pos - len(payload) - 4
         if self._sasl_tokens:
@@ -368,7 +444,9 @@ class ProtocolConnection:
                 return
 
     def _frame(self, inbound: _Inbound):
-        """The next whole frame's payload (a bytearray copy), else NeedData / a violation / StreamEnded."""
+        """The next whole frame's payload, else NeedData / a violation / StreamEnded. The payload is a copy: a
+        writable bytearray for requests (a broker may patch record batches in place), bytes otherwise (which
+        the decoders read faster)."""
         buf = inbound.buf
         pos = inbound.pos
         avail = len(buf) - pos
@@ -382,7 +460,10 @@ class ProtocolConnection:
         if end > len(buf):
             return self._end(inbound) if inbound.eof else NeedData(size)
         inbound.pos = end
-        return buf[pos + 4:end]  # a copy, writable: a broker may patch record batches in place
+        if inbound.from_client:
+            return buf[pos + 4:end]
+        with memoryview(buf) as view:  # one copy, straight into bytes
+            return bytes(view[pos + 4:end])
 
     def _end(self, inbound: _Inbound):
         if inbound.buffered:
@@ -395,15 +476,19 @@ class ProtocolConnection:
 
     def _fatal(self, violation: ProtocolViolation) -> ProtocolViolation:
         self._broken = violation
+        self._plain = False
         return violation
+
+    def _update_plain(self) -> None:
+        self._plain = self._broken is None and not self._sasl_tokens and not self._auth_required
 
     # -- requests -----------------------------------------------------------------
     def _request(self, payload, offset: int, tag: Any = None, register: bool = False):
         if len(payload) < 8:
             violation = ProtocolViolation(
                 Violation.SHORT_FRAME, f"request of {len(payload)} bytes is shorter than the 8-byte header prefix",
-                True, offset, self.role is not Role.OBSERVER, len(payload), payload=payload)
-            return self._fatal(violation) if violation.fatal else violation
+                True, offset, False, len(payload), payload=payload)
+            return violation  # framed correctly: whether to go on is the caller's call (Kafka closes)
         key, version, corr = _PREFIX.unpack_from(payload, 0)
         if self._auth_required and key not in SASL_PRE_AUTH_KEYS:
             try:
@@ -413,11 +498,9 @@ class ProtocolConnection:
             return self._fatal(ProtocolViolation(
                 Violation.NOT_AUTHENTICATED, f"{name} v{version} request (correlation id {corr}) before "
                 "authentication", True, offset, True, len(payload), corr))
-        expects = key != _PRODUCE or produce_acks(payload, version) != 0
-        if register and expects:
+        if register and (key != _PRODUCE or produce_acks(payload, version) != 0):
             self._pending[corr] = PendingRequest(key, version, tag)
-        return RequestReceived(key, version, corr, payload, offset,
-                               _response_version(key, version, self.api_versions), expects)
+        return _new_request(key, version, corr, payload, offset, _response_version(key, version, self.api_versions))
 
     def send_request_parts(self, body: Message, api_version: int, *, tag: Any = None,
                            correlation_id: int | None = None, expect_response: bool | None = None
@@ -448,8 +531,8 @@ class ProtocolConnection:
         if len(payload) < 4:
             violation = ProtocolViolation(
                 Violation.SHORT_FRAME, f"response of {len(payload)} bytes has no correlation id",
-                False, offset, self.role is not Role.OBSERVER, len(payload), payload=payload)
-            return self._fatal(violation) if violation.fatal else violation
+                False, offset, False, len(payload), payload=payload)
+            return violation
         (corr,) = _SIZE.unpack_from(payload, 0)
         pending = self._pending
         found = pending.pop(corr, None)
@@ -457,10 +540,15 @@ class ProtocolConnection:
             return ProtocolViolation(Violation.UNKNOWN_CORRELATION_ID,
                                      f"response with correlation id {corr} answers no outstanding request",
                                      False, offset, False, len(payload), corr, payload)
-        overtook: tuple[int, ...] = ()
-        if pending and next(iter(pending)) < corr:  # pending is in send order: is an older one still open?
-            overtook = tuple(c for c in pending if c < corr)
-        return ResponseReceived(found.api_key, found.api_version, corr, payload, offset, found.tag, overtook)
+        return _new_response(found.api_key, found.api_version, corr, payload, offset, found.tag, self._overtaken(corr))
+
+    def _overtaken(self, corr: int) -> tuple[int, ...]:
+        """Correlation ids of requests sent before ``corr`` and still unanswered (``_pending`` is in send order;
+        ids only wrap after 2**31 requests)."""
+        pending = self._pending
+        if pending and next(iter(pending)) < corr:
+            return tuple(c for c in pending if c < corr)
+        return ()
 
     def send_response_parts(self, request: RequestReceived, body: Message) -> list:
         """Buffers of the answer to ``request``, at its ``response_version`` (v0 for an ApiVersions
@@ -494,9 +582,11 @@ class ProtocolConnection:
     def start_sasl_tokens(self) -> None:
         """From the next frame on, frames are bare SASL tokens (SaslHandshake v0 without SaslAuthenticate)."""
         self._sasl_tokens = True
+        self._update_plain()
 
     def end_sasl_tokens(self) -> None:
         self._sasl_tokens = False
+        self._update_plain()
 
     @property
     def sasl_tokens(self) -> bool:
@@ -512,9 +602,11 @@ class ProtocolConnection:
         ``authenticated()``."""
         self._require(Role.SERVER, "require authentication")
         self._auth_required = True
+        self._update_plain()
 
     def authenticated(self) -> None:
         self._auth_required = False
+        self._update_plain()
 
     # -- observer -----------------------------------------------------------------
     def observe_request(self, payload, *, offset: int = 0, tag: Any = None):
@@ -533,7 +625,7 @@ class ProtocolConnection:
         events = self._events
         for _ in range(len(inbound.buf) + 1):  # each round takes a frame or stops
             payload = self._frame(inbound)
-            if type(payload) is not bytearray:
+            if type(payload) not in _PAYLOADS:
                 if type(payload) is not NeedData:
                     events.append(payload)  # the end, or a fatal violation
                 return
