@@ -425,3 +425,13 @@ def test_each_side_only_sends_what_its_role_sends():
         client().send_response(request, message_class("ApiVersionsResponse")())
     with pytest.raises(ValueError, match="from_client"):
         observer().receive_data(b"")
+
+
+def test_events_iterates_up_to_the_need_for_data_and_frames_taken_are_let_go():
+    conn = server()
+    conn.receive_data(API_VERSIONS_REQUEST_V3 * 2 + API_VERSIONS_REQUEST_V3[:6])
+    assert [type(e) for e in conn.events()] == [RequestReceived, RequestReceived, NeedData]
+    assert len(conn._from_client.buf) == 6  # the two whole frames' bytes are dropped once both are taken
+    conn.receive_data(API_VERSIONS_REQUEST_V3[6:])
+    (event, _need) = conn.events()
+    assert event.offset == 2 * len(API_VERSIONS_REQUEST_V3)

@@ -309,11 +309,16 @@ class _Inbound:
         self.from_client = from_client
 
     def add(self, data) -> None:
+        self.compact()
+        self.buf += data
+
+    def compact(self) -> None:
+        """Drop the bytes already returned (done when a caller has taken every whole frame, so that a large
+        request's bytes are not held until more data arrives, and one memmove serves many frames)."""
         if self.pos:
             del self.buf[:self.pos]
             self.base += self.pos
             self.pos = 0
-        self.buf += data
 
     @property
     def buffered(self) -> int:
@@ -451,14 +456,20 @@ class ProtocolConnection:
         pos = inbound.pos
         avail = len(buf) - pos
         if avail < 4:
-            return self._end(inbound) if inbound.eof else NEED_DATA
+            if inbound.eof:
+                return self._end(inbound)
+            inbound.compact()
+            return NEED_DATA
         (size,) = _SIZE.unpack_from(buf, pos)
         if size < 0 or size > self.max_frame:
             kind, message = frame_size_problem(size, self.max_frame)  # type: ignore[misc]
             return self._fatal(ProtocolViolation(kind, message, inbound.from_client, inbound.base + pos, True, size))
         end = pos + 4 + size
         if end > len(buf):
-            return self._end(inbound) if inbound.eof else NeedData(size)
+            if inbound.eof:
+                return self._end(inbound)
+            inbound.compact()
+            return NeedData(size)
         inbound.pos = end
         if inbound.from_client:
             return buf[pos + 4:end]
