@@ -320,6 +320,22 @@ def test_response_to_an_unknown_correlation_id():
     assert "no request with correlation id 99" in str(events[1].error)
 
 
+def test_a_response_that_overtakes_an_earlier_request_pairs_and_says_so():
+    cap = Capture()
+    conn = Conn()
+    cap.extend(conn.handshake())
+    first, second = metadata(1, ["early"]), api_versions(2)
+    cap.extend(conn.send(True, first[0] + second[0]))
+    cap.extend(conn.send(False, second[1] + first[1]))  # Kafka answers in order on a connection; this peer did not
+    events = list(dissect(cap.pcapng()))
+    assert kafka(events) == [("request", 1, "Metadata", 9, 1), ("request", 1, "ApiVersions", 3, 2),
+                             ("response", 1, "ApiVersions", 3, 2), ("response", 1, "Metadata", 9, 1)]
+    assert all(e.error is None for e in events)
+    assert events[2].note == "answered before the earlier request with correlation id 1"
+    assert summary(events[2]).endswith("answered before the earlier request with correlation id 1")
+    assert events[3].note == ""
+
+
 def test_acks_zero_produce_expects_no_response():
     cap = Capture()
     conn = Conn()
