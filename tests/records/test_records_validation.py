@@ -142,4 +142,7 @@ def test_transactional_records_need_a_transactional_id():
     refusal = request_refusal([txn], transactional_id=None)
     assert refusal.code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and refusal.answer is None
     assert request_refusal([txn], transactional_id="t") is None
-    assert has_transactional_batch(txn) and not has_transactional_batch(batch())
+    assert has_transactional_batch(txn, check_format(txn, 11))
+    assert not has_transactional_batch(batch(), check_format(batch(), 11))
+    flag_only = batch(transactional=True)  # the flag without a producer id is appended as any batch
+    assert not has_transactional_batch(flag_only, check_format(flag_only, 11))

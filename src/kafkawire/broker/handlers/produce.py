@@ -27,12 +27,11 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 
 def _rules(broker, meta) -> validation.TopicRules:
-    value = functools.partial(broker.config.topic_value, meta.configs)
-    return validation.TopicRules(
-        max_message_bytes=int(value("max.message.bytes")), timestamp_type=value("message.timestamp.type"),
-        timestamp_before_max_ms=int(value("message.timestamp.before.max.ms")),
-        timestamp_after_max_ms=int(value("message.timestamp.after.max.ms")),
-        compression_type=value("compression.type"))
+    value, configs = broker.config.topic_value, meta.configs
+    return validation.TopicRules(int(value(configs, "max.message.bytes")), value(configs, "message.timestamp.type"),
+                                 int(value(configs, "message.timestamp.before.max.ms")),
+                                 int(value(configs, "message.timestamp.after.max.ms")),
+                                 value(configs, "compression.type"))
 
 
 def _prepare(broker, version: int, meta, records) -> Accepted | Refusal | None:
@@ -42,7 +41,7 @@ def _prepare(broker, version: int, meta, records) -> Accepted | Refusal | None:
     found = validation.check_format(records, version)
     if found is None or isinstance(found, Refusal):
         return found
-    if broker.txn_coordinator is None and validation.has_transactional_batch(records):
+    if broker.txn_coordinator is None and validation.has_transactional_batch(records, found):
         # Kafka asks the transaction coordinator whether the partition is in the producer's transaction
         # before appending; kafkawire has none (InitProducerId with a transactional id answers
         # COORDINATOR_NOT_AVAILABLE), so the batch is refused as Kafka refuses it while its coordinator is

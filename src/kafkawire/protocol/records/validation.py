@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from crc32c import crc32c
@@ -30,6 +29,7 @@ from .batch import (
     HEADER_SIZE,
     LENGTH_OFFSET,
     MAGIC_OFFSET,
+    PRODUCER_ID_OFFSET,
     TRANSACTIONAL_MASK,
     BatchHeader,
     RecordBatch,
@@ -48,6 +48,8 @@ _UP_TO_MAGIC = MAGIC_OFFSET + 1
 _LONG_MAX = (1 << 63) - 1
 _LONG_MIN = -(1 << 63)
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_ZSTD = int(Compression.ZSTD)  # the highest codec id; a plain int, as it is compared per batch
 
 # a topic's compression.type -> the codec every batch is rewritten with ("producer": kept as sent)
 TARGET_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -81,9 +83,9 @@ class Accepted(NamedTuple):
     idempotent: BatchHeader | None
 
 
-@dataclass(frozen=True)
-class TopicRules:
-    """The topic configs a leader validates against (their Kafka names in the comments)."""
+class TopicRules(NamedTuple):
+    """The topic configs a leader validates against (their Kafka names in the comments); a tuple, as one is
+    made per partition of every Produce request."""
 
     max_message_bytes: int  # max.message.bytes
     timestamp_type: str = "CreateTime"  # message.timestamp.type
@@ -110,12 +112,13 @@ def frames(records) -> tuple[list[Frame], str | None]:
             return out, f"a record batch has magic {magic if magic < 128 else magic - 256}, which no format uses"
         if end - pos < size + LOG_OVERHEAD:
             break
-        out.append(Frame(pos, size + LOG_OVERHEAD, magic))
+        out.append(tuple.__new__(Frame, (pos, size + LOG_OVERHEAD, magic)))  # (Frame() is slower, per batch)
         pos += size + LOG_OVERHEAD
     return out, None
 
 
 def _transactional(records, frame: Frame) -> bool:
+    """Whether the entry is a v2 batch with the transactional flag."""
     return (frame.magic == 2 and frame.size >= HEADER_SIZE
             and bool(records[frame.position + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK))
 
@@ -139,11 +142,14 @@ def request_refusal(record_sets: Iterable, transactional_id: str | None) -> Refu
     return None
 
 
-def has_transactional_batch(records) -> bool:
-    """Whether a batch has a producer id and the transactional flag (what Kafka verifies with its transaction
-    coordinator; without a producer id the flag alone is appended as any batch)."""
-    found, _ = frames(records)
-    return any(_transactional(records, f) and read_header(records, f.position).producer_id >= 0 for f in found)
+def has_transactional_batch(records, found: list[Frame]) -> bool:
+    """Whether one of the entries ``check_format`` found is a batch with a producer id and the transactional
+    flag (what Kafka verifies with its transaction coordinator; without a producer id the flag alone is
+    appended as any batch)."""
+    for frame in found:
+        if _transactional(records, frame) and _I64.unpack_from(records, frame.position + PRODUCER_ID_OFFSET)[0] >= 0:
+            return True
+    return False
 
 
 def check_format(records, version: int) -> list[Frame] | Refusal | None:
@@ -165,7 +171,7 @@ def check_format(records, version: int) -> list[Frame] | Refusal | None:
             return Refusal(errors.INVALID_RECORD, f"a produce request v{version} may only carry record batches "
                                                   "of magic 2")
         if (version < 7 and first.size >= HEADER_SIZE
-                and records[first.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == Compression.ZSTD):
+                and records[first.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == _ZSTD):
             return Refusal(errors.UNSUPPORTED_COMPRESSION_TYPE, f"a produce request v{version} may not use zstd "
                                                                 "compression")
         if len(found) > 1:
@@ -222,8 +228,9 @@ def validate(records, found: list[Frame], version: int, rules: TopicRules, now: 
                                                      f"max.message.bytes {max_bytes}")
         if crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) != h.crc:
             return Refusal(errors.CORRUPT_MESSAGE, f"record batch at byte {pos} fails its CRC check")
-        if (h.attributes & COMPRESSION_MASK) > Compression.ZSTD:
-            return Refusal(errors.UNKNOWN_SERVER_ERROR, f"unknown compression codec {h.attributes & COMPRESSION_MASK}",
+        attributes = h.attributes
+        if (attributes & COMPRESSION_MASK) > _ZSTD:
+            return Refusal(errors.UNKNOWN_SERVER_ERROR, f"unknown compression codec {attributes & COMPRESSION_MASK}",
                            validated=True)
         if count <= 0 or last_delta < 0:
             return Refusal(errors.INVALID_RECORD, f"record batch has an invalid record count {count}",
@@ -231,7 +238,7 @@ def validate(records, found: list[Frame], version: int, rules: TopicRules, now: 
         if last_delta + 1 != count:
             return Refusal(errors.INVALID_RECORD, f"record batch spans offsets 0..{last_delta} but holds "
                                                   f"{count} records", validated=True)
-        if h.attributes & CONTROL_MASK:
+        if attributes & CONTROL_MASK:
             return Refusal(errors.INVALID_RECORD, "clients are not allowed to write control records", validated=True)
         if h.producer_id >= 0 and h.base_sequence < 0:
             return Refusal(errors.INVALID_RECORD, f"invalid sequence number {h.base_sequence} for producer "
@@ -253,7 +260,7 @@ def validate(records, found: list[Frame], version: int, rules: TopicRules, now: 
             header = read_header(buf, 0)
     if len(entries) > 1 or header is None or header.producer_id < 0:
         header = None  # only v3+ single-batch requests are idempotent
-    return Accepted(buf, header)
+    return tuple.__new__(Accepted, (buf, header))  # (Accepted() is slower, per partition of every request)
 
 
 def _check_timestamps(batch, now: int, before_max: int, after_max: int) -> Refusal | None:
