@@ -253,3 +253,53 @@ def test_callback_error_is_raised_by_poll_and_the_rebalance_completes():
     b, assignment = asyncio.run(main())
     assert assignment == [(TOPIC, 0)]
     assert [s.generation_id for s in b.sent(ApiKey.SYNC_GROUP)] == [1, 2]
+
+
+def test_fetch_answer_for_a_partition_assigned_again_is_dropped():
+    """A rebalance unassigns a partition and assigns it again while a fetch of it is out: the answer belongs
+    to the old assignment (its position) and must not be applied to the new one, which starts elsewhere."""
+    from kafkawire.protocol.records import build_batch
+
+    async def main():
+        b = await GroupBroker().start()
+        release = asyncio.Event()
+        calls = []
+
+        async def fetch(header, body, version):
+            calls.append([p.fetch_offset for t in body.topics for p in t.partitions])
+            base = 0 if len(calls) == 1 else 5
+            if len(calls) == 1:
+                await release.wait()
+            cls = message_class("FetchResponse")
+            batch = build_batch([(None, f"v{base + i}".encode()) for i in range(3)], base_offset=base)
+            return fit(cls, version, error_code=0, session_id=0, responses=[cls.FetchableTopicResponse(
+                topic=t.topic, partitions=[fit(cls.PartitionData, version, partition_index=p.partition, error_code=0,
+                                               high_watermark=base + 3, last_stable_offset=base + 3,
+                                               log_start_offset=0, aborted_transactions=None,
+                                               preferred_read_replica=-1, records=batch)
+                                           for p in t.partitions]) for t in body.topics])
+
+        async def list_offsets(header, body, version):
+            cls = message_class("ListOffsetsResponse")
+            return fit(cls, version, topics=[cls.ListOffsetsTopicResponse(name=t.name, partitions=[
+                fit(cls.ListOffsetsPartitionResponse, version, partition_index=p.partition_index, error_code=0,
+                    timestamp=-1, offset=5, leader_epoch=-1) for p in t.partitions]) for t in body.topics])
+        b.handlers[int(ApiKey.FETCH)] = fetch
+        b.handlers[int(ApiKey.LIST_OFFSETS)] = list_offsets
+        c = AsyncConsumer(b.bootstrap, fetch_max_wait_ms=50)
+        c.assign({(TOPIC, 0): 0})
+        first = asyncio.get_running_loop().create_task(c.getmany(10.0))
+        deadline = time.monotonic() + 10
+        while not calls and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        c.assign([])                             # revoked ...
+        c.assign({(TOPIC, 0): "earliest"})       # ... and assigned again: starts at the log start, 5
+        release.set()
+        got = await first
+        await c.close()
+        await b.close()
+        return got, calls
+
+    got, calls = asyncio.run(main())
+    assert [r.offset for r in got[(TOPIC, 0)]] == [5, 6, 7]
+    assert calls[:2] == [[0], [5]]

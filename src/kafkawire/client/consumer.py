@@ -24,6 +24,7 @@ Control batches are never returned.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections import deque
 from typing import NamedTuple
@@ -136,6 +137,7 @@ class AsyncConsumer:
         self._closed = False
         self._fetch_attempt = 0
         self._partition_errors = False
+        self._epochs = itertools.count(1)
         # consumer groups
         self._consumed: dict[tuple[str, int], int] = {}     # next offset after what polls returned
         self._commit_ready: dict[tuple[str, int], int] = {}  # as of the start of the latest poll (auto-commit)
@@ -332,7 +334,9 @@ class AsyncConsumer:
         return list(self._parts)
 
     def _set_start(self, state: _PartitionState, start) -> None:
-        state.epoch += 1
+        # unique across the consumer, not per partition state: a partition unassigned and assigned again
+        # (a group rebalance) gets a new state, and a fetch or chunk of the old one must not match it
+        state.epoch = next(self._epochs)
         if isinstance(start, int) and start >= 0:
             state.position, state.pending = start, None
         else:
