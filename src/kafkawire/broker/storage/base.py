@@ -39,10 +39,14 @@ class StorageError(Exception):
 
 
 class UnknownTopicError(StorageError):
+    """No topic of that name or id, or no such partition of it."""
+
     error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
 
 
 class TopicExistsError(StorageError):
+    """``create_topic`` of a name already taken (also the second of a name twice in one batch)."""
+
     error_code = errors.TOPIC_ALREADY_EXISTS
 
 
@@ -53,10 +57,16 @@ class InvalidTopicError(StorageError):
 
 
 class InvalidPartitionsError(StorageError):
+    """A partition count outside [1, MAX_PARTITIONS], ``add_partitions`` to no more than the topic has, or a
+    topic another request is changing."""
+
     error_code = errors.INVALID_PARTITIONS
 
 
 class InvalidConfigError(StorageError):
+    """A config value that does not parse or is out of range, or a topic id that cannot be one (the message
+    says which and why)."""
+
     error_code = errors.INVALID_CONFIG
 
 
