@@ -1,4 +1,8 @@
-"""The consumer (asyncio core) for assigned partitions: no group membership, positions are the caller's.
+"""The consumer (asyncio core): of assigned partitions, positions the caller's, or a group member.
+
+With ``group_id`` and ``subscribe()`` the group assigns the partitions and
+positions are committed (``kafkawire.client.groups`` runs the membership beside
+the fetcher); what follows holds for both.
 
 ``assign()`` partitions with a starting point ("earliest", "latest", an
 offset, or a timestamp via ``seek_to_timestamp``); positions that are not an

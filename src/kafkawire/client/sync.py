@@ -221,10 +221,12 @@ class Producer(_SyncBase):
 
 
 class Consumer(_SyncBase):
-    """Synchronous consumer of assigned partitions (options as ``AsyncConsumer``).
+    """Synchronous consumer (options as ``AsyncConsumer``): of assigned partitions, or with ``group_id`` and
+    ``subscribe()`` a consumer group member (``kafkawire.client.groups``).
 
     ``assign``, ``seek*`` are immediate; ``poll``/``poll_arrow`` wait up to
-    ``timeout`` seconds; the fetcher keeps running in the loop thread between polls.
+    ``timeout`` seconds; the fetcher, and a group member's heartbeats and
+    auto-commits, keep running in the loop thread between polls.
     """
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
