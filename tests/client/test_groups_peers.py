@@ -50,21 +50,33 @@ def start_java(broker, topic, group, setting, tmp_path, name):
     return {"proc": proc, "events": events, "stop": stop, "name": name}
 
 
+@pytest.mark.parametrize("first", ["peer-first", "kafkawire-first"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_mixed_group(group_broker, names, scenario, tmp_path):
+def test_mixed_group(group_broker, names, scenario, first, tmp_path):
+    """The member that joins first leads a classic group: with "kafkawire-first" kafkawire's assignor computes
+    the peer's assignment too (which the peer must decode), with "peer-first" the peer's assignor computes
+    kafkawire's. (KIP-848: the coordinator assigns either way.)"""
     peer_kind, setting, options = SCENARIOS[scenario]
     topic, group = names
     bs = group_broker.bootstrap
     create_topics(bs, topic, partitions=PARTITIONS)
-    if peer_kind == "ck":
-        peer = start_worker(group_broker, topic, group, setting, tmp_path, "peer")
-    else:
-        peer = start_java(group_broker, topic, group, setting, tmp_path, "peer")
     m = Members()
+
+    def start_peer():
+        if peer_kind == "ck":
+            return start_worker(group_broker, topic, group, setting, tmp_path, "peer")
+        return start_java(group_broker, topic, group, setting, tmp_path, "peer")
+    peer = None
     try:
-        wait_for(lambda: current_assignment(peer) or peer["proc"].poll() is not None, 90, "the peer's assignment")
-        assert peer["proc"].poll() is None, f"the peer exited: {read_events(peer['events'])[-5:]}"
-        m.add("kw", bs, [topic], group_id=group, **options)
+        if first == "kafkawire-first":
+            m.add("kw", bs, [topic], group_id=group, **options)
+            m.poll_until(lambda: len(m.consumers["kw"].assignment()) == PARTITIONS, 60, "kafkawire owning all")
+            peer = start_peer()
+        else:
+            peer = start_peer()
+            wait_for(lambda: current_assignment(peer) or peer["proc"].poll() is not None, 90, "the peer's assignment")
+            assert peer["proc"].poll() is None, f"the peer exited: {read_events(peer['events'])[-5:]}"
+            m.add("kw", bs, [topic], group_id=group, **options)
 
         def split():
             theirs = current_assignment(peer) or []
@@ -72,6 +84,8 @@ def test_mixed_group(group_broker, names, scenario, tmp_path):
             return len(theirs) == 2 and len(mine) == 2 and sorted(theirs + mine) == list(range(PARTITIONS))
         m.poll_until(split, 90, "two partitions each")
         mine = sorted(p for _, p in m.consumers["kw"].assignment())
+        if options["group_protocol"] == "classic":
+            assert m.consumers["kw"].group_metadata()["leader"] is (first == "kafkawire-first")
         if options.get("partition_assignment_strategy") == "range":
             assert mine in ([0, 1], [2, 3]), mine    # contiguous ranges, whoever led the group
         if options.get("partition_assignment_strategy") == "roundrobin":
@@ -95,10 +109,10 @@ def test_mixed_group(group_broker, names, scenario, tmp_path):
             # both commit what they read before giving partitions up: nothing is read twice
             both = list(m.seen().elements()) + peer_values
             assert len(both) == len(set(both)), f"read twice: {sorted(v for v in set(both) if both.count(v) > 1)[:20]}"
-        print(f"{scenario} on {group_broker.target}: kafkawire read {len(m.seen())}, the peer {len(peer_values)}, "
+        print(f"{scenario} {first} on {group_broker.target}: kafkawire read {len(m.seen())}, the peer {len(peer_values)}, "
               f"peer commit errors {len(commit_errors)}")
     finally:
-        if peer["proc"].poll() is None:
+        if peer is not None and peer["proc"].poll() is None:
             peer["proc"].kill()
             peer["proc"].wait(10)
         m.close()

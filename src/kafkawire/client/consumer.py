@@ -252,13 +252,15 @@ class AsyncConsumer:
         return await self.group.fetch_committed([(t, int(p)) for t, p in tps])
 
     def group_metadata(self) -> dict:
-        """member_id, generation (classic) or member epoch (consumer protocol), protocol, assignor."""
+        """member_id, generation (classic) or member epoch (consumer protocol), protocol, assignor, and for
+        the classic protocol whether this member leads the group (runs the assignor)."""
         g = self.group
         if g is None:
             return {}
         return {"group_id": g.group_id, "member_id": g.member_id, "protocol": g.protocol_name,
                 "generation": getattr(g, "generation", getattr(g, "epoch", -1)),
-                "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)), "rebalances": g.rebalances}
+                "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)), "rebalances": g.rebalances,
+                "leader": getattr(g, "leader", None)}
 
     async def wait_for_assignment(self, timeout: float | None = None) -> list[tuple[str, int]]:
         """Wait until the group has assigned partitions to this member at least once; its assignment."""
