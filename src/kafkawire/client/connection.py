@@ -86,9 +86,7 @@ class Connection:
         self.host = host
         self.port = port
         self.node_id = node_id
-        self.client_id = client_id
         self.request_timeout = request_timeout
-        self.max_frame = max_frame
         self._protocol = ProtocolConnection(Role.CLIENT, max_frame=max_frame, client_id=client_id)
         self._slots = asyncio.Semaphore(max_in_flight)
         self._reader: asyncio.StreamReader | None = None
@@ -101,6 +99,24 @@ class Connection:
         self.broker_versions: dict[int, tuple[int, int]] = {}
         #: {api_key: version} negotiated: the highest version both sides support
         self.versions: dict[int, int] = {}
+
+    @property
+    def client_id(self) -> str | None:
+        """The client id in the header of every request (kept by the protocol connection, which writes them)."""
+        return self._protocol.client_id
+
+    @client_id.setter
+    def client_id(self, value: str | None) -> None:
+        self._protocol.client_id = value
+
+    @property
+    def max_frame(self) -> int:
+        """The largest response frame accepted; a larger size prefix closes the connection."""
+        return self._protocol.max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        self._protocol.max_frame = value
 
     def __repr__(self):
         state = "closed" if self._closed else "open"
