@@ -33,19 +33,20 @@ def _record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | 
 
 
 def build_batch(values, *, base_offset: int = 0, timestamps=None, base_timestamp: int = 1_700_000_000_000,
-                gzip_records: bool = False, producer_id: int = -1) -> bytes:
+                gzip_records: bool = False, producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1, transactional: bool = False) -> bytes:
     """A v2 batch holding one record per value; timestamps default to base_timestamp + index."""
     values = list(values)
     if timestamps is None:
         timestamps = [base_timestamp + i for i in range(len(values))]
     first_ts = timestamps[0]
     records = b"".join(_record(i, ts - first_ts, None, v) for i, (v, ts) in enumerate(zip(values, timestamps)))
-    attributes = 0
+    attributes = 0x10 if transactional else 0
     if gzip_records:
         records = gzip.compress(records)
         attributes |= 1
     after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, first_ts, max(timestamps),
-                            producer_id, -1, -1, len(values)) + records
+                            producer_id, producer_epoch, base_sequence, len(values)) + records
     crc = crc32c(after_crc)
     body = struct.pack(">ibI", 0, 2, crc) + after_crc  # partition leader epoch, magic, crc
     return struct.pack(">qi", base_offset, len(body)) + body

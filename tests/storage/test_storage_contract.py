@@ -327,3 +327,41 @@ def test_read_regions_carry_the_same_bytes_as_read(storage):
         as_bytes = [c.tobytes() if isinstance(c, base.FileRegion) else bytes(c) for c in regions.chunks]
         assert b"".join(as_bytes) == b"".join(bytes(c) for c in plain.chunks)
         assert regions.size == plain.size == sum(len(c) for c in regions.chunks)
+
+
+# ---------------------------------------------------------------- transaction markers
+
+
+def _control_record(batch: bytes) -> tuple[bytes, bytes]:
+    """(key, value) of the one record of a control batch, read by hand from the v2 layout."""
+    from kafkawire.protocol.records import RecordBatch
+
+    (record,) = list(RecordBatch.from_bytes(batch).records())
+    return bytes(record.key), bytes(record.value)
+
+
+@pytest.mark.parametrize("commit, control_type", [(True, 1), (False, 0)])
+def test_append_txn_marker_writes_a_control_batch_as_kafka(storage, commit, control_type):
+    storage.create_topic("t", 2)
+    log = storage.partition("t", 1)
+    log.append(build_batch([b"a", b"b"], producer_id=7, producer_epoch=3, base_sequence=0, transactional=True))
+    offset = storage.append_txn_marker("t", 1, 7, 3, commit, 11, timestamp=1_700_000_000_123)
+    assert offset == 2 and log.log_end_offset == 3
+    _, batches = read_all(log, 2)
+    ((base, last, max_ts, batch),) = batches
+    assert (base, last, max_ts) == (2, 2, 1_700_000_000_123)
+    import struct
+    (_, _, leader_epoch, magic, _, attributes, last_delta, first_ts, _, pid, epoch, base_seq, count) = struct.unpack_from(
+        ">qiibIhiqqqhii", batch)
+    assert (magic, attributes & 0x30, attributes & 0x07, last_delta, count) == (2, 0x30, 0, 0, 1)
+    assert (pid, epoch, base_seq, leader_epoch, first_ts) == (7, 3, -1, 0, 1_700_000_000_123)
+    key, value = _control_record(batch)
+    assert key == struct.pack(">hh", 0, control_type)  # ControlRecordType key v0: ABORT 0, COMMIT 1
+    assert value == struct.pack(">hi", 0, 11)  # EndTxnMarker v0: coordinator epoch
+    assert storage.partition("t", 0).log_end_offset == 0  # only the named partition
+
+
+def test_append_txn_marker_to_unknown_partition(storage):
+    storage.create_topic("t", 1)
+    with pytest.raises(base.UnknownTopicError):
+        storage.append_txn_marker("t", 1, 7, 0, True, 0)

@@ -305,6 +305,21 @@ class Storage(abc.ABC):
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """UnknownTopicError if the topic or partition does not exist."""
 
+    def append_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                          coordinator_epoch: int, *, timestamp: int | None = None, leader_epoch: int = 0) -> int:
+        """End producer ``producer_id``'s transaction in one partition (WriteTxnMarkers, done in-process):
+        append a control batch as Kafka's leaders write it (transactional + control attributes, that
+        producer's id and epoch, base sequence -1, one control record: key version 0 type ABORT 0 or
+        COMMIT 1, value EndTxnMarker version 0 with ``coordinator_epoch``), durably (the coordinator
+        reports the transaction complete only once its markers are written). Returns the marker's
+        offset. ``timestamp`` defaults to now (ms), as Kafka stamps markers."""
+        from kafkawire.protocol.records.control import build_end_txn_marker
+
+        marker = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                                      coordinator_epoch=coordinator_epoch, timestamp=timestamp,
+                                      partition_leader_epoch=leader_epoch)
+        return self.partition(topic, partition).append(marker, durable=True).base_offset
+
     @abc.abstractmethod
     def enforce_retention(self, now_ms: int) -> int:
         """Apply retention.ms / retention.bytes; returns the number of segments deleted."""
