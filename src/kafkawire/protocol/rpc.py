@@ -7,13 +7,16 @@ first, then decodes the rest of the header and the body at the right versions.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import apis
 from .api_keys import ApiKey
 from .framing import frame_size_prefix
-from .messages import Message, _as_view, message_class
+from .messages import Message, _as_view, message_class  # type: ignore[attr-defined]  # _as_view: not in the stub
 from .primitives import DecodeError, UnsupportedVersionError
+
+if TYPE_CHECKING:  # the classes exist at run time only once message_class() builds them
+    from .messages import RequestHeader, ResponseHeader
 
 _PREFIX = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -21,7 +24,7 @@ _V0_CLIENT_ID = message_class("RequestHeader")().client_id
 
 
 class Request(NamedTuple):
-    header: Message  # RequestHeader
+    header: RequestHeader
     body: Message
     header_version: int
 
@@ -35,17 +38,18 @@ class Request(NamedTuple):
 
 
 class Response(NamedTuple):
-    header: Message  # ResponseHeader
+    header: ResponseHeader
     body: Message
     header_version: int
 
 
-def request_header(api_key: int, api_version: int, correlation_id: int, client_id: str | None = "kafkawire"):
+def request_header(api_key: int, api_version: int, correlation_id: int,
+                   client_id: str | None = "kafkawire") -> RequestHeader:
     return message_class("RequestHeader")(request_api_key=api_key, request_api_version=api_version,
                                           correlation_id=correlation_id, client_id=client_id)
 
 
-def encode_request_parts(header: Message, body: Message) -> list:
+def encode_request_parts(header: RequestHeader, body: Message) -> list:
     """Size prefix, header and body as a list of buffers (records pass through uncopied)."""
     key, version = header.request_api_key, header.request_api_version
     if body.spec.api_key != key:
@@ -60,7 +64,7 @@ def encode_request_parts(header: Message, body: Message) -> list:
     return parts
 
 
-def encode_request(header: Message, body: Message) -> bytes:
+def encode_request(header: RequestHeader, body: Message) -> bytes:
     """The whole frame: size, header, body."""
     return b"".join(encode_request_parts(header, body))
 
@@ -99,7 +103,9 @@ def decode_request(data, *, framed: bool = True, strict: bool = True) -> Request
 
 
 def encode_response_parts(correlation_id: int, body: Message, api_version: int) -> list:
-    header_version = apis.response_header_version(body.spec.api_key, api_version)
+    api_key = body.spec.api_key
+    assert api_key is not None, f"{body.spec.name} is not a response"  # only headers and data have no API key
+    header_version = apis.response_header_version(api_key, api_version)
     header = message_class("ResponseHeader")(correlation_id=correlation_id)
     parts: list = [b""]
     header.encode_into(parts.append, header_version)
