@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 
 from .api_keys import ApiKey
-from .schema import message_names, message_spec
+from .schema import MessageSpec, message_names, message_spec
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,12 @@ class ApiInfo:
 
 @functools.cache
 def _registry() -> dict[int, ApiInfo]:
-    requests = {}
-    responses = {}
+    requests: dict[int, MessageSpec] = {}
+    responses: dict[int, MessageSpec] = {}
     for name in message_names():
         spec = message_spec(name)
+        if spec.api_key is None:  # headers and data payloads; every request and response has its key
+            continue
         if spec.kind == "request":
             requests[spec.api_key] = spec
         elif spec.kind == "response":
@@ -51,6 +53,7 @@ def _registry() -> dict[int, ApiInfo]:
     out = {}
     for key in sorted(requests):
         req, resp = requests[key], responses[key]
+        assert req.valid.hi is not None  # a message's valid range is closed (spec/messages.json: "valid": [lo, hi])
         out[key] = ApiInfo(
             key=key, name=req.name.removesuffix("Request"),
             min_version=req.valid.lo, max_version=req.valid.hi,
