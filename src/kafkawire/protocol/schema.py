@@ -46,6 +46,14 @@ class Versions:
             return None
         return cls(raw[0], raw[1])
 
+    @classmethod
+    def required(cls, raw) -> Versions:
+        """A range the spec always gives (a message's valid versions, a definition's versions)."""
+        versions = cls.of(raw)
+        if versions is None:
+            raise ValueError(f"a version range is required here, the spec has {raw!r}")
+        return versions
+
     def __str__(self) -> str:
         if self.hi is None:
             return f"{self.lo}+"
@@ -222,13 +230,13 @@ def _parse_definition(name: str, raw: dict) -> Definition:
     root = StructSpec(name, [_parse_field(f, structs, pending) for f in raw["fields"]])
     for f in pending:
         f.struct = structs[f.type]
-    return Definition(Versions.of(raw["versions"]), Versions.of(raw.get("flexible")), root, structs,
+    return Definition(Versions.required(raw["versions"]), Versions.of(raw.get("flexible")), root, structs,
                       raw.get("source"))
 
 
 def _parse_message(raw: dict) -> MessageSpec:
     return MessageSpec(
-        name=raw["name"], kind=raw["type"], valid=Versions.of(raw["valid"]),
+        name=raw["name"], kind=raw["type"], valid=Versions.required(raw["valid"]),
         definitions=[_parse_definition(raw["name"], d) for d in raw["definitions"]],
         api_key=raw.get("api_key"), listeners=tuple(raw.get("listeners", ())),
         latest_version_unstable=bool(raw.get("latest_version_unstable")),
