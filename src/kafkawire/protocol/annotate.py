@@ -120,7 +120,7 @@ class _Walker:
             if count > len(self.buf) - self.pos:
                 self.fail(f"tagged field count {count} exceeds the remaining bytes", section, start)
             head = self.emit(start, None, section, "tagged_fields", count, depth)
-            unknown = []
+            unknown: list[tuple[int, bytes]] = []
             for _ in range(count):
                 tag_start = self.pos
                 tag = self.uvarint(section)
@@ -128,17 +128,17 @@ class _Walker:
                 end = self.pos + size
                 if end > len(self.buf):
                     self.fail(f"tagged field {tag} of size {size} runs past the end of the buffer", section, tag_start)
-                f = tagged.get(tag)
-                if f is None:
+                known = tagged.get(tag)
+                if known is None:
                     raw = bytes(self.buf[self.pos:end])
                     self.emit(tag_start, end - tag_start, _join(section, f"tag{tag}"), "unknown_tagged_field", raw,
                               depth + 1, f"tag {tag}, {size} byte{'s' if size != 1 else ''}, not in the schema")
                     unknown.append((tag, raw))
                 else:
-                    sub = _join(path, f.name)
+                    sub = _join(path, known.name)
                     self.emit(tag_start, self.pos - tag_start, _join(section, f"tag{tag}"), "tag_header",
                               f"tag {tag}, size {size}", depth + 1)
-                    out[f.attr] = self.field(f, version, flexible, True, sub, depth + 1)
+                    out[known.attr] = self.field(known, version, flexible, True, sub, depth + 1)
                     if self.pos != end:
                         self.fail(f"tagged field {tag}: declared size {size} does not match its content",
                                   sub, tag_start)
@@ -186,9 +186,9 @@ class _Walker:
         t = f.type
         if f.struct is not None:
             head = self.emit(start, None, path, "struct", None, depth)
-            value = self.struct(f.struct, version, flexible, path, depth + 1)
+            fields = self.struct(f.struct, version, flexible, path, depth + 1)
             head.width = self.pos - start
-            return value
+            return fields
         if t in FIXED_TYPES:
             fmt, width = FIXED_TYPES[t]
             (raw,) = struct.unpack_from(">" + fmt, self.buf, self.take(width, path, t))
@@ -226,7 +226,7 @@ class _Walker:
 
 def _plain_default(f: FieldSpec):
     value = f.default_value()
-    if f.is_struct and not f.is_array and value is not None:
+    if f.struct is not None and not f.is_array and value is not None:
         return {g.attr: _plain_default(g) for g in f.struct.fields}
     if isinstance(value, uuid.UUID):
         return str(value)
