@@ -1,0 +1,396 @@
+"""The asyncio relay: local listeners, one upstream connection per client connection, bytes both ways.
+
+Requests go upstream exactly as they arrive, chunk by chunk, as soon as they arrive. Responses are
+forwarded frame by frame, as the observer side of a :class:`~kafkawire.protocol.connection.ProtocolConnection`
+fed with both directions finds them and pairs them with their requests; those that carry broker addresses
+(:mod:`kafkawire.proxy.addresses`) are rewritten, every other frame goes on as the bytes that came. A frame
+that does not decode is forwarded untouched and reported; only a stream whose framing is lost (an
+impossible size) ends the connection, as the broker or client would end it.
+
+One listener takes bootstrap connections (to the first upstream address that accepts); one more per
+upstream node id, bound when a response first names that node, leads to that node's upstream address.
+
+Bounded: each read takes at most ``CHUNK`` bytes, a frame at most ``max_frame``, each writer is drained
+before the next read (asyncio's write buffer limits), and a connection with more than ``MAX_IN_FLIGHT``
+unanswered requests is closed. A client can hold at most one frame per direction in the proxy's memory.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kafkawire.protocol.api_keys import ApiKey
+from kafkawire.protocol.connection import (
+    NeedData,
+    ProtocolConnection,
+    ProtocolViolation,
+    RequestReceived,
+    ResponseReceived,
+    Role,
+    SaslTokenReceived,
+    StreamEnded,
+)
+from kafkawire.protocol.framing import frame_size_prefix
+from kafkawire.protocol.primitives import ProtocolError
+from kafkawire.tools.pcap import Connection
+
+from .addresses import AddressMap, TooManyBrokers, rewrite_response
+from .pcapng import Flow, PcapngWriter
+from .report import Exchange, Reporter, api_name
+
+CHUNK = 256 * 1024
+MAX_IN_FLIGHT = 1024
+DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # responses (a Fetch) can be far larger than a request
+CONNECT_TIMEOUT = 10.0
+LINGER = 5.0  # after the client's EOF, how long its last responses may take
+_SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+# Server tokens of a SaslHandshake v0 exchange (bare tokens, no SaslAuthenticate): after this many the
+# mechanism is done and Kafka frames follow. A mechanism not listed keeps the connection in token mode.
+_SERVER_TOKENS = {"PLAIN": 1, "SCRAM-SHA-256": 2, "SCRAM-SHA-512": 2, "OAUTHBEARER": 1}
+
+
+@dataclass
+class ProxyConfig:
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 19092
+    upstreams: list[tuple[str, int]] = field(default_factory=list)
+    advertised_host: str | None = None  # what clients are told; the listen host by default
+    broker_port_base: int | None = None  # node id N listens on base + N; ephemeral ports by default
+    upstream_ssl: ssl.SSLContext | None = None
+    listen_ssl: ssl.SSLContext | None = None
+    max_frame: int = DEFAULT_MAX_FRAME
+
+
+def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") else default_port
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    return host, int(port)
+
+
+def _label(ep: tuple[str, int]) -> str:
+    host, port = ep
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class Proxy:
+    def __init__(self, config: ProxyConfig, reporter: Reporter, pcap: PcapngWriter | None = None,
+                 clock: Callable[[], int] = time.time_ns):
+        if not config.upstreams:
+            raise ValueError("at least one upstream address is needed")
+        self.config = config
+        self.reporter = reporter
+        self.pcap = pcap
+        self.clock = clock
+        advertised = config.advertised_host or config.listen_host
+        self.addresses = AddressMap(advertised, self._bind_broker)
+        self._servers: list[asyncio.Server] = []
+        self._pending_servers: list[asyncio.Task] = []
+        self._sessions: set[asyncio.Task] = set()
+        self._ids = 0
+        self.port: int | None = None
+        self.broker_ports: dict[int, int] = self.addresses.local_port
+
+    async def start(self) -> Proxy:
+        sock = self._listen_socket(self.config.listen_port)
+        self.port = sock.getsockname()[1]
+        self._servers.append(await asyncio.start_server(
+            lambda r, w: self._accept(r, w, None), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK))
+        return self
+
+    def _listen_socket(self, port: int) -> socket.socket:
+        infos = socket.getaddrinfo(self.config.listen_host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _name, addr = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(addr)
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def _bind_broker(self, node_id: int) -> int:
+        """Called while a response is rewritten: bind now (the port goes into that response), serve as soon as the
+        loop runs (connections wait in the backlog until then)."""
+        base = self.config.broker_port_base
+        sock = self._listen_socket(base + node_id if base is not None else 0)
+        port = sock.getsockname()[1]
+        task = asyncio.get_running_loop().create_task(self._serve_broker(sock, node_id))
+        self._pending_servers.append(task)
+        return port
+
+    async def _serve_broker(self, sock: socket.socket, node_id: int) -> None:
+        server = await asyncio.start_server(lambda r, w: self._accept(r, w, node_id), sock=sock,
+                                            ssl=self.config.listen_ssl, limit=CHUNK)
+        self._servers.append(server)
+
+    async def close(self) -> None:
+        for task in self._pending_servers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for server in self._servers:
+            server.close()
+        for task in list(self._sessions):
+            task.cancel()
+        if self._sessions:
+            await asyncio.gather(*self._sessions, return_exceptions=True)
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node_id: int | None) -> None:
+        task = asyncio.get_running_loop().create_task(self._session(reader, writer, node_id))
+        self._sessions.add(task)
+        task.add_done_callback(self._sessions.discard)
+
+    async def _connect(self, node_id: int | None):
+        if node_id is None:
+            targets = list(self.config.upstreams)
+        else:
+            up = self.addresses.target(node_id)
+            targets = [(up.host, up.port)] if up is not None else []
+        problems = []
+        for host, port in targets:
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(
+                    host, port, ssl=self.config.upstream_ssl, server_hostname=host if self.config.upstream_ssl else None,
+                    limit=CHUNK), CONNECT_TIMEOUT)
+                return (host, port), reader, writer
+            except (OSError, TimeoutError, ssl.SSLError) as exc:
+                problems.append(f"{_label((host, port))}: {exc}")
+        raise ConnectionError("; ".join(problems) or f"no upstream address known for node {node_id}")
+
+    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node_id: int | None) -> None:
+        self._ids += 1
+        cid = self._ids
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        local = writer.get_extra_info("sockname") or ("?", 0)
+        self.reporter.connections += 1
+        try:
+            upstream, ureader, uwriter = await self._connect(node_id)
+        except ConnectionError as exc:
+            self.reporter.note(f"#{cid} {_label(peer[:2])}: cannot reach upstream: {exc}")
+            writer.close()
+            return
+        _set_nodelay(writer)
+        _set_nodelay(uwriter)
+        conn = Connection(cid, (str(peer[0]), int(peer[1])), (str(upstream[0]), int(upstream[1])))
+        flow = self.pcap.flow((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])), self.clock()) \
+            if self.pcap is not None else None
+        session = _Session(self, conn, reader, writer, ureader, uwriter, flow)
+        try:
+            await session.run()
+        finally:
+            for w in (writer, uwriter):
+                w.close()
+            for w in (writer, uwriter):
+                with contextlib.suppress(Exception):
+                    await w.wait_closed()
+            if flow is not None:
+                flow.close(self.clock())
+
+
+def _set_nodelay(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _Session:
+    """One client connection and its upstream connection."""
+
+    def __init__(self, proxy: Proxy, conn: Connection, reader, writer, ureader, uwriter, flow: Flow | None):
+        self.proxy = proxy
+        self.conn = conn
+        self.reader, self.writer = reader, writer
+        self.ureader, self.uwriter = ureader, uwriter
+        self.flow = flow
+        self.observer = ProtocolConnection(Role.OBSERVER, max_frame=proxy.config.max_frame)
+        self.requests: dict[int, tuple[int, bytes]] = {}  # correlation id -> (time read, framed request)
+        self.sasl_mechanism: dict[int, str] = {}  # correlation id of a SaslHandshake v0 -> mechanism
+        self.server_tokens_left: int | None = None
+        self.to_client: list[bytes] = []
+        self.closing: str | None = None
+
+    async def run(self) -> None:
+        up = asyncio.ensure_future(self._client_to_upstream())
+        down = asyncio.ensure_future(self._upstream_to_client())
+        try:
+            done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+            if up in done and down not in done and self.closing is None:
+                # the client is done sending: its last answers may still come, for a while
+                await asyncio.wait({down}, timeout=LINGER)
+        finally:
+            for task in (up, down):
+                task.cancel()
+            await asyncio.gather(up, down, return_exceptions=True)
+            for ex in self._unanswered():
+                self.proxy.reporter.exchange(ex)
+            if self.closing:
+                self.proxy.reporter.note(f"{self.conn.label}: {self.closing}")
+
+    def _unanswered(self) -> list[Exchange]:
+        out = []
+        for corr, (t, frame) in self.requests.items():
+            key, version = (int.from_bytes(frame[4:6], "big", signed=True), int.from_bytes(frame[6:8], "big"))
+            out.append(Exchange(t, self.conn, key, version, corr, request=frame,
+                                problem="no response before the connection closed"))
+        self.requests.clear()
+        return out
+
+    # -- client -> upstream: the bytes go on at once, the observer reads them after
+    async def _client_to_upstream(self) -> None:
+        reader, uwriter, observer = self.reader, self.uwriter, self.observer
+        flow = self.flow
+        try:
+            while True:
+                data = await reader.read(CHUNK)
+                if not data:
+                    observer.receive_eof(from_client=True)
+                    self._events()
+                    if uwriter.can_write_eof():
+                        uwriter.write_eof()
+                    return
+                uwriter.write(data)
+                if flow is not None:
+                    flow.data(True, data, self.proxy.clock())
+                observer.receive_data(data, from_client=True)
+                self._events()
+                if self.closing:
+                    return
+                await uwriter.drain()
+        except (ConnectionError, OSError, ssl.SSLError) as exc:
+            self.closing = self.closing or f"client connection failed: {exc}"
+
+    # -- upstream -> client: frame by frame, rewritten where they carry broker addresses
+    async def _upstream_to_client(self) -> None:
+        ureader, writer, observer = self.ureader, self.writer, self.observer
+        flow = self.flow
+        try:
+            while True:
+                data = await ureader.read(CHUNK)
+                if not data:
+                    observer.receive_eof(from_client=False)
+                    self._events()
+                    self._flush(writer, flow)
+                    return
+                observer.receive_data(data, from_client=False)
+                self._events()
+                if self.to_client:
+                    self._flush(writer, flow)
+                    await writer.drain()
+                if self.closing:
+                    return
+        except (ConnectionError, OSError, ssl.SSLError) as exc:
+            self.closing = self.closing or f"upstream connection failed: {exc}"
+
+    def _flush(self, writer, flow: Flow | None) -> None:
+        out, self.to_client = self.to_client, []
+        if not out:
+            return
+        writer.writelines(out)
+        if flow is not None:
+            flow.data(False, b"".join(out), self.proxy.clock())
+
+    # -- events of both directions, taken right after each feed (so each pump gets those of its own bytes)
+    def _events(self) -> None:
+        observer = self.observer
+        while True:
+            event = observer.next_event()
+            kind = type(event)
+            if kind is NeedData or kind is StreamEnded:
+                return
+            if kind is RequestReceived:
+                self._request(event)
+            elif kind is ResponseReceived:
+                self._response(event)
+            elif kind is SaslTokenReceived:
+                self._token(event)
+            elif kind is ProtocolViolation:
+                self._violation(event)
+                if event.fatal:
+                    return
+
+    def _request(self, event: RequestReceived) -> None:
+        now = self.proxy.clock()
+        frame = frame_size_prefix(len(event.payload)) + bytes(event.payload)
+        if not event.expects_response:
+            self.proxy.reporter.exchange(Exchange(now, self.conn, event.api_key, event.api_version,
+                                                  event.correlation_id, request=frame))
+            return
+        if len(self.requests) >= MAX_IN_FLIGHT:
+            self.closing = f"more than {MAX_IN_FLIGHT} requests unanswered: connection closed"
+            return
+        self.requests[event.correlation_id] = (now, frame)
+        if event.api_key == _SASL_HANDSHAKE and event.api_version == 0:
+            try:
+                self.sasl_mechanism[event.correlation_id] = event.decode().body.mechanism  # type: ignore[attr-defined]
+            except (ProtocolError, KeyError):
+                pass
+
+    def _response(self, event: ResponseReceived) -> None:
+        now = self.proxy.clock()
+        payload = event.payload
+        upstream_frame = frame_size_prefix(len(payload)) + payload
+        ex_time, request = self.requests.pop(event.correlation_id, (now, b""))
+        ex = Exchange(ex_time, self.conn, event.api_key, event.api_version, event.correlation_id, request=request,
+                      latency_ns=now - ex_time)
+        frame = upstream_frame
+        try:
+            rewrite = rewrite_response(event.api_key, event.api_version, payload, self.proxy.addresses)
+        except (ProtocolError, KeyError, ValueError) as exc:
+            ex.problem = f"response not rewritten, forwarded as received: {exc}"
+            rewrite = None
+        except TooManyBrokers as exc:
+            ex.problem = f"response not rewritten: {exc}"
+            rewrite = None
+        if rewrite is not None:
+            frame = frame_size_prefix(len(rewrite.payload)) + rewrite.payload
+            ex.rewritten = rewrite.changed
+            ex.upstream_response = upstream_frame
+        self.to_client.append(frame)
+        ex.response = frame
+        mechanism = self.sasl_mechanism.pop(event.correlation_id, None)
+        if mechanism is not None and len(payload) >= 6 and payload[4:6] == b"\0\0":  # error_code 0
+            self.observer.start_sasl_tokens()  # SaslHandshake v0 accepted: bare tokens follow
+            self.server_tokens_left = _SERVER_TOKENS.get(mechanism.upper())
+        self.proxy.reporter.exchange(ex)
+
+    def _token(self, event: SaslTokenReceived) -> None:
+        self.proxy.reporter.sasl_tokens += 1
+        if event.from_client:
+            return  # already forwarded as it came
+        self.to_client.append(frame_size_prefix(len(event.token)) + event.token)
+        if self.server_tokens_left is not None:
+            self.server_tokens_left -= 1
+            if self.server_tokens_left <= 0:
+                self.server_tokens_left = None
+                self.observer.end_sasl_tokens()
+
+    def _violation(self, event: ProtocolViolation) -> None:
+        who = "client" if event.from_client else "upstream"
+        payload = event.payload
+        if not event.fatal and not event.from_client and payload:
+            # framed, but answering nothing known or too short to say: goes on as it came
+            self.to_client.append(frame_size_prefix(len(payload)) + bytes(payload))
+        self.proxy.reporter.exchange(Exchange(self.proxy.clock(), self.conn, None, None, event.correlation_id,
+                                              problem=f"{who}: {event.message} (stream offset {event.offset})"
+                                              + ("; connection closed" if event.fatal else "; forwarded")))
+        if event.fatal:
+            self.closing = f"{who} broke the framing: {event.message}"
+
+
+__all__ = ["CHUNK", "DEFAULT_MAX_FRAME", "Proxy", "ProxyConfig", "parse_address", "api_name"]
