@@ -159,6 +159,12 @@ def _write_unknown_tags(tags, w):
     _write_tags(sorted(tags, key=operator.itemgetter(0)), w)
 
 
+def _tag_of(f: FieldSpec) -> int:
+    """The sort key of a tagged field (compile time only)."""
+    assert f.tag is not None  # the spec gives every field that is tagged in some version its tag
+    return f.tag
+
+
 def _has_records(struct_spec: StructSpec, version: int) -> bool:
     return any(f.type == "records" or (f.struct is not None and _has_records(f.struct, version))
                for f in struct_spec.fields if f.present(version))
@@ -230,7 +236,7 @@ class _Compiler:
         value = f.default_value()
         if f.is_array:
             return "None" if value is None else "[]"
-        if f.is_struct:
+        if f.struct is not None:
             return "None" if value is None else f"C_{f.struct.name}()"
         return self.const(value, "_D")
 
@@ -242,7 +248,7 @@ class _Compiler:
                 return f"{var} is not None"
             # default empty: a null (where nullable) differs from it and is written, as Kafka does
             return f"({var} is None or {var})" if f.is_nullable(self.version) else f"{var}"
-        if f.is_struct:
+        if f.struct is not None:
             if value is None:
                 return f"{var} is not None"
             # field by field in line, as Struct.__eq__ compares (a call of it per tagged struct
@@ -325,7 +331,7 @@ class _Compiler:
         k = self.tmp("_")  # the suffix of this struct's own locals (tag section)
         values: dict[str, str] = {}
         untagged = [f for f in present if not f.is_tagged(v)]
-        tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
+        tagged = sorted((f for f in present if f.is_tagged(v)), key=_tag_of)
         i = 0
         prefetch = None  # (variable, size of the run before it) of a length or tag byte read ahead
         while i < len(untagged):
@@ -417,7 +423,7 @@ class _Compiler:
     def emit_default(self, f: FieldSpec, var: str) -> None:
         """Set ``var`` to a fresh default of field ``f``. A struct default is built in line, as its
         class's constructor would build it, without the keyword call."""
-        if f.is_array or not f.is_struct or f.default_value() is None:
+        if f.is_array or f.struct is None or f.default_value() is None:
             self.src(f"{var} = {self.default_expr(f)}")
             return
         fields = self.class_fields[f.struct.name]
@@ -645,10 +651,12 @@ class _Compiler:
         leaves ``var`` None, and the general loop that follows decodes the array instead. The tag bytes are checked before unpacking
         (a strided slice of the input and one count), and skipped by the format as pad bytes."""
         v = self.version
-        fields = [g for g in f.struct.fields if g.present(v)]
+        st = f.struct
+        assert st is not None  # called for arrays of structs only
+        fields = [g for g in st.fields if g.present(v)]
         if not fields or any(g.is_array or g.type not in FIXED_TYPES or g.is_tagged(v) for g in fields):
             return False
-        absent = [g for g in self.class_fields[f.struct.name] if not g.present(v)]
+        absent = [g for g in self.class_fields[st.name] if not g.present(v)]
         if any(g.is_array or g.is_struct for g in absent):
             return False
         s = self.src
@@ -676,7 +684,7 @@ class _Compiler:
             s.indent()
         s(f"{flat} = {fu}(buf, pos)")
         # the elements are allocated in one C loop, then filled in
-        s(f"{var} = [*_map(_new, _repeat(C_{f.struct.name}, {n}))]")
+        s(f"{var} = [*_map(_new, _repeat(C_{st.name}, {n}))]")
         if len(fields) == 1:
             s(f"for {x}, {names[0]} in zip({var}, {flat}):")
         else:
@@ -684,7 +692,7 @@ class _Compiler:
             s(f"for {x}, {', '.join(names)} in zip({var}, {', '.join([it] * len(fields))}):")
         s.indent()
         values = dict(zip((g.attr for g in fields), names))
-        for g in self.class_fields[f.struct.name]:
+        for g in self.class_fields[st.name]:
             value = values.get(g.attr)
             if value is None:
                 value = self.default_expr(g)
@@ -701,16 +709,18 @@ class _Compiler:
         return True
 
     def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str) -> None:
+        st = f.struct
+        assert st is not None  # called for struct fields only
         if checked:
-            self.src(f"{var}, pos = dc_{f.struct.name}(buf, pos, c, {path_expr})")
+            self.src(f"{var}, pos = dc_{st.name}(buf, pos, c, {path_expr})")
         elif self.inline_depth < _MAX_INLINE:
             # Nested structs are decoded in line: a call per element of a struct array costs
             # more than the element's own work.
             self.inline_depth += 1
-            self.emit_decode_body(f.struct, [g for g in f.struct.fields if g.present(self.version)], False, var)
+            self.emit_decode_body(st, [g for g in st.fields if g.present(self.version)], False, var)
             self.inline_depth -= 1
         else:
-            self.src(f"{var}, pos = d_{f.struct.name}(buf, pos)")
+            self.src(f"{var}, pos = d_{st.name}(buf, pos)")
 
     # -- encoding ------------------------------------------------------------
     def emit_encoder(self, struct_spec: StructSpec, present: list[FieldSpec]) -> None:
@@ -737,7 +747,7 @@ class _Compiler:
             s(f"    raise _EncodeError('{self.spec.name}: field {f.name} of {name} does not exist in version {v}; "
               f"it cannot hold the non-default value %r' % ({var},))")
         untagged = [f for f in present if not f.is_tagged(v)]
-        tagged = sorted((f for f in present if f.is_tagged(v)), key=lambda f: f.tag)
+        tagged = sorted((f for f in present if f.is_tagged(v)), key=_tag_of)
         i = 0
         while i < len(untagged):
             f = untagged[i]
@@ -782,12 +792,14 @@ class _Compiler:
 
     def emit_struct_write(self, f: FieldSpec, var: str, w: str) -> None:
         """Write the (non-null) struct in variable ``var``."""
+        st = f.struct
+        assert st is not None  # called for struct fields only
         if self.inline_depth < _MAX_INLINE:
             self.inline_depth += 1
-            self.emit_encode_body(f.struct, [g for g in f.struct.fields if g.present(self.version)], var, w)
+            self.emit_encode_body(st, [g for g in st.fields if g.present(self.version)], var, w)
             self.inline_depth -= 1
         else:
-            self.src(f"e_{f.struct.name}({var}, {w})")
+            self.src(f"e_{st.name}({var}, {w})")
 
     def emit_len(self, n: str, compact: bool, width: int, w: str) -> None:
         s = self.src
