@@ -19,6 +19,7 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Iterator
+from typing import Literal
 
 from .codecs import DEFAULT_MAX_DECOMPRESSED_SIZE, compress, decompress
 from .errors import CorruptRecordError, CrcMismatchError, UnsupportedCodecError
@@ -66,6 +67,9 @@ class LegacyBatch:
     """
 
     __slots__ = ("buffer", "position", "offset", "crc", "magic", "attributes", "timestamp", "_records")
+    # declared for mypy only (no value, so no class attribute that would clash with the slots)
+    magic: Literal[0, 1]  # the walk hands magic 2 to RecordBatch, from_bytes refuses others
+    _records: list[Record] | None  # decode_records() cached by _decoded()
 
     is_control = False
     is_transactional = False
@@ -222,7 +226,7 @@ class LegacyBatch:
 
 def _key_value(buf, pos: int, offset: int, position: int) -> tuple[bytes | None, bytes | None]:
     end = len(buf)
-    out = []
+    out: list[bytes | None] = []
     for what in ("key", "value"):
         if pos + 4 > end:
             raise CorruptRecordError(f"message {what} length runs past the message", base_offset=offset,
@@ -312,8 +316,10 @@ def _now_ms() -> int:
 
 def _normalize(records: Iterable, base_offset: int | None) -> list[tuple[int, int | None, bytes | None, bytes | None]]:
     """``(offset, timestamp, key, value)`` for each input record; see :func:`build_message_set`."""
-    out = []
+    out: list[tuple[int, int | None, bytes | None, bytes | None]] = []
     next_offset = base_offset
+    ts: int | None  # a Record's timestamp, or the tuple's (None: stamped when built)
+    headers: list | None
     for item in records:
         if type(item) is Record:
             offset, ts, key, value, headers = item
@@ -370,13 +376,15 @@ def build_message_set(records: Iterable, magic: int = 1, compression: Compressio
     lat = magic > 0 and timestamp_type == LOG_APPEND_TIME
     if lat and log_append_time is None:
         log_append_time = _now_ms()
+    # read only when lat, which has just set log_append_time
+    append_ts = NO_TIMESTAMP if log_append_time is None else log_append_time
     now = None
-    stamped = []
+    stamped: list[tuple[int, int, bytes | None, bytes | None]] = []
     for offset, ts, key, value in entries:
         if magic == 0:
             ts = NO_TIMESTAMP
         elif lat:
-            ts = log_append_time
+            ts = append_ts
         elif ts is None:
             if now is None:
                 now = _now_ms()
@@ -389,7 +397,7 @@ def build_message_set(records: Iterable, magic: int = 1, compression: Compressio
     inner = b"".join(
         encode_message(o - first if magic > 0 else o, magic, ts_attr, t, k, v) for o, t, k, v in stamped
     )
-    wrapper_ts = log_append_time if lat else max(t for _, t, _, _ in stamped)
+    wrapper_ts = append_ts if lat else max(t for _, t, _, _ in stamped)
     payload = compress(codec, inner, magic=magic)
     return encode_message(stamped[-1][0], magic, int(codec) | ts_attr, wrapper_ts, None, payload)
 
