@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from itertools import chain
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from crc32c import crc32c
 
@@ -126,7 +126,7 @@ class RecordBatch:
 
     __slots__ = ("buffer", "position")
 
-    magic = 2
+    magic: Literal[2] = 2  # Literal: `x.magic == 2` tells RecordBatch from LegacyBatch (magic 0 or 1) for mypy
 
     def __init__(self, buffer, position: int = 0):
         if not isinstance(buffer, memoryview):
@@ -442,7 +442,8 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts
     form (batches of thousands of records, timestamps spread over seconds);
     anything longer takes the general path.  Running off the end shows up as ``IndexError``.
     """
-    out = []
+    out: list[Record] = []
+    headers: list  # declared here for mypy: an annotation without a value costs nothing in the loop
     append = out.append
     new = tuple.__new__
     R = Record
