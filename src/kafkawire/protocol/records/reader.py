@@ -85,6 +85,7 @@ class BatchReader:
             raise StopIteration
         end = pos + size
         entry_view = view[pos:end]
+        entry: AnyBatch
         if view[pos + 16] == 2:
             entry = RecordBatch(entry_view, pos)
         else:
