@@ -327,6 +327,8 @@ def _append_all(builder: BatchBuilder, records: Iterable) -> None:
     size = 0
     count = 0
     now = None
+    ts: int | None  # a tuple's timestamp may be None (now); declared here, not in the loop (no run-time cost)
+    headers: list | None
     for count, item in enumerate(records, 1):  # noqa: B007  (count is read after the loop)
         if type(item) is Record:
             offset, ts, key, value, headers = item
