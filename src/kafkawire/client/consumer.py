@@ -252,12 +252,14 @@ class AsyncConsumer:
         return await self.group.fetch_committed([(t, int(p)) for t, p in tps])
 
     def group_metadata(self) -> dict:
-        """member_id, generation (classic) or member epoch (consumer protocol), protocol, assignor, and for
-        the classic protocol whether this member leads the group (runs the assignor)."""
+        """member_id, generation (classic) or member epoch (consumer protocol), instance_id, protocol,
+        assignor, and for the classic protocol whether this member leads the group (runs the assignor).
+        A transactional producer's ``send_offsets_to_transaction`` takes it as it is."""
         g = self.group
         if g is None:
             return {}
-        return {"group_id": g.group_id, "member_id": g.member_id, "protocol": g.protocol_name,
+        return {"group_id": g.group_id, "member_id": g.member_id, "instance_id": g.instance_id,
+                "protocol": g.protocol_name,
                 "generation": getattr(g, "generation", getattr(g, "epoch", -1)),
                 "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)), "rebalances": g.rebalances,
                 "leader": getattr(g, "leader", None)}

@@ -13,6 +13,12 @@ batches with sequence numbers, and keeps one batch in flight per partition,
 so a retried batch is written once and in order. It needs ``acks=-1``
 ("all"): it is on by default with acks="all" and off by default with other acks.
 
+Transactions (``transactional_id=``): ``init_transactions()``, then per transaction
+``begin_transaction()``, sends, ``send_offsets_to_transaction(offsets, group_metadata)``,
+``commit_transaction()`` or ``abort_transaction()``; idempotence is forced on. The
+coordinator conversation, the transaction version and the error classes are in
+``kafkawire.client.transactions``.
+
 Retries: a batch that fails with a retriable error (``error_for(code).retriable``,
 a lost connection or a timeout) is retried with backoff, metadata refreshed
 first when the error says it is stale, until ``delivery_timeout`` passes.
@@ -34,6 +40,7 @@ from .cluster import STALE_METADATA, Cluster, TopicInfo
 from .connection import ConnectionClosed, RequestTimeout
 from .partitioner import DefaultPartitioner
 from .retry import Backoff
+from .transactions import TransactionManager
 
 # answers meaning the broker no longer knows our producer id or its sequences
 _PRODUCER_STATE_LOST = frozenset({kerrors.UNKNOWN_PRODUCER_ID, kerrors.OUT_OF_ORDER_SEQUENCE_NUMBER})
@@ -243,7 +250,10 @@ class AsyncProducer:
     ``delivery_timeout`` s [delivery.timeout.ms], ``request_timeout`` s [request.timeout.ms],
     ``buffer_memory`` bytes [buffer.memory], ``max_request_size`` bytes per ProduceRequest,
     ``partitioner`` (``DefaultPartitioner``: murmur2 / sticky), ``backoff`` [retry.backoff.ms,
-    retry.backoff.max.ms], ``allow_auto_topic_creation``, ``client_id``; other keywords go to ``Cluster``
+    retry.backoff.max.ms], ``allow_auto_topic_creation``, ``client_id``, ``transactional_id``
+    [transactional.id], ``transaction_timeout_ms`` [transaction.timeout.ms], ``max_block`` s
+    [max.block.ms: how long a transactional call retries], ``transaction_version`` (at most this
+    transaction version; default: what the broker finalized); other keywords go to ``Cluster``
     (``metadata_max_age``, ``connect_timeout``, ``max_versions``, ...).
     """
 
@@ -251,7 +261,8 @@ class AsyncProducer:
                  linger_ms: float = 5, enable_idempotence: bool | None = None, delivery_timeout: float = 120.0,
                  request_timeout: float = 30.0, buffer_memory: int = 64 << 20, partitioner=None,
                  client_id: str = "kafkawire-producer", backoff: Backoff | None = None,
-                 max_request_size: int = 16 << 20,
+                 max_request_size: int = 16 << 20, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60000, max_block: float = 60.0, transaction_version: int | None = None,
                  cluster: Cluster | None = None, allow_auto_topic_creation: bool = True, **cluster_options):
         self.acks = _acks(acks)
         self.compression = Compression.parse(compression)
@@ -263,6 +274,8 @@ class AsyncProducer:
         # with acks other than all
         if enable_idempotence and self.acks != -1:
             raise ValueError("enable_idempotence needs acks='all' (-1)")
+        if transactional_id is not None and (enable_idempotence is False or self.acks != -1):
+            raise ValueError("a transactional producer is idempotent: it needs acks='all' and enable_idempotence")
         self.idempotent = self.acks == -1 if enable_idempotence is None else bool(enable_idempotence)
         self.delivery_timeout = delivery_timeout
         self.request_timeout = request_timeout
@@ -293,6 +306,9 @@ class AsyncProducer:
         self._flushing = 0
         self._closed = False
         self._init_lock: asyncio.Lock | None = None
+        self.transactional_id = transactional_id
+        self._txn = TransactionManager(self, transactional_id, transaction_timeout_ms, max_block,
+                                       transaction_version) if transactional_id is not None else None
 
     async def __aenter__(self):
         await self.start()
@@ -304,6 +320,8 @@ class AsyncProducer:
     async def start(self) -> None:
         """Connect and (with idempotence) get a producer id. Called by the first ``send`` too."""
         self._ensure_loop_objects()
+        if self._txn is not None:
+            return  # the producer id comes from init_transactions()
         if self.idempotent and self.producer_id < 0:
             if self._init_lock is None:
                 self._init_lock = asyncio.Lock()
@@ -347,6 +365,55 @@ class AsyncProducer:
                 if not retriable or attempt > 10:
                     raise
                 await asyncio.sleep(self.backoff.delay(attempt))
+
+    # -- transactions ----------------------------------------------------------------
+
+    def _transaction(self) -> TransactionManager:
+        if self._txn is None:
+            raise RuntimeError("the producer has no transactional_id")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get the transactional id's producer id and epoch, fencing any older producer with the same id
+        and ending (aborting) what it left open. Once, before the first transaction."""
+        txn = self._transaction()
+        self._ensure_loop_objects()
+        await txn.init()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: what is sent until the commit or abort belongs to it."""
+        self._transaction().begin()
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata) -> None:
+        """Commit a consumer group's offsets ``{(topic, partition): next offset}`` (or ``(offset, metadata)``)
+        with the transaction: visible only if it commits. ``group_metadata``: the consumer's
+        ``group_metadata()`` (its generation and member id let the group refuse a member that was
+        replaced), or a group id."""
+        await self._transaction().send_offsets(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Send everything queued, then commit; raises the error if a record or an offset commit of the
+        transaction failed (then ``abort_transaction()``)."""
+        await self._transaction().end(commit=True)
+
+    async def abort_transaction(self) -> None:
+        """Drop the records not sent yet, wait for those in flight, abort: none of it is ever read by a
+        read_committed consumer."""
+        await self._transaction().end(commit=False)
+
+    def _fail_unsent(self, which, exc: BaseException) -> None:
+        """Fail the queued batches of the partitions ``which(tp)`` picks that were never sent."""
+        for tp, queue in self._queues.items():
+            if not which(tp):
+                continue
+            in_flight = queue[0] if queue and tp in self._in_flight else None
+            for batch in [b for b in queue if b.payload is None and b is not in_flight]:
+                queue.remove(batch)  # not _dequeue: the partition's batch in flight stays in flight
+                self._buffered -= batch.size
+                for fut in batch.futures:
+                    self._complete(fut, exc)
+        if self._space is not None and self._buffered <= self.buffer_memory:
+            self._space.set()
 
     # -- appending -----------------------------------------------------------------
 
@@ -402,6 +469,8 @@ class AsyncProducer:
         """Queue one record whose result goes to ``sink`` (an asyncio future or a ``RecordFuture``)."""
         if self._closed:
             raise RuntimeError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if self._wakeup is None:
             self._ensure_loop_objects()
         if type(value) is str:
@@ -464,7 +533,8 @@ class AsyncProducer:
             batch = None
         if batch is None:
             builder = BatchBuilder(compression=self.compression, producer_id=self.producer_id,
-                                   producer_epoch=self.producer_epoch, max_batch_size=self.batch_size)
+                                   producer_epoch=self.producer_epoch, max_batch_size=self.batch_size,
+                                   transactional=self._txn is not None)
             batch = _Batch(tp, builder, time.monotonic() + self.delivery_timeout)
             queue.append(batch)
             if len(queue) == 1:
@@ -527,6 +597,8 @@ class AsyncProducer:
                 await self.flush(timeout)
         finally:
             self._closed = True
+            if self._txn is not None:
+                await self._txn.close()
             if self._sender is not None:
                 self._sender.cancel()
                 try:
@@ -577,6 +649,8 @@ class AsyncProducer:
                 self._in_flight.add(tp)  # wait for metadata before trying again
                 self._spawn(self._await_leader(batch))
                 continue
+            if self._txn is not None and not self._txn.ready_to_send(tp):
+                continue  # AddPartitionsToTxn first (transaction version 1); it wakes the sender
             self._close_batch(batch)
             self._in_flight.add(tp)
             by_node.setdefault(part.leader, []).append(batch)
@@ -646,12 +720,13 @@ class AsyncProducer:
                     cls.PartitionProduceData(index=b.tp[1], records=self._payload(b)))
                 b.attempts += 1
             infos = {t: self.cluster.topics.get(t) for t in topics}
-            req = cls(transactional_id=None, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
+            req = cls(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
                       topic_data=[cls.TopicProduceData(name=t, topic_id=infos[t].topic_id if infos[t] else None,
                                                        partition_data=ps) for t, ps in topics.items()])
             try:
                 conn = await self.cluster.connection(node)
-                resp = await conn.request(req, timeout=self.request_timeout + 5)
+                version = self._txn.produce_version(conn) if self._txn is not None else None
+                resp = await conn.request(req, version=version, timeout=self.request_timeout + 5)
             except (ConnectionClosed, RequestTimeout, OSError, TimeoutError) as exc:
                 for b in batches:
                     self._retry_or_fail(b, KafkaError(kerrors.NETWORK_EXCEPTION, str(exc)), stale=True)
@@ -716,11 +791,17 @@ class AsyncProducer:
             self._space.set()
 
     def _fail_batch(self, batch: _Batch, exc: BaseException) -> None:
+        if self._txn is not None:
+            self._txn.fail(exc)  # the transaction can no longer commit (or the producer is fenced)
         self._dequeue(batch)
         for fut in batch.futures:
             self._complete(fut, exc)
 
     def _retry_or_fail(self, batch: _Batch, exc: KafkaError, stale: bool = False) -> None:
+        if self._txn is not None and exc.code in _PRODUCER_STATE_LOST:
+            # a transactional producer does not start over with a new id: the transaction must abort
+            self._fail_batch(batch, exc)
+            return
         if self.idempotent and exc.code in _PRODUCER_STATE_LOST and time.monotonic() < batch.deadline:
             # the broker lost our producer state (e.g. it restarted, or our id expired): like the Java
             # client, start over with a new producer id and sequence 0, and send the batch again

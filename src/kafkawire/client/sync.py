@@ -204,6 +204,38 @@ class Producer(_SyncBase):
         self._drain()
         await self._core.flush(timeout)
 
+    # -- transactions (``transactional_id=``; see ``AsyncProducer``) -----------------------------------
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the transactional id's producer id and epoch (fencing an older producer with the same id)."""
+        self._run(self._core.init_transactions(), timeout)
+
+    def begin_transaction(self) -> None:
+        self._run(self._begin())
+
+    async def _begin(self):
+        self._drain()  # records produced before belong to no transaction: they fail as the async core says
+        self._core.begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata, timeout: float | None = None) -> None:
+        """Commit ``{(topic, partition): next offset}`` of ``group_metadata`` (``Consumer.group_metadata()``,
+        or a group id) with the transaction."""
+        self._run(self._core.send_offsets_to_transaction(offsets, group_metadata), timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Send what was produced, then commit; raises the error that failed the transaction, if any."""
+        self._run(self._end(True), timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._run(self._end(False), timeout)
+
+    async def _end(self, commit: bool):
+        self._drain()  # records produce() queued before the call belong to the transaction
+        if commit:
+            await self._core.commit_transaction()
+        else:
+            await self._core.abort_transaction()
+
     def send(self, topic: str, value=None, key=None, timeout: float | None = None, **kw) -> RecordMetadata:
         """Produce one record and wait for its result."""
         fut = self.produce(topic, value, key, **kw)
