@@ -28,6 +28,7 @@ READ_COMMITTED = 1
 
 TopicResponse = FetchResponse.FetchableTopicResponse
 PartitionData = FetchResponse.PartitionData
+AbortedTransaction = FetchResponse.AbortedTransaction
 
 
 class Chunks:
@@ -105,8 +106,10 @@ def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
     return out
 
 
-def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict) -> tuple[list, int]:
-    """One pass over the partitions: (reads, bytes found, any error)."""
+def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict,
+              committed: bool = False) -> tuple[list, int]:
+    """One pass over the partitions: (reads, bytes found, any error). ``committed`` (read_committed) reads
+    below each partition's last stable offset, with the aborted transactions of what it read."""
     by_id = version >= 13
     remaining = max_bytes
     min_one = True
@@ -141,10 +144,11 @@ def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int
                     r.data = plog.read(r.diverging[1], 0, min_one=False)  # the offsets, no records
                     continue
             limit = min(cp.max_bytes, remaining)
+            read = plog.read_committed if committed else plog.read
             if limit <= 0 and not min_one:
-                r.data = plog.read(cp.fetch_offset, 0, min_one=False)
+                r.data = read(cp.fetch_offset, 0, min_one=False)
                 continue
-            result = plog.read(cp.fetch_offset, max(limit, 0), min_one=min_one)
+            result = read(cp.fetch_offset, max(limit, 0), min_one=min_one)
         except sb.OffsetOutOfRangeError:
             r.error = errors.OFFSET_OUT_OF_RANGE
             continue
@@ -206,7 +210,12 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
             aborted = [] if r.error in _NOT_FOUND else None
         else:
             hw, start, lso = r.data.high_watermark, r.data.log_start_offset, r.data.last_stable_offset
-            aborted = [] if committed else None
+            # read_committed: the aborted transactions overlapping the records returned, an empty list when
+            # none; read_uncommitted: null, as Kafka answers
+            aborted = None
+            if committed:
+                aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                           for a in r.data.aborted or ()]
         if ctx.incremental:
             changed = (r.size > 0 or r.error or r.diverging is not None or hw != cp.high_watermark or start != cp.log_start_offset
                        or lso != cp.last_stable_offset)
@@ -262,7 +271,8 @@ def fetch(broker, ctx, body):
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
     max_bytes = body.max_bytes if version >= 3 else INT32_MAX
     metas: dict = {}
-    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas)
+    committed = version >= 4 and body.isolation_level == READ_COMMITTED
+    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed)
     errored = any(r.error or r.diverging is not None for r in reads)  # answered at once, as Kafka does
     if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
         return _respond(broker, ctx, body, fctx, reads)
@@ -279,7 +289,11 @@ class _Encoded(list):
 
 
 async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
+    """Wakes on every append to a partition read, markers included (whoever appends a transaction marker
+    notifies ``broker.waiters`` as Produce does), so a read_committed poll answers once the last stable
+    offset passes new records."""
     version = ctx.api_version
+    committed = version >= 4 and body.isolation_level == READ_COMMITTED
     deadline = time.monotonic() + body.max_wait_ms / 1000.0
     keys = []
     for cp in fctx.partitions:
@@ -297,12 +311,12 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
             except TimeoutError:
                 break
             event.clear()
-            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {})
+            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed)
             if total >= body.min_bytes or any(r.error or r.diverging is not None for r in reads):
                 return _respond(broker, ctx, body, fctx, reads)
             if broker.server is None:
                 break
     finally:
         broker.waiters.unregister(event)
-    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {})
+    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed)
     return _respond(broker, ctx, body, fctx, reads)

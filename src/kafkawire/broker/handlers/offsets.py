@@ -24,20 +24,23 @@ def leader_epoch_error(broker, current_leader_epoch: int) -> int:
     return 0
 
 
-def _lookup(broker, plog, ts: int) -> tuple[int, int, int]:
-    """(offset, timestamp, leader epoch) for a ListOffsets timestamp."""
+def _lookup(broker, plog, ts: int, committed: bool = False) -> tuple[int, int, int]:
+    """(offset, timestamp, leader epoch) for a ListOffsets timestamp. As Kafka, the last fetchable offset is
+    the last stable offset for read_committed, else the high watermark: LATEST answers it, and a record
+    found by timestamp (MAX_TIMESTAMP included) counts only below it."""
     epoch = broker.leader_epoch
+    fetchable = plog.last_stable_offset if committed else plog.high_watermark
     if ts == LATEST:
-        return plog.high_watermark, -1, epoch
+        return fetchable, -1, epoch
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1, epoch
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp()
-        return (found[0], found[1], epoch) if found else (-1, -1, -1)
-    if ts < 0:  # tiered storage lookups: kafkawire keeps everything local
+    elif ts < 0:  # tiered storage lookups: kafkawire keeps everything local
         return -1, -1, -1
-    found = plog.offset_for_timestamp(ts)
-    return (found[0], found[1], epoch) if found else (-1, -1, -1)
+    else:
+        found = plog.offset_for_timestamp(ts)
+    return (found[0], found[1], epoch) if found and found[0] < fetchable else (-1, -1, -1)
 
 
 @handles("ListOffsets", 0, 11)
@@ -84,7 +87,8 @@ def list_offsets(broker, ctx, body):
             if p.timestamp < 0 and version < SPECIAL_SINCE.get(p.timestamp, 1 << 15):
                 pr.error_code = errors.UNSUPPORTED_VERSION
                 continue
-            pr.offset, pr.timestamp, epoch = _lookup(broker, plog, p.timestamp)
+            pr.offset, pr.timestamp, epoch = _lookup(broker, plog, p.timestamp,
+                                                     version >= 2 and body.isolation_level == 1)
             if version >= 4:
                 pr.leader_epoch = epoch
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))

@@ -16,6 +16,12 @@ Contract every engine keeps:
   ``offset``; it returns at least one whole batch when ``min_one`` even if it
   is larger than ``max_bytes`` (so a consumer always makes progress), and never
   more than ``max_bytes`` otherwise.
+- Transactions (``txn``): a transactional batch opens its producer's transaction
+  in the partition, its COMMIT/ABORT marker (``Storage.append_txn_marker``)
+  closes it; ``last_stable_offset`` stays at the first offset of the oldest open
+  one; ``read_committed`` returns only batches below it, with the aborted
+  transactions overlapping what it returns. Engines with files keep both across
+  restarts, an open transaction staying open.
 """
 from __future__ import annotations
 
@@ -161,6 +167,9 @@ class ReadResult:
     high_watermark: int
     log_start_offset: int
     last_stable_offset: int
+    #: ``read_committed`` only: the aborted transactions (``txn.AbortedTxn``) overlapping what was read, as
+    #: Kafka collects them for a read_committed Fetch; None for plain reads
+    aborted: list | None = None
 
 
 @dataclass(frozen=True)
@@ -187,6 +196,27 @@ class PartitionLog(abc.ABC):
     @property
     def high_watermark(self) -> int:
         return self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, or the high watermark when none is open
+        (read_committed consumers read below it). Engines that track transactions override it."""
+        return self.high_watermark
+
+    def open_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of its open transaction in this partition."""
+        return {}
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
+                       regions: bool = False) -> ReadResult:
+        """``read`` (``read_regions`` when ``regions``) of whole batches below the last stable offset only,
+        with ``aborted`` set to the aborted transactions overlapping the range read (Kafka's
+        ``collectAbortedTransactions``); past the last stable offset nothing, and an empty list. Engines
+        that track no transactions read as usual: their last stable offset is the high watermark."""
+        result = self.read_regions(offset, max_bytes, min_one=min_one) if regions else self.read(
+            offset, max_bytes, min_one=min_one)
+        result.aborted = []
+        return result
 
     @property
     @abc.abstractmethod

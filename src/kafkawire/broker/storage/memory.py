@@ -14,7 +14,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 
-from . import _batch, topics
+from . import _batch, topics, txn
 from .base import (
     AppendResult,
     OffsetOutOfRangeError,
@@ -40,6 +40,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
         self._start = 0
         self._end = 0
         self._size = 0
+        self._txn = txn.TxnState()
 
     def append(self, batches, *, log_append_time: int | None = None, durable: bool = False) -> AppendResult:
         view = memoryview(batches).cast("B")
@@ -52,6 +53,10 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 self._infos.append(info)  # (its position counts within this append: unused here)
                 self._size += info.size
             self._end = info.last_offset + 1
+            if txn.has_transactional(view, [i.position for i in infos]):
+                placed = self._infos[-len(infos):]
+                for event in txn.events(view, [(i.position, i.size, p.base_offset) for i, p in zip(infos, placed)]):
+                    self._txn.apply(event)
             return AppendResult(first, self._end - 1, -1 if log_append_time is None else log_append_time,
                                 self._start)
 
@@ -68,7 +73,38 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 chunks.append(memoryview(self._batches[i]))
                 size += n
                 i += 1
-            return ReadResult(chunks, size, self._end, self._start, self._end)
+            return ReadResult(chunks, size, self._end, self._start, self._txn.last_stable_offset(self._end))
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._txn.last_stable_offset(self._end)
+
+    def open_transactions(self) -> dict[int, int]:
+        with self._lock:
+            return dict(self._txn.ongoing)
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
+                       regions: bool = False) -> ReadResult:
+        with self._lock:
+            if offset < self._start or offset > self._end:
+                raise OffsetOutOfRangeError(offset, self._start, self._end)
+            lso = self._txn.last_stable_offset(self._end)
+            chunks, size = [], 0
+            if offset < lso:
+                i = bisect_right(self._bases, offset) - 1
+                while i < len(self._batches) and self._bases[i] < lso:
+                    n = len(self._batches[i])
+                    if size + n > max_bytes and not (min_one and not chunks):
+                        break
+                    chunks.append(memoryview(self._batches[i]))
+                    size += n
+                    i += 1
+                # No offset index here: the bound is the log end, as Kafka's when no index entry lies past
+                # what it read (a segment under index.interval.bytes)
+                aborted = self._txn.collect_aborted(offset, self._end)
+            else:
+                aborted = []
+            return ReadResult(chunks, size, self._end, self._start, lso, aborted)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         with self._lock:
@@ -109,6 +145,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
         if n:
             del self._batches[:n], self._bases[:n], self._infos[:n]
             self._start = max(self._start, self._bases[0] if self._bases else self._end)
+            self._txn.drop_aborted_before(self._start)
         return n
 
     def flush(self) -> None:

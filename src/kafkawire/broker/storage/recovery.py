@@ -53,7 +53,7 @@ from .segment import LogSegment, segment_name
 
 log = logging.getLogger("kafkawire.storage")
 
-_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex)")
+_SEGMENT_FILE = re.compile(r"(\d{20})\.(log|index|timeindex|txnindex)")
 QUARANTINE_FILE = re.compile(r"(\d{20})\.(\d+)\.(\d+)\.quarantine")
 _LOG_OVERHEAD = _batch.LOG_OVERHEAD
 PACE_BYTES = 1 << 20
@@ -444,7 +444,7 @@ def _reseal(segment: LogSegment) -> None:
 # (metadata.py), and what write_atomically leaves of them after a crash.
 OWN_ENTRIES = frozenset({"meta.properties", ".lock", "log-start-offset-checkpoint", "__kafkawire_meta"})
 _PARTITION_NAME = re.compile(r"(.+)-(\d+)")
-_EMPTY_PARTITION_FILE = re.compile(r"\d{20}\.(log|index|timeindex)|partition\.metadata")
+_EMPTY_PARTITION_FILE = re.compile(r"\d{20}\.(log|index|timeindex|txnindex|snapshot)|partition\.metadata")
 
 
 class DirectoryTakenError(StorageError):

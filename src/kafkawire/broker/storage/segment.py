@@ -169,6 +169,7 @@ class LogSegment:
         self.directory, self.base_offset = directory, base_offset
         stem = os.path.join(directory, segment_name(base_offset))
         self.log_path = stem + ".log"
+        self.txn_index_path = stem + ".txnindex"  # aborted transactions whose marker is here (storage.txn)
         self.offset_index = OffsetIndex(stem + ".index", base_offset)
         self.time_index = TimeIndex(stem + ".timeindex", base_offset)
         self.size = 0  # committed bytes
@@ -412,6 +413,10 @@ class LogSegment:
         open_handles.forget(self)
         self.offset_index.delete()
         self.time_index.delete()
+        try:
+            os.unlink(self.txn_index_path)
+        except FileNotFoundError:
+            pass
         self._map = None  # dropped, not closed: views may still use it
         self._file = None  # same for the file held by FileRegions
         try:

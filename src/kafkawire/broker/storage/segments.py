@@ -62,11 +62,11 @@ import threading
 import time
 import uuid
 import weakref
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from . import _batch, metadata, recovery, topics
+from . import _batch, metadata, recovery, snapshot, topics, txn
 from .base import (
     AppendResult,
     InvalidPartitionsError,
@@ -178,6 +178,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
         self._closed = False
+        self._txn = txn.TxnState()  # open and aborted transactions (``recover_transactions`` on a start)
 
     # ------------------------------------------------------------ offsets
 
@@ -219,10 +220,24 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                 segment.write(buffers, total)
             except (OSError, LogDirError) as exc:
                 raise _disk_error(self._dir, f"append to {self.topic}-{self.partition} failed", exc) from exc
+            events = None
+            if txn.has_transactional(view, [i.position for i in infos]):
+                events = list(txn.events(view, [(i.position, i.size, w.base_offset) for i, w in zip(infos, written)]))
+            aborted = []
             with self._state_lock:
                 segment.commit(written, settings.index_interval_bytes)
                 self._size += total
                 self._end = next_offset
+                if events:
+                    for event in events:
+                        done = self._txn.apply(event)
+                        if done is not None:
+                            aborted.append(done)
+            if aborted:
+                try:
+                    txn.append_index(segment.txn_index_path, aborted)
+                except OSError as exc:  # the seal (or a restart's replay) writes it again
+                    log.warning("cannot append to %s: %s", segment.txn_index_path, exc)
             self._unflushed_messages += messages
             start = self._start
         if durable or self._unflushed_messages >= settings.flush_messages or (
@@ -255,8 +270,12 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             t0 = time.perf_counter()
             old.seal()
             observe(time.perf_counter() - t0)
+        self._write_txn_index(old, fsync=True)
         new = LogSegment(self.directory, self._end, created_ms=self._clock())
         new.create()
+        # As Kafka at every roll: the open transactions as of the new segment's base, so a restart replays
+        # no more than the active segment to find them
+        snapshot.write(self.directory, new.base_offset, self._open_transactions(), fsync=True)
         metadata.fsync_dir(self.directory)
         with self._state_lock:
             self._segments.append(new)
@@ -311,29 +330,135 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
     def read_regions(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
         return self._read(offset, max_bytes, min_one, regions=True)
 
-    def _read(self, offset: int, max_bytes: int, min_one: bool, regions: bool) -> ReadResult:
+    def _read(self, offset: int, max_bytes: int, min_one: bool, regions: bool, committed: bool = False) -> ReadResult:
         with self._state_lock:
             start, end = self._start, self._end
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end)
+            lso = self._txn.last_stable_offset(end)
+            limit = lso if committed else end
             chunks, total = [], 0
-            if offset < end:
+            aborted = [] if committed else None
+            if offset < limit:
                 i = bisect_right(self._bases, offset) - 1
                 position = self._segments[i].locate(offset)
+                last_segment, last_end = i, position or 0  # where the read ended (for the aborted ones' bound)
                 while i < len(self._segments):
                     segment = self._segments[i]
-                    if position is not None and position < segment.size:
-                        stop = segment.extent(position, max_bytes - total, min_one and not chunks)
+                    if limit <= segment.base_offset:
+                        break
+                    # the LSO is a batch boundary (a transaction's first batch): stop there
+                    seg_end = segment.size if limit >= segment.next_offset else segment.locate(limit)
+                    if position is not None and position < seg_end:
+                        stop = segment.extent(position, min(max_bytes - total, seg_end - position),
+                                              min_one and not chunks)
                         if stop > position:
                             length = stop - position
                             chunks.append(segment.region(position, length) if regions
                                           else segment.view(position, length))
                             total += length
+                            last_segment, last_end = i, stop
                         if stop < segment.size:
                             break
                     i += 1
                     position = 0
-            return ReadResult(chunks, total, end, start, end)
+                if committed:
+                    aborted = self._txn.collect_aborted(offset, self._upper_bound(last_segment, last_end))
+            return ReadResult(chunks, total, end, start, lso, aborted)
+
+    def _upper_bound(self, i: int, position: int) -> int:
+        """Kafka's bound for the aborted transactions of a read that ended at ``position`` of segment ``i``:
+        the offset of the first offset index entry at or past it, else the next segment's base offset, else
+        the log end (caller holds the state lock). Kafka reads from one segment only; a kafkawire read may
+        go on into the next ones, so the bound is taken where it ended: the same as Kafka's when it stays
+        in one segment, and covering all it returned when it does not."""
+        index = self._segments[i].offset_index
+        k = bisect_left(index.positions, position)
+        if k < len(index.positions):
+            return index.offsets[k]
+        return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._end
+
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
+                       regions: bool = False) -> ReadResult:
+        return self._read(offset, max_bytes, min_one, regions, committed=True)
+
+    @property
+    def last_stable_offset(self) -> int:
+        with self._state_lock:
+            return self._txn.last_stable_offset(self._end)
+
+    def open_transactions(self) -> dict[int, int]:
+        with self._state_lock:
+            return dict(self._txn.ongoing)
+
+    def _open_transactions(self) -> dict[int, tuple[int, int]]:
+        with self._state_lock:
+            return self._txn.open_transactions()
+
+    def _write_txn_index(self, segment: LogSegment, *, fsync: bool) -> None:
+        """Rewrite ``segment``'s .txnindex from the aborted transactions whose marker it holds."""
+        with self._state_lock:
+            entries = [a for a in self._txn.aborted if segment.base_offset <= a.last_offset < segment.next_offset]
+        if entries or os.path.exists(segment.txn_index_path):
+            txn.write_index(segment.txn_index_path, entries, fsync=fsync)
+
+    def recover_transactions(self) -> None:
+        """Rebuild the open and aborted transactions on a start: the newest producer snapshot at or below the
+        log end gives the open ones as of its offset (later snapshots, of a log cut short by recovery, are
+        deleted), the .txnindex files the aborted ones before it, and the log after it is replayed (header
+        walks; only transactional batches are looked at), rewriting the .txnindex of the segments replayed.
+        Without a snapshot (a log kafkawire wrote before it had transactions), as Kafka upgrading one, the
+        replay starts at the last two segments."""
+        segments, end, directory = self._segments, self._end, self.directory
+        state = txn.TxnState()
+        replay_from = None
+        for offset in reversed(snapshot.offsets(directory)):
+            if offset > end:
+                snapshot.delete(directory, offset)
+                continue
+            if replay_from is None and offset >= segments[0].base_offset:
+                try:
+                    with open(snapshot.path_for(directory, offset), "rb") as f:
+                        state.load_open(snapshot.decode(f.read()))
+                    replay_from = offset
+                except (OSError, snapshot.CorruptSnapshotError) as exc:
+                    log.warning("ignoring producer snapshot %s: %s", snapshot.path_for(directory, offset), exc)
+                    snapshot.delete(directory, offset)
+        bases = set(self._bases)
+        for offset in snapshot.offsets(directory):
+            # as Kafka's removeStraySnapshots: keep those of segments and the one replayed from
+            if offset != replay_from and (offset not in bases or offset < self._start):
+                snapshot.delete(directory, offset)
+        if replay_from is None:
+            replay_from = segments[-2].base_offset if len(segments) > 1 else segments[0].base_offset
+        for segment in segments:
+            if segment.base_offset > replay_from:
+                break
+            try:
+                found = txn.read_index(segment.txn_index_path)
+            except (OSError, ValueError) as exc:
+                log.warning("ignoring %s: %s", segment.txn_index_path, exc)
+                found = []
+            for entry in found:
+                if segment.base_offset <= entry.last_offset < min(replay_from, segment.next_offset):
+                    state.add_aborted(entry)
+        i = bisect_right(self._bases, replay_from) - 1
+        position = segments[i].locate(replay_from) if replay_from < end else None
+        for k, segment in enumerate(segments[i:], start=i):
+            if position is not None or k > i:
+                buf = segment.buffer()
+                try:
+                    for event in txn.events(buf, list(txn.transactional_in(buf, position or 0, segment.size))):
+                        state.apply(event)
+                finally:
+                    del buf
+            position = None
+        self._txn = state
+        for k, segment in enumerate(segments[i:], start=i):
+            try:
+                self._write_txn_index(segment, fsync=k < len(segments) - 1)
+            except OSError as exc:
+                log.warning("cannot write %s: %s", segment.txn_index_path, exc)
 
     # --------------------------------------------------------- timestamps
 
@@ -417,10 +542,12 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             del self._segments[:count], self._bases[:count]
             self._size -= sum(s.size for s in doomed)
             self._start = max(self._start, self._segments[0].base_offset)
+            self._txn.drop_aborted_before(self._segments[0].base_offset)
         for segment in doomed:
             log.info("deleting segment %s (offsets %d..%d)", segment.log_path, segment.base_offset,
                      segment.next_offset - 1)
             segment.delete()
+            snapshot.delete(self.directory, segment.base_offset)
         return count
 
     # ------------------------------------------------------------- scrubbing
@@ -470,6 +597,12 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             self._closed = True
             self.flush()
             self._segments[-1].write_indexes(fsync=True)  # for tools; a restart rebuilds them anyway
+            if self._end > self._segments[0].base_offset:
+                try:  # as Kafka on a clean shutdown: a restart then replays nothing to find open transactions
+                    self._write_txn_index(self._segments[-1], fsync=True)
+                    snapshot.write(self.directory, self._end, self._open_transactions(), fsync=True)
+                except OSError as exc:
+                    log.warning("cannot write the producer snapshot of %s-%d: %s", self.topic, self.partition, exc)
             for segment in self._segments:
                 segment.close()
 
@@ -594,8 +727,10 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             segment.create()
             metadata.fsync_dir(directory)
             segments = [segment]
-        return SegmentPartitionLog(meta.name, partition, directory, segments, log_start, settings,
+        plog = SegmentPartitionLog(meta.name, partition, directory, segments, log_start, settings,
                                    self._save_log_starts, self._clock)
+        plog.recover_transactions()
+        return plog
 
     def _settings_for(self, name: str) -> Callable[[], TopicSettings]:
         def settings() -> TopicSettings:
