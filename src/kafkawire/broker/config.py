@@ -529,6 +529,12 @@ def pick_listener(value: str) -> tuple[str, int] | None:
     return parse_host_port(chosen)
 
 
+def is_security_key(key: str) -> bool:
+    from kafkawire.security.listeners import is_security_key as known
+
+    return known(key)
+
+
 @dataclass
 class BrokerConfig:
     host: str = "127.0.0.1"
@@ -645,7 +651,8 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         cfg = cls(properties=dict(props))
         for key, _value in props.items():
-            if key not in BROKER_CONFIGS and key not in QUIET_KEYS and key not in TOPIC_CONFIGS:
+            if key not in BROKER_CONFIGS and key not in QUIET_KEYS and key not in TOPIC_CONFIGS \
+                    and not is_security_key(key):  # read by kafkawire.security.listeners
                 cfg.unknown_keys.append(key)
         try:
             if "listeners" in props:

@@ -18,7 +18,7 @@ from kafkawire.protocol import ApiKey, api, errors, message_class
 # Fields that identify an entry, copied from the request entry to its answer entry: request name -> the
 # response names that echo it.
 KEYS = {
-    "name": ("name", "topic", "topic_name"), "topic": ("topic", "name", "topic_name"),
+    "name": ("name", "topic", "topic_name", "user"), "topic": ("topic", "name", "topic_name"),
     "topic_name": ("topic_name", "name", "topic"), "topic_id": ("topic_id",),
     "partition": ("partition", "partition_index", "index"), "partition_index": ("partition_index", "partition"),
     "index": ("index", "partition_index"), "partition_id": ("partition_id",),
@@ -94,6 +94,9 @@ SHAPES: dict[int, Shape] = {
     ApiKey.DESCRIBE_LOG_DIRS: Shape(),
     ApiKey.SASL_AUTHENTICATE: Shape(message="null"),
     ApiKey.CREATE_PARTITIONS: Shape({"results": Entries("topics")}),
+    # one result per user asked about, its name left empty (as Kafka's getErrorResponse builds it)
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Shape({"results": Entries("users")}, {"user": ""}, message="null"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape({"results": Entries(("deletions", "upsertions"))}, message="null"),
     ApiKey.DELETE_GROUPS: Shape({"results": Entries("groups_names")}),
     ApiKey.ELECT_LEADERS: Shape({"replica_election_results": Entries("topic_partitions"),
                                  "replica_election_results.partition_result": Entries("partitions")}, message="null"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -89,8 +90,14 @@ def _run_group(group) -> list:
 
 class Broker:
     def __init__(self, config: BrokerConfig, storage: Storage | None = None):
+        from kafkawire.security.listeners import parse_listeners
+
         self.config = config
         self.node_id = config.node_id
+        # every listener checked (TLS contexts built) before anything opens: a listener that cannot be served
+        # as configured stops start-up here with the key named (kafkawire.security.listeners)
+        self.listeners = parse_listeners(config.properties, (config.host, config.port),
+                                         (config.advertised_host, config.advertised_port))
         self.storage = storage if storage is not None else open_storage(config)
         self.handlers = dispatch.load_handlers()
         self.leader_epoch = LEADER_EPOCH
@@ -112,7 +119,9 @@ class Broker:
         self._controller = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-controller")
         self._controller_lock: asyncio.Lock | None = None
         self.started_ms = int(time.time() * 1000)
-        self.server: FramedServer | None = None
+        self.server: FramedServer | None = None  # the first listener's (the one --listen sets)
+        self.servers: list[FramedServer] = []  # one per listener
+        self.scram_credentials = _credential_store(config, self.storage)
         self._background: list[asyncio.Task] = []
         self.metrics = None  # a metrics.BrokerMetrics while kafkawire.metrics.listener / --metrics is set
 
@@ -123,6 +132,15 @@ class Broker:
         if self.server is not None and not self.config.advertised_port and self.config.port == 0:
             port = self.server.port
         return host, port
+
+    def advertised_for(self, conn) -> tuple[str, int]:
+        """The address a client reaches this broker at on the listener it came in through."""
+        server = getattr(conn, "server", None)
+        if server is None or server is self.server or getattr(server, "security", None) is None:
+            return self.advertised
+        from kafkawire.security.serving import advertised_address
+
+        return advertised_address(server.security.listener, server.port)
 
     @property
     def cluster_id(self) -> str:
@@ -310,12 +328,28 @@ class Broker:
     async def start(self) -> None:
         self.current_group_coordinator()  # replays __consumer_offsets before serving
         idle_ms = int(self.config.broker_value("connections.max.idle.ms")[0])
-        self.server = FramedServer(self.handle, self.config.host, self.config.port,
-                                   max_frame=self.config.socket_request_max_bytes,
-                                   max_queued_bytes=self.config.queued_max_request_bytes,
-                                   idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None)
-        self.server.on_connection_closed.append(self._connection_closed)
-        await self.server.start()
+        from kafkawire.security.serving import ListenerSecurity, warn_if_open
+
+        try:
+            for listener in self.listeners:
+                security = ListenerSecurity(listener, self.scram_credentials)
+                server = FramedServer(self.handle, listener.host, listener.port,
+                                      max_frame=self.config.socket_request_max_bytes,
+                                      max_queued_bytes=self.config.queued_max_request_bytes,
+                                      idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None,
+                                      ssl_context=listener.ssl_context, security=security, name=listener.name)
+                security.server = server
+                server.on_connection_closed.append(self._connection_closed)
+                await server.start()
+                self.servers.append(server)
+                warn_if_open(listener)
+                log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host or "*",
+                         server.port)
+        except BaseException:
+            for server in self.servers:
+                await server.close()
+            raise
+        self.server = self.servers[0]
         if self.config.metrics_listener is not None:  # fails closed: no prometheus-client, or the port is taken
             from .metrics import BrokerMetrics
 
@@ -323,7 +357,8 @@ class Broker:
                 metrics = BrokerMetrics(self)
                 metrics.serve(*self.config.metrics_listener)
             except BaseException:
-                await self.server.close()
+                for server in self.servers:
+                    await server.close()
                 raise
             self.metrics = metrics
             log.info("metrics on http://%s:%d/metrics", self.config.metrics_listener[0] or "*", metrics.port)
@@ -367,8 +402,8 @@ class Broker:
         for task in self._background:
             task.cancel()
         self._background.clear()
-        if self.server is not None:
-            await self.server.close()
+        for server in self.servers:
+            await server.close()
         if self.metrics is not None:  # its HTTP server stops within its poll interval: off the event loop
             metrics, self.metrics = self.metrics, None
             await asyncio.get_running_loop().run_in_executor(None, metrics.close)
@@ -385,6 +420,16 @@ class Broker:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         log.info("kafkawire broker %d stopped", self.node_id)
+
+
+def _credential_store(config: BrokerConfig, storage: Storage):
+    """SCRAM credentials beside the topics' metadata (``__kafkawire_meta``) for engines that keep files,
+    in memory for the memory engine."""
+    from kafkawire.security.scram import CredentialStore
+
+    if not storage.blocking:
+        return CredentialStore(None)
+    return CredentialStore(os.path.join(config.data_dir, "__kafkawire_meta", "scram-credentials.json"))
 
 
 class BrokerThread:

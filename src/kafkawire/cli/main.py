@@ -12,6 +12,7 @@ COMMANDS = {
     "logs": ("logs", "show what a data directory holds, or decode its files (--dump), offline"),
     "decode": ("decode", "annotate the bytes of a request or response"),
     "pcap": ("pcap", "dissect Kafka traffic in a pcap/pcapng capture"),
+    "certs": ("certs", "create a throwaway CA, broker and client certificates for local TLS development"),
     "proxy": ("proxy", "a transparent Kafka proxy that shows every request and response passing"),
     "produce": ("client_commands", "produce records from stdin to a topic"),
     "consume": ("client_commands", "consume records from a topic to stdout"),

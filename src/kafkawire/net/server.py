@@ -19,7 +19,17 @@ budget, so one larger than it still goes through alone. The handler returns:
 - an awaitable resolving to either of those (long polls, slow storage),
 
 or raises ``CloseConnection`` to drop the connection (after the responses to
-earlier requests are written), as Kafka does for a request it cannot parse.
+earlier requests are written), as Kafka does for a request it cannot parse. A
+handler that answers and then wants the connection closed (a failed SASL login)
+calls ``connection.close_after_response(reason)`` before returning.
+
+Security (one ``FramedServer`` per listener): ``ssl_context`` makes it a TLS
+listener (the handshake completes before ``connection_made``); ``security``, when
+given, is told of each new connection (``connection_made(conn)``, which may
+require authentication on ``conn.protocol``) and receives the bare SASL tokens
+of SaslHandshake v0 (``token_received(token, conn)``, answered like a request).
+A request the protocol connection refuses before authentication closes the
+connection, as Kafka does.
 """
 from __future__ import annotations
 
@@ -37,6 +47,7 @@ from kafkawire.protocol.connection import (
     ProtocolViolation,
     RequestReceived,
     Role,
+    SaslTokenReceived,
     Violation,
 )
 
@@ -84,6 +95,7 @@ class Connection(asyncio.Protocol):
         self._waiting_memory = False  # reading paused until the budget has room
         self.last_active = time.monotonic()
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
+        self._close_requested: str | None = None  # close_after_response() during the handler's call
 
     # -- asyncio.Protocol ---------------------------------------------------
     def connection_made(self, transport):
@@ -98,7 +110,13 @@ class Connection(asyncio.Protocol):
                 pass
         self.server._connections.add(self)
         self.server.connections_opened += 1
-        log.info("connection %d from %s opened", self.id, self.peer)
+        log.info("connection %d from %s opened%s", self.id, self.peer,
+                 f" on listener {self.server.name}" if self.server.name else "")
+        if self.server.security is not None:
+            try:
+                self.server.security.connection_made(self)
+            except CloseConnection as exc:
+                self.abort(str(exc), kind="authentication")
 
     def connection_lost(self, exc):
         self.closed = True
@@ -161,9 +179,16 @@ class Connection(asyncio.Protocol):
                 if event.frame_size is not None and not self._frame_reserved:
                     self._reserve(event.frame_size + 4)
                 break
+            elif kind is SaslTokenReceived:
+                self._handle(event.token, 0, self.server.security.token_received)
             elif kind is ProtocolViolation:
                 if event.kind in _SIZE_VIOLATIONS:
-                    self.abort(f"{event.message} (socket.request.max.bytes)", kind="frame_too_large")
+                    limit = "socket.request.max.bytes" if self.protocol.max_frame == server.max_frame else \
+                        "sasl.server.max.receive.size, before authentication"
+                    self.abort(f"{event.message} ({limit})", kind="frame_too_large")
+                    return
+                if event.fatal:  # a request before authentication: Kafka closes without an answer
+                    self.abort(event.message, kind="authentication")
                     return
                 # a request too short for its header prefix: the handler says why it cannot answer it
                 self._handle(event.payload, 0)
@@ -212,17 +237,24 @@ class Connection(asyncio.Protocol):
             self._answered(slot)
         self._held = None
 
-    def _handle(self, payload: bytes, reserved: int = 0) -> None:
+    def close_after_response(self, reason: str) -> None:
+        """Called by a handler: write its answer (and those before it), then close; nothing after it is read."""
+        self._close_requested = reason
+
+    def _handle(self, payload: bytes, reserved: int = 0, handler=None) -> None:
         slot = _Slot(reserved)
         self._slots.append(slot)
         try:
-            result = self.server.handler(payload, self)
+            result = (handler or self.server.handler)(payload, self)
         except CloseConnection as exc:
             self._close_at(slot, str(exc))
             return
         except Exception as exc:  # handler bug: drop the connection, keep the server
             log.exception("connection %d from %s: request handler failed", self.id, self.peer)
             self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}", "internal_error")
+            return
+        if self._close_requested is not None:
+            self._answer_then_close(slot, result)
             return
         if result is not None and type(result) is not list and inspect.isawaitable(result):  # lists: no inspect
             task = asyncio.ensure_future(result)
@@ -233,6 +265,22 @@ class Connection(asyncio.Protocol):
             slot.buffers = result
             self._answered(slot)
             self._flush()
+
+    def _answer_then_close(self, slot: _Slot, result) -> None:
+        reason, self._close_requested = self._close_requested, None
+        if self.close_kind is None:
+            self.close_kind = "authentication"
+        slot.close_reason = reason
+        self._closing_after = slot  # read nothing more
+        if result is not None and type(result) is not list and inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot: self._finished(t, s))
+            return
+        slot.done = True
+        slot.buffers = result
+        self._answered(slot)
+        self._flush()
 
     def _finished(self, task: asyncio.Task, slot: _Slot) -> None:
         self._tasks.discard(task)
@@ -267,6 +315,8 @@ class Connection(asyncio.Protocol):
         while slots and slots[0].done:
             slot = slots.popleft()
             if slot.close_reason is not None:
+                if slot.buffers and not self.closed:  # the answer that comes before the close (a failed login)
+                    out.extend(slot.buffers)
                 self._write_out()
                 self.abort(slot.close_reason, graceful=True)
                 return
@@ -345,8 +395,12 @@ class Connection(asyncio.Protocol):
 
 class FramedServer:
     def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024,
-                 idle_timeout: float | None = None, max_queued_bytes: int = -1):
+                 idle_timeout: float | None = None, max_queued_bytes: int = -1, ssl_context=None,
+                 security=None, name: str = ""):
         self.handler = handler
+        self.ssl_context = ssl_context  # an ssl.SSLContext: a TLS listener
+        self.security = security  # see the module docstring
+        self.name = name  # the listener's name, for the logs
         self.max_queued_bytes = max_queued_bytes  # -1: no limit
         self.queued_bytes = 0  # reserved by frames being received and requests not yet answered
         self._memory_waiters: deque[Connection] = deque()
@@ -385,7 +439,8 @@ class FramedServer:
         loop = asyncio.get_running_loop()
         host = self.host or None  # "" binds every interface
         self._server = await loop.create_server(lambda: Connection(self), host, self.port,
-                                                reuse_address=True, backlog=self.backlog)
+                                                reuse_address=True, backlog=self.backlog, ssl=self.ssl_context,
+                                                ssl_handshake_timeout=10.0 if self.ssl_context else None)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
         if self.idle_timeout:

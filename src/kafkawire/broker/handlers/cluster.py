@@ -28,7 +28,7 @@ def describe_cluster(broker, ctx, body):
             code, message = errors.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {body.endpoint_type}"
         return R(throttle_time_ms=0, error_code=code, error_message=message, endpoint_type=BROKERS_ENDPOINT,
                  cluster_id="", controller_id=-1, brokers=[])
-    host, port = broker.advertised
+    host, port = broker.advertised_for(ctx.connection)
     return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
              cluster_id=broker.cluster_id, controller_id=broker.node_id,
              brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config.rack,

@@ -61,7 +61,7 @@ async def _await(register):
 def find_coordinator(broker, ctx, body):
     v = ctx.api_version
     coord = broker.current_group_coordinator()
-    host, port = broker.advertised
+    host, port = broker.advertised_for(ctx.connection)
     key_type = body.key_type if v >= 1 else 0
     # Kafka creates __consumer_offsets when a client first looks for a group coordinator
     offsets_ok = True

@@ -104,7 +104,7 @@ def _by_name(broker, version: int, body, requested, with_ops: bool) -> list:
 @handles("Metadata", 0, 13)
 def metadata(broker, ctx, body):
     version = ctx.api_version
-    host, port = broker.advertised
+    host, port = broker.advertised_for(ctx.connection)
     with_ops = bool(body.include_topic_authorized_operations) if version >= 8 else False
     requested = body.topics
     if requested is None or (version == 0 and not requested):
