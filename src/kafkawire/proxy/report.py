@@ -22,8 +22,9 @@ from kafkawire.protocol.annotate import AnnotationError, annotate_request, annot
 from kafkawire.protocol.api_keys import ApiKey
 from kafkawire.protocol.connection import response_body_version
 from kafkawire.protocol.primitives import ProtocolError
+from kafkawire.protocol.records.batch import HEADER_SIZE, header_summary
 from kafkawire.protocol.rpc import decode_request, decode_response
-from kafkawire.tools.pcap import Connection, Event, error_names, summary, topic_partitions
+from kafkawire.tools.pcap import Connection, Event, error_names, topic_partitions, walk
 
 
 def api_name(api_key: int | None) -> str:
@@ -108,6 +109,59 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None) -> None:
     if resp_event is not None and resp_event.message is not None:
         ex.errors = error_names(resp_event)
         ex.response_summary = summary(resp_event)
+
+
+# fields that identify what a request is about, shown when present and not empty (as `kafkawire pcap` does)
+_KEYS = ("group_id", "key", "transactional_id", "member_id", "generation_id", "protocol_name", "acks",
+         "fetch_offset", "session_id")
+
+
+def summary(event: Event) -> str:
+    """Topics and partitions, identifying fields, record counts and offsets, error codes. Like
+    :func:`kafkawire.tools.pcap.summary`, but records are counted from the v2 batch headers, never decoded
+    one by one: the proxy describes every Produce and Fetch that passes."""
+    assert event.message is not None
+    parts = []
+    tps = topic_partitions(event)
+    if tps:
+        parts.append(" ".join(f"{t}[{','.join(map(str, sorted(set(p))))}]" if p else t for t, p in tps.items()))
+    body = event.message.body
+    version = event.api_version or 0
+    for attr in _KEYS:
+        if attr in body._attrs and body._fields[body._attrs.index(attr)].present(version):
+            value = getattr(body, attr)
+            if value not in (None, "", -1):
+                parts.append(f"{attr}={value}")
+    count, first, last = _records(event)
+    if count:
+        parts.append(f"{count} records" + (f" @{first}..{last}" if not event.from_client else ""))
+    if event.api_key == ApiKey.API_VERSIONS and not event.from_client:
+        parts.append(f"{len(body.api_keys)} APIs")  # type: ignore[attr-defined]
+    errors = error_names(event)
+    if errors:
+        parts.append("errors: " + ", ".join(errors))
+    return " ".join(parts)
+
+
+def _records(event: Event) -> tuple[int, int, int]:
+    """(records, first offset, last offset) of every records field, from the v2 batch headers (the legacy
+    message sets of Produce before v3 are not counted)."""
+    count, first, last = 0, -1, -1
+    assert event.message is not None
+    for _path, f, v in walk(event.message.body, event.api_version or 0):
+        if f.type != "records" or not v:
+            continue
+        pos, end = 0, len(v)
+        while end - pos >= HEADER_SIZE:
+            length = int.from_bytes(v[pos + 8:pos + 12], "big", signed=True)
+            if v[pos + 16] != 2 or length <= 0:  # a legacy message set (not counted), or damage
+                break
+            base, last_offset, _ts, n = header_summary(v, pos)
+            first = base if first < 0 else first
+            last = last_offset
+            count += n
+            pos += 12 + length
+    return count, first, last
 
 
 @dataclass
