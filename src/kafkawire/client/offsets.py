@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from .cluster import STALE_METADATA, Cluster
 from .connection import ConnectionClosed, RequestTimeout
+
+if TYPE_CHECKING:  # built at run time by message_class()
+    from ..protocol.messages import ListOffsetsResponse
 
 LIST_OFFSETS = 2
 LATEST = -1        # the log end offset (high watermark)
@@ -102,7 +105,8 @@ async def _ask(cluster: Cluster, node: int, tps, wanted, isolation_level):
     req = cls(replica_id=-1, isolation_level=isolation_level,
               topics=[cls.ListOffsetsTopic(name=t, partitions=ps) for t, ps in topics.items()],
               timeout_ms=int(cluster.request_timeout * 1000))
-    resp = await conn.request(req)
+    # Connection.request decodes the answer with the API's response class; ListOffsets always answers
+    resp = cast("ListOffsetsResponse", await conn.request(req))
     out = {}
     for t in resp.topics:
         for p in t.partitions:
