@@ -242,24 +242,34 @@ class Connection(asyncio.Protocol):
         self._close_requested = reason
 
     def _handle(self, payload: bytes, reserved: int = 0, handler=None) -> None:
-        slot = _Slot(reserved)
-        self._slots.append(slot)
+        # A request gets a slot (its place in the answer order) only when earlier ones are still unanswered or
+        # its own answer is not ready yet; a synchronous answer with nothing in flight (the common case) goes
+        # straight to the output.
+        slot = self._slot(reserved) if self._slots else None
         try:
             result = (handler or self.server.handler)(payload, self)
         except CloseConnection as exc:
-            self._close_at(slot, str(exc))
+            self._close_at(slot or self._slot(reserved), str(exc))
             return
         except Exception as exc:  # handler bug: drop the connection, keep the server
             log.exception("connection %d from %s: request handler failed", self.id, self.peer)
-            self._close_at(slot, f"internal error: {type(exc).__name__}: {exc}", "internal_error")
+            self._close_at(slot or self._slot(reserved), f"internal error: {type(exc).__name__}: {exc}",
+                           "internal_error")
             return
         if self._close_requested is not None:
-            self._answer_then_close(slot, result)
+            self._answer_then_close(slot or self._slot(reserved), result)
             return
         if result is not None and type(result) is not list and inspect.isawaitable(result):  # lists: no inspect
+            slot = slot or self._slot(reserved)
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot: self._finished(t, s))
+        elif slot is None:
+            if reserved:
+                self.server._release(reserved)
+            if result and not self.closed:
+                self._out.extend(result)
+            self._flush()
         else:
             slot.done = True
             slot.buffers = result
@@ -281,6 +291,11 @@ class Connection(asyncio.Protocol):
         slot.buffers = result
         self._answered(slot)
         self._flush()
+
+    def _slot(self, reserved: int) -> _Slot:
+        slot = _Slot(reserved)
+        self._slots.append(slot)
+        return slot
 
     def _finished(self, task: asyncio.Task, slot: _Slot) -> None:
         self._tasks.discard(task)
