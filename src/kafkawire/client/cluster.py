@@ -169,7 +169,9 @@ class Cluster:
             if not conn.closed:
                 return conn
         errors = []
-        candidates = [(b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()]
+        # (connection key, host, port, node id): a broker's key is its node id, a bootstrap server's its address
+        candidates: list[tuple[object, str, int, int | None]] = [
+            (b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()]
         candidates += [(("bootstrap", h, p), h, p, None) for h, p in self.bootstrap]
         for key, host, port, node in candidates:
             try:
