@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from .cluster import ZERO_UUID, Cluster, TopicInfo
 from .offsets import READ_UNCOMMITTED, OffsetAndTimestamp, list_offsets
+
+if TYPE_CHECKING:  # built at run time by message_class()
+    from ..protocol.messages import CreateTopicsResponse, DeleteTopicsResponse, DescribeConfigsResponse
+
+# Connection.request decodes an answer with its API's response class and returns None only for a request
+# without a response on the wire (Produce with acks=0): the casts below name the class it returns.
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -55,7 +62,7 @@ class AsyncAdmin:
             configs=[cls.CreatableTopicConfig(name=k, value=str(v)) for k, v in t.configs.items()])
             for t in items], timeout_ms=int(timeout * 1000), validate_only=validate_only)
         conn = await self.cluster.controller()
-        resp = await conn.request(req, timeout=timeout + self.cluster.request_timeout)
+        resp = cast("CreateTopicsResponse", await conn.request(req, timeout=timeout + self.cluster.request_timeout))
         results = {r.name: (KafkaError(r.error_code, r.error_message) if r.error_code else None) for r in resp.topics}
         self._raise_first(results, raise_errors)
         if wait and not validate_only:
@@ -70,7 +77,7 @@ class AsyncAdmin:
         conn = await self.cluster.controller()
         req = cls(topics=[cls.DeleteTopicState(name=n, topic_id=ZERO_UUID) for n in names],
                   topic_names=list(names), timeout_ms=int(timeout * 1000))
-        resp = await conn.request(req, timeout=timeout + self.cluster.request_timeout)
+        resp = cast("DeleteTopicsResponse", await conn.request(req, timeout=timeout + self.cluster.request_timeout))
         results = {}
         for r in resp.responses:
             name = r.name if r.name is not None else self.cluster.topic_names.get(r.topic_id, str(r.topic_id))
@@ -148,7 +155,7 @@ class AsyncAdmin:
             conn = await self.cluster.connection(int(name))
         else:
             conn = await self.cluster.any_connection()
-        resp = await conn.request(req)
+        resp = cast("DescribeConfigsResponse", await conn.request(req))
         out = {}
         for r in resp.results:
             if r.error_code:
