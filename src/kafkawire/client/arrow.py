@@ -200,7 +200,7 @@ class ArrowColumns:
         row0 = len(self.timestamps)
         # Offset deltas strictly increase within a batch, so when the batch holds last_delta + 1 records they
         # are 0, 1, 2, ...: nothing to check or store. Otherwise (compacted batches) they are collected.
-        ods = None if regular else []
+        ods: list[int] | None = None if regular else []
         first_od = None
         if not regular or skipped:
             _, p = _varint(data, pos)
@@ -518,6 +518,7 @@ class ArrowColumns:
                 t2 = t2.slice(0, m)
         vs = pc.add(A, _i32(vs_off))
         ve = pc.subtract(E, _i32(1))
+        cols: tuple[pa.Array, ...]  # (key start, key end, value start, value end) or (value start, value end)
         if keyed:
             ks = pc.add(A, _i32(k + 1 - a))
             cols = (ks, pc.add(ks, _i32(kl)), vs, ve)
