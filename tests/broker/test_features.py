@@ -16,7 +16,6 @@ from .reference import reference_client
 # feature -> (kafkawire's supported max, kafkawire's finalized level), where kafkawire differs from Kafka 4.4
 DEVIATIONS = {
     "kraft.version": (0, 0),        # one static voter; no KIP-853 voter changes
-    "transaction.version": (0, 0),  # transactions are not implemented
     "share.version": (0, 0),        # no share groups
     "streams.version": (0, 0),      # no streams groups
 }
@@ -31,20 +30,22 @@ def test_v4_lists_every_supported_feature_and_the_finalized_levels(client):
     res = api_versions(client, 4)
     supported = {f.name: (f.min_version, f.max_version) for f in res.supported_features}
     assert supported == {"group.version": (0, 1), "kraft.version": (0, 0), "metadata.version": (7, 33),
-                         "share.version": (0, 0), "streams.version": (0, 0), "transaction.version": (0, 0),
+                         "share.version": (0, 0), "streams.version": (0, 0), "transaction.version": (0, 2),
                          "eligible.leader.replicas.version": (0, 1)}
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in res.finalized_features}
     assert finalized == {"group.version": (1, 1), "metadata.version": (33, 33),
-                         "eligible.leader.replicas.version": (1, 1)}
+                         "eligible.leader.replicas.version": (1, 1), "transaction.version": (2, 2)}
     assert res.finalized_features_epoch == features.FINALIZED_EPOCH >= 0
 
 
-def test_transactions_are_not_advertised_by_feature_or_api(client):
-    """transaction.version 0 sends a transactional Java producer to AddPartitionsToTxn/EndTxn, which are not
-    advertised either: it fails at once instead of taking the KIP-890 path half-way."""
+def test_transaction_version_2_goes_with_the_transaction_apis(client):
+    """transaction.version 2 sends a Kafka 4.x producer down the KIP-890 path (Produce v12, EndTxn v5); older
+    clients use AddPartitionsToTxn and EndTxn below v5: every one is served."""
     res = api_versions(client, 4)
-    assert "transaction.version" not in {f.name for f in res.finalized_features}
-    assert not {24, 25, 26, 28} & {k.api_key for k in res.api_keys}  # AddPartitionsToTxn ... TxnOffsetCommit
+    assert {f.name: f.max_version_level for f in res.finalized_features}["transaction.version"] == 2
+    ranges = {k.api_key: (k.min_version, k.max_version) for k in res.api_keys}
+    assert ranges[24] == (0, 5) and ranges[26] == (0, 5)  # AddPartitionsToTxn, EndTxn
+    assert {25, 28, 65, 66} <= set(ranges)  # AddOffsetsToTxn, TxnOffsetCommit, Describe/ListTransactions
 
 
 def test_group_version_1_goes_with_the_consumer_group_apis(client):
@@ -56,7 +57,7 @@ def test_v3_leaves_out_ranges_starting_at_0(client):
     res = api_versions(client, 3)
     assert [(f.name, f.min_version, f.max_version) for f in res.supported_features] == [("metadata.version", 7, 33)]
     assert {f.name for f in res.finalized_features} == {"group.version", "metadata.version",
-                                                        "eligible.leader.replicas.version"}
+                                                        "eligible.leader.replicas.version", "transaction.version"}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

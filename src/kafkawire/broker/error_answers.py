@@ -26,7 +26,8 @@ KEYS = {
     "key": ("key",), "member_id": ("member_id",), "group_instance_id": ("group_instance_id",),
 }
 # an answer entry made from a request value (a partition number, a group id): the entry field it fills
-SCALAR_KEYS = ("partition_index", "partition", "partition_id", "index", "group_id", "key", "name")
+SCALAR_KEYS = ("partition_index", "partition", "partition_id", "index", "group_id", "key", "name",
+               "transactional_id")
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,10 @@ SHAPES: dict[int, Shape] = {
     ApiKey.ALTER_REPLICA_LOG_DIRS: Shape({"results": Entries("dirs.topics"), "results.partitions": Entries("partitions")}),
     ApiKey.DESCRIBE_LOG_DIRS: Shape(),
     ApiKey.SASL_AUTHENTICATE: Shape(message="null"),
-    ApiKey.CREATE_PARTITIONS: Shape({"results": Entries("topics")}),
     # one result per user asked about, its name left empty (as Kafka's getErrorResponse builds it)
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Shape({"results": Entries("users")}, {"user": ""}, message="null"),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape({"results": Entries(("deletions", "upsertions"))}, message="null"),
+    ApiKey.CREATE_PARTITIONS: Shape({"results": Entries("topics")}),
     ApiKey.DELETE_GROUPS: Shape({"results": Entries("groups_names")}),
     ApiKey.ELECT_LEADERS: Shape({"replica_election_results": Entries("topic_partitions"),
                                  "replica_election_results.partition_result": Entries("partitions")}, message="null"),
@@ -111,6 +112,15 @@ SHAPES: dict[int, Shape] = {
     ApiKey.DESCRIBE_PRODUCERS: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partition_indexes")}),
     ApiKey.CONSUMER_GROUP_DESCRIBE: Shape({"groups": Entries("group_ids")}),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Shape({"topics": Entries("topics")}),
+    # transactions: v0-3 per partition; v4+ (broker to broker) the top-level error alone
+    ApiKey.ADD_PARTITIONS_TO_TXN: Shape({"results_by_topic_v3_and_below": Entries("v3_and_below_topics"),
+                                         "results_by_topic_v3_and_below.results_by_partition":
+                                             Entries("partitions")}),
+    ApiKey.ADD_OFFSETS_TO_TXN: Shape(),
+    ApiKey.END_TXN: Shape(sentinels={"producer_id": -1, "producer_epoch": -1}),
+    ApiKey.TXN_OFFSET_COMMIT: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")}),
+    ApiKey.DESCRIBE_TRANSACTIONS: Shape({"transaction_states": Entries("transactional_ids")}),
+    ApiKey.LIST_TRANSACTIONS: Shape(),
 }
 
 
@@ -146,8 +156,8 @@ class _Builder:
         for f in out._fields:
             if not (f.present(version) or f.is_tagged(version)):
                 continue
-            if f.attr == "error_code":
-                out.error_code = self.code
+            if f.attr in ("error_code", "partition_error_code"):  # the latter: AddPartitionsToTxn's
+                setattr(out, f.attr, self.code)
             elif f.attr == "error_message":
                 mode, text = self.message
                 if mode == "set" or (mode == "null" and f.is_nullable(version)):

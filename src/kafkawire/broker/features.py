@@ -20,10 +20,10 @@ kafkawire:
   always the leader and the ELR lists are always empty, which is what level 1 reports.
 - ``kraft.version`` 0 only: the quorum is one static voter (DescribeQuorum), as with
   ``controller.quorum.voters``; KIP-853's voter changes are not served.
-- ``transaction.version`` 0 only: transactions are not implemented. At level 2 the Java producer
-  would take the KIP-890 path (Produce v12 adding partitions implicitly, EndTxn v5); at level 0 it
-  needs AddPartitionsToTxn/EndTxn, which kafkawire does not advertise, so a transactional producer
-  fails at once instead of half-working.
+- ``transaction.version`` 0-2, finalized 2, as Kafka 4.4: Kafka 4.x clients take the Transactions V2
+  path (KIP-890: Produce v12 adds partitions to the transaction implicitly, EndTxn v5 bumps the epoch),
+  older clients, which do not read the feature, keep AddPartitionsToTxn and EndTxn below v5 (TV1); the
+  transaction coordinator (``broker/transactions/``) serves both.
 - ``share.version`` and ``streams.version`` 0 only: share groups (KIP-932) and streams groups
   (KIP-1071) are not served.
 
@@ -49,7 +49,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("metadata.version", 7, 33, 33),
     Feature("share.version", 0, 0, 0),
     Feature("streams.version", 0, 0, 0),
-    Feature("transaction.version", 0, 0, 0),
+    Feature("transaction.version", 0, 2, 2),
     Feature("eligible.leader.replicas.version", 0, 1, 1),
 )
 

@@ -37,6 +37,8 @@ from .groups import GroupConfig, GroupCoordinator, LoopScheduler
 from .producer_state import ProducerStateManager
 from .storage.base import Storage
 from .storage.engines import open_engine
+from .transactions import TransactionCoordinator, TxnConfig
+from .transactions.markers import BrokerMarkerWriter
 
 log = logging.getLogger("kafkawire.broker")
 
@@ -108,7 +110,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()
         self.producers = ProducerStateManager()
         self.group_coordinator: GroupCoordinator | None = None
-        self.txn_coordinator = None
+        self.txn_coordinator: TransactionCoordinator | None = None
         # storage appends run in a thread for engines that touch files, in order per partition
         self.storage_in_thread = self.storage.blocking
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage") \
@@ -324,9 +326,20 @@ class Broker:
             self.group_coordinator = coord
         return coord
 
+    def start_txn_coordinator(self) -> TransactionCoordinator:
+        """Create the transaction coordinator, which replays __transaction_state and finishes what it left."""
+        config = TxnConfig.from_properties(getattr(self.config, "properties", {}) or {})
+        coord = TransactionCoordinator(self.storage, lambda: self.producers.allocate()[0], BrokerMarkerWriter(self),
+                                       config, LoopScheduler(asyncio.get_running_loop()),
+                                       groups=lambda: self.group_coordinator)
+        self.txn_coordinator = coord
+        coord.start()
+        return coord
+
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
         self.current_group_coordinator()  # replays __consumer_offsets before serving
+        self.start_txn_coordinator()  # then __transaction_state (completing transactions tells the groups)
         idle_ms = int(self.config.broker_value("connections.max.idle.ms")[0])
         from kafkawire.security.serving import ListenerSecurity, warn_if_open
 
@@ -399,6 +412,8 @@ class Broker:
                 log.exception("housekeeping failed")
 
     async def stop(self) -> None:
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.stop()
         for task in self._background:
             task.cancel()
         self._background.clear()

@@ -62,9 +62,9 @@ class GroupCoordinator:
         self.conversions = Conversions(self.store, self.scheduler, self.config, self.classic, self.topics)
         self.consumer = ConsumerProtocol(self.store, self.scheduler, self.config, self.conversions, self.topics)
         self.classic_members = ClassicMembers(self.store, self.scheduler, self.config, self.consumer, self.topics)
-        # set by the transaction coordinator: fn(group, topic, partition) -> True while a transaction holds
-        # uncommitted offsets for it (OffsetFetch with require_stable then answers UNSTABLE_OFFSET_COMMIT)
-        self.pending_txn_offsets = None
+        # fn(group, topic, partition) -> True while a transaction holds uncommitted offsets for it (OffsetFetch
+        # with require_stable then answers UNSTABLE_OFFSET_COMMIT)
+        self.pending_txn_offsets = self.store.txn_offset_pending
         self.unloaded = False  # True once __consumer_offsets was deleted under it (see unload)
 
     # -- topics -------------------------------------------------------------------------
@@ -391,6 +391,22 @@ class GroupCoordinator:
             records.append((offset_key(group_id, cp.topic, cp.partition),
                             offset_value(cp.offset, cp.leader_epoch, metadata, now)))
         self.store.write(records)
+
+    def stage_txn_offsets(self, producer_id: int, group_id: str, partitions: list[CommitPartition]) -> None:
+        """TxnOffsetCommit: offsets held for the producer's transaction, invisible until it commits. A group
+        that does not exist is created empty, as for a manual OffsetCommit."""
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id, self.scheduler.now_ms())
+        for cp in partitions:
+            self.store.stage_txn_offset(producer_id, group_id, cp.topic, cp.partition, CommitPartition(
+                cp.topic, cp.partition, cp.offset, cp.leader_epoch, cp.metadata if cp.metadata is not None else ""))
+
+    def complete_transaction(self, producer_id: int, commit: bool) -> None:
+        """The producer's transaction ended (its markers are written): its staged offsets become committed
+        offsets (commit) or are dropped (abort)."""
+        for group_id, staged in self.store.take_txn_offsets(producer_id).items():
+            if commit:
+                self.commit_transactional_offsets(group_id, list(staged.values()))
 
     # -- OffsetFetch --------------------------------------------------------------------------
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,

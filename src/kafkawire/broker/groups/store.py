@@ -18,6 +18,33 @@ class GroupStore:
         self.offsets = OffsetStore()
         self.log = log  # None: nothing is written (no storage, or __consumer_offsets was deleted)
         self.config = config  # read at each write: compact_after_records may change (tests)
+        # offsets staged by ongoing transactions (TxnOffsetCommit): producer id -> group -> (topic, partition)
+        # -> entry; they become committed offsets when the transaction commits, and vanish when it aborts
+        self.txn_offsets: dict[int, dict[str, dict[tuple[str, int], object]]] = {}
+        self._txn_pending: dict[tuple[str, str, int], int] = {}  # (group, topic, partition) -> producers staging
+
+    def stage_txn_offset(self, producer_id: int, group: str, topic: str, partition: int, entry) -> None:
+        staged = self.txn_offsets.setdefault(producer_id, {}).setdefault(group, {})
+        if (topic, partition) not in staged:
+            key = (group, topic, partition)
+            self._txn_pending[key] = self._txn_pending.get(key, 0) + 1
+        staged[(topic, partition)] = entry
+
+    def take_txn_offsets(self, producer_id: int) -> dict[str, dict[tuple[str, int], object]]:
+        """The producer's staged offsets, no longer pending."""
+        staged = self.txn_offsets.pop(producer_id, {})
+        for group, parts in staged.items():
+            for topic, partition in parts:
+                key = (group, topic, partition)
+                left = self._txn_pending[key] - 1
+                if left:
+                    self._txn_pending[key] = left
+                else:
+                    del self._txn_pending[key]
+        return staged
+
+    def txn_offset_pending(self, group: str, topic: str, partition: int) -> bool:
+        return (group, topic, partition) in self._txn_pending
 
     def write(self, records) -> None:
         if self.log is None or not records:

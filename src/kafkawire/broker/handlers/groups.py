@@ -67,6 +67,9 @@ def find_coordinator(broker, ctx, body):
     offsets_ok = True
     if key_type == 0 and (v < 4 or body.coordinator_keys):
         offsets_ok = coord.ensure_offsets_topic()
+    elif key_type == 1 and (v < 4 or body.coordinator_keys):  # and __transaction_state for a transactional id
+        txn = broker.txn_coordinator
+        offsets_ok = txn is not None and txn.ensure_topic()
 
     def answer(key):
         if key_type not in (0, 1):

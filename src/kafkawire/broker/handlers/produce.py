@@ -19,6 +19,7 @@ from kafkawire.protocol.records.validation import Accepted, Refusal
 
 from ..dispatch import handles
 from ..producer_state import BatchMeta
+from ..transactions import produce as txn_produce
 from ._common import find_topic, log, now_ms, partition_log, storage_error_code
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -34,22 +35,28 @@ def _rules(broker, meta) -> validation.TopicRules:
                                  value(configs, "compression.type"))
 
 
-def _prepare(broker, version: int, meta, records) -> Accepted | Refusal | None:
+def _prepare(broker, version: int, meta, records, partition: int = -1,
+             transactional_id: str | None = None) -> Accepted | Refusal | None:
     """The partition's records checked and ready to append, why they are refused, or None (nothing to
     append). The broker's own checks (transactions, internal topics) stand where Kafka makes them: after the
     request-level format checks, before the log validates the batches."""
     found = validation.check_format(records, version)
     if found is None or isinstance(found, Refusal):
         return found
-    if broker.txn_coordinator is None and validation.has_transactional_batch(records, found):
+    if validation.has_transactional_batch(records, found):
         # Kafka asks the transaction coordinator whether the partition is in the producer's transaction
-        # before appending; kafkawire has none (InitProducerId with a transactional id answers
-        # COORDINATOR_NOT_AVAILABLE), so the batch is refused as Kafka refuses it while its coordinator is
-        # unavailable: retriable, nothing appended.
-        return Refusal(errors.NOT_ENOUGH_REPLICAS, "transactional batch with no transaction coordinator to "
-                                                   "verify it against",
-                       answer="cannot verify that the partition is part of the transaction: no transaction "
-                              "coordinator is available")
+        # before appending (the decision: transactions/produce.py). Without a coordinator the batch is refused
+        # as Kafka refuses it while its coordinator is unavailable: retriable, nothing appended.
+        if broker.txn_coordinator is not None:
+            refused = txn_produce.check(broker.txn_coordinator, transactional_id, version, meta.name, partition,
+                                        records, found)
+            if refused is not None:
+                return refused
+        else:
+            return Refusal(errors.NOT_ENOUGH_REPLICAS, "transactional batch with no transaction coordinator "
+                                                       "to verify it against",
+                           answer="cannot verify that the partition is part of the transaction: no transaction "
+                                  "coordinator is available")
     if meta.name in INTERNAL_TOPICS:
         return Refusal(errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {meta.name}")
     return validation.validate(records, found, version, _rules(broker, meta), now_ms(), broker.leader_epoch)
@@ -124,7 +131,7 @@ def produce(broker, ctx, body):
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            prepared = _prepare(broker, version, meta, p.records)
+            prepared = _prepare(broker, version, meta, p.records, p.index, body.transactional_id)
             if prepared is None:
                 continue
             if isinstance(prepared, Refusal):

@@ -1,5 +1,6 @@
-"""InitProducerId (without a transactional id) and DescribeProducers: thin handlers over the broker's
-producer state (``kafkawire.broker.producer_state``, reached as ``broker.producers``)."""
+"""InitProducerId and DescribeProducers: thin handlers over the broker's producer state
+(``kafkawire.broker.producer_state``, reached as ``broker.producers``) and, for a transactional id, the
+transaction coordinator (``kafkawire.broker.transactions``, ``broker.txn_coordinator``)."""
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -12,12 +13,18 @@ from ._common import find_topic
 @handles("InitProducerId", 0, 5)
 def init_producer_id(broker, ctx, body):
     if body.transactional_id is not None:
-        # Transactions need a transaction coordinator; kafkawire has none yet.
         coordinator = broker.txn_coordinator
-        if coordinator is not None:
-            return coordinator.init_producer_id(ctx, body)
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                                      producer_id=-1, producer_epoch=-1)
+        if coordinator is None:
+            return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
+                                          producer_id=-1, producer_epoch=-1)
+        v = ctx.api_version
+        result = coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
+                                              body.producer_id if v >= 3 else -1, body.producer_epoch if v >= 3 else -1)
+        code = result.error
+        if code == errors.PRODUCER_FENCED and v < 4:  # KIP-588: older clients know it as INVALID_PRODUCER_EPOCH
+            code = errors.INVALID_PRODUCER_EPOCH
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=result.producer_id,
+                                      producer_epoch=result.producer_epoch)
     # Without a transactional id Kafka always hands out a new producer id at epoch 0 (also when the client
     # passes its current id and epoch, KIP-360).
     pid, epoch = broker.producers.allocate()
@@ -38,9 +45,11 @@ def describe_producers(broker, ctx, body):
                 parts.append(R.PartitionResponse(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
                                                  error_message=message, active_producers=[]))
                 continue
+            # the first offset of each producer's open transaction, as the partition's log tracks it
+            open_txns = broker.storage.partition(meta.name, p).open_transactions()
             active = [R.ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
                                       last_timestamp=e.last_timestamp, coordinator_epoch=-1,
-                                      current_txn_start_offset=-1)
+                                      current_txn_start_offset=open_txns.get(e.producer_id, -1))
                       for e in broker.producers.active(meta.name, p)]
             parts.append(R.PartitionResponse(partition_index=p, error_code=0, error_message=None,
                                              active_producers=active))
