@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, cast
 
 from ..protocol import ApiKey, KafkaError, ProtocolError, api, errors as kerrors
 from ..protocol.connection import (
@@ -35,6 +36,9 @@ from ..protocol.connection import (
 from ..protocol.framing import DEFAULT_MAX_FRAME
 from ..protocol.messages import Message, message_class
 from ..protocol.negotiation import negotiate, ranges_from_response, supported_ranges
+
+if TYPE_CHECKING:  # built at run time by message_class()
+    from ..protocol.messages import ApiVersionsResponse
 
 API_VERSIONS = ApiKey.API_VERSIONS
 _READ_SIZE = 1 << 20  # bytes asked of the stream per read (its buffer limit)
@@ -152,10 +156,12 @@ class Connection:
         body_cls = message_class("ApiVersionsRequest")
         for _ in range(3):
             body = body_cls(client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=CLIENT_SOFTWARE_VERSION)
-            resp = await self.request(body, version=version)
+            # an ApiVersions request always has a response, decoded by its API's response class
+            resp = cast("ApiVersionsResponse", await self.request(body, version=version))
             if resp.error_code == kerrors.UNSUPPORTED_VERSION:
                 theirs = ranges_from_response(resp.api_keys).get(API_VERSIONS)
                 # the broker tells us its range (in a v0-shaped body); ask again at its highest
+                new: int | None  # None: no lower version left to try
                 new = min(theirs[1], ours[API_VERSIONS][1]) if theirs else 0
                 if new >= version or new < info.min_version:
                     new = 0 if version > 0 else None
@@ -218,8 +224,9 @@ class Connection:
         return v is not None and v >= min_version
 
     async def request(self, body: Message, *, version: int | None = None, timeout: float | None = None,
-                      expect_response: bool | None = None) -> Message:
-        """Send ``body`` and return the decoded response body.
+                      expect_response: bool | None = None) -> Message | None:
+        """Send ``body`` and return the decoded response body (None for a request without a response on
+        the wire: Produce with ``acks=0``, or ``expect_response=False``).
 
         ``version``: the API version to use (default: the negotiated one).
         Kafka error codes inside the response are *not* raised here: every
@@ -228,21 +235,24 @@ class Connection:
         if self._closed:
             raise self._closed_error()
         key = body.api_key
+        assert key is not None, f"{body.name} is not a request"  # headers and data payloads have no API key
         if version is None:
             version = self.version_for(key)
         timeout = self.request_timeout if timeout is None else timeout
         await self._slots.acquire()
         try:
-            fut = asyncio.get_running_loop().create_future()
+            fut: asyncio.Future | None = asyncio.get_running_loop().create_future()
             cid, parts = self._protocol.send_request_parts(body, version, tag=fut, expect_response=expect_response)
             if self._protocol.expected(cid) is None:
                 fut = None  # no response on the wire (Produce with acks=0): done once written
+            writer = self._writer
+            assert writer is not None  # set by _connect, which open() (the way to get a Connection) runs first
             try:
-                self._writer.writelines(parts)
-                await self._writer.drain()
+                writer.writelines(parts)
+                await writer.drain()
             except (OSError, RuntimeError) as exc:
                 self._protocol.forget(cid)
-                err = ConnectionClosed(f"write to {self.host}:{self.port} failed: {exc}")
+                err: KafkaError = ConnectionClosed(f"write to {self.host}:{self.port} failed: {exc}")
                 await self.close(err)
                 raise err from exc
             if fut is None:
@@ -266,6 +276,7 @@ class Connection:
 
     async def _read_loop(self) -> None:
         reader = self._reader
+        assert reader is not None  # _connect sets it before it starts this task
         protocol = self._protocol
         try:
             while True:
