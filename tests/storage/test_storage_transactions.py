@@ -208,3 +208,30 @@ def test_producer_snapshot_bytes_are_kafkas(tmp_path):
     assert snapshot.decode(data) == {5: (2, 100)}
     with pytest.raises(snapshot.CorruptSnapshotError):
         snapshot.decode(data[:-1] + b"\x00")
+
+
+def test_check_and_logs_read_the_transaction_files(tmp_path, capsys):
+    """``kafkawire check`` passes a data directory with control batches, .txnindex and .snapshot files, and
+    ``kafkawire logs`` (its own decoder of Kafka's formats) reads them back as written."""
+    from kafkawire.cli.main import main
+
+    storage = _segment_storage(tmp_path)
+    storage.create_topic("t", 1)
+    log = storage.partition("t", 0)
+    log.append(txn_batch(1, [b"a"]))  # 0
+    storage.append_txn_marker("t", 0, 1, 0, False, 4)  # 1
+    log.roll()
+    log.append(txn_batch(2, [b"b"]))  # 2: open at the clean close
+    storage.close()
+    data_dir = str(tmp_path / "data")
+    assert main(["check", data_dir]) == 0, capsys.readouterr().out
+    capsys.readouterr()
+    directory = os.path.join(data_dir, "t-0")
+    assert main(["logs", "--dump", os.path.join(directory, "00000000000000000000.txnindex")]) == 0
+    assert "aborted: producer 1 offsets 0..1, last stable offset 2" in capsys.readouterr().out
+    assert main(["logs", "--dump", os.path.join(directory, "00000000000000000003.snapshot")]) == 0
+    out = capsys.readouterr().out
+    assert "crc 0x" in out and " ok, 1 producers" in out and "producer_id 2, epoch 0" in out
+    assert "current_txn_first_offset 2" in out
+    assert main(["logs", "--dump", os.path.join(directory, "00000000000000000000.log")]) == 0
+    assert "control ABORT coordinator epoch 4" in capsys.readouterr().out
