@@ -90,3 +90,27 @@ def test_list_offsets_latest_follows_the_isolation_level(client, txn_topic, vers
     assert list_offsets(client, version, NOW + 1, 0) == (0, 7, NOW + 1)
     assert list_offsets(client, version, NOW + 1, 1) == (0, -1, -1)
     assert list_offsets(client, version, NOW, 1) == (0, 0, NOW)
+
+
+def test_read_committed_long_poll_wakes_when_the_commit_marker_is_written(broker, client):
+    """A read_committed Fetch waiting (MaxWaitMs 120 s) while the only records are in an open transaction is
+    answered when the coordinator writes the COMMIT marker: the marker's append wakes it as a produce does.
+    (Were it not woken it would answer only after 120 s; the socket gives up after 60 s and the test fails.)"""
+    from confluent_kafka import Producer
+
+    create_topic(client, "lp")
+    host, port = broker.address
+    producer = Producer({"bootstrap.servers": f"{host}:{port}", "transactional.id": "lp-tx", "linger.ms": 0,
+                         "broker.address.family": "v4"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce("lp", value=b"pending", partition=0)
+    producer.flush(30)
+    assert client.call(fetch_request([("lp", 0, 0)], isolation_level=1), 12).responses[0].partitions[0] \
+        .last_stable_offset == 0
+    client.sock.settimeout(60)
+    cid = client.send(fetch_request([("lp", 0, 0)], max_wait_ms=120_000, min_bytes=1, isolation_level=1), 12)
+    producer.commit_transaction(60)
+    p = client.recv(1, 12, cid).responses[0].partitions[0]
+    assert (p.high_watermark, p.last_stable_offset, p.aborted_transactions) == (2, 2, [])
+    assert batch_offsets(p.records) == [(0, 0, False), (1, 1, True)]
