@@ -53,7 +53,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 self._infos.append(info)  # (its position counts within this append: unused here)
                 self._size += info.size
             self._end = info.last_offset + 1
-            if txn.has_transactional(view, [i.position for i in infos]):
+            if txn.any_transactional(view, infos):
                 placed = self._infos[-len(infos):]
                 for event in txn.events(view, [(i.position, i.size, p.base_offset) for i, p in zip(infos, placed)]):
                     self._txn.apply(event)

@@ -221,7 +221,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             except (OSError, LogDirError) as exc:
                 raise _disk_error(self._dir, f"append to {self.topic}-{self.partition} failed", exc) from exc
             events = None
-            if txn.has_transactional(view, [i.position for i in infos]):
+            if txn.any_transactional(view, infos):
                 events = list(txn.events(view, [(i.position, i.size, w.base_offset) for i, w in zip(infos, written)]))
             aborted = []
             with self._state_lock:

@@ -68,9 +68,13 @@ class TxnEvent(NamedTuple):
     marker: int | None
 
 
-def has_transactional(view, positions: Iterable[int]) -> bool:
-    """Whether any batch at these positions of ``view`` is transactional (one byte read per batch)."""
-    return any(view[p + _ATTRS_LOW] & TRANSACTIONAL_MASK for p in positions)
+def any_transactional(view, infos) -> bool:
+    """Whether any of the batches ``infos`` (``_batch.BatchInfo``, positions in ``view``) is transactional:
+    one byte read per batch, on every append (a plain loop: cheaper than building a generator)."""
+    flags = 0
+    for info in infos:
+        flags |= view[info.position + _ATTRS_LOW]
+    return bool(flags & TRANSACTIONAL_MASK)
 
 
 def events(view, batches: Iterable[tuple[int, int, int]]) -> Iterator[TxnEvent]:
