@@ -43,7 +43,7 @@ from .addresses import AddressMap, TooManyBrokers, rewrite_response
 from .pcapng import Flow, PcapngWriter
 from .report import Exchange, Reporter, api_name
 
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024
 MAX_IN_FLIGHT = 1024
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # responses (a Fetch) can be far larger than a request
 CONNECT_TIMEOUT = 10.0
@@ -219,7 +219,7 @@ class _Session:
         self.ureader, self.uwriter = ureader, uwriter
         self.flow = flow
         self.observer = ProtocolConnection(Role.OBSERVER, max_frame=proxy.config.max_frame)
-        self.requests: dict[int, tuple[int, bytes]] = {}  # correlation id -> (time read, framed request)
+        self.requests: dict[int, tuple[int, bytes | bytearray]] = {}  # correlation id -> (time read, payload)
         self.sasl_mechanism: dict[int, str] = {}  # correlation id of a SaslHandshake v0 -> mechanism
         self.server_tokens_left: int | None = None
         self.to_client: list[bytes] = []
@@ -238,15 +238,23 @@ class _Session:
                 task.cancel()
             await asyncio.gather(up, down, return_exceptions=True)
             for ex in self._unanswered():
-                self.proxy.reporter.exchange(ex)
+                self._report(ex)
             if self.closing:
                 self.proxy.reporter.note(f"{self.conn.label}: {self.closing}")
 
+    def _report(self, ex: Exchange) -> None:
+        """Describing is best effort: bytes that break a describer must not break the connection."""
+        try:
+            self.proxy.reporter.exchange(ex)
+        except Exception as exc:  # any peer input that trips the describer: report, go on
+            self.proxy.reporter.note(f"{self.conn.label}: {ex.api_name} corr={ex.correlation_id} not described: "
+                                     f"{type(exc).__name__}: {exc}")
+
     def _unanswered(self) -> list[Exchange]:
         out = []
-        for corr, (t, frame) in self.requests.items():
-            key, version = (int.from_bytes(frame[4:6], "big", signed=True), int.from_bytes(frame[6:8], "big"))
-            out.append(Exchange(t, self.conn, key, version, corr, request=frame,
+        for corr, (t, payload) in self.requests.items():
+            key, version = (int.from_bytes(payload[0:2], "big", signed=True), int.from_bytes(payload[2:4], "big"))
+            out.append(Exchange(t, self.conn, key, version, corr, request_payload=payload,
                                 problem="no response before the connection closed"))
         self.requests.clear()
         return out
@@ -326,15 +334,15 @@ class _Session:
 
     def _request(self, event: RequestReceived) -> None:
         now = self.proxy.clock()
-        frame = frame_size_prefix(len(event.payload)) + bytes(event.payload)
+        payload = event.payload  # the observer's own copy: kept as it is, not copied again
         if not event.expects_response:
-            self.proxy.reporter.exchange(Exchange(now, self.conn, event.api_key, event.api_version,
-                                                  event.correlation_id, request=frame))
+            self._report(Exchange(now, self.conn, event.api_key, event.api_version, event.correlation_id,
+                                  request_payload=payload))
             return
         if len(self.requests) >= MAX_IN_FLIGHT:
             self.closing = f"more than {MAX_IN_FLIGHT} requests unanswered: connection closed"
             return
-        self.requests[event.correlation_id] = (now, frame)
+        self.requests[event.correlation_id] = (now, payload)
         if event.api_key == _SASL_HANDSHAKE and event.api_version == 0:
             try:
                 self.sasl_mechanism[event.correlation_id] = event.decode().body.mechanism  # type: ignore[attr-defined]
@@ -344,36 +352,33 @@ class _Session:
     def _response(self, event: ResponseReceived) -> None:
         now = self.proxy.clock()
         payload = event.payload
-        upstream_frame = frame_size_prefix(len(payload)) + payload
         ex_time, request = self.requests.pop(event.correlation_id, (now, b""))
-        ex = Exchange(ex_time, self.conn, event.api_key, event.api_version, event.correlation_id, request=request,
-                      latency_ns=now - ex_time)
-        frame = upstream_frame
+        ex = Exchange(ex_time, self.conn, event.api_key, event.api_version, event.correlation_id,
+                      request_payload=request, latency_ns=now - ex_time)
         try:
             rewrite = rewrite_response(event.api_key, event.api_version, payload, self.proxy.addresses)
-        except (ProtocolError, KeyError, ValueError) as exc:
-            ex.problem = f"response not rewritten, forwarded as received: {exc}"
-            rewrite = None
         except TooManyBrokers as exc:
             ex.problem = f"response not rewritten: {exc}"
             rewrite = None
+        except Exception as exc:  # a body that does not decode or re-encode goes on untouched
+            ex.problem = f"response not rewritten, forwarded as received: {type(exc).__name__}: {exc}"
+            rewrite = None
         if rewrite is not None:
-            frame = frame_size_prefix(len(rewrite.payload)) + rewrite.payload
             ex.rewritten = rewrite.changed
-            ex.upstream_response = upstream_frame
-        self.to_client.append(frame)
-        ex.response = frame
+            payload = rewrite.payload
+        self.to_client += (frame_size_prefix(len(payload)), payload)  # two buffers, one writelines
+        ex.response_payload = payload
         mechanism = self.sasl_mechanism.pop(event.correlation_id, None)
         if mechanism is not None and len(payload) >= 6 and payload[4:6] == b"\0\0":  # error_code 0
             self.observer.start_sasl_tokens()  # SaslHandshake v0 accepted: bare tokens follow
             self.server_tokens_left = _SERVER_TOKENS.get(mechanism.upper())
-        self.proxy.reporter.exchange(ex)
+        self._report(ex)
 
     def _token(self, event: SaslTokenReceived) -> None:
         self.proxy.reporter.sasl_tokens += 1
         if event.from_client:
             return  # already forwarded as it came
-        self.to_client.append(frame_size_prefix(len(event.token)) + event.token)
+        self.to_client += (frame_size_prefix(len(event.token)), event.token)
         if self.server_tokens_left is not None:
             self.server_tokens_left -= 1
             if self.server_tokens_left <= 0:
@@ -385,8 +390,8 @@ class _Session:
         payload = event.payload
         if not event.fatal and not event.from_client and payload:
             # framed, but answering nothing known or too short to say: goes on as it came
-            self.to_client.append(frame_size_prefix(len(payload)) + bytes(payload))
-        self.proxy.reporter.exchange(Exchange(self.proxy.clock(), self.conn, None, None, event.correlation_id,
+            self.to_client += (frame_size_prefix(len(payload)), bytes(payload))
+        self._report(Exchange(self.proxy.clock(), self.conn, None, None, event.correlation_id,
                                               problem=f"{who}: {event.message} (stream offset {event.offset})"
                                               + ("; connection closed" if event.fatal else "; forwarded")))
         if event.fatal:

@@ -46,9 +46,8 @@ class Exchange:
     api_key: int | None
     api_version: int | None
     correlation_id: int | None
-    request: bytes = b""  # framed (size prefix included), as the client sent it
-    response: bytes = b""  # framed, as the client received it
-    upstream_response: bytes = b""  # framed, as the upstream sent it when the proxy rewrote it
+    request_payload: bytes | bytearray = b""  # without the size prefix, as the client sent it
+    response_payload: bytes | bytearray = b""  # without the size prefix, as the client received it
     latency_ns: int | None = None
     client_id: str | None = None
     rewritten: list[tuple[int, str, str]] = field(default_factory=list)
@@ -63,33 +62,68 @@ class Exchange:
     def api_name(self) -> str:
         return api_name(self.api_key)
 
+    @property
+    def request(self) -> bytes:
+        """The request frame, size prefix included (b"" when there is none); made when asked."""
+        return _framed(self.request_payload)
+
+    @property
+    def response(self) -> bytes:
+        return _framed(self.response_payload)
+
+    @property
+    def request_size(self) -> int:
+        return len(self.request_payload) + 4 if self.request_payload else 0
+
+    @property
+    def response_size(self) -> int:
+        return len(self.response_payload) + 4 if self.response_payload else 0
+
+
+def _framed(payload) -> bytes:
+    return len(payload).to_bytes(4, "big") + payload if payload else b""
+
+
+def client_id_of(payload) -> str | None:
+    """The client id of a request payload, read from its header alone (None when null or cut short)."""
+    if len(payload) < 10:
+        return None
+    n = int.from_bytes(payload[8:10], "big", signed=True)
+    if n < 0 or len(payload) < 10 + n:
+        return None
+    return bytes(payload[10:10 + n]).decode("utf-8", "replace")
+
 
 _MAX_TOPIC_IDS = 100_000
 
 
-def describe(ex: Exchange, topic_names: dict[str, str] | None = None) -> None:
+def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_only: bool = False) -> None:
     """Decode both frames (after forwarding) and fill errors, topics and the summaries; a frame that does not
     decode is named in ``problem`` and described as far as it went. ``topic_names`` (topic id -> name) is
-    learnt from Metadata responses and names the topics of requests that carry ids only (Fetch v13+)."""
+    learnt from Metadata responses and names the topics of requests that carry ids only (Fetch v13+).
+    ``errors_only``: the client id and the response's error codes, no more (for the summary alone)."""
     if ex.api_key is None:
         return
     names = topic_names if topic_names is not None else {}
     req_event = resp_event = None
-    if ex.request:
+    if ex.request_payload and errors_only:
+        ex.client_id = client_id_of(ex.request_payload)
+    elif ex.request_payload:
         req_event = Event("request", ex.connection, True, 0, ex.time_ns, ex.api_key, ex.api_version,
-                          ex.correlation_id, frame=ex.request, topic_names=names)
+                          ex.correlation_id, topic_names=names)
         try:
-            req_event.message = decode_request(ex.request, strict=False)
+            req_event.message = decode_request(ex.request_payload, framed=False, strict=False)
             ex.client_id = req_event.message.header.client_id
         except (ProtocolError, KeyError) as exc:
             req_event.error = exc if isinstance(exc, ProtocolError) else None
             ex.problem = ex.problem or f"request does not decode: {exc}"
-    if ex.response:
+    if ex.response_payload:
         resp_event = Event("response", ex.connection, False, 0, ex.time_ns, ex.api_key, ex.api_version,
-                           ex.correlation_id, frame=ex.response, topic_names=names)
+                           ex.correlation_id, topic_names=names)
         try:
-            version = response_body_version(ex.api_key, ex.api_version or 0, memoryview(ex.response)[4:])
-            resp_event.message = decode_response(ex.response, ex.api_key, version, strict=False)
+            version = response_body_version(ex.api_key, ex.api_version or 0, ex.response_payload)
+            resp_event.message = decode_response(ex.response_payload, ex.api_key, version, framed=False,
+                                                 strict=False)
         except (ProtocolError, KeyError) as exc:
             ex.problem = ex.problem or f"response does not decode: {exc}"
         else:
@@ -108,7 +142,8 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None) -> None:
         ex.request_summary = summary(req_event)
     if resp_event is not None and resp_event.message is not None:
         ex.errors = error_names(resp_event)
-        ex.response_summary = summary(resp_event)
+        if not errors_only:
+            ex.response_summary = summary(resp_event)
 
 
 # fields that identify what a request is about, shown when present and not empty (as `kafkawire pcap` does)
@@ -195,7 +230,7 @@ def to_line(ex: Exchange) -> str:
     parts = [head, f"client={ex.client_id}" if ex.client_id is not None else "client=?",
              f"{ex.api_name} v{ex.api_version}", f"corr={ex.correlation_id}"]
     parts.append(f"{ex.latency_ns / 1e6:.3f} ms" if ex.latency_ns is not None else "no response")
-    parts.append(f"{_kb(len(ex.request))}>{_kb(len(ex.response))}" if ex.response else _kb(len(ex.request)))
+    parts.append(f"{_kb(ex.request_size)}>{_kb(ex.response_size)}" if ex.response_payload else _kb(ex.request_size))
     if ex.request_summary:
         parts.append(f"-> {ex.request_summary}")
     if ex.response_summary:
@@ -248,8 +283,8 @@ def to_json(ex: Exchange, annotate: bool = False) -> str:
         "api_version": ex.api_version,
         "correlation_id": ex.correlation_id,
         "latency_ms": None if ex.latency_ns is None else round(ex.latency_ns / 1e6, 3),
-        "request_bytes": len(ex.request),
-        "response_bytes": len(ex.response),
+        "request_bytes": ex.request_size,
+        "response_bytes": ex.response_size,
         "errors": ex.errors,
         "topics": ex.topics,
         "request_summary": ex.request_summary,
@@ -323,12 +358,12 @@ class Reporter:
         self.topic_names: dict[str, str] = {}  # topic id -> name, from Metadata responses
 
     def exchange(self, ex: Exchange) -> None:
-        describe(ex, self.topic_names)
+        describe(ex, self.topic_names, errors_only=self.quiet)
         if ex.api_key is not None:
             stats = self.per_api.setdefault(ex.api_name, ApiStats())
             stats.requests += 1
-            stats.request_bytes += len(ex.request)
-            stats.response_bytes += len(ex.response)
+            stats.request_bytes += ex.request_size
+            stats.response_bytes += ex.response_size
             if ex.latency_ns is not None:
                 stats.latency.add(ex.latency_ns)
             if ex.errors:
