@@ -235,3 +235,16 @@ def test_check_and_logs_read_the_transaction_files(tmp_path, capsys):
     assert "current_txn_first_offset 2" in out
     assert main(["logs", "--dump", os.path.join(directory, "00000000000000000000.log")]) == 0
     assert "control ABORT coordinator epoch 4" in capsys.readouterr().out
+
+
+def test_last_stable_offset_never_below_the_log_start(storage):
+    """As Kafka: DeleteRecords past an open transaction's first records moves the LSO up to the log start."""
+    storage.create_topic("t", 1)
+    log = storage.partition("t", 0)
+    log.append(txn_batch(1, [b"a"]))  # 0: open
+    log.append(plain([b"b"]))  # 1
+    log.append(plain([b"c"]))  # 2
+    assert log.last_stable_offset == 0
+    log.delete_records_before(2)
+    assert (log.log_start_offset, log.last_stable_offset) == (2, 2)
+    assert offsets_of(log.read_committed(2, 1 << 20)) == []  # the transaction still holds what follows it

@@ -73,11 +73,11 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 chunks.append(memoryview(self._batches[i]))
                 size += n
                 i += 1
-            return ReadResult(chunks, size, self._end, self._start, self._txn.last_stable_offset(self._end))
+            return ReadResult(chunks, size, self._end, self._start, self._txn.last_stable_offset(self._end, self._start))
 
     @property
     def last_stable_offset(self) -> int:
-        return self._txn.last_stable_offset(self._end)
+        return self._txn.last_stable_offset(self._end, self._start)
 
     def open_transactions(self) -> dict[int, int]:
         with self._lock:
@@ -88,7 +88,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
         with self._lock:
             if offset < self._start or offset > self._end:
                 raise OffsetOutOfRangeError(offset, self._start, self._end)
-            lso = self._txn.last_stable_offset(self._end)
+            lso = self._txn.last_stable_offset(self._end, self._start)
             chunks, size = [], 0
             if offset < lso:
                 i = bisect_right(self._bases, offset) - 1

@@ -335,7 +335,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             start, end = self._start, self._end
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end)
-            lso = self._txn.last_stable_offset(end)
+            lso = self._txn.last_stable_offset(end, start)
             limit = lso if committed else end
             chunks, total = [], 0
             aborted = [] if committed else None
@@ -385,7 +385,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
     @property
     def last_stable_offset(self) -> int:
         with self._state_lock:
-            return self._txn.last_stable_offset(self._end)
+            return self._txn.last_stable_offset(self._end, self._start)
 
     def open_transactions(self) -> dict[int, int]:
         with self._state_lock:

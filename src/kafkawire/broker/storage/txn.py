@@ -120,10 +120,12 @@ class TxnState:
     def first_unstable(self) -> int | None:
         return min(self.ongoing.values()) if self.ongoing else None
 
-    def last_stable_offset(self, high_watermark: int) -> int:
+    def last_stable_offset(self, high_watermark: int, log_start: int = 0) -> int:
+        """As Kafka: the first offset of the oldest open transaction, but never below the log start (DeleteRecords
+        may move it past an open transaction's first records) nor above the high watermark."""
         if not self.ongoing:
             return high_watermark
-        return min(min(self.ongoing.values()), high_watermark)
+        return min(max(min(self.ongoing.values()), log_start), high_watermark)
 
     def apply(self, event: TxnEvent) -> AbortedTxn | None:
         """Take one event; returns the aborted transaction an ABORT marker ended (to persist), else None."""
