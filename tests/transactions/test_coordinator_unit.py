@@ -358,3 +358,25 @@ def test_aborted_transactional_offsets_are_dropped(storage):
     groups.stage_txn_offsets(pid, "g", [CommitPartition("t", 0, 42)])
     assert ended(c, "a", pid, 0, False).error == 0
     assert groups.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, -1, -1, "", 0)])]
+
+
+def test_staged_offsets_survive_a_restart_and_commit_after_it(storage):
+    clock, markers = FakeScheduler(), FakeMarkers()
+    groups = GroupCoordinator(storage, scheduler=clock)
+    groups.start()
+    c = make(storage, clock=clock, markers=markers, groups=lambda: groups)
+    pid = c.init_producer_id("a", TIMEOUT).producer_id
+    c.add_offsets("a", pid, 0, "g")
+    assert groups.stage_txn_offsets(pid, "g", [CommitPartition("t", 0, 42)]) == 0
+    markers.hold = True  # PrepareCommit is written, then the broker dies
+    c.end_txn("a", pid, 0, True, False, lambda r: None)
+    c.stop()
+    groups2 = GroupCoordinator(storage, scheduler=clock)
+    groups2.start()
+    assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [
+        ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])]
+    make(storage, clock=clock, groups=lambda: groups2)  # finishes the commit
+    assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]
+    groups3 = GroupCoordinator(storage, scheduler=clock)
+    groups3.start()
+    assert groups3.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]

@@ -63,4 +63,4 @@ def for_each(api: str, variants: dict, *, setup: Callable | None = None, min_ver
 RANDOM_ID = uuid.UUID("5c1b5e6e-3a3a-4a4a-9d9d-0123456789ab")  # an id no broker has
 INTERNAL = "__consumer_offsets"
 
-from . import admin, groups, produce_fetch, topics  # noqa: E402,F401  (register the cases)
+from . import admin, groups, produce_fetch, topics, transactions  # noqa: E402,F401  (register the cases)

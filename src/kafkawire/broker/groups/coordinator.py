@@ -30,7 +30,7 @@ from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerProtocol, HeartbeatResult
 from .mixed import ClassicMembers, Conversions
 from .offsets import OffsetEntry
-from .persistence import TOPIC, GroupLog, GroupLogError, group_key, offset_key, offset_value
+from .persistence import TOPIC, GroupLog, GroupLogError, group_key, offset_key, offset_value, txn_offset_key
 from .states import GroupEvent, GroupState, move_group, settle_consumer_group
 from .store import GroupStore
 
@@ -101,6 +101,13 @@ class GroupCoordinator:
                     self.offsets.put(g, t, int(p), OffsetEntry.from_json(value))
             elif key[0] == "group" and len(key) == 2:
                 group_docs[key[1]] = value
+            elif key[0] == "txn-offset" and len(key) == 5:
+                _, pid, g, t, p = key
+                if value is None:
+                    self.store.take_txn_offset(int(pid), g, t, int(p))
+                else:
+                    self.store.stage_txn_offset(int(pid), g, t, int(p), CommitPartition(
+                        t, int(p), int(value["offset"]), int(value.get("leader_epoch", -1)), value.get("metadata", "")))
         now = self.scheduler.now_ms()
         for gid, doc in group_docs.items():
             if doc is None:
@@ -392,21 +399,32 @@ class GroupCoordinator:
                             offset_value(cp.offset, cp.leader_epoch, metadata, now)))
         self.store.write(records)
 
-    def stage_txn_offsets(self, producer_id: int, group_id: str, partitions: list[CommitPartition]) -> None:
-        """TxnOffsetCommit: offsets held for the producer's transaction, invisible until it commits. A group
-        that does not exist is created empty, as for a manual OffsetCommit."""
+    def stage_txn_offsets(self, producer_id: int, group_id: str, partitions: list[CommitPartition]) -> int:
+        """TxnOffsetCommit: offsets held for the producer's transaction, invisible until it commits, and written
+        to ``__consumer_offsets`` so that a restart keeps them; 0, or NOT_COORDINATOR when they could not be
+        written (nothing staged). A group that does not exist is created empty, as for a manual OffsetCommit."""
+        staged = [CommitPartition(cp.topic, cp.partition, cp.offset, cp.leader_epoch,
+                                  cp.metadata if cp.metadata is not None else "") for cp in partitions]
+        try:
+            self.store.write([(txn_offset_key(producer_id, group_id, cp.topic, cp.partition),
+                               offset_value(cp.offset, cp.leader_epoch, cp.metadata, -1)) for cp in staged])
+        except GroupLogError as exc:
+            log.warning("transactional offset commit of group %s failed: %s", group_id, exc)
+            return errors.NOT_COORDINATOR
         if group_id not in self.groups:
             self.groups[group_id] = ClassicGroup(group_id, self.scheduler.now_ms())
-        for cp in partitions:
-            self.store.stage_txn_offset(producer_id, group_id, cp.topic, cp.partition, CommitPartition(
-                cp.topic, cp.partition, cp.offset, cp.leader_epoch, cp.metadata if cp.metadata is not None else ""))
+        for cp in staged:
+            self.store.stage_txn_offset(producer_id, group_id, cp.topic, cp.partition, cp)
+        return 0
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
         """The producer's transaction ended (its markers are written): its staged offsets become committed
         offsets (commit) or are dropped (abort)."""
-        for group_id, staged in self.store.take_txn_offsets(producer_id).items():
+        done = self.store.take_txn_offsets(producer_id)
+        for group_id, staged in done.items():
             if commit:
                 self.commit_transactional_offsets(group_id, list(staged.values()))
+        self.store.write([(txn_offset_key(producer_id, g, t, p), None) for g, staged in done.items() for t, p in staged])
 
     # -- OffsetFetch --------------------------------------------------------------------------
     def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,

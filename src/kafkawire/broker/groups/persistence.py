@@ -12,6 +12,8 @@ Record layout (kafkawire's own, not Kafka's binary OffsetCommitKey/Value):
 - key:   UTF-8 JSON array
     ``["offset", group, topic, partition]``  committed offset
     ``["group", group]``                     group metadata
+    ``["txn-offset", producer id, group, topic, partition]``  an offset staged by an ongoing transaction
+                                             (TxnOffsetCommit), deleted when the transaction ends
 - value: UTF-8 JSON object, or a null value (tombstone: the key was deleted)
     offset: ``{"offset": int, "leader_epoch": int, "metadata": str|null, "commit_timestamp": int}``
     group:  ``{"type": "classic"|"consumer", ...}`` the state ``ClassicGroup.to_json`` /
@@ -52,6 +54,10 @@ READ_CHUNK = 4 * 1024 * 1024
 @functools.lru_cache(maxsize=4096)
 def _js(text: str | None) -> str:
     return json.dumps(text)
+
+
+def txn_offset_key(producer_id: int, group: str, topic: str, partition: int) -> bytes:
+    return json.dumps(["txn-offset", int(producer_id), group, topic, int(partition)], separators=(",", ":")).encode()
 
 
 def offset_key(group: str, topic: str, partition: int) -> bytes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .config import GroupConfig
 from .offsets import OffsetStore
-from .persistence import GroupLog, encode_value, group_key, offset_key
+from .persistence import GroupLog, encode_value, group_key, offset_key, offset_value, txn_offset_key
 
 
 class GroupStore:
@@ -43,6 +43,22 @@ class GroupStore:
                     del self._txn_pending[key]
         return staged
 
+    def take_txn_offset(self, producer_id: int, group: str, topic: str, partition: int) -> None:
+        """Forget one staged offset (replay of its deletion)."""
+        parts = self.txn_offsets.get(producer_id, {}).get(group, {})
+        if parts.pop((topic, partition), None) is None:
+            return
+        key = (group, topic, partition)
+        left = self._txn_pending[key] - 1
+        if left:
+            self._txn_pending[key] = left
+        else:
+            del self._txn_pending[key]
+        if not parts:
+            del self.txn_offsets[producer_id][group]
+            if not self.txn_offsets[producer_id]:
+                del self.txn_offsets[producer_id]
+
     def txn_offset_pending(self, group: str, topic: str, partition: int) -> bool:
         return (group, topic, partition) in self._txn_pending
 
@@ -66,6 +82,9 @@ class GroupStore:
 
     def live_records(self):
         out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
+        out += [(txn_offset_key(pid, g, t, p), offset_value(e.offset, e.leader_epoch, e.metadata, -1))
+                for pid, groups in self.txn_offsets.items() for g, parts in groups.items()
+                for (t, p), e in parts.items()]
         for gid, group in self.groups.items():
             if group.kind == "consumer" or group.members or group.generation_id:
                 out.append((group_key(gid), encode_value(group.to_json())))

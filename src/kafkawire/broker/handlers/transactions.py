@@ -55,11 +55,9 @@ def _add(broker, tid, pid, epoch, topics, verify_only: bool, version: int) -> di
     if coord is None:
         return dict.fromkeys(wanted, errors.COORDINATOR_NOT_AVAILABLE)
     if verify_only:
-        found = coord.verify_partitions(tid, pid, epoch, wanted)
-        if version >= 5:  # KIP-1050: the producer can abort and go on
-            return {tp: errors.TRANSACTION_ABORTABLE if code == errors.INVALID_TXN_STATE else code
-                    for tp, code in found.items()}
-        return found
+        # a partition outside the transaction: Kafka 4.4 answers TRANSACTION_ABORTABLE (KIP-1050) at v4 too
+        return {tp: errors.TRANSACTION_ABORTABLE if code == errors.INVALID_TXN_STATE else code
+                for tp, code in coord.verify_partitions(tid, pid, epoch, wanted).items()}
     # partitions the broker does not have fail alone; the others are not attempted (Kafka's answer)
     unknown = set()
     for name, p in wanted:
@@ -155,10 +153,13 @@ def txn_offset_commit(broker, ctx, body):
         return everywhere(errors.INVALID_GROUP_ID)
     code = coord.offset_commit_check(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
                                      add_implicitly=v >= 5)
+    if code == errors.INVALID_TXN_STATE and v >= 4:  # KIP-1050, as Kafka 4.4 answers v4
+        code = errors.TRANSACTION_ABORTABLE
     if code:
         return everywhere(code)
     if v >= 3 and body.group_id not in groups.groups and body.generation_id_or_member_epoch >= 0:
-        return everywhere(errors.ILLEGAL_GENERATION)  # a generation of a group that does not exist
+        # a generation of a group that does not exist
+        return everywhere(errors.GROUP_ID_NOT_FOUND if v >= 6 else errors.ILLEGAL_GENERATION)
     if v >= 3:  # KIP-447: the member must be of the group's current generation
         code = groups.validate_txn_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
                                                  body.group_instance_id)
@@ -183,7 +184,9 @@ def txn_offset_commit(broker, ctx, body):
                 staged.append(CommitPartition(meta.name, p.partition_index, p.committed_offset,
                                               p.committed_leader_epoch if v >= 2 else -1, metadata))
         codes.append(row)
-    groups.stage_txn_offsets(body.producer_id, body.group_id, staged)
+    code = groups.stage_txn_offsets(body.producer_id, body.group_id, staged) if staged else 0
+    if code:
+        return everywhere(code)
     return answer(codes)
 
 

@@ -349,7 +349,10 @@ class TransactionCoordinator:
         if state is preparing:
             return cb(EndResult(errors.CONCURRENT_TRANSACTIONS))
         if retry:
-            return cb(EndResult(errors.PRODUCER_FENCED))
+            # the previous epoch may only retry the EndTxn that bumped it: the other outcome is a wrong move
+            finished = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.PREPARE_COMMIT,
+                        TxnState.PREPARE_ABORT)
+            return cb(EndResult(errors.INVALID_TXN_STATE if state in finished else errors.PRODUCER_FENCED))
         if state is TxnState.ONGOING:
             new = self._copy(txn)
             if tv2:
@@ -418,7 +421,11 @@ class TransactionCoordinator:
                     # offsets were staged under the producer id of the transaction; a TV2 bump past the
                     # last epoch moved the producer to a new id, the previous one is in last_producer_id
                     for staged_pid in {pid, txn.last_producer_id} - {NO_PRODUCER_ID}:
-                        coord.complete_transaction(staged_pid, commit)
+                        try:
+                            coord.complete_transaction(staged_pid, commit)
+                        except Exception:  # the offsets are applied in memory; only their record is missing
+                            log.exception("transactional id %s: writing its offsets to the group failed",
+                                          txn.transactional_id)
             self._complete(txn, commit)
 
         self.markers.write(pid, epoch, commit, targets, done)
