@@ -45,8 +45,11 @@ def describe_producers(broker, ctx, body):
                 parts.append(R.PartitionResponse(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
                                                  error_message=message, active_producers=[]))
                 continue
-            # the first offset of each producer's open transaction, as the partition's log tracks it
-            open_txns = broker.storage.partition(meta.name, p).open_transactions()
+            # the first offset of each producer's open transaction, as the partition's log tracks it; the
+            # producers themselves as Produce sees them (read from the log tail once after a restart)
+            plog = broker.storage.partition(meta.name, p)
+            broker.producers.ensure_loaded(meta.name, p, plog)
+            open_txns = plog.open_transactions()
             active = [R.ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
                                       last_timestamp=e.last_timestamp, coordinator_epoch=-1,
                                       current_txn_start_offset=open_txns.get(e.producer_id, -1))
