@@ -110,6 +110,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.",
        True),
     _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
+    # read by the transaction coordinator (broker/transactions/config.py)
+    _d("transaction.max.timeout.ms", INT, "900000", "Largest transaction timeout a producer may ask for.", True),
+    _d("transactional.id.expiration.ms", INT, "604800000", "How long an idle transactional id is kept.", True),
+    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000",
+       "Interval of the check that aborts timed-out transactions.", True),
+    _d("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000",
+       "Interval of the check that removes expired transactional ids.", True),
     _d("group.initial.rebalance.delay.ms", INT, "3000", "Delay before the first rebalance of a group.", True),
     _d("delete.topic.enable", BOOLEAN, "true", "Enables delete topic.", True),
     _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire)."),
