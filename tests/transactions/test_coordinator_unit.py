@@ -380,3 +380,15 @@ def test_staged_offsets_survive_a_restart_and_commit_after_it(storage):
     groups3 = GroupCoordinator(storage, scheduler=clock)
     groups3.start()
     assert groups3.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]
+
+
+def test_the_log_is_compacted_and_replays_to_the_same_state(storage):
+    c = make(storage, compact_after_records=20)
+    pids = {}
+    for i in range(30):
+        pids[f"id{i % 3}"] = c.init_producer_id(f"id{i % 3}", TIMEOUT)
+    plog = storage.partition(TOPIC, 0)
+    assert plog.log_start_offset > 0  # records before the last snapshot are gone
+    restarted = make(storage)
+    assert {tid: (t.producer_id, t.producer_epoch) for tid, t in restarted.txns.items()} == {
+        tid: (r.producer_id, r.producer_epoch) for tid, r in pids.items()}

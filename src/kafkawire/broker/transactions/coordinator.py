@@ -178,8 +178,8 @@ class TransactionCoordinator:
         for f in dataclasses.fields(TxnMetadata):
             if f.name not in ("pending", "markers_failed"):
                 setattr(txn, f.name, getattr(new, f.name))
-        if self.log is not None:
-            self.log.maybe_compact(list(self.txns.values()))
+        if self.log is not None and self.log.compaction_due(len(self.txns)):
+            self.log.compact(list(self.txns.values()))
         return True
 
     @staticmethod

@@ -161,10 +161,13 @@ class TxnLog:
             raise
         self.records_written += len(records)
 
-    def maybe_compact(self, live: list[TxnMetadata]) -> None:
+    def compaction_due(self, live: int) -> bool:
+        """Whether the log holds enough records beyond the ``live`` ids to be rewritten (cheap: per change)."""
         threshold = self.compact_after_records
-        if self.records_written < threshold or self.records_written <= len(live) + threshold // 2:
-            return
+        return self.records_written >= threshold and self.records_written > live + threshold // 2
+
+    def compact(self, live: list[TxnMetadata]) -> None:
+        """Append a snapshot of the live ids and drop everything before it."""
         plog = self._partition()
         start = plog.log_end_offset
         records = [(encode_key(t.transactional_id), encode_value(t)) for t in live]
