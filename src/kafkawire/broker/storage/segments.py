@@ -10,6 +10,9 @@ Layout of ``data_dir``::
         00000000000000000000.log       v2 batches exactly as Kafka stores them
         00000000000000000000.index     sparse offset -> position index
         00000000000000000000.timeindex sparse timestamp -> offset index
+        00000000000000000000.txnindex  aborted transactions whose marker is in this segment (Kafka's AbortedTxn)
+        00000000000000001234.snapshot  open transactions as of that offset (Kafka's producer snapshot), written
+                                       at each roll and clean close (``txn``, ``snapshot``)
 
 Durability, kafkawire's default: an append with ``durable=True`` returns only
 after the segment is fsynced, and the broker passes ``durable=True`` for
