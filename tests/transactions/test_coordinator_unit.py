@@ -392,3 +392,16 @@ def test_the_log_is_compacted_and_replays_to_the_same_state(storage):
     restarted = make(storage)
     assert {tid: (t.producer_id, t.producer_epoch) for tid, t in restarted.txns.items()} == {
         tid: (r.producer_id, r.producer_epoch) for tid, r in pids.items()}
+
+
+def test_tv2_end_txn_at_an_exhausted_epoch_moves_to_a_new_producer_id(storage):
+    markers = FakeMarkers()
+    c = make(storage, markers=markers)
+    pid = c.init_producer_id("a", TIMEOUT).producer_id
+    c.txns["a"].producer_epoch = 32766
+    assert c.produce_check("a", pid, 32766, "t", 0, add_implicitly=True) == 0
+    result = ended(c, "a", pid, 32766, True, tv2=True)
+    assert result.error == 0 and result.producer_id != pid and result.producer_epoch == 0
+    assert markers.written == [(pid, 32767, True, [("t", 0)])]  # the old id's batches, fenced above them
+    assert ended(c, "a", pid, 32766, True, tv2=True) == result  # a retry with the old id gets the new one
+    assert ended(c, "a", pid, 32765, True, tv2=True).error == errors.INVALID_PRODUCER_ID_MAPPING

@@ -245,6 +245,10 @@ class TransactionCoordinator:
         if not tid:
             return errors.INVALID_REQUEST, None
         txn = self.txns.get(tid)
+        if txn is not None and tv2_retry and pid == txn.last_producer_id != txn.producer_id \
+                and epoch == txn.last_producer_epoch:
+            # the retry of an EndTxn whose bump moved the producer to a new id (its epoch was exhausted)
+            return (errors.CONCURRENT_TRANSACTIONS if txn.pending else 0), txn
         if txn is None or txn.producer_id != pid:
             return errors.INVALID_PRODUCER_ID_MAPPING, txn
         if epoch != txn.producer_epoch and not (tv2_retry and epoch == txn.producer_epoch - 1):
@@ -338,7 +342,8 @@ class TransactionCoordinator:
         if err:
             return cb(EndResult(err))
         assert txn is not None
-        retry = epoch != txn.producer_epoch  # TV2: the client did not see the bump of its EndTxn
+        # TV2: the client did not see the bump of its EndTxn
+        retry = epoch != txn.producer_epoch or pid != txn.producer_id
         state = txn.state
         done = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         preparing = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
@@ -406,6 +411,10 @@ class TransactionCoordinator:
             else:
                 targets.append((topic, partition))
         pid, epoch = txn.producer_id, txn.producer_epoch
+        if txn.tv2 and epoch == 0 and txn.last_producer_id not in (NO_PRODUCER_ID, pid):
+            # this EndTxn's bump exhausted the epoch and moved the producer to a new id: the transaction's
+            # batches are the previous id's, so its markers are too, one epoch above them
+            pid, epoch = txn.last_producer_id, txn.last_producer_epoch + 1
 
         def done(failure: BaseException | None) -> None:
             if failure is not None:
