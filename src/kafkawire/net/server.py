@@ -64,12 +64,13 @@ class CloseConnection(Exception):
 
 
 class _Slot:
-    __slots__ = ("done", "buffers", "close_reason", "reserved")
+    __slots__ = ("done", "buffers", "close_reason", "close_delay", "reserved")
 
     def __init__(self, reserved: int = 0):
         self.done = False
         self.buffers = None
         self.close_reason = None
+        self.close_delay = 0.0  # seconds between writing the answer and closing
         self.reserved = reserved  # request bytes counted in the server's budget until answered
 
 
@@ -96,6 +97,7 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
         self._close_requested: str | None = None  # close_after_response() during the handler's call
+        self._close_delay = 0.0
 
     # -- asyncio.Protocol ---------------------------------------------------
     def connection_made(self, transport):
@@ -237,9 +239,11 @@ class Connection(asyncio.Protocol):
             self._answered(slot)
         self._held = None
 
-    def close_after_response(self, reason: str) -> None:
-        """Called by a handler: write its answer (and those before it), then close; nothing after it is read."""
+    def close_after_response(self, reason: str, delay: float = 0.0) -> None:
+        """Called by a handler: write its answer (and those before it), then close, ``delay`` seconds later
+        (Kafka's delayed close after a failed login); nothing after it is read."""
         self._close_requested = reason
+        self._close_delay = delay
 
     def _handle(self, payload: bytes, reserved: int = 0, handler=None) -> None:
         # A request gets a slot (its place in the answer order) only when earlier ones are still unanswered or
@@ -281,6 +285,7 @@ class Connection(asyncio.Protocol):
         if self.close_kind is None:
             self.close_kind = "authentication"
         slot.close_reason = reason
+        slot.close_delay = self._close_delay
         self._closing_after = slot  # read nothing more
         if result is not None and type(result) is not list and inspect.isawaitable(result):
             task = asyncio.ensure_future(result)
@@ -333,6 +338,9 @@ class Connection(asyncio.Protocol):
                 if slot.buffers and not self.closed:  # the answer that comes before the close (a failed login)
                     out.extend(slot.buffers)
                 self._write_out()
+                if slot.close_delay > 0:
+                    asyncio.get_running_loop().call_later(slot.close_delay, self.abort, slot.close_reason, True)
+                    return
                 self.abort(slot.close_reason, graceful=True)
                 return
             if slot.buffers and not self.closed:

@@ -147,7 +147,7 @@ _INVALID = "Authentication failed during authentication due to invalid credentia
 class ScramServer(SaslServer):
     """One SCRAM exchange, server side: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: str, store: CredentialStore):
+    def __init__(self, mechanism: str, store: CredentialStore, server_nonce=None):
         if mechanism not in MECHANISMS:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")
         self.mechanism = mechanism
@@ -159,6 +159,8 @@ class ScramServer(SaslServer):
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        # the server's part of the nonce: random; a test passes a function to replay RFC 7677's example
+        self._server_nonce = server_nonce or (lambda: secrets.token_urlsafe(24))
 
     def _invalid(self) -> AuthenticationFailed:
         return AuthenticationFailed(_INVALID.format(self.mechanism))
@@ -197,7 +199,7 @@ class ScramServer(SaslServer):
             raise self._invalid()
         self._gs2 = text[:len(flag) + len(authzid) + 2].encode()
         self._client_first_bare = bare
-        self._nonce = attrs[1][1] + secrets.token_urlsafe(24)
+        self._nonce = attrs[1][1] + self._server_nonce()
         cred = self._credential
         self._server_first = f"r={self._nonce},s={base64.b64encode(cred.salt).decode()},i={cred.iterations}"
         self._stage = 1

@@ -56,7 +56,7 @@ class ListenerSecurity:
         auth: ConnectionAuthenticator = conn.attributes[SASL]
         outcome = auth.raw_token(token)
         if outcome.close:
-            return _close_later(auth.listener.failed_auth_delay_ms,
+            return close_later(auth.listener.failed_auth_delay_ms,
                                 f"SASL authentication failed: {outcome.error_message or 'illegal SASL state'}")
         frame = conn.protocol.send_sasl_token(outcome.token)
         if outcome.complete:
@@ -72,17 +72,10 @@ def opened(conn, auth: ConnectionAuthenticator) -> None:
     conn.attributes[PRINCIPAL] = f"User:{auth.principal}"
 
 
-async def _close_later(delay_ms: int, reason: str):
+async def close_later(delay_ms: int, reason: str):
+    """Close (no answer) after the failed-login delay."""
     await asyncio.sleep(delay_ms / 1000.0)
     raise CloseConnection(reason)
-
-
-def delayed(delay_ms: int, answer):
-    """``answer`` after the failed-login delay (connection.failed.authentication.delay.ms)."""
-    async def later():
-        await asyncio.sleep(delay_ms / 1000.0)
-        return answer
-    return later()
 
 
 def advertised_address(listener: Listener, bound_port: int) -> tuple[str, int]:
@@ -101,5 +94,5 @@ def warn_if_open(listener: Listener) -> None:
                     listener.host, listener.port)
 
 
-__all__ = ["ListenerSecurity", "SaslState", "opened", "delayed", "advertised_address", "warn_if_open",
+__all__ = ["ListenerSecurity", "SaslState", "opened", "close_later", "advertised_address", "warn_if_open",
            "SASL", "PRINCIPAL", "LISTENER"]

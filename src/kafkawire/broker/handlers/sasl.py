@@ -4,7 +4,8 @@ AlterUserScramCredentials 0).
 On a SASL listener the connection's :class:`~kafkawire.security.authenticator.ConnectionAuthenticator`
 decides (see its docstring for Kafka's order of events and failures); these handlers only put its
 outcome into the answer and tell the connection what follows: bare tokens after SaslHandshake v0, the
-close after a failure (delayed by ``connection.failed.authentication.delay.ms`` for a failed login), and
+close after a failure (the answer at once, the close ``connection.failed.authentication.delay.ms`` later, as
+Kafka delays it: one guess per delay, and a client reads the answer before it sees the close), and
 the opening once authenticated (KIP-152 framing: the tokens ride in SaslAuthenticate from v1).
 ``session_lifetime_ms`` is 0: no re-authentication (KIP-368) is asked for.
 
@@ -28,7 +29,7 @@ from kafkawire.protocol.messages import (
 )
 from kafkawire.security.authenticator import SaslState
 from kafkawire.security.scram import MECHANISM_BY_ID, MECHANISMS, credential_from_salted
-from kafkawire.security.serving import SASL, delayed, opened
+from kafkawire.security.serving import SASL, close_later, opened
 
 from ..dispatch import handles
 
@@ -49,8 +50,9 @@ def sasl_handshake(broker, ctx, body):
         and before is not SaslState.COMPLETE else []
     answer = SaslHandshakeResponse(error_code=outcome.error_code, mechanisms=mechanisms)
     if outcome.close:
-        ctx.connection.close_after_response(f"SaslHandshake: {errors.error_for(outcome.error_code).name}")
-    elif auth.state is SaslState.TOKENS:
+        ctx.connection.close_after_response(f"SaslHandshake: {errors.error_for(outcome.error_code).name}",
+                                            auth.listener.failed_auth_delay_ms / 1000.0)
+    if auth.state is SaslState.TOKENS:
         ctx.connection.protocol.start_sasl_tokens()  # the next frame is a bare token (no Kafka header)
     return answer
 
@@ -63,19 +65,18 @@ def sasl_authenticate(broker, ctx, body):
                                         error_message="SaslAuthenticate request received after successful "
                                                       "authentication", auth_bytes=b"")
     if auth.state is SaslState.HANDSHAKE:  # Kafka closes without an answer
-        from kafkawire.net.server import CloseConnection
-
         auth.state = SaslState.FAILED
-        raise CloseConnection("SaslAuthenticate before SaslHandshake (illegal SASL state)")
+        return close_later(auth.listener.failed_auth_delay_ms,
+                           "SaslAuthenticate before SaslHandshake (illegal SASL state)")
     outcome = auth.authenticate(bytes(body.auth_bytes))
     answer = SaslAuthenticateResponse(error_code=outcome.error_code, error_message=outcome.error_message,
                                       auth_bytes=outcome.token, session_lifetime_ms=0)
     if outcome.complete:
         opened(ctx.connection, auth)
     elif outcome.close:
-        ctx.connection.close_after_response(f"SASL authentication failed: {outcome.error_message}")
-        if outcome.error_code == errors.SASL_AUTHENTICATION_FAILED:
-            return delayed(auth.listener.failed_auth_delay_ms, answer)  # one guess per delay per connection
+        # one guess per delay per connection: nothing more is read while the close waits
+        ctx.connection.close_after_response(f"SASL authentication failed: {outcome.error_message}",
+                                            auth.listener.failed_auth_delay_ms / 1000.0)
     return answer
 
 

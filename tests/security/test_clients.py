@@ -1,0 +1,330 @@
+"""Real clients over TLS and SASL, on kafkawire and on the reference Kafka 4.4 with the same configuration.
+
+One broker per target with six listeners: PLAINTEXT (administration: SCRAM users are created through it),
+SSL (client certificates requested), MTLS (SSL, client certificates required), SASL_PLAINTEXT and SASL_SSL
+(PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512) and PLAINONLY (SASL_PLAINTEXT with PLAIN alone). The same
+``server.properties`` keys go to both brokers (kafkawire skips the CONTROLLER listener Kafka needs).
+Each client produces three records and reads them back; the failures (wrong password, unknown user, a
+mechanism the listener does not enable, TLS to a plaintext listener and the reverse, no client certificate
+where one is required) must reach the client as its normal error, quickly.
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import uuid
+
+import pytest
+
+JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+              'password="alice-secret" user_alice="alice-secret";')
+JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
+         "SCRAM-SHA-512": ("carol", "carol-secret")}
+LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY")
+FAIL_WITHIN = 15.0  # seconds for a refused client to see its error (clients retry; a hang is what is caught)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dict[str, str]:
+    listeners = ",".join(f"{name}://127.0.0.1:{ports[name]}" for name in LISTENERS)
+    props = {
+        "listeners": f"{listeners},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": listeners,
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
+                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT",
+        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
+        "ssl.keystore.password": "kafkawire", "ssl.key.password": "kafkawire",
+        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(certs / "truststore.p12"),
+        "ssl.truststore.password": "kafkawire",
+        "ssl.client.auth": "requested",
+        "listener.name.mtls.ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.plainonly.sasl.enabled.mechanisms": "PLAIN",
+    }
+    for listener in ("sasl_plaintext", "sasl_ssl", "plainonly"):
+        props[f"listener.name.{listener}.plain.sasl.jaas.config"] = JAAS_PLAIN
+        props[f"listener.name.{listener}.scram-sha-256.sasl.jaas.config"] = JAAS_SCRAM
+        props[f"listener.name.{listener}.scram-sha-512.sasl.jaas.config"] = JAAS_SCRAM
+    return props
+
+
+class Target:
+    def __init__(self, name: str, ports: dict[str, int], certs):
+        self.name = name
+        self.ports = ports
+        self.certs = certs
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+
+def _create_scram_users(bootstrap: str) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    upserts = [UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                            b"bob-secret"),
+               UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                            b"carol-secret")]
+    for future in admin.alter_user_scram_credentials(upserts).values():
+        future.result(30)
+
+
+@pytest.fixture(scope="module", params=["kafkawire", "kafka"])
+def target(request, certs, tmp_path_factory):
+    ports = {name: _free_port() for name in LISTENERS}
+    controller_port = _free_port()
+    props = secure_properties(certs, ports, controller_port)
+    if request.param == "kafkawire":
+        from kafkawire.broker.config import BrokerConfig
+        from kafkawire.broker.server import start_in_thread
+
+        cfg = BrokerConfig.from_properties(props)
+        cfg.data_dir = str(tmp_path_factory.mktemp("kafkawire-secure"))
+        broker = start_in_thread(cfg)
+        try:
+            _create_scram_users(f"127.0.0.1:{ports['PLAINTEXT']}")
+            yield Target("kafkawire", ports, certs)
+        finally:
+            broker.stop()
+    else:
+        from conftest import reference_unavailable
+        from kafka_reference import KafkaUnavailable, ReferenceKafka
+
+        kafka = ReferenceKafka(tmp_path_factory.mktemp("kafka-secure"), port=ports["PLAINTEXT"], config=props)
+        kafka.controller_port = controller_port
+        try:
+            kafka.start()
+        except KafkaUnavailable as exc:
+            kafka.close()
+            reference_unavailable(str(exc))
+        try:
+            _create_scram_users(kafka.bootstrap)
+            target = Target("kafka", ports, certs)
+            _wait_until_scram_works(target)  # Kafka applies the credentials from its metadata log shortly after
+            yield target
+        finally:
+            kafka.close()
+
+
+def _wait_until_scram_works(target: Target) -> None:
+    for _ in range(40):
+        if all(_confluent_error(target, "SASL_PLAINTEXT", mech, *USERS[mech], timeout=5) is None
+               for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")):
+            return
+        time.sleep(0.5)
+    raise AssertionError("SCRAM credentials never became usable on the reference Kafka")
+
+
+# ------------------------------------------------------------------------------------------------ cases
+
+CASES = [  # (listener, mechanism or None, with a client certificate)
+    ("SSL", None, False), ("SSL", None, True), ("MTLS", None, True),
+    *[(listener, mech, False) for listener in ("SASL_PLAINTEXT", "SASL_SSL") for mech in USERS],
+]
+
+
+def _protocol(listener: str) -> str:
+    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT"}.get(listener, listener)
+
+
+def _confluent_conf(target: Target, listener: str, mechanism, user=None, password=None, client_cert=False,
+                    protocol=None) -> dict:
+    conf = {"bootstrap.servers": target.bootstrap(listener), "security.protocol": protocol or _protocol(listener)}
+    if "SSL" in conf["security.protocol"]:
+        conf["ssl.ca.location"] = str(target.certs / "ca.pem")
+        if client_cert:
+            conf["ssl.certificate.location"] = str(target.certs / "client-cert.pem")
+            conf["ssl.key.location"] = str(target.certs / "client-key.pem")
+    if mechanism:
+        conf.update({"sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password})
+    return conf
+
+
+def _records(n=3):
+    return [f"record-{i}-{uuid.uuid4().hex[:6]}".encode() for i in range(n)]
+
+
+def confluent_round_trip(target, listener, mechanism, client_cert, topic):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    user, password = USERS.get(mechanism, (None, None))
+    conf = _confluent_conf(target, listener, mechanism, user, password, client_cert)
+    producer = Producer(conf)
+    values = _records()
+    for v in values:
+        producer.produce(topic, v, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": "g-" + topic, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    return values, got
+
+
+def _kafka_python_kwargs(target, listener, mechanism, client_cert, user=None, password=None, protocol=None):
+    kwargs = {"bootstrap_servers": target.bootstrap(listener), "security_protocol": protocol or _protocol(listener)}
+    if "SSL" in kwargs["security_protocol"]:
+        kwargs["ssl_cafile"] = str(target.certs / "ca.pem")
+        if client_cert:
+            kwargs["ssl_certfile"] = str(target.certs / "client-cert.pem")
+            kwargs["ssl_keyfile"] = str(target.certs / "client-key.pem")
+    if mechanism:
+        kwargs.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    return kwargs
+
+
+def kafka_python_round_trip(target, listener, mechanism, client_cert, topic):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    user, password = USERS.get(mechanism, (None, None))
+    kwargs = _kafka_python_kwargs(target, listener, mechanism, client_cert, user, password)
+    producer = KafkaProducer(**kwargs)
+    values = _records()
+    for v in values:
+        producer.send(topic, v, partition=0).get(30)
+    producer.close()
+    consumer = KafkaConsumer(**kwargs, enable_auto_commit=False, consumer_timeout_ms=20000)
+    consumer.assign([TopicPartition(topic, 0)])
+    consumer.seek_to_beginning()
+    got = []
+    for msg in consumer:
+        got.append(msg.value)
+        if len(got) == len(values):
+            break
+    consumer.close()
+    return values, got
+
+
+def aiokafka_round_trip(target, listener, mechanism, client_cert, topic):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+    from aiokafka.helpers import create_ssl_context
+
+    user, password = USERS.get(mechanism, (None, None))
+    kwargs = {"bootstrap_servers": target.bootstrap(listener), "security_protocol": _protocol(listener)}
+    if "SSL" in kwargs["security_protocol"]:
+        kwargs["ssl_context"] = create_ssl_context(
+            cafile=str(target.certs / "ca.pem"),
+            certfile=str(target.certs / "client-cert.pem") if client_cert else None,
+            keyfile=str(target.certs / "client-key.pem") if client_cert else None)
+    if mechanism:
+        kwargs.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    values = _records()
+
+    async def run():
+        producer = AIOKafkaProducer(**kwargs)
+        await producer.start()
+        try:
+            for v in values:
+                await producer.send_and_wait(topic, v, partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(**kwargs, enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        got = []
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            await consumer.seek_to_beginning(TopicPartition(topic, 0))
+            deadline = time.monotonic() + 30
+            while len(got) < len(values) and time.monotonic() < deadline:
+                batches = await consumer.getmany(timeout_ms=1000)
+                for msgs in batches.values():
+                    got.extend(m.value for m in msgs)
+        finally:
+            await consumer.stop()
+        return got
+
+    return values, asyncio.run(asyncio.wait_for(run(), 90))
+
+
+CLIENTS = {"confluent-kafka": confluent_round_trip, "kafka-python": kafka_python_round_trip,
+           "aiokafka": aiokafka_round_trip}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+@pytest.mark.parametrize("listener, mechanism, client_cert", CASES,
+                         ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES])
+def test_client_produces_and_consumes(target, client, listener, mechanism, client_cert):
+    topic = f"sec-{client}-{listener}-{mechanism or 'tls'}-{int(client_cert)}-{uuid.uuid4().hex[:6]}".lower()
+    values, got = CLIENTS[client](target, listener, mechanism, client_cert, topic)
+    assert got == values
+
+
+# ------------------------------------------------------------------------------------------------ failures
+
+def _confluent_error(target, listener, mechanism, user=None, password=None, client_cert=False, protocol=None,
+                     timeout=FAIL_WITHIN):
+    """The first error librdkafka reports while asking for metadata, or None when the metadata came."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    errors = []
+    conf = _confluent_conf(target, listener, mechanism, user, password, client_cert, protocol)
+    admin = AdminClient({**conf, "error_cb": errors.append, "socket.connection.setup.timeout.ms": 10000})
+    deadline = time.monotonic() + timeout
+    while not errors and time.monotonic() < deadline:  # the first error, as soon as librdkafka reports it
+        try:
+            admin.list_topics(timeout=0.5)
+            return None
+        except KafkaException:
+            admin.poll(0.1)  # serves error_cb, where librdkafka reports why it cannot connect
+    return errors[0] if errors else None
+
+
+REFUSALS = [  # (what, listener, mechanism, user, password, client cert, client's protocol, librdkafka's words)
+    ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong", False, None, "Authentication failed"),
+    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", False, None, "Invalid username or password"),
+    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-512", "carol", "carol-secret", False, None,
+     "Unsupported SASL mechanism"),
+    ("TLS to a plaintext listener", "PLAINTEXT", None, None, None, False, "SSL", ""),
+    ("plaintext to a TLS listener", "SSL", None, None, None, False, "PLAINTEXT", ""),
+    ("no certificate where one is required", "MTLS", None, None, None, False, None, ""),
+]
+
+
+@pytest.mark.parametrize("what, listener, mechanism, user, password, cert, protocol, words", REFUSALS,
+                         ids=[r[0] for r in REFUSALS])
+def test_confluent_kafka_is_refused_quickly_with_its_normal_error(target, what, listener, mechanism, user,
+                                                                  password, cert, protocol, words):
+    started = time.monotonic()
+    error = _confluent_error(target, listener, mechanism, user, password, cert, protocol)
+    assert error is not None, f"{what}: the client was let in"
+    assert time.monotonic() - started < FAIL_WITHIN
+    assert words in error.str(), error.str()
+
+
+@pytest.mark.parametrize("what, listener, mechanism, user, password, logged", [
+    ("wrong password", "SASL_SSL", "SCRAM-SHA-512", "carol", "wrong", "SaslAuthenticationFailedError"),
+    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", "SaslAuthenticationFailedError"),
+    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-256", "bob", "bob-secret", "UnsupportedSaslMechanismError"),
+])
+def test_kafka_python_is_refused_with_its_normal_error(target, caplog, what, listener, mechanism, user, password,
+                                                       logged):
+    import kafka.errors as ke
+    from kafka import KafkaProducer
+
+    kwargs = _kafka_python_kwargs(target, listener, mechanism, False, user, password)
+    # kafka-python 3 retries a refused bootstrap until bootstrap_timeout_ms and then raises a timeout; the
+    # broker's error is what it logs for each attempt
+    with caplog.at_level("WARNING", logger="kafka"), pytest.raises(ke.KafkaTimeoutError):
+        KafkaProducer(**kwargs, bootstrap_timeout_ms=3000).close()
+    assert logged in caplog.text
