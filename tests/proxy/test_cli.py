@@ -2,6 +2,7 @@
 ``kafkawire pcap`` reads back with the same exchanges. Also the filters and the pcapng writer alone."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -155,3 +156,25 @@ def test_pcapng_writer_makes_packets_the_capture_reader_reads_back():
     assert [s.syn for s in segments[:3]] == [True, True, False]
     assert segments[3].seq == segments[0].seq + 1 and segments[4].seq == segments[3].seq + 65_000
     assert segments[-1].src == "::1" and segments[-1].payload == b"six"
+
+
+def test_annotate_prints_both_frames_field_by_field():
+    from kafkawire.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+    from kafkawire.protocol.rpc import encode_response
+    from kafkawire.proxy.report import Reporter, to_json
+
+    request = encode_request(request_header(ApiKey.API_VERSIONS, 3, 5, "annotated"),
+                             ApiVersionsRequest(client_software_name="sw", client_software_version="1"))
+    AV = ApiVersionsResponse.ApiVersion
+    response = encode_response(5, ApiVersionsResponse(api_keys=[AV(api_key=0, min_version=0, max_version=11)]), 3)
+    ex = Exchange(0, Connection(1, ("127.0.0.1", 1), ("127.0.0.1", 2)), ApiKey.API_VERSIONS, 3, 5,
+                  request_payload=request[4:], response_payload=response[4:], latency_ns=1000)
+    out = io.StringIO()
+    Reporter(out, annotate=True).exchange(ex)
+    text = out.getvalue()
+    assert "client=annotated ApiVersions v3 corr=5" in text.splitlines()[0]
+    request_part, response_part = text.split("  response:")
+    assert "ClientSoftwareName" in request_part and '"sw"' in request_part
+    assert "MaxVersion" in response_part and "11" in response_part
+    as_json = json.loads(to_json(ex, annotate=True))
+    assert [a["path"] for a in as_json["request_annotations"]][:1] and as_json["response_annotations"]
