@@ -338,7 +338,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             start, end = self._start, self._end
             if offset < start or offset > end:
                 raise OffsetOutOfRangeError(offset, start, end)
-            lso = self._txn.last_stable_offset(end, start)
+            lso = self._txn.last_stable_offset(end, start) if self._txn.ongoing else end
             limit = lso if committed else end
             chunks, total = [], 0
             aborted = [] if committed else None
@@ -350,11 +350,13 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                     segment = self._segments[i]
                     if limit <= segment.base_offset:
                         break
-                    # the LSO is a batch boundary (a transaction's first batch): stop there
-                    seg_end = segment.size if limit >= segment.next_offset else segment.locate(limit)
-                    if position is not None and position < seg_end:
-                        stop = segment.extent(position, min(max_bytes - total, seg_end - position),
-                                              min_one and not chunks)
+                    if position is not None and position < segment.size:
+                        budget = max_bytes - total
+                        if limit < segment.next_offset:
+                            # read_committed with the LSO in this segment: it is a batch boundary (an open
+                            # transaction's first batch), stop there
+                            budget = min(budget, segment.locate(limit) - position)
+                        stop = segment.extent(position, budget, min_one and not chunks)
                         if stop > position:
                             length = stop - position
                             chunks.append(segment.region(position, length) if regions
