@@ -73,7 +73,9 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 chunks.append(memoryview(self._batches[i]))
                 size += n
                 i += 1
-            return ReadResult(chunks, size, self._end, self._start, self._txn.last_stable_offset(self._end, self._start))
+            end = self._end
+            return ReadResult(chunks, size, end, self._start,
+                              self._txn.last_stable_offset(end, self._start) if self._txn.ongoing else end)
 
     @property
     def last_stable_offset(self) -> int:
