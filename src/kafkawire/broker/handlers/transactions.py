@@ -29,8 +29,8 @@ from ..groups import CommitPartition
 from ._common import find_topic
 
 APT = AddPartitionsToTxnResponse
-# Kafka refuses a broker-to-broker AddPartitionsToTxn with more transactions than this
-# (AddPartitionsToTxnManager batches at most that many per request).
+# kafkawire's bound on the transactions of one broker-to-broker AddPartitionsToTxn (Kafka sets none; its brokers
+# send the transactions of the produce requests waiting on one coordinator): more is INVALID_REQUEST
 MAX_TRANSACTIONS_PER_REQUEST = 1000
 
 
