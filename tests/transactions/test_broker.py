@@ -165,3 +165,19 @@ def test_an_ongoing_transaction_is_aborted_after_a_restart_when_its_timeout_pass
         marker = batches(b, "t", 0)[-1]
         assert marker.is_control and marker.producer_epoch == epoch + 1
         c.close()
+
+
+def test_a_batched_add_partitions_is_bounded(data_dir):
+    from kafkawire.broker.handlers.transactions import MAX_TRANSACTIONS_PER_REQUEST
+
+    with start(data_dir) as b:
+        c = RawClient(b.address)
+        A = M("AddPartitionsToTxnRequest")
+        many = [A.AddPartitionsToTxnTransaction(transactional_id=f"x{i}", producer_id=1, producer_epoch=0,
+                                                verify_only=True, topics=[])
+                for i in range(MAX_TRANSACTIONS_PER_REQUEST + 1)]
+        r = c.call(A(transactions=many), 5)
+        assert (r.error_code, r.results_by_transaction) == (errors.INVALID_REQUEST, [])
+        r = c.call(A(transactions=many[:2]), 5)
+        assert r.error_code == 0 and len(r.results_by_transaction) == 2
+        c.close()
