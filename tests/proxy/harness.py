@@ -118,3 +118,43 @@ def frames(data: bytes) -> list[bytes]:
         out.append(data[pos:pos + 4 + size])
         pos += 4 + size
     return out
+
+
+class Tee:
+    """A plain relay in front of ``target`` that records both directions of every connection (for comparing
+    what the upstream got and sent with what the client got and sent). Runs on its own loop thread."""
+
+    def __init__(self, port: int, target: tuple[str, int]):
+        self.target = target
+        self.streams: list[tuple[bytearray, bytearray]] = []  # (client -> upstream, upstream -> client)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="tee")
+        self._thread.start()
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", port), self.loop).result(10)
+
+    async def _handle(self, reader, writer):
+        up, down = bytearray(), bytearray()
+        self.streams.append((up, down))
+        ureader, uwriter = await asyncio.open_connection(*self.target)
+
+        async def pipe(r, w, record):
+            try:
+                while data := await r.read(65536):
+                    record += data
+                    w.write(data)
+                    await w.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                w.close()
+
+        await asyncio.gather(pipe(reader, uwriter, up), pipe(ureader, writer, down))
+
+    def close(self) -> None:
+        async def stop():
+            self.server.close()
+            await asyncio.wait_for(self.server.wait_closed(), 5)
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
