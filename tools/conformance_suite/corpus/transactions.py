@@ -94,6 +94,8 @@ def _end(s, tid, pid, epoch, commit, version=4):
 for_each("FindCoordinator", {
     "transaction": lambda s, v: s.probe("FindCoordinator", v, {
         "key": s.name("tx"), "key_type": 1, "coordinator_keys": [s.name("tx")]}),
+    "transaction-empty-id": lambda s, v: s.probe("FindCoordinator", v, {
+        "key": "", "key_type": 1, "coordinator_keys": ["", s.name("tx")]}),
 }, setup=lambda s: s.coordinator_ready(s.name("tx"), key_type=1), min_version=1)
 
 
