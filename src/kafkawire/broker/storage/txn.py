@@ -15,7 +15,10 @@ The segments engine also writes each aborted transaction to the ``.txnindex`` of
 the segment the marker lands in, in Kafka's format (``AbortedTxn``: version int16 0,
 producer id int64, first offset int64, last offset int64, last stable offset int64;
 34 bytes each, big endian, no header), and its open transactions to the producer
-snapshot files (``snapshot.py``), so a restart finds both without reading the log.
+snapshot files (``snapshot.py``), so a restart reads only the log after the newest
+snapshot (``SegmentPartitionLog.recover_transactions``). Both engines keep the
+aborted transactions of the retained log in memory too (a tuple each): Fetch then
+never reads a file to answer read_committed.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
-from kafkawire.protocol.records import RecordBatch
+from kafkawire.protocol.records import CorruptRecordError, RecordBatch
 from kafkawire.protocol.records.batch import ATTRIBUTES_OFFSET, PRODUCER_ID_OFFSET, TRANSACTIONAL_MASK
 
 ABORTED_TXN = struct.Struct(">hqqqq")
@@ -100,7 +103,7 @@ def control_type(batch: bytes) -> int | None:
             if key is None or len(key) < _CONTROL_KEY.size:
                 return None
             return _CONTROL_KEY.unpack_from(key)[1]
-    except Exception:
+    except CorruptRecordError:
         return None
     return None
 
