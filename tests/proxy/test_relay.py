@@ -215,3 +215,34 @@ def test_an_impossible_frame_size_ends_that_connection_only():
     assert rest == b"" and answer == answers[1]
     problems = [e.problem for e in reporter.exchanges if e.api_key is None]
     assert len(problems) == 1 and "frame size 2147483647" in problems[0] and "connection closed" in problems[0]
+
+
+def test_connections_beyond_the_limit_are_refused_and_the_others_served():
+    answers = {1: encode_response(1, ApiVersionsResponse(api_keys=[]), 3)}
+    upstream = ScriptedUpstream(_answer_by_correlation(answers))
+    api_versions = _request(ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x",
+                                                                          client_software_version="1"))
+
+    async def body():
+        address = await upstream.start()
+        host, _, port = address.rpartition(":")
+        reporter = RecordingReporter()
+        proxy = await Proxy(ProxyConfig("127.0.0.1", 0, [(host, int(port))], max_connections=2), reporter).start()
+        try:
+            kept = [await asyncio.open_connection("127.0.0.1", proxy.port) for _ in range(2)]
+            for reader, writer in kept:  # both served
+                writer.write(api_versions)
+                assert await _read_exactly(reader, len(answers[1])) == answers[1]
+            reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
+            refused = await asyncio.wait_for(reader.read(), 10)
+            writer.close()
+            for _, w in kept:
+                w.close()
+            return refused, reporter.notes
+        finally:
+            await proxy.close()
+            await upstream.close()
+
+    refused, notes = asyncio.run(body())
+    assert refused == b""
+    assert len(notes) == 1 and "refused, 2 connections already" in notes[0]

@@ -32,6 +32,7 @@ def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
     parser.add_argument("--broker-ports", type=int, metavar="BASE", help=_DESCRIPTION_PORT_HELP)
     parser.add_argument("--max-frame", type=int, metavar="BYTES", help="largest frame accepted either way "
                                                                         "(default 128 MiB)")
+    parser.add_argument("--max-connections", type=int, metavar="N", help="client connections at once (default 4096)")
     tls = parser.add_argument_group("TLS")
     tls.add_argument("--upstream-tls", action="store_true", help="connect to the upstream with TLS")
     tls.add_argument("--upstream-ca", metavar="FILE", help="CA certificates for the upstream (default: the system's)")
@@ -72,7 +73,7 @@ def _contexts(args):
 
 def run(args) -> int:
     from kafkawire.proxy import Filters, PcapngWriter, ProxyConfig, Reporter, parse_address
-    from kafkawire.proxy.relay import DEFAULT_MAX_FRAME
+    from kafkawire.proxy.relay import DEFAULT_MAX_FRAME, MAX_CONNECTIONS
 
     try:
         host, port = parse_address(args.listen, 19092)
@@ -86,7 +87,7 @@ def run(args) -> int:
     reporter = Reporter(sys.stdout, fmt="json" if args.json else "text", annotate=args.annotate, filters=filters,
                         quiet=args.quiet)
     config = ProxyConfig(host, port, upstreams, args.advertise, args.broker_ports, upstream_ssl, listen_ssl,
-                         args.max_frame or DEFAULT_MAX_FRAME)
+                         args.max_frame or DEFAULT_MAX_FRAME, args.max_connections or MAX_CONNECTIONS)
     pcap_file = None
     try:
         if args.pcap:

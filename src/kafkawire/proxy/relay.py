@@ -12,7 +12,8 @@ upstream node id, bound when a response first names that node, leads to that nod
 
 Bounded: each read takes at most ``CHUNK`` bytes, a frame at most ``max_frame``, each writer is drained
 before the next read (asyncio's write buffer limits), and a connection with more than ``MAX_IN_FLIGHT``
-unanswered requests is closed. A client can hold at most one frame per direction in the proxy's memory.
+unanswered requests is closed, as is a connection beyond ``max_connections``. A client can hold at most one
+frame per direction in the proxy's memory.
 """
 from __future__ import annotations
 
@@ -45,6 +46,7 @@ from .report import Exchange, Reporter, api_name
 
 CHUNK = 1024 * 1024
 MAX_IN_FLIGHT = 1024
+MAX_CONNECTIONS = 4096  # client connections at once; more are closed on accept (each holds an upstream socket)
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # responses (a Fetch) can be far larger than a request
 CONNECT_TIMEOUT = 10.0
 LINGER = 5.0  # after the client's EOF, how long its last responses may take
@@ -64,6 +66,7 @@ class ProxyConfig:
     upstream_ssl: ssl.SSLContext | None = None
     listen_ssl: ssl.SSLContext | None = None
     max_frame: int = DEFAULT_MAX_FRAME
+    max_connections: int = MAX_CONNECTIONS
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -151,6 +154,11 @@ class Proxy:
                 await server.wait_closed()
 
     def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node_id: int | None) -> None:
+        if len(self._sessions) >= self.config.max_connections:
+            peer = writer.get_extra_info("peername") or ("?", 0)
+            self.reporter.note(f"{_label(peer[:2])}: refused, {len(self._sessions)} connections already")
+            writer.close()
+            return
         task = asyncio.get_running_loop().create_task(self._session(reader, writer, node_id))
         self._sessions.add(task)
         task.add_done_callback(self._sessions.discard)
