@@ -302,8 +302,11 @@ def test_failed_markers_are_retried_at_the_next_check(storage):
     pid = c.init_producer_id("a", TIMEOUT).producer_id
     c.add_partitions("a", pid, 0, [("t", 0)])
     markers.fail = OSError("disk")
-    c.end_txn("a", pid, 0, True, False, lambda r: None)
+    answers = []
+    c.end_txn("a", pid, 0, True, False, answers.append)
     assert c.txns["a"].state is TxnState.PREPARE_COMMIT
+    assert [a.error for a in answers] == [0]  # decided: the client is not left waiting on the disk
+    assert c.add_partitions("a", pid, 0, [("t", 1)]) == errors.CONCURRENT_TRANSACTIONS
     markers.fail = None
     clock.advance(10_000)
     assert c.txns["a"].state is TxnState.COMPLETE_COMMIT

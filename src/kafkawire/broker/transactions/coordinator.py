@@ -423,6 +423,9 @@ class TransactionCoordinator:
                             txn.transactional_id, "COMMIT" if commit else "ABORT", failure)
                 txn.pending = False
                 txn.markers_failed = True
+                # the outcome was decided when Prepare* was written (Kafka answers EndTxn then): the client is
+                # told, and a new transaction meets CONCURRENT_TRANSACTIONS until the markers are in
+                self._answer_end_waiters(txn)
                 return
             if groups_offsets:
                 coord = self.groups()
@@ -445,9 +448,10 @@ class TransactionCoordinator:
         move(new, TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, TxnEvent.MARKERS_WRITTEN)
         ok = self._persist(txn, new)
         txn.pending = False
-        if not ok:  # the markers are written; Complete* will be written when the check retries
-            txn.markers_failed = True
-            return
+        txn.markers_failed = not ok  # the markers are written; Complete* is written again at the next check
+        self._answer_end_waiters(txn)
+
+    def _answer_end_waiters(self, txn: TxnMetadata) -> None:
         for cb in self._end_waiters.pop(txn.transactional_id, []):
             cb(EndResult(0, txn.producer_id, txn.producer_epoch))
 
