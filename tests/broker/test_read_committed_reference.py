@@ -56,10 +56,11 @@ def describe(client, key, version: int, isolation: int, labels: dict):
             "start": p.log_start_offset, "aborted": aborted, "batches": batches}
 
 
-def latest(client, topic: str, isolation: int) -> int:
+def latest(client, topic: str, isolation: int, timestamp: int = -1) -> int:
+    """ListOffsets v7's offset for ``timestamp`` (-1 LATEST, -3 MAX_TIMESTAMP)."""
     R = message_class("ListOffsetsRequest")
     req = R(replica_id=-1, isolation_level=isolation, topics=[R.ListOffsetsTopic(
-        name=topic, partitions=[R.ListOffsetsPartition(partition_index=0, timestamp=-1)])])
+        name=topic, partitions=[R.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
     return client.call(req, 7).topics[0].partitions[0].offset
 
 
@@ -85,6 +86,8 @@ def answers(client, bootstrap: str, topic: str, key_for) -> dict:
     out.update({("open", v, iso): describe(client, key_for(v), v, iso, labels) for v in FETCH_VERSIONS
                 for iso in (0, 1)})
     out["open latest"] = (latest(client, topic, 0), latest(client, topic, 1))
+    # the record with the largest timestamp is the open transaction's: not below read_committed's LSO
+    out["open max timestamp"] = (latest(client, topic, 0, -3), latest(client, topic, 1, -3))
     producer.abort_transaction(60)
     return out
 
