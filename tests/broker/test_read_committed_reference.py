@@ -38,8 +38,8 @@ def transactions(bootstrap: str, topic: str) -> Producer:
     return producer
 
 
-def describe(client, key, version: int, isolation: int, labels: dict):
-    p = client.call(fetch_request([(key, 0, 0)], isolation_level=isolation), version).responses[0].partitions[0]
+def describe(client, key, version: int, isolation: int, labels: dict, offset: int = 0):
+    p = client.call(fetch_request([(key, 0, offset)], isolation_level=isolation), version).responses[0].partitions[0]
 
     def label(pid):
         return labels.setdefault(pid, f"P{len(labels)}")
@@ -79,6 +79,9 @@ def answers(client, bootstrap: str, topic: str, key_for) -> dict:
     labels: dict = {}
     out = {(v, iso): describe(client, key_for(v), v, iso, labels) for v in FETCH_VERSIONS for iso in (0, 1)}
     out["latest"] = (latest(client, topic, 0), latest(client, topic, 1))
+    # from inside and after the aborted transaction (3-5): which aborted transactions overlap the rest
+    out.update({("from", offset, iso): describe(client, key_for(12), 12, iso, labels, offset)
+                for offset in (4, 6, 9) for iso in (0, 1)})
     # a fourth transaction left open: its record is in the log, the LSO stays at its first offset
     producer.begin_transaction()
     producer.produce(topic, value=b"open", partition=0)
