@@ -312,19 +312,91 @@ def test_confluent_kafka_is_refused_quickly_with_its_normal_error(target, what, 
     assert words in error.str(), error.str()
 
 
-@pytest.mark.parametrize("what, listener, mechanism, user, password, logged", [
-    ("wrong password", "SASL_SSL", "SCRAM-SHA-512", "carol", "wrong", "SaslAuthenticationFailedError"),
-    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", "SaslAuthenticationFailedError"),
-    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-256", "bob", "bob-secret", "UnsupportedSaslMechanismError"),
+@pytest.mark.parametrize("what, listener, mechanism, user, password", [
+    ("wrong password", "SASL_SSL", "SCRAM-SHA-512", "carol", "wrong"),
+    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
+    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-256", "bob", "bob-secret"),
 ])
-def test_kafka_python_is_refused_with_its_normal_error(target, caplog, what, listener, mechanism, user, password,
-                                                       logged):
+def test_kafka_python_is_refused_with_its_normal_error(target, what, listener, mechanism, user, password):
     import kafka.errors as ke
     from kafka import KafkaProducer
 
     kwargs = _kafka_python_kwargs(target, listener, mechanism, False, user, password)
-    # kafka-python 3 retries a refused bootstrap until bootstrap_timeout_ms and then raises a timeout; the
-    # broker's error is what it logs for each attempt
-    with caplog.at_level("WARNING", logger="kafka"), pytest.raises(ke.KafkaTimeoutError):
+    # kafka-python 3 retries a refused bootstrap until bootstrap_timeout_ms and then raises a timeout: that is
+    # its normal error. It logs SaslAuthenticationFailedError or UnsupportedSaslMechanismError for an attempt
+    # that read the broker's answer before the close, and "socket disconnected" for one that saw the close
+    # first: a race inside the client, on Kafka 4.4 as on kafkawire (both write the answer and close 100 ms
+    # later), so only the refusal is asserted.
+    with pytest.raises(ke.KafkaTimeoutError):
         KafkaProducer(**kwargs, bootstrap_timeout_ms=3000).close()
-    assert logged in caplog.text
+
+
+# ------------------------------------------------------------------------------------------------ Java
+
+JAVA_SOURCE = __import__("pathlib").Path(__file__).resolve().parent / "java" / "SecurePeer.java"
+JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+
+
+@pytest.fixture(scope="module")
+def java_peer():
+    """The Java client (kafka-clients of the pinned Kafka release) compiled once; unavailable Java fails
+    under CI, as the reference Kafka does."""
+    import kafka_pins
+    from conftest import reference_unavailable
+    from support.java import JavaProgram, JavaUnavailable
+
+    try:
+        return JavaProgram.compile(JAVA_SOURCE, clients=kafka_pins.BROKER)
+    except JavaUnavailable as exc:
+        reference_unavailable(f"Java client: {exc}")
+    except Exception as exc:
+        if type(exc).__name__ != "KafkaUnavailable":
+            raise
+        reference_unavailable(f"kafka-clients {kafka_pins.BROKER}: {exc}")
+
+
+def _java_properties(target, listener, mechanism, client_cert, user=None, password=None, tmp_path=None) -> str:
+    props = {"bootstrap.servers": target.bootstrap(listener), "security.protocol": _protocol(listener)}
+    if "SSL" in props["security.protocol"]:
+        props.update({"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(target.certs / "truststore.p12"),
+                      "ssl.truststore.password": "kafkawire"})
+        if client_cert:
+            props.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(target.certs / "client.p12"),
+                          "ssl.keystore.password": "kafkawire"})
+    if mechanism:
+        props["sasl.mechanism"] = mechanism
+        props["sasl.jaas.config"] = f'{JAAS_MODULES[mechanism]} required username="{user}" password="{password}";'
+    path = tmp_path / "client.properties"
+    # java.util.Properties: backslashes escape, so none may appear unescaped
+    path.write_text("".join(f"{k}={v.replace(chr(92), chr(92) * 2)}\n" for k, v in props.items()))
+    return str(path)
+
+
+@pytest.mark.parametrize("listener, mechanism, client_cert", CASES,
+                         ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES])
+def test_java_client_produces_and_consumes(target, java_peer, tmp_path, listener, mechanism, client_cert):
+    user, password = USERS.get(mechanism, (None, None))
+    topic = f"sec-java-{listener}-{mechanism or 'tls'}-{int(client_cert)}-{uuid.uuid4().hex[:6]}".lower()
+    out = java_peer.run("SecurePeer", _java_properties(target, listener, mechanism, client_cert, user, password,
+                                                       tmp_path), topic, "3", timeout=120)
+    assert out.split() == ["java-0", "java-1", "java-2"]
+
+
+@pytest.mark.parametrize("what, listener, mechanism, user, password, cert, words", [
+    ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong", False, "SaslAuthenticationException"),
+    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", False, "SaslAuthenticationException"),
+    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-512", "carol", "carol-secret", False,
+     "UnsupportedSaslMechanismException"),
+    ("no certificate where one is required", "MTLS", None, None, None, False, "SslAuthenticationException"),
+])
+def test_java_client_is_refused_with_its_normal_error(target, java_peer, tmp_path, what, listener, mechanism, user,
+                                                      password, cert, words):
+    if what.startswith("no certificate") and target.name == "kafkawire":
+        # refused (the TLS handshake fails), but asyncio's TLS drops the connection without flushing the alert
+        # OpenSSL wrote, so this client sees a closed connection and retries until its timeout
+        pytest.xfail("asyncio does not send the TLS alert of a failed server handshake")
+    out = java_peer.run("SecurePeer", "refused",
+                        _java_properties(target, listener, mechanism, cert, user, password, tmp_path), timeout=120)
+    assert out.startswith(words), out
