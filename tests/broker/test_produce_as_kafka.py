@@ -141,7 +141,9 @@ def test_a_framing_error_fails_every_partition(client):
     assert client.call(body, 3).responses[0].partition_responses[0].error_code == errors.CORRUPT_MESSAGE
 
 
-def test_transactional_records_are_not_appended_without_a_coordinator(client):
+def test_transactional_records_are_not_appended_before_the_transaction_log_exists(client):
+    """No FindCoordinator for a transactional id yet, so no __transaction_state: the coordinator cannot verify
+    the batch, which is refused as Kafka refuses it then (retriable, nothing appended)."""
     from .helpers import fetch_request
 
     create_topic(client, "pa-txn")
