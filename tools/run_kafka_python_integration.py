@@ -22,8 +22,13 @@ target (one download) and the report ends with every test whose outcome
 differs between them; ``--target kafkawire,kafka`` measures kafkawire against
 the reference.
 
+``--override KEY=VALUE`` adds a broker setting on every target (not Tansu), e.g. ``num.partitions=4``,
+which kafka-python's own fixture sets: its transactional tests commit offsets of a partition 1 of an
+auto-created topic (``-k transaction --override num.partitions=4``).
+
 Usage: python tools/run_kafka_python_integration.py [--target kafkawire,kafka,tansu] [--storage disk|memory]
            [--kafka-version X.Y.Z] [--kafka-python-version V] [--timeout SECONDS] [--keep] [-k EXPR]
+           [--override KEY=VALUE ...]
 """
 from __future__ import annotations
 
@@ -122,18 +127,20 @@ def summarize(junit: Path) -> tuple[Counter, list[tuple[str, str, str]], dict[st
     return counts, problems, outcomes
 
 
-def make_target(target: str, data_dir: Path, storage: str):
+def make_target(target: str, data_dir: Path, storage: str, overrides: dict[str, str] | None = None):
+    settings = {**GROUP_SETTINGS, **(overrides or {})}
     if target == "kafka":
-        broker = KafkaBroker(data_dir, GROUP_SETTINGS)
+        broker = KafkaBroker(data_dir, settings)
         broker.kafka.node_id = NODE_ID
         return broker
-    extra = ["--node-id", str(NODE_ID)] + [a for k, v in GROUP_SETTINGS.items() for a in ("--override", f"{k}={v}")]
+    extra = ["--node-id", str(NODE_ID)] + [a for k, v in settings.items() for a in ("--override", f"{k}={v}")]
     return BrokerProcess(target, data_dir=data_dir, storage=storage, extra_args=extra if target == "kafkawire" else [])
 
 
 def run_suite(target: str, args, root: Path, workdir: Path, kafka_root: Path):
     """One run of the suite against a fresh broker of ``target``; returns (counts, problems, outcomes, log)."""
-    broker = make_target(target, workdir / f"broker-{target}", args.storage)
+    overrides = dict(o.split("=", 1) for o in args.override)
+    broker = make_target(target, workdir / f"broker-{target}", args.storage, overrides)
     broker.start()
     log_path = workdir / f"pytest-{target}.log"
     try:
@@ -183,7 +190,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=int, default=60, help="per-test timeout in seconds")
     parser.add_argument("--keep", action="store_true", help="keep the sources and broker data, not only the logs")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker setting for every target (repeatable), e.g. num.partitions=4")
     args = parser.parse_args()
+    if any("=" not in o for o in args.override):
+        parser.error("--override takes KEY=VALUE")
     targets = [t.strip() for t in args.target.split(",") if t.strip()]
     unknown = [t for t in targets if t not in ("kafkawire", "kafka", "tansu")]
     if unknown or not targets:
