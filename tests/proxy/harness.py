@@ -7,6 +7,7 @@ import io
 import threading
 from collections.abc import Callable
 
+from kafkawire.cli.proxy import _loop_factory
 from kafkawire.proxy import PcapngWriter, Proxy, ProxyConfig, Reporter
 from kafkawire.proxy.report import Exchange
 
@@ -37,7 +38,7 @@ class ProxyThread:
         self._pcap_file = open(pcap_path, "wb") if pcap_path else None
         pcap = PcapngWriter(self._pcap_file.write) if self._pcap_file else None
         self.config = ProxyConfig("127.0.0.1", 0, [(host, int(port))], upstream_ssl=upstream_ssl, **config)
-        self.loop = asyncio.new_event_loop()
+        self.loop = (_loop_factory() or asyncio.new_event_loop)()  # the command's loop (uvloop when installed)
         self.proxy = Proxy(self.config, self.reporter, pcap)
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="proxy")
         self._thread.start()

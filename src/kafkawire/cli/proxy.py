@@ -93,7 +93,8 @@ def run(args) -> int:
         if args.pcap:
             pcap_file = open(args.pcap, "wb")
         pcap = PcapngWriter(pcap_file.write) if pcap_file is not None else None
-        return asyncio.run(_serve(config, reporter, pcap))
+        with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+            return runner.run(_serve(config, reporter, pcap))
     except OSError as exc:
         print(f"kafkawire proxy: {exc}", file=sys.stderr)
         return 2
@@ -101,6 +102,16 @@ def run(args) -> int:
         if pcap_file is not None:
             pcap_file.close()
         print(reporter.summary(), file=sys.stderr, flush=True)
+
+
+def _loop_factory():
+    """uvloop's loop when installed (a dependency on POSIX, as for the broker): its streams cost less per
+    byte relayed."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(config, reporter, pcap) -> int:
@@ -114,7 +125,8 @@ async def _serve(config, reporter, pcap) -> int:
         loop.add_signal_handler(sig, stop.set)
     ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
     print(f"kafkawire proxy: listening on {config.listen_host}:{proxy.port}, upstream {ups}"
-          + (" (TLS)" if config.upstream_ssl else ""), file=sys.stderr, flush=True)
+          + (" (TLS)" if config.upstream_ssl else "") + f"; {type(loop).__module__.split('.')[0]} event loop",
+          file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
