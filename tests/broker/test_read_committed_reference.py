@@ -2,7 +2,11 @@
 reference Kafka 4.4 and to kafkawire, then read back with raw Fetch requests: read_committed and
 read_uncommitted answers compared field by field (high watermark, last stable offset, log start offset,
 aborted transactions, and each batch's offsets, control flag, marker type and records), as are ListOffsets
-LATEST per isolation level. Producer ids are labelled in order of appearance (each broker allocates its own)."""
+LATEST per isolation level. Producer ids are labelled in order of appearance (each broker allocates its own).
+
+The reference Kafka here is a node of this module's own, not the session's: transactions create
+``__transaction_state`` (50 partitions), which would change what later tests see of the shared node (its
+topic list, its answers to transactional Produce without a coordinator, how soon new partitions are led)."""
 from __future__ import annotations
 
 import struct
@@ -95,18 +99,33 @@ def answers(client, bootstrap: str, topic: str, key_for) -> dict:
     return out
 
 
+@pytest.fixture(scope="module")
+def own_kafka(tmp_path_factory):
+    from conftest import reference_unavailable  # tests/conftest.py
+    from kafka_reference import KafkaUnavailable, ReferenceKafka  # tools/
+
+    kafka = ReferenceKafka(tmp_path_factory.mktemp("reference-kafka-transactions"), heap="512m")
+    try:
+        kafka.start()
+    except KafkaUnavailable as exc:
+        kafka.close()
+        reference_unavailable(str(exc))
+    yield kafka
+    kafka.close()
+
+
 @pytest.fixture(params=["memory", "segments"])
 def broker_config(request, tmp_path):
     return BrokerConfig(port=0, storage=request.param, data_dir=str(tmp_path / "data"))
 
 
-def test_transactions_read_back_as_from_kafka(broker, client, reference_kafka):
-    ref = reference_client(reference_kafka)
+def test_transactions_read_back_as_from_kafka(broker, client, own_kafka):
+    ref = reference_client(own_kafka)
     try:
         theirs = unique("rc")
         create_topic(ref, theirs)
         ref_id = wait_for_topic(ref, theirs)
-        kafka = answers(ref, f"{reference_kafka.host}:{reference_kafka.port}", theirs,
+        kafka = answers(ref, f"{own_kafka.host}:{own_kafka.port}", theirs,
                         lambda v: ref_id if v >= 13 else theirs)
         create_topic(client, "rc")
         from .test_metadata_topic_ids import topic_id
