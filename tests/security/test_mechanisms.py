@@ -93,11 +93,28 @@ def test_scram_refuses_a_nonce_it_did_not_send_and_a_delegation_token():
     server.step(RFC7677["client_first"])
     with pytest.raises(AuthenticationFailed, match="nonce"):
         server.step(RFC7677["client_final"].replace(b"k0,p=", b"k1,p="))
+    server = ScramServer("SCRAM-SHA-256", _rfc_store(), server_nonce=lambda: RFC7677["server_nonce"])
+    server.step(RFC7677["client_first"])
+    with pytest.raises(AuthenticationFailed, match="nonce"):  # the client's part alone
+        server.step(b"c=biws,r=rOprNGfwEbeRWgbNEkqO,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+
+
+def test_scram_refuses_a_nonce_with_anything_before_the_combined_one_as_kafka_4_4_does():
+    store = CredentialStore()
+    store.apply({("carol", "SCRAM-SHA-512"): make_credential("SCRAM-SHA-512", "carol-secret", 4096)}, set())
+    server = ScramServer("SCRAM-SHA-512", store)
+    first = server.step(b"n,,n=carol,r=cnonce")
+    # librdkafka 2.0's client-final message: its own nonce again in front of the combined one
+    final, _ = _client_final("SCRAM-SHA-512", "carol-secret", "n=carol,r=cnonce", first, nonce_prefix="cnonce")
+    with pytest.raises(AuthenticationFailed, match="nonce"):
+        server.step(final)
+    assert not server.complete
     with pytest.raises(AuthenticationFailed, match="delegation tokens"):
         ScramServer("SCRAM-SHA-256", _rfc_store()).step(b"n,,n=user,r=abc,tokenauth=true")
 
 
-def _client_final(mechanism: str, password: str, client_first_bare: str, server_first: bytes) -> tuple[bytes, bytes]:
+def _client_final(mechanism: str, password: str, client_first_bare: str, server_first: bytes,
+                  nonce_prefix: str = "") -> tuple[bytes, bytes]:
     """A SCRAM client's final message and the server signature it expects, computed here from RFC 5802's
     definitions (a second implementation to check the server against)."""
     name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
@@ -105,7 +122,7 @@ def _client_final(mechanism: str, password: str, client_first_bare: str, server_
     salted = hashlib.pbkdf2_hmac(name, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
     client_key = hmac.new(salted, b"Client Key", name).digest()
     stored = hashlib.new(name, client_key).digest()
-    without_proof = f"c=biws,r={attrs['r']}"
+    without_proof = f"c=biws,r={nonce_prefix}{attrs['r']}"
     auth = f"{client_first_bare},{server_first.decode()},{without_proof}".encode()
     proof = bytes(a ^ b for a, b in zip(client_key, hmac.new(stored, auth, name).digest()))
     server_sig = hmac.new(hmac.new(salted, b"Server Key", name).digest(), auth, name).digest()

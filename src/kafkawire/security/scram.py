@@ -211,6 +211,8 @@ class ScramServer(SaslServer):
             raise AuthenticationFailed("Invalid SCRAM client final message")
         attrs = dict(_attributes(without_proof))
         self._stage = 2
+        # exactly the combined nonce (RFC 5802), as Kafka 4.4 checks it: librdkafka 2.0's doubled client nonce
+        # (kcat on Debian's 2.0.2) is refused by both
         if attrs.get("r") != self._nonce:
             raise AuthenticationFailed("Invalid SCRAM client final message: nonce does not match")
         try:
