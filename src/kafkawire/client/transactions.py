@@ -134,6 +134,11 @@ class TransactionManager:
         if code in (kerrors.UNKNOWN_PRODUCER_ID, kerrors.OUT_OF_ORDER_SEQUENCE_NUMBER):
             self._bump_epoch = True
 
+    def _raise_fatal(self) -> None:
+        """Raise the producer's fatal error (INVALID_PRODUCER_EPOCH reads as PRODUCER_FENCED), if it has one."""
+        if self.state is State.FATAL_ERROR and self.error is not None:
+            raise self.error
+
     def check_send(self) -> None:
         """Before a record is queued: only inside a transaction."""
         if self.state is State.IN_TRANSACTION:
@@ -390,6 +395,7 @@ class TransactionManager:
             await self._call("TxnOffsetCommit", lambda: self._group_coordinator(group_id), build, check)
         except Exception as exc:
             self.fail(exc)
+            self._raise_fatal()
             raise
 
     async def end(self, commit: bool) -> None:
@@ -433,6 +439,7 @@ class TransactionManager:
             resp = await self._call("EndTxn", self._txn_coordinator, build, check)
         except Exception as exc:
             self.fail(exc)
+            self._raise_fatal()
             raise
         if self.tv2 and resp.producer_epoch is not None and resp.producer_epoch >= 0:
             # KIP-890: every transaction ends with a new epoch (and sequences start again)
