@@ -13,6 +13,7 @@ that and reads the topics once more with kafkawire's read_committed and read_unc
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -65,17 +66,50 @@ def kafkawire_read(bootstrap: str, topic: str, partitions: int, isolation: str, 
         time.sleep(0.2)
 
 
+def marker_epochs(bootstrap: str, topic: str, partition: int) -> list[int]:
+    """The producer epochs of the partition's control batches (the COMMIT/ABORT markers), read raw."""
+    from kafkawire.client.connection import Connection
+    from kafkawire.client.groups.membership import fit
+    from kafkawire.protocol import ApiKey
+    from kafkawire.protocol.messages import message_class
+    from kafkawire.protocol.records import iter_batches
+
+    async def fetch():
+        host, port = bootstrap.rsplit(":", 1)
+        conn = await Connection.open(host, int(port))
+        try:
+            cls = message_class("FetchRequest")
+            version = min(conn.version_for(ApiKey.FETCH), 12)   # topics by name
+            part = cls.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20,
+                                      current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
+            req = fit(cls, version, replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20,
+                      isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                      topics=[cls.FetchTopic(topic=topic, partitions=[part])])
+            resp = await conn.request(req, version=version)
+            records = resp.responses[0].partitions[0].records
+            return [b.producer_epoch for b in iter_batches(memoryview(records)) if b.is_control]
+        finally:
+            await conn.close()
+
+    return asyncio.run(fetch())
+
+
 def lines(output: str) -> dict[str, list[str]]:
     return {line.split(" ")[0]: line.split(" ")[1:] for line in output.splitlines() if line.strip()}
 
 
-def test_commit_abort_commit(txn_broker, topic, java_txn):
+def test_commit_abort_commit(txn_broker, topic, java_txn, request):
     create(txn_broker.bootstrap, topic, partitions=2)
     out = lines(java_txn.run("TxnPeer", "cycle", txn_broker.bootstrap, topic, f"tx-{topic}", timeout=180))
     committed = list(range(10)) + list(range(200, 210))
     everything = sorted(committed + list(range(100, 110)))
     assert [int(v) for v in out["read_committed"]] == committed
     assert [int(v) for v in out["read_uncommitted"]] == everything
+    # 3.9.1 speaks transaction version 1: the markers carry the epoch InitProducerId gave (0 for a new id);
+    # 4.4 speaks version 2 (both brokers finalize it): each of the three EndTxn bumped it, and its marker
+    # carries the new epoch
+    clients = request.node.callspec.params["java_txn"]
+    assert marker_epochs(txn_broker.bootstrap, topic, 0) == ([0, 0, 0] if clients is None else [1, 2, 3])
     assert kafkawire_read(txn_broker.bootstrap, topic, 2, "read_committed", committed) == committed
     assert kafkawire_read(txn_broker.bootstrap, topic, 2, "read_uncommitted", everything) == everything
 
