@@ -139,6 +139,7 @@ def handshakes(certs: Path, port: int, seconds: float) -> float:
 
 
 def start_kafkawire(props: dict, workdir: Path):
+    workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "kafkawire.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", str(path), "--data-dir",
