@@ -433,3 +433,52 @@ def test_kcat_produces_and_consumes(target, listener, mechanism, client_cert):
                               capture_output=True, timeout=60)
     assert consumed.returncode == 0, consumed.stderr.decode()
     assert consumed.stdout.decode().split() == values
+
+
+# ------------------------------------------------------------------------------------------------ KafkaJS
+
+KAFKAJS = __import__("pathlib").Path(__file__).resolve().parent / "node" / "kafkajs_secure.js"
+KAFKAJS_CASES = [("SSL", None, True), ("SASL_PLAINTEXT", "PLAIN", False),
+                 *[("SASL_SSL", mech, False) for mech in USERS]]
+
+
+def _kafkajs(target, listener, mechanism, client_cert, user, password, mode, topic="", values=()):
+    import json
+    import shutil
+    import subprocess
+
+    node_modules = KAFKAJS.parent.parent.parent / "node" / "node_modules" / "kafkajs"
+    if shutil.which("node") is None or not node_modules.is_dir():  # tools/run-tests installs both
+        from conftest import reference_unavailable
+
+        reference_unavailable("node or tests/node's kafkajs is not installed")
+    job = {"brokers": [target.bootstrap(listener)], "mode": mode, "topic": topic, "values": list(values),
+           "ssl": None, "sasl": None}
+    if "SSL" in _protocol(listener):
+        job["ssl"] = {"ca": str(target.certs / "ca.pem")}
+        if client_cert:
+            job["ssl"].update(cert=str(target.certs / "client-cert.pem"), key=str(target.certs / "client-key.pem"))
+    if mechanism:
+        job["sasl"] = {"mechanism": mechanism.lower(), "username": user, "password": password}
+    proc = subprocess.run(["node", str(KAFKAJS)], input=json.dumps(job).encode(), capture_output=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("listener, mechanism, client_cert", KAFKAJS_CASES,
+                         ids=[f"{lst}-{mech or 'TLS'}" for lst, mech, _ in KAFKAJS_CASES])
+def test_kafkajs_produces_and_consumes(target, listener, mechanism, client_cert):
+    user, password = USERS.get(mechanism, (None, None))
+    topic = f"sec-kafkajs-{listener}-{mechanism or 'tls'}-{uuid.uuid4().hex[:6]}".lower()
+    values = [f"kafkajs-{i}" for i in range(3)]
+    result = _kafkajs(target, listener, mechanism, client_cert, user, password, "roundtrip", topic, values)
+    assert result["consumed"] == values
+
+
+@pytest.mark.parametrize("what, listener, mechanism, user, password", [
+    ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong"),
+    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
+])
+def test_kafkajs_is_refused_with_its_normal_error(target, what, listener, mechanism, user, password):
+    result = _kafkajs(target, listener, mechanism, False, user, password, "refused")
+    assert result["error"] == "KafkaJSSASLAuthenticationError", result
