@@ -56,10 +56,6 @@ COORDINATOR_MOVED = frozenset({kerrors.COORDINATOR_NOT_AVAILABLE, kerrors.NOT_CO
 # answers that mean: the same request again after a short while
 RETRY = frozenset({kerrors.CONCURRENT_TRANSACTIONS, kerrors.COORDINATOR_LOAD_IN_PROGRESS,
                    kerrors.UNKNOWN_TOPIC_OR_PARTITION, kerrors.REQUEST_TIMED_OUT, kerrors.NETWORK_EXCEPTION})
-# group answers that fail the offsets (the consumer's group moved on): the transaction must abort
-GROUP_REFUSED = frozenset({kerrors.UNKNOWN_MEMBER_ID, kerrors.ILLEGAL_GENERATION, kerrors.FENCED_INSTANCE_ID,
-                           kerrors.REBALANCE_IN_PROGRESS, kerrors.GROUP_AUTHORIZATION_FAILED,
-                           kerrors.STALE_MEMBER_EPOCH, kerrors.UNKNOWN_MEMBER_ID})
 
 
 class State(enum.Enum):
@@ -151,7 +147,11 @@ class TransactionManager:
             self.partitions.add(tp)
             return True
         if self.state is not State.IN_TRANSACTION and self.state is not State.COMMITTING:
-            return True  # failed or aborting: let it go out and fail (or be aborted) like the others
+            # the transaction failed: its records for partitions it never added can only fail (sent, the
+            # broker would refuse them as outside the transaction, a fatal error)
+            err = self.error or KafkaError(kerrors.TRANSACTION_ABORTABLE, "the transaction failed")
+            self.producer._fail_unsent(lambda t: t == tp, err)
+            return False
         if tp not in self.pending:
             self.pending.add(tp)
             if self._adding is None or self._adding.done():
