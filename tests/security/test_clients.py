@@ -22,7 +22,7 @@ JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
          "SCRAM-SHA-512": ("carol", "carol-secret")}
-LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY")
+LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY", "OAUTH")
 FAIL_WITHIN = 15.0  # seconds for a refused client to see its error (clients retry; a hang is what is caught)
 
 
@@ -40,7 +40,8 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
-                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT",
+                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT,"
+                                          "OAUTH:SASL_PLAINTEXT",
         "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
         "ssl.keystore.password": "kafkawire", "ssl.key.password": "kafkawire",
         "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(certs / "truststore.p12"),
@@ -49,6 +50,10 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "listener.name.mtls.ssl.client.auth": "required",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.plainonly.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.oauth.oauthbearer.sasl.jaas.config":
+            'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
+            'unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="kafka";',
     }
     for listener in ("sasl_plaintext", "sasl_ssl", "plainonly"):
         props[f"listener.name.{listener}.plain.sasl.jaas.config"] = JAAS_PLAIN
@@ -139,7 +144,7 @@ CASES = [  # (listener, mechanism or None, with a client certificate)
 
 
 def _protocol(listener: str) -> str:
-    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT"}.get(listener, listener)
+    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT"}.get(listener, listener)
 
 
 def _confluent_conf(target: Target, listener: str, mechanism, user=None, password=None, client_cert=False,
@@ -272,13 +277,15 @@ def test_client_produces_and_consumes(target, client, listener, mechanism, clien
 # ------------------------------------------------------------------------------------------------ failures
 
 def _confluent_error(target, listener, mechanism, user=None, password=None, client_cert=False, protocol=None,
-                     timeout=FAIL_WITHIN):
+                     timeout=FAIL_WITHIN, extra=None):
     """The first error librdkafka reports while asking for metadata, or None when the metadata came."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     errors = []
     conf = _confluent_conf(target, listener, mechanism, user, password, client_cert, protocol)
+    if extra:  # a mechanism without user and password (OAUTHBEARER)
+        conf = {k: v for k, v in conf.items() if k not in ("sasl.username", "sasl.password")} | extra
     admin = AdminClient({**conf, "error_cb": errors.append, "socket.connection.setup.timeout.ms": 10000})
     deadline = time.monotonic() + timeout
     while not errors and time.monotonic() < deadline:  # the first error, as soon as librdkafka reports it
@@ -482,3 +489,38 @@ def test_kafkajs_produces_and_consumes(target, listener, mechanism, client_cert)
 def test_kafkajs_is_refused_with_its_normal_error(target, what, listener, mechanism, user, password):
     result = _kafkajs(target, listener, mechanism, False, user, password, "refused")
     assert result["error"] == "KafkaJSSASLAuthenticationError", result
+
+
+# ------------------------------------------------------------------------------------------------ OAUTHBEARER
+
+def test_confluent_kafka_with_an_unsecured_oauthbearer_token(target):
+    """librdkafka's built-in unsecured JWT (development only), on a listener with OAUTHBEARER alone."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    conf = {"bootstrap.servers": target.bootstrap("OAUTH"), "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": "principal=alice scope=kafka lifeSeconds=600"}
+    topic = f"sec-oauth-{uuid.uuid4().hex[:6]}"
+    producer = Producer(conf)
+    values = _records()
+    for v in values:
+        producer.produce(topic, v, partition=0)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": "g-" + topic, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < len(values) and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and not msg.error():
+            got.append(msg.value())
+    consumer.close()
+    assert got == values
+
+
+def test_an_oauthbearer_token_without_the_required_scope_is_refused(target):
+    error = _confluent_error(target, "OAUTH", "OAUTHBEARER", protocol="SASL_PLAINTEXT",
+                             extra={"enable.sasl.oauthbearer.unsecure.jwt": True,
+                                    "sasl.oauthbearer.config": "principal=alice scope=other"})
+    assert error is not None, "a token without the required scope was let in"
+    assert "SASL authentication error" in error.str(), error.str()

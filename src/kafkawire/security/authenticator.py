@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from kafkawire.protocol import errors
 
 from .listeners import Listener
+from .oauthbearer import OAuthBearerServer
 from .sasl import AuthenticationFailed, PlainServer, SaslServer
 from .scram import MECHANISMS, CredentialStore, ScramServer
 
@@ -73,8 +74,12 @@ class ConnectionAuthenticator:
                         self.peer, mechanism[:64], self.listener.name, ", ".join(self.listener.mechanisms))
             return Outcome(errors.UNSUPPORTED_SASL_MECHANISM, close=True)
         self.mechanism = mechanism
-        self._server = (PlainServer(self.listener.plain_users) if mechanism == "PLAIN"
-                        else ScramServer(mechanism, self.credentials))
+        if mechanism == "PLAIN":
+            self._server = PlainServer(self.listener.plain_users)
+        elif mechanism == "OAUTHBEARER":
+            self._server = OAuthBearerServer(**self.listener.oauth_options)
+        else:
+            self._server = ScramServer(mechanism, self.credentials)
         self.state = SaslState.AUTHENTICATE if version >= 1 else SaslState.TOKENS
         return Outcome()
 

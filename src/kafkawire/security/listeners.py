@@ -26,7 +26,7 @@ log = logging.getLogger("kafkawire.security")
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = {p: p for p in PROTOCOLS}
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 SASL_MAX_RECEIVE = 524288  # Kafka's sasl.server.max.receive.size default
 FAILED_AUTH_DELAY_MS = 100  # Kafka's connection.failed.authentication.delay.ms default
 
@@ -40,10 +40,12 @@ SSL_KEYS = frozenset({
 SASL_KEYS = frozenset({
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.server.max.receive.size",
     "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", "kafkawire.sasl.plain.users",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
 })
 OTHER_KEYS = frozenset({"listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
                         "security.inter.broker.protocol"})
-_JAAS_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.sasl\.jaas\.config$")
+_JAAS_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.sasl\.(jaas\.config|"
+                       r"server\.callback\.handler\.class)$")
 
 
 def is_security_key(key: str) -> bool:
@@ -72,6 +74,7 @@ class Listener:
     principal_rules: list[Rule] = field(default_factory=lambda: [Rule(None)])
     mechanisms: tuple[str, ...] = ()
     plain_users: dict[str, str] = field(default_factory=dict, repr=False)
+    oauth_options: dict = field(default_factory=dict)  # OAuthBearerServer's keyword arguments
     max_receive: int = SASL_MAX_RECEIVE
     failed_auth_delay_ms: int = FAILED_AUTH_DELAY_MS
 
@@ -218,6 +221,8 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
     if _int(look, "connections.max.reauth.ms", 0) > 0:
         raise ListenerError(f"{look.key('connections.max.reauth.ms')}: re-authentication (KIP-368) is not "
                             "implemented by kafkawire; leave it 0")
+    if "OAUTHBEARER" in mechanisms:
+        _configure_oauthbearer(listener, look)
     if "PLAIN" in mechanisms:
         users: dict[str, str] = {}
         jaas_key = f"listener.name.{listener.name.lower()}.plain.sasl.jaas.config"
@@ -242,6 +247,37 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
             raise ListenerError(f"{jaas_key}: PLAIN is enabled on listener {listener.name} but no user is "
                                 "configured (user_<name>=\"<password>\" options, or kafkawire.sasl.plain.users)")
         listener.plain_users = users
+
+
+def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
+    """Unsecured tokens only (Kafka's default validator); anything asking for verified tokens fails closed."""
+    name = listener.name.lower()
+    for key in (f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class",
+                look.key("sasl.oauthbearer.jwks.endpoint.url")):
+        if look.props.get(key, "").strip():
+            raise ListenerError(f"{key}: verified OAUTHBEARER tokens (JWKS) are not implemented by kafkawire; "
+                                "only Kafka's unsecured development tokens are")
+    jaas_key = f"listener.name.{name}.oauthbearer.sasl.jaas.config"
+    options: dict[str, str] = {}
+    if look.props.get(jaas_key, "").strip():
+        try:
+            module, options = parse_jaas(look.props[jaas_key].strip(), jaas_key)
+        except ValueError as exc:
+            raise ListenerError(str(exc)) from None
+        if not module.endswith("OAuthBearerLoginModule"):
+            raise ListenerError(f"{jaas_key}: {module} is not OAUTHBEARER's login module "
+                                "(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule)")
+    try:
+        skew = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
+    except ValueError:
+        raise ListenerError(f"{jaas_key}: unsecuredValidatorAllowableClockSkewMs is not an integer") from None
+    listener.oauth_options = {
+        "principal_claim": options.get("unsecuredValidatorPrincipalClaimName", "sub"),
+        "required_scope": tuple(s.strip() for s in options.get("unsecuredValidatorRequiredScope", "").split(",")
+                                if s.strip()),
+        "clock_skew_ms": skew}
+    log.warning("listener %s accepts unsecured OAUTHBEARER tokens (alg none): anyone can mint one; for "
+                "development only", listener.name)
 
 
 # ------------------------------------------------------------------------------------------------ TLS
