@@ -126,19 +126,33 @@ def test_abort_leaves_no_trace(group_broker, names, tv):
     assert 1000 in uncommitted
 
 
-def test_consume_transform_produce(group_broker, names, tv):
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_consume_transform_produce(group_broker, names, tv, protocol):
+    """The group's metadata carries the generation (classic) or the member epoch (KIP-848) that TxnOffsetCommit
+    sends: the coordinator checks it against the member's."""
     source, group = names
     sink = source + "-out"
     create_topics(group_broker.bootstrap, source, sink, partitions=2)
     with Producer(group_broker.bootstrap) as plain:
         produce_values(plain, source, range(20), 2)
     consumer = Consumer(group_broker.bootstrap, group_id=group, enable_auto_commit=False,
-                        isolation_level="read_committed", **FAST)
+                        isolation_level="read_committed", group_protocol=protocol, **FAST)
     tps = [(source, 0), (source, 1)]
     try:
         consumer.subscribe([source])
         consumer.wait_for_assignment(60)
         with txn_producer(group_broker.bootstrap, f"tx-{source}", tv) as p:
+            # offsets from a member whose generation (or epoch) the group does not know are refused: the
+            # transaction can only abort
+            p.begin_transaction()
+            meta = consumer.group_metadata()
+            with pytest.raises(KafkaError) as refused:
+                p.send_offsets_to_transaction({tp: 1 for tp in tps}, dict(meta, generation=meta["generation"] + 5), 60)
+            assert refused.value.code in (kerrors.ILLEGAL_GENERATION, kerrors.STALE_MEMBER_EPOCH,
+                                          kerrors.FENCED_MEMBER_EPOCH), refused.value
+            with pytest.raises(KafkaError):
+                p.commit_transaction(60)
+            p.abort_transaction(60)
             # round 1 is aborted: its output and its offsets are dropped; round 2 reads the same records again
             for commit in (False, True):
                 got: list = []
