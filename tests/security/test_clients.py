@@ -22,7 +22,7 @@ JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
          "SCRAM-SHA-512": ("carol", "carol-secret")}
-LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY", "OAUTH")
+LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY", "OAUTH", "REAUTH")
 FAIL_WITHIN = 15.0  # seconds for a refused client to see its error (clients retry; a hang is what is caught)
 
 
@@ -41,7 +41,7 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
                                           "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT,"
-                                          "OAUTH:SASL_PLAINTEXT",
+                                          "OAUTH:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
         "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
         "ssl.keystore.password": "kafkawire", "ssl.key.password": "kafkawire",
         "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(certs / "truststore.p12"),
@@ -51,6 +51,9 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "listener.name.plainonly.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.reauth.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.reauth.scram-sha-256.sasl.jaas.config": JAAS_SCRAM,
+        "listener.name.reauth.connections.max.reauth.ms": "1500",
         "listener.name.oauth.oauthbearer.sasl.jaas.config":
             'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
             'unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="kafka";',
@@ -144,7 +147,8 @@ CASES = [  # (listener, mechanism or None, with a client certificate)
 
 
 def _protocol(listener: str) -> str:
-    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT"}.get(listener, listener)
+    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT",
+            "REAUTH": "SASL_PLAINTEXT"}.get(listener, listener)
 
 
 def _confluent_conf(target: Target, listener: str, mechanism, user=None, password=None, client_cert=False,
@@ -524,3 +528,29 @@ def test_an_oauthbearer_token_without_the_required_scope_is_refused(target):
                                     "sasl.oauthbearer.config": "principal=alice scope=other"})
     assert error is not None, "a token without the required scope was let in"
     assert "SASL authentication error" in error.str(), error.str()
+
+
+# ------------------------------------------------------------------------------------------------ KIP-368
+
+def test_confluent_kafka_reauthenticates_and_keeps_producing(target, caplog):
+    """connections.max.reauth.ms=1500 on the REAUTH listener: librdkafka re-authenticates its open connections
+    (KIP-368) and every record sent over 4 s is delivered. On kafkawire the log shows more logins than
+    connections, so the sessions were renewed in place rather than by reconnecting."""
+    from confluent_kafka import Producer
+
+    conf = _confluent_conf(target, "REAUTH", "SCRAM-SHA-256", *USERS["SCRAM-SHA-256"])
+    topic = f"sec-reauth-{uuid.uuid4().hex[:6]}"
+    delivered = []
+    with caplog.at_level("INFO", logger="kafkawire"):
+        producer = Producer(conf)
+        for i in range(16):
+            producer.produce(topic, f"r{i}".encode(), partition=0,
+                             on_delivery=lambda err, msg: delivered.append(err is None))
+            producer.flush(10)
+            time.sleep(0.25)
+        assert producer.flush(30) == 0
+    assert delivered == [True] * 16
+    if target.name == "kafkawire":
+        logins = caplog.text.count("authenticated as User:bob with SASL SCRAM-SHA-256 on listener REAUTH")
+        opened = caplog.text.count("opened on listener REAUTH")
+        assert logins > opened >= 1, (logins, opened)

@@ -78,8 +78,8 @@ def test_inline_pem_keystore_loads(certs):
                                           "sasl.enabled.mechanisms": "PLAIN",
                                           "listener.name.sasl_plaintext.plain.sasl.jaas.config": "nonsense"},
      "listener.name.sasl_plaintext.plain.sasl.jaas.config"),
-    ("re-authentication", {"listeners": "SASL_PLAINTEXT://127.0.0.1:9094", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-                           "connections.max.reauth.ms": "60000"}, "connections.max.reauth.ms"),
+    ("a negative re-authentication period", {"listeners": "SASL_PLAINTEXT://127.0.0.1:9094", "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                           "connections.max.reauth.ms": "-1"}, "connections.max.reauth.ms"),
     ("a listener without a protocol", {"listeners": "CLIENT://127.0.0.1:9094"}, "listener.security.protocol.map"),
     ("a listener that is not NAME://HOST:PORT", {"listeners": "127.0.0.1:9092"}, "listeners"),
 ])

@@ -155,3 +155,54 @@ def test_the_plaintext_listener_keeps_kafkas_answers(broker):
     assert (answer.error_code, answer.mechanisms) == (errors.ILLEGAL_SASL_STATE, [])
     assert client.call(MetadataRequest(topics=[]), 1).brokers[0].port == broker["PLAINTEXT"]
     client.close()
+
+
+@pytest.fixture
+def reauth_broker():
+    with socket.socket() as a:
+        a.bind(("127.0.0.1", 0))
+        port = a.getsockname()[1]
+    cfg = BrokerConfig.from_properties({
+        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN",
+        "kafkawire.sasl.plain.users": "alice:alice-secret,bob:bob-secret", "connections.max.reauth.ms": "1000"})
+    cfg.storage = "memory"
+    with start_in_thread(cfg):
+        yield port
+
+
+def _login(client, user="alice", password="alice-secret"):
+    assert client.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    return client.call(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 2)
+
+
+def test_reauthentication_renews_the_session_on_the_same_connection(reauth_broker):
+    import time
+
+    client = Client(reauth_broker)
+    assert _login(client).session_lifetime_ms == 1000
+    time.sleep(0.6)
+    assert _login(client).session_lifetime_ms == 1000  # KIP-368: again on the open connection
+    time.sleep(0.6)  # past the first session's end, within the second's
+    assert client.call(MetadataRequest(topics=[]), 1).brokers
+    client.close()
+
+
+def test_an_expired_session_closes_on_the_next_request(reauth_broker):
+    import time
+
+    client = Client(reauth_broker)
+    _login(client)
+    time.sleep(1.3)
+    client.send(MetadataRequest(topics=[]), 1)
+    assert client.receive() is None
+    client.close()
+
+
+def test_reauthenticating_as_someone_else_is_refused(reauth_broker):
+    client = Client(reauth_broker)
+    _login(client)
+    answer = _login(client, "bob", "bob-secret")
+    assert (answer.error_code, answer.error_message) == (errors.SASL_AUTHENTICATION_FAILED,
+                                                         "Cannot change principals during re-authentication")
+    assert client.closed()
+    client.close()

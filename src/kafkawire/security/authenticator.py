@@ -49,6 +49,7 @@ class Outcome:
     token: bytes = b""
     close: bool = False
     complete: bool = False
+    session_lifetime_ms: int = 0  # after a completed login: re-authenticate within this (KIP-368); 0: never
 
 
 class ConnectionAuthenticator:
@@ -60,11 +61,21 @@ class ConnectionAuthenticator:
         self.mechanism: str | None = None
         self.principal: str | None = None
         self._server: SaslServer | None = None
+        self.reauthenticating = False
 
     def handshake(self, mechanism: str, version: int) -> Outcome:
         if self.state is SaslState.COMPLETE:
-            # an authenticated connection: Kafka's request handler answers, without closing
-            return Outcome(errors.ILLEGAL_SASL_STATE)
+            if not self.listener.reauth_ms or version < 1:
+                # an authenticated connection: Kafka's request handler answers, without closing
+                return Outcome(errors.ILLEGAL_SASL_STATE)
+            # re-authentication (KIP-368): the same mechanism again, on the same connection
+            if mechanism != self.mechanism:
+                self.state = SaslState.FAILED
+                log.warning("connection from %s: re-authentication with %r after %s refused", self.peer,
+                            mechanism[:64], self.mechanism)
+                return Outcome(errors.ILLEGAL_SASL_STATE, close=True)
+            self.reauthenticating = True
+            self.state = SaslState.HANDSHAKE
         if self.state is not SaslState.HANDSHAKE:
             self.state = SaslState.FAILED
             return Outcome(errors.ILLEGAL_SASL_STATE, close=True)
@@ -117,10 +128,17 @@ class ConnectionAuthenticator:
             return Outcome(errors.SASL_AUTHENTICATION_FAILED, str(exc), close=True)
         if server.complete:
             self.state = SaslState.COMPLETE
+            if self.reauthenticating and server.principal != self.principal:
+                self.state = SaslState.FAILED
+                log.warning("connection from %s: re-authentication as User:%s on a connection of User:%s refused",
+                            self.peer, server.principal, self.principal)
+                return Outcome(errors.SASL_AUTHENTICATION_FAILED, "Cannot change principals during "
+                               "re-authentication", close=True)
+            self.reauthenticating = False
             self.principal = server.principal
             log.info("connection from %s: authenticated as User:%s with SASL %s on listener %s",
                      self.peer, self.principal, self.mechanism, self.listener.name)
-            return Outcome(token=answer, complete=True)
+            return Outcome(token=answer, complete=True, session_lifetime_ms=self.listener.reauth_ms)
         return Outcome(token=answer)
 
 

@@ -77,6 +77,7 @@ class Listener:
     oauth_options: dict = field(default_factory=dict)  # OAuthBearerServer's keyword arguments
     max_receive: int = SASL_MAX_RECEIVE
     failed_auth_delay_ms: int = FAILED_AUTH_DELAY_MS
+    reauth_ms: int = 0  # connections.max.reauth.ms: sessions last this long, then re-authenticate (KIP-368)
 
     @property
     def sasl(self) -> bool:
@@ -218,9 +219,9 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
     listener.mechanisms = tuple(mechanisms)
     listener.max_receive = _int(look, "sasl.server.max.receive.size", SASL_MAX_RECEIVE)
     listener.failed_auth_delay_ms = _int(look, "connection.failed.authentication.delay.ms", FAILED_AUTH_DELAY_MS)
-    if _int(look, "connections.max.reauth.ms", 0) > 0:
-        raise ListenerError(f"{look.key('connections.max.reauth.ms')}: re-authentication (KIP-368) is not "
-                            "implemented by kafkawire; leave it 0")
+    listener.reauth_ms = _int(look, "connections.max.reauth.ms", 0)
+    if listener.reauth_ms < 0:
+        raise ListenerError(f"{look.key('connections.max.reauth.ms')}: must be 0 (off) or more")
     if "OAUTHBEARER" in mechanisms:
         _configure_oauthbearer(listener, look)
     if "PLAIN" in mechanisms:

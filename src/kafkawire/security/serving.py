@@ -61,15 +61,34 @@ class ListenerSecurity:
         frame = conn.protocol.send_sasl_token(outcome.token)
         if outcome.complete:
             conn.protocol.end_sasl_tokens()
-            opened(conn, auth)
+            opened(conn, auth)  # v0 clients cannot re-authenticate: no session lifetime for them
         return [frame]
 
 
-def opened(conn, auth: ConnectionAuthenticator) -> None:
-    """The connection is authenticated: every API, and frames up to socket.request.max.bytes."""
+def opened(conn, auth: ConnectionAuthenticator, session_lifetime_ms: int = 0) -> None:
+    """The connection is authenticated: every API, and frames up to socket.request.max.bytes. With a session
+    lifetime (connections.max.reauth.ms), authentication is required again when it ends: a request other than
+    ApiVersions and the SASL ones after that closes the connection, as Kafka closes an expired session's, and
+    nothing is checked per request meanwhile (a timer re-arms the protocol connection's check)."""
     conn.protocol.authenticated()
     conn.protocol.max_frame = conn.server.max_frame
     conn.attributes[PRINCIPAL] = f"User:{auth.principal}"
+    timer = conn.attributes.pop(_EXPIRY, None)
+    if timer is not None:
+        timer.cancel()
+    if session_lifetime_ms > 0:
+        conn.attributes[_EXPIRY] = asyncio.get_running_loop().call_later(
+            session_lifetime_ms / 1000.0, _expired, conn)
+
+
+_EXPIRY = "sasl_session_expiry"
+
+
+def _expired(conn) -> None:
+    if not conn.closed:
+        log.info("connection %s from %s: SASL session expired (connections.max.reauth.ms); authentication "
+                 "required again", conn.id, conn.peer)
+        conn.protocol.require_authentication()
 
 
 async def close_later(delay_ms: int, reason: str):

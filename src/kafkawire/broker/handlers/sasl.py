@@ -7,7 +7,9 @@ outcome into the answer and tell the connection what follows: bare tokens after 
 close after a failure (the answer at once, the close ``connection.failed.authentication.delay.ms`` later, as
 Kafka delays it: one guess per delay, and a client reads the answer before it sees the close), and
 the opening once authenticated (KIP-152 framing: the tokens ride in SaslAuthenticate from v1).
-``session_lifetime_ms`` is 0: no re-authentication (KIP-368) is asked for.
+``session_lifetime_ms`` is ``connections.max.reauth.ms`` (0: off): a client re-authenticates with SaslHandshake
+v1 and SaslAuthenticate on the open connection (KIP-368), with the same mechanism and principal; after the
+lifetime, any other request closes the connection.
 
 On a PLAINTEXT or SSL listener, and on an authenticated connection, both answer what Kafka's request
 handler answers there, ILLEGAL_SASL_STATE, so a client configured for SASL gets a clear error instead
@@ -44,10 +46,9 @@ def sasl_handshake(broker, ctx, body):
     auth = _auth(ctx)
     if auth is None:
         return SaslHandshakeResponse(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
-    before = auth.state
     outcome = auth.handshake(body.mechanism, ctx.api_version)
     mechanisms = list(auth.listener.mechanisms) if outcome.error_code in (0, errors.UNSUPPORTED_SASL_MECHANISM) \
-        and before is not SaslState.COMPLETE else []
+        else []
     answer = SaslHandshakeResponse(error_code=outcome.error_code, mechanisms=mechanisms)
     if outcome.close:
         ctx.connection.close_after_response(f"SaslHandshake: {errors.error_for(outcome.error_code).name}",
@@ -70,9 +71,9 @@ def sasl_authenticate(broker, ctx, body):
                            "SaslAuthenticate before SaslHandshake (illegal SASL state)")
     outcome = auth.authenticate(bytes(body.auth_bytes))
     answer = SaslAuthenticateResponse(error_code=outcome.error_code, error_message=outcome.error_message,
-                                      auth_bytes=outcome.token, session_lifetime_ms=0)
+                                      auth_bytes=outcome.token, session_lifetime_ms=outcome.session_lifetime_ms)
     if outcome.complete:
-        opened(ctx.connection, auth)
+        opened(ctx.connection, auth, outcome.session_lifetime_ms)
     elif outcome.close:
         # one guess per delay per connection: nothing more is read while the close waits
         ctx.connection.close_after_response(f"SASL authentication failed: {outcome.error_message}",
