@@ -31,6 +31,12 @@ KAFKA_TOOLS = "4.3.1"
 # refused); these schemas exercise the code generator, not the protocol.
 KAFKA_TEST_SCHEMAS = "4.3.1"
 
+# Kafka Streams for the exactly-once test (tests/transactions/test_streams_eos.py):
+# a word count with processing.guarantee=exactly_once_v2, killed and restarted.
+# Maven Central as mirrored here serves kafka-streams up to 4.3.1 (4.4.0 is
+# refused, as for kafka-tools); Streams is a client of the 4.4 broker.
+KAFKA_STREAMS = "4.3.1"
+
 # Log4j's SLF4J 1.x binding, so that the reference broker's own log reaches
 # its log file (Kafka's jars depend on slf4j-api 1.7 and log4j-core 2).
 LOG4J = "2.25.2"
@@ -48,9 +54,14 @@ ARTIFACTS: dict[str, list[str]] = {
         f"org.apache.kafka:kafka-tools:{KAFKA_TOOLS}",
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
     ],
+    f"kafka-streams-{KAFKA_STREAMS}": [
+        f"org.apache.kafka:kafka-streams:{KAFKA_STREAMS}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
+    ],
 }
 
 BROKER = f"kafka-{KAFKA}"
 LEGACY_CLIENTS = f"kafka-clients-{KAFKA_LEGACY}"
 TOOLS = f"kafka-tools-{KAFKA_TOOLS}"
+STREAMS = f"kafka-streams-{KAFKA_STREAMS}"
 TEST_SCHEMAS = f"kafka-clients-test-{KAFKA_TEST_SCHEMAS}"
