@@ -8,6 +8,7 @@ fresh data directory), Kafka through ``tools/kafka_reference.py``; both on 127.0
 
     python benchmarks/bench_admin_load.py [--topics 2000] [--batch 200]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,10 @@ class Raw:
 
 
 def create(client: Raw, names: list[str]) -> None:
-    res = client.call(CT(topics=[CT.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names],
-                         timeout_ms=60000), 7)
+    res = client.call(
+        CT(topics=[CT.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names], timeout_ms=60000),
+        7,
+    )
     bad = [(t.name, t.error_code) for t in res.topics if t.error_code]
     if bad:
         raise RuntimeError(f"create failed: {bad[:3]}")
@@ -68,8 +71,13 @@ def create(client: Raw, names: list[str]) -> None:
 def probe(host, port, stop: threading.Event, out: list, max_seconds: float) -> None:
     c = Raw(host, port)
     records = build_batch([(None, b"probe")])
-    produce = PR(acks=1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
-        name="probe", partition_data=[PR.PartitionProduceData(index=0, records=records)])])
+    produce = PR(
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[
+            PR.TopicProduceData(name="probe", partition_data=[PR.PartitionProduceData(index=0, records=records)])
+        ],
+    )
     deadline = time.monotonic() + max_seconds
     try:
         i = 0
@@ -112,8 +120,15 @@ def measure(host: str, port: int, topics: int, batch: int, tag: str) -> dict:
     stop.set()
     t.join()
     admin.close()
-    return {"idle_p50": pct(idle, 50), "idle_p99": pct(idle, 99), "p50": pct(during, 50), "p99": pct(during, 99),
-            "max": max(during), "n": len(during), "wall": wall}
+    return {
+        "idle_p50": pct(idle, 50),
+        "idle_p99": pct(idle, 99),
+        "p50": pct(during, 50),
+        "p99": pct(during, 99),
+        "max": max(during),
+        "n": len(during),
+        "wall": wall,
+    }
 
 
 def free_port() -> int:
@@ -125,8 +140,11 @@ def free_port() -> int:
 def run_kafkawire(topics, batch) -> dict:
     with tempfile.TemporaryDirectory(prefix="kafkawire-bench-") as data:
         port = free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                                 "--data-dir", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -163,11 +181,15 @@ def main() -> None:
     print(f"{args.topics} topics in requests of {args.batch}; probe: ApiVersions and acks=1 Produce, one at a time")
     print(f"{'broker':10} {'idle p50':>9} {'idle p99':>9} {'p50':>8} {'p99':>8} {'max':>8} {'probes':>7} {'create':>8}")
     for name, r in results.items():
-        print(f"{name:10} {r['idle_p50'] * 1000:7.2f}ms {r['idle_p99'] * 1000:7.2f}ms {r['p50'] * 1000:6.2f}ms "
-              f"{r['p99'] * 1000:6.2f}ms {r['max'] * 1000:6.1f}ms {r['n']:7d} {r['wall']:7.2f}s")
+        print(
+            f"{name:10} {r['idle_p50'] * 1000:7.2f}ms {r['idle_p99'] * 1000:7.2f}ms {r['p50'] * 1000:6.2f}ms "
+            f"{r['p99'] * 1000:6.2f}ms {r['max'] * 1000:6.1f}ms {r['n']:7d} {r['wall']:7.2f}s"
+        )
     kw, ka = results["kafkawire"], results["kafka"]
-    print(f"kafkawire/kafka: p50 {kw['p50'] / ka['p50']:.2f}x, p99 {kw['p99'] / ka['p99']:.2f}x, "
-          f"max {kw['max'] / ka['max']:.2f}x, creation time {kw['wall'] / ka['wall']:.2f}x")
+    print(
+        f"kafkawire/kafka: p50 {kw['p50'] / ka['p50']:.2f}x, p99 {kw['p99'] / ka['p99']:.2f}x, "
+        f"max {kw['max'] / ka['max']:.2f}x, creation time {kw['wall'] / ka['wall']:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generator
            [--records N] [--repeat N] [--seconds S] [--json FILE]
        python benchmarks/bench_broker.py --from-json FILE      # reprint the tables of an earlier run
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,26 +78,40 @@ RAM = "RAM only"
 @dataclass(frozen=True)
 class Target:
     name: str
-    kind: str                 # kafkawire | kafka | tansu
-    durability: str           # one of FSYNC, NO_FSYNC, RAM
-    setting: str              # exactly what is configured
-    storage: str = "disk"     # BrokerProcess storage
+    kind: str  # kafkawire | kafka | tansu
+    durability: str  # one of FSYNC, NO_FSYNC, RAM
+    setting: str  # exactly what is configured
+    storage: str = "disk"  # BrokerProcess storage
     broker_args: tuple = ()
     topic_config: dict = field(default_factory=dict)
     kafka_peer: str | None = None  # the Kafka target of equal (or nearest) durability, for ratios
 
 
-TARGETS = {t.name: t for t in (
-    Target("kafkawire-memory", "kafkawire", RAM, "--storage memory", storage="memory", kafka_peer="kafka-nofsync"),
-    Target("kafkawire-disk", "kafkawire", FSYNC,
-           "segments; acks=all fsynced before the reply (default); topic flush.messages=1",
-           topic_config={"flush.messages": "1"}, kafka_peer="kafka"),
-    Target("kafkawire-nofsync", "kafkawire", NO_FSYNC, "segments; kafkawire.acks.all.fsync=false",
-           broker_args=("--override", "kafkawire.acks.all.fsync=false"), kafka_peer="kafka-nofsync"),
-    Target("kafka", "kafka", FSYNC, "topic flush.messages=1", topic_config={"flush.messages": "1"}),
-    Target("kafka-nofsync", "kafka", NO_FSYNC, "Kafka's default flush policy (never forced)"),
-    Target("tansu", "tansu", RAM, "--storage-engine memory://", storage="memory"),
-)}
+TARGETS = {
+    t.name: t
+    for t in (
+        Target("kafkawire-memory", "kafkawire", RAM, "--storage memory", storage="memory", kafka_peer="kafka-nofsync"),
+        Target(
+            "kafkawire-disk",
+            "kafkawire",
+            FSYNC,
+            "segments; acks=all fsynced before the reply (default); topic flush.messages=1",
+            topic_config={"flush.messages": "1"},
+            kafka_peer="kafka",
+        ),
+        Target(
+            "kafkawire-nofsync",
+            "kafkawire",
+            NO_FSYNC,
+            "segments; kafkawire.acks.all.fsync=false",
+            broker_args=("--override", "kafkawire.acks.all.fsync=false"),
+            kafka_peer="kafka-nofsync",
+        ),
+        Target("kafka", "kafka", FSYNC, "topic flush.messages=1", topic_config={"flush.messages": "1"}),
+        Target("kafka-nofsync", "kafka", NO_FSYNC, "Kafka's default flush policy (never forced)"),
+        Target("tansu", "tansu", RAM, "--storage-engine memory://", storage="memory"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -143,11 +158,14 @@ def fsync_probe(count: int = 40, limit: float = 5.0) -> str:
         finally:
             os.close(fd)
     times.sort()
-    return (f"4 KiB append+fsync in {tempfile.gettempdir()}: median {times[len(times) // 2] * 1000:.2f} ms, "
-            f"p90 {times[int(len(times) * 0.9)] * 1000:.2f} ms ({len(times)} samples)")
+    return (
+        f"4 KiB append+fsync in {tempfile.gettempdir()}: median {times[len(times) // 2] * 1000:.2f} ms, "
+        f"p90 {times[int(len(times) * 0.9)] * 1000:.2f} ms ({len(times)} samples)"
+    )
 
 
 # --------------------------------------------------------------------------- ceiling
+
 
 def socket_ceiling(total_bytes: int, chunk: int = 256 * 1024) -> float:
     """Seconds to push ``total_bytes`` through a loopback TCP connection (sender and receiver threads)."""
@@ -189,6 +207,7 @@ def socket_ceiling(total_bytes: int, chunk: int = 256 * 1024) -> float:
 
 # --------------------------------------------------------------------------- librdkafka phases
 
+
 def create_topic(bootstrap: str, topic: str, partitions: int, config: dict) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -197,8 +216,12 @@ def create_topic(bootstrap: str, topic: str, partitions: int, config: dict) -> N
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions and \
-                all(p.leader >= 0 for p in md.partitions.values()):
+        if (
+            md is not None
+            and md.error is None
+            and len(md.partitions) == partitions
+            and all(p.leader >= 0 for p in md.partitions.values())
+        ):
             return
         time.sleep(0.05)
     raise RuntimeError(f"topic {topic} not ready")
@@ -216,18 +239,31 @@ def latency_stats(latencies: list[float]) -> dict:
     if len(latencies) < 100:
         return {"avg_ms": None, "p50_ms": None, "p99_ms": None, "max_ms": None}
     q = statistics.quantiles(latencies, n=100)
-    return {"avg_ms": statistics.fmean(latencies) * 1000, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000,
-            "max_ms": max(latencies) * 1000}
+    return {
+        "avg_ms": statistics.fmean(latencies) * 1000,
+        "p50_ms": q[49] * 1000,
+        "p99_ms": q[98] * 1000,
+        "max_ms": max(latencies) * 1000,
+    }
 
 
 def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dict:
     from confluent_kafka import Producer
 
     values = payloads(case.size)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": case.acks, "compression.type": case.codec,
-                         "linger.ms": LINGER_MS, "batch.size": BATCH_BYTES, "queue.buffering.max.messages": 200_000,
-                         "queue.buffering.max.kbytes": 512 * 1024, "enable.idempotence": False,
-                         "message.timeout.ms": int(PHASE_LIMIT * 1000)})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": case.acks,
+            "compression.type": case.codec,
+            "linger.ms": LINGER_MS,
+            "batch.size": BATCH_BYTES,
+            "queue.buffering.max.messages": 200_000,
+            "queue.buffering.max.kbytes": 512 * 1024,
+            "enable.idempotence": False,
+            "message.timeout.ms": int(PHASE_LIMIT * 1000),
+        }
+    )
     state = {"ok": 0, "err": 0, "last": 0.0}
     latencies: list[float] = []
 
@@ -256,17 +292,30 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
             producer.poll(0)
     producer.flush(max(1.0, deadline - time.perf_counter()))
     elapsed = (state["last"] or time.perf_counter()) - start
-    return {"records": state["ok"], "errors": state["err"], "sent": sent, "seconds": elapsed,
-            "records_per_s": state["ok"] / elapsed, "complete": state["ok"] == records,
-            **latency_stats([x for x in latencies if x is not None])}
+    return {
+        "records": state["ok"],
+        "errors": state["err"],
+        "sent": sent,
+        "seconds": elapsed,
+        "records_per_s": state["ok"] / elapsed,
+        "complete": state["ok"] == records,
+        **latency_stats([x for x in latencies if x is not None]),
+    }
 
 
 def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-assign", "enable.auto.commit": False,
-                         "enable.partition.eof": False, "fetch.wait.max.ms": 100,
-                         "queued.min.messages": 200_000})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-assign",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+            "fetch.wait.max.ms": 100,
+            "queued.min.messages": 200_000,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     start = time.perf_counter()
@@ -287,8 +336,15 @@ def rdkafka_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
     from confluent_kafka import Producer
 
     values = payloads(LATENCY_SIZE)
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                         "enable.idempotence": False, "message.timeout.ms": 30_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 0,
+            "enable.idempotence": False,
+            "message.timeout.ms": 30_000,
+        }
+    )
     latencies: list[float] = []
     errors = [0]
 
@@ -314,15 +370,28 @@ def rdkafka_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
         producer.poll(0)
     producer.flush(30)
     achieved = len(latencies) / (time.perf_counter() - start)
-    return {"records": len(latencies), "errors": errors[0], "rate": rate, "records_per_s": achieved,
-            "complete": len(latencies) == total, **latency_stats([x for x in latencies if x is not None])}
+    return {
+        "records": len(latencies),
+        "errors": errors[0],
+        "rate": rate,
+        "records_per_s": achieved,
+        "complete": len(latencies) == total,
+        **latency_stats([x for x in latencies if x is not None]),
+    }
 
 
 # --------------------------------------------------------------------------- perf-tool phases
 
+
 def perf_producer_props(case: Case) -> dict:
-    return {"acks": case.acks, "compression.type": case.codec, "linger.ms": LINGER_MS, "batch.size": BATCH_BYTES,
-            "enable.idempotence": "false", "delivery.timeout.ms": int(PHASE_LIMIT * 1000)}
+    return {
+        "acks": case.acks,
+        "compression.type": case.codec,
+        "linger.ms": LINGER_MS,
+        "batch.size": BATCH_BYTES,
+        "enable.idempotence": "false",
+        "delivery.timeout.ms": int(PHASE_LIMIT * 1000),
+    }
 
 
 # The Java consumer's default session timeout (45 s) makes Tansu hold a classic group join for ~24 s;
@@ -331,6 +400,7 @@ PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 
 
 # --------------------------------------------------------------------------- orchestration
+
 
 @contextlib.contextmanager
 def running(target: Target):
@@ -386,8 +456,14 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                 w = rdkafka_produce(bootstrap, t, args.warmup, case)
                 rdkafka_consume(bootstrap, t, case.partitions, w["records"])
                 if perf is not None:
-                    perf.produce(bootstrap, t, args.warmup, perf_files[1024], props=perf_producer_props(case),
-                                 timeout=PHASE_LIMIT + 30)
+                    perf.produce(
+                        bootstrap,
+                        t,
+                        args.warmup,
+                        perf_files[1024],
+                        props=perf_producer_props(case),
+                        timeout=PHASE_LIMIT + 30,
+                    )
                 delete_topic(bootstrap, t)
             log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
 
@@ -401,11 +477,21 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                         p = rdkafka_produce(bootstrap, t, args.records, case)
                         c = rdkafka_consume(bootstrap, t, case.partitions, p["records"])
                     else:
-                        p = perf.produce(bootstrap, t, args.records, perf_files[case.size],
-                                         props=perf_producer_props(case), timeout=PHASE_LIMIT + 30)
-                        c = perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS,
-                                         timeout=PHASE_LIMIT + 40) if p["records"] \
+                        p = perf.produce(
+                            bootstrap,
+                            t,
+                            args.records,
+                            perf_files[case.size],
+                            props=perf_producer_props(case),
+                            timeout=PHASE_LIMIT + 30,
+                        )
+                        c = (
+                            perf.consume(
+                                bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40
+                            )
+                            if p["records"]
                             else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
+                        )
                     produced.append(p)
                     consumed.append(c)
                     delete_topic(bootstrap, t)  # memory engines would otherwise hold every run
@@ -420,18 +506,25 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                 if gen == "librdkafka":
                     lat = rdkafka_latency(bootstrap, t, rate, args.seconds)
                 else:
-                    lat = perf.produce(bootstrap, t, int(rate * args.seconds), perf_files[LATENCY_SIZE],
-                                       throughput=rate, props={"acks": "all", "linger.ms": 0,
-                                                               "enable.idempotence": "false"},
-                                       timeout=args.seconds * 3 + 60)
+                    lat = perf.produce(
+                        bootstrap,
+                        t,
+                        int(rate * args.seconds),
+                        perf_files[LATENCY_SIZE],
+                        throughput=rate,
+                        props={"acks": "all", "linger.ms": 0, "enable.idempotence": "false"},
+                        timeout=args.seconds * 3 + 60,
+                    )
                 delete_topic(bootstrap, t)
                 # a target that cannot keep the rate measures its own queue, not its latency
                 lat = dict(lat, size=LATENCY_SIZE, rate=rate)
                 lat["saturated"] = saturated(lat)
                 results[f"{gen}/latency/{rate}/s"] = lat
-                log(f"[{target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
+                log(
+                    f"[{target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
                     f"p50 {fmt_ms(lat.get('p50_ms'))} ms, p99 {fmt_ms(lat.get('p99_ms'))} ms"
-                    f"{' SATURATED' if lat['saturated'] else ''}{'' if lat.get('complete') else ' INCOMPLETE'}")
+                    f"{' SATURATED' if lat['saturated'] else ''}{'' if lat.get('complete') else ' INCOMPLETE'}"
+                )
     results["load_at_end"] = os.getloadavg()
     return results
 
@@ -440,6 +533,7 @@ perf_files: dict[int, Path] = {}
 
 
 # --------------------------------------------------------------------------- report
+
 
 def fmt_ms(v) -> str:
     return "-" if v is None else f"{v:.2f}"
@@ -467,8 +561,9 @@ def print_rows(header: list[str], rows: list[list[str]], left: int = 1) -> None:
     widths = [max(len(str(r[i])) for r in rows + [header] if r) for i in range(len(header))]
 
     def line(r):
-        return "  ".join(str(c).ljust(widths[i]) if i < left else str(c).rjust(widths[i])
-                         for i, c in enumerate(r)).rstrip()
+        return "  ".join(
+            str(c).ljust(widths[i]) if i < left else str(c).rjust(widths[i]) for i, c in enumerate(r)
+        ).rstrip()
 
     print(line(header))
     print("-" * len(line(header)))
@@ -501,8 +596,20 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         load = all_results[n]["load_at_start"]
         print(f"  {n:<18} {t.durability:<22} {t.setting}   [load at start {load[0]:.2f}]")
 
-    header = ["generator", "phase", "case", "target", "durability", "rec/s", "MB/s", "avg ms", "p50 ms", "p99 ms",
-              "/kafka", "/tansu"]
+    header = [
+        "generator",
+        "phase",
+        "case",
+        "target",
+        "durability",
+        "rec/s",
+        "MB/s",
+        "avg ms",
+        "p50 ms",
+        "p99 ms",
+        "/kafka",
+        "/tansu",
+    ]
     rows: list[list[str]] = []
     for key in keys:
         gen, phase, case = key.split("/", 2)
@@ -516,38 +623,55 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             flag = ("" if r.get("complete", True) else " (INCOMPLETE)") + (" (saturated)" if saturated(r) else "")
             kafka_r = all_results.get(t.kafka_peer, {}).get(key) if t.kafka_peer else None
             tansu_r = all_results.get("tansu", {}).get(key) if t.kind == "kafkawire" else None
-            rows.append([gen, phase, case, n + flag, t.durability, f"{r['records_per_s']:,.0f}",
-                         f"{r['records_per_s'] * r['size'] / MB:,.1f}", fmt_ms(r.get("avg_ms")),
-                         fmt_ms(r.get("p50_ms")), fmt_ms(r.get("p99_ms")),
-                         ratio_of(key, r, kafka_r) if kafka_r else "",
-                         ratio_of(key, r, tansu_r) if tansu_r else ""])
+            rows.append(
+                [
+                    gen,
+                    phase,
+                    case,
+                    n + flag,
+                    t.durability,
+                    f"{r['records_per_s']:,.0f}",
+                    f"{r['records_per_s'] * r['size'] / MB:,.1f}",
+                    fmt_ms(r.get("avg_ms")),
+                    fmt_ms(r.get("p50_ms")),
+                    fmt_ms(r.get("p99_ms")),
+                    ratio_of(key, r, kafka_r) if kafka_r else "",
+                    ratio_of(key, r, tansu_r) if tansu_r else "",
+                ]
+            )
     print()
     print_rows(header, rows, left=5)
 
     # Ratios per case, like with like.
-    pairs = [(n, TARGETS[n].kafka_peer) for n in names if TARGETS[n].kafka_peer in names] + \
-            [(n, "tansu") for n in names if TARGETS[n].kind == "kafkawire" and "tansu" in names]
+    pairs = [(n, TARGETS[n].kafka_peer) for n in names if TARGETS[n].kafka_peer in names] + [
+        (n, "tansu") for n in names if TARGETS[n].kind == "kafkawire" and "tansu" in names
+    ]
     if pairs:
-        print("\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
-              "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
-              "queueing):")
+        print(
+            "\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
+            "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
+            "queueing):"
+        )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
         rows = []
         for key in keys:
             gen, phase, case = key.split("/", 2)
-            rows.append([gen, phase, case] + [ratio_of(key, all_results[a].get(key), all_results[b].get(key))
-                                              for a, b in pairs])
+            rows.append(
+                [gen, phase, case] + [ratio_of(key, all_results[a].get(key), all_results[b].get(key)) for a, b in pairs]
+            )
         print_rows(header, rows, left=3)
 
-    print(f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
-          f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
-          f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
-          f"offset 0 to the last record; perf: kafka-tools {perf_version(args)} ProducerPerformance "
-          f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded). Latency case: "
-          f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
-          f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
-          f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
-          f"one disk, one target at a time.")
+    print(
+        f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
+        f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
+        f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
+        f"offset 0 to the last record; perf: kafka-tools {perf_version(args)} ProducerPerformance "
+        f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded). Latency case: "
+        f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
+        f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
+        f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
+        f"one disk, one target at a time."
+    )
 
 
 def perf_version(args) -> str:
@@ -557,6 +681,7 @@ def perf_version(args) -> str:
 
 
 # --------------------------------------------------------------------------- main
+
 
 def int_list(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
@@ -568,10 +693,18 @@ def str_list(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="one small case per generator: 1024 B, 1 partition, codec none, 2000/s, 5000 records")
-    parser.add_argument("--brokers", "--targets", dest="brokers", default=",".join(TARGETS),
-                        help="comma-separated subset of " + ",".join(TARGETS))
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="one small case per generator: 1024 B, 1 partition, codec none, 2000/s, 5000 records",
+    )
+    parser.add_argument(
+        "--brokers",
+        "--targets",
+        dest="brokers",
+        default=",".join(TARGETS),
+        help="comma-separated subset of " + ",".join(TARGETS),
+    )
     parser.add_argument("--generators", type=str_list, help="librdkafka,perf (default both)")
     parser.add_argument("--sizes", type=int_list, help="record sizes in bytes (default 1024,100)")
     parser.add_argument("--partitions", type=int_list, help="partition counts (default 1,12)")
@@ -581,7 +714,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 5000)")
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs per case, median reported (default 1)")
     parser.add_argument("--seconds", type=float, help="latency phase length per rate (default 5, quick 1)")
-    parser.add_argument("--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)")
+    parser.add_argument(
+        "--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)"
+    )
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
     parser.add_argument("--from-json", type=Path, metavar="FILE", help="print the tables of an earlier --json run")
     args = parser.parse_args(argv)
@@ -651,12 +786,24 @@ def main(argv: list[str] | None = None) -> int:
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
     if all_results:
         print_tables(all_results, ceiling, args)
-    print(f"\nmachine at end: {machine_state()}; {fsync_probe()}; total {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"\nmachine at end: {machine_state()}; {fsync_probe()}; total {time.perf_counter() - started:.0f} s", flush=True
+    )
     if args.json:
-        args.json.write_text(json.dumps({
-            "ceiling": ceiling, "results": all_results, "cpu_count": os.cpu_count(),
-            "targets": {n: {"durability": TARGETS[n].durability, "setting": TARGETS[n].setting} for n in all_results},
-            "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "ceiling": ceiling,
+                    "results": all_results,
+                    "cpu_count": os.cpu_count(),
+                    "targets": {
+                        n: {"durability": TARGETS[n].durability, "setting": TARGETS[n].setting} for n in all_results
+                    },
+                    "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

@@ -7,6 +7,7 @@ The decode benchmark builds v2 batches of 100-byte values (as the Spark
 target: >= 1M records/s) with the records module and times
 ``ArrowColumns.add_batch`` + ``to_batch``, per codec.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,9 @@ from kafkawire.client.arrow import ArrowColumns
 from kafkawire.protocol.records import build_batch, iter_batches
 
 
-def make_batches(n_records: int, per_batch: int, value_size: int, codec: str, keyed: bool,
-                 varied: bool = False) -> bytes:
+def make_batches(
+    n_records: int, per_batch: int, value_size: int, codec: str, keyed: bool, varied: bool = False
+) -> bytes:
     value = os.urandom(value_size)
     sizes = [value_size + (i * 7919) % value_size for i in range(per_batch)]  # 100%..200% of value_size
     out = []
@@ -26,8 +28,10 @@ def make_batches(n_records: int, per_batch: int, value_size: int, codec: str, ke
     offset = 0
     while offset < n_records:
         k = min(per_batch, n_records - offset)
-        recs = [((b"key-%d" % (offset + i)) if keyed else None,
-                 (value * 3)[:sizes[i]] if varied else value, None, ts + i) for i in range(k)]
+        recs = [
+            ((b"key-%d" % (offset + i)) if keyed else None, (value * 3)[: sizes[i]] if varied else value, None, ts + i)
+            for i in range(k)
+        ]
         out.append(build_batch(recs, compression=codec, base_offset=offset))
         offset += k
     return b"".join(out)
@@ -37,7 +41,7 @@ def bench_decode(n: int, value_size: int, codec: str, keyed: bool, varied: bool 
     buf = make_batches(n, 2000, value_size, codec, keyed, varied)
     best = 0.0
     for _ in range(3):
-        t0 = time.process_time()   # CPU time: the machine may be shared
+        t0 = time.process_time()  # CPU time: the machine may be shared
         cols = ArrowColumns("bench", 0)
         for batch in iter_batches(buf):
             cols.add_batch(batch)
@@ -89,8 +93,10 @@ def bench_broker(bootstrap: str, n: int, value_size: int) -> None:
                 else:
                     got += len(consumer.poll(timeout=1.0))
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            print(f"consume ({path}):{' ' * (8 - len(path))}{got / wall:>12,.0f} records/s wall, "
-                  f"{got / cpu:,.0f} per CPU second of this process (both threads)")
+            print(
+                f"consume ({path}):{' ' * (8 - len(path))}{got / wall:>12,.0f} records/s wall, "
+                f"{got / cpu:,.0f} per CPU second of this process (both threads)"
+            )
     with Admin(bootstrap) as admin:
         admin.delete_topics([topic])
 
@@ -107,7 +113,9 @@ def main() -> None:
     rate = bench_decode(args.records, args.value_size, "none", keyed=True)
     print(f"arrow decode keyed    {rate:>12,.0f} records/s")
     rate = bench_decode(args.records, args.value_size, "none", keyed=False, varied=True)
-    print(f"arrow decode varied   {rate:>12,.0f} records/s  (values of {args.value_size}..{2 * args.value_size - 1} bytes)")
+    print(
+        f"arrow decode varied   {rate:>12,.0f} records/s  (values of {args.value_size}..{2 * args.value_size - 1} bytes)"
+    )
     rate = bench_decode(args.records, args.value_size, "none", keyed=True, varied=True)
     print(f"arrow decode var+key  {rate:>12,.0f} records/s")
     print(f"records path (none)   {bench_records(args.records, args.value_size):>12,.0f} records/s")

@@ -10,6 +10,7 @@ after). ``thread, again`` is a second broker in the same interpreter (modules al
 broker of a session, e.g. from a ``kafka_broker_config`` marker). Also measured: importing the plugin module,
 which every pytest run in an environment with kafkawire pays. Figures: median, min, max over the runs.
 """
+
 from __future__ import annotations
 
 import argparse

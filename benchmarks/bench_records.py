@@ -47,8 +47,14 @@ def corpus(size: int, seed: int = 7) -> bytes:
     total = 0
     while total < size:
         piece = '{"%s":"%s","%s":%d,"%s":"%s %s"}' % (
-            rnd.choice(fields), rnd.choice(words), rnd.choice(fields), rnd.randrange(1 << 40),
-            rnd.choice(fields), rnd.choice(words), rnd.choice(words))
+            rnd.choice(fields),
+            rnd.choice(words),
+            rnd.choice(fields),
+            rnd.randrange(1 << 40),
+            rnd.choice(fields),
+            rnd.choice(words),
+            rnd.choice(words),
+        )
         parts.append(piece)
         total += len(piece)
     return "".join(parts).encode()[:size]
@@ -58,8 +64,10 @@ def make_records(n: int, value_size: int) -> list[tuple]:
     text = corpus(4 * MIB)
     rnd = random.Random(value_size)
     span = len(text) - value_size
-    return [(b"user-%08d" % rnd.randrange(10 ** 8), text[(o := rnd.randrange(span)):o + value_size], None,
-             TS + i // 50) for i in range(n)]
+    return [
+        (b"user-%08d" % rnd.randrange(10**8), text[(o := rnd.randrange(span)) : o + value_size], None, TS + i // 50)
+        for i in range(n)
+    ]
 
 
 # Process CPU time, best of REPEAT runs: the figures compare two libraries
@@ -101,7 +109,7 @@ def split_like(records, batches_counts) -> list[list]:
     out = []
     i = 0
     for n in batches_counts:
-        out.append(records[i:i + n])
+        out.append(records[i : i + n])
         i += n
     return out
 
@@ -136,10 +144,18 @@ def codec_only(kw_batches, codec, with_kp: bool) -> tuple[float, float, float, f
     if with_kp:
         from kafka import codec as kc
 
-        enc = {Compression.GZIP: kc.gzip_encode, Compression.SNAPPY: kc.snappy_encode,
-               Compression.LZ4: kc.lz4_encode, Compression.ZSTD: kc.zstd_encode}[codec]
-        dec = {Compression.GZIP: kc.gzip_decode, Compression.SNAPPY: kc.snappy_decode,
-               Compression.LZ4: kc.lz4_decode, Compression.ZSTD: kc.zstd_decode}[codec]
+        enc = {
+            Compression.GZIP: kc.gzip_encode,
+            Compression.SNAPPY: kc.snappy_encode,
+            Compression.LZ4: kc.lz4_encode,
+            Compression.ZSTD: kc.zstd_encode,
+        }[codec]
+        dec = {
+            Compression.GZIP: kc.gzip_decode,
+            Compression.SNAPPY: kc.snappy_decode,
+            Compression.LZ4: kc.lz4_decode,
+            Compression.ZSTD: kc.zstd_decode,
+        }[codec]
         kp_c, kp_compressed = timed(lambda: [enc(p) for p in payloads])
         kp_d, _ = timed(lambda: [dec(c) for c in kp_compressed])
     return t_c, t_d, kp_c, kp_d
@@ -205,9 +221,19 @@ def run_case(records, codec: Compression, batch_size: int, with_kp: bool) -> dic
     t_kw_hdr, got = timed(lambda: kw_header_walk(buf))
     assert got == n
     t_codec_c, t_codec_d, t_kp_codec_c, t_kp_codec_d = codec_only(kw_batches, codec, with_kp)
-    row = {"n": n, "bytes": len(buf), "batches": len(kw_batches),
-           "kw_enc": t_kw_enc, "kw_bulk": t_kw_bulk, "kw_dec": t_kw_dec, "kw_hdr": t_kw_hdr,
-           "codec_c": t_codec_c, "codec_d": t_codec_d, "kp_codec_c": t_kp_codec_c, "kp_codec_d": t_kp_codec_d}
+    row = {
+        "n": n,
+        "bytes": len(buf),
+        "batches": len(kw_batches),
+        "kw_enc": t_kw_enc,
+        "kw_bulk": t_kw_bulk,
+        "kw_dec": t_kw_dec,
+        "kw_hdr": t_kw_hdr,
+        "codec_c": t_codec_c,
+        "codec_d": t_codec_d,
+        "kp_codec_c": t_kp_codec_c,
+        "kp_codec_d": t_kp_codec_d,
+    }
     if with_kp:
         t_kp_enc, kp_batches = timed(lambda: kp_encode(records, codec, batch_size))
         t_kp_dec, got = timed(lambda: kp_decode(buf))
@@ -229,8 +255,9 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="10,000 records per case, for a smoke run")
     parser.add_argument("--records", type=int, default=None, help="records per case (default 100,000)")
     parser.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd")
-    parser.add_argument("--repeat", type=int, default=None,
-                        help="best of N runs per measurement (default 1, 3 with --quick)")
+    parser.add_argument(
+        "--repeat", type=int, default=None, help="best of N runs per measurement (default 1, 3 with --quick)"
+    )
     parser.add_argument("--wall", action="store_true", help="measure wall-clock time instead of process CPU time")
     parser.add_argument("--no-kafka-python", action="store_true")
     args = parser.parse_args(argv)
@@ -244,13 +271,19 @@ def main(argv=None) -> int:
     if not with_kp:
         print("kafka-python not available: kafkawire figures only", file=sys.stderr)
 
-    print(f"{n:,} records per case, best of {REPEAT}, {'wall' if args.wall else 'CPU'} time; "
-          "encode/decode in microseconds per record, header-only in MB/s of batch bytes")
-    print("'codec': kafkawire's time in the (de)compressor alone (part of 'enc kw'/'dec kw'); 'x-codec': the"
-          " ratio once each library's own codec time is taken out (kafka-python gzips at level 9, kafkawire at 6)")
-    print(f"{'codec':7} {'value':>6} {'batch':>6} {'#b':>5} | {'enc kw':>7} {'bulk':>6} {'enc kp':>7} {'x':>5} "
-          f"{'codec':>6} {'x-codec':>7} | {'dec kw':>7} {'dec kp':>7} {'x':>5} {'codec':>6} {'x-codec':>7} | "
-          f"{'hdr kw MB/s':>11} {'hdr kp MB/s':>11} {'x':>6}")
+    print(
+        f"{n:,} records per case, best of {REPEAT}, {'wall' if args.wall else 'CPU'} time; "
+        "encode/decode in microseconds per record, header-only in MB/s of batch bytes"
+    )
+    print(
+        "'codec': kafkawire's time in the (de)compressor alone (part of 'enc kw'/'dec kw'); 'x-codec': the"
+        " ratio once each library's own codec time is taken out (kafka-python gzips at level 9, kafkawire at 6)"
+    )
+    print(
+        f"{'codec':7} {'value':>6} {'batch':>6} {'#b':>5} | {'enc kw':>7} {'bulk':>6} {'enc kp':>7} {'x':>5} "
+        f"{'codec':>6} {'x-codec':>7} | {'dec kw':>7} {'dec kp':>7} {'x':>5} {'codec':>6} {'x-codec':>7} | "
+        f"{'hdr kw MB/s':>11} {'hdr kp MB/s':>11} {'x':>6}"
+    )
     summary = []
     start = time.perf_counter()
     for value_size in (100, 1 * KIB):
@@ -259,18 +292,25 @@ def main(argv=None) -> int:
             for batch_size in (16 * KIB, 1 * MIB):
                 row = run_case(records, codec, batch_size, with_kp)
                 hdr_kw = row["bytes"] / row["kw_hdr"] / 1e6
-                line = (f"{codec.name.lower():7} {value_size:>6} {batch_size // KIB:>5}K {row['batches']:>5} | "
-                        f"{fmt_us(row['kw_enc'], n):>7} {fmt_us(row['kw_bulk'], n):>6} ")
+                line = (
+                    f"{codec.name.lower():7} {value_size:>6} {batch_size // KIB:>5}K {row['batches']:>5} | "
+                    f"{fmt_us(row['kw_enc'], n):>7} {fmt_us(row['kw_bulk'], n):>6} "
+                )
                 if with_kp:
                     hdr_kp = row["bytes"] / row["kp_hdr"] / 1e6
-                    enc_x, dec_x, hdr_x = row["kp_enc"] / row["kw_enc"], row["kp_dec"] / row["kw_dec"], \
-                        row["kp_hdr"] / row["kw_hdr"]
+                    enc_x, dec_x, hdr_x = (
+                        row["kp_enc"] / row["kw_enc"],
+                        row["kp_dec"] / row["kw_dec"],
+                        row["kp_hdr"] / row["kw_hdr"],
+                    )
                     enc_xc = (row["kp_enc"] - row["kp_codec_c"]) / max(row["kw_enc"] - row["codec_c"], 1e-9)
                     dec_xc = (row["kp_dec"] - row["kp_codec_d"]) / max(row["kw_dec"] - row["codec_d"], 1e-9)
-                    line += (f"{fmt_us(row['kp_enc'], n):>7} {enc_x:5.2f} {fmt_us(row['codec_c'], n):>6} "
-                             f"{enc_xc:7.2f} | {fmt_us(row['kw_dec'], n):>7} {fmt_us(row['kp_dec'], n):>7} "
-                             f"{dec_x:5.2f} {fmt_us(row['codec_d'], n):>6} {dec_xc:7.2f} | "
-                             f"{hdr_kw:11.0f} {hdr_kp:11.0f} {hdr_x:6.1f}")
+                    line += (
+                        f"{fmt_us(row['kp_enc'], n):>7} {enc_x:5.2f} {fmt_us(row['codec_c'], n):>6} "
+                        f"{enc_xc:7.2f} | {fmt_us(row['kw_dec'], n):>7} {fmt_us(row['kp_dec'], n):>7} "
+                        f"{dec_x:5.2f} {fmt_us(row['codec_d'], n):>6} {dec_xc:7.2f} | "
+                        f"{hdr_kw:11.0f} {hdr_kp:11.0f} {hdr_x:6.1f}"
+                    )
                     summary.append((codec, value_size, batch_size, enc_x, dec_x, hdr_kw, enc_xc, dec_xc))
                 else:
                     line += f"{'-':>7} {'-':>5} | {fmt_us(row['kw_dec'], n):>7} {'-':>7} {'-':>5} | {hdr_kw:11.0f}"
@@ -283,10 +323,15 @@ def main(argv=None) -> int:
     if with_kp:
         for label, idx, idx_c in (("encode", 3, 6), ("decode", 4, 7)):
             xs = [row[idx] for row in summary]
-            below = [f"{r[0].name.lower()}/{r[1]}B/{r[2] // KIB}K {r[idx]:.2f}x (without codec {r[idx_c]:.2f}x)"
-                     for r in summary if r[idx] < 2]
-            print(f"{label} ratio vs kafka-python: min {min(xs):.2f}x, median {sorted(xs)[len(xs) // 2]:.2f}x "
-                  f"(target >= 2x); below target: " + (", ".join(below) or "none"))
+            below = [
+                f"{r[0].name.lower()}/{r[1]}B/{r[2] // KIB}K {r[idx]:.2f}x (without codec {r[idx_c]:.2f}x)"
+                for r in summary
+                if r[idx] < 2
+            ]
+            print(
+                f"{label} ratio vs kafka-python: min {min(xs):.2f}x, median {sorted(xs)[len(xs) // 2]:.2f}x "
+                f"(target >= 2x); below target: " + (", ".join(below) or "none")
+            )
     hdr = [s[5] for s in summary if s[0] == Compression.NONE and s[2] == MIB]
     if hdr:
         print(f"header-only walk + CRC, uncompressed 1 MiB batches: {min(hdr) / 1000:.2f} GB/s (target > 1 GB/s)")

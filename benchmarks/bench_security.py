@@ -13,6 +13,7 @@ after the other, never together; the machine's cores and load are printed with t
 Usage: python benchmarks/bench_security.py [--quick] [--records N] [--size B] [--repeat N] [--seconds S]
            [--targets kafkawire,kafka]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,11 +49,12 @@ def properties(certs: Path, ports: dict[str, int], controller_port: int) -> dict
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
-        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
-        "ssl.keystore.password": "kafkawire", "ssl.key.password": "kafkawire",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(certs / "broker.p12"),
+        "ssl.keystore.password": "kafkawire",
+        "ssl.key.password": "kafkawire",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     }
 
 
@@ -69,8 +71,9 @@ def create_user(ports: dict[str, int]) -> None:
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports['PLAINTEXT']}"})
-    upsert = UserScramCredentialUpsertion(SCRAM[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                          SCRAM[1].encode())
+    upsert = UserScramCredentialUpsertion(
+        SCRAM[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), SCRAM[1].encode()
+    )
     for f in admin.alter_user_scram_credentials([upsert]).values():
         f.result(30)
 
@@ -142,9 +145,23 @@ def start_kafkawire(props: dict, workdir: Path):
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "kafkawire.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", str(path), "--data-dir",
-                             str(workdir / "kafkawire-data"), "--storage", "memory", "--log-level", "WARNING"],
-                            stdout=subprocess.DEVNULL, stderr=open(workdir / "kafkawire.log", "wb"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            str(path),
+            "--data-dir",
+            str(workdir / "kafkawire-data"),
+            "--storage",
+            "memory",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "kafkawire.log", "wb"),
+    )
     return proc
 
 
@@ -210,16 +227,22 @@ def main() -> int:
         for name in args.targets.split(","):
             results[name] = run_target(name, workdir / "certs", args, workdir / name)
     mb = args.size / 1e6
-    print(f"\n{args.records:,} records of {args.size} B per phase, median of {args.repeat}; librdkafka, acks=all, "
-          "linger.ms=5, one partition; SASL_SSL with SCRAM-SHA-256")
-    print(f"{'target':10} {'listener':10} {'produce rec/s':>14} {'MB/s':>7} {'vs plain':>9} {'consume rec/s':>14} "
-          f"{'MB/s':>7} {'vs plain':>9}")
+    print(
+        f"\n{args.records:,} records of {args.size} B per phase, median of {args.repeat}; librdkafka, acks=all, "
+        "linger.ms=5, one partition; SASL_SSL with SCRAM-SHA-256"
+    )
+    print(
+        f"{'target':10} {'listener':10} {'produce rec/s':>14} {'MB/s':>7} {'vs plain':>9} {'consume rec/s':>14} "
+        f"{'MB/s':>7} {'vs plain':>9}"
+    )
     for name, res in results.items():
         base_p, base_c = res["PLAINTEXT"]
         for listener in LISTENERS:
             p, c = res[listener]
-            print(f"{name:10} {listener:10} {p:14,.0f} {p * mb:7.1f} {p / base_p:9.2f} {c:14,.0f} {c * mb:7.1f} "
-                  f"{c / base_c:9.2f}")
+            print(
+                f"{name:10} {listener:10} {p:14,.0f} {p * mb:7.1f} {p / base_p:9.2f} {c:14,.0f} {c * mb:7.1f} "
+                f"{c / base_c:9.2f}"
+            )
     print("\nTLS handshakes per second (one client at a time, full handshakes)")
     for name, res in results.items():
         print(f"{name:10} " + "  ".join(f"{lst} {v:,.0f}/s" for lst, v in res["handshakes"].items()))

@@ -6,6 +6,7 @@ log figure (from entering serve to listening). Disk and memory engines.
 
     python benchmarks/bench_startup.py [--runs 5]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,8 +90,16 @@ def main() -> int:
         spawn = []
         for _ in range(args.runs):
             port = free_port()
-            cmd = [tansu, "broker", "--storage-engine", "memory://tansu/",
-                   "--listener-url", f"tcp://127.0.0.1:{port}", "--advertised-listener-url", f"tcp://127.0.0.1:{port}"]
+            cmd = [
+                tansu,
+                "broker",
+                "--storage-engine",
+                "memory://tansu/",
+                "--listener-url",
+                f"tcp://127.0.0.1:{port}",
+                "--advertised-listener-url",
+                f"tcp://127.0.0.1:{port}",
+            ]
             try:
                 elapsed, _ = run_once(cmd, port)
             except Exception as exc:  # its flags differ between releases; say so rather than guess

@@ -5,6 +5,7 @@
 Durable appends fsync every batch (acks=all with kafkawire's default policy),
 so their figure is bounded by the disk's fsync latency, not by Python.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ BATCH_SIZE = 16 * 1024
 
 def make_batch(size: int = BATCH_SIZE, records: int = 16) -> bytes:
     """A valid v2 batch of exactly ``size`` bytes: ``records`` records of equal-sized values."""
+
     def varint(v: int) -> bytes:
         v = (v << 1) ^ (v >> 63)
         out = bytearray()
@@ -38,8 +40,9 @@ def make_batch(size: int = BATCH_SIZE, records: int = 16) -> bytes:
         for i in range(records):
             body = b"\x00" + varint(0) + varint(i) + varint(-1) + varint(value_len) + b"v" * value_len + varint(0)
             recs += varint(len(body)) + body
-        after_crc = struct.pack(">hiqqqhii", 0, records - 1, 1_700_000_000_000, 1_700_000_000_000, -1, -1, -1,
-                                records) + recs
+        after_crc = (
+            struct.pack(">hiqqqhii", 0, records - 1, 1_700_000_000_000, 1_700_000_000_000, -1, -1, -1, records) + recs
+        )
         body = struct.pack(">ibI", 0, 2, crc32c(after_crc)) + after_crc
         return struct.pack(">qi", 0, len(body)) + body
 
@@ -80,11 +83,13 @@ def bench(engine: str, directory: str, total_bytes: int, durable_bytes: int) -> 
 
         # acks=all from several producers at once: concurrent durable appends share fsyncs
         import threading
+
         per_thread = max(1, m // 4)
 
         def produce():
             for _ in range(per_thread):
                 durable.append(batch, durable=True)
+
         threads = [threading.Thread(target=produce) for _ in range(4)]
         t0 = time.perf_counter()
         for t in threads:
@@ -98,16 +103,18 @@ def bench(engine: str, directory: str, total_bytes: int, durable_bytes: int) -> 
         # socket write that follows, so both figures are shown.
         sink = bytearray(2 << 20)
         end = log.log_end_offset
-        for label, max_bytes, copy in (("read MB/s (1 MiB, views only)", 1 << 20, False),
-                                       ("read MB/s (1 MiB, views copied)", 1 << 20, True),
-                                       ("read MB/s (16 KiB, views copied)", BATCH_SIZE, True)):
+        for label, max_bytes, copy in (
+            ("read MB/s (1 MiB, views only)", 1 << 20, False),
+            ("read MB/s (1 MiB, views copied)", 1 << 20, True),
+            ("read MB/s (16 KiB, views copied)", BATCH_SIZE, True),
+        ):
             offset, read, t0 = 0, 0, time.perf_counter()
             while offset < end:
                 result = log.read(offset, max_bytes)
                 pos = 0
                 for chunk in result.chunks:
                     if copy:
-                        sink[pos:pos + len(chunk)] = chunk
+                        sink[pos : pos + len(chunk)] = chunk
                     pos += len(chunk)
                 read += result.size
                 offset += result.size // len(batch) * 16
@@ -125,6 +132,7 @@ def bench(engine: str, directory: str, total_bytes: int, durable_bytes: int) -> 
 
         # random-offset lookups: index search + header scan
         import random
+
         rng = random.Random(1)
         k = 20_000
         t0 = time.perf_counter()

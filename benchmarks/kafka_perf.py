@@ -18,6 +18,7 @@ Every run is bounded by a subprocess timeout; a run that fails, or counts
 fewer records than asked for, comes back with ``complete`` false and the tail
 of its output in ``error``.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -52,7 +53,8 @@ appender.stderr.layout.pattern = %p %m (%c)%n
 _SUMMARY = re.compile(
     r"(?P<records>\d+) records sent, (?P<rate>[\d.]+) records/sec \([\d.]+ MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
-    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th")
+    r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th"
+)
 
 
 def parse_producer(stdout: str) -> dict | None:
@@ -65,9 +67,16 @@ def parse_producer(stdout: str) -> dict | None:
     if found is None:
         return None
     g = found.groupdict()
-    return {"records": int(g["records"]), "records_per_s": float(g["rate"]), "avg_ms": float(g["avg"]),
-            "max_ms": float(g["max"]), "p50_ms": float(g["p50"]), "p95_ms": float(g["p95"]),
-            "p99_ms": float(g["p99"]), "p999_ms": float(g["p999"])}
+    return {
+        "records": int(g["records"]),
+        "records_per_s": float(g["rate"]),
+        "avg_ms": float(g["avg"]),
+        "max_ms": float(g["max"]),
+        "p50_ms": float(g["p50"]),
+        "p95_ms": float(g["p95"]),
+        "p99_ms": float(g["p99"]),
+        "p999_ms": float(g["p999"]),
+    }
 
 
 def parse_consumer(stdout: str) -> dict | None:
@@ -82,11 +91,13 @@ def parse_consumer(stdout: str) -> dict | None:
         if names and len(values) == len(names):  # a WARNING line may come between header and data
             row = dict(zip(names, values))
             try:
-                return {"records": int(row["data.consumed.in.nMsg"]),
-                        "records_per_s": float(row["fetch.nMsg.sec"]),
-                        "records_per_s_total": float(row["nMsg.sec"]),
-                        "join_ms": float(row["rebalance.time.ms"]),
-                        "fetch_ms": float(row["fetch.time.ms"])}
+                return {
+                    "records": int(row["data.consumed.in.nMsg"]),
+                    "records_per_s": float(row["fetch.nMsg.sec"]),
+                    "records_per_s_total": float(row["nMsg.sec"]),
+                    "join_ms": float(row["rebalance.time.ms"]),
+                    "fetch_ms": float(row["fetch.time.ms"]),
+                }
             except (KeyError, ValueError):
                 return None
     return None
@@ -114,9 +125,19 @@ class PerfTools:
         return path
 
     def _java(self, main: str, args: list[str], timeout: float) -> tuple[int | None, str, str]:
-        cmd = [kafka_reference._tool("java"), f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-               "-Duser.language=en", "-Duser.country=US", f"-Dlog4j2.configurationFile={self._log_config}",
-               "-cp", self.classpath, main, *args]
+        cmd = [
+            kafka_reference._tool("java"),
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            "-Duser.language=en",
+            "-Duser.country=US",
+            f"-Dlog4j2.configurationFile={self._log_config}",
+            "-cp",
+            self.classpath,
+            main,
+            *args,
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
@@ -125,11 +146,30 @@ class PerfTools:
             return None, out, err + f"\n(killed after {timeout:.0f} s)"
         return proc.returncode, proc.stdout, proc.stderr
 
-    def produce(self, bootstrap: str, topic: str, records: int, payload_file: Path, *, throughput: int = -1,
-                props: dict[str, object] | None = None, timeout: float = 120.0) -> dict:
+    def produce(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: int,
+        payload_file: Path,
+        *,
+        throughput: int = -1,
+        props: dict[str, object] | None = None,
+        timeout: float = 120.0,
+    ) -> dict:
         """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s."""
-        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-                "--throughput", str(throughput), "--payload-file", str(payload_file)]
+        args = [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--throughput",
+            str(throughput),
+            "--payload-file",
+            str(payload_file),
+        ]
         if props:
             args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
         code, out, err = self._java(PRODUCER, args, timeout)
@@ -141,11 +181,27 @@ class PerfTools:
             result["error"] = (err or out)[-1500:]
         return result
 
-    def consume(self, bootstrap: str, topic: str, records: int, *, timeout_ms: int = 30_000,
-                props: dict[str, object] | None = None, timeout: float = 120.0) -> dict:
+    def consume(
+        self,
+        bootstrap: str,
+        topic: str,
+        records: int,
+        *,
+        timeout_ms: int = 30_000,
+        props: dict[str, object] | None = None,
+        timeout: float = 120.0,
+    ) -> dict:
         """ConsumerPerformance: subscribe with a fresh group, read ``records`` records from the earliest offset."""
-        args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records),
-                "--timeout", str(timeout_ms)]
+        args = [
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            str(records),
+            "--timeout",
+            str(timeout_ms),
+        ]
         if props:
             args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
         code, out, err = self._java(CONSUMER, args, timeout)

@@ -10,6 +10,7 @@ The reference is Apache Kafka itself (the release pinned in
 Central refusing), tests that need it fail when ``CI`` is set and skip with the
 reason otherwise: in CI a missing reference must never look like a pass.
 """
+
 from __future__ import annotations
 
 import os

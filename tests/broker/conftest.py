@@ -1,4 +1,5 @@
 """Broker tests: a broker started in-process on a free 127.0.0.1 port, raw protocol over real sockets."""
+
 from __future__ import annotations
 
 import socket

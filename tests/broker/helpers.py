@@ -1,4 +1,5 @@
 """Request builders shared by the broker tests."""
+
 from __future__ import annotations
 
 from kafkawire.protocol import message_class
@@ -13,8 +14,17 @@ def produce_request(topic, partition, records: bytes, acks=-1, topic_id=None, tr
     return R(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[td])
 
 
-def fetch_request(parts, max_wait_ms=0, min_bytes=1, max_bytes=50 * 1024 * 1024, session_id=0, session_epoch=-1,
-                  forgotten=(), partition_max_bytes=1024 * 1024, isolation_level=0):
+def fetch_request(
+    parts,
+    max_wait_ms=0,
+    min_bytes=1,
+    max_bytes=50 * 1024 * 1024,
+    session_id=0,
+    session_epoch=-1,
+    forgotten=(),
+    partition_max_bytes=1024 * 1024,
+    isolation_level=0,
+):
     """``parts``: [(topic or topic id, partition, offset)]"""
     R = message_class("FetchRequest")
     topics = []
@@ -23,16 +33,30 @@ def fetch_request(parts, max_wait_ms=0, min_bytes=1, max_bytes=50 * 1024 * 1024,
         if topics and topics[-1][0] == key:
             topics[-1][1].partitions.append(fp)
             continue
-        ft = R.FetchTopic(topic=key, partitions=[fp]) if isinstance(key, str) else \
-            R.FetchTopic(topic_id=key, partitions=[fp])
+        ft = (
+            R.FetchTopic(topic=key, partitions=[fp])
+            if isinstance(key, str)
+            else R.FetchTopic(topic_id=key, partitions=[fp])
+        )
         topics.append((key, ft))
     fgt = []
     for key, partitions in forgotten:
-        fgt.append(R.ForgottenTopic(topic=key, partitions=list(partitions)) if isinstance(key, str)
-                   else R.ForgottenTopic(topic_id=key, partitions=list(partitions)))
-    return R(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
-             isolation_level=isolation_level, session_id=session_id, session_epoch=session_epoch,
-             topics=[t for _, t in topics], forgotten_topics_data=fgt)
+        fgt.append(
+            R.ForgottenTopic(topic=key, partitions=list(partitions))
+            if isinstance(key, str)
+            else R.ForgottenTopic(topic_id=key, partitions=list(partitions))
+        )
+    return R(
+        replica_id=-1,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=session_id,
+        session_epoch=session_epoch,
+        topics=[t for _, t in topics],
+        forgotten_topics_data=fgt,
+    )
 
 
 def batch(values, **kw) -> bytes:
@@ -55,10 +79,19 @@ def records_with_offsets(records) -> list:
 
 def create_topic(client, name, partitions=1, configs=None, version=7):
     R = message_class("CreateTopicsRequest")
-    body = R(topics=[R.CreatableTopic(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
-                                      configs=[R.CreatableTopicConfig(name=k, value=v)
-                                               for k, v in (configs or {}).items()])],
-             timeout_ms=5000, validate_only=False)
+    body = R(
+        topics=[
+            R.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[R.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )
     res = client.call(body, version)
     assert res.topics[0].error_code == 0, res
     return res.topics[0]

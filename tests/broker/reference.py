@@ -4,6 +4,7 @@ Answers differ in things that are not behaviour: topic ids, the cluster id, the 
 names a test made unique on the shared reference broker. :func:`normalized` replaces those with
 labels, so that a test can assert ``normalized(ours) == normalized(theirs)``.
 """
+
 from __future__ import annotations
 
 import uuid

@@ -1,5 +1,6 @@
 """Topic changes run off the event loop, within Kafka's controller limits, the partition cap and the
 controller mutation quota; other clients are served meanwhile."""
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,28 @@ MD = message_class("MetadataRequest")
 
 
 def create_request(topics, validate_only=False, configs=None):
-    return CT(topics=[CT.CreatableTopic(name=n, num_partitions=p, replication_factor=1, assignments=[],
-                                        configs=[CT.CreatableTopicConfig(name=k, value=v)
-                                                 for k, v in (configs or {}).items()])
-                      for n, p in topics], timeout_ms=30000, validate_only=validate_only)
+    return CT(
+        topics=[
+            CT.CreatableTopic(
+                name=n,
+                num_partitions=p,
+                replication_factor=1,
+                assignments=[],
+                configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()],
+            )
+            for n, p in topics
+        ],
+        timeout_ms=30000,
+        validate_only=validate_only,
+    )
 
 
 def grow_request(topics, validate_only=False):
-    return CP(topics=[CP.CreatePartitionsTopic(name=n, count=c, assignments=None) for n, c in topics],
-              timeout_ms=30000, validate_only=validate_only)
+    return CP(
+        topics=[CP.CreatePartitionsTopic(name=n, count=c, assignments=None) for n, c in topics],
+        timeout_ms=30000,
+        validate_only=validate_only,
+    )
 
 
 @pytest.fixture
@@ -47,6 +61,7 @@ def disk_broker(tmp_path):
         b = start_in_thread(cfg)
         started.append(b)
         return b
+
     yield start
     for b in started:
         b.stop()
@@ -84,7 +99,10 @@ class Prober:
                     res = self.client.call(produce_request(self.topic, 0, batch([b"probe"]), acks=1), 9)
                     assert res.responses[0].partition_responses[0].error_code == 0
                 else:
-                    assert self.client.call(AV(client_software_name="probe", client_software_version="1"), 3).error_code == 0
+                    assert (
+                        self.client.call(AV(client_software_name="probe", client_software_version="1"), 3).error_code
+                        == 0
+                    )
                 self.latencies.append(time.perf_counter() - t0)
         except BaseException as exc:  # reported by the test
             self.error = exc
@@ -103,8 +121,10 @@ def test_partition_bomb_is_refused_quickly_while_another_client_is_served(disk_b
             elapsed = time.monotonic() - t0
             time.sleep(0.2)
         assert probe.error is None, probe.error
-        assert (res.topics[0].error_code, res.topics[0].error_message) == \
-            (errors.POLICY_VIOLATION, "Excessively large number of partitions per request.")
+        assert (res.topics[0].error_code, res.topics[0].error_message) == (
+            errors.POLICY_VIOLATION,
+            "Excessively large number of partitions per request.",
+        )
         assert elapsed < 5.0, f"the refusal took {elapsed:.1f} s"
         assert probe.latencies, "the other client got no answer"
         assert not [d for d in os.listdir(tmp_path / "data") if d.startswith("bomb-")]
@@ -132,15 +152,18 @@ def test_create_topics_limits_match_the_reference_kafka(client, reference_kafka,
         topics = [(unique(n), p) for n, p in shape]
         ours = client.call(create_request(topics, validate_only=True), 7)
         theirs = ref.call(create_request(topics, validate_only=True), 7)
-        assert [(t.error_code, t.error_message) for t in ours.topics] == \
-            [(t.error_code, t.error_message) for t in theirs.topics]
+        assert [(t.error_code, t.error_message) for t in ours.topics] == [
+            (t.error_code, t.error_message) for t in theirs.topics
+        ]
         name = unique("cfg")
         configs = {"retention.ms": "1000", "segment.ms": "100000"}
         ours = client.call(create_request([(name, 9998)], validate_only=True, configs=configs), 7)
         theirs = ref.call(create_request([(name, 9998)], validate_only=True, configs=configs), 7)
-        assert (ours.topics[0].error_code, ours.topics[0].error_message) == \
-            (theirs.topics[0].error_code, theirs.topics[0].error_message) == \
-            (errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+        assert (
+            (ours.topics[0].error_code, ours.topics[0].error_message)
+            == (theirs.topics[0].error_code, theirs.topics[0].error_message)
+            == (errors.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+        )
     finally:
         ref.close()
 
@@ -154,8 +177,9 @@ def test_create_partitions_limit_matches_the_reference_kafka(client, reference_k
             assert all(t.error_code == 0 for t in c.call(create_request([(n, 1) for n in names]), 7).topics)
         ours = client.call(grow_request(list(zip(names, counts)), validate_only=True), 3)
         theirs = ref.call(grow_request(list(zip(names, counts)), validate_only=True), 3)
-        assert [(t.error_code, t.error_message) for t in ours.results] == \
-            [(t.error_code, t.error_message) for t in theirs.results]
+        assert [(t.error_code, t.error_message) for t in ours.results] == [
+            (t.error_code, t.error_message) for t in theirs.results
+        ]
     finally:
         ref.close()
 
@@ -190,8 +214,10 @@ def test_controller_mutation_quota(broker_config):
         try:
             res = c.call(create_request([("a", 15), ("b", 1)]), 7)
             assert res.topics[0].error_code == 0  # accepted while within the quota, driving it below zero
-            assert (res.topics[1].error_code, res.topics[1].error_message) == \
-                (errors.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+            assert (res.topics[1].error_code, res.topics[1].error_message) == (
+                errors.THROTTLING_QUOTA_EXCEEDED,
+                "The throttling quota has been exceeded.",
+            )
             assert 300 <= res.throttle_time_ms <= 500
             assert "b" not in broker.broker.storage.topics()
             # another client id has its own quota

@@ -3,6 +3,7 @@
 The broker here serves ApiVersions up to v2 only, so the first ApiVersions request of librdkafka
 (v3), kafka-python (v3/v4) is answered with the fallback body, which lists ApiVersions' own range
 only (as Kafka 4.4's does). Each client must retry at v2 on the same connection and then work."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,8 +42,9 @@ def test_librdkafka_negotiates_after_the_fallback(old_api_versions_broker, caplo
     producer.produce("fallback-rd", value=b"x", on_delivery=lambda err, msg: errors.append(err))
     assert producer.flush(10) == 0
     assert errors == [None]
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "fallback-rd",
-                                         "auto.offset.reset": "earliest"})
+    consumer = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "fallback-rd", "auto.offset.reset": "earliest"}
+    )
     consumer.assign([confluent_kafka.TopicPartition("fallback-rd", 0, 0)])
     got, deadline = None, time.time() + 10
     while got is None and time.time() < deadline:
@@ -61,8 +63,9 @@ def test_kafka_python_negotiates_after_the_fallback(old_api_versions_broker, cap
     producer = kafka.KafkaProducer(bootstrap_servers=bootstrap)
     producer.send("fallback-kp", b"y").get(timeout=10)  # auto-created
     producer.close()
-    consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                   consumer_timeout_ms=10_000)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10_000
+    )
     consumer.assign([kafka.TopicPartition("fallback-kp", 0)])
     values = [m.value for m in consumer]
     consumer.close()

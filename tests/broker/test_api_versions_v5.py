@@ -6,6 +6,7 @@ id included) -> REBOOTSTRAP_REQUIRED; an invalid client software name is INVALID
 answers list no API keys, and the connection stays open. Each case is checked on kafkawire and on the
 reference Kafka, whose answers must be the same.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -34,8 +35,11 @@ CASES = [
     ("cluster only", lambda c, n: dict(cluster_id=c), errors.INVALID_REQUEST),
     ("node only", lambda c, n: dict(node_id=n), errors.INVALID_REQUEST),
     ("node -2 only", lambda c, n: dict(node_id=-2), errors.INVALID_REQUEST),
-    ("bad software name, another cluster",
-     lambda c, n: dict(cluster_id=OTHER_CLUSTER, node_id=n, client_software_name="-bad-"), errors.INVALID_REQUEST),
+    (
+        "bad software name, another cluster",
+        lambda c, n: dict(cluster_id=OTHER_CLUSTER, node_id=n, client_software_name="-bad-"),
+        errors.INVALID_REQUEST,
+    ),
 ]
 
 

@@ -1,4 +1,5 @@
 """DescribeClientQuotas: no quotas are configured in kafkawire; filters are checked as Kafka 4.4 checks them."""
+
 from __future__ import annotations
 
 import pytest
@@ -27,8 +28,10 @@ FILTERS = {
 
 def _describe(client, components, version):
     R = msg("DescribeClientQuotasRequest").__class__
-    res = client.call(R(components=[R.ComponentData(entity_type=e, match_type=m, match=x) for e, m, x in components],
-                        strict=False), version)
+    res = client.call(
+        R(components=[R.ComponentData(entity_type=e, match_type=m, match=x) for e, m, x in components], strict=False),
+        version,
+    )
     return res.error_code, res.error_message is None, res.entries
 
 

@@ -1,5 +1,6 @@
 """Cluster-level APIs a 4.x client expects (DescribeQuorum, ListConfigResources, AlterReplicaLogDirs,
 DescribeCluster), answered as Kafka 4.4 answers them on a single node."""
+
 from __future__ import annotations
 
 import time
@@ -24,8 +25,11 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 
 
 def quorum_request(topics):
-    return Q(topics=[Q.TopicData(topic_name=n, partitions=[Q.PartitionData(partition_index=p) for p in ps])
-                     for n, ps in topics])
+    return Q(
+        topics=[
+            Q.TopicData(topic_name=n, partitions=[Q.PartitionData(partition_index=p) for p in ps]) for n, ps in topics
+        ]
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -35,32 +39,47 @@ def test_describe_quorum_one_voter_led_by_this_node(client, broker, version):
     (topic,) = res.topics
     (p,) = topic.partitions
     node = broker.config.node_id
-    assert (res.error_code, topic.topic_name, p.error_code, p.leader_id, p.leader_epoch) == \
-        (0, "__cluster_metadata", 0, node, 1)
+    assert (res.error_code, topic.topic_name, p.error_code, p.leader_id, p.leader_epoch) == (
+        0,
+        "__cluster_metadata",
+        0,
+        node,
+        1,
+    )
     (voter,) = p.current_voters
     assert voter.replica_id == node and voter.log_end_offset == p.high_watermark > features.FINALIZED_EPOCH
     assert p.observers == []
     if version >= 1:
         assert voter.last_fetch_timestamp >= before and voter.last_caught_up_timestamp >= before
     if version >= 2:
-        assert [(n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) for n in res.nodes] == \
-            [(node, [("CONTROLLER", *broker.address)])]  # the listener named as Kafka names its voter's
+        assert [(n.node_id, [(lst.name, lst.host, lst.port) for lst in n.listeners]) for n in res.nodes] == [
+            (node, [("CONTROLLER", *broker.address)])
+        ]  # the listener named as Kafka names its voter's
 
 
-@pytest.mark.parametrize("topics", [[("other", [0])], [("__cluster_metadata", [1])],
-                                    [("__cluster_metadata", [0, 0])], [("__cluster_metadata", [0]), ("x", [0])]])
+@pytest.mark.parametrize(
+    "topics",
+    [
+        [("other", [0])],
+        [("__cluster_metadata", [1])],
+        [("__cluster_metadata", [0, 0])],
+        [("__cluster_metadata", [0]), ("x", [0])],
+    ],
+)
 def test_describe_quorum_anything_but_the_metadata_partition_is_not_hosted(client, topics):
     res = client.call(quorum_request(topics), 2)
     assert res.error_code == 0 and res.nodes == []
-    assert [(t.topic_name, [(p.partition_index, p.error_code, p.leader_id, p.current_voters) for p in t.partitions])
-            for t in res.topics] == [(n, [(p, errors.UNKNOWN_TOPIC_OR_PARTITION, 0, []) for p in ps])
-                                     for n, ps in topics]
+    assert [
+        (t.topic_name, [(p.partition_index, p.error_code, p.leader_id, p.current_voters) for p in t.partitions])
+        for t in res.topics
+    ] == [(n, [(p, errors.UNKNOWN_TOPIC_OR_PARTITION, 0, []) for p in ps]) for n, ps in topics]
     assert client.call(quorum_request([]), 2).topics == []
 
 
 def list_resources(client, types, version=1):
-    res = client.call(ListConfigResourcesRequest(resource_types=types) if version >= 1
-                      else ListConfigResourcesRequest(), version)
+    res = client.call(
+        ListConfigResourcesRequest(resource_types=types) if version >= 1 else ListConfigResourcesRequest(), version
+    )
     return res.error_code, sorted((r.resource_type, r.resource_name) for r in res.config_resources)
 
 
@@ -71,8 +90,10 @@ def test_list_config_resources_by_type(client, broker):
     assert list_resources(client, [TOPIC]) == (0, [(TOPIC, "lcr-a"), (TOPIC, "lcr-b")])
     assert list_resources(client, [BROKER, BROKER_LOGGER]) == (0, [(BROKER, node), (BROKER_LOGGER, node)])
     assert list_resources(client, [GROUP, CLIENT_METRICS]) == (0, [])
-    assert list_resources(client, []) == (0, [(TOPIC, "lcr-a"), (TOPIC, "lcr-b"), (BROKER, node),
-                                              (BROKER_LOGGER, node)])
+    assert list_resources(client, []) == (
+        0,
+        [(TOPIC, "lcr-a"), (TOPIC, "lcr-b"), (BROKER, node), (BROKER_LOGGER, node)],
+    )
     assert list_resources(client, None, version=0) == (0, [])  # v0 lists client-metrics resources only
 
 
@@ -84,9 +105,17 @@ def test_list_config_resources_unknown_type_is_unsupported_version(client, types
 
 def alter_dirs(client, dirs, version=2):
     A = AlterReplicaLogDirsRequest
-    res = client.call(A(dirs=[A.AlterReplicaLogDir(path=path, topics=[A.AlterReplicaLogDirTopic(name=n, partitions=ps)
-                                                                      for n, ps in topics])
-                              for path, topics in dirs]), version)
+    res = client.call(
+        A(
+            dirs=[
+                A.AlterReplicaLogDir(
+                    path=path, topics=[A.AlterReplicaLogDirTopic(name=n, partitions=ps) for n, ps in topics]
+                )
+                for path, topics in dirs
+            ]
+        ),
+        version,
+    )
     return [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in res.results]
 
 
@@ -96,22 +125,33 @@ def test_alter_replica_log_dirs_single_dir(client, version):
     log_dir = client.call(DescribeLogDirsRequest(topics=None), 4).results[0].log_dir
     assert alter_dirs(client, [(log_dir, [("mv", [0, 1, 9]), ("nosuch", [0])])], version) == [
         ("mv", [(0, 0), (1, 0), (9, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
-        ("nosuch", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
+        ("nosuch", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
+    ]
     for other in ("/tmp/elsewhere", "logs", log_dir + "/"):
         assert alter_dirs(client, [(other, [("mv", [0])])], version) == [("mv", [(0, errors.LOG_DIR_NOT_FOUND)])]
     assert alter_dirs(client, [(log_dir, [("mv", [0, 0]), ("mv", [1])]), ("/x", [("mv", [1])])], version) == [
-        ("mv", [(0, 0), (1, errors.LOG_DIR_NOT_FOUND)])]
+        ("mv", [(0, 0), (1, errors.LOG_DIR_NOT_FOUND)])
+    ]
     assert alter_dirs(client, [], version) == []
 
 
 def test_describe_cluster_endpoint_types(client):
     for version in (1, 2):
         res = client.call(DescribeClusterRequest(endpoint_type=2), version)
-        assert (res.error_code, res.endpoint_type, res.cluster_id, res.controller_id, res.brokers) == \
-            (errors.MISMATCHED_ENDPOINT_TYPE, 1, "", -1, [])
+        assert (res.error_code, res.endpoint_type, res.cluster_id, res.controller_id, res.brokers) == (
+            errors.MISMATCHED_ENDPOINT_TYPE,
+            1,
+            "",
+            -1,
+            [],
+        )
         res = client.call(DescribeClusterRequest(endpoint_type=7), version)
-        assert (res.error_code, res.error_message, res.endpoint_type, res.cluster_id) == \
-            (errors.UNSUPPORTED_ENDPOINT_TYPE, "Unsupported endpoint type 7", 1, "")
+        assert (res.error_code, res.error_message, res.endpoint_type, res.cluster_id) == (
+            errors.UNSUPPORTED_ENDPOINT_TYPE,
+            "Unsupported endpoint type 7",
+            1,
+            "",
+        )
 
 
 def test_cluster_authorized_operations_are_kafkas_without_an_authorizer(client):
@@ -119,6 +159,7 @@ def test_cluster_authorized_operations_are_kafkas_without_an_authorizer(client):
     res = client.call(DescribeClusterRequest(include_cluster_authorized_operations=True), 0)
     assert res.cluster_authorized_operations == 8096
     from kafkawire.protocol.messages import MetadataRequest
+
     res = client.call(MetadataRequest(topics=[], include_cluster_authorized_operations=True), 8)
     assert res.cluster_authorized_operations == 8096
 
@@ -135,8 +176,9 @@ def test_same_answers_as_the_reference_kafka(client, broker, reference_kafka):
         drop = ("high_watermark", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp", "nodes")
         for version in (0, 1, 2):
             for topics in ([("__cluster_metadata", [0])], [("other", [0])], [("__cluster_metadata", [0, 0])], []):
-                assert normalized(client.call(quorum_request(topics), version), drop=drop) == \
-                    normalized(ref.call(quorum_request(topics), version), drop=drop), (version, topics)
+                assert normalized(client.call(quorum_request(topics), version), drop=drop) == normalized(
+                    ref.call(quorum_request(topics), version), drop=drop
+                ), (version, topics)
         # ListConfigResources: brokers and loggers, error answers; topics: ours is among theirs
         for types in ([BROKER, BROKER_LOGGER], [CLIENT_METRICS], [99], [1, TOPIC]):
             assert list_resources(client, types) == list_resources(ref, types), types
@@ -146,33 +188,53 @@ def test_same_answers_as_the_reference_kafka(client, broker, reference_kafka):
         ours_dir = client.call(DescribeLogDirsRequest(topics=None), 4).results[0].log_dir
         ref_dir = ref.call(DescribeLogDirsRequest(topics=None), 4).results[0].log_dir
         for version in (1, 2):
-            for dirs in ([("LD", [("T", [0, 1, 9]), ("nosuch", [0])])], [("/tmp/elsewhere", [("T", [0])])],
-                         [("LD/", [("T", [0])])], [("LD", [("T", [0, 0])]), ("/x", [("T", [1])])], []):
+            for dirs in (
+                [("LD", [("T", [0, 1, 9]), ("nosuch", [0])])],
+                [("/tmp/elsewhere", [("T", [0])])],
+                [("LD/", [("T", [0])])],
+                [("LD", [("T", [0, 0])]), ("/x", [("T", [1])])],
+                [],
+            ):
+
                 def spell(log_dir, topic):
-                    return [(p.replace("LD", log_dir), [(topic if n == "T" else n, ps) for n, ps in ts])
-                            for p, ts in dirs]
+                    return [
+                        (p.replace("LD", log_dir), [(topic if n == "T" else n, ps) for n, ps in ts]) for p, ts in dirs
+                    ]
+
                 # Kafka's order of topics and partitions is a hash map's: compared as sets
                 ours = normalized(alter_dirs(client, spell(ours_dir, ours_topic), version), labels_ours)
                 theirs = normalized(alter_dirs(ref, spell(ref_dir, ref_topic), version), labels_ref)
-                assert sorted((t, sorted(ps)) for t, ps in ours) == sorted((t, sorted(ps)) for t, ps in theirs), \
-                    (version, dirs)
+                assert sorted((t, sorted(ps)) for t, ps in ours) == sorted((t, sorted(ps)) for t, ps in theirs), (
+                    version,
+                    dirs,
+                )
         # DescribeCluster and DescribeLogDirs
         for version in (0, 1, 2):
-            for body in (DescribeClusterRequest(include_cluster_authorized_operations=True),
-                         DescribeClusterRequest(endpoint_type=2), DescribeClusterRequest(endpoint_type=7)):
+            for body in (
+                DescribeClusterRequest(include_cluster_authorized_operations=True),
+                DescribeClusterRequest(endpoint_type=2),
+                DescribeClusterRequest(endpoint_type=7),
+            ):
                 if version == 0 and body.endpoint_type != 1:
                     continue
                 assert normalized(client.call(body, version)) == normalized(ref.call(body, version)), (version, body)
         D = DescribeLogDirsRequest
         for version in (1, 2, 3, 4):
             for topics in ([("T", [0, 5]), ("nosuch", [0])], []):
-                body_ours = D(topics=[D.DescribableLogDirTopic(topic=ours_topic if n == "T" else n, partitions=ps)
-                                      for n, ps in topics])
-                body_ref = D(topics=[D.DescribableLogDirTopic(topic=ref_topic if n == "T" else n, partitions=ps)
-                                     for n, ps in topics])
+                body_ours = D(
+                    topics=[
+                        D.DescribableLogDirTopic(topic=ours_topic if n == "T" else n, partitions=ps) for n, ps in topics
+                    ]
+                )
+                body_ref = D(
+                    topics=[
+                        D.DescribableLogDirTopic(topic=ref_topic if n == "T" else n, partitions=ps) for n, ps in topics
+                    ]
+                )
                 drop = ("log_dir", "total_bytes", "usable_bytes")
-                assert normalized(client.call(body_ours, version), labels_ours, drop) == \
-                    normalized(ref.call(body_ref, version), labels_ref, drop), (version, topics)
+                assert normalized(client.call(body_ours, version), labels_ours, drop) == normalized(
+                    ref.call(body_ref, version), labels_ref, drop
+                ), (version, topics)
     finally:
         ref.close()
 

@@ -1,4 +1,5 @@
 """server.properties parsing and broker config resolution."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,8 +32,17 @@ def test_parse_properties_syntax():
         "key\\=with\\:escapes=v\n"
     )
     props = parse_properties(text)
-    assert props == {"a": "1", "b": "two words  ", "c": "colon", "d": "space separated", "e": "linecontinued",
-                     "f": "tab\tandA", "g": "", "h.i": "indented", "key=with:escapes": "v"}
+    assert props == {
+        "a": "1",
+        "b": "two words  ",
+        "c": "colon",
+        "d": "space separated",
+        "e": "linecontinued",
+        "f": "tab\tandA",
+        "g": "",
+        "h.i": "indented",
+        "key=with:escapes": "v",
+    }
 
 
 def test_listeners_and_host_port():
@@ -45,12 +55,23 @@ def test_listeners_and_host_port():
 
 
 def test_from_properties():
-    cfg = BrokerConfig.from_properties({
-        "listeners": "PLAINTEXT://127.0.0.2:9999", "advertised.listeners": "PLAINTEXT://kafka.example:19999",
-        "log.dirs": "/tmp/a,/tmp/b", "node.id": "3", "num.partitions": "6", "default.replication.factor": "1",
-        "auto.create.topics.enable": "false", "message.max.bytes": "2000000", "socket.request.max.bytes": "5000",
-        "log.retention.hours": "1", "kafkawire.acks.all.fsync": "false", "unknown.thing": "x",
-        "controller.quorum.voters": "1@localhost:9093"})
+    cfg = BrokerConfig.from_properties(
+        {
+            "listeners": "PLAINTEXT://127.0.0.2:9999",
+            "advertised.listeners": "PLAINTEXT://kafka.example:19999",
+            "log.dirs": "/tmp/a,/tmp/b",
+            "node.id": "3",
+            "num.partitions": "6",
+            "default.replication.factor": "1",
+            "auto.create.topics.enable": "false",
+            "message.max.bytes": "2000000",
+            "socket.request.max.bytes": "5000",
+            "log.retention.hours": "1",
+            "kafkawire.acks.all.fsync": "false",
+            "unknown.thing": "x",
+            "controller.quorum.voters": "1@localhost:9093",
+        }
+    )
     assert (cfg.host, cfg.port) == ("127.0.0.2", 9999)
     assert cfg.advertised == ("kafka.example", 19999)
     assert cfg.data_dir == "/tmp/a" and cfg.node_id == 3 and cfg.num_partitions == 6
@@ -89,10 +110,14 @@ def test_broker_synonyms_follow_the_unit_family():
     cfg = BrokerConfig.from_properties({"log.retention.minutes": "30"})
     assert cfg.broker_synonyms("log.retention.ms") == []
     assert cfg.broker_synonyms("log.retention.minutes") == [
-        ("log.retention.minutes", "30", STATIC_BROKER_CONFIG), ("log.retention.hours", "168", DEFAULT_CONFIG)]
+        ("log.retention.minutes", "30", STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", DEFAULT_CONFIG),
+    ]
     assert cfg.broker_synonyms("log.retention.hours") == [("log.retention.hours", "168", DEFAULT_CONFIG)]
     cfg.dynamic["log.retention.ms"] = "5"
     assert cfg.broker_synonyms("log.retention.ms") == [
-        ("log.retention.ms", "5", DYNAMIC_BROKER_CONFIG), ("log.retention.minutes", "30", STATIC_BROKER_CONFIG),
-        ("log.retention.hours", "168", DEFAULT_CONFIG)]
+        ("log.retention.ms", "5", DYNAMIC_BROKER_CONFIG),
+        ("log.retention.minutes", "30", STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", DEFAULT_CONFIG),
+    ]
     assert cfg.broker_synonyms("num.partitions") == [("num.partitions", "1", DEFAULT_CONFIG)]

@@ -1,6 +1,7 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs and CreateTopics' config checks answer as Kafka 4.4
 does: the same error codes (and null versus present messages) for the same requests, asked of kafkawire and of
 the reference Kafka; sources and synonyms of the cluster-wide min.insync.replicas; group and logger resources."""
+
 from __future__ import annotations
 
 import logging
@@ -23,29 +24,58 @@ CT = message_class("CreateTopicsRequest")
 
 
 def describe(client, rtype, name, keys=None, synonyms=True):
-    body = DC(resources=[DC.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=keys)],
-              include_synonyms=synonyms, include_documentation=False)
+    body = DC(
+        resources=[DC.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=keys)],
+        include_synonyms=synonyms,
+        include_documentation=False,
+    )
     return client.call(body, 4).results[0]
 
 
 def alter(client, rtype, name, configs: dict, validate=True):
-    body = AC(resources=[AC.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=[
-        AC.AlterableConfig(name=k, value=v) for k, v in configs.items()])], validate_only=validate)
+    body = AC(
+        resources=[
+            AC.AlterConfigsResource(
+                resource_type=rtype,
+                resource_name=name,
+                configs=[AC.AlterableConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        validate_only=validate,
+    )
     r = client.call(body, 2).responses[0]
     return r.error_code, r.error_message is None
 
 
 def inc(client, rtype, name, ops, validate=True):
-    body = IAC(resources=[IAC.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=[
-        IAC.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])], validate_only=validate)
+    body = IAC(
+        resources=[
+            IAC.AlterConfigsResource(
+                resource_type=rtype,
+                resource_name=name,
+                configs=[IAC.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops],
+            )
+        ],
+        validate_only=validate,
+    )
     r = client.call(body, 1).responses[0]
     return r.error_code, r.error_message is None
 
 
 def create(client, name, configs, validate=True, version=7):
-    body = CT(topics=[CT.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[],
-                                        configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()])],
-              timeout_ms=5000, validate_only=validate)
+    body = CT(
+        topics=[
+            CT.CreatableTopic(
+                name=name,
+                num_partitions=1,
+                replication_factor=1,
+                assignments=[],
+                configs=[CT.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=validate,
+    )
     return client.call(body, version).topics[0]
 
 
@@ -117,10 +147,17 @@ def test_cluster_min_insync_replicas_is_a_dynamic_default(client, broker, refere
         t = describe(c, TOPIC, topic, ["min.insync.replicas", "retention.ms", "retention.ms"])
         b = describe(c, BROKER, node, ["min.insync.replicas"])
         d = describe(c, BROKER, "", None)
-        return [(r.error_code, r.error_message, [(e.name, e.value, e.config_source, e.read_only,
-                                                  [(s.name, s.value, s.source) for s in e.synonyms])
-                                                 for e in sorted(r.configs, key=lambda e: e.name)])
-                for r in (t, b, d)]
+        return [
+            (
+                r.error_code,
+                r.error_message,
+                [
+                    (e.name, e.value, e.config_source, e.read_only, [(s.name, s.value, s.source) for s in e.synonyms])
+                    for e in sorted(r.configs, key=lambda e: e.name)
+                ],
+            )
+            for r in (t, b, d)
+        ]
 
     ref = reference_client(reference_kafka)
     try:
@@ -135,18 +172,26 @@ def test_cluster_min_insync_replicas_is_a_dynamic_default(client, broker, refere
     assert ours == theirs
     # ... as kafkawire answers it, whatever the reference
     assert ours[0][0:2] == (0, "")
-    assert ours[2][2] == [("min.insync.replicas", "1", C.DYNAMIC_DEFAULT_BROKER_CONFIG, False,
-                           [("min.insync.replicas", "1", C.DYNAMIC_DEFAULT_BROKER_CONFIG)])]
+    assert ours[2][2] == [
+        (
+            "min.insync.replicas",
+            "1",
+            C.DYNAMIC_DEFAULT_BROKER_CONFIG,
+            False,
+            [("min.insync.replicas", "1", C.DYNAMIC_DEFAULT_BROKER_CONFIG)],
+        )
+    ]
     created = create(client, unique("mir"), {}, validate=True)
-    assert {c.name: c.config_source for c in created.configs}["min.insync.replicas"] == \
-        C.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert {c.name: c.config_source for c in created.configs}["min.insync.replicas"] == C.DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 def test_group_configs_match_the_reference_kafka(client, reference_kafka):
     def answers(c):
         r = describe(c, GROUP, "some-group")
-        return r.error_code, sorted((e.name, e.value, e.config_source, e.config_type,
-                                     [(s.name, s.value, s.source) for s in e.synonyms]) for e in r.configs)
+        return r.error_code, sorted(
+            (e.name, e.value, e.config_source, e.config_type, [(s.name, s.value, s.source) for s in e.synonyms])
+            for e in r.configs
+        )
 
     ref = reference_client(reference_kafka)
     try:
@@ -161,8 +206,10 @@ def test_group_configs_are_kept_per_group(client):
     entries = {e.name: e for e in describe(client, GROUP, "g1").configs}
     e = entries["consumer.session.timeout.ms"]
     assert (e.value, e.config_source) == ("50000", 8)
-    assert [(s.name, s.source) for s in e.synonyms] == [("consumer.session.timeout.ms", 8),
-                                                         ("group.consumer.session.timeout.ms", C.DEFAULT_CONFIG)]
+    assert [(s.name, s.source) for s in e.synonyms] == [
+        ("consumer.session.timeout.ms", 8),
+        ("group.consumer.session.timeout.ms", C.DEFAULT_CONFIG),
+    ]
     assert {e.name: e.value for e in describe(client, GROUP, "g2").configs}["consumer.session.timeout.ms"] == "45000"
     assert inc(client, GROUP, "g1", [("consumer.session.timeout.ms", DELETE, None)], validate=False) == (0, True)
     assert describe(client, GROUP, "g1", ["consumer.session.timeout.ms"]).configs[0].value == "45000"
@@ -189,15 +236,14 @@ def test_cleanup_policy_may_become_empty(client):
 def test_broker_loggers_in_log4j_terms(client, broker):
     node = str(broker.config.node_id)
     r = describe(client, BROKER_LOGGER, node, ["kafka.server.KafkaApis", "no.such.logger"], synonyms=True)
-    assert [(e.name, e.config_source, e.config_type, e.synonyms, e.documentation) for e in r.configs] == \
-        [("kafka.server.KafkaApis", 6, 0, [], "")]
+    assert [(e.name, e.config_source, e.config_type, e.synonyms, e.documentation) for e in r.configs] == [
+        ("kafka.server.KafkaApis", 6, 0, [], "")
+    ]
     try:
-        assert inc(client, BROKER_LOGGER, node, [("kafka.server.KafkaApis", SET, "TRACE")], validate=False) == \
-            (0, True)
+        assert inc(client, BROKER_LOGGER, node, [("kafka.server.KafkaApis", SET, "TRACE")], validate=False) == (0, True)
         assert describe(client, BROKER_LOGGER, node, ["kafka.server.KafkaApis"]).configs[0].value == "TRACE"
         assert logging.getLogger("kafkawire.broker").getEffectiveLevel() < logging.DEBUG
-        assert inc(client, BROKER_LOGGER, node, [("kafka.server.KafkaApis", DELETE, None)], validate=False) == \
-            (0, True)
+        assert inc(client, BROKER_LOGGER, node, [("kafka.server.KafkaApis", DELETE, None)], validate=False) == (0, True)
         assert logging.getLogger("kafkawire.broker").level == logging.NOTSET
     finally:
         logging.getLogger("kafkawire.broker").setLevel(logging.NOTSET)
@@ -205,10 +251,13 @@ def test_broker_loggers_in_log4j_terms(client, broker):
 
 def test_create_topics_config_checks(client):
     bad = create(client, "ct-null", {"retention.ms": None}, validate=False, version=7)
-    assert (bad.error_code, bad.topic_id, bad.num_partitions, bad.configs) == \
-        (errors.INVALID_CONFIG, uuid.UUID(int=0), -1, [])
-    assert create(client, "__consumer_offsets", {}, validate=False, version=2).error_code == \
-        errors.TOPIC_ALREADY_EXISTS
+    assert (bad.error_code, bad.topic_id, bad.num_partitions, bad.configs) == (
+        errors.INVALID_CONFIG,
+        uuid.UUID(int=0),
+        -1,
+        [],
+    )
+    assert create(client, "__consumer_offsets", {}, validate=False, version=2).error_code == errors.TOPIC_ALREADY_EXISTS
     ok = create(client, "ct-validate", {}, validate=True)
     assert ok.error_code == 0 and ok.topic_id != uuid.UUID(int=0)
 

@@ -1,4 +1,5 @@
 """Connection handling: what closes a connection, and that only that connection is affected."""
+
 from __future__ import annotations
 
 import struct
@@ -76,7 +77,7 @@ def test_request_split_across_many_writes(connect):
     c = connect()
     frame = encode_request(request_header(18, 0, 42, "slow"), msg("ApiVersionsRequest"))
     for i in range(len(frame)):
-        c.send_raw(frame[i:i + 1])
+        c.send_raw(frame[i : i + 1])
         time.sleep(0.001)
     assert c.recv(18, 0, 42).error_code == 0
 

@@ -1,4 +1,5 @@
 """DeleteGroups v3 (a per-group ErrorMessage), as Kafka 4.4 answers it."""
+
 from __future__ import annotations
 
 import time
@@ -19,10 +20,22 @@ def _delete_groups_answers(client, prefix: str) -> list[dict]:
     for group in (busy, left):
         deadline = time.monotonic() + 30
         while True:  # Kafka loads the group's offsets partition after its first FindCoordinator
-            joined = client.call(J(group_id=group, session_timeout_ms=30000, rebalance_timeout_ms=30000,
-                                   member_id="", protocol_type="consumer", protocols=protocols), 3)  # no member id round trip
-            if joined.error_code not in (errors.COORDINATOR_LOAD_IN_PROGRESS, errors.COORDINATOR_NOT_AVAILABLE,
-                                         errors.NOT_COORDINATOR) or time.monotonic() > deadline:
+            joined = client.call(
+                J(
+                    group_id=group,
+                    session_timeout_ms=30000,
+                    rebalance_timeout_ms=30000,
+                    member_id="",
+                    protocol_type="consumer",
+                    protocols=protocols,
+                ),
+                3,
+            )  # no member id round trip
+            if (
+                joined.error_code
+                not in (errors.COORDINATOR_LOAD_IN_PROGRESS, errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR)
+                or time.monotonic() > deadline
+            ):
                 break
             client.call(msg("FindCoordinatorRequest", key=group, key_type=0), 3)
             time.sleep(0.2)
@@ -31,8 +44,13 @@ def _delete_groups_answers(client, prefix: str) -> list[dict]:
     L = msg("LeaveGroupRequest").__class__
     assert client.call(L(group_id=left, member_id=member), 0).error_code == 0
     res = client.call(msg("DeleteGroupsRequest", groups_names=[f"{prefix}-unknown", "", busy, left]), 3)
-    return sorted(({"group": r.group_id.replace(prefix, "<p>"), "error_code": r.error_code,
-                    "error_message": r.error_message} for r in res.results), key=lambda d: d["group"])
+    return sorted(
+        (
+            {"group": r.group_id.replace(prefix, "<p>"), "error_code": r.error_code, "error_message": r.error_message}
+            for r in res.results
+        ),
+        key=lambda d: d["group"],
+    )
 
 
 def test_delete_groups_v3_error_messages_are_null(client):
@@ -57,5 +75,7 @@ def test_delete_groups_v3_as_the_reference_kafka(client, reference_kafka):
 def test_delete_groups_advertised_to_v3(client, version):
     res = client.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
     assert {k.api_key: (k.min_version, k.max_version) for k in res.api_keys}[42] == (0, 3)
-    assert client.call(msg("DeleteGroupsRequest", groups_names=["none"]), version).results[0].error_code == \
-        errors.GROUP_ID_NOT_FOUND
+    assert (
+        client.call(msg("DeleteGroupsRequest", groups_names=["none"]), version).results[0].error_code
+        == errors.GROUP_ID_NOT_FOUND
+    )

@@ -1,4 +1,5 @@
 """DescribeConfigs as Kafka 4.4 reports configs: sources, synonyms, types, read-only flags, defaults."""
+
 from __future__ import annotations
 
 from kafkawire.broker import config as C
@@ -19,17 +20,25 @@ DEVIATIONS = {
 
 
 def describe(client, rtype, name, keys=None):
-    res = client.call(R(resources=[R.DescribeConfigsResource(resource_type=rtype, resource_name=name,
-                                                             configuration_keys=keys)],
-                        include_synonyms=True, include_documentation=True), 4).results[0]
+    res = client.call(
+        R(
+            resources=[R.DescribeConfigsResource(resource_type=rtype, resource_name=name, configuration_keys=keys)],
+            include_synonyms=True,
+            include_documentation=True,
+        ),
+        4,
+    ).results[0]
     assert res.error_code == 0, res
     return {c.name: c for c in res.configs}
 
 
 def definition(entry):
     """(type, read-only, sensitive, default) of a described config; the default is its DEFAULT_CONFIG synonym."""
-    default = entry.value if entry.config_source == C.DEFAULT_CONFIG else \
-        next((s.value for s in entry.synonyms if s.source == C.DEFAULT_CONFIG), None)
+    default = (
+        entry.value
+        if entry.config_source == C.DEFAULT_CONFIG
+        else next((s.value for s in entry.synonyms if s.source == C.DEFAULT_CONFIG), None)
+    )
     return entry.config_type, entry.read_only, entry.is_sensitive, default
 
 
@@ -37,14 +46,19 @@ def test_keys_kafkawire_serve_sets_are_static_broker_configs(client, broker):
     entries = describe(client, BROKER, str(broker.config.node_id))
     host, port = broker.address
     listener = f"PLAINTEXT://{host}:{port}"
-    for name, value in (("advertised.listeners", listener), ("listeners", listener),
-                        ("node.id", str(broker.config.node_id)), ("broker.id", str(broker.config.node_id)),
-                        ("log.dirs", broker.config.data_dir)):
+    for name, value in (
+        ("advertised.listeners", listener),
+        ("listeners", listener),
+        ("node.id", str(broker.config.node_id)),
+        ("broker.id", str(broker.config.node_id)),
+        ("log.dirs", broker.config.data_dir),
+    ):
         e = entries[name]
         assert (e.value, e.config_source) == (value, C.STATIC_BROKER_CONFIG), name
         assert (e.synonyms[0].name, e.synonyms[0].value, e.synonyms[0].source) == (name, value, C.STATIC_BROKER_CONFIG)
-    assert [(s.name, s.value, s.source) for s in entries["listeners"].synonyms][1:] == \
-        [("listeners", "PLAINTEXT://:9092", C.DEFAULT_CONFIG)]
+    assert [(s.name, s.value, s.source) for s in entries["listeners"].synonyms][1:] == [
+        ("listeners", "PLAINTEXT://:9092", C.DEFAULT_CONFIG)
+    ]
     assert entries["num.partitions"].config_source == C.DEFAULT_CONFIG
 
 
@@ -81,7 +95,18 @@ def test_topic_configs_match_the_reference_kafka(client, reference_kafka):
     assert set(ours) == set(theirs)
     for key in sorted(ours):
         a, b = ours[key], theirs[key]
-        assert (a.value, a.config_source, a.read_only, a.config_type, a.is_sensitive,
-                [(s.name, s.value, s.source) for s in a.synonyms]) == \
-            (b.value, b.config_source, b.read_only, b.config_type, b.is_sensitive,
-             [(s.name, s.value, s.source) for s in b.synonyms]), key
+        assert (
+            a.value,
+            a.config_source,
+            a.read_only,
+            a.config_type,
+            a.is_sensitive,
+            [(s.name, s.value, s.source) for s in a.synonyms],
+        ) == (
+            b.value,
+            b.config_source,
+            b.read_only,
+            b.config_type,
+            b.is_sensitive,
+            [(s.name, s.value, s.source) for s in b.synonyms],
+        ), key

@@ -1,4 +1,5 @@
 """DescribeTopicPartitions (KIP-966) answered as Kafka 4.4 answers it: paging, cursors, errors."""
+
 from __future__ import annotations
 
 import uuid
@@ -17,14 +18,21 @@ ZERO = uuid.UUID(int=0)
 
 
 def request(names, limit=2000, cursor=None):
-    return R(topics=[R.TopicRequest(name=n) for n in names], response_partition_limit=limit,
-             cursor=None if cursor is None else R.Cursor(topic_name=cursor[0], partition_index=cursor[1]))
+    return R(
+        topics=[R.TopicRequest(name=n) for n in names],
+        response_partition_limit=limit,
+        cursor=None if cursor is None else R.Cursor(topic_name=cursor[0], partition_index=cursor[1]),
+    )
 
 
 def summary(res):
-    return ([(t.error_code, t.name, [p.partition_index for p in t.partitions], t.topic_authorized_operations)
-             for t in res.topics], None if res.next_cursor is None else
-            (res.next_cursor.topic_name, res.next_cursor.partition_index))
+    return (
+        [
+            (t.error_code, t.name, [p.partition_index for p in t.partitions], t.topic_authorized_operations)
+            for t in res.topics
+        ],
+        None if res.next_cursor is None else (res.next_cursor.topic_name, res.next_cursor.partition_index),
+    )
 
 
 def test_unknown_topic_carries_the_authorized_operations(client):
@@ -38,31 +46,40 @@ def test_invalid_names_and_a_missing_internal_topic(client):
     assert [(t.error_code, t.name, t.is_internal, t.topic_authorized_operations) for t in res.topics] == [
         (errors.INVALID_TOPIC_EXCEPTION, ".", False, TOPIC_OPERATIONS),
         (errors.UNKNOWN_TOPIC_OR_PARTITION, "__consumer_offsets", True, TOPIC_OPERATIONS),
-        (errors.INVALID_TOPIC_EXCEPTION, "bad name!", False, TOPIC_OPERATIONS)]
+        (errors.INVALID_TOPIC_EXCEPTION, "bad name!", False, TOPIC_OPERATIONS),
+    ]
 
 
 def test_an_empty_name_fails_the_whole_request(client):
     create_topic(client, "real")
     res = client.call(request(["", "real"]), 0)
-    assert summary(res) == ([(errors.UNKNOWN_SERVER_ERROR, "", [], INT32_MIN),
-                             (errors.UNKNOWN_SERVER_ERROR, "real", [], INT32_MIN)], None)
+    assert summary(res) == (
+        [(errors.UNKNOWN_SERVER_ERROR, "", [], INT32_MIN), (errors.UNKNOWN_SERVER_ERROR, "real", [], INT32_MIN)],
+        None,
+    )
 
 
 def test_names_sorted_and_answered_once(client):
     create_topic(client, "t-a", partitions=2)
     create_topic(client, "t-c")
     res = client.call(request(["t-c", "zz-missing", "t-a", "t-c"]), 0)
-    assert summary(res)[0] == [(0, "t-a", [0, 1], TOPIC_OPERATIONS), (0, "t-c", [0], TOPIC_OPERATIONS),
-                               (errors.UNKNOWN_TOPIC_OR_PARTITION, "zz-missing", [], TOPIC_OPERATIONS)]
+    assert summary(res)[0] == [
+        (0, "t-a", [0, 1], TOPIC_OPERATIONS),
+        (0, "t-c", [0], TOPIC_OPERATIONS),
+        (errors.UNKNOWN_TOPIC_OR_PARTITION, "zz-missing", [], TOPIC_OPERATIONS),
+    ]
 
 
-@pytest.mark.parametrize("limit,expected", [
-    (2, ([(0, "p-a", [0, 1])], ("p-a", 2))),
-    (5, ([(0, "p-a", [0, 1, 2, 3, 4])], ("p-b", 0))),
-    (6, ([(0, "p-a", [0, 1, 2, 3, 4]), (0, "p-b", [0])], ("p-b", 1))),
-    (0, ([(0, "p-a", [0])], ("p-a", 1))),       # at least one partition
-    (-3, ([(0, "p-a", [0])], ("p-a", 1))),
-])
+@pytest.mark.parametrize(
+    "limit,expected",
+    [
+        (2, ([(0, "p-a", [0, 1])], ("p-a", 2))),
+        (5, ([(0, "p-a", [0, 1, 2, 3, 4])], ("p-b", 0))),
+        (6, ([(0, "p-a", [0, 1, 2, 3, 4]), (0, "p-b", [0])], ("p-b", 1))),
+        (0, ([(0, "p-a", [0])], ("p-a", 1))),  # at least one partition
+        (-3, ([(0, "p-a", [0])], ("p-a", 1))),
+    ],
+)
 def test_response_partition_limit_and_next_cursor(client, limit, expected):
     create_topic(client, "p-a", partitions=5)
     create_topic(client, "p-b", partitions=3)
@@ -78,12 +95,15 @@ def test_the_limit_is_capped_at_2000_partitions(client):
     assert topics[0][2] == list(range(2000, 2100)) and cursor is None
 
 
-@pytest.mark.parametrize("cursor,expected", [
-    (("c-a", 3), ([(0, "c-a", [3, 4]), (0, "c-b", [0])], ("c-b", 1))),
-    (("c-a", 9), ([(0, "c-a", []), (0, "c-b", [0, 1, 2])], None)),   # past the end: the topic with no partitions
-    (("c-a", -1), ([(errors.INVALID_REQUEST, "c-a", []), (errors.INVALID_REQUEST, "c-b", [])], None)),
-    (("other", 0), ([(errors.INVALID_REQUEST, "c-a", []), (errors.INVALID_REQUEST, "c-b", [])], None)),
-])
+@pytest.mark.parametrize(
+    "cursor,expected",
+    [
+        (("c-a", 3), ([(0, "c-a", [3, 4]), (0, "c-b", [0])], ("c-b", 1))),
+        (("c-a", 9), ([(0, "c-a", []), (0, "c-b", [0, 1, 2])], None)),  # past the end: the topic with no partitions
+        (("c-a", -1), ([(errors.INVALID_REQUEST, "c-a", []), (errors.INVALID_REQUEST, "c-b", [])], None)),
+        (("other", 0), ([(errors.INVALID_REQUEST, "c-a", []), (errors.INVALID_REQUEST, "c-b", [])], None)),
+    ],
+)
 def test_cursor(client, cursor, expected):
     create_topic(client, "c-a", partitions=5)
     create_topic(client, "c-b", partitions=3)
@@ -99,10 +119,19 @@ def test_all_topics_from_a_cursor_between_names(client):
 
 
 CASES = [
-    (["NOPE"], 2000, None), ([""], 2000, None), (["X-a"], 2000, None), (["X-c", "NOPE", "X-a", "X-c"], 2000, None),
-    (["X-a", "X-b"], 2, None), (["X-a", "X-b"], 5, None), (["X-a"], 0, None),
-    (["X-a", "X-b"], 3, ("X-a", 3)), (["X-a", "X-b"], 3, ("X-a", 9)), (["X-a", "X-b"], 3, ("X-a", -1)),
-    (["X-a", "X-b"], 3, ("X-c", 0)), (["X-a", "NOPE"], 3, ("NOPE", 0)), (["bad name!", "__consumer_offsets"], 10, None),
+    (["NOPE"], 2000, None),
+    ([""], 2000, None),
+    (["X-a"], 2000, None),
+    (["X-c", "NOPE", "X-a", "X-c"], 2000, None),
+    (["X-a", "X-b"], 2, None),
+    (["X-a", "X-b"], 5, None),
+    (["X-a"], 0, None),
+    (["X-a", "X-b"], 3, ("X-a", 3)),
+    (["X-a", "X-b"], 3, ("X-a", 9)),
+    (["X-a", "X-b"], 3, ("X-a", -1)),
+    (["X-a", "X-b"], 3, ("X-c", 0)),
+    (["X-a", "NOPE"], 3, ("NOPE", 0)),
+    (["bad name!", "__consumer_offsets"], 10, None),
 ]
 
 
@@ -148,16 +177,26 @@ def test_same_answers_as_the_reference_kafka(client, reference_kafka):
             find_group_coordinator(broker)
             offsets_ids.append(wait_for_topic(broker, "__consumer_offsets"))
         for names, limit, cursor in CASES:
+
             def spell(n, x):
                 return n.replace("X-", f"{x}-").replace("NOPE", f"{x}-nope")
-            ours = client.call(request([spell(n, "ours") for n in names], limit,
-                                       cursor and (spell(cursor[0], "ours"), cursor[1])), 0)
-            theirs = ref.call(request([spell(n, prefix) for n in names], limit,
-                                      cursor and (spell(cursor[0], prefix), cursor[1])), 0)
-            ours_labels = {offsets_ids[0]: "ID-offsets", **{v: "ID-" + k[-1] for k, v in ours_ids.items()},
-                           **{f"ours-{s}": s for s in ("a", "b", "c", "nope")}}
-            ref_labels = {offsets_ids[1]: "ID-offsets", **{v: "ID-" + k[-1] for k, v in ids.items()},
-                          **{f"{prefix}-{s}": s for s in ("a", "b", "c", "nope")}}
+
+            ours = client.call(
+                request([spell(n, "ours") for n in names], limit, cursor and (spell(cursor[0], "ours"), cursor[1])), 0
+            )
+            theirs = ref.call(
+                request([spell(n, prefix) for n in names], limit, cursor and (spell(cursor[0], prefix), cursor[1])), 0
+            )
+            ours_labels = {
+                offsets_ids[0]: "ID-offsets",
+                **{v: "ID-" + k[-1] for k, v in ours_ids.items()},
+                **{f"ours-{s}": s for s in ("a", "b", "c", "nope")},
+            }
+            ref_labels = {
+                offsets_ids[1]: "ID-offsets",
+                **{v: "ID-" + k[-1] for k, v in ids.items()},
+                **{f"{prefix}-{s}": s for s in ("a", "b", "c", "nope")},
+            }
             assert normalized(ours, ours_labels) == normalized(theirs, ref_labels), (names, limit, cursor)
     finally:
         ref.close()

@@ -3,6 +3,7 @@ in its group coordinator) and CreateTopics an error answer, never a dropped conn
 resume once space is freed; and a broker started on the full disk serves reads and says why writes fail.
 
 The disk is an 8 MiB tmpfs the test mounts (and unmounts); where mounting is not allowed the test skips."""
+
 from __future__ import annotations
 
 import errno
@@ -26,8 +27,9 @@ def small_disk(tmp_path):
     mnt.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True,
-                       text=True, timeout=30)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)], capture_output=True, text=True, timeout=30
+    )
     if r.returncode:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
     try:
@@ -72,25 +74,43 @@ def fetch(client, topic, partition, offset=0):
 
 def commit(client, group, topic, partition, offset):
     R = msg("OffsetCommitRequest").__class__
-    body = msg("OffsetCommitRequest", group_id=group, generation_id_or_member_epoch=-1, member_id="",
-               topics=[R.OffsetCommitRequestTopic(name=topic, partitions=[
-                   R.OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset,
-                                                  committed_metadata="")])])
+    body = msg(
+        "OffsetCommitRequest",
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        topics=[
+            R.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    R.OffsetCommitRequestPartition(
+                        partition_index=partition, committed_offset=offset, committed_metadata=""
+                    )
+                ],
+            )
+        ],
+    )
     return client.call(body, 8).topics[0].partitions[0].error_code
 
 
 def committed(client, group, topic, partition):
     R = msg("OffsetFetchRequest").__class__
-    body = msg("OffsetFetchRequest", group_id=group,
-               topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[partition])])
+    body = msg(
+        "OffsetFetchRequest",
+        group_id=group,
+        topics=[R.OffsetFetchRequestTopic(name=topic, partition_indexes=[partition])],
+    )
     return client.call(body, 7).topics[0].partitions[0].committed_offset
 
 
 def create(client, name):
     R = msg("CreateTopicsRequest").__class__
-    body = msg("CreateTopicsRequest", topics=[R.CreatableTopic(name=name, num_partitions=1, replication_factor=1,
-                                                               assignments=[], configs=[])],
-               timeout_ms=5000, validate_only=False)
+    body = msg(
+        "CreateTopicsRequest",
+        topics=[R.CreatableTopic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=5000,
+        validate_only=False,
+    )
     return client.call(body, 7).topics[0].error_code
 
 

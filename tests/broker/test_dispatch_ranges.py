@@ -1,4 +1,5 @@
 """Every handler states the versions it implements; nothing is advertised because the spec grew."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,7 @@ def test_the_version_check_lists_every_api_a_handler_lags_behind():
     assert unreviewed_versions(lagging, advertised_versions(lagging)) == [
         f"Produce: the spec's newest stable version is {produce.max_version}, its handler states 0-"
         f"{produce.max_version - 1}",
-        f"Fetch: the spec's newest stable version is {fetch.max_version}, its handler states 0-"
-        f"{fetch.max_version - 2}",
+        f"Fetch: the spec's newest stable version is {fetch.max_version}, its handler states 0-{fetch.max_version - 2}",
     ]
     # an answer advertising a version (or an API) that no handler states
     assert unreviewed_versions(lagging, advertised) == unreviewed_versions(lagging, advertised_versions(lagging)) + [
@@ -65,4 +65,6 @@ def test_the_version_check_lists_every_api_a_handler_lags_behind():
     ]
     unhandled = ApiKey.ENVELOPE
     assert unhandled not in table
-    assert unreviewed_versions(table, advertised + [(unhandled, 0, 0)]) == ["Envelope: advertised 0-0 without a handler"]
+    assert unreviewed_versions(table, advertised + [(unhandled, 0, 0)]) == [
+        "Envelope: advertised 0-0 without a handler"
+    ]

@@ -1,5 +1,6 @@
 """A request whose handler fails, or whose response does not encode, gets Kafka's error answer for its API
 (UNKNOWN_SERVER_ERROR where Kafka puts it) and the connection stays open."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -17,6 +18,7 @@ def _swap(broker, api_key, fn):
     def swap():
         spec = broker.broker.handlers[api_key]
         broker.broker.handlers[api_key] = dataclasses.replace(spec, fn=fn)
+
     broker.call(swap)
 
 
@@ -30,14 +32,27 @@ def test_a_failing_handler_answers_each_partition_with_unknown_server_error(brok
 
     def boom(_broker, _ctx, _body):
         raise RuntimeError("injected")
+
     _swap(broker, 0, boom)
     R = message_class("ProduceRequest")
-    body = R(acks=-1, timeout_ms=1000, topic_data=[R.TopicProduceData(name="t", partition_data=[
-        R.PartitionProduceData(index=0, records=batch([b"a"])), R.PartitionProduceData(index=1, records=batch([b"b"]))])])
+    body = R(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            R.TopicProduceData(
+                name="t",
+                partition_data=[
+                    R.PartitionProduceData(index=0, records=batch([b"a"])),
+                    R.PartitionProduceData(index=1, records=batch([b"b"])),
+                ],
+            )
+        ],
+    )
     with caplog.at_level(logging.ERROR, logger="kafkawire.broker"):
         res = client.call(body, 9)
-    assert [(t.name, [(p.index, p.error_code) for p in t.partition_responses]) for t in res.responses] == \
-        [("t", [(0, errors.UNKNOWN_SERVER_ERROR), (1, errors.UNKNOWN_SERVER_ERROR)])]
+    assert [(t.name, [(p.index, p.error_code) for p in t.partition_responses]) for t in res.responses] == [
+        ("t", [(0, errors.UNKNOWN_SERVER_ERROR), (1, errors.UNKNOWN_SERVER_ERROR)])
+    ]
     line = next(r.getMessage() for r in caplog.records if "injected" in r.getMessage())
     assert "Produce v9" in line and "correlation id" in line and "kafkawire-tests" in line
     assert _api_versions_ok(client)
@@ -49,10 +64,16 @@ def test_a_failing_produce_without_acks_closes_the_connection(broker, client, ca
 
     def boom(_broker, _ctx, _body):
         raise RuntimeError("injected")
+
     _swap(broker, 0, boom)
     R = message_class("ProduceRequest")
-    body = R(acks=0, timeout_ms=1000, topic_data=[R.TopicProduceData(name="t0", partition_data=[
-        R.PartitionProduceData(index=0, records=batch([b"a"]))])])
+    body = R(
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[
+            R.TopicProduceData(name="t0", partition_data=[R.PartitionProduceData(index=0, records=batch([b"a"]))])
+        ],
+    )
     with caplog.at_level(logging.ERROR, logger="kafkawire.broker"):
         client.send(body, 9)
         assert client.is_closed()
@@ -67,6 +88,7 @@ def test_a_response_that_does_not_encode_gets_an_error_answer_not_a_dropped_conn
         res = original(b, ctx, body)
         res.throttle_time_ms = "not a number"  # the encoder refuses it
         return res
+
     _swap(broker, 3, unencodable)
     MD = message_class("MetadataRequest")
     with caplog.at_level(logging.ERROR, logger="kafkawire.broker"):
@@ -80,10 +102,12 @@ def test_a_response_that_does_not_encode_gets_an_error_answer_not_a_dropped_conn
 def test_async_handler_failures_are_answered_too(broker, client):
     async def boom(_broker, _ctx, _body):
         raise RuntimeError("injected")
+
     _swap(broker, 19, boom)
     CT = message_class("CreateTopicsRequest")
-    res = client.call(CT(topics=[CT.CreatableTopic(name="a", num_partitions=1, replication_factor=1)],
-                         timeout_ms=1000), 7)
+    res = client.call(
+        CT(topics=[CT.CreatableTopic(name="a", num_partitions=1, replication_factor=1)], timeout_ms=1000), 7
+    )
     assert [(t.name, t.error_code) for t in res.topics] == [("a", errors.UNKNOWN_SERVER_ERROR)]
     assert _api_versions_ok(client)
 
@@ -116,17 +140,24 @@ def test_every_api_answers_a_failure_with_the_error_in_each_entry(key, version):
     assert encode_response_parts(1, body, version)
     back = message_class(api(key).response).decode(body.encode(version), version)
     # AddPartitionsToTxn v0-3 names its per-partition code partition_error_code
-    codes = [getattr(s, f.attr) for s in _structs(back, version) for f in s._fields
-             if f.attr in ("error_code", "partition_error_code") and f.present(version)]
+    codes = [
+        getattr(s, f.attr)
+        for s in _structs(back, version)
+        for f in s._fields
+        if f.attr in ("error_code", "partition_error_code") and f.present(version)
+    ]
     if key == ApiKey.DESCRIBE_LOG_DIRS and version < 3:
         # no top-level error code before v3, and Kafka names no log dir in its error answer: an empty answer
         assert codes == [] and back.results == []
     else:
         assert codes and set(codes) == {errors.UNKNOWN_SERVER_ERROR}, codes
     rule = error_answers.SHAPES.get(key)
-    for path, entries in (rule.entries.items() if rule is not None else ()):
-        if "." not in path and entries.since <= version <= entries.until and \
-                any(f.attr == path and f.present(version) for f in back._fields):
+    for path, entries in rule.entries.items() if rule is not None else ():
+        if (
+            "." not in path
+            and entries.since <= version <= entries.until
+            and any(f.attr == path and f.present(version) for f in back._fields)
+        ):
             assert len(getattr(back, path)) >= 2, (path, getattr(back, path))
 
 

@@ -4,6 +4,7 @@ kafkawire finalizes only the levels whose protocol paths it serves; where that d
 4.4 the difference is listed in DEVIATIONS, and the comparison with the reference checks everything
 else.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -15,26 +16,37 @@ from .reference import reference_client
 
 # feature -> (kafkawire's supported max, kafkawire's finalized level), where kafkawire differs from Kafka 4.4
 DEVIATIONS = {
-    "kraft.version": (0, 0),        # one static voter; no KIP-853 voter changes
-    "share.version": (0, 0),        # no share groups
-    "streams.version": (0, 0),      # no streams groups
+    "kraft.version": (0, 0),  # one static voter; no KIP-853 voter changes
+    "share.version": (0, 0),  # no share groups
+    "streams.version": (0, 0),  # no streams groups
 }
 
 
 def api_versions(client, version):
-    return client.call(msg("ApiVersionsRequest", client_software_name="kafkawire-tests",
-                           client_software_version="1.0"), version)
+    return client.call(
+        msg("ApiVersionsRequest", client_software_name="kafkawire-tests", client_software_version="1.0"), version
+    )
 
 
 def test_v4_lists_every_supported_feature_and_the_finalized_levels(client):
     res = api_versions(client, 4)
     supported = {f.name: (f.min_version, f.max_version) for f in res.supported_features}
-    assert supported == {"group.version": (0, 1), "kraft.version": (0, 0), "metadata.version": (7, 33),
-                         "share.version": (0, 0), "streams.version": (0, 0), "transaction.version": (0, 2),
-                         "eligible.leader.replicas.version": (0, 1)}
+    assert supported == {
+        "group.version": (0, 1),
+        "kraft.version": (0, 0),
+        "metadata.version": (7, 33),
+        "share.version": (0, 0),
+        "streams.version": (0, 0),
+        "transaction.version": (0, 2),
+        "eligible.leader.replicas.version": (0, 1),
+    }
     finalized = {f.name: (f.min_version_level, f.max_version_level) for f in res.finalized_features}
-    assert finalized == {"group.version": (1, 1), "metadata.version": (33, 33),
-                         "eligible.leader.replicas.version": (1, 1), "transaction.version": (2, 2)}
+    assert finalized == {
+        "group.version": (1, 1),
+        "metadata.version": (33, 33),
+        "eligible.leader.replicas.version": (1, 1),
+        "transaction.version": (2, 2),
+    }
     assert res.finalized_features_epoch == features.FINALIZED_EPOCH >= 0
 
 
@@ -56,8 +68,12 @@ def test_group_version_1_goes_with_the_consumer_group_apis(client):
 def test_v3_leaves_out_ranges_starting_at_0(client):
     res = api_versions(client, 3)
     assert [(f.name, f.min_version, f.max_version) for f in res.supported_features] == [("metadata.version", 7, 33)]
-    assert {f.name for f in res.finalized_features} == {"group.version", "metadata.version",
-                                                        "eligible.leader.replicas.version", "transaction.version"}
+    assert {f.name for f in res.finalized_features} == {
+        "group.version",
+        "metadata.version",
+        "eligible.leader.replicas.version",
+        "transaction.version",
+    }
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -5,6 +5,7 @@ OFFSET_OUT_OF_RANGE with no offsets (the log has no end offset for that epoch); 
 fetch offset past the log end gets DivergingEpoch (0, log end offset), the partition's offsets and no
 records, at once (no long poll); otherwise the fetch reads as usual.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,14 @@ def ask(client, key, offset, last_fetched_epoch, version, max_wait_ms=0, session
 
 
 def fields(p):
-    return (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset,
-            (p.diverging_epoch.epoch, p.diverging_epoch.end_offset), values_of(p.records))
+    return (
+        p.error_code,
+        p.high_watermark,
+        p.last_stable_offset,
+        p.log_start_offset,
+        (p.diverging_epoch.epoch, p.diverging_epoch.end_offset),
+        values_of(p.records),
+    )
 
 
 def setup(client, name):

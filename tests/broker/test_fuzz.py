@@ -1,4 +1,5 @@
 """Garbage and mutated requests: every one is answered or closes its connection; the broker keeps serving."""
+
 from __future__ import annotations
 
 import random
@@ -22,8 +23,15 @@ def _valid_requests():
     yield fetch_request([("fz", 0, 0)], max_wait_ms=10), 12
     yield fetch_request([("fz", 0, 0)], max_wait_ms=10, session_epoch=0), 16
     L = message_class("ListOffsetsRequest")
-    yield L(replica_id=-1, topics=[L.ListOffsetsTopic(name="fz", partitions=[
-        L.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 7
+    yield (
+        L(
+            replica_id=-1,
+            topics=[
+                L.ListOffsetsTopic(name="fz", partitions=[L.ListOffsetsPartition(partition_index=0, timestamp=-1)])
+            ],
+        ),
+        7,
+    )
     D = message_class("DescribeConfigsRequest")
     yield D(resources=[D.DescribeConfigsResource(resource_type=2, resource_name="fz", configuration_keys=None)]), 4
     C = message_class("CreateTopicsRequest")
@@ -73,8 +81,9 @@ def test_random_bodies_for_every_advertised_api(broker):
             from kafkawire.protocol import apis
 
             hdr = message_class("RequestHeader")
-            head = hdr(request_api_key=key, request_api_version=version, correlation_id=5,
-                       client_id="fuzz").encode(apis.request_header_version(key, version))
+            head = hdr(request_api_key=key, request_api_version=version, correlation_id=5, client_id="fuzz").encode(
+                apis.request_header_version(key, version)
+            )
             body = bytes(rnd.randrange(256) for _ in range(rnd.randint(0, 64)))
             payload = head + body
             result = _exchange(broker.address, struct.pack(">i", len(payload)) + payload)

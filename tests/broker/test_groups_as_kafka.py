@@ -1,4 +1,5 @@
 """Group API answers that the conformance suite found different from Kafka 4.4's (fixed here)."""
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -24,9 +25,18 @@ def test_described_group_operations_include_the_config_operations(client):
 
 
 def test_consumer_group_describe_error_entries_have_no_state_or_operations(client):
-    r = client.call(msg("ConsumerGroupDescribeRequest", group_ids=["missing", ""], include_authorized_operations=True), 1)
+    r = client.call(
+        msg("ConsumerGroupDescribeRequest", group_ids=["missing", ""], include_authorized_operations=True), 1
+    )
     missing, empty = r.groups
-    assert (missing.error_code, missing.group_state, missing.authorized_operations) == \
-        (errors.GROUP_ID_NOT_FOUND, "", INT32_MIN)
-    assert (empty.error_code, empty.error_message, empty.group_state, empty.authorized_operations) == \
-        (errors.INVALID_GROUP_ID, None, "", INT32_MIN)
+    assert (missing.error_code, missing.group_state, missing.authorized_operations) == (
+        errors.GROUP_ID_NOT_FOUND,
+        "",
+        INT32_MIN,
+    )
+    assert (empty.error_code, empty.error_message, empty.group_state, empty.authorized_operations) == (
+        errors.INVALID_GROUP_ID,
+        None,
+        "",
+        INT32_MIN,
+    )

@@ -1,4 +1,5 @@
 """ListOffsets answers that the conformance suite found different from Kafka 4.4's (fixed here)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,9 +12,19 @@ from .helpers import create_topic, produce_request
 
 def _ask(client, topic, parts, version):
     R = message_class("ListOffsetsRequest")
-    body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name=topic, partitions=[
-        R.ListOffsetsPartition(partition_index=p, timestamp=ts, current_leader_epoch=-1, max_num_offsets=1)
-        for p, ts in parts])])
+    body = R(
+        replica_id=-1,
+        isolation_level=0,
+        topics=[
+            R.ListOffsetsTopic(
+                name=topic,
+                partitions=[
+                    R.ListOffsetsPartition(partition_index=p, timestamp=ts, current_leader_epoch=-1, max_num_offsets=1)
+                    for p, ts in parts
+                ],
+            )
+        ],
+    )
     return client.call(body, version).topics[0].partitions
 
 
@@ -58,7 +69,13 @@ def _delete_offsets_topic_records(client):
 
     client.call(message_class("FindCoordinatorRequest")(key="g", key_type=0), 3)
     R = message_class("DeleteRecordsRequest")
-    body = R(topics=[R.DeleteRecordsTopic(name="__consumer_offsets", partitions=[
-        R.DeleteRecordsPartition(partition_index=0, offset=0)])], timeout_ms=1000)
+    body = R(
+        topics=[
+            R.DeleteRecordsTopic(
+                name="__consumer_offsets", partitions=[R.DeleteRecordsPartition(partition_index=0, offset=0)]
+            )
+        ],
+        timeout_ms=1000,
+    )
     [answer] = client.call(body, 2).topics[0].partitions
     assert (answer.error_code, answer.low_watermark) == (errors.INVALID_TOPIC_EXCEPTION, -1)

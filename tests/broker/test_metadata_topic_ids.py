@@ -3,6 +3,7 @@
 The Java Admin's describeTopics(TopicCollection.ofTopicIds(...)) sends v12 with the id and Name "".
 v10/v11 have the TopicId field but do not serve it. Each case is also put to the reference Kafka.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -51,25 +52,34 @@ def test_id_wins_over_any_name(client, version):
     # a name without an id next to an id is ignored, and nothing is auto-created for it
     res = client.call(request([T(name="never-created"), T(topic_id=tid, name="")], auto_create=True), version)
     assert summary(res) == [(0, "winner", tid, 1)]
-    assert client.call(request([T(name="never-created")]), version).topics[0].error_code == \
-        errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert (
+        client.call(request([T(name="never-created")]), version).topics[0].error_code
+        == errors.UNKNOWN_TOPIC_OR_PARTITION
+    )
 
 
 def test_unknown_ids_first_with_null_name_and_repeats_answered_once(client):
     create_topic(client, "known")
     tid = topic_id(client, "known")
     other = uuid.UUID(int=7)
-    res = client.call(request([T(topic_id=UNKNOWN_ID), T(topic_id=tid), T(topic_id=other), T(topic_id=UNKNOWN_ID),
-                               T(topic_id=tid)]), 12)
-    assert summary(res) == [(errors.UNKNOWN_TOPIC_ID, None, UNKNOWN_ID, 0), (errors.UNKNOWN_TOPIC_ID, None, other, 0),
-                            (0, "known", tid, 1)]
+    res = client.call(
+        request([T(topic_id=UNKNOWN_ID), T(topic_id=tid), T(topic_id=other), T(topic_id=UNKNOWN_ID), T(topic_id=tid)]),
+        12,
+    )
+    assert summary(res) == [
+        (errors.UNKNOWN_TOPIC_ID, None, UNKNOWN_ID, 0),
+        (errors.UNKNOWN_TOPIC_ID, None, other, 0),
+        (0, "known", tid, 1),
+    ]
 
 
 def test_repeated_names_answered_once_found_topics_first(client):
     create_topic(client, "present")
     res = client.call(request([T(name="absent"), T(name="present"), T(name="absent")]), 12)
-    assert [(t.error_code, t.name) for t in res.topics] == [(0, "present"), (errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                                                               "absent")]
+    assert [(t.error_code, t.name) for t in res.topics] == [
+        (0, "present"),
+        (errors.UNKNOWN_TOPIC_OR_PARTITION, "absent"),
+    ]
 
 
 @pytest.mark.parametrize("version", [10, 11])
@@ -77,12 +87,16 @@ def test_repeated_names_answered_once_found_topics_first(client):
 def test_v10_v11_topic_ids_are_an_invalid_request_not_a_dropped_connection(client, version, case):
     create_topic(client, "old-style")
     tid = topic_id(client, "old-style")
-    topics = {"id": [T(topic_id=tid, name="")], "null name": [T(name=None)],
-              "unknown id": [T(topic_id=UNKNOWN_ID, name=None)],
-              "id and a name": [T(name="old-style"), T(topic_id=tid, name=None)]}[case]
+    topics = {
+        "id": [T(topic_id=tid, name="")],
+        "null name": [T(name=None)],
+        "unknown id": [T(topic_id=UNKNOWN_ID, name=None)],
+        "id and a name": [T(name="old-style"), T(topic_id=tid, name=None)],
+    }[case]
     res = client.call(request(topics), version)
-    assert [(t.error_code, t.name, t.topic_id, t.partitions) for t in res.topics] == \
-        [(errors.INVALID_REQUEST, t.name if t.name is not None else "", t.topic_id, []) for t in topics]
+    assert [(t.error_code, t.name, t.topic_id, t.partitions) for t in res.topics] == [
+        (errors.INVALID_REQUEST, t.name if t.name is not None else "", t.topic_id, []) for t in topics
+    ]
     assert (res.brokers, res.cluster_id, res.controller_id) == ([], None, -1)
     # the connection is still open
     assert client.call(request([T(name="old-style")]), version).topics[0].error_code == 0
@@ -121,11 +135,16 @@ def test_same_answers_as_the_reference_kafka(client, reference_kafka, version):
         create_topic(ref, ref_name, partitions=2)
         ours_id, ref_id = topic_id(client, ours_name), wait_for_topic(ref, ref_name)
         for case, build in CASES.items():
-            ours = client.call(request([T(name=ours_name if t.name == "X" else t.name, topic_id=t.topic_id)
-                                        for t in build(ours_id)]), version)
-            theirs = ref.call(request([T(name=ref_name if t.name == "X" else t.name, topic_id=t.topic_id)
-                                       for t in build(ref_id)]), version)
-            assert normalized(ours, {ours_id: "ID", ours_name: "T"}) == \
-                normalized(theirs, {ref_id: "ID", ref_name: "T"}), case
+            ours = client.call(
+                request([T(name=ours_name if t.name == "X" else t.name, topic_id=t.topic_id) for t in build(ours_id)]),
+                version,
+            )
+            theirs = ref.call(
+                request([T(name=ref_name if t.name == "X" else t.name, topic_id=t.topic_id) for t in build(ref_id)]),
+                version,
+            )
+            assert normalized(ours, {ours_id: "ID", ours_name: "T"}) == normalized(
+                theirs, {ref_id: "ID", ref_name: "T"}
+            ), case
     finally:
         ref.close()

@@ -1,5 +1,6 @@
 """The broker's Prometheus endpoint: scraped over HTTP, read with prometheus-client's own parser, and checked
 against what the clients did and what storage and the group coordinator hold."""
+
 from __future__ import annotations
 
 import sys
@@ -86,11 +87,13 @@ def test_counters_gauges_and_lag_follow_real_clients(metrics_broker):
 
     assert moved(after_produce, "kafka_server_brokertopicmetrics_messagesin_total") == 42
     assert moved(after_produce, "kafka_server_brokertopicmetrics_bytesin_total") == stored_bytes  # as sent
-    produce_requests = sum(v for labels, v in series(after_produce, "kafka_network_requestmetrics_requests_total")
-                           .items() if ("request", "Produce") in labels)
+    produce_requests = sum(
+        v
+        for labels, v in series(after_produce, "kafka_network_requestmetrics_requests_total").items()
+        if ("request", "Produce") in labels
+    )
     assert produce_requests >= 1
-    assert value(after_produce, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == \
-        produce_requests
+    assert value(after_produce, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == produce_requests
     assert moved(after_produce, "kafka_log_logflushstats_logflushrateandtimems_count") >= 1  # acks=all fsyncs
 
     # per-partition gauges equal storage's offsets, sizes and segment counts
@@ -98,12 +101,17 @@ def test_counters_gauges_and_lag_follow_real_clients(metrics_broker):
         assert value(after_produce, "kafka_log_log_logendoffset", topic=TOPIC, partition=p) == log.log_end_offset
         assert value(after_produce, "kafka_log_log_logstartoffset", topic=TOPIC, partition=p) == 0
         assert value(after_produce, "kafka_log_log_size", topic=TOPIC, partition=p) == log.size_bytes > 0
-        assert value(after_produce, "kafka_log_log_numlogsegments", topic=TOPIC, partition=p) == \
-            len(log.segments) == 1
+        assert value(after_produce, "kafka_log_log_numlogsegments", topic=TOPIC, partition=p) == len(log.segments) == 1
 
     # a consumer reads everything and commits 20 of partition 0 and all of partition 1
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "metrics-group",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "metrics-group",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     consumer.assign([confluent_kafka.TopicPartition(TOPIC, 0, 0), confluent_kafka.TopicPartition(TOPIC, 1, 0)])
     got = 0
     deadline = time.monotonic() + 20
@@ -112,13 +120,22 @@ def test_counters_gauges_and_lag_follow_real_clients(metrics_broker):
         if m is not None and m.error() is None:
             got += 1
     assert got == 42
-    consumer.commit(offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 20), confluent_kafka.TopicPartition(TOPIC, 1, 12)],
-                    asynchronous=False)
+    consumer.commit(
+        offsets=[confluent_kafka.TopicPartition(TOPIC, 0, 20), confluent_kafka.TopicPartition(TOPIC, 1, 12)],
+        asynchronous=False,
+    )
     consumer.close()
     after_consume = scrape(port)
     assert moved(after_consume, "kafka_server_brokertopicmetrics_bytesout_total") >= stored_bytes
-    assert value(after_consume, "kafka_network_requestmetrics_requests_total", request="OffsetCommit",
-                 version=_version_of(after_consume, "OffsetCommit")) >= 1
+    assert (
+        value(
+            after_consume,
+            "kafka_network_requestmetrics_requests_total",
+            request="OffsetCommit",
+            version=_version_of(after_consume, "OffsetCommit"),
+        )
+        >= 1
+    )
     lag = dict(consumergroup="metrics-group", topic=TOPIC)
     assert value(after_consume, "kafka_consumergroup_current_offset", partition=0, **lag) == 20
     assert value(after_consume, "kafka_consumergroup_current_offset", partition=1, **lag) == 12
@@ -138,8 +155,11 @@ def test_counters_gauges_and_lag_follow_real_clients(metrics_broker):
 
 
 def _version_of(samples, request: str) -> str:
-    versions = [dict(labels)["version"] for labels in series(samples, "kafka_network_requestmetrics_requests_total")
-                if ("request", request) in labels]
+    versions = [
+        dict(labels)["version"]
+        for labels in series(samples, "kafka_network_requestmetrics_requests_total")
+        if ("request", request) in labels
+    ]
     assert len(versions) == 1, versions
     return versions[0]
 
@@ -151,8 +171,17 @@ def test_exact_counts_on_one_raw_connection(metrics_broker):
     setup = RawClient(b.address)
     assert create_topic(setup, "raw-metrics").error_code == 0
     setup.close()
-    wait_until(lambda: value(scrape(port), "kafka_server_socket_server_metrics_connection_count",
-                             listener="PLAINTEXT", networkProcessor="0") == 0)
+    wait_until(
+        lambda: (
+            value(
+                scrape(port),
+                "kafka_server_socket_server_metrics_connection_count",
+                listener="PLAINTEXT",
+                networkProcessor="0",
+            )
+            == 0
+        )
+    )
     before = scrape(port)
 
     client = RawClient(b.address)
@@ -186,8 +215,12 @@ def test_exact_counts_on_one_raw_connection(metrics_broker):
     assert moved(during, "kafka_network_requestmetrics_requests_total", request="Produce", version=9) == 4
     assert moved(during, "kafka_network_requestmetrics_requests_total", request="Fetch", version=11) == 1
     assert moved(during, "kafka_network_requestmetrics_totaltimems_count", request="Produce") == 4
-    assert moved(during, "kafka_network_requestmetrics_errors_total", request="Produce",
-                 error="UNKNOWN_TOPIC_OR_PARTITION") == 1
+    assert (
+        moved(
+            during, "kafka_network_requestmetrics_errors_total", request="Produce", error="UNKNOWN_TOPIC_OR_PARTITION"
+        )
+        == 1
+    )
     assert moved(during, "kafka_server_brokertopicmetrics_messagesin_total") == 9
     assert moved(during, "kafka_server_brokertopicmetrics_bytesin_total") == 3 * len(records)
     assert moved(during, "kafka_server_brokertopicmetrics_bytesout_total") == fetch_answer
@@ -197,9 +230,12 @@ def test_exact_counts_on_one_raw_connection(metrics_broker):
     assert value(during, "kafka_server_socket_server_metrics_connection_count", **at) == 1
     assert value(during, "kafka_log_log_logendoffset", topic="raw-metrics", partition=0) == 9
 
-    wait_until(lambda: value(scrape(port), "kafka_server_socket_server_metrics_connection_close_total",
-                             reason="peer", **at) == value(before, "kafka_server_socket_server_metrics_"
-                                                                   "connection_close_total", reason="peer", **at) + 1)
+    wait_until(
+        lambda: (
+            value(scrape(port), "kafka_server_socket_server_metrics_connection_close_total", reason="peer", **at)
+            == value(before, "kafka_server_socket_server_metrics_connection_close_total", reason="peer", **at) + 1
+        )
+    )
     closed = scrape(port)
     assert value(closed, "kafka_server_socket_server_metrics_connection_count", **at) == 0
 
@@ -208,8 +244,17 @@ def test_exact_counts_on_one_raw_connection(metrics_broker):
     rogue.send_raw((b.broker.config.socket_request_max_bytes + 1).to_bytes(4, "big"))
     assert rogue.is_closed()
     rogue.close()
-    wait_until(lambda: value(scrape(port), "kafka_server_socket_server_metrics_connection_close_total",
-                             reason="frame_too_large", **at) == 1)
+    wait_until(
+        lambda: (
+            value(
+                scrape(port),
+                "kafka_server_socket_server_metrics_connection_close_total",
+                reason="frame_too_large",
+                **at,
+            )
+            == 1
+        )
+    )
 
 
 def _frame_len(body, version: int) -> int:
@@ -249,8 +294,12 @@ def test_metrics_off_by_default_listens_on_nothing_more(tmp_path):
     with start_in_thread(cfg) as b:
         new = _listening_ports() - ours
         assert new == {b.port, b.broker.metrics.port}
-        assert "kafka_network_requestmetrics_requests" in {f.name for f in parser.text_string_to_metric_families(
-            urllib.request.urlopen(f"http://127.0.0.1:{b.broker.metrics.port}/metrics", timeout=10).read().decode())}
+        assert "kafka_network_requestmetrics_requests" in {
+            f.name
+            for f in parser.text_string_to_metric_families(
+                urllib.request.urlopen(f"http://127.0.0.1:{b.broker.metrics.port}/metrics", timeout=10).read().decode()
+            )
+        }
         metrics_port = b.broker.metrics.port
     with pytest.raises(urllib.error.URLError):  # stopped with the broker
         urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2)
@@ -262,15 +311,26 @@ def test_memory_engine_gauges(tmp_path):
     with start_in_thread(cfg) as b:
         client = RawClient(b.address)
         assert create_topic(client, "mem-metrics", partitions=3).error_code == 0
-        assert client.call(produce_request("mem-metrics", 2, batch([b"1", b"2"])), 9).responses[0] \
-            .partition_responses[0].error_code == 0
+        assert (
+            client.call(produce_request("mem-metrics", 2, batch([b"1", b"2"])), 9)
+            .responses[0]
+            .partition_responses[0]
+            .error_code
+            == 0
+        )
         client.close()
         now = scrape(b.broker.metrics.port)
-        ends = {dict(labels)["partition"]: v for labels, v in series(now, "kafka_log_log_logendoffset").items()
-                if ("topic", "mem-metrics") in labels}
+        ends = {
+            dict(labels)["partition"]: v
+            for labels, v in series(now, "kafka_log_log_logendoffset").items()
+            if ("topic", "mem-metrics") in labels
+        }
         assert ends == {"0": 0, "1": 0, "2": 2}
-        assert value(now, "kafka_log_log_size", topic="mem-metrics", partition=2) == \
-            b.broker.storage.partition("mem-metrics", 2).size_bytes > 0
+        assert (
+            value(now, "kafka_log_log_size", topic="mem-metrics", partition=2)
+            == b.broker.storage.partition("mem-metrics", 2).size_bytes
+            > 0
+        )
 
 
 def test_properties_key():
@@ -289,7 +349,18 @@ def test_fails_closed_without_prometheus_client(monkeypatch, tmp_path, caplog):
     cfg.metrics_listener = ("127.0.0.1", 0)
     with pytest.raises(MetricsUnavailable, match=r"kafkawire\[metrics\]"):
         start_in_thread(cfg)
-    code = main(["serve", "--metrics", "127.0.0.1:0", "--listen", "127.0.0.1:0", "--storage", "memory",
-                 "--data-dir", str(tmp_path)])
+    code = main(
+        [
+            "serve",
+            "--metrics",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+            "--storage",
+            "memory",
+            "--data-dir",
+            str(tmp_path),
+        ]
+    )
     assert code == 2
     assert "prometheus-client" in caplog.text

@@ -1,4 +1,5 @@
 """``python -m kafkawire serve`` as a process: start time, SIGTERM, restart on the same port, stdin closed."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,14 @@ def free_port() -> int:
 
 def start(args, tmp_path, stdin=subprocess.DEVNULL):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", *args], cwd=tmp_path, stdin=stdin,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkawire", "serve", *args],
+        cwd=tmp_path,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     return proc
 
 
@@ -146,7 +153,8 @@ def test_server_properties_file_as_only_argument(tmp_path):
         f"log.dirs={tmp_path / 'logs'}\n"
         "node.id=7\n"
         "num.partitions=4\n"
-        "some.unknown.key=1\n")
+        "some.unknown.key=1\n"
+    )
     proc = start([str(props)], tmp_path)
     try:
         wait_listening(port, proc)

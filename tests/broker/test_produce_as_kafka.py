@@ -6,6 +6,7 @@ with a message), per-partition request checks and checks of the batch as a whole
 no message), checks of the batch's contents and of producer state (the log start offset, no message),
 record timestamps (the log start offset, a message and one record error per record).
 """
+
 from __future__ import annotations
 
 import struct
@@ -42,8 +43,7 @@ def patched(data, offset, fmt, value, fix_crc=False):
 def init_producer(client):
     R = message_class("InitProducerIdRequest")
     for _ in range(100):  # Kafka answers COORDINATOR_LOAD_IN_PROGRESS for a moment at first
-        res = client.call(R(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1,
-                            producer_epoch=-1), 4)
+        res = client.call(R(transactional_id=None, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 4)
         if res.error_code == 0:
             return res.producer_id, res.producer_epoch
         time.sleep(0.1)
@@ -51,8 +51,14 @@ def init_producer(client):
 
 
 def shape(p):
-    return (p.error_code, p.log_append_time_ms, p.log_start_offset, p.error_message is not None,
-            [e.batch_index for e in p.record_errors], [e.batch_index_error_message is not None for e in p.record_errors])
+    return (
+        p.error_code,
+        p.log_append_time_ms,
+        p.log_start_offset,
+        p.error_message is not None,
+        [e.batch_index for e in p.record_errors],
+        [e.batch_index_error_message is not None for e in p.record_errors],
+    )
 
 
 def answer(client, topic, data, version=11, transactional_id=None):
@@ -68,10 +74,13 @@ def cases(pid, epoch, txn_pid):
     b = records()
     truncated = b[:-5]
     bad_crc = b[:-1] + bytes([b[-1] ^ 0xFF])
-    idem = lambda seq, **kw: records(producer_id=kw.get("pid", pid), producer_epoch=kw.get("epoch", epoch),  # noqa: E731
-                                     base_sequence=seq)
-    txn = build_batch([(b"k", b"v", [], now)], producer_id=txn_pid[0], producer_epoch=txn_pid[1], base_sequence=0,
-                      transactional=True)
+
+    def idem(seq, **kw):
+        return records(producer_id=kw.get("pid", pid), producer_epoch=kw.get("epoch", epoch), base_sequence=seq)
+
+    txn = build_batch(
+        [(b"k", b"v", [], now)], producer_id=txn_pid[0], producer_epoch=txn_pid[1], base_sequence=0, transactional=True
+    )
     return [
         ("ok", records(), 11, None),
         ("truncated", truncated, 11, None),
@@ -109,8 +118,10 @@ def cases(pid, epoch, txn_pid):
 def test_produce_answers_as_kafka(client):
     create_topic(client, "pa")
     pid, epoch = init_producer(client)
-    got = {label: shape(answer(client, "pa", data, v, tid))
-           for label, data, v, tid in cases(pid, epoch, init_producer(client))}
+    got = {
+        label: shape(answer(client, "pa", data, v, tid))
+        for label, data, v, tid in cases(pid, epoch, init_producer(client))
+    }
     first = {label: (s[0], s[2], s[3]) for label, s in got.items()}
     assert first["truncated"] == (errors.INVALID_RECORD, -1, False)
     assert first["declared shorter"] == (errors.CORRUPT_MESSAGE, -1, False)  # one batch, which fails its CRC
@@ -133,11 +144,24 @@ def test_a_framing_error_fails_every_partition(client):
     create_topic(client, "pa-two", partitions=2)
     R = message_class("ProduceRequest")
     bad = patched(records(1), 16, ">b", 3)
-    body = R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(name="pa-two", partition_data=[
-        R.PartitionProduceData(index=0, records=records(1)), R.PartitionProduceData(index=1, records=bad)])])
+    body = R(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            R.TopicProduceData(
+                name="pa-two",
+                partition_data=[
+                    R.PartitionProduceData(index=0, records=records(1)),
+                    R.PartitionProduceData(index=1, records=bad),
+                ],
+            )
+        ],
+    )
     answers = client.call(body, 11).responses[0].partition_responses
-    assert [(p.error_code, p.error_message is not None, p.base_offset) for p in answers] == \
-        [(errors.CORRUPT_MESSAGE, True, -1)] * 2
+    assert [(p.error_code, p.error_message is not None, p.base_offset) for p in answers] == [
+        (errors.CORRUPT_MESSAGE, True, -1)
+    ] * 2
     assert client.call(body, 3).responses[0].partition_responses[0].error_code == errors.CORRUPT_MESSAGE
 
 
@@ -148,11 +172,13 @@ def test_transactional_records_are_not_appended_before_the_transaction_log_exist
 
     create_topic(client, "pa-txn")
     pid, epoch = init_producer(client)
-    txn = records(1, ts=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch, base_sequence=0,
-                  transactional=True)
+    txn = records(
+        1, ts=int(time.time() * 1000), producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True
+    )
     for version in (3, 8, 11, 12, 13):
         if version >= 13:
             from .test_metadata_topic_ids import topic_id
+
             req = produce_request("", 0, txn, transactional_id="t", topic_id=topic_id(client, "pa-txn"))
         else:
             req = produce_request("pa-txn", 0, txn, transactional_id="t")
@@ -175,8 +201,15 @@ def test_timestamp_errors_name_each_record(client):
 def test_describe_producers_unknown_topic_has_a_message(client):
     create_topic(client, "dp")
     D = message_class("DescribeProducersRequest")
-    res = client.call(D(topics=[D.TopicRequest(name="dp-missing", partition_indexes=[0]),
-                                D.TopicRequest(name="dp", partition_indexes=[4])]), 0)
+    res = client.call(
+        D(
+            topics=[
+                D.TopicRequest(name="dp-missing", partition_indexes=[0]),
+                D.TopicRequest(name="dp", partition_indexes=[4]),
+            ]
+        ),
+        0,
+    )
     missing, partition = res.topics[0].partitions[0], res.topics[1].partitions[0]
     assert (missing.error_code, missing.error_message is not None) == (errors.UNKNOWN_TOPIC_OR_PARTITION, True)
     assert (partition.error_code, partition.error_message) == (errors.UNKNOWN_TOPIC_OR_PARTITION, None)
@@ -192,8 +225,9 @@ def test_same_answers_as_the_reference_kafka(client, reference_kafka):
         produce_when_led(ref, produce_request(theirs, 0, records(1)), 11)
         client.call(produce_request("pa-ref", 0, records(1)), 11)
         ours_pid, theirs_pid = init_producer(client), init_producer(ref)
-        for (label, a, v, tid), (_, b, _, _) in zip(cases(*ours_pid, init_producer(client)),
-                                                    cases(*theirs_pid, init_producer(ref))):
+        for (label, a, v, tid), (_, b, _, _) in zip(
+            cases(*ours_pid, init_producer(client)), cases(*theirs_pid, init_producer(ref))
+        ):
             tid_ours = tid and tid + "-ours"
             tid_theirs = tid and unique(tid)
             x, y = answer(client, "pa-ref", a, v, tid_ours), answer(ref, theirs, b, v, tid_theirs)
@@ -220,12 +254,24 @@ def test_framing_errors_as_kafka_with_two_partitions(client, reference_kafka, ve
         R = message_class("ProduceRequest")
 
         def ask(c, name, second):
-            body = R(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[R.TopicProduceData(
-                name=name, partition_data=[R.PartitionProduceData(index=0, records=records(1)),
-                                           R.PartitionProduceData(index=1, records=second)])])
+            body = R(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5000,
+                topic_data=[
+                    R.TopicProduceData(
+                        name=name,
+                        partition_data=[
+                            R.PartitionProduceData(index=0, records=records(1)),
+                            R.PartitionProduceData(index=1, records=second),
+                        ],
+                    )
+                ],
+            )
             parts = c.call(body, version).responses[0].partition_responses
-            return sorted((p.index, p.error_code, p.base_offset, p.log_start_offset, p.error_message is None)
-                          for p in parts)
+            return sorted(
+                (p.index, p.error_code, p.base_offset, p.log_start_offset, p.error_message is None) for p in parts
+            )
 
         for second in (patched(records(1), 16, ">b", 3), patched(records(1), 8, ">i", 5), records(1)[:-4]):
             assert ask(client, f"pa-frame{version}", second) == ask(ref, theirs, second)

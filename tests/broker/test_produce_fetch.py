@@ -1,4 +1,5 @@
 """Produce and Fetch: round trips at every version, limits, conversions, long polling, pipelining."""
+
 from __future__ import annotations
 
 import threading
@@ -147,8 +148,12 @@ def test_old_producer_message_sets_are_up_converted(client, produce_version, mag
     f = client.call(fetch_request([("legacy", 0, 0)]), 12)
     entries = list(iter_batches(bytes(f.responses[0].partitions[0].records)))
     assert all(e.magic == 2 for e in entries)
-    assert records_with_offsets(f.responses[0].partitions[0].records) == [(0, b"v1"), (1, b"v2"), (2, b"v3"),
-                                                                         (3, b"v4")]
+    assert records_with_offsets(f.responses[0].partitions[0].records) == [
+        (0, b"v1"),
+        (1, b"v2"),
+        (2, b"v3"),
+        (3, b"v4"),
+    ]
 
 
 def test_corrupt_legacy_message_set(client):
@@ -174,7 +179,14 @@ def test_old_consumers_get_down_converted_message_sets(client, fetch_version, ma
 def test_log_append_time_topic(client):
     create_topic(client, "lat", configs={"message.timestamp.type": "LogAppendTime"})
     before = int(time.time() * 1000)
-    pr = produce_ok(client, "lat", batch([b"a"], ), version=9)
+    pr = produce_ok(
+        client,
+        "lat",
+        batch(
+            [b"a"],
+        ),
+        version=9,
+    )
     assert pr.log_append_time_ms >= before
     f = client.call(fetch_request([("lat", 0, 0)]), 12)
     (entry,) = list(iter_batches(bytes(f.responses[0].partitions[0].records)))
@@ -191,8 +203,13 @@ def test_pipelined_requests_are_answered_in_order(client):
         elif i % 3 == 1:
             ids.append((1, 12, client.send(fetch_request([("pipe", 0, 0)], max_wait_ms=50, min_bytes=10**9), 12)))
         else:
-            ids.append((18, 3, client.send(msg("ApiVersionsRequest", client_software_name="a",
-                                                client_software_version="1"), 3)))
+            ids.append(
+                (
+                    18,
+                    3,
+                    client.send(msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"), 3),
+                )
+            )
     offsets = []
     for key, version, cid in ids:
         body = client.recv(key, version, cid)
@@ -272,8 +289,9 @@ def test_topic_compression_type_recompresses(client):
     create_topic(client, "recomp", configs={"compression.type": "gzip"})
     pid, epoch = init_producer(client)
     produce_ok(client, "recomp", batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=0))
-    produce_ok(client, "recomp", batch([b"c"], compression="lz4", producer_id=pid, producer_epoch=epoch,
-                                       base_sequence=2))
+    produce_ok(
+        client, "recomp", batch([b"c"], compression="lz4", producer_id=pid, producer_epoch=epoch, base_sequence=2)
+    )
     f = client.call(fetch_request([("recomp", 0, 0)]), 12)
     entries = list(iter_batches(bytes(f.responses[0].partitions[0].records)))
     assert [int(e.compression) for e in entries] == [1, 1]

@@ -5,6 +5,7 @@ Kafka's answers: read_committed returns records below the last stable offset (LS
 transactions overlapping them ((producer id, first offset), an empty list when none); read_uncommitted returns
 everything, with the LSO reported too and a null aborted list. ListOffsets LATEST is the LSO for read_committed.
 """
+
 from __future__ import annotations
 
 import time
@@ -45,12 +46,14 @@ def txn_topic(broker, client):
 
 def batch_offsets(records):
     from kafkawire.protocol.records import iter_batches
+
     return [(b.base_offset, b.last_offset, b.is_control) for b in iter_batches(bytes(records or b""))]
 
 
 @pytest.mark.parametrize("version", [4, 11, 12, 13, 17, 18])
 def test_fetch_read_committed_stops_at_the_lso_with_aborted_transactions(client, txn_topic, version):
     from .test_metadata_topic_ids import topic_id
+
     key = topic_id(client, "tx") if version >= 13 else "tx"
     p = client.call(fetch_request([(key, 0, 0)], isolation_level=1), version).responses[0].partitions[0]
     start = 0 if version >= 5 else -1  # LogStartOffset: v5+
@@ -76,8 +79,13 @@ def test_fetch_read_committed_moves_with_the_marker(broker, client, txn_topic):
 
 def list_offsets(client, version, timestamp, isolation):
     R = message_class("ListOffsetsRequest")
-    req = R(replica_id=-1, isolation_level=isolation, topics=[R.ListOffsetsTopic(
-        name="tx", partitions=[R.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+    req = R(
+        replica_id=-1,
+        isolation_level=isolation,
+        topics=[
+            R.ListOffsetsTopic(name="tx", partitions=[R.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])
+        ],
+    )
     p = client.call(req, version).topics[0].partitions[0]
     return p.error_code, p.offset, p.timestamp
 
@@ -100,14 +108,22 @@ def test_read_committed_long_poll_wakes_when_the_commit_marker_is_written(broker
 
     create_topic(client, "lp")
     host, port = broker.address
-    producer = Producer({"bootstrap.servers": f"{host}:{port}", "transactional.id": "lp-tx", "linger.ms": 0,
-                         "broker.address.family": "v4"})
+    producer = Producer(
+        {
+            "bootstrap.servers": f"{host}:{port}",
+            "transactional.id": "lp-tx",
+            "linger.ms": 0,
+            "broker.address.family": "v4",
+        }
+    )
     producer.init_transactions(60)
     producer.begin_transaction()
     producer.produce("lp", value=b"pending", partition=0)
     producer.flush(30)
-    assert client.call(fetch_request([("lp", 0, 0)], isolation_level=1), 12).responses[0].partitions[0] \
-        .last_stable_offset == 0
+    assert (
+        client.call(fetch_request([("lp", 0, 0)], isolation_level=1), 12).responses[0].partitions[0].last_stable_offset
+        == 0
+    )
     client.sock.settimeout(60)
     cid = client.send(fetch_request([("lp", 0, 0)], max_wait_ms=120_000, min_bytes=1, isolation_level=1), 12)
     producer.commit_transaction(60)

@@ -1,5 +1,6 @@
 """A restart of a segments broker in the middle of a transaction: the log keeps the transaction open (last stable
 offset at its first record, DescribeProducers naming where it started) and the producer can still abort it."""
+
 from __future__ import annotations
 
 import time
@@ -32,8 +33,14 @@ def test_restart_mid_transaction_keeps_it_open_until_the_producer_aborts(tmp_pat
         client = RawClient(broker.address)
         create_topic(client, "rs")
         host, port = broker.address
-        producer = Producer({"bootstrap.servers": f"{host}:{port}", "transactional.id": "rs-tx", "linger.ms": 0,
-                             "broker.address.family": "v4"})
+        producer = Producer(
+            {
+                "bootstrap.servers": f"{host}:{port}",
+                "transactional.id": "rs-tx",
+                "linger.ms": 0,
+                "broker.address.family": "v4",
+            }
+        )
         producer.init_transactions(60)
         producer.begin_transaction()
         producer.produce("rs", value=b"in flight", partition=0)

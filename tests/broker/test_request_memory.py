@@ -1,5 +1,6 @@
 """queued.max.request.bytes: the bytes of requests being received or waiting for an answer are bounded
 across connections; reading pauses (backpressure) instead of buffering without limit."""
+
 from __future__ import annotations
 
 import select
@@ -71,7 +72,7 @@ def test_fifty_partial_large_frames_keep_memory_bounded():
                 for s in writable:
                     i = socks.index(s)
                     try:
-                        n = s.send(chunk[:min(MB, 60 * MB - sent[i])])
+                        n = s.send(chunk[: min(MB, 60 * MB - sent[i])])
                     except BlockingIOError:
                         continue
                     sent[i] += n

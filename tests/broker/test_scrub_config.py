@@ -1,4 +1,5 @@
 """``kafkawire.log.scrub.bytes.per.sec``: off by default, validated, and `serve` starts the scrubber with it."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,11 +42,21 @@ def test_serve_scrubs_sealed_segments_in_the_background(tmp_path):
     lost = int(sealed.stem)
 
     port = free_port()
-    proc = start(["--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir),
-                  "--override", "kafkawire.log.scrub.bytes.per.sec=100000000"], tmp_path)
+    proc = start(
+        [
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            str(data_dir),
+            "--override",
+            "kafkawire.log.scrub.bytes.per.sec=100000000",
+        ],
+        tmp_path,
+    )
     try:
         wait_listening(port, proc, timeout=30)
         deadline = time.monotonic() + 30
+
         def repaired() -> bool:
             # the quarantine file is written first, then the segment without the damage is swapped in
             return bool(list((data_dir / "t-0").glob("*.quarantine"))) and sealed.stat().st_size < len(data)

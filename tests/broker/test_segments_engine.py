@@ -1,4 +1,5 @@
 """The same broker on the on-disk engine: appends run in storage threads, in order per partition."""
+
 from __future__ import annotations
 
 import threading
@@ -109,8 +110,12 @@ def test_retention_runs_on_a_timer(tmp_path):
     from .conftest import RawClient
     from .test_admin import list_offsets
 
-    cfg = BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "ret"),
-                       properties={"log.retention.check.interval.ms": "100"})
+    cfg = BrokerConfig(
+        port=0,
+        storage="segments",
+        data_dir=str(tmp_path / "ret"),
+        properties={"log.retention.check.interval.ms": "100"},
+    )
     b = start_in_thread(cfg)
     try:
         c = RawClient(b.address)

@@ -1,4 +1,5 @@
 """Fetch sessions (KIP-227) and idempotent producer sequence rules."""
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -62,8 +63,9 @@ def init_producer(client, version=4):
 
 
 def produce_idem(client, topic, pid, epoch, seq, values):
-    res = client.call(produce_request(topic, 0, batch(values, producer_id=pid, producer_epoch=epoch,
-                                                      base_sequence=seq)), 9)
+    res = client.call(
+        produce_request(topic, 0, batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)), 9
+    )
     return res.responses[0].partition_responses[0]
 
 
@@ -132,8 +134,7 @@ def test_incremental_fetch_rotates_answered_partitions(client, connect):
     for p in (0, 1):
         for _ in range(3):
             producer.call(produce_request("rot", p, batch([b"x" * 1000])), 9)
-    full = client.call(fetch_request([("rot", 0, 0), ("rot", 1, 0)], session_id=0, session_epoch=0,
-                                     max_bytes=1), 12)
+    full = client.call(fetch_request([("rot", 0, 0), ("rot", 1, 0)], session_id=0, session_epoch=0, max_bytes=1), 12)
     sid = full.session_id
     assert [p.partition_index for t in full.responses for p in t.partitions if len(p.records or b"")] == [0]
     answered = []

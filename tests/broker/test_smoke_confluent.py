@@ -1,4 +1,5 @@
 """Smoke check with a real client (librdkafka via confluent-kafka); the full matrix lives in tests/peers."""
+
 from __future__ import annotations
 
 import time
@@ -16,16 +17,24 @@ def test_confluent_produce_and_consume(broker):
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic("smoke", num_partitions=2, replication_factor=1)])
     futures["smoke"].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5,
-                         "compression.type": "lz4"})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5, "compression.type": "lz4"}
+    )
     delivered = []
     for i in range(100):
-        producer.produce("smoke", value=b"v%d" % i, key=b"k%d" % (i % 7),
-                         on_delivery=lambda err, msg: delivered.append(err))
+        producer.produce(
+            "smoke", value=b"v%d" % i, key=b"k%d" % (i % 7), on_delivery=lambda err, msg: delivered.append(err)
+        )
     assert producer.flush(15) == 0
     assert delivered == [None] * 100
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "smoke", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "smoke",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition("smoke", 0, 0), TopicPartition("smoke", 1, 0)])
     got = []
     deadline = time.time() + 15

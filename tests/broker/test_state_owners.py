@@ -1,5 +1,6 @@
 """Broker-wide state has one owner each, a package under ``kafkawire/broker/``, created and started by the
 ``Broker`` (not by a handler module) and reached by handlers through the broker."""
+
 from __future__ import annotations
 
 import ast
@@ -12,8 +13,12 @@ from kafkawire.broker.server import start_in_thread
 
 BROKER = Path(kafkawire.broker.__file__).parent
 # the broker attribute -> the package that owns that state
-OWNERS = {"waiters": "fetch_waiters", "fetch_sessions": "fetch_sessions", "producers": "producer_state",
-          "group_coordinator": "groups"}
+OWNERS = {
+    "waiters": "fetch_waiters",
+    "fetch_sessions": "fetch_sessions",
+    "producers": "producer_state",
+    "group_coordinator": "groups",
+}
 
 
 def _imported_modules(path: Path) -> set[str]:

@@ -1,4 +1,5 @@
 """ApiVersions and Metadata over a real socket."""
+
 from __future__ import annotations
 
 import struct
@@ -142,8 +143,10 @@ def test_null_client_id_reads_as_empty(client):
     from kafkawire.protocol import encode_request, request_header
 
     for version in (0, 3):  # header v1 and the flexible header v2 both keep a 2-byte-length client id
-        frame = encode_request(request_header(18, version, 99, None),
-                               msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"))
+        frame = encode_request(
+            request_header(18, version, 99, None),
+            msg("ApiVersionsRequest", client_software_name="a", client_software_version="1"),
+        )
         assert frame[12:14] == b"\xff\xff"
         client.send_raw(frame)
         payload = client.read_frame()

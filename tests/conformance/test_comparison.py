@@ -1,4 +1,5 @@
 """The comparison and normalisation of the conformance suite: they must see real differences."""
+
 from __future__ import annotations
 
 import uuid
@@ -15,13 +16,32 @@ MetadataResponse = message_class("MetadataResponse")
 
 def _metadata(topic_id, *, error=0, partitions=(0,), leader=1, port=9092, message_host="h", cluster="c1"):
     R = MetadataResponse
-    return R(throttle_time_ms=7, cluster_id=cluster, controller_id=1,
-             brokers=[R.MetadataResponseBroker(node_id=1, host=message_host, port=port, rack=None)],
-             topics=[R.MetadataResponseTopic(error_code=error, name="events", topic_id=topic_id, is_internal=False,
-                                             partitions=[R.MetadataResponsePartition(
-                                                 error_code=0, partition_index=p, leader_id=leader, leader_epoch=0,
-                                                 replica_nodes=[leader], isr_nodes=[leader], offline_replicas=[])
-                                                 for p in partitions])])
+    return R(
+        throttle_time_ms=7,
+        cluster_id=cluster,
+        controller_id=1,
+        brokers=[R.MetadataResponseBroker(node_id=1, host=message_host, port=port, rack=None)],
+        topics=[
+            R.MetadataResponseTopic(
+                error_code=error,
+                name="events",
+                topic_id=topic_id,
+                is_internal=False,
+                partitions=[
+                    R.MetadataResponsePartition(
+                        error_code=0,
+                        partition_index=p,
+                        leader_id=leader,
+                        leader_epoch=0,
+                        replica_nodes=[leader],
+                        isr_nodes=[leader],
+                        offline_replicas=[],
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
 
 
 def _tree(message, version=12, node=1):
@@ -40,14 +60,21 @@ def test_an_error_code_difference_is_found_with_its_path():
 
 
 def test_a_missing_partition_is_found():
-    found = differences(_tree(_metadata(uuid.uuid4(), partitions=(0,))),
-                        _tree(_metadata(uuid.uuid4(), partitions=(0, 1))))
-    assert [(d.path, d.kafkawire, d.kafka) for d in found] == [("topics[events].partitions[1]", "<absent>", "<present>")]
+    found = differences(
+        _tree(_metadata(uuid.uuid4(), partitions=(0,))), _tree(_metadata(uuid.uuid4(), partitions=(0, 1)))
+    )
+    assert [(d.path, d.kafkawire, d.kafka) for d in found] == [
+        ("topics[events].partitions[1]", "<absent>", "<present>")
+    ]
 
 
 def test_partitions_in_another_order_are_the_same_answer():
-    assert differences(_tree(_metadata(uuid.uuid4(), partitions=(0, 1))),
-                       _tree(_metadata(uuid.uuid4(), partitions=(1, 0)))) == []
+    assert (
+        differences(
+            _tree(_metadata(uuid.uuid4(), partitions=(0, 1))), _tree(_metadata(uuid.uuid4(), partitions=(1, 0)))
+        )
+        == []
+    )
 
 
 def test_a_wrong_topic_id_is_still_a_difference():
@@ -72,8 +99,15 @@ def test_member_ids_are_mapped_consistently():
     JoinGroupResponse = message_class("JoinGroupResponse")
 
     def joined(leader, member):
-        return JoinGroupResponse(error_code=0, generation_id=1, protocol_type="consumer", protocol_name="range",
-                                 leader=leader, member_id=member, members=[])
+        return JoinGroupResponse(
+            error_code=0,
+            generation_id=1,
+            protocol_type="consumer",
+            protocol_name="range",
+            leader=leader,
+            member_id=member,
+            members=[],
+        )
 
     same = differences(Normaliser(1).tree(joined("m-1", "m-1"), 9), Normaliser(1).tree(joined("x-9", "x-9"), 9))
     assert same == []
@@ -89,14 +123,26 @@ def test_null_and_text_error_messages_differ_but_texts_do_not():
         return R(topics=[R.CreatableTopicResult(name="t", error_code=37, error_message=message)])
 
     assert differences(_tree(answer("one text"), 7), _tree(answer("another"), 7)) == []
-    assert [d.path for d in differences(_tree(answer(None), 7), _tree(answer("text"), 7))] == \
-        ["topics[t].error_message"]
+    assert [d.path for d in differences(_tree(answer(None), 7), _tree(answer("text"), 7))] == [
+        "topics[t].error_message"
+    ]
 
 
 def test_build_drops_fields_a_version_lacks():
-    data = {"topics": [{"topic": "t", "topic_id": uuid.uuid4(), "partitions": [
-        {"partition": 0, "fetch_offset": 5, "current_leader_epoch": 3, "partition_max_bytes": 10}]}],
-        "max_wait_ms": 0, "min_bytes": 1, "isolation_level": 1}
+    data = {
+        "topics": [
+            {
+                "topic": "t",
+                "topic_id": uuid.uuid4(),
+                "partitions": [
+                    {"partition": 0, "fetch_offset": 5, "current_leader_epoch": 3, "partition_max_bytes": 10}
+                ],
+            }
+        ],
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "isolation_level": 1,
+    }
     old = build("Fetch", 4, data)
     new = build("Fetch", 13, data)
     old.encode(4)
@@ -106,14 +152,17 @@ def test_build_drops_fields_a_version_lacks():
 
 def test_build_refuses_a_field_no_version_has():
     import pytest
+
     with pytest.raises(KeyError):
         build("Metadata", 12, {"topicz": []})
 
 
 def test_explanations_match_narrowly(tmp_path):
     path = tmp_path / "explained.toml"
-    path.write_text('[[explained]]\napi = "Produce"\nversions = [0, 2]\nfield = "<answer>"\n'
-                    'kafka = "<connection closed>"\nreason = "r"\n')
+    path.write_text(
+        '[[explained]]\napi = "Produce"\nversions = [0, 2]\nfield = "<answer>"\n'
+        'kafka = "<connection closed>"\nreason = "r"\n'
+    )
     entries = explain.load(path)
     assert explain.find(entries, "Produce", 1, "Produce/x", "<answer>", {}, "<connection closed>")
     assert not explain.find(entries, "Produce", 3, "Produce/x", "<answer>", {}, "<connection closed>")
@@ -123,6 +172,7 @@ def test_explanations_match_narrowly(tmp_path):
 
 def test_blanket_explanations_are_refused(tmp_path):
     import pytest
+
     path = tmp_path / "explained.toml"
     path.write_text('[[explained]]\napi = "Produce"\nversions = [0, 13]\nfield = "*"\nreason = "r"\n')
     with pytest.raises(ValueError):
@@ -131,8 +181,9 @@ def test_blanket_explanations_are_refused(tmp_path):
 
 def test_brackets_in_explained_paths_are_literal(tmp_path):
     path = tmp_path / "explained.toml"
-    path.write_text('[[explained]]\napi = "Metadata"\nversions = [4, 13]\nfield = "topics[*].error_code"\n'
-                    'reason = "r"\n')
+    path.write_text(
+        '[[explained]]\napi = "Metadata"\nversions = [4, 13]\nfield = "topics[*].error_code"\nreason = "r"\n'
+    )
     entries = explain.load(path)
     assert explain.find(entries, "Metadata", 4, "Metadata/x", "topics[cf<run>-a].error_code", 0, 3)
     assert not explain.find(entries, "Metadata", 4, "Metadata/x", "topics[a].partitions[0].error_code", 0, 3)
@@ -141,11 +192,28 @@ def test_brackets_in_explained_paths_are_literal(tmp_path):
 
 def _describe_configs(synonyms, documentation="text"):
     R = message_class("DescribeConfigsResponse")
-    return R(results=[R.DescribeConfigsResult(error_code=0, error_message="", resource_type=2, resource_name="t", configs=[
-        R.DescribeConfigsResourceResult(name="retention.ms", value="1", read_only=False, config_source=1,
-                                        is_sensitive=False, config_type=5, documentation=documentation,
-                                        synonyms=[R.DescribeConfigsSynonym(name=n, value="1", source=src)
-                                                  for n, src in synonyms])])])
+    return R(
+        results=[
+            R.DescribeConfigsResult(
+                error_code=0,
+                error_message="",
+                resource_type=2,
+                resource_name="t",
+                configs=[
+                    R.DescribeConfigsResourceResult(
+                        name="retention.ms",
+                        value="1",
+                        read_only=False,
+                        config_source=1,
+                        is_sensitive=False,
+                        config_type=5,
+                        documentation=documentation,
+                        synonyms=[R.DescribeConfigsSynonym(name=n, value="1", source=src) for n, src in synonyms],
+                    )
+                ],
+            )
+        ]
+    )
 
 
 def test_synonyms_are_compared_in_precedence_order():
@@ -158,14 +226,18 @@ def test_synonyms_are_compared_in_precedence_order():
 def test_documentation_texts_do_not_differ_but_null_and_text_do():
     syn = [("retention.ms", 1)]
     assert differences(_tree(_describe_configs(syn, "ours"), 4), _tree(_describe_configs(syn, "theirs"), 4)) == []
-    assert [d.path for d in differences(_tree(_describe_configs(syn, None), 4), _tree(_describe_configs(syn), 4))] == \
-        ["results[t].configs[retention.ms].documentation"]
+    assert [d.path for d in differences(_tree(_describe_configs(syn, None), 4), _tree(_describe_configs(syn), 4))] == [
+        "results[t].configs[retention.ms].documentation"
+    ]
 
 
 def _config_resources(resources):
     R = message_class("ListConfigResourcesResponse")
-    return R(throttle_time_ms=0, error_code=0,
-             config_resources=[R.ConfigResource(resource_name=n, resource_type=t) for n, t in resources])
+    return R(
+        throttle_time_ms=0,
+        error_code=0,
+        config_resources=[R.ConfigResource(resource_name=n, resource_type=t) for n, t in resources],
+    )
 
 
 def test_listed_config_resources_compare_as_a_set_but_a_missing_one_is_found():

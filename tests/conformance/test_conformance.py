@@ -5,6 +5,7 @@ One run of the whole corpus against a kafkawire and a reference Kafka both start
 no unexplained difference, at least 2,000 compared pairs, and a compared pair at every version of
 every API both brokers serve.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,8 +38,9 @@ def fresh_kafka(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report(fresh_kafka):
     with runner.kafkawire_broker() as kafkawire:
-        result = runner.run(runner.broker("kafkawire", kafkawire), runner.broker("kafka", fresh_kafka.bootstrap),
-                            jobs=2)
+        result = runner.run(
+            runner.broker("kafkawire", kafkawire), runner.broker("kafka", fresh_kafka.bootstrap), jobs=2
+        )
     Path("/tmp/conformance-diffs.txt").write_text("".join(u.line() + "\n" for u in result.unexplained))
     return result
 

@@ -7,6 +7,7 @@ Apache Kafka). kafkawire: a broker per test. Kafka: the session's shared node
 of ``harness.GROUP_OVERRIDES``. When Kafka cannot run, its tests fail in CI and
 skip elsewhere.
 """
+
 import uuid
 
 import pytest
@@ -51,10 +52,16 @@ def topic(request):
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "kafkawire_gap(reason): the scenario passes on Apache Kafka but kafkawire "
-                                       "fails it; expected to fail (strictly) only when the target is kafkawire")
-    config.addinivalue_line("markers", "restarts_broker: the test restarts or kills its broker, so on Kafka "
-                                       "it gets a private node instead of the shared one")
+    config.addinivalue_line(
+        "markers",
+        "kafkawire_gap(reason): the scenario passes on Apache Kafka but kafkawire "
+        "fails it; expected to fail (strictly) only when the target is kafkawire",
+    )
+    config.addinivalue_line(
+        "markers",
+        "restarts_broker: the test restarts or kills its broker, so on Kafka "
+        "it gets a private node instead of the shared one",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3,6 +3,7 @@
 The same scenarios run against Apache Kafka through ``peers.peer_harness.KafkaBroker``
 (see conftest.py); both take the group timings of ``GROUP_OVERRIDES``.
 """
+
 from __future__ import annotations
 
 import contextlib

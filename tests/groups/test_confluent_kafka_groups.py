@@ -4,6 +4,7 @@ Three consumers in their own processes share a 6-partition topic. One closes cle
 the survivor must get every partition within the session timeout and, with the others, consume every
 record. After a broker restart a new consumer resumes at the committed offsets.
 """
+
 from __future__ import annotations
 
 import signal
@@ -22,9 +23,12 @@ PARTITIONS = 6
 
 def start_worker(broker, topic, group, protocol, tmp_path, name, instance=None):
     events, stop = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.stop"
-    proc = subprocess.Popen([sys.executable, str(WORKER), broker.bootstrap, topic, group, protocol, str(events),
-                             str(stop)] + ([instance] if instance else []),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), broker.bootstrap, topic, group, protocol, str(events), str(stop)]
+        + ([instance] if instance else []),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return {"proc": proc, "events": events, "stop": stop, "name": name}
 
 
@@ -61,15 +65,19 @@ def test_three_consumers_close_kill_restart(broker, topic, tmp_path, protocol):
         # one closes cleanly ...
         workers[0]["stop"].touch()
         workers[0]["proc"].wait(30)
-        wait_for(lambda: all(len(current_assignment(w) or []) == 3 for w in workers[1:]), 30,
-                 "two members with three partitions each")
+        wait_for(
+            lambda: all(len(current_assignment(w) or []) == 3 for w in workers[1:]),
+            30,
+            "two members with three partitions each",
+        )
         # ... another is killed without leaving the group
         workers[1]["proc"].send_signal(signal.SIGKILL)
         workers[1]["proc"].wait(10)
         killed_at = time.time()
         produce(broker.bootstrap, topic, list(range(300, 600)), PARTITIONS)
-        wait_for(lambda: current_assignment(workers[2]) == list(range(PARTITIONS)), 30,
-                 "the survivor to own every partition")
+        wait_for(
+            lambda: current_assignment(workers[2]) == list(range(PARTITIONS)), 30, "the survivor to own every partition"
+        )
         took = time.time() - killed_at
         print(f"{protocol}: the survivor owned every partition {took:.1f}s after the SIGKILL")
         assert took < 6.0 + 6.0, f"rebalance after the kill took {took:.1f}s (session timeout 6s)"
@@ -139,7 +147,8 @@ def test_static_members_restart_without_rebalance(broker, topic, tmp_path):
         assert members_after["inst-a"] != members_before["inst-a"]  # a new member id for the same instance
         # b never lost its partitions: it logged a single assignment
         assert [e["parts"] for e in read_events(b["events"]) if e["k"] == "assigned" and e["parts"]] == [
-            current_assignment(b)]
+            current_assignment(b)
+        ]
         wire.close()
     finally:
         for w in workers:
@@ -159,8 +168,15 @@ def test_consumer_protocol_regex_subscription_picks_up_new_topics(broker, topic)
 
     create_topic(broker.bootstrap, f"{topic}-a", 2)
     produce(broker.bootstrap, f"{topic}-a", list(range(10)), 2)
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"rx-{topic}", "group.protocol": "consumer",
-                     "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 500})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"rx-{topic}",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 500,
+        }
+    )
     c.subscribe([f"^{topic}-.*"])
     seen = set()
 
@@ -170,6 +186,7 @@ def test_consumer_protocol_regex_subscription_picks_up_new_topics(broker, topic)
             if m is not None and not m.error():
                 seen.add(int(m.value()))
             return len(seen) >= n
+
         return step
 
     try:
@@ -194,8 +211,12 @@ def test_admin_client_classic_and_consumer_groups(broker, topic):
     produce(broker.bootstrap, topic, list(range(10)), 2)
     consumers = []
     for proto in ("classic", "consumer"):
-        conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"{proto}-{topic}", "auto.offset.reset": "earliest",
-                "enable.auto.commit": False}
+        conf = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"{proto}-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
         if proto == "consumer":
             conf["group.protocol"] = "consumer"
         c = ck.Consumer(conf)
@@ -226,7 +247,8 @@ def test_admin_client_classic_and_consumer_groups(broker, topic):
             c.close()
         consumers = []
         altered = admin.alter_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(classic, [TopicPartition(topic, 0, 2)])])[classic].result(20)
+            [ConsumerGroupTopicPartitions(classic, [TopicPartition(topic, 0, 2)])]
+        )[classic].result(20)
         assert [(tp.partition, tp.offset, tp.error) for tp in altered.topic_partitions] == [(0, 2, None)]
         results = admin.delete_consumer_groups([classic, consumer, f"nope-{topic}"])
         assert results[classic].result(20) is None and results[consumer].result(20) is None

@@ -1,4 +1,5 @@
 """The group coordinator as a state machine: method calls, a fake clock, no sockets."""
+
 from __future__ import annotations
 
 import pytest
@@ -34,19 +35,36 @@ def env():
     clock = FakeScheduler()
     # consumer groups compute every target at once here (group.consumer.assignment.interval.ms=0), so that the
     # reconciliation tests need no clock steps; the batching of Kafka's 1 s default has its own tests
-    cfg = GroupConfig(initial_rebalance_delay_ms=100, min_session_timeout_ms=1000,
-                      consumer_heartbeat_interval_ms=500, consumer_session_timeout_ms=3000,
-                      consumer_assignment_interval_ms=0)
+    cfg = GroupConfig(
+        initial_rebalance_delay_ms=100,
+        min_session_timeout_ms=1000,
+        consumer_heartbeat_interval_ms=500,
+        consumer_session_timeout_ms=3000,
+        consumer_assignment_interval_ms=0,
+    )
     coord = GroupCoordinator(storage, cfg, clock)
     coord.load()
     return coord, clock, storage
 
 
-def join(coord, member_id="", group="g", protocols=PROTO, instance=None, session=6000, rebalance=10000,
-         version=9, client="c"):
+def join(
+    coord, member_id="", group="g", protocols=PROTO, instance=None, session=6000, rebalance=10000, version=9, client="c"
+):
     call = Call()
-    coord.join_group(group, member_id, instance, "consumer", protocols, session, rebalance, client, "/127.0.0.1",
-                     call, require_known_member_id=version >= 4, supports_skip_assignment=version >= 9)
+    coord.join_group(
+        group,
+        member_id,
+        instance,
+        "consumer",
+        protocols,
+        session,
+        rebalance,
+        client,
+        "/127.0.0.1",
+        call,
+        require_known_member_id=version >= 4,
+        supports_skip_assignment=version >= 9,
+    )
     return call
 
 
@@ -160,8 +178,10 @@ def test_leave_group_batched_and_empty(env):
     assert coord.leave_group("g", [(ida, None)]) == (0, [0])
     assert coord.groups["g"].state == "Empty"
     # an unknown group: no top-level error, every member unknown (as Kafka 4.4 answers)
-    assert coord.leave_group("nogroup", [(ida, None), ("", "i-x")]) == \
-        (0, [errors.UNKNOWN_MEMBER_ID, errors.UNKNOWN_MEMBER_ID])
+    assert coord.leave_group("nogroup", [(ida, None), ("", "i-x")]) == (
+        0,
+        [errors.UNKNOWN_MEMBER_ID, errors.UNKNOWN_MEMBER_ID],
+    )
     assert coord.leave_group("", [(ida, None)]) == (errors.INVALID_GROUP_ID, [])
 
 
@@ -246,14 +266,29 @@ def test_sync_timeout_removes_members_that_never_sync(env):
 def test_offsets_commit_fetch_and_errors(env):
     coord, clock, storage = env
     ida, idb = _stable_pair(coord, clock)
-    res = coord.offset_commit("g", 1, ida, None, 8, [
-        CommitPartition("t", 0, 10, 3, "meta"), CommitPartition("t", 9, 1), CommitPartition("nope", 0, 1),
-        CommitPartition("t", 1, 5, -1, "x" * 4097), CommitPartition("t", 2, 7, -1, None)])
-    assert res == [0, errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_OR_PARTITION,
-                   errors.OFFSET_METADATA_TOO_LARGE, 0]
+    res = coord.offset_commit(
+        "g",
+        1,
+        ida,
+        None,
+        8,
+        [
+            CommitPartition("t", 0, 10, 3, "meta"),
+            CommitPartition("t", 9, 1),
+            CommitPartition("nope", 0, 1),
+            CommitPartition("t", 1, 5, -1, "x" * 4097),
+            CommitPartition("t", 2, 7, -1, None),
+        ],
+    )
+    assert res == [
+        0,
+        errors.UNKNOWN_TOPIC_OR_PARTITION,
+        errors.UNKNOWN_TOPIC_OR_PARTITION,
+        errors.OFFSET_METADATA_TOO_LARGE,
+        0,
+    ]
     assert coord.offset_commit("g", 0, ida, None, 8, [CommitPartition("t", 0, 1)]) == [errors.ILLEGAL_GENERATION]
-    assert coord.offset_commit("g", 1, "ghost", None, 8, [CommitPartition("t", 0, 1)]) == [
-        errors.UNKNOWN_MEMBER_ID]
+    assert coord.offset_commit("g", 1, "ghost", None, 8, [CommitPartition("t", 0, 1)]) == [errors.UNKNOWN_MEMBER_ID]
     assert coord.offset_commit("g", -1, "", None, 8, [CommitPartition("t", 0, 1)]) == [errors.UNKNOWN_MEMBER_ID]
     assert coord.offset_commit("new", 3, "m", None, 8, [CommitPartition("t", 0, 1)]) == [errors.ILLEGAL_GENERATION]
     assert coord.offset_commit("new", 3, "m", None, 9, [CommitPartition("t", 0, 1)]) == [errors.GROUP_ID_NOT_FOUND]
@@ -317,9 +352,18 @@ def hb(coord, member_id, epoch, owned=None, topics=("t",), version=1, assignor=N
             by.setdefault(tid, []).append(p)
         owned_tps = [TP(t, ps) for t, ps in by.items()]
     return coord.consumer_heartbeat(
-        version=version, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
-        rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=list(topics) if epoch == 0 else None,
-        subscribed_topic_regex=None, server_assignor=assignor, topic_partitions=owned_tps)
+        version=version,
+        group_id="cg",
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=5000 if epoch == 0 else -1,
+        subscribed_topic_names=list(topics) if epoch == 0 else None,
+        subscribed_topic_regex=None,
+        server_assignor=assignor,
+        topic_partitions=owned_tps,
+    )
 
 
 def flat(assignment):
@@ -369,8 +413,7 @@ def test_consumer_protocol_revoke_before_assign(env):
     # commits are checked against member epochs
     assert coord.offset_commit("cg", r1.member_epoch, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [0]
     assert coord.offset_commit("cg", 1, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [errors.STALE_MEMBER_EPOCH]
-    assert coord.offset_commit("cg", 99, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [
-        errors.FENCED_MEMBER_EPOCH]
+    assert coord.offset_commit("cg", 99, "m1", None, 9, [CommitPartition("t", 0, 5)]) == [errors.FENCED_MEMBER_EPOCH]
     assert coord.offset_fetch("cg", [("t", [0])], member_id="m1", member_epoch=1)[0] == errors.STALE_MEMBER_EPOCH
     # a silent member is removed after the session timeout
     clock.advance(3001)
@@ -393,6 +436,7 @@ def test_assignors_balanced_and_sticky():
     import uuid
 
     from kafkawire.broker.groups.assignors import range_, uniform
+
     t1, t2 = uuid.uuid4(), uuid.uuid4()
     members = {f"m{i}": {t1, t2} for i in range(3)}
     a = uniform(members, {t1: 6, t2: 4}, {})
@@ -491,10 +535,18 @@ def test_consumer_group_new_topic_partitions_bump_epoch(env):
 def _sub_hb(coord, member_id, epoch, topics=None, assignor=None, owned=None):
     """A heartbeat that may change the subscription (``topics``) or the server assignor."""
     return coord.consumer_heartbeat(
-        version=1, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=None, rack_id=None,
+        version=1,
+        group_id="cg",
+        member_id=member_id,
+        member_epoch=epoch,
+        instance_id=None,
+        rack_id=None,
         rebalance_timeout_ms=5000 if epoch == 0 else -1,
-        subscribed_topic_names=list(topics) if topics is not None else None, subscribed_topic_regex=None,
-        server_assignor=assignor, topic_partitions=[] if epoch == 0 else owned)
+        subscribed_topic_names=list(topics) if topics is not None else None,
+        subscribed_topic_regex=None,
+        server_assignor=assignor,
+        topic_partitions=[] if epoch == 0 else owned,
+    )
 
 
 def _epochs(coord):
@@ -580,10 +632,18 @@ def test_consumer_protocol_static_member_rejoins_with_its_partitions(env):
 
     def hbs(member_id, epoch, instance, owned=None):
         return coord.consumer_heartbeat(
-            version=1, group_id="cg", member_id=member_id, member_epoch=epoch, instance_id=instance, rack_id=None,
-            rebalance_timeout_ms=5000 if epoch == 0 else -1, subscribed_topic_names=["t"] if epoch == 0 else None,
-            subscribed_topic_regex=None, server_assignor=None,
-            topic_partitions=([] if epoch == 0 else None) if owned is None else [TP(t, [p]) for t, p in owned])
+            version=1,
+            group_id="cg",
+            member_id=member_id,
+            member_epoch=epoch,
+            instance_id=instance,
+            rack_id=None,
+            rebalance_timeout_ms=5000 if epoch == 0 else -1,
+            subscribed_topic_names=["t"] if epoch == 0 else None,
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=([] if epoch == 0 else None) if owned is None else [TP(t, [p]) for t, p in owned],
+        )
 
     a = hbs("a1", 0, "ia")
     b = hbs("b1", 0, "ib")
@@ -680,9 +740,19 @@ def _sub(topics=("t",)) -> bytes:
 
 def _mixed(coord, clock):
     """A consumer group with one consumer-protocol member (m-1) and one classic member; returns its JoinResult."""
-    r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=0, instance_id=None,
-                                 rack_id=None, rebalance_timeout_ms=5000, subscribed_topic_names=["t"],
-                                 subscribed_topic_regex=None, server_assignor=None, topic_partitions=[])
+    r = coord.consumer_heartbeat(
+        version=1,
+        group_id="mx",
+        member_id="m-1",
+        member_epoch=0,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=5000,
+        subscribed_topic_names=["t"],
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=[],
+    )
     assert r.error == 0
     first = join(coord, group="mx", protocols=[("range", _sub())])
     assert first.result.error == errors.MEMBER_ID_REQUIRED
@@ -698,10 +768,19 @@ def _advance_keeping_m1(coord, clock, ms):
         clock.advance(step)
         ms -= step
         m1 = coord.groups["mx"].members["m-1"]
-        r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=m1.member_epoch,
-                                     instance_id=None, rack_id=None, rebalance_timeout_ms=None,
-                                     subscribed_topic_names=None, subscribed_topic_regex=None, server_assignor=None,
-                                     topic_partitions=None)
+        r = coord.consumer_heartbeat(
+            version=1,
+            group_id="mx",
+            member_id="m-1",
+            member_epoch=m1.member_epoch,
+            instance_id=None,
+            rack_id=None,
+            rebalance_timeout_ms=None,
+            subscribed_topic_names=None,
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=None,
+        )
         assert r.error == 0
 
 
@@ -735,9 +814,19 @@ def test_upgrade_policy_keeps_a_consumer_group_when_only_classic_members_remain(
     coord, clock, _ = env
     coord.config.migration_policy = "upgrade"
     j = _mixed(coord, clock)
-    r = coord.consumer_heartbeat(version=1, group_id="mx", member_id="m-1", member_epoch=-1, instance_id=None,
-                                 rack_id=None, rebalance_timeout_ms=None, subscribed_topic_names=None,
-                                 subscribed_topic_regex=None, server_assignor=None, topic_partitions=None)
+    r = coord.consumer_heartbeat(
+        version=1,
+        group_id="mx",
+        member_id="m-1",
+        member_epoch=-1,
+        instance_id=None,
+        rack_id=None,
+        rebalance_timeout_ms=None,
+        subscribed_topic_names=None,
+        subscribed_topic_regex=None,
+        server_assignor=None,
+        topic_partitions=None,
+    )
     assert r.error == 0
     group = coord.groups["mx"]
     assert group.kind == "consumer" and list(group.members) == [j.member_id]

@@ -1,4 +1,5 @@
 """Committed offsets and group state survive a broker that is SIGKILLed (no clean shutdown)."""
+
 from __future__ import annotations
 
 import confluent_kafka as ck
@@ -6,8 +7,11 @@ import pytest
 
 from .harness import create_topic, produce, wait_for
 
-COORDINATOR_NOT_READY = (ck.KafkaError.NOT_COORDINATOR, ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                         ck.KafkaError.COORDINATOR_NOT_AVAILABLE)
+COORDINATOR_NOT_READY = (
+    ck.KafkaError.NOT_COORDINATOR,
+    ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    ck.KafkaError.COORDINATOR_NOT_AVAILABLE,
+)
 
 
 @pytest.mark.restarts_broker
@@ -15,8 +19,15 @@ def test_offsets_survive_broker_sigkill(broker, topic):
     create_topic(broker.bootstrap, topic, 3)
     produce(broker.bootstrap, topic, list(range(30)), 3)
     group = f"dur-{topic}"
-    c = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
-                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
     c.subscribe([topic])
     seen = []
 
@@ -33,6 +44,7 @@ def test_offsets_survive_broker_sigkill(broker, topic):
     broker.start()
     c2 = ck.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
+
         def committed():
             # Kafka's coordinator answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while it replays
             # __consumer_offsets after the restart: retriable errors in Kafka's protocol (librdkafka does not

@@ -1,5 +1,6 @@
 """Group and member states: the tables of legal transitions, and that replay, deletion, rebalances and
 KIP-848 heartbeats all move states through them."""
+
 from __future__ import annotations
 
 import itertools
@@ -51,19 +52,22 @@ def test_every_legal_member_move_is_applied():
         assert member.state == to_state
 
 
-@pytest.mark.parametrize("table, from_state, event, to_state", [
-    (CLASSIC_GROUP, GroupState.STABLE, GroupEvent.ASSIGNED, GroupState.COMPLETING_REBALANCE),
-    (CLASSIC_GROUP, GroupState.EMPTY, GroupEvent.ASSIGNED, GroupState.STABLE),
-    (CLASSIC_GROUP, GroupState.PREPARING_REBALANCE, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
-    (CLASSIC_GROUP, GroupState.COMPLETING_REBALANCE, GroupEvent.LOADED, GroupState.STABLE),
-    (CLASSIC_GROUP, GroupState.DEAD, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
-    (CLASSIC_GROUP, GroupState.STABLE, GroupEvent.HEARTBEAT, GroupState.ASSIGNING),
-    (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.HEARTBEAT, GroupState.EMPTY),
-    (CONSUMER_GROUP, GroupState.RECONCILING, GroupEvent.MEMBERS_REMOVED, GroupState.STABLE),
-    (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.LOADED, GroupState.RECONCILING),
-    (CONSUMER_GROUP, GroupState.DEAD, GroupEvent.HEARTBEAT, GroupState.STABLE),
-    (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
-])
+@pytest.mark.parametrize(
+    "table, from_state, event, to_state",
+    [
+        (CLASSIC_GROUP, GroupState.STABLE, GroupEvent.ASSIGNED, GroupState.COMPLETING_REBALANCE),
+        (CLASSIC_GROUP, GroupState.EMPTY, GroupEvent.ASSIGNED, GroupState.STABLE),
+        (CLASSIC_GROUP, GroupState.PREPARING_REBALANCE, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
+        (CLASSIC_GROUP, GroupState.COMPLETING_REBALANCE, GroupEvent.LOADED, GroupState.STABLE),
+        (CLASSIC_GROUP, GroupState.DEAD, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
+        (CLASSIC_GROUP, GroupState.STABLE, GroupEvent.HEARTBEAT, GroupState.ASSIGNING),
+        (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.HEARTBEAT, GroupState.EMPTY),
+        (CONSUMER_GROUP, GroupState.RECONCILING, GroupEvent.MEMBERS_REMOVED, GroupState.STABLE),
+        (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.LOADED, GroupState.RECONCILING),
+        (CONSUMER_GROUP, GroupState.DEAD, GroupEvent.HEARTBEAT, GroupState.STABLE),
+        (CONSUMER_GROUP, GroupState.STABLE, GroupEvent.REBALANCE, GroupState.PREPARING_REBALANCE),
+    ],
+)
 def test_illegal_group_moves_are_refused_naming_group_states_and_event(table, from_state, event, to_state):
     group = _group(table, from_state)
     with pytest.raises(IllegalTransition) as info:
@@ -74,11 +78,14 @@ def test_illegal_group_moves_are_refused_naming_group_states_and_event(table, fr
     assert group.state == from_state and group.state_timestamp == 0  # nothing written
 
 
-@pytest.mark.parametrize("from_state, event, to_state", [
-    (MemberState.UNREVOKED_PARTITIONS, MemberEvent.RECONCILED, MemberState.UNRELEASED_PARTITIONS),
-    (MemberState.STABLE, MemberEvent.REVOKED, MemberState.UNREVOKED_PARTITIONS),
-    (MemberState.UNRELEASED_PARTITIONS, MemberEvent.LOADED, MemberState.STABLE),
-])
+@pytest.mark.parametrize(
+    "from_state, event, to_state",
+    [
+        (MemberState.UNREVOKED_PARTITIONS, MemberEvent.RECONCILED, MemberState.UNRELEASED_PARTITIONS),
+        (MemberState.STABLE, MemberEvent.REVOKED, MemberState.UNREVOKED_PARTITIONS),
+        (MemberState.UNRELEASED_PARTITIONS, MemberEvent.LOADED, MemberState.STABLE),
+    ],
+)
 def test_illegal_member_moves_are_refused_naming_group_member_and_event(from_state, event, to_state):
     member = ConsumerMember("m1")
     member._state = from_state
@@ -89,10 +96,13 @@ def test_illegal_member_moves_are_refused_naming_group_member_and_event(from_sta
 
 
 def test_dead_is_final_and_every_live_state_can_be_deleted():
-    for table, live in ((CLASSIC_GROUP, {GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
-                                         GroupState.COMPLETING_REBALANCE, GroupState.STABLE}),
-                        (CONSUMER_GROUP, {GroupState.EMPTY, GroupState.ASSIGNING, GroupState.RECONCILING,
-                                          GroupState.STABLE})):
+    for table, live in (
+        (
+            CLASSIC_GROUP,
+            {GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE},
+        ),
+        (CONSUMER_GROUP, {GroupState.EMPTY, GroupState.ASSIGNING, GroupState.RECONCILING, GroupState.STABLE}),
+    ):
         assert not [move for move in table.legal if move[0] == GroupState.DEAD]
         assert {f for f, e, t in table.legal if e == GroupEvent.DELETED and t == GroupState.DEAD} == live
         # a table uses only its own kind's states
@@ -123,8 +133,10 @@ def test_replayed_classic_group_goes_through_the_table(env, monkeypatch):
     group = replayed.groups["g"]
     assert (group.state, group.state_timestamp) == (GroupState.STABLE, NOW)
     _without(monkeypatch, CLASSIC_GROUP, (GroupState.EMPTY, GroupEvent.LOADED, GroupState.STABLE))
-    with pytest.raises(IllegalTransition, match="classic group 'g': illegal transition from Empty to Stable on "
-                                                "replay of __consumer_offsets"):
+    with pytest.raises(
+        IllegalTransition,
+        match="classic group 'g': illegal transition from Empty to Stable on replay of __consumer_offsets",
+    ):
         GroupCoordinator(storage, coord.config, FakeScheduler()).load()
 
 
@@ -155,8 +167,9 @@ def test_delete_goes_through_the_table(env, monkeypatch):
     assert classic.state == consumer.state == GroupState.DEAD and not coord.groups
     coord.offset_commit("g2", -1, "", None, 8, [])  # a new, empty group
     _without(monkeypatch, CLASSIC_GROUP, (GroupState.EMPTY, GroupEvent.DELETED, GroupState.DEAD))
-    with pytest.raises(IllegalTransition, match="classic group 'g2': illegal transition from Empty to Dead on "
-                                                "DeleteGroups"):
+    with pytest.raises(
+        IllegalTransition, match="classic group 'g2': illegal transition from Empty to Dead on DeleteGroups"
+    ):
         coord.delete_groups(["g2"])
 
 

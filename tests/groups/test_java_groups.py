@@ -1,5 +1,6 @@
 """The Java client (3.9.1 and the reference release's own, 4.x): KafkaConsumer subscribe (classic and KIP-848
 consumer protocols) and AdminClient group calls."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,5 @@
 """kcat -G (librdkafka's balanced consumer, as packaged by Debian) against the group coordinator."""
+
 from __future__ import annotations
 
 import shutil
@@ -12,10 +13,31 @@ pytestmark = pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not i
 
 
 def kcat_group(broker, group, topic, timeout=60):
-    return subprocess.Popen(["kcat", "-b", broker.bootstrap, "-G", group, topic, "-X", "auto.offset.reset=earliest", "-e", "-q",
-                             "-f", "%p %o %s\\n", "-X", "session.timeout.ms=6000",
-                             "-X", "heartbeat.interval.ms=500", "-X", "auto.commit.interval.ms=200"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            "kcat",
+            "-b",
+            broker.bootstrap,
+            "-G",
+            group,
+            topic,
+            "-X",
+            "auto.offset.reset=earliest",
+            "-e",
+            "-q",
+            "-f",
+            "%p %o %s\\n",
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "heartbeat.interval.ms=500",
+            "-X",
+            "auto.commit.interval.ms=200",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def parse(out):

@@ -6,6 +6,7 @@ consumer group's target assignment in batches (``group.consumer.assignment.inter
 instead of expecting a number of rounds; the checks that hold at every step
 (no partition owned by two members, the error codes) are asserted every time.
 """
+
 from __future__ import annotations
 
 import time
@@ -57,8 +58,9 @@ def everything(member_id: str, topic: str, version: int):
     """The classic leader's SyncGroup assignment: every partition to itself."""
     from kafkawire.protocol.messages import SyncGroupRequest
 
-    data = version.to_bytes(2, "big") + ConsumerProtocolAssignment(assigned_partitions=[
-        ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=list(range(PARTITIONS)))]).encode(version)
+    data = version.to_bytes(2, "big") + ConsumerProtocolAssignment(
+        assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic=topic, partitions=list(range(PARTITIONS)))]
+    ).encode(version)
     return [SyncGroupRequest.SyncGroupRequestAssignment(member_id=member_id, assignment=data)]
 
 
@@ -84,8 +86,9 @@ class NewConsumer:
         if self.epoch == 0:
             fields.update(rebalance_timeout_ms=10000, subscribed_topic_names=[self.topic], topic_partitions=[])
         elif self.topic_id is not None:
-            fields["topic_partitions"] = [ConsumerGroupHeartbeatRequest.TopicPartitions(
-                topic_id=self.topic_id, partitions=sorted(self.owned))]
+            fields["topic_partitions"] = [
+                ConsumerGroupHeartbeatRequest.TopicPartitions(topic_id=self.topic_id, partitions=sorted(self.owned))
+            ]
         r = self.c.call("ConsumerGroupHeartbeat", 1, **fields)
         assert r.error_code == 0, r
         self.epoch = r.member_epoch
@@ -117,10 +120,17 @@ class ClassicConsumer:
         if self.version == 0:
             self.owned = set()  # eager: everything is revoked before rejoining
         P = JoinGroupRequest.JoinGroupRequestProtocol
-        r = self.c.call("JoinGroup", 9, group_id=self.group, session_timeout_ms=self.session_ms,
-                        rebalance_timeout_ms=10000, member_id=self.member_id, group_instance_id=None,
-                        protocol_type="consumer",
-                        protocols=[P(name="range", metadata=subscription(self.topic, self.version, self.owned))])
+        r = self.c.call(
+            "JoinGroup",
+            9,
+            group_id=self.group,
+            session_timeout_ms=self.session_ms,
+            rebalance_timeout_ms=10000,
+            member_id=self.member_id,
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[P(name="range", metadata=subscription(self.topic, self.version, self.owned))],
+        )
         if r.error_code == errors.MEMBER_ID_REQUIRED:
             assert r.member_id and r.generation_id == -1
             self.member_id = r.member_id
@@ -131,8 +141,16 @@ class ClassicConsumer:
         return r
 
     def sync(self, assignments=()):
-        s = self.c.call("SyncGroup", 5, group_id=self.group, generation_id=self.generation, member_id=self.member_id,
-                        protocol_type="consumer", protocol_name="range", assignments=list(assignments))
+        s = self.c.call(
+            "SyncGroup",
+            5,
+            group_id=self.group,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=list(assignments),
+        )
         if s.error_code == errors.REBALANCE_IN_PROGRESS:
             return s
         assert s.error_code == 0, s
@@ -143,8 +161,9 @@ class ClassicConsumer:
         return s
 
     def heartbeat(self) -> int:
-        return self.c.call("Heartbeat", 4, group_id=self.group, generation_id=self.generation,
-                           member_id=self.member_id).error_code
+        return self.c.call(
+            "Heartbeat", 4, group_id=self.group, generation_id=self.generation, member_id=self.member_id
+        ).error_code
 
     def poll(self) -> int:
         """Heartbeat; rejoin and sync when the coordinator asks for it."""
@@ -177,11 +196,14 @@ def settle(members, admin: WireClient, group: str, timeout: float = 30.0):
                 m.poll()
             owned = [x.owned for x in members]
             for i, a in enumerate(owned):  # revocation before assignment: never a partition in two hands
-                for b in owned[i + 1:]:
+                for b in owned[i + 1 :]:
                     assert not a & b, f"partitions owned twice: {owned}"
         d = describe(admin, group)
-        if d.group_state == "Stable" and set().union(*(m.owned for m in members)) == set(range(PARTITIONS)) \
-                and all(m.owned for m in members):
+        if (
+            d.group_state == "Stable"
+            and set().union(*(m.owned for m in members)) == set(range(PARTITIONS))
+            and all(m.owned for m in members)
+        ):
             return d
         assert time.monotonic() < deadline, f"group did not settle: {d}, owned {[m.owned for m in members]}"
         time.sleep(0.1)
@@ -209,26 +231,56 @@ def test_classic_member_in_a_consumer_group(broker, topic):
         assert (r.error_code, r.group_state) == (errors.GROUP_ID_NOT_FOUND, "Dead")
         # the classic member commits with its member epoch as the generation, at a pre-KIP-848 version
         T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
-        commit = dict(group_id=group, member_id=old.member_id, group_instance_id=None, topics=[
-            T(name=topic, partitions=[P(partition_index=min(old.owned), committed_offset=3, committed_metadata="")])])
+        commit = dict(
+            group_id=group,
+            member_id=old.member_id,
+            group_instance_id=None,
+            topics=[
+                T(name=topic, partitions=[P(partition_index=min(old.owned), committed_offset=3, committed_metadata="")])
+            ],
+        )
         r = old.c.call("OffsetCommit", 8, generation_id_or_member_epoch=old.generation, **commit)
         assert r.topics[0].partitions[0].error_code == 0
         r = old.c.call("OffsetCommit", 8, generation_id_or_member_epoch=old.generation + 7, **commit)
         assert r.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION
         # its identity is checked as Kafka checks a classic member's
-        assert old.c.call("Heartbeat", 4, group_id=group, generation_id=old.generation + 1,
-                          member_id=old.member_id).error_code == errors.ILLEGAL_GENERATION
-        assert old.c.call("Heartbeat", 4, group_id=group, generation_id=old.generation,
-                          member_id="nobody").error_code == errors.UNKNOWN_MEMBER_ID
-        assert old.c.call("Heartbeat", 4, group_id=group, generation_id=new.epoch,
-                          member_id=new.member_id).error_code == errors.UNKNOWN_MEMBER_ID
-        bad = old.c.call("SyncGroup", 5, group_id=group, generation_id=old.generation, member_id=old.member_id,
-                         protocol_type="consumer", protocol_name="roundrobin", assignments=[])
+        assert (
+            old.c.call(
+                "Heartbeat", 4, group_id=group, generation_id=old.generation + 1, member_id=old.member_id
+            ).error_code
+            == errors.ILLEGAL_GENERATION
+        )
+        assert (
+            old.c.call("Heartbeat", 4, group_id=group, generation_id=old.generation, member_id="nobody").error_code
+            == errors.UNKNOWN_MEMBER_ID
+        )
+        assert (
+            old.c.call("Heartbeat", 4, group_id=group, generation_id=new.epoch, member_id=new.member_id).error_code
+            == errors.UNKNOWN_MEMBER_ID
+        )
+        bad = old.c.call(
+            "SyncGroup",
+            5,
+            group_id=group,
+            generation_id=old.generation,
+            member_id=old.member_id,
+            protocol_type="consumer",
+            protocol_name="roundrobin",
+            assignments=[],
+        )
         assert bad.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
         P2 = JoinGroupRequest.JoinGroupRequestProtocol
-        refused = admin.call("JoinGroup", 9, group_id=group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                             member_id="", group_instance_id=None, protocol_type="consumer",
-                             protocols=[P2(name="roundrobin", metadata=subscription(topic, 0))])
+        refused = admin.call(
+            "JoinGroup",
+            9,
+            group_id=group,
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=10000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[P2(name="roundrobin", metadata=subscription(topic, 0))],
+        )
         assert refused.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
         # the last consumer-protocol member leaves: the group becomes a classic group and rebalances
         new.leave()
@@ -267,19 +319,28 @@ def test_consumer_member_upgrades_a_classic_group(broker, topic):
         assert d.error_code == 0 and d.group_epoch > generation
         members = {m.member_id: m for m in d.members}
         assert members[old.member_id].member_type == 0 and members[old.member_id].member_epoch == generation
-        assert {p for t in members[old.member_id].assignment.topic_partitions for p in t.partitions} == \
-            set(range(PARTITIONS))
+        assert {p for t in members[old.member_id].assignment.topic_partitions for p in t.partitions} == set(
+            range(PARTITIONS)
+        )
         assert listed(admin, group)[:2] == ("consumer", "consumer")
         assert new.owned == set()  # everything is still the classic member's
         # the classic member learns about the rebalance from its heartbeat and gives partitions up
         d = settle([new, old], admin, group)
         assert {m.member_id: m.member_type for m in d.members} == {new.member_id: 1, old.member_id: 0}
         # the classic member leaves: the consumer group goes on with its consumer-protocol member
-        r = old.c.call("LeaveGroup", 5, group_id=group, members=[
-            LeaveGroupRequest.MemberIdentity(member_id=old.member_id),
-            LeaveGroupRequest.MemberIdentity(member_id="nobody")])
-        assert [(m.member_id, m.error_code) for m in r.members] == [(old.member_id, 0),
-                                                                    ("nobody", errors.UNKNOWN_MEMBER_ID)]
+        r = old.c.call(
+            "LeaveGroup",
+            5,
+            group_id=group,
+            members=[
+                LeaveGroupRequest.MemberIdentity(member_id=old.member_id),
+                LeaveGroupRequest.MemberIdentity(member_id="nobody"),
+            ],
+        )
+        assert [(m.member_id, m.error_code) for m in r.members] == [
+            (old.member_id, 0),
+            ("nobody", errors.UNKNOWN_MEMBER_ID),
+        ]
         old.owned = set()
         deadline = time.monotonic() + 30
         while new.owned != set(range(PARTITIONS)):
@@ -350,16 +411,32 @@ def test_migration_policy_disabled(disabled_policy, topic):
         old.join()
         old.sync(everything(old.member_id, topic, 0))
         # no upgrade: a ConsumerGroupHeartbeat to a classic group with members is refused
-        r = admin.call("ConsumerGroupHeartbeat", 1, group_id=classic_group, member_id=str(uuid.uuid4()),
-                       member_epoch=0, rebalance_timeout_ms=10000, subscribed_topic_names=[topic], topic_partitions=[])
+        r = admin.call(
+            "ConsumerGroupHeartbeat",
+            1,
+            group_id=classic_group,
+            member_id=str(uuid.uuid4()),
+            member_epoch=0,
+            rebalance_timeout_ms=10000,
+            subscribed_topic_names=[topic],
+            topic_partitions=[],
+        )
         assert r.error_code == errors.GROUP_ID_NOT_FOUND
         assert listed(admin, classic_group)[0] == "classic" and old.heartbeat() == 0
         # nor does a classic member join a consumer group with members
         new.heartbeat()
         P = JoinGroupRequest.JoinGroupRequestProtocol
-        r = old2.c.call("JoinGroup", 9, group_id=mixed_group, session_timeout_ms=10000, rebalance_timeout_ms=10000,
-                        member_id="", group_instance_id=None, protocol_type="consumer",
-                        protocols=[P(name="range", metadata=subscription(topic, 1))])
+        r = old2.c.call(
+            "JoinGroup",
+            9,
+            group_id=mixed_group,
+            session_timeout_ms=10000,
+            rebalance_timeout_ms=10000,
+            member_id="",
+            group_instance_id=None,
+            protocol_type="consumer",
+            protocols=[P(name="range", metadata=subscription(topic, 1))],
+        )
         assert r.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
         assert [m.member_type for m in describe(admin, mixed_group).members] == [1]
         new.leave()
@@ -393,8 +470,15 @@ def test_mixed_group_survives_a_restart(broker, topic):
         assert after.error_code == 0 and after.group_epoch == before.group_epoch
 
         def members(d):
-            return sorted((m.member_id, m.member_type, m.member_epoch,
-                           sorted(p for t in m.assignment.topic_partitions for p in t.partitions)) for m in d.members)
+            return sorted(
+                (
+                    m.member_id,
+                    m.member_type,
+                    m.member_epoch,
+                    sorted(p for t in m.assignment.topic_partitions for p in t.partitions),
+                )
+                for m in d.members
+            )
 
         assert members(after) == members(before)
         # the classic member goes on where it was: same generation, same assignment

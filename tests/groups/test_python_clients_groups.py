@@ -1,4 +1,5 @@
 """kafka-python and aiokafka group consumers: subscribe, commit, rebalance between two members."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,9 +24,17 @@ def test_kafka_python_two_members(broker, topic):
 
     def run(idx):
         try:
-            c = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id=f"kp{idx}",
-                              auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                              heartbeat_interval_ms=500, max_poll_interval_ms=20000)
+            c = KafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                client_id=f"kp{idx}",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+                max_poll_interval_ms=20000,
+            )
             while not stop.is_set():
                 batch = c.poll(timeout_ms=200)
                 assignments[idx] = {tp.partition for tp in c.assignment()}
@@ -43,8 +52,15 @@ def test_kafka_python_two_members(broker, topic):
     wait_for(lambda: set(seen) >= set(range(120)), 30, "the first 120 records")
     t2 = threading.Thread(target=run, args=(2,), daemon=True)
     t2.start()
-    wait_for(lambda: len(assignments.get(1, ())) == 3 and len(assignments.get(2, ())) == 3
-             and not (assignments[1] & assignments[2]), 40, "a rebalance to 3 + 3 partitions")
+    wait_for(
+        lambda: (
+            len(assignments.get(1, ())) == 3
+            and len(assignments.get(2, ())) == 3
+            and not (assignments[1] & assignments[2])
+        ),
+        40,
+        "a rebalance to 3 + 3 partitions",
+    )
     produce(broker.bootstrap, topic, list(range(120, 240)), PARTITIONS)
     wait_for(lambda: set(seen) >= set(range(240)), 30, "all 240 records")
     time.sleep(1.0)
@@ -57,7 +73,8 @@ def test_kafka_python_two_members(broker, topic):
         offsets = admin.list_group_offsets({group: None})
         got = offsets[group] if group in offsets else offsets
         assert {tp.partition: om.offset for tp, om in got.items() if tp.topic == topic} == {
-            p: 40 for p in range(PARTITIONS)}
+            p: 40 for p in range(PARTITIONS)
+        }
         listed = admin.list_groups()
         assert group in str(listed)
         described = admin.describe_groups([group])
@@ -82,9 +99,16 @@ def test_aiokafka_two_members(broker, topic):
         consumers = {}
 
         async def run(idx):
-            c = AIOKafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, client_id=f"aio{idx}",
-                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
-                                 heartbeat_interval_ms=500)
+            c = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                group_id=group,
+                client_id=f"aio{idx}",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=500,
+            )
             consumers[idx] = c
             await c.start()
             try:
@@ -112,10 +136,12 @@ def test_aiokafka_two_members(broker, topic):
         await until(lambda: len(parts(1)) == PARTITIONS, 30, "member 1 owning every partition")
         await until(lambda: set(seen) >= set(range(120)), 30, "120 records")
         t2 = asyncio.ensure_future(run(2))
-        await until(lambda: len(parts(1)) == 3 and len(parts(2)) == 3 and not (parts(1) & parts(2)), 40,
-                    "a 3 + 3 rebalance")
+        await until(
+            lambda: len(parts(1)) == 3 and len(parts(2)) == 3 and not (parts(1) & parts(2)), 40, "a 3 + 3 rebalance"
+        )
         await asyncio.get_running_loop().run_in_executor(
-            None, produce, broker.bootstrap, topic, list(range(120, 240)), PARTITIONS)
+            None, produce, broker.bootstrap, topic, list(range(120, 240)), PARTITIONS
+        )
         await until(lambda: set(seen) >= set(range(240)), 30, "all 240 records")
         await asyncio.sleep(1.0)
         c1 = consumers[1]

@@ -5,6 +5,7 @@ node). Kafka 4 no longer serves the oldest versions of some group APIs
 (KIP-896); kafkawire keeps serving them for old clients, so on Kafka a
 version it does not advertise is left out, on kafkawire every one is checked.
 """
+
 from __future__ import annotations
 
 import time
@@ -40,10 +41,29 @@ class KafkaNode:
 
 
 # The groups these tests talk to (their coordinators must be ready before the first request).
-GROUPS = ["adm", "allv", "allv-simple", "dup", "g", "g1", "ghost-group", "kip848", "meta-check", "never", "no-such",
-          "nope", "offs", "unknown-g", "kip848-mixed", "ep-empty", "ep-missing", "ep-two", *(f"v{v}" for v in range(10)), *(f"del{v}" for v in range(3))]
-COORDINATOR_NOT_READY = (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR,
-                         errors.COORDINATOR_LOAD_IN_PROGRESS)
+GROUPS = [
+    "adm",
+    "allv",
+    "allv-simple",
+    "dup",
+    "g",
+    "g1",
+    "ghost-group",
+    "kip848",
+    "meta-check",
+    "never",
+    "no-such",
+    "nope",
+    "offs",
+    "unknown-g",
+    "kip848-mixed",
+    "ep-empty",
+    "ep-missing",
+    "ep-two",
+    *(f"v{v}" for v in range(10)),
+    *(f"del{v}" for v in range(3)),
+]
+COORDINATOR_NOT_READY = (errors.COORDINATOR_NOT_AVAILABLE, errors.NOT_COORDINATOR, errors.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 def await_coordinators(port: int, timeout: float = 60.0) -> None:
@@ -57,7 +77,8 @@ def await_coordinators(port: int, timeout: float = 60.0) -> None:
             found = c.call("FindCoordinator", 4, key_type=0, coordinator_keys=GROUPS).coordinators
             described = c.call("DescribeGroups", 5, groups=GROUPS).groups
             pending = [x.key for x in found if x.error_code] + [
-                g.group_id for g in described if g.error_code in COORDINATOR_NOT_READY]
+                g.group_id for g in described if g.error_code in COORDINATOR_NOT_READY
+            ]
             if not pending:
                 return
             assert time.monotonic() < deadline, f"coordinators not ready after {timeout:.0f}s: {pending}"
@@ -78,8 +99,9 @@ def node(peer_target):
         await_coordinators(kafka.port)
         yield KafkaNode(kafka)
         return
-    cfg = BrokerConfig(port=0, storage="memory", properties=dict(GROUP_OVERRIDES, **{
-        "group.initial.rebalance.delay.ms": "0"}))
+    cfg = BrokerConfig(
+        port=0, storage="memory", properties=dict(GROUP_OVERRIDES, **{"group.initial.rebalance.delay.ms": "0"})
+    )
     with start_in_thread(cfg) as b:
         b.call(lambda: b.broker.storage.create_topic("wt", 3))
         await_coordinators(b.port)
@@ -93,13 +115,27 @@ def advertised(node, peer_target):
 
     c = WireClient("127.0.0.1", node.port)
     try:
-        keys = {k.api_key: (k.min_version, k.max_version) for k in c.call("ApiVersions", 3,
-                client_software_name="wire-test", client_software_version="1").api_keys}
+        keys = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in c.call("ApiVersions", 3, client_software_name="wire-test", client_software_version="1").api_keys
+        }
     finally:
         c.close()
-    names = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch", "DescribeGroups",
-             "ListGroups", "DeleteGroups", "FindCoordinator", "OffsetDelete", "ConsumerGroupHeartbeat",
-             "ConsumerGroupDescribe")
+    names = (
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+        "DescribeGroups",
+        "ListGroups",
+        "DeleteGroups",
+        "FindCoordinator",
+        "OffsetDelete",
+        "ConsumerGroupHeartbeat",
+        "ConsumerGroupDescribe",
+    )
     return {name: keys.get(api_by_name(name).key, (0, -1)) for name in names}
 
 
@@ -129,8 +165,9 @@ def protocols():
 
 
 def join(client, group, member_id="", version=9, instance=None, session=6000):
-    fields = dict(group_id=group, session_timeout_ms=session, member_id=member_id, protocol_type="consumer",
-                  protocols=protocols())
+    fields = dict(
+        group_id=group, session_timeout_ms=session, member_id=member_id, protocol_type="consumer", protocols=protocols()
+    )
     if version >= 1:
         fields["rebalance_timeout_ms"] = 10000
     if version >= 5:
@@ -143,13 +180,19 @@ def stable_member(client, group, version=9):
     if r.error_code == errors.MEMBER_ID_REQUIRED:
         r = join(client, group, r.member_id, version=version)
     assert r.error_code == 0
-    assignment = (0).to_bytes(2, "big") + ConsumerProtocolAssignment(assigned_partitions=[
-        ConsumerProtocolAssignment.TopicPartition(topic="wt", partitions=[0, 1, 2])]).encode(0)
-    s = client.call("SyncGroup", min(version, 5), group_id=group, generation_id=r.generation_id,
-                    member_id=r.member_id, protocol_type="consumer" if version >= 5 else None,
-                    protocol_name="range" if version >= 5 else None,
-                    assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
-                        member_id=r.member_id, assignment=assignment)])
+    assignment = (0).to_bytes(2, "big") + ConsumerProtocolAssignment(
+        assigned_partitions=[ConsumerProtocolAssignment.TopicPartition(topic="wt", partitions=[0, 1, 2])]
+    ).encode(0)
+    s = client.call(
+        "SyncGroup",
+        min(version, 5),
+        group_id=group,
+        generation_id=r.generation_id,
+        member_id=r.member_id,
+        protocol_type="consumer" if version >= 5 else None,
+        protocol_name="range" if version >= 5 else None,
+        assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id, assignment=assignment)],
+    )
     assert s.error_code == 0 and s.assignment == assignment
     return r.member_id, r.generation_id
 
@@ -168,25 +211,36 @@ def test_join_sync_heartbeat_leave_every_version(client, version, advertised, pe
     sync_v = min(version, 5)
     mine = [SyncGroupRequest.SyncGroupRequestAssignment(member_id=r.member_id, assignment=b"\x00\x01abc")]
     if sync_v >= 5:  # from v5 the protocol type and name are mandatory
-        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
-                        assignments=mine)
+        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id, assignments=mine)
         assert s.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
-        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
-                        protocol_type="consumer", protocol_name="range", assignments=mine)
+        s = client.call(
+            "SyncGroup",
+            sync_v,
+            group_id=group,
+            generation_id=1,
+            member_id=r.member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=mine,
+        )
     else:
-        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id,
-                        assignments=mine)
+        s = client.call("SyncGroup", sync_v, group_id=group, generation_id=1, member_id=r.member_id, assignments=mine)
     assert s.error_code == 0 and s.assignment == b"\x00\x01abc"
     hb_v = min(version, 4)
     assert client.call("Heartbeat", hb_v, group_id=group, generation_id=1, member_id=r.member_id).error_code == 0
-    assert client.call("Heartbeat", hb_v, group_id=group, generation_id=2,
-                       member_id=r.member_id).error_code == errors.ILLEGAL_GENERATION
-    assert client.call("Heartbeat", hb_v, group_id="nope", generation_id=1,
-                       member_id=r.member_id).error_code == errors.UNKNOWN_MEMBER_ID
+    assert (
+        client.call("Heartbeat", hb_v, group_id=group, generation_id=2, member_id=r.member_id).error_code
+        == errors.ILLEGAL_GENERATION
+    )
+    assert (
+        client.call("Heartbeat", hb_v, group_id="nope", generation_id=1, member_id=r.member_id).error_code
+        == errors.UNKNOWN_MEMBER_ID
+    )
     leave_v = min(version, 5)
     if leave_v >= 3:
-        resp = client.call("LeaveGroup", leave_v, group_id=group, members=[
-            LeaveGroupRequest.MemberIdentity(member_id=r.member_id)])
+        resp = client.call(
+            "LeaveGroup", leave_v, group_id=group, members=[LeaveGroupRequest.MemberIdentity(member_id=r.member_id)]
+        )
         assert resp.error_code == 0 and [m.error_code for m in resp.members] == [0]
     else:
         assert client.call("LeaveGroup", leave_v, group_id=group, member_id=r.member_id).error_code == 0
@@ -205,7 +259,8 @@ def test_find_coordinator_all_versions(client, node):
     while True:
         r = client.call("FindCoordinator", 4, key_type=1, coordinator_keys=["txn-a", "txn-b"])
         if time.monotonic() > deadline or not any(
-                c.error_code == errors.COORDINATOR_NOT_AVAILABLE for c in r.coordinators):
+            c.error_code == errors.COORDINATOR_NOT_AVAILABLE for c in r.coordinators
+        ):
             break
         time.sleep(0.2)
     assert [(c.key, c.node_id, c.error_code) for c in r.coordinators] == [("txn-a", 1, 0), ("txn-b", 1, 0)]
@@ -219,44 +274,96 @@ def test_offsets_errors_and_versions(client):
     group = "offs"
     member, gen = stable_member(client, group)
     T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
-    r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=gen, member_id=member, topics=[
-        T(name="wt", partitions=[P(partition_index=0, committed_offset=5, committed_metadata="m0"),
-                                 P(partition_index=1, committed_offset=6, committed_metadata="x" * 4097),
-                                 P(partition_index=7, committed_offset=1, committed_metadata="")]),
-        T(name="missing-topic", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
+    r = client.call(
+        "OffsetCommit",
+        8,
+        group_id=group,
+        generation_id_or_member_epoch=gen,
+        member_id=member,
+        topics=[
+            T(
+                name="wt",
+                partitions=[
+                    P(partition_index=0, committed_offset=5, committed_metadata="m0"),
+                    P(partition_index=1, committed_offset=6, committed_metadata="x" * 4097),
+                    P(partition_index=7, committed_offset=1, committed_metadata=""),
+                ],
+            ),
+            T(name="missing-topic", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")]),
+        ],
+    )
     # per topic, each partition's code (Kafka lists a topic's refused partitions before the others)
     codes = [(t.name, sorted((p.partition_index, p.error_code) for p in t.partitions)) for t in r.topics]
-    assert codes == [("wt", [(0, 0), (1, errors.OFFSET_METADATA_TOO_LARGE), (7, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
-                     ("missing-topic", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)])]
-    r = client.call("OffsetCommit", 8, group_id=group, generation_id_or_member_epoch=gen + 1, member_id=member,
-                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])])
+    assert codes == [
+        ("wt", [(0, 0), (1, errors.OFFSET_METADATA_TOO_LARGE), (7, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
+        ("missing-topic", [(0, errors.UNKNOWN_TOPIC_OR_PARTITION)]),
+    ]
+    r = client.call(
+        "OffsetCommit",
+        8,
+        group_id=group,
+        generation_id_or_member_epoch=gen + 1,
+        member_id=member,
+        topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])],
+    )
     assert r.topics[0].partitions[0].error_code == errors.ILLEGAL_GENERATION
-    r = client.call("OffsetCommit", 9, group_id="ghost-group", generation_id_or_member_epoch=3, member_id="m",
-                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])])
+    r = client.call(
+        "OffsetCommit",
+        9,
+        group_id="ghost-group",
+        generation_id_or_member_epoch=3,
+        member_id="m",
+        topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=9, committed_metadata="")])],
+    )
     assert r.topics[0].partitions[0].error_code == errors.GROUP_ID_NOT_FOUND
     # every OffsetFetch version reads the commit back, metadata string included
     for v in range(1, 8):
-        r = client.call("OffsetFetch", v, group_id=group, topics=[
-            OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[0, 2])])
+        r = client.call(
+            "OffsetFetch",
+            v,
+            group_id=group,
+            topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[0, 2])],
+        )
         rows = [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in r.topics[0].partitions]
         assert rows == [(0, 5, "m0", 0), (2, -1, "", 0)], (v, rows)
     G, GT = OffsetFetchRequest.OffsetFetchRequestGroup, OffsetFetchRequest.OffsetFetchRequestTopics
-    r = client.call("OffsetFetch", 8, groups=[G(group_id=group, topics=None), G(group_id="unknown-g", topics=[
-        GT(name="wt", partition_indexes=[0])])], require_stable=True)
+    r = client.call(
+        "OffsetFetch",
+        8,
+        groups=[G(group_id=group, topics=None), G(group_id="unknown-g", topics=[GT(name="wt", partition_indexes=[0])])],
+        require_stable=True,
+    )
     assert [g.group_id for g in r.groups] == [group, "unknown-g"]
     assert [(t.name, [(p.partition_index, p.committed_offset) for p in t.partitions]) for t in r.groups[0].topics] == [
-        ("wt", [(0, 5)])]
+        ("wt", [(0, 5)])
+    ]
     assert r.groups[1].topics[0].partitions[0].committed_offset == -1
     # v10: topic ids
-    topic_id = client.call("Metadata", 12, topics=[
-        __import__("kafkawire.protocol.messages", fromlist=["MetadataRequest"]).MetadataRequest.MetadataRequestTopic(
-            name="wt")]).topics[0].topic_id
-    r = client.call("OffsetFetch", 10, groups=[G(group_id=group, topics=[GT(topic_id=topic_id, partition_indexes=[0])])])
+    topic_id = (
+        client.call(
+            "Metadata",
+            12,
+            topics=[
+                __import__(
+                    "kafkawire.protocol.messages", fromlist=["MetadataRequest"]
+                ).MetadataRequest.MetadataRequestTopic(name="wt")
+            ],
+        )
+        .topics[0]
+        .topic_id
+    )
+    r = client.call(
+        "OffsetFetch", 10, groups=[G(group_id=group, topics=[GT(topic_id=topic_id, partition_indexes=[0])])]
+    )
     assert r.groups[0].topics[0].topic_id == topic_id and r.groups[0].topics[0].partitions[0].committed_offset == 5
     # OffsetDelete: the group's members subscribe to the topic
     D = OffsetDeleteRequest
-    r = client.call("OffsetDelete", 0, group_id=group, topics=[D.OffsetDeleteRequestTopic(
-        name="wt", partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])])
+    r = client.call(
+        "OffsetDelete",
+        0,
+        group_id=group,
+        topics=[D.OffsetDeleteRequestTopic(name="wt", partitions=[D.OffsetDeleteRequestPartition(partition_index=0)])],
+    )
     assert r.error_code == 0 and r.topics[0].partitions[0].error_code == errors.GROUP_SUBSCRIBED_TO_TOPIC
     r = client.call("OffsetDelete", 0, group_id="never", topics=[])
     assert r.error_code == errors.GROUP_ID_NOT_FOUND
@@ -278,8 +385,10 @@ def test_list_describe_delete_groups(client):
     r = client.call("DescribeGroups", 6, groups=["no-such"])
     assert r.groups[0].error_code == errors.GROUP_ID_NOT_FOUND
     r = client.call("DeleteGroups", 2, groups_names=["adm", "no-such"])
-    assert [(x.group_id, x.error_code) for x in r.results] == [("adm", errors.NON_EMPTY_GROUP),
-                                                               ("no-such", errors.GROUP_ID_NOT_FOUND)]
+    assert [(x.group_id, x.error_code) for x in r.results] == [
+        ("adm", errors.NON_EMPTY_GROUP),
+        ("no-such", errors.GROUP_ID_NOT_FOUND),
+    ]
     client.call("LeaveGroup", 5, group_id="adm", members=[LeaveGroupRequest.MemberIdentity(member_id=member)])
     r = client.call("DeleteGroups", 2, groups_names=["adm"])
     assert r.results[0].error_code == 0
@@ -292,8 +401,16 @@ def test_second_member_during_rebalance_and_static_fencing(node):
         # b joins: it waits in the rebalance; a learns about it from its heartbeat and rejoins
         r = join(b, "dup")
         assert r.error_code == errors.MEMBER_ID_REQUIRED
-        pending = b.send("JoinGroup", 9, group_id="dup", session_timeout_ms=6000, rebalance_timeout_ms=10000,
-                         member_id=r.member_id, protocol_type="consumer", protocols=protocols())
+        pending = b.send(
+            "JoinGroup",
+            9,
+            group_id="dup",
+            session_timeout_ms=6000,
+            rebalance_timeout_ms=10000,
+            member_id=r.member_id,
+            protocol_type="consumer",
+            protocols=protocols(),
+        )
         # pipelined behind the pending JoinGroup on the same connection: answered after it, in order
         behind = b.send("Metadata", 12, topics=None)
         for _ in range(50):  # b's JoinGroup travels on another connection
@@ -308,17 +425,40 @@ def test_second_member_during_rebalance_and_static_fencing(node):
         assert ra.error_code == rb.error_code == 0 and ra.generation_id == rb.generation_id == gen + 1
         assert len(ra.members) == 2 and rb.members == []
         # the follower's SyncGroup waits for the leader's, then gets its own bytes
-        token = b.send("SyncGroup", 5, group_id="dup", generation_id=rb.generation_id, member_id=rb.member_id,
-                       protocol_type="consumer", protocol_name="range", assignments=[])
+        token = b.send(
+            "SyncGroup",
+            5,
+            group_id="dup",
+            generation_id=rb.generation_id,
+            member_id=rb.member_id,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[],
+        )
         A = SyncGroupRequest.SyncGroupRequestAssignment
-        sa = a.call("SyncGroup", 5, group_id="dup", generation_id=ra.generation_id, member_id=ma,
-                    protocol_type="consumer", protocol_name="range",
-                    assignments=[A(member_id=ma, assignment=b"for-a"), A(member_id=rb.member_id, assignment=b"for-b")])
+        sa = a.call(
+            "SyncGroup",
+            5,
+            group_id="dup",
+            generation_id=ra.generation_id,
+            member_id=ma,
+            protocol_type="consumer",
+            protocol_name="range",
+            assignments=[A(member_id=ma, assignment=b"for-a"), A(member_id=rb.member_id, assignment=b"for-b")],
+        )
         sb = b.receive(token)
         assert (sa.error_code, sa.assignment, sb.error_code, sb.assignment) == (0, b"for-a", 0, b"for-b")
         assert sb.protocol_name == "range" and sb.protocol_type == "consumer"
-        bad = a.call("SyncGroup", 5, group_id="dup", generation_id=ra.generation_id, member_id=ma,
-                     protocol_type="connect", protocol_name="range", assignments=[])
+        bad = a.call(
+            "SyncGroup",
+            5,
+            group_id="dup",
+            generation_id=ra.generation_id,
+            member_id=ma,
+            protocol_type="connect",
+            protocol_name="range",
+            assignments=[],
+        )
         assert bad.error_code == errors.INCONSISTENT_GROUP_PROTOCOL
     finally:
         a.close()
@@ -326,8 +466,16 @@ def test_second_member_during_rebalance_and_static_fencing(node):
 
 
 def test_consumer_group_heartbeat_and_describe(client, node):
-    r = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=0,
-                    rebalance_timeout_ms=10000, subscribed_topic_names=["wt"], topic_partitions=[])
+    r = client.call(
+        "ConsumerGroupHeartbeat",
+        1,
+        group_id="kip848",
+        member_id="m-1",
+        member_epoch=0,
+        rebalance_timeout_ms=10000,
+        subscribed_topic_names=["wt"],
+        topic_partitions=[],
+    )
     assert r.error_code == 0 and r.member_epoch >= 1 and r.heartbeat_interval_ms == 500
     assert sorted(r.assignment.topic_partitions[0].partitions) == [0, 1, 2]
     d = client.call("ConsumerGroupDescribe", 1, group_ids=["kip848", "nope"])
@@ -335,11 +483,19 @@ def test_consumer_group_heartbeat_and_describe(client, node):
     assert g.group_state == "Stable" and g.members[0].member_id == "m-1"
     assert g.members[0].assignment.topic_partitions[0].topic_name == "wt"
     assert d.groups[1].error_code == errors.GROUP_ID_NOT_FOUND
-    bad = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="", member_epoch=0,
-                      rebalance_timeout_ms=10000, subscribed_topic_names=["wt"])
+    bad = client.call(
+        "ConsumerGroupHeartbeat",
+        1,
+        group_id="kip848",
+        member_id="",
+        member_epoch=0,
+        rebalance_timeout_ms=10000,
+        subscribed_topic_names=["wt"],
+    )
     assert bad.error_code == errors.INVALID_REQUEST
-    fenced = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1",
-                         member_epoch=r.member_epoch + 5)
+    fenced = client.call(
+        "ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=r.member_epoch + 5
+    )
     assert fenced.error_code == errors.FENCED_MEMBER_EPOCH
     left = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848", member_id="m-1", member_epoch=-1)
     assert left.error_code == 0 and left.member_epoch == -1
@@ -426,8 +582,16 @@ def test_consumer_group_second_member_waits_for_the_assignment_interval(client):
 
 
 def test_classic_member_joins_a_consumer_group(client):
-    r = client.call("ConsumerGroupHeartbeat", 1, group_id="kip848-mixed", member_id="m-1", member_epoch=0,
-                    rebalance_timeout_ms=10000, subscribed_topic_names=["wt"], topic_partitions=[])
+    r = client.call(
+        "ConsumerGroupHeartbeat",
+        1,
+        group_id="kip848-mixed",
+        member_id="m-1",
+        member_epoch=0,
+        rebalance_timeout_ms=10000,
+        subscribed_topic_names=["wt"],
+        topic_partitions=[],
+    )
     assert r.error_code == 0 and r.member_epoch >= 1
     try:
         j = join(client, "kip848-mixed")
@@ -438,6 +602,7 @@ def test_classic_member_joins_a_consumer_group(client):
 
 def test_internal_topic_listed_as_internal_in_metadata(client):
     from kafkawire.protocol.messages import MetadataRequest
+
     stable_member(client, "meta-check")
     everything = client.call("Metadata", 12, topics=None)
     internal = {t.name: t.is_internal for t in everything.topics}
@@ -461,11 +626,19 @@ def test_every_version_of_the_admin_and_offset_apis(client, advertised, peer_tar
     T, P = OffsetCommitRequest.OffsetCommitRequestTopic, OffsetCommitRequest.OffsetCommitRequestPartition
     if versions("OffsetCommit", 0, 0):
         # v0 carries no member: Kafka accepts it only for a group without members
-        r = client.call("OffsetCommit", 0, group_id="allv", topics=[T(name="wt", partitions=[
-            P(partition_index=1, committed_offset=1, committed_metadata="")])])
+        r = client.call(
+            "OffsetCommit",
+            0,
+            group_id="allv",
+            topics=[T(name="wt", partitions=[P(partition_index=1, committed_offset=1, committed_metadata="")])],
+        )
         assert r.topics[0].partitions[0].error_code == errors.UNKNOWN_MEMBER_ID
-        r = client.call("OffsetCommit", 0, group_id="allv-simple", topics=[T(name="wt", partitions=[
-            P(partition_index=1, committed_offset=1, committed_metadata="")])])
+        r = client.call(
+            "OffsetCommit",
+            0,
+            group_id="allv-simple",
+            topics=[T(name="wt", partitions=[P(partition_index=1, committed_offset=1, committed_metadata="")])],
+        )
         assert r.topics[0].partitions[0].error_code == 0
     for v in versions("OffsetCommit", 1, 10):
         topic = T(topic_id=topic_id) if v >= 10 else T(name="wt")
@@ -477,8 +650,16 @@ def test_every_version_of_the_admin_and_offset_apis(client, advertised, peer_tar
         assert r.topics[0].partitions[0].error_code == 0, (v, r)
         if v >= 10:
             assert r.topics[0].topic_id == topic_id
-        got = client.call("OffsetFetch", 7, group_id="allv", topics=[
-            OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[1])]).topics[0].partitions[0]
+        got = (
+            client.call(
+                "OffsetFetch",
+                7,
+                group_id="allv",
+                topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="wt", partition_indexes=[1])],
+            )
+            .topics[0]
+            .partitions[0]
+        )
         assert (got.committed_offset, got.metadata) == (100 + v, f"v{v}")
     for v in versions("DescribeGroups", 0, 6):
         fields = {"groups": ["allv"]}
@@ -492,11 +673,21 @@ def test_every_version_of_the_admin_and_offset_apis(client, advertised, peer_tar
     if versions("LeaveGroup", 0, 0):
         assert client.call("LeaveGroup", 0, group_id="allv", member_id=member).error_code == 0
     else:
-        assert client.call("LeaveGroup", 5, group_id="allv", members=[
-            LeaveGroupRequest.MemberIdentity(member_id=member)]).error_code == 0
+        assert (
+            client.call(
+                "LeaveGroup", 5, group_id="allv", members=[LeaveGroupRequest.MemberIdentity(member_id=member)]
+            ).error_code
+            == 0
+        )
     commit_v = versions("OffsetCommit", 2, 10)[0]
     for v in versions("DeleteGroups", 0, 3):
-        client.call("OffsetCommit", commit_v, group_id=f"del{v}", generation_id_or_member_epoch=-1, member_id="",
-                    topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])])
+        client.call(
+            "OffsetCommit",
+            commit_v,
+            group_id=f"del{v}",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            topics=[T(name="wt", partitions=[P(partition_index=0, committed_offset=1, committed_metadata="")])],
+        )
         r = client.call("DeleteGroups", v, groups_names=[f"del{v}"])
         assert r.results[0].error_code == 0

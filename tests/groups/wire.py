@@ -1,4 +1,5 @@
 """A tiny blocking Kafka client for wire-level group tests: one request, one response, kafkawire.protocol codecs."""
+
 from __future__ import annotations
 
 import itertools

@@ -12,6 +12,7 @@ tests/groups. Durability tests start their own with :func:`broker_factory`.
 When Kafka cannot run, its tests fail in CI (``CI`` set) and skip elsewhere.
 A failing test gets the tail of the brokers' logs in its report.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -80,8 +81,7 @@ def broker_factory(peer_target, tmp_path):
     started: list = []
 
     def make(storage: str = "disk", data_dir: Path | None = None, config: dict | None = None):
-        proc = make_broker(peer_target, data_dir or tmp_path / f"broker{len(started)}", storage=storage,
-                           config=config)
+        proc = make_broker(peer_target, data_dir or tmp_path / f"broker{len(started)}", storage=storage, config=config)
         started.append(proc)
         _brokers.append(proc)
         if peer_target == "kafka":
@@ -103,10 +103,16 @@ def topic(request) -> str:
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "tansu_gap(reason): the scenario is right but Tansu fails it; "
-                                       "expected to fail (strictly) only when the target is tansu")
-    config.addinivalue_line("markers", "kafkawire_gap(reason): the scenario passes on Apache Kafka but kafkawire "
-                                       "fails it; expected to fail (strictly) only when the target is kafkawire")
+    config.addinivalue_line(
+        "markers",
+        "tansu_gap(reason): the scenario is right but Tansu fails it; "
+        "expected to fail (strictly) only when the target is tansu",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kafkawire_gap(reason): the scenario passes on Apache Kafka but kafkawire "
+        "fails it; expected to fail (strictly) only when the target is kafkawire",
+    )
 
 
 def pytest_collection_modifyitems(config, items):

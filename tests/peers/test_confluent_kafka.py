@@ -1,4 +1,5 @@
 """confluent-kafka (librdkafka) against the broker: produce, read back, administer, list offsets."""
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,14 @@ def test_auto_created_topic_on_produce(broker, topic):
         return lambda err, msg: reports.__setitem__(index, (err, msg.partition(), msg.offset()))
 
     for i, r in enumerate(records):
-        producer.produce(topic, value=r.value, key=r.key, headers=list(r.headers) or None, timestamp=r.timestamp,
-                         on_delivery=on_delivery(i))
+        producer.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            headers=list(r.headers) or None,
+            timestamp=r.timestamp,
+            on_delivery=on_delivery(i),
+        )
     assert producer.flush(30) == 0
     assert [rep for rep in reports if rep is None or rep[0] is not None] == []
     # The auto-created topic may have several partitions; the partitioner spread the records by key.
@@ -108,6 +115,7 @@ def test_admin_describe_topics_and_cluster(broker, admin, topic):
     confluent_create_topic(broker.bootstrap, topic, 3)
     node_id = _node_id(admin)
     from confluent_kafka import TopicCollection
+
     desc = _result(admin.describe_topics(TopicCollection([topic]))[topic])
     assert desc.name == topic and not desc.is_internal
     assert [p.id for p in desc.partitions] == [0, 1, 2]
@@ -123,9 +131,10 @@ def test_admin_describe_topics_and_cluster(broker, admin, topic):
 
 @pytest.mark.tansu_gap("DescribeConfigs reports topic configs set at creation as defaults")
 def test_admin_topic_configs(broker, admin, topic):
-    futures = admin.create_topics([NewTopic(topic, 1, 1, config={"retention.ms": "3600000",
-                                                                 "max.message.bytes": "2097152"})],
-                                  operation_timeout=10)
+    futures = admin.create_topics(
+        [NewTopic(topic, 1, 1, config={"retention.ms": "3600000", "max.message.bytes": "2097152"})],
+        operation_timeout=10,
+    )
     assert _result(futures[topic]) is None
     wait_for_topic(broker.bootstrap, topic, 1)
     resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -198,16 +207,23 @@ def test_list_offsets_earliest_latest_by_timestamp(broker, topic):
         return -1, -1
 
     for p, recs in groups.items():
-        for target in (recs[len(recs) // 2].timestamp, recs[len(recs) // 2].timestamp - 1,
-                       recs[7].timestamp + 1, recs[0].timestamp - 1000, recs[-1].timestamp,
-                       recs[-1].timestamp + 1):
+        for target in (
+            recs[len(recs) // 2].timestamp,
+            recs[len(recs) // 2].timestamp - 1,
+            recs[7].timestamp + 1,
+            recs[0].timestamp - 1000,
+            recs[-1].timestamp,
+            recs[-1].timestamp + 1,
+        ):
             found = list_offsets(lambda q: OffsetSpec.for_timestamp(target))[p]
             assert (found.offset, found.timestamp) == expected(p, target), f"partition {p}, target {target}"
 
     # The consumer-side APIs agree with the admin's.
     from confluent_kafka import Consumer
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "peers-offsets",
-                         "enable.auto.commit": False})
+
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "peers-offsets", "enable.auto.commit": False}
+    )
     try:
         for p in range(partitions):
             assert consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) == (0, ends[p])
@@ -227,11 +243,21 @@ def test_small_fetch_limits_still_read_everything(broker, topic):
     confluent_create_topic(broker.bootstrap, topic, partitions)
     records = make_records(400, partitions, seed=77, big_every=23)  # many 64 KiB records
     # Batches of up to ~100 KB, fetched 1 KiB per partition and 4 KiB per response.
-    delivered = confluent_produce(broker.bootstrap, topic, records, {"linger.ms": 20, "compression.type": "none",
-                                                                     "batch.size": 100_000})
-    got = confluent_consume(broker.bootstrap, topic, partitions, len(records),
-                            config={"fetch.max.bytes": 4096, "message.max.bytes": 4096,
-                                    "max.partition.fetch.bytes": 1024, "receive.message.max.bytes": 1_000_000})
+    delivered = confluent_produce(
+        broker.bootstrap, topic, records, {"linger.ms": 20, "compression.type": "none", "batch.size": 100_000}
+    )
+    got = confluent_consume(
+        broker.bootstrap,
+        topic,
+        partitions,
+        len(records),
+        config={
+            "fetch.max.bytes": 4096,
+            "message.max.bytes": 4096,
+            "max.partition.fetch.bytes": 1024,
+            "receive.message.max.bytes": 1_000_000,
+        },
+    )
     assert_readback(records, got, delivered=delivered)
 
 
@@ -246,11 +272,13 @@ def test_oversized_record_is_refused_and_the_rest_kept(broker, topic):
     fits = {"linger.ms": 0, "batch.size": 2500}
     before = confluent_produce(broker.bootstrap, topic, small[:10], fits)
 
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.timeout.ms": 20000,
-                         "retries": 0})
+    producer = Producer(
+        {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.timeout.ms": 20000, "retries": 0}
+    )
     outcome = []
-    producer.produce(topic, value=b"x" * 20_000, key=b"too-big", partition=0,
-                     on_delivery=lambda err, msg: outcome.append(err))
+    producer.produce(
+        topic, value=b"x" * 20_000, key=b"too-big", partition=0, on_delivery=lambda err, msg: outcome.append(err)
+    )
     assert producer.flush(20) == 0
     assert len(outcome) == 1 and outcome[0] is not None, "a record over max.message.bytes was accepted"
     assert outcome[0].code() == KafkaError.MSG_SIZE_TOO_LARGE, outcome[0]
@@ -271,14 +299,25 @@ def test_out_of_range_offsets_follow_auto_offset_reset(broker, topic):
     delivered = confluent_produce(broker.bootstrap, topic, records)
 
     # earliest: from an offset far past the end back to 0, and everything is read.
-    got = confluent_consume(broker.bootstrap, topic, partitions, len(records),
-                            start={p: 1_000_000 for p in range(partitions)},
-                            config={"auto.offset.reset": "earliest"})
+    got = confluent_consume(
+        broker.bootstrap,
+        topic,
+        partitions,
+        len(records),
+        start={p: 1_000_000 for p in range(partitions)},
+        config={"auto.offset.reset": "earliest"},
+    )
     assert_readback(records, got, delivered=delivered)
 
     # error: the consumer is told, with the partition, instead of silently skipping.
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-reset-{topic}",
-                         "enable.auto.commit": False, "auto.offset.reset": "error"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"peers-reset-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "error",
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, 1_000_000)])
         deadline = time.monotonic() + 20
@@ -301,9 +340,16 @@ def test_out_of_range_offsets_follow_auto_offset_reset(broker, topic):
             if int(p) >= 0 and st.get("fetch_state") == "active":
                 fetching_from[int(p)] = st.get("next_offset")
 
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-reset2-{topic}",
-                         "enable.auto.commit": False, "auto.offset.reset": "latest",
-                         "statistics.interval.ms": 100, "stats_cb": stats})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"peers-reset2-{topic}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "statistics.interval.ms": 100,
+            "stats_cb": stats,
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, p, 1_000_000) for p in range(partitions)])
         # Produce the new records only once both partitions were reset to their end and are being fetched.
@@ -317,8 +363,9 @@ def test_out_of_range_offsets_follow_auto_offset_reset(broker, topic):
         while len(got) < len(more) and time.monotonic() < deadline:
             for m in consumer.consume(100, 0.2):
                 assert m.error() is None, m.error()
-                got.append((m.offset(), Rec(m.partition(), m.key(), m.value(), tuple(m.headers() or ()),
-                                            m.timestamp()[1])))
+                got.append(
+                    (m.offset(), Rec(m.partition(), m.key(), m.value(), tuple(m.headers() or ()), m.timestamp()[1]))
+                )
     finally:
         consumer.close()
     assert_readback(more, got, delivered=more_delivered, start_offsets=ends)
@@ -335,8 +382,15 @@ def test_acks_zero_records_arrive_and_later_requests_still_pair(broker, topic):
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "0", "linger.ms": 5})
     errors = []
     for r in records:
-        producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
-                         timestamp=r.timestamp, on_delivery=lambda err, msg: err and errors.append(err))
+        producer.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            partition=r.partition,
+            headers=list(r.headers) or None,
+            timestamp=r.timestamp,
+            on_delivery=lambda err, msg: err and errors.append(err),
+        )
         producer.poll(0)
     assert producer.flush(30) == 0
     assert errors == []
@@ -344,13 +398,14 @@ def test_acks_zero_records_arrive_and_later_requests_still_pair(broker, topic):
     assert sorted(producer.list_topics(topic, timeout=10).topics[topic].partitions) == list(range(partitions))
     # acks=0 promises no order against another producer: wait until those records are all in the log.
     from confluent_kafka import Consumer
+
     ends = end_offsets(records, partitions)
     watcher = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"peers-acks0-{topic}"})
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and any(
-                watcher.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] < ends[p]
-                for p in range(partitions)):
+            watcher.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] < ends[p] for p in range(partitions)
+        ):
             time.sleep(0.05)
     finally:
         watcher.close()

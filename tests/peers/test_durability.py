@@ -5,6 +5,7 @@ data directory. They run against kafkawire and Apache Kafka (a SIGKILL loses
 nothing Kafka wrote: its unflushed data sits in the page cache, which outlives
 the process). Tansu runs in memory here, so it is skipped.
 """
+
 from __future__ import annotations
 
 import time
@@ -44,10 +45,13 @@ def test_restart_between_produce_and_consume(disk_broker, topic):
     create_topic(disk_broker.bootstrap, topic, partitions, {"retention.ms": "86400000"})
     records = make_records(1500, partitions, seed=500)
     # Two producers, two codecs: the log holds batches of both kinds.
-    first = confluent_produce(disk_broker.bootstrap, topic, records[:800],
-                              {"enable.idempotence": True, "acks": "all", "compression.type": "lz4"})
-    second = confluent_produce(disk_broker.bootstrap, topic, records[800:],
-                               {"acks": "1", "compression.type": "none"})
+    first = confluent_produce(
+        disk_broker.bootstrap,
+        topic,
+        records[:800],
+        {"enable.idempotence": True, "acks": "all", "compression.type": "lz4"},
+    )
+    second = confluent_produce(disk_broker.bootstrap, topic, records[800:], {"acks": "1", "compression.type": "none"})
     delivered = first + second
     # A topic deleted before the restart stays deleted after it.
     gone = topic + "-deleted"
@@ -72,8 +76,7 @@ def test_restart_between_produce_and_consume(disk_broker, topic):
 
     # New records continue the recovered logs, and a second restart keeps everything.
     more = make_records(300, partitions, seed=501)
-    more_delivered = confluent_produce(disk_broker.bootstrap, topic, more, {"enable.idempotence": True,
-                                                                           "acks": "all"})
+    more_delivered = confluent_produce(disk_broker.bootstrap, topic, more, {"enable.idempotence": True, "acks": "all"})
     disk_broker.restart()
     got = confluent_consume(disk_broker.bootstrap, topic, partitions, len(records) + len(more))
     assert_readback(records + more, got, delivered=delivered + more_delivered)
@@ -88,9 +91,18 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
     total = 20_000
     create_topic(disk_broker.bootstrap, topic, partitions)
     records = make_records(total, partitions, seed=600, big_every=0)
-    producer = Producer({"bootstrap.servers": disk_broker.bootstrap, "acks": "all", "enable.idempotence": True,
-                         "linger.ms": 2, "batch.num.messages": 200, "message.timeout.ms": 6000,
-                         "reconnect.backoff.max.ms": 500, "queue.buffering.max.messages": total})
+    producer = Producer(
+        {
+            "bootstrap.servers": disk_broker.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            "batch.num.messages": 200,
+            "message.timeout.ms": 6000,
+            "reconnect.backoff.max.ms": 500,
+            "queue.buffering.max.messages": total,
+        }
+    )
     reports: list = [None] * total
     tally = {"ok": 0, "done": 0}
 
@@ -99,12 +111,13 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
             reports[index] = ("err", err) if err is not None else ("ok", msg.partition(), msg.offset())
             tally["done"] += 1
             tally["ok"] += err is None
+
         return report
 
-    kill_after = 8000   # acknowledged records before the crash
-    window = 2000       # records without a delivery report at most, so the load stays steady
-    burst = 1500        # then this many more at once, and the kill right behind them: batches are in flight
-    after_kill = 1000   # the producer keeps sending into the crash, as an application would
+    kill_after = 8000  # acknowledged records before the crash
+    window = 2000  # records without a delivery report at most, so the load stays steady
+    burst = 1500  # then this many more at once, and the kill right behind them: batches are in flight
+    after_kill = 1000  # the producer keeps sending into the crash, as an application would
     acked_at_kill = outstanding_at_kill = None
     kill_at = stop_at = None
     produced = 0
@@ -112,8 +125,15 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
     for i, r in enumerate(records):
         while kill_at is None and i - tally["done"] >= window and time.monotonic() < deadline:
             producer.poll(0.01)
-        producer.produce(topic, value=r.value, key=r.key, partition=r.partition, headers=list(r.headers) or None,
-                         timestamp=r.timestamp, on_delivery=on_delivery(i))
+        producer.produce(
+            topic,
+            value=r.value,
+            key=r.key,
+            partition=r.partition,
+            headers=list(r.headers) or None,
+            timestamp=r.timestamp,
+            on_delivery=on_delivery(i),
+        )
         produced = i + 1
         if kill_at is None:
             producer.poll(0)
@@ -137,11 +157,11 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
 
     disk_broker.start()
 
-    consumer = Consumer({"bootstrap.servers": disk_broker.bootstrap, "group.id": "peers-durability",
-                         "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": disk_broker.bootstrap, "group.id": "peers-durability", "enable.auto.commit": False}
+    )
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in range(partitions)}
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     finally:
         consumer.close()
     got = confluent_consume(disk_broker.bootstrap, topic, partitions, sum(ends.values()))
@@ -164,11 +184,15 @@ def test_sigkill_during_acks_all_load_keeps_every_acknowledged_record(disk_broke
             positions.append(index_in_partition[r])
             found[(p, o)] = r
         assert positions == sorted(set(positions)), f"partition {p}: records out of order or duplicated"
-    print(f"killed after {acked_at_kill} acks with {outstanding_at_kill} records awaiting acknowledgement; "
-          f"acknowledged in the end {len(acked)}; in the log after restart {len(got)}")
+    print(
+        f"killed after {acked_at_kill} acks with {outstanding_at_kill} records awaiting acknowledgement; "
+        f"acknowledged in the end {len(acked)}; in the log after restart {len(got)}"
+    )
     missing = [(i, where) for i, where in acked.items() if found.get(where) != records[i]]
-    assert not missing, (f"{len(missing)} acknowledged records are not at their acknowledged offset after "
-                         f"SIGKILL and restart, first: record #{missing[0][0]} at {missing[0][1]}")
+    assert not missing, (
+        f"{len(missing)} acknowledged records are not at their acknowledged offset after "
+        f"SIGKILL and restart, first: record #{missing[0][0]} at {missing[0][1]}"
+    )
 
     # The recovered log takes new records after its end.
     tail = make_records(200, partitions, seed=601)

@@ -1,4 +1,5 @@
 """The read-back check itself must fail on every kind of damage a broker could do (no broker needed)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -56,9 +57,13 @@ def _damaged(kind):
         delivered[first_p0] = (0, 5)
     else:
         field, value = {
-            "key": ("key", b"other"), "value": ("value", b"other"), "null-value": ("value", None),
-            "headers": ("headers", ()), "header-order": ("headers", tuple(reversed(r.headers)) or (("x", b""),)),
-            "timestamp": ("timestamp", r.timestamp + 1), "partition": ("partition", 1),
+            "key": ("key", b"other"),
+            "value": ("value", b"other"),
+            "null-value": ("value", None),
+            "headers": ("headers", ()),
+            "header-order": ("headers", tuple(reversed(r.headers)) or (("x", b""),)),
+            "timestamp": ("timestamp", r.timestamp + 1),
+            "partition": ("partition", 1),
         }[kind]
         if getattr(r, field) == value:
             value = {"timestamp": r.timestamp + 7, "headers": (("x", b""),), "partition": 2}.get(field, b"changed")
@@ -66,8 +71,23 @@ def _damaged(kind):
     return got, delivered
 
 
-@pytest.mark.parametrize("kind", ["missing", "duplicated", "reordered", "offset-gap", "wrong-delivery-offset", "key",
-                                  "value", "null-value", "headers", "header-order", "timestamp", "partition"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "missing",
+        "duplicated",
+        "reordered",
+        "offset-gap",
+        "wrong-delivery-offset",
+        "key",
+        "value",
+        "null-value",
+        "headers",
+        "header-order",
+        "timestamp",
+        "partition",
+    ],
+)
 def test_rejects_damage(kind):
     got, delivered = _damaged(kind)
     with pytest.raises(AssertionError, match="read-back does not match"):

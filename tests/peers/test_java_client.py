@@ -7,6 +7,7 @@ is compiled once per session and client (see ``tests/support/java.py``);
 everything it produced and read back is checked here, and read back once more
 with librdkafka.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,14 +43,15 @@ def parse_records(lines) -> list[tuple[int, Rec]]:
     got = []
     for p, offset, ts, ts_type, key, value, headers in lines:
         assert ts_type == "CreateTime", (p, offset, ts_type)
-        hs = tuple((bytes.fromhex(k).decode(), _unhex(v)) for k, v in
-                   (pair.split("=", 1) for pair in headers.split(",") if pair))
+        hs = tuple(
+            (bytes.fromhex(k).decode(), _unhex(v))
+            for k, v in (pair.split("=", 1) for pair in headers.split(",") if pair)
+        )
         got.append((int(offset), Rec(int(p), _unhex(key), _unhex(value), hs, int(ts))))
     return got
 
 
-@pytest.fixture(scope="module", params=[None, kafka_pins.BROKER],
-                ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
+@pytest.fixture(scope="module", params=[None, kafka_pins.BROKER], ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
 def java_peer(request):
     return JavaProgram.require(SOURCE, clients=request.param)
 
@@ -60,8 +62,16 @@ def test_idempotent_producer_assign_consumer_and_admin(broker, topic, java_peer,
     partitions = 3
     records = make_records(300, partitions, seed=400 + len(compression))
     middle = by_partition(records)[2][30]
-    out = java_peer.run("KafkawirePeer", broker.bootstrap, topic, partitions, compression, middle.timestamp,
-                        input=encode_input(records), timeout=150)
+    out = java_peer.run(
+        "KafkawirePeer",
+        broker.bootstrap,
+        topic,
+        partitions,
+        compression,
+        middle.timestamp,
+        input=encode_input(records),
+        timeout=150,
+    )
     lines = [line.split("\t") for line in out.splitlines() if line]
     kinds = {}
     for fields in lines:
@@ -94,8 +104,7 @@ def test_idempotent_producer_assign_consumer_and_admin(broker, topic, java_peer,
             assert (int(found), int(found_ts)) == (delivered[index][1], middle.timestamp) == (30, middle.timestamp)
 
     # librdkafka reads the Java client's batches back identically.
-    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)),
-                    delivered=delivered)
+    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)), delivered=delivered)
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy"])

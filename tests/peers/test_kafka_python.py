@@ -1,4 +1,5 @@
 """kafka-python 3.x against the broker: KafkaProducer, KafkaConsumer with assign, KafkaAdminClient."""
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,10 @@ def admin(broker):
 
 
 def create(admin, topic, partitions, configs=None):
-    result = admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1,
-                                          "configs": configs or {}}}, wait_for_metadata=True)
+    result = admin.create_topics(
+        {topic: {"num_partitions": partitions, "replication_factor": 1, "configs": configs or {}}},
+        wait_for_metadata=True,
+    )
     (entry,) = result["topics"]
     assert (entry["name"], entry["error_code"]) == (topic, 0)
     return entry
@@ -33,8 +36,17 @@ def create(admin, topic, partitions, configs=None):
 def produce(bootstrap, topic, records, **config):
     producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, **config)
     try:
-        futures = [producer.send(topic, value=r.value, key=r.key, headers=list(r.headers), partition=r.partition,
-                                 timestamp_ms=r.timestamp) for r in records]
+        futures = [
+            producer.send(
+                topic,
+                value=r.value,
+                key=r.key,
+                headers=list(r.headers),
+                partition=r.partition,
+                timestamp_ms=r.timestamp,
+            )
+            for r in records
+        ]
         producer.flush(60)
         delivered = []
         for r, fut in zip(records, futures):
@@ -47,8 +59,13 @@ def produce(bootstrap, topic, records, **config):
 
 
 def consume(bootstrap, topic, partitions, count, timeout=60.0):
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             fetch_max_wait_ms=100, consumer_timeout_ms=1000)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=100,
+        consumer_timeout_ms=1000,
+    )
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
         consumer.seek_to_beginning()
@@ -68,9 +85,18 @@ def consume(bootstrap, topic, partitions, count, timeout=60.0):
         consumer.close()
 
 
-@pytest.mark.parametrize("codec,idempotent", [
-    (None, False), (None, True), ("gzip", True), ("snappy", True), ("lz4", True), ("zstd", True), ("lz4", False),
-])
+@pytest.mark.parametrize(
+    "codec,idempotent",
+    [
+        (None, False),
+        (None, True),
+        ("gzip", True),
+        ("snappy", True),
+        ("lz4", True),
+        ("zstd", True),
+        ("lz4", False),
+    ],
+)
 def test_producer_then_assigned_consumer(broker, admin, topic, codec, idempotent):
     partitions = 3
     create(admin, topic, partitions)
@@ -81,8 +107,7 @@ def test_producer_then_assigned_consumer(broker, admin, topic, codec, idempotent
     got = consume(broker.bootstrap, topic, partitions, len(records))
     assert_readback(records, got, delivered=delivered)
     # librdkafka reads the same bytes back identically.
-    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)),
-                    delivered=delivered)
+    assert_readback(records, confluent_consume(broker.bootstrap, topic, partitions, len(records)), delivered=delivered)
 
 
 def test_admin_create_describe_delete(broker, admin, topic):
@@ -98,12 +123,15 @@ def test_admin_create_describe_delete(broker, admin, topic):
     assert (desc["name"], desc["error_code"], desc["is_internal"]) == (topic, 0, False)
     assert [p["partition_index"] for p in sorted(desc["partitions"], key=lambda p: p["partition_index"])] == [0, 1, 2]
     for p in desc["partitions"]:
-        assert (p["error_code"], p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (0, node_id, [node_id],
-                                                                                         [node_id])
+        assert (p["error_code"], p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (
+            0,
+            node_id,
+            [node_id],
+            [node_id],
+        )
 
     cluster = admin.describe_cluster()
-    assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(node_id, broker.host,
-                                                                                     broker.port)]
+    assert [(b["broker_id"], b["host"], b["port"]) for b in cluster["brokers"]] == [(node_id, broker.host, broker.port)]
     assert cluster["cluster_id"]
 
     admin.delete_topics([topic])
@@ -129,8 +157,9 @@ def test_admin_describe_configs(broker, admin, topic):
     assert everything["cleanup.policy"]["config_source"] != "DYNAMIC_TOPIC_CONFIG"
 
     node_id = admin.describe_cluster()["controller_id"]
-    broker_configs = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, str(node_id))],
-                                            config_filter="all")["broker"][str(node_id)]
+    broker_configs = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.BROKER, str(node_id))], config_filter="all"
+    )["broker"][str(node_id)]
     assert broker_configs, "the broker describes no configs"
 
 

@@ -3,6 +3,7 @@
 kcat's JSON envelope carries keys, values and headers as text, so these
 scenarios use printable record sets.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,17 @@ from .peer_harness import Rec, assert_readback, confluent_consume, confluent_cre
 pytestmark = [
     pytest.mark.timeout(120),
     pytest.mark.tansu_gap("librdkafka 2.0.x cannot read its ApiVersions response (Read underflow)"),
-    pytest.mark.skipif(shutil.which("kcat") is None,
-                       reason="kcat not installed (Debian package 'kcat'; tools/run-tests installs it as root)"),
+    pytest.mark.skipif(
+        shutil.which("kcat") is None,
+        reason="kcat not installed (Debian package 'kcat'; tools/run-tests installs it as root)",
+    ),
 ]
 
 
 def kcat(broker, *args, input: bytes | None = None, timeout: float = 60) -> str:
-    proc = subprocess.run(["kcat", "-b", broker.bootstrap, "-m", "10", *args], input=input, capture_output=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        ["kcat", "-b", broker.bootstrap, "-m", "10", *args], input=input, capture_output=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"kcat {' '.join(args)} exited {proc.returncode}:\n{proc.stderr.decode()}"
     return proc.stdout.decode()
 
@@ -45,7 +49,9 @@ def kcat_json_records(output: str) -> list[tuple[int, Rec]]:
             continue
         m = json.loads(line)
         flat = m.get("headers") or []
-        headers = tuple((flat[i], None if flat[i + 1] is None else flat[i + 1].encode()) for i in range(0, len(flat), 2))
+        headers = tuple(
+            (flat[i], None if flat[i + 1] is None else flat[i + 1].encode()) for i in range(0, len(flat), 2)
+        )
         assert m["tstype"] == "create", m
         key = None if m["key"] is None else m["key"].encode()
         value = None if m["payload"] is None else m["payload"].encode()
@@ -117,8 +123,16 @@ def test_produce_then_read_back(broker, topic, codec):
     assert len(got) == 300
     for _, rec in got:
         assert before - 1000 <= rec.timestamp <= after + 1000, "timestamps must be the producer's create times"
-    expected = [Rec(1, f"key-{i}".encode(), line.split("|", 1)[1].encode(), (("origin", b"kcat"), ("run", b"peers")),
-                    got[i][1].timestamp) for i, line in enumerate(lines)]
+    expected = [
+        Rec(
+            1,
+            f"key-{i}".encode(),
+            line.split("|", 1)[1].encode(),
+            (("origin", b"kcat"), ("run", b"peers")),
+            got[i][1].timestamp,
+        )
+        for i, line in enumerate(lines)
+    ]
     assert_readback(expected, got)
     assert [r.timestamp for _, r in got] == sorted(r.timestamp for _, r in got)
     assert_readback(expected, confluent_consume(broker.bootstrap, topic, 2, len(expected)))

@@ -5,6 +5,7 @@ producer write concurrently; each one's records must be in the log complete,
 in its own order per partition, at the offsets it was told, and the log itself
 must be gap-free.
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,8 +40,9 @@ def test_concurrent_producers_interleave_without_loss(broker, topic):
     for n, name in enumerate(producers):
         recs = make_records(600, partitions, seed=900 + n, null_header_values=name.startswith("rd"))
         # Tag each record with its producer so the interleaved log can be taken apart again.
-        datasets[name] = [Rec(r.partition, f"{name}|{i}".encode(), r.value, r.headers, r.timestamp)
-                          for i, r in enumerate(recs)]
+        datasets[name] = [
+            Rec(r.partition, f"{name}|{i}".encode(), r.value, r.headers, r.timestamp) for i, r in enumerate(recs)
+        ]
     delivered: dict[str, list] = {}
     errors = []
 
@@ -49,12 +51,21 @@ def test_concurrent_producers_interleave_without_loss(broker, topic):
             if config is not None:
                 delivered[name] = confluent_produce(broker.bootstrap, topic, datasets[name], config)
             else:
-                producer = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type="gzip", linger_ms=5,
-                                         acks="all")
+                producer = KafkaProducer(
+                    bootstrap_servers=broker.bootstrap, compression_type="gzip", linger_ms=5, acks="all"
+                )
                 try:
-                    futures = [producer.send(topic, value=r.value, key=r.key, headers=list(r.headers),
-                                             partition=r.partition, timestamp_ms=r.timestamp)
-                               for r in datasets[name]]
+                    futures = [
+                        producer.send(
+                            topic,
+                            value=r.value,
+                            key=r.key,
+                            headers=list(r.headers),
+                            partition=r.partition,
+                            timestamp_ms=r.timestamp,
+                        )
+                        for r in datasets[name]
+                    ]
                     producer.flush(60)
                     delivered[name] = [(m.partition, m.offset) for m in (f.get(timeout=30) for f in futures)]
                 finally:

@@ -4,6 +4,7 @@ Both sides are compared through a neutral form: nested dicts keyed by Kafka's
 JSON field names, holding only the fields present at the version, with lists
 for arrays, bytes for byte fields and UUIDs for uuids.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -45,6 +46,7 @@ def _neutral_element(value, f: FieldSpec, version: int):
 
 
 # -- kafka-python 3.x -----------------------------------------------------------------------
+
 
 def kafka_python_classes() -> dict[str, type]:
     """kafka-python's schema-driven classes (requests, responses, data, headers) by Kafka name."""
@@ -135,8 +137,12 @@ def to_kafka_python(obj, spec: StructSpec, kp_cls, version: int, top: bool = Tru
     kwargs = {}
     for kf, f in kp_fields_paired(kp_cls._struct, spec, version):
         value = getattr(obj, f.attr)
-        if kf.is_struct() and kf.tagged_field_q(version) and value is not None \
-                and neutral(value, f.struct, version) == neutral_default(f.struct, version):
+        if (
+            kf.is_struct()
+            and kf.tagged_field_q(version)
+            and value is not None
+            and neutral(value, f.struct, version) == neutral_default(f.struct, version)
+        ):
             value = None  # the peer's "absent" for a tagged struct; kafkawire's is the default struct
         elif value is not None and (kf.is_struct() or kf.is_struct_array()):
             sub = _kp_data_class(kp_cls, kf)
@@ -213,6 +219,7 @@ def kp_decode(kp_cls, data: bytes, version: int, flexible: bool):
 
 
 # -- kio ------------------------------------------------------------------------------------
+
 
 def kio_classes() -> dict[tuple[str, int], type]:
     """kio's per-version entity classes by (Kafka name, version)."""

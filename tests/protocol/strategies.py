@@ -5,6 +5,7 @@ field present at that version gets a random value of its wire type (null where
 the version allows it), arrays and nested structs stay small, and absent
 fields keep their defaults so that the message is encodable at that version.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -68,8 +69,10 @@ class MessageStrategies:
         if self.unknown_tags:
             known = {f.tag for f in spec.fields if f.tag is not None}
             kwargs["_unknown_tags"] = UNKNOWN_TAGS.flatmap(
-                lambda tags: st.tuples(*[st.tuples(st.just(t), st.binary(max_size=4)) for t in tags
-                                         if t not in known]).map(lambda pairs: list(pairs) or None))
+                lambda tags: st.tuples(
+                    *[st.tuples(st.just(t), st.binary(max_size=4)) for t in tags if t not in known]
+                ).map(lambda pairs: list(pairs) or None)
+            )
         return st.fixed_dictionaries(kwargs).map(lambda kw: cls(**kw))
 
     def field(self, f: FieldSpec, depth: int) -> st.SearchStrategy:

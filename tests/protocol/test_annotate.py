@@ -1,4 +1,5 @@
 """The spec-walking annotator: an independent second reading of the bytes, checked against the codec."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,13 @@ from .frames import (
 from .strategies import all_pairs, messages
 
 PAIRS = all_pairs()
-SETTINGS = settings(max_examples=4, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=4,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _matches(annotated, decoded) -> None:
@@ -54,8 +60,11 @@ def test_annotator_agrees_with_the_codec(name, version):
         assert result.end == len(data)
         _matches(result.value, cls.decode(data, version))
         # the annotations tile the input: leaves cover every byte exactly once, in order
-        leaves = [e for i, e in enumerate(result.events)
-                  if i + 1 == len(result.events) or result.events[i + 1].depth <= e.depth]
+        leaves = [
+            e
+            for i, e in enumerate(result.events)
+            if i + 1 == len(result.events) or result.events[i + 1].depth <= e.depth
+        ]
         covered = 0
         for e in result.events:
             assert e.width is not None and e.offset + e.width <= len(data)
@@ -101,7 +110,7 @@ def test_size_mismatch_is_reported_with_what_was_read():
     assert isinstance(info.value, DecodeError)
 
 
-_DTP_BODY = DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0[4 + 23:]  # after the size and the 23-byte header
+_DTP_BODY = DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0[4 + 23 :]  # after the size and the 23-byte header
 
 
 @pytest.mark.parametrize("cut", range(len(_DTP_BODY)))

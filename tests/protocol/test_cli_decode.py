@@ -1,4 +1,5 @@
 """``kafkawire decode`` run as a real subprocess on the exact frames."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,9 @@ from .frames import (
 
 
 def kafkawire(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafkawire", "decode", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kafkawire", "decode", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_request_frame_is_annotated():
@@ -28,8 +30,9 @@ def test_request_frame_is_annotated():
     assert api_key.split()[:4] == ["4", "00", "12", "RequestApiKey"] and "18  (ApiVersions)" in api_key
     client = next(line for line in lines if "ClientId" in line)
     assert client.split()[:6] == ["12", "00", "02", "63", "31", "ClientId"] and '"c1"' in client
-    assert any("ClientSoftwareName" in line and '"apache-kafka-java"' in line and line.split()[0] == "17"
-               for line in lines)
+    assert any(
+        "ClientSoftwareName" in line and '"apache-kafka-java"' in line and line.split()[0] == "17" for line in lines
+    )
     assert any("ClientSoftwareVersion" in line and '"3.9.1"' in line for line in lines)
     # the tree: body fields are indented under "body"
     body = next(line for line in lines if line.split()[1:2] == ["body"])
@@ -61,8 +64,9 @@ def test_corrected_response():
 
 
 def test_response_as_given_fails_with_the_size_mismatch():
-    run = kafkawire("--response", "--api-key", "75", "--api-version", "0",
-                    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN.hex())
+    run = kafkawire(
+        "--response", "--api-key", "75", "--api-version", "0", DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN.hex()
+    )
     assert run.returncode == 1
     assert "frame size 55 does not match the 56 bytes that follow it" in run.stderr
     assert "at byte 0" in run.stderr
@@ -74,16 +78,28 @@ def test_json_output():
     doc = json.loads(run.stdout)
     assert doc["framed"] is True and doc["error"] is None and doc["length"] == len(API_VERSIONS_REQUEST_V3)
     by_path = {a["path"]: a for a in doc["annotations"]}
-    assert by_path["body.ClientSoftwareName"] == {"offset": 17, "width": 18, "path": "body.ClientSoftwareName",
-                                                  "type": "compact_string", "value": "apache-kafka-java",
-                                                  "depth": 1}
+    assert by_path["body.ClientSoftwareName"] == {
+        "offset": 17,
+        "width": 18,
+        "path": "body.ClientSoftwareName",
+        "type": "compact_string",
+        "value": "apache-kafka-java",
+        "depth": 1,
+    }
     assert doc["value"]["header"]["correlation_id"] == 7
     assert doc["value"]["body"]["client_software_version"] == "3.9.1"
 
 
 def test_json_error():
-    run = kafkawire("--json", "--response", "--api-key", "75", "--api-version", "0",
-                    DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN.hex())
+    run = kafkawire(
+        "--json",
+        "--response",
+        "--api-key",
+        "75",
+        "--api-version",
+        "0",
+        DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0_AS_GIVEN.hex(),
+    )
     assert run.returncode == 1
     doc = json.loads(run.stdout)
     assert doc["error"]["offset"] == 0 and "frame size 55" in doc["error"]["problem"]
@@ -91,7 +107,7 @@ def test_json_error():
 
 def test_hex_from_stdin_with_spaces_newlines_and_0x():
     text = API_VERSIONS_REQUEST_V3.hex()
-    messy = "0x" + text[:10] + "\n  " + " ".join(text[i:i + 2] for i in range(10, 40, 2)) + "\n0x" + text[40:] + "\n"
+    messy = "0x" + text[:10] + "\n  " + " ".join(text[i : i + 2] for i in range(10, 40, 2)) + "\n0x" + text[40:] + "\n"
     run = kafkawire(stdin=messy)
     assert run.returncode == 0, run.stderr
     assert '"apache-kafka-java"' in run.stdout

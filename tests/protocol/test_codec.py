@@ -1,4 +1,5 @@
 """The compiled codec on the generator's own test schemas and on hand-checked real messages."""
+
 from __future__ import annotations
 
 import math
@@ -15,6 +16,7 @@ Records = message_class("SimpleRecordsMessage")
 
 
 # -- defaults ------------------------------------------------------------------
+
 
 def test_schema_defaults():
     m = Example()
@@ -49,51 +51,64 @@ def test_mutable_defaults_are_not_shared():
 
 # -- exact encodings -----------------------------------------------------------
 
+
 def test_example_message_all_defaults_bytes():
-    common = "0000007b" "0000007b"
+    common = "0000007b0000007b"
     assert Example().encode(0).hex() == common + common
     # v1: uuid, two compact zero-copy byte buffers, common structs (with tag bytes), uint16, uint32, no tags
-    assert Example().encode(1).hex() == ("00" * 16 + "01" + "01" + common + "00" + common + "00"
-                                         + "80e8" + "0012d687" + "00")
+    assert Example().encode(1).hex() == (
+        "00" * 16 + "01" + "01" + common + "00" + common + "00" + "80e8" + "0012d687" + "00"
+    )
     # v2: MyStruct (int32, empty compact array, tags) instead of the zero-copy buffers
-    assert Example().encode(2).hex() == ("00" * 16 + "00000000" "01" "00" + common + "00" + common + "00"
-                                         + "80e8" + "0012d687" + "00")
+    assert Example().encode(2).hex() == (
+        "00" * 16 + "000000000100" + common + "00" + common + "00" + "80e8" + "0012d687" + "00"
+    )
 
 
 def test_tagged_fields_written_only_when_not_default_in_ascending_order():
     m = Example(my_string="abc", my_int16=123, my_float64=12.34, tagged_long=1, my_tagged_int_array=[5])
     data = m.encode(1)
-    tags = data[-(1 + 7 + 6 + 10):]
+    tags = data[-(1 + 7 + 6 + 10) :]
     # three tags: 0 (array [5]), 4 (string "abc"), 7 (int64 1); 123 and 12.34 are the defaults
-    assert tags.hex() == ("03"
-                          "00" "05" "02" "00000005"       # tagged array: compact count 1+1, one int32
-                          "04" "04" "04" "616263"         # tagged string: always compact
-                          "07" "08" "0000000000000001")
+    assert tags.hex() == (
+        "03"
+        "00"
+        "05"
+        "02"
+        "00000005"  # tagged array: compact count 1+1, one int32
+        "04"
+        "04"
+        "04"
+        "616263"  # tagged string: always compact
+        "07"
+        "08"
+        "0000000000000001"
+    )
     assert Example.decode(data, 1) == m
 
 
 def test_tagged_default_float_and_uuid_are_not_written():
     assert Example(my_float64=12.34, tagged_uuid=Example().tagged_uuid).encode(1) == Example().encode(1)
     changed = Example(my_float64=1.5).encode(1)
-    assert changed.endswith(bytes.fromhex("01" "03" "08" "3ff8000000000000"))  # one tag: 3, size 8, 1.5
+    assert changed.endswith(bytes.fromhex("0103083ff8000000000000"))  # one tag: 3, size 8, 1.5
 
 
 def test_tagged_nullable_struct():
     m = NullableStructs(nullable_struct3=NullableStructs.MyStruct3(my_string="x", my_int=1))
     data = m.encode(1)
     # tag 0, size 8: present marker 1, compact "x", int32 1, struct tag byte
-    assert data.endswith(bytes.fromhex("01" "00" "08" "01" "0278" "00000001" "00"))
+    assert data.endswith(bytes.fromhex("0100080102780000000100"))
     assert NullableStructs.decode(data, 1) == m
     # NullableStruct4 has no default: its default is a non-null struct, so null must be written
     m4 = NullableStructs(nullable_struct4=None)
-    assert m4.encode(1).endswith(bytes.fromhex("01" "01" "01" "ff"))
+    assert m4.encode(1).endswith(bytes.fromhex("010101ff"))
     assert NullableStructs.decode(m4.encode(1), 1).nullable_struct4 is None
 
 
 def test_nullable_struct_markers():
     m = NullableStructs(nullable_struct=NullableStructs.MyStruct(my_string="a", my_int=2))
-    assert m.encode(0).hex() == "01" "000161" "00000002" + "0000" "00000000"
-    assert NullableStructs().encode(0).hex() == "ff" + "0000" "00000000"
+    assert m.encode(0).hex() == "0100016100000002" + "000000000000"
+    assert NullableStructs().encode(0).hex() == "ff" + "000000000000"
     assert NullableStructs.decode(bytes.fromhex("ff000000000000"), 0) == NullableStructs()
     with pytest.raises(EncodeError, match="null but not nullable"):
         NullableStructs(nullable_struct2=None).encode(0)
@@ -113,12 +128,13 @@ def test_uint_and_float_types():
 
 def test_primitive_arrays():
     m = Arrays(goats=[Arrays.StructArray(color=1, name="g")], sheep=[1, -1, 1 << 30])
-    assert m.replace(goats=[]).encode(0).hex() == "00000003" "00000001" "ffffffff" "40000000"
-    assert m.encode(2).hex() == "02" "01" "0267" "00" + "04" "00000001" "ffffffff" "40000000" "00"
+    assert m.replace(goats=[]).encode(0).hex() == "0000000300000001ffffffff40000000"
+    assert m.encode(2).hex() == "0201026700" + "0400000001ffffffff4000000000"
     assert Arrays.decode(m.encode(2), 2) == m
 
 
 # -- versions ------------------------------------------------------------------
+
 
 def test_non_default_value_in_a_version_without_the_field():
     with pytest.raises(EncodeError, match="myUint16.*version 0"):
@@ -129,8 +145,10 @@ def test_non_default_value_in_a_version_without_the_field():
         Arrays(goats=[Arrays.StructArray(name="x")]).encode(1)
     # ignorable: silently not written where the version lacks it
     assert Example(tagged_long_flexible_version_subset=5).encode(1) == Example().encode(1)
-    assert Example.decode(Example(tagged_long_flexible_version_subset=5).encode(2), 2) \
-        .tagged_long_flexible_version_subset == 5
+    assert (
+        Example.decode(Example(tagged_long_flexible_version_subset=5).encode(2), 2).tagged_long_flexible_version_subset
+        == 5
+    )
     # a default value in a version without the field is fine
     assert Example(my_uint16=33000).encode(0) == Example().encode(0)
 
@@ -156,13 +174,14 @@ def test_unsupported_version():
 
 # -- unknown tags --------------------------------------------------------------
 
+
 def test_unknown_tags_are_kept_and_written_back_in_order():
     known = Example(my_int16=5, tagged_long=9)
     body = known.encode(1)
     # replace the tag section with one that interleaves unknown tags with the known tags 2 and 7
     tags_at = body.rfind(b"\x02\x02\x02\x00\x05")  # count 2, tag 2, size 2, int16 5
     assert tags_at > 0
-    frame = body[:tags_at] + bytes.fromhex("04" "0202" "0005" "0708" "0000000000000009" "1401" "aa" "2003" "bbccdd")
+    frame = body[:tags_at] + bytes.fromhex("0402020005070800000000000000091401aa2003bbccdd")
     decoded = Example.decode(frame, 1)
     assert decoded.my_int16 == 5 and decoded.tagged_long == 9
     assert decoded.unknown_tags == [(20, b"\xaa"), (32, b"\xbb\xcc\xdd")]
@@ -174,21 +193,21 @@ def test_unknown_tags_are_kept_and_written_back_in_order():
 def test_unknown_tags_given_out_of_order_are_written_ascending():
     m = Example(my_int16=5, _unknown_tags=[(40, b"\x01"), (12, b"")])
     tail = m.encode(1)[-10:]
-    assert tail.hex() == "03" "0202" "0005" "0c00" "2801" "01"
+    assert tail.hex() == "03020200050c00280101"
 
 
 def test_unknown_tag_in_a_nested_struct():
     resp = message_class("ApiVersionsResponse")
-    m = resp(api_keys=[resp.ApiVersion(api_key=0, min_version=0, max_version=11,
-                                       _unknown_tags=[(9, b"\x01\x02")])])
+    m = resp(api_keys=[resp.ApiVersion(api_key=0, min_version=0, max_version=11, _unknown_tags=[(9, b"\x01\x02")])])
     data = m.encode(3)
-    assert data.hex() == "0000" "02" "0000" "0000" "000b" "01" "0902" "0102" "00000000" "00"
+    assert data.hex() == "00000200000000000b01090201020000000000"
     back = resp.decode(data, 3)
     assert back.api_keys[0].unknown_tags == [(9, b"\x01\x02")]
     assert back.encode(3) == data
 
 
 # -- records: zero copy ----------------------------------------------------------
+
 
 def test_records_decode_as_a_view_of_the_input():
     wire = bytearray(Records(topic="t", record_set=b"\x01\x02\x03").encode(1))
@@ -200,9 +219,15 @@ def test_records_decode_as_a_view_of_the_input():
     assert m.record_set == b"\x01\x02\x7f"  # compares by content
     frozen = bytes(wire)
     assert Records.decode(frozen, 1).record_set.obj is frozen  # bytes input: still a view, not a copy
-    framed = message_class("ProduceRequest")(topic_data=[message_class("ProduceRequest").TopicProduceData(
-        name="t", partition_data=[message_class("ProduceRequest").PartitionProduceData(index=0, records=b"abc")])])
+    framed = message_class("ProduceRequest")(
+        topic_data=[
+            message_class("ProduceRequest").TopicProduceData(
+                name="t", partition_data=[message_class("ProduceRequest").PartitionProduceData(index=0, records=b"abc")]
+            )
+        ]
+    )
     from kafkawire.protocol import decode_request, encode_request, request_header
+
     frame = encode_request(request_header(0, 9, 1), framed)
     records = decode_request(frame).body.topic_data[0].partition_data[0].records
     assert records.obj is frame and bytes(records) == b"abc"
@@ -224,6 +249,7 @@ def test_bytes_fields_are_copied():
 
 
 # -- the Python side -------------------------------------------------------------
+
 
 def test_repr_eq_to_dict_replace():
     m = Arrays(goats=[Arrays.StructArray(color=3, name="billy")], sheep=[1])
@@ -248,6 +274,7 @@ def test_repr_eq_to_dict_replace():
 def test_message_classes_by_import():
     from kafkawire.protocol import FetchRequest
     from kafkawire.protocol.messages import ProduceRequest
+
     assert FetchRequest is message_class("FetchRequest")
     assert ProduceRequest.api_key == 0 and ProduceRequest.kind == "request"
     with pytest.raises(KeyError):
@@ -266,8 +293,13 @@ def test_api_versions_response_omits_default_tagged_fields():
     ApiVersionsResponse v3+; SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures and
     ZkMigrationReady at their defaults leave an empty tag section."""
     resp = message_class("ApiVersionsResponse")
-    body = resp(api_keys=[resp.ApiVersion(api_key=18, min_version=0, max_version=4)],
-                supported_features=[], finalized_features_epoch=-1, finalized_features=[], zk_migration_ready=False)
-    assert body.encode(3).hex() == "0000" "02" "0012" "0000" "0004" "00" "00000000" "00"
+    body = resp(
+        api_keys=[resp.ApiVersion(api_key=18, min_version=0, max_version=4)],
+        supported_features=[],
+        finalized_features_epoch=-1,
+        finalized_features=[],
+        zk_migration_ready=False,
+    )
+    assert body.encode(3).hex() == "000002001200000004000000000000"
     with_epoch = body.replace(finalized_features_epoch=5).encode(3)
-    assert with_epoch.endswith(bytes.fromhex("01" "01" "08" "0000000000000005"))
+    assert with_epoch.endswith(bytes.fromhex("0101080000000000000005"))

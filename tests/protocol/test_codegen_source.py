@@ -1,5 +1,6 @@
 """The compiled codecs read like hand-written code: a header saying what they were compiled from, a comment per
 field, locals named after fields, and their source in ``linecache`` so that a traceback shows the failing line."""
+
 from __future__ import annotations
 
 import linecache
@@ -23,8 +24,11 @@ def test_a_decode_error_traceback_shows_the_generated_line():
     error = _failing_decode()
     text = "".join(traceback.format_exception(error))
     # the checked decoder's frame, with the line of generated code that refused the input
-    frames = [f for f in traceback.extract_tb(error.__cause__.__traceback__)
-              if f.filename == "<kafkawire codec MetadataRequest v12>"]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__cause__.__traceback__)
+        if f.filename == "<kafkawire codec MetadataRequest v12>"
+    ]
     assert frames, text
     last = frames[-1]
     assert last.name == "dc_MetadataRequestTopic" and last.line, text
@@ -70,4 +74,6 @@ def test_every_field_has_a_comment_and_locals_named_after_it(name, version):
     assert numbered
     for local in numbered:
         assert local in NAMED or any(local.removesuffix(x) in attrs for x in suffixes if local.endswith(x)), local
-    assert not re.search(r"(?<!\\)\b(v|n|x|i|l|u|t|fu|fl|it|sub|unk|ntags|size|end)\d+\b", code)  # the anonymous names they had before
+    assert not re.search(
+        r"(?<!\\)\b(v|n|x|i|l|u|t|fu|fl|it|sub|unk|ntags|size|end)\d+\b", code
+    )  # the anonymous names they had before

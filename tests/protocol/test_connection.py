@@ -1,4 +1,5 @@
 """The sans-IO protocol connection: bytes in, events out, for the server, client and observer sides."""
+
 from __future__ import annotations
 
 import struct
@@ -54,8 +55,7 @@ def metadata_request(corr: int, version: int = 9) -> bytes:
 
 
 def produce_request(corr: int, acks: int, version: int = 9, transactional_id: str | None = None) -> bytes:
-    body = message_class("ProduceRequest")(acks=acks, timeout_ms=1000, transactional_id=transactional_id,
-                                           topic_data=[])
+    body = message_class("ProduceRequest")(acks=acks, timeout_ms=1000, transactional_id=transactional_id, topic_data=[])
     return encode_request(request_header(ApiKey.PRODUCE, version, corr, "producer-1"), body)
 
 
@@ -68,10 +68,16 @@ def test_a_stream_split_at_every_byte_boundary_gives_the_same_requests():
     whole = server()
     whole.receive_data(STREAM)
     expected = drain(whole)
-    assert [(e.api_key, e.api_version, e.correlation_id) for e in expected] == [(18, 3, 7), (75, 0, 1486810363),
-                                                                           (3, 9, 9)]
-    assert [e.offset for e in expected] == [0, len(API_VERSIONS_REQUEST_V3),
-                                             len(API_VERSIONS_REQUEST_V3) + len(DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0)]
+    assert [(e.api_key, e.api_version, e.correlation_id) for e in expected] == [
+        (18, 3, 7),
+        (75, 0, 1486810363),
+        (3, 9, 9),
+    ]
+    assert [e.offset for e in expected] == [
+        0,
+        len(API_VERSIONS_REQUEST_V3),
+        len(API_VERSIONS_REQUEST_V3) + len(DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0),
+    ]
     for cut in range(len(STREAM) + 1):
         conn = server()
         conn.receive_data(STREAM[:cut])
@@ -86,10 +92,13 @@ def test_a_stream_fed_one_byte_at_a_time_gives_the_same_requests():
     conn = server()
     got = []
     for i in range(len(STREAM)):
-        conn.receive_data(STREAM[i:i + 1])
+        conn.receive_data(STREAM[i : i + 1])
         got += drain(conn)
-    assert [bytes(e.payload) for e in got] == [API_VERSIONS_REQUEST_V3[4:], DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0[4:],
-                                               metadata_request(9)[4:]]
+    assert [bytes(e.payload) for e in got] == [
+        API_VERSIONS_REQUEST_V3[4:],
+        DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0[4:],
+        metadata_request(9)[4:],
+    ]
 
 
 def test_several_frames_in_one_chunk_come_out_in_order_and_a_partial_one_waits():
@@ -167,8 +176,10 @@ def test_the_stream_ending_between_frames_is_a_clean_end_and_inside_one_is_trunc
     cut.receive_eof()
     violation = cut.next_event()
     assert violation.kind is Violation.TRUNCATED and violation.fatal
-    assert violation.message == f"stream ends inside a frame: {len(API_VERSIONS_REQUEST_V3) - 1} of " \
-                                f"{len(API_VERSIONS_REQUEST_V3)} bytes"
+    assert (
+        violation.message == f"stream ends inside a frame: {len(API_VERSIONS_REQUEST_V3) - 1} of "
+        f"{len(API_VERSIONS_REQUEST_V3)} bytes"
+    )
 
 
 def test_a_request_body_is_not_decoded_until_asked():
@@ -182,6 +193,7 @@ def test_a_request_body_is_not_decoded_until_asked():
 
 
 # --------------------------------------------------------------------------- client: matching responses
+
 
 def test_the_client_numbers_requests_and_matches_responses_to_their_api_and_version():
     conn = client(client_id="c1")
@@ -243,8 +255,9 @@ def test_produce_with_acks_zero_waits_for_no_response(acks, expects):
     assert incoming.next_event().expects_response is expects
 
 
-@pytest.mark.parametrize("version,transactional_id", [(2, None), (3, None), (3, "tx-1"), (8, "tx-1"), (9, None),
-                                                      (9, "tx-1"), (13, "tx-1")])
+@pytest.mark.parametrize(
+    "version,transactional_id", [(2, None), (3, None), (3, "tx-1"), (8, "tx-1"), (9, None), (9, "tx-1"), (13, "tx-1")]
+)
 def test_acks_is_read_from_the_header_end_at_every_layout(version, transactional_id):
     payload = produce_request(1, 0, version, transactional_id)[4:]
     assert produce_acks(payload, version) == 0
@@ -253,8 +266,10 @@ def test_acks_is_read_from_the_header_end_at_every_layout(version, transactional
 
 # --------------------------------------------------------------------------- headers
 
-@pytest.mark.parametrize("version,request_header_version,response_header_version",
-                         [(8, 1, 0), (9, 2, 1)], ids=["non-flexible", "flexible"])
+
+@pytest.mark.parametrize(
+    "version,request_header_version,response_header_version", [(8, 1, 0), (9, 2, 1)], ids=["non-flexible", "flexible"]
+)
 def test_flexible_and_non_flexible_headers_round_trip(version, request_header_version, response_header_version):
     out = client(client_id="c1")
     incoming = server()
@@ -269,6 +284,7 @@ def test_flexible_and_non_flexible_headers_round_trip(version, request_header_ve
 
 
 # --------------------------------------------------------------------------- ApiVersions fallback
+
 
 def test_a_server_answers_an_api_versions_request_it_does_not_support_in_a_v0_body():
     conn = server(api_versions=(0, 3))
@@ -307,6 +323,7 @@ def test_a_client_reads_an_unsupported_version_answer_as_v0_and_others_at_their_
 
 # --------------------------------------------------------------------------- observer
 
+
 def observer() -> ProtocolConnection:
     return ProtocolConnection(Role.OBSERVER)
 
@@ -314,16 +331,20 @@ def observer() -> ProtocolConnection:
 def test_an_observer_pairs_responses_with_requests_across_chunks():
     conn = observer()
     requests = metadata_request(1, 9) + API_VERSIONS_REQUEST_V3  # correlation ids 1 and 7
-    responses = (encode_response(1, message_class("MetadataResponse")(), 9)
-                 + encode_response(7, message_class("ApiVersionsResponse")(), 3))
+    responses = encode_response(1, message_class("MetadataResponse")(), 9) + encode_response(
+        7, message_class("ApiVersionsResponse")(), 3
+    )
     for i in range(0, len(requests), 5):
-        conn.receive_data(requests[i:i + 5], from_client=True)
+        conn.receive_data(requests[i : i + 5], from_client=True)
     for i in range(0, len(responses), 7):
-        conn.receive_data(responses[i:i + 7], from_client=False)
+        conn.receive_data(responses[i : i + 7], from_client=False)
     events = drain(conn)
     assert [(type(e).__name__, e.api_key, e.api_version, e.correlation_id) for e in events] == [
-        ("RequestReceived", 3, 9, 1), ("RequestReceived", 18, 3, 7),
-        ("ResponseReceived", 3, 9, 1), ("ResponseReceived", 18, 3, 7)]
+        ("RequestReceived", 3, 9, 1),
+        ("RequestReceived", 18, 3, 7),
+        ("ResponseReceived", 3, 9, 1),
+        ("ResponseReceived", 18, 3, 7),
+    ]
     assert all(e.overtook == () for e in events[2:])
     assert events[3].decode(strict=True).body.error_code == 0
 
@@ -335,8 +356,11 @@ def test_an_observer_reports_a_response_that_overtakes_earlier_requests():
     for corr in (3, 1, 2):  # Kafka answers in order; this peer does not
         conn.receive_data(encode_response(corr, message_class("MetadataResponse")(), 9 + corr), from_client=False)
     responses = [e for e in drain(conn) if type(e) is ResponseReceived]
-    assert [(e.correlation_id, e.api_version, e.overtook) for e in responses] == [(3, 12, (1, 2)), (1, 10, ()),
-                                                                                   (2, 11, ())]
+    assert [(e.correlation_id, e.api_version, e.overtook) for e in responses] == [
+        (3, 12, (1, 2)),
+        (1, 10, ()),
+        (2, 11, ()),
+    ]
     assert all(e.decode(strict=True).body.throttle_time_ms == 0 for e in responses)
 
 
@@ -359,6 +383,7 @@ def test_an_observer_takes_whole_frames_from_a_caller_that_finds_them_itself():
 
 
 # --------------------------------------------------------------------------- SASL slot
+
 
 def test_bare_sasl_tokens_after_a_v0_handshake_then_requests_again():
     conn = server()
@@ -401,9 +426,11 @@ def test_an_observer_in_token_mode_sees_tokens_both_ways():
 def test_requests_before_authentication_are_refused_when_required():
     conn = server()
     conn.require_authentication()
-    conn.receive_data(API_VERSIONS_REQUEST_V3
-                      + encode_request(request_header(17, 1, 2, "c"), message_class("SaslHandshakeRequest")())
-                      + encode_request(request_header(36, 2, 3, "c"), message_class("SaslAuthenticateRequest")()))
+    conn.receive_data(
+        API_VERSIONS_REQUEST_V3
+        + encode_request(request_header(17, 1, 2, "c"), message_class("SaslHandshakeRequest")())
+        + encode_request(request_header(36, 2, 3, "c"), message_class("SaslAuthenticateRequest")())
+    )
     assert [e.api_key for e in drain(conn)] == [18, 17, 36]
     conn.authenticated()
     conn.receive_data(metadata_request(4))
@@ -416,6 +443,7 @@ def test_requests_before_authentication_are_refused_when_required():
 
 
 # --------------------------------------------------------------------------- roles
+
 
 def test_each_side_only_sends_what_its_role_sends():
     with pytest.raises(RuntimeError, match="server connection does not send requests"):

@@ -1,6 +1,7 @@
 """The fast decoder's special cases give exactly what the general code gives: arrays of fixed-width
 structs unpacked in one call, multi-byte varint lengths decoded in line, tagged struct defaults built
 without the constructor. Each case also on malformed input and on every kind of input buffer."""
+
 from __future__ import annotations
 
 import uuid
@@ -21,8 +22,10 @@ BUFFERS = [bytes, bytearray, memoryview, lambda d: memoryview(b"??" + d)[2:]]
 
 
 def _api_versions(n, version=3):
-    return ApiVersions(api_keys=[ApiVersions.ApiVersion(api_key=k, min_version=k % 3, max_version=k % 17 - 3)
-                                 for k in range(n)], throttle_time_ms=5 if version else 0)
+    return ApiVersions(
+        api_keys=[ApiVersions.ApiVersion(api_key=k, min_version=k % 3, max_version=k % 17 - 3) for k in range(n)],
+        throttle_time_ms=5 if version else 0,
+    )
 
 
 def _check(cls, msg, version):
@@ -35,8 +38,22 @@ def _check(cls, msg, version):
     assert obj == msg and end == 1 + len(data)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 3, codegen._FIXED_ARRAY_MIN - 1, codegen._FIXED_ARRAY_MIN, 17, 64, 200,
-                               codegen._FIXED_ARRAY_MAX, codegen._FIXED_ARRAY_MAX + 1])
+@pytest.mark.parametrize(
+    "n",
+    [
+        0,
+        1,
+        2,
+        3,
+        codegen._FIXED_ARRAY_MIN - 1,
+        codegen._FIXED_ARRAY_MIN,
+        17,
+        64,
+        200,
+        codegen._FIXED_ARRAY_MAX,
+        codegen._FIXED_ARRAY_MAX + 1,
+    ],
+)
 @pytest.mark.parametrize("version", [0, 2, 3, 4])
 def test_fixed_struct_arrays_of_every_size(n, version):
     assert "_fixed_array" in ApiVersions.codec(version).source  # the one-call path is the one tested
@@ -44,21 +61,32 @@ def test_fixed_struct_arrays_of_every_size(n, version):
 
 
 def test_fixed_struct_arrays_with_uuid_bool_and_int64_fields():
-    voters = [LeaderChange.Voter(voter_id=i, voter_directory_id=uuid.UUID(int=i * 7919 if i % 3 else 0))
-              for i in range(40)]
+    voters = [
+        LeaderChange.Voter(voter_id=i, voter_directory_id=uuid.UUID(int=i * 7919 if i % 3 else 0)) for i in range(40)
+    ]
     _check(LeaderChange, LeaderChange(leader_id=3, voters=voters), 1)
     decoded = LeaderChange.decode(LeaderChange(voters=voters).encode(1), 1)
     assert all(type(v.voter_directory_id) is uuid.UUID for v in decoded.voters)
     assert decoded.voters[0].voter_directory_id is not None and decoded.voters[1].voter_directory_id.int == 7919
 
-    parts = [Vote.PartitionData(partition_index=i, error_code=i % 2, leader_id=i, leader_epoch=-i,
-                                vote_granted=bool(i % 2)) for i in range(30)]
+    parts = [
+        Vote.PartitionData(partition_index=i, error_code=i % 2, leader_id=i, leader_epoch=-i, vote_granted=bool(i % 2))
+        for i in range(30)
+    ]
     msg = Vote(topics=[Vote.TopicData(topic_name="t", partitions=parts)])
     for version in (0, 1, 2):
         _check(Vote, msg, version)
 
-    voters = [Quorum.ReplicaState(replica_id=i, replica_directory_id=uuid.UUID(int=i), log_end_offset=1 << 40,
-                                  last_fetch_timestamp=-1, last_caught_up_timestamp=i) for i in range(12)]
+    voters = [
+        Quorum.ReplicaState(
+            replica_id=i,
+            replica_directory_id=uuid.UUID(int=i),
+            log_end_offset=1 << 40,
+            last_fetch_timestamp=-1,
+            last_caught_up_timestamp=i,
+        )
+        for i in range(12)
+    ]
     partition = Quorum.PartitionData(partition_index=0, current_voters=voters, observers=voters[:2])
     _check(Quorum, Quorum(topics=[Quorum.TopicData(topic_name="__cluster_metadata", partitions=[partition])]), 2)
 
@@ -88,8 +116,12 @@ def test_a_tag_in_one_element_is_not_taken_for_padding():
     # section that the one-call path must not take for the padding it skips
     elem = Simple.StructArray(array_field_id=5)
     elem._unknown_tags = [(0, b"\x09")]
-    msg = Simple(my_struct=Simple.MyStruct(struct_id=1, array_in_struct=[Simple.StructArray(array_field_id=1), elem,
-                                                                        Simple.StructArray(array_field_id=2)]))
+    msg = Simple(
+        my_struct=Simple.MyStruct(
+            struct_id=1,
+            array_in_struct=[Simple.StructArray(array_field_id=1), elem, Simple.StructArray(array_field_id=2)],
+        )
+    )
     _check(Simple, msg, 2)
 
 
@@ -130,8 +162,16 @@ def test_fixed_array_formats_are_cached_per_count_within_a_budget(monkeypatch):
 @pytest.mark.parametrize("size", [0, 126, 127, 128, 16383, 16384, 20000, (1 << 21) - 2, (1 << 21) + 5])
 def test_records_lengths_of_one_to_four_varint_bytes(size):
     # compact lengths are size + 1: one byte up to 126, two up to 16382, three up to 2 MiB, then four
-    msg = Produce(acks=1, timeout_ms=1, topic_data=[Produce.TopicProduceData(name="t", partition_data=[
-        Produce.PartitionProduceData(index=i, records=bytes([i + 1]) * size) for i in range(2)])])
+    msg = Produce(
+        acks=1,
+        timeout_ms=1,
+        topic_data=[
+            Produce.TopicProduceData(
+                name="t",
+                partition_data=[Produce.PartitionProduceData(index=i, records=bytes([i + 1]) * size) for i in range(2)],
+            )
+        ],
+    )
     data = msg.encode(9)
     back = Produce.decode(data, 9)
     assert back == msg and back.encode(9) == data
@@ -139,8 +179,13 @@ def test_records_lengths_of_one_to_four_varint_bytes(size):
 
 
 def test_truncated_multi_byte_lengths_are_decode_errors():
-    msg = Produce(topic_data=[Produce.TopicProduceData(name="t", partition_data=[
-        Produce.PartitionProduceData(index=0, records=b"x" * 20000)])])
+    msg = Produce(
+        topic_data=[
+            Produce.TopicProduceData(
+                name="t", partition_data=[Produce.PartitionProduceData(index=0, records=b"x" * 20000)]
+            )
+        ]
+    )
     data = msg.encode(9)
     start = data.index(b"x" * 100) - 3  # the three bytes of the records length
     for cut in range(start, start + 3):
@@ -171,13 +216,27 @@ Metadata = message_class("MetadataResponse")
 
 
 def _metadata(names, replicas, version=12):
-    topics = [Metadata.MetadataResponseTopic(name=name, topic_id=uuid.UUID(int=i + 1 if version >= 10 else 0),
-                                             partitions=[
-        Metadata.MetadataResponsePartition(partition_index=p, replica_nodes=replicas, isr_nodes=replicas[:1],
-                                           offline_replicas=replicas[2:] if version >= 5 else []) for p in range(3)])
-        for i, name in enumerate(names)]
-    return Metadata(brokers=[Metadata.MetadataResponseBroker(node_id=1, host="h\u00e9", port=1, rack=None)],
-                    cluster_id="c" if version >= 2 else None, topics=topics)
+    topics = [
+        Metadata.MetadataResponseTopic(
+            name=name,
+            topic_id=uuid.UUID(int=i + 1 if version >= 10 else 0),
+            partitions=[
+                Metadata.MetadataResponsePartition(
+                    partition_index=p,
+                    replica_nodes=replicas,
+                    isr_nodes=replicas[:1],
+                    offline_replicas=replicas[2:] if version >= 5 else [],
+                )
+                for p in range(3)
+            ],
+        )
+        for i, name in enumerate(names)
+    ]
+    return Metadata(
+        brokers=[Metadata.MetadataResponseBroker(node_id=1, host="h\u00e9", port=1, rack=None)],
+        cluster_id="c" if version >= 2 else None,
+        topics=topics,
+    )
 
 
 @pytest.mark.parametrize("version", [1, 9, 12])
@@ -227,8 +286,9 @@ def test_decoded_uuids_are_shared_from_a_bounded_cache():
         assert [v.voter_directory_id for v in back.voters] == ids
         assert len(codegen._UUIDS) <= codegen._UUIDS_MAX
     # a decoded id is the same (immutable) object the next time, and the zero id is the shared one
-    msg = Metadata(topics=[Metadata.MetadataResponseTopic(name="a", topic_id=ids[-1]),
-                           Metadata.MetadataResponseTopic(name="b")])
+    msg = Metadata(
+        topics=[Metadata.MetadataResponseTopic(name="a", topic_id=ids[-1]), Metadata.MetadataResponseTopic(name="b")]
+    )
     one, two = (Metadata.decode(msg.encode(12), 12) for _ in range(2))
     assert one.topics[0].topic_id is two.topics[0].topic_id and one.topics[0].topic_id == ids[-1]
     assert one.topics[1].topic_id is uuid.UUID(int=0) or one.topics[1].topic_id == uuid.UUID(int=0)
@@ -268,8 +328,16 @@ def test_large_decodes_pause_the_cycle_collector_and_always_restore_it(monkeypat
         assert calls == [] and not gc.isenabled()
         # messages carrying records are mostly bytes: no pause for them
         gc.enable()
-        Produce.decode(Produce(topic_data=[Produce.TopicProduceData(name="t", partition_data=[
-            Produce.PartitionProduceData(index=0, records=b"x" * 40000)])]).encode(9), 9)
+        Produce.decode(
+            Produce(
+                topic_data=[
+                    Produce.TopicProduceData(
+                        name="t", partition_data=[Produce.PartitionProduceData(index=0, records=b"x" * 40000)]
+                    )
+                ]
+            ).encode(9),
+            9,
+        )
         assert calls == []
     finally:
         (gc.enable if was else gc.disable)()
@@ -283,13 +351,18 @@ def test_tagged_struct_fields_are_written_exactly_when_they_differ_from_the_defa
         return back.responses[0].partitions[0], len(msg.encode(12))
 
     plain, size = encoded_tags(Fetch.PartitionData(records=b""))
-    same, same_size = encoded_tags(Fetch.PartitionData(records=b"", diverging_epoch=Fetch.EpochEndOffset(),
-                                                       snapshot_id=Fetch.SnapshotId(epoch=-1, end_offset=-1)))
+    same, same_size = encoded_tags(
+        Fetch.PartitionData(
+            records=b"", diverging_epoch=Fetch.EpochEndOffset(), snapshot_id=Fetch.SnapshotId(epoch=-1, end_offset=-1)
+        )
+    )
     assert same_size == size  # equal to the defaults: nothing written
-    for change in (dict(diverging_epoch=Fetch.EpochEndOffset(epoch=0)),
-                   dict(diverging_epoch=Fetch.EpochEndOffset(end_offset=7)),
-                   dict(current_leader=Fetch.LeaderIdAndEpoch(leader_epoch=3)),
-                   dict(snapshot_id=Fetch.SnapshotId(epoch=2))):
+    for change in (
+        dict(diverging_epoch=Fetch.EpochEndOffset(epoch=0)),
+        dict(diverging_epoch=Fetch.EpochEndOffset(end_offset=7)),
+        dict(current_leader=Fetch.LeaderIdAndEpoch(leader_epoch=3)),
+        dict(snapshot_id=Fetch.SnapshotId(epoch=2)),
+    ):
         part, changed_size = encoded_tags(Fetch.PartitionData(records=b"", **change))
         assert changed_size > size
     tagged = Fetch.EpochEndOffset()

@@ -5,6 +5,7 @@ encoded by both sides, the bytes must be identical, and each side must decode
 the other's bytes to the same values. Disagreements a peer is wrong about are
 skipped with the reason, after checking the schema.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -19,9 +20,14 @@ from . import peers
 from .strategies import messages
 
 # no shrinking: a disagreement is reported at once, and the suite stays fast when a peer is wrong
-SETTINGS = settings(max_examples=6, derandomize=True, deadline=None, database=None,
-                    phases=[Phase.explicit, Phase.generate],
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=6,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # -- kafka-python 3.x ---------------------------------------------------------------------------
 
@@ -55,8 +61,10 @@ def test_kafka_python_coverage():
     if not KP:
         pytest.skip("kafka-python 3.x is not installed")
     names = {n for n, _ in KP_PAIRS}
-    print(f"kafka-python differential: {len(KP_PAIRS)} (message, version) pairs over {len(names)} messages, "
-          f"plus request headers v1/v2 and response headers v0/v1")
+    print(
+        f"kafka-python differential: {len(KP_PAIRS)} (message, version) pairs over {len(names)} messages, "
+        f"plus request headers v1/v2 and response headers v0/v1"
+    )
     assert len(KP_PAIRS) > 400
 
 
@@ -73,11 +81,14 @@ def test_kafka_python(name, version):
     @given(messages(cls, version))
     def check(msg):
         ours = msg.encode(version)
-        theirs = peers.kp_encode(kp_cls, peers.to_kafka_python(msg, definition.root, kp_cls, version), version,
-                                 flexible)
+        theirs = peers.kp_encode(
+            kp_cls, peers.to_kafka_python(msg, definition.root, kp_cls, version), version, flexible
+        )
         assert theirs == ours, "equal messages, different bytes"
         decoded = peers.kp_decode(kp_cls, ours, version, flexible)
-        assert peers.kp_neutral(decoded, kp_cls._struct, definition.root, version) == peers.neutral(msg, definition.root, version)
+        assert peers.kp_neutral(decoded, kp_cls._struct, definition.root, version) == peers.neutral(
+            msg, definition.root, version
+        )
         assert cls.decode(theirs, version) == msg
 
     check()
@@ -173,17 +184,28 @@ def test_kafka_python_request_header(flexible):
     kp_header = KP_ALL["RequestHeader"]
     ours = message_class("RequestHeader")
     version = 2 if flexible else 1
-    for key, api_version, correlation_id, client_id in [(18, 3, 7, "c1"), (0, 9, -1, ""), (3, 12, 1 << 30, None),
-                                                         (75, 0, 1486810363, "kafka-tester"), (1, 4, 0, "é✓")]:
-        msg = ours(request_api_key=key, request_api_version=api_version, correlation_id=correlation_id,
-                   client_id=client_id)
-        theirs = kp_header(request_api_key=key, request_api_version=api_version, correlation_id=correlation_id,
-                           client_id=client_id)
+    for key, api_version, correlation_id, client_id in [
+        (18, 3, 7, "c1"),
+        (0, 9, -1, ""),
+        (3, 12, 1 << 30, None),
+        (75, 0, 1486810363, "kafka-tester"),
+        (1, 4, 0, "é✓"),
+    ]:
+        msg = ours(
+            request_api_key=key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id
+        )
+        theirs = kp_header(
+            request_api_key=key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id
+        )
         data = msg.encode(version)
         assert bytes(theirs.encode(flexible=flexible)) == data
         back = kp_header.decode(__import__("io").BytesIO(data), flexible=flexible)
-        assert (back.request_api_key, back.request_api_version, back.correlation_id, back.client_id) == \
-            (key, api_version, correlation_id, client_id)
+        assert (back.request_api_key, back.request_api_version, back.correlation_id, back.client_id) == (
+            key,
+            api_version,
+            correlation_id,
+            client_id,
+        )
 
 
 @pytest.mark.parametrize("flexible", [False, True])

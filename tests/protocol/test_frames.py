@@ -1,4 +1,5 @@
 """Whole frames: exact captured bytes and request/response headers (splitting streams: test_connection.py)."""
+
 from __future__ import annotations
 
 import uuid
@@ -37,14 +38,16 @@ DTPResponse = message_class("DescribeTopicPartitionsResponse")
 
 # -- the exact frames ------------------------------------------------------------------
 
+
 def test_api_versions_request_v3():
     req = decode_request(API_VERSIONS_REQUEST_V3)
     assert (req.api_key, req.api_version, req.header_version) == (18, 3, 2)
     assert (req.header.correlation_id, req.header.client_id) == (7, "c1")
     assert req.body == ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="3.9.1")
-    built = encode_request(request_header(18, 3, 7, "c1"),
-                           ApiVersionsRequest(client_software_name="apache-kafka-java",
-                                              client_software_version="3.9.1"))
+    built = encode_request(
+        request_header(18, 3, 7, "c1"),
+        ApiVersionsRequest(client_software_name="apache-kafka-java", client_software_version="3.9.1"),
+    )
     assert built == API_VERSIONS_REQUEST_V3
     assert encode_request(req.header, req.body) == API_VERSIONS_REQUEST_V3
 
@@ -53,11 +56,14 @@ def test_describe_topic_partitions_request_v0():
     req = decode_request(DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0)
     assert (req.api_key, req.api_version, req.header.correlation_id) == (75, 0, 1486810363)
     assert req.header.client_id == "kafka-tester"
-    expected = DTPRequest(topics=[DTPRequest.TopicRequest(name="unknown-topic-saz")], response_partition_limit=1,
-                          cursor=None)
+    expected = DTPRequest(
+        topics=[DTPRequest.TopicRequest(name="unknown-topic-saz")], response_partition_limit=1, cursor=None
+    )
     assert req.body == expected
-    assert encode_request(request_header(75, 0, 1486810363, "kafka-tester"), expected) \
+    assert (
+        encode_request(request_header(75, 0, 1486810363, "kafka-tester"), expected)
         == DESCRIBE_TOPIC_PARTITIONS_REQUEST_V0
+    )
 
 
 def test_describe_topic_partitions_response_as_given_is_rejected():
@@ -86,9 +92,19 @@ def test_describe_topic_partitions_response_v0_corrected():
     assert topic.topic_id == uuid.UUID(int=0) and topic.is_internal is False
     assert topic.partitions == [] and topic.topic_authorized_operations == 3576
     assert encode_response(1486810363, body, 0) == DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0
-    built = DTPResponse(topics=[DTPResponse.DescribeTopicPartitionsResponseTopic(
-        error_code=3, name="unknown-topic-saz", topic_id=uuid.UUID(int=0), is_internal=False, partitions=[],
-        topic_authorized_operations=3576)], next_cursor=None)
+    built = DTPResponse(
+        topics=[
+            DTPResponse.DescribeTopicPartitionsResponseTopic(
+                error_code=3,
+                name="unknown-topic-saz",
+                topic_id=uuid.UUID(int=0),
+                is_internal=False,
+                partitions=[],
+                topic_authorized_operations=3576,
+            )
+        ],
+        next_cursor=None,
+    )
     assert encode_response(1486810363, built, 0) == DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0
 
 
@@ -101,6 +117,7 @@ def test_encode_parts_join_to_the_frame():
 
 # -- unknown tags in a real frame ------------------------------------------------------------
 
+
 def _reframe(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
@@ -110,7 +127,7 @@ def test_unknown_tag_in_the_request_header_survives():
     # header: key, version, correlation id, client id "c1" (2-byte length), then the tag section
     at = 2 + 2 + 4 + 2 + 2
     assert payload[at] == 0
-    data = _reframe(payload[:at] + bytes.fromhex("01" "05" "02" "abcd") + payload[at + 1:])
+    data = _reframe(payload[:at] + bytes.fromhex("010502abcd") + payload[at + 1 :])
     req = decode_request(data)
     assert req.header.unknown_tags == [(5, b"\xab\xcd")]
     assert req.body.client_software_name == "apache-kafka-java"
@@ -122,7 +139,7 @@ def test_unknown_tag_in_a_nested_struct_survives():
     name = b"unknown-topic-saz"
     at = payload.index(name) + len(name)  # the topic entry's tag section
     assert payload[at] == 0
-    data = _reframe(payload[:at] + bytes.fromhex("02" "03" "00" "07" "01" "ee") + payload[at + 1:])
+    data = _reframe(payload[:at] + bytes.fromhex("0203000701ee") + payload[at + 1 :])
     req = decode_request(data)
     assert req.body.topics[0].unknown_tags == [(3, b""), (7, b"\xee")]
     assert req.body.topics[0].name == "unknown-topic-saz" and req.body.response_partition_limit == 1
@@ -130,6 +147,7 @@ def test_unknown_tag_in_a_nested_struct_survives():
 
 
 # -- headers ------------------------------------------------------------------------------
+
 
 def test_header_versions():
     assert request_header_version(18, 3) == 2 and request_header_version(18, 2) == 1
@@ -143,7 +161,7 @@ def test_header_versions():
 def test_request_header_v0_has_no_client_id():
     body = message_class("ControlledShutdownRequest")(broker_id=3)
     data = encode_request(request_header(7, 0, 9, "ignored"), body)
-    assert data.hex() == "0000000c" "0007" "0000" "00000009" "00000003"
+    assert data.hex() == "0000000c000700000000000900000003"
     req = decode_request(data)
     assert req.header_version == 0 and req.body.broker_id == 3 and req.header.correlation_id == 9
 
@@ -151,9 +169,9 @@ def test_request_header_v0_has_no_client_id():
 def test_request_header_v1_client_id_and_null():
     body = message_class("MetadataRequest")(topics=[])
     data = encode_request(request_header(3, 4, 1, "ab"), body)
-    assert data.hex() == "00000011" "0003" "0004" "00000001" "0002" "6162" "00000000" "01"
+    assert data.hex() == "000000110003000400000001000261620000000001"
     null_id = encode_request(request_header(3, 4, 1, None), body)
-    assert null_id.hex() == "0000000f" "0003" "0004" "00000001" "ffff" "00000000" "01"
+    assert null_id.hex() == "0000000f0003000400000001ffff0000000001"
     assert decode_request(null_id).header.client_id == ""  # a null client id reads as empty
 
 
@@ -161,9 +179,9 @@ def test_request_header_v2_client_id_is_not_compact():
     body = ApiVersionsRequest(client_software_name="x", client_software_version="1")
     data = encode_request(request_header(18, 3, 2, "abc"), body)
     # 2-byte length 3 (not compact 04), then the header's tag byte
-    assert data[4:].hex() == "0012" "0003" "00000002" "0003" "616263" "00" "0278" "0231" "00"
+    assert data[4:].hex() == "00120003000000020003616263000278023100"
     null_id = encode_request(request_header(18, 3, 2, None), body)
-    assert null_id[4 + 8:4 + 11].hex() == "ffff00"
+    assert null_id[4 + 8 : 4 + 11].hex() == "ffff00"
     assert decode_request(null_id).header.client_id == ""
 
 
@@ -173,7 +191,7 @@ def test_response_header_v0_and_v1():
     assert v0[4:8].hex() == "00000005" and v0[8:] == body.encode(8)
     assert decode_response(v0, 3, 8).header_version == 0
     v1 = encode_response(5, body, 9)
-    assert v1[4:9].hex() == "00000005" "00" and v1[9:] == body.encode(9)  # tag byte after the correlation id
+    assert v1[4:9].hex() == "0000000500" and v1[9:] == body.encode(9)  # tag byte after the correlation id
     assert decode_response(v1, 3, 9).header_version == 1
 
 
@@ -181,7 +199,7 @@ def test_api_versions_response_header_is_always_v0():
     body = ApiVersionsResponse(api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=4)])
     data = encode_response(11, body, 3)
     # no tag byte after the correlation id, straight into the body's error code
-    assert data[4:].hex() == "0000000b" "0000" "02" "0012" "0000" "0004" "00" "00000000" "00"
+    assert data[4:].hex() == "0000000b000002001200000004000000000000"
     resp = decode_response(data, 18, 3)
     assert resp.header_version == 0 and resp.body == body and resp.header.correlation_id == 11
 
@@ -215,8 +233,9 @@ def test_framed_decode_checks_the_size():
 
 def test_api_versions_response_falls_back_to_v0():
     """A broker answers an ApiVersions version it does not know with UNSUPPORTED_VERSION in a v0 body."""
-    body = ApiVersionsResponse(error_code=35, api_keys=[
-        ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)])
+    body = ApiVersionsResponse(
+        error_code=35, api_keys=[ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=2)]
+    )
     data = encode_response(3, body, 0)
     for asked in (1, 3, 4):
         resp = decode_response(data, 18, asked)

@@ -1,5 +1,6 @@
 """Decoding never trusts a length: malformed input raises DecodeError naming the field path and offset,
 never another exception, and never allocates more than the input could hold."""
+
 from __future__ import annotations
 
 import tracemalloc
@@ -14,8 +15,13 @@ from .strategies import all_pairs, messages
 
 PAIRS = all_pairs()
 IDS = [f"{n}-v{v}" for n, v in PAIRS]
-SETTINGS = settings(max_examples=3, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=3,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _decode_expecting_error(cls, data, version) -> DecodeError:
@@ -46,8 +52,10 @@ def test_byte_flips_decode_or_raise_decode_error(name, version):
     cls = message_class(name)
 
     @settings(SETTINGS, max_examples=6)
-    @given(messages(cls, version), st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)),
-                                            min_size=1, max_size=3))
+    @given(
+        messages(cls, version),
+        st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(1, 255)), min_size=1, max_size=3),
+    )
     def check(msg, flips):
         data = bytearray(msg.encode(version))
         if not data:
@@ -88,6 +96,7 @@ def test_frame_truncations_and_flips(frame):
 
 def test_response_frame_truncations():
     from kafkawire.protocol import decode_response
+
     for cut in range(len(DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0)):
         with pytest.raises(DecodeError):
             decode_response(DESCRIBE_TOPIC_PARTITIONS_RESPONSE_V0[:cut], 75, 0)
@@ -103,19 +112,19 @@ Arrays = message_class("SimpleArraysMessage")
 
 def test_string_length_past_the_end():
     # v12: compact array of 1 topic: topic id, then a compact nullable name of length 99
-    data = bytes.fromhex("02" + "00" * 16 + "64" "6162")
+    data = bytes.fromhex("02" + "00" * 16 + "646162")
     err = _decode_expecting_error(Metadata, data, 12)
     assert err.path == "Topics[0].Name" and err.offset == 17 and "runs past the end" in str(err)
     assert "MetadataRequest v12.Topics[0].Name at byte 17" in str(err)
 
 
 def test_negative_length_other_than_null():
-    data = bytes.fromhex("00000001" "fffe")  # v1: 1 topic, name length -2
+    data = bytes.fromhex("00000001fffe")  # v1: 1 topic, name length -2
     err = _decode_expecting_error(Metadata, data, 1)
     assert err.path == "Topics[0].Name" and err.offset == 4
     assert "-2" in str(err)
     # -1 is the null marker, but the topic name is not nullable before v10
-    err = _decode_expecting_error(Metadata, bytes.fromhex("00000001" "ffff"), 1)
+    err = _decode_expecting_error(Metadata, bytes.fromhex("00000001ffff"), 1)
     assert "non-nullable" in str(err)
 
 
@@ -126,16 +135,16 @@ def test_negative_array_count_other_than_null():
 
 
 def test_array_count_larger_than_the_remaining_bytes():
-    err = _decode_expecting_error(Metadata, bytes.fromhex("7fffffff" "0000"), 1)
+    err = _decode_expecting_error(Metadata, bytes.fromhex("7fffffff0000"), 1)
     assert err.path == "Topics" and err.offset == 0 and "exceeds" in str(err)
-    err = _decode_expecting_error(Arrays, bytes.fromhex("00100000" "00000001"), 0)  # int32 array
+    err = _decode_expecting_error(Arrays, bytes.fromhex("0010000000000001"), 0)  # int32 array
     assert err.path == "Sheep" and "exceeds" in str(err)
-    err = _decode_expecting_error(Arrays, bytes.fromhex("00000003" "00000001" "00000002"), 0)
+    err = _decode_expecting_error(Arrays, bytes.fromhex("000000030000000100000002"), 0)
     assert err.path == "Sheep" and "past the end" in str(err)
 
 
 def test_compact_array_count_larger_than_the_remaining_bytes():
-    err = _decode_expecting_error(Metadata, bytes.fromhex("ffffffff0f" "00"), 12)  # count 2^32-2
+    err = _decode_expecting_error(Metadata, bytes.fromhex("ffffffff0f00"), 12)  # count 2^32-2
     assert err.path == "Topics" and err.offset == 0
 
 
@@ -156,29 +165,34 @@ def test_varint_cut_short():
 
 def test_tagged_field_errors():
     body = Example().encode(1)[:-1]
-    err = _decode_expecting_error(Example, body + bytes.fromhex("01" "0a" "05" "00"), 1)  # size past the end
+    err = _decode_expecting_error(Example, body + bytes.fromhex("010a0500"), 1)  # size past the end
     assert err.path == "_tagged_fields" and err.offset == len(body)
     err = _decode_expecting_error(Example, body + bytes.fromhex("7f"), 1)  # 127 tags in 0 bytes
     assert err.path == "_tagged_fields"
     # a known tag whose declared size disagrees with its content (int16 in 3 bytes)
-    err = _decode_expecting_error(Example, body + bytes.fromhex("01" "02" "03" "000100"), 1)
+    err = _decode_expecting_error(Example, body + bytes.fromhex("010203000100"), 1)
     assert err.path == "myInt16" and "does not match" in str(err)
 
 
 def test_error_path_in_nested_arrays():
-    resp = MetadataResponse(topics=[MetadataResponse.MetadataResponseTopic(
-        name="t", partitions=[MetadataResponse.MetadataResponsePartition(replica_nodes=[1, 2])])])
+    resp = MetadataResponse(
+        topics=[
+            MetadataResponse.MetadataResponseTopic(
+                name="t", partitions=[MetadataResponse.MetadataResponsePartition(replica_nodes=[1, 2])]
+            )
+        ]
+    )
     data = resp.encode(12)
     # cut inside the replica node array
-    cut = data.index(bytes.fromhex("03" "00000001" "00000002")) + 3
+    cut = data.index(bytes.fromhex("030000000100000002")) + 3
     err = _decode_expecting_error(MetadataResponse, data[:cut], 12)
     assert err.path == "Topics[0].Partitions[0].ReplicaNodes"
 
 
 def test_trailing_bytes():
-    err = _decode_expecting_error(Metadata, bytes.fromhex("00000000" "00"), 1)
+    err = _decode_expecting_error(Metadata, bytes.fromhex("0000000000"), 1)
     assert "1 trailing bytes" in str(err) and err.offset == 4
-    assert Metadata.decode(bytes.fromhex("00000000" "00"), 1, strict=False).topics == []
+    assert Metadata.decode(bytes.fromhex("0000000000"), 1, strict=False).topics == []
 
 
 def test_decode_accepts_bytes_bytearray_and_memoryview():
@@ -187,12 +201,15 @@ def test_decode_accepts_bytes_bytearray_and_memoryview():
         assert Metadata.decode(buf, 1).topics[0].name == "x"
 
 
-@pytest.mark.parametrize("data,version", [
-    (bytes.fromhex("7fffffff"), 1),                          # 2^31-1 topics claimed
-    (bytes.fromhex("00000001" "7fff"), 1),                   # 32 KiB name claimed
-    (bytes.fromhex("fffffff70f"), 12),                        # compact count near 2^32
-    (bytes.fromhex("02" + "00" * 16 + "fffffff70f"), 12),     # compact string length near 2^32
-])
+@pytest.mark.parametrize(
+    "data,version",
+    [
+        (bytes.fromhex("7fffffff"), 1),  # 2^31-1 topics claimed
+        (bytes.fromhex("000000017fff"), 1),  # 32 KiB name claimed
+        (bytes.fromhex("fffffff70f"), 12),  # compact count near 2^32
+        (bytes.fromhex("02" + "00" * 16 + "fffffff70f"), 12),  # compact string length near 2^32
+    ],
+)
 def test_claimed_sizes_allocate_nothing(data, version):
     """Lengths are checked against the input before anything is built for them."""
     Metadata.decode(Metadata().encode(version), version)  # compile outside the measurement

@@ -1,4 +1,5 @@
 """API key registry, error table and version negotiation, checked against Kafka's own files."""
+
 from __future__ import annotations
 
 import pytest
@@ -23,6 +24,7 @@ from .test_spec import _range, current_schemas, folders, generator  # noqa: F401
 def _has_records(raw: dict) -> bool:
     def walk(fields):
         return any(f["type"] in ("records", "[]records") or walk(f.get("fields", [])) for f in fields)
+
     return walk(raw["fields"]) or any(walk(cs["fields"]) for cs in raw.get("commonStructs", []))
 
 
@@ -34,11 +36,20 @@ def test_registry_against_the_raw_schemas(folders):  # noqa: F811
         assert info.name == newest["name"].removesuffix("Request")
         ranges = [_range(r["validVersions"]) for r in raws]
         assert (info.min_version, info.max_version) == (min(r[0] for r in ranges), max(r[1] for r in ranges))
-        flexible = [v for v in range(info.min_version, info.max_version + 1)
-                    if any(_range(r["validVersions"])[0] <= v <= _range(r["validVersions"])[1]
-                           and (fr := _range(r.get("flexibleVersions"))) and fr[0] <= v <= fr[1]
-                           for r in ([new[("request", key)]] if ("request", key) in new and
-                                     _range(new[("request", key)]["validVersions"])[0] <= v else raws))]
+        flexible = [
+            v
+            for v in range(info.min_version, info.max_version + 1)
+            if any(
+                _range(r["validVersions"])[0] <= v <= _range(r["validVersions"])[1]
+                and (fr := _range(r.get("flexibleVersions")))
+                and fr[0] <= v <= fr[1]
+                for r in (
+                    [new[("request", key)]]
+                    if ("request", key) in new and _range(new[("request", key)]["validVersions"])[0] <= v
+                    else raws
+                )
+            )
+        ]
         assert info.flexible_min == (min(flexible) if flexible else None), info.name
         for v in range(info.min_version, info.max_version + 1):
             assert info.is_flexible(v) == (v in flexible), (info.name, v)
@@ -151,8 +162,12 @@ def test_negotiate_picks_the_highest_common_version_per_api():
 
 def test_negotiate_from_an_api_versions_response():
     resp_cls = message_class("ApiVersionsResponse")
-    resp = resp_cls(api_keys=[resp_cls.ApiVersion(api_key=0, min_version=3, max_version=9),
-                              resp_cls.ApiVersion(api_key=18, min_version=0, max_version=3)])
+    resp = resp_cls(
+        api_keys=[
+            resp_cls.ApiVersion(api_key=0, min_version=3, max_version=9),
+            resp_cls.ApiVersion(api_key=18, min_version=0, max_version=3),
+        ]
+    )
     decoded = resp_cls.decode(resp.encode(3), 3)
     theirs = ranges_from_response(decoded.api_keys)
     assert theirs == {0: (3, 9), 18: (0, 3)}

@@ -1,5 +1,6 @@
 """Property: for every (message, version) of the spec, random message -> encode -> decode is the same
 message, and re-encoding the decoded message reproduces the bytes exactly."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,8 +11,13 @@ from kafkawire.protocol import message_class
 from .strategies import all_pairs, messages
 
 PAIRS = all_pairs()
-SETTINGS = settings(max_examples=8, derandomize=True, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=8,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _round_trip(cls, version, msg):

@@ -3,6 +3,7 @@
 The schemas are read from inside the pinned jars (``tools/kafka_pins.py``), resolved into the cache by
 ``tools/kafka_reference.py``; where they cannot be resolved these tests fail in CI and skip elsewhere.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -94,14 +95,16 @@ def layout(raw: dict, version: int) -> tuple:
             compact = flexible
             if "flexibleVersions" in f:
                 compact = _in(_range(f["flexibleVersions"]), version)
-            out.append((
-                "array" if t.startswith("[]") else "single",
-                "struct" if nested is not None else elem,
-                _in(_range(f.get("nullableVersions")), version),
-                (int(f["tag"]), _default(t, f.get("default"))) if tagged else None,
-                compact,
-                walk(nested) if nested is not None else None,
-            ))
+            out.append(
+                (
+                    "array" if t.startswith("[]") else "single",
+                    "struct" if nested is not None else elem,
+                    _in(_range(f.get("nullableVersions")), version),
+                    (int(f["tag"]), _default(t, f.get("default"))) if tagged else None,
+                    compact,
+                    walk(nested) if nested is not None else None,
+                )
+            )
         return tuple(out)
 
     return flexible, walk(raw["fields"])
@@ -154,8 +157,11 @@ def test_check_mode_reports_a_stale_spec(tmp_path, generator, folders):
 def test_the_spec_records_the_kafka_releases_it_came_from():
     import kafka_pins
 
-    assert spec_source() == {"current": kafka_pins.KAFKA, "legacy": kafka_pins.KAFKA_LEGACY,
-                             "test_schemas": kafka_pins.KAFKA_TEST_SCHEMAS}
+    assert spec_source() == {
+        "current": kafka_pins.KAFKA,
+        "legacy": kafka_pins.KAFKA_LEGACY,
+        "test_schemas": kafka_pins.KAFKA_TEST_SCHEMAS,
+    }
     raw = json.loads((SPEC_DIR / "messages.json").read_text())
     errors = json.loads((SPEC_DIR / "errors.json").read_text())
     assert f"Apache Kafka {kafka_pins.KAFKA}" in raw["derived_from"] and kafka_pins.KAFKA in errors["derived_from"]
@@ -204,18 +210,25 @@ def test_both_releases_agree_on_the_wire_layout_of_shared_versions(folders):
 
 def test_layout_signature_sees_wire_changes():
     """The comparison above must notice a real layout change, or it proves nothing."""
-    base = {"validVersions": "0-1", "flexibleVersions": "1+", "fields": [
-        {"name": "A", "type": "int32", "versions": "0+"},
-        {"name": "B", "type": "string", "versions": "0+", "nullableVersions": "1+"},
-        {"name": "T", "type": "int16", "versions": "1+", "taggedVersions": "1+", "tag": 0, "default": "5"}]}
+    base = {
+        "validVersions": "0-1",
+        "flexibleVersions": "1+",
+        "fields": [
+            {"name": "A", "type": "int32", "versions": "0+"},
+            {"name": "B", "type": "string", "versions": "0+", "nullableVersions": "1+"},
+            {"name": "T", "type": "int16", "versions": "1+", "taggedVersions": "1+", "tag": 0, "default": "5"},
+        ],
+    }
     renamed = json.loads(json.dumps(base).replace('"A"', '"Renamed"'))
     assert layout(base, 1) == layout(renamed, 1)
-    for change in (lambda s: s["fields"][0].update(type="int64"),
-                   lambda s: s["fields"][1].update(nullableVersions="2+"),
-                   lambda s: s["fields"][2].update(tag=1),
-                   lambda s: s["fields"][2].update(default="6"),
-                   lambda s: s.update(flexibleVersions="none"),
-                   lambda s: s["fields"].reverse()):
+    for change in (
+        lambda s: s["fields"][0].update(type="int64"),
+        lambda s: s["fields"][1].update(nullableVersions="2+"),
+        lambda s: s["fields"][2].update(tag=1),
+        lambda s: s["fields"][2].update(default="6"),
+        lambda s: s.update(flexibleVersions="none"),
+        lambda s: s["fields"].reverse(),
+    ):
         other = json.loads(json.dumps(base))
         change(other)
         assert layout(base, 1) != layout(other, 1)
@@ -307,10 +320,21 @@ def test_unstable_flags_are_exactly_the_current_releases(folders, current_schema
         if raw is not None:
             assert info.max_version == _range(raw["validVersions"])[1], info.name
     # Kafka 4.4's own facts, as a reader of its release notes would check them
-    stable_now = ["ShareGroupHeartbeat", "ShareGroupDescribe", "ShareFetch", "ShareAcknowledge",
-                  "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
-                  "DeleteShareGroupState", "ReadShareGroupStateSummary", "DescribeShareGroupOffsets",
-                  "AlterShareGroupOffsets", "DeleteShareGroupOffsets", "StreamsGroupHeartbeat"]
+    stable_now = [
+        "ShareGroupHeartbeat",
+        "ShareGroupDescribe",
+        "ShareFetch",
+        "ShareAcknowledge",
+        "InitializeShareGroupState",
+        "ReadShareGroupState",
+        "WriteShareGroupState",
+        "DeleteShareGroupState",
+        "ReadShareGroupStateSummary",
+        "DescribeShareGroupOffsets",
+        "AlterShareGroupOffsets",
+        "DeleteShareGroupOffsets",
+        "StreamsGroupHeartbeat",
+    ]
     for name in stable_now:
         assert not api_by_name(name).latest_version_unstable, name
     assert (api(18).min_version, api(18).max_version) == (0, 5)
@@ -352,13 +376,29 @@ def test_record_schemas_are_in_the_spec_apart_from_the_rpcs(record_schemas):
             flexible, fields = layout(schema, v)
             assert spec.is_flexible(v) == flexible
             assert len([f for f in spec.definition(v).root.fields if f.present(v)]) == len(fields)
-    assert jars == {"kafka-metadata", "kafka-group-coordinator", "kafka-transaction-coordinator",
-                    "kafka-share-coordinator", "kafka-raft", "kafka-storage"}
+    assert jars == {
+        "kafka-metadata",
+        "kafka-group-coordinator",
+        "kafka-transaction-coordinator",
+        "kafka-share-coordinator",
+        "kafka-raft",
+        "kafka-storage",
+    }
     names = set(record_names())
     assert not names & set(message_names())
-    assert {"TopicRecord", "PartitionRecord", "FeatureLevelRecord", "OffsetCommitKey", "OffsetCommitValue",
-            "GroupMetadataValue", "TransactionLogValue", "ShareSnapshotValue", "QuorumStateData",
-            "ProducerSnapshot", "RemoteLogSegmentMetadataRecord"} <= names
+    assert {
+        "TopicRecord",
+        "PartitionRecord",
+        "FeatureLevelRecord",
+        "OffsetCommitKey",
+        "OffsetCommitValue",
+        "GroupMetadataValue",
+        "TransactionLogValue",
+        "ShareSnapshotValue",
+        "QuorumStateData",
+        "ProducerSnapshot",
+        "RemoteLogSegmentMetadataRecord",
+    } <= names
     # the record types Kafka writes in its logs
     assert (message_spec("TopicRecord").record_type, message_spec("PartitionRecord").record_type) == (2, 3)
     assert message_spec("OffsetCommitKey").record_type == 1 and message_spec("GroupMetadataKey").record_type == 2

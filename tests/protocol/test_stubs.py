@@ -5,6 +5,7 @@ The stub is written by ``tools/gen_stubs.py`` from the committed spec; these tes
 stale, when a class or field it declares differs from the class ``messages.py`` builds, when a value
 the codec produces is not of the declared type, and when mypy cannot use it to find a wrong field type.
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,8 +50,10 @@ def test_api_key_enum_names_every_api_of_the_registry():
     from kafkawire.protocol import ApiKey, all_apis
 
     # every capital starts a word in Kafka's API names (no acronyms), as in its ApiKeys constants
-    upper = {key: "".join("_" + c if c.isupper() and i else c for i, c in enumerate(info.name)).upper()
-             for key, info in all_apis().items()}
+    upper = {
+        key: "".join("_" + c if c.isupper() and i else c for i, c in enumerate(info.name)).upper()
+        for key, info in all_apis().items()
+    }
     assert {int(k): k.name for k in ApiKey} == upper
     assert ApiKey.PRODUCE == 0 and ApiKey.API_VERSIONS == 18 and ApiKey(74).name == "LIST_CONFIG_RESOURCES"
 
@@ -59,8 +62,9 @@ def test_error_constants_are_the_error_table():
     from kafkawire.protocol import error_codes, errors
     from kafkawire.protocol.schema import error_table
 
-    assert [(getattr(error_codes, name), name) for _, name, _, _ in error_table()] == \
-        [(code, name) for code, name, _, _ in error_table()]
+    assert [(getattr(error_codes, name), name) for _, name, _, _ in error_table()] == [
+        (code, name) for code, name, _, _ in error_table()
+    ]
     assert error_codes.__all__ == [name for _, name, _, _ in error_table()]
     assert errors.NOT_LEADER_OR_FOLLOWER == 6 and errors.UNKNOWN_SERVER_ERROR == -1
     with pytest.raises(AttributeError):
@@ -95,12 +99,16 @@ def test_py_typed_marker_ships_with_the_package():
 
 # -- the stub against the runtime classes -------------------------------------------------------------
 
+
 def _stub_classes() -> dict[str, tuple[dict[str, str], dict[str, dict[str, str]], list[str]]]:
     """message name -> (its field annotations, nested class name -> field annotations, __init__ keywords)."""
 
     def fields(node: ast.ClassDef) -> dict[str, str]:
-        return {s.target.id: ast.unparse(s.annotation) for s in node.body
-                if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+        return {
+            s.target.id: ast.unparse(s.annotation)
+            for s in node.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+        }
 
     def init_keywords(node: ast.ClassDef) -> list[str]:
         init = next(s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__")
@@ -140,7 +148,7 @@ def _conforms(value, annotation: str, root: str) -> bool:
     if annotation.startswith("list[") and annotation.endswith("] | None"):
         return value is None or _conforms(value, annotation[: -len(" | None")], root)
     if alternatives is None:  # list[X]
-        inner = annotation[len("list["):-1]
+        inner = annotation[len("list[") : -1]
         return type(value) is list and all(_conforms(v, inner, root) for v in value)
     for alt in alternatives:
         if alt == "None" and value is None:
@@ -187,8 +195,13 @@ def test_defaults_are_of_the_declared_types(name):
 PAIRS = all_pairs()
 
 
-@settings(max_examples=400, derandomize=True, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=400,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_decoded_values_are_of_the_declared_types(data):
     name, version = data.draw(st.sampled_from(PAIRS))
@@ -199,7 +212,7 @@ def test_decoded_values_are_of_the_declared_types(data):
 
 # -- a type checker reading the stub -----------------------------------------------------------------
 
-GOOD = '''\
+GOOD = """\
 import uuid
 from kafkawire.protocol import message_class
 from kafkawire.protocol.messages import ApiVersionsRequest, FetchRequest, MetadataResponse
@@ -222,9 +235,9 @@ made: ApiVersionsRequest = cls(client_software_name="x")
 from kafkawire.protocol import ApiKey, errors  # noqa: E402
 code: int = errors.NOT_LEADER_OR_FOLLOWER
 key: int = ApiKey.PRODUCE
-'''
+"""
 
-BAD = '''\
+BAD = """\
 from kafkawire.protocol.messages import ApiVersionsRequest, FetchRequest
 
 request = ApiVersionsRequest(client_software_name=3)
@@ -236,7 +249,7 @@ request.no_such_field
 from kafkawire.protocol import ApiKey, errors  # noqa: E402
 errors.NOT_LEADERR
 ApiKey.PRODUCEE
-'''
+"""
 
 BAD_ERRORS = {  # line -> what mypy must say there
     3: 'Argument "client_software_name" to "ApiVersionsRequest" has incompatible type "int"; expected "str"',
@@ -259,10 +272,25 @@ def mypy_results(tmp_path_factory):
     (work / "good.py").write_text(GOOD)
     (work / "bad.py").write_text(BAD)
     result = subprocess.run(
-        [mypy, "--no-error-summary", "--show-error-codes", "--hide-error-context", "--no-color-output",
-         "--follow-imports", "silent",  # only the two programs' errors: kafkawire's own are tests/quality's
-         "--cache-dir", str(work / ".cache"), "--python-version", "3.11", "good.py", "bad.py"],
-        cwd=work, capture_output=True, text=True, timeout=240,
+        [
+            mypy,
+            "--no-error-summary",
+            "--show-error-codes",
+            "--hide-error-context",
+            "--no-color-output",
+            "--follow-imports",
+            "silent",  # only the two programs' errors: kafkawire's own are tests/quality's
+            "--cache-dir",
+            str(work / ".cache"),
+            "--python-version",
+            "3.11",
+            "good.py",
+            "bad.py",
+        ],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=240,
         env={"MYPYPATH": str(ROOT / "src"), "PATH": str(Path(sys.executable).parent)},
     )
     assert result.returncode in (0, 1), result.stdout + result.stderr  # 2: mypy itself failed

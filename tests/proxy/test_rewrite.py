@@ -1,6 +1,7 @@
 """Address rewriting, without sockets: every response that carries broker addresses, at flexible and
 non-flexible versions, gets the proxy's addresses and keeps everything else; every other response is left
 alone."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,10 +49,12 @@ def _rewritten(api_key: int, version: int, body):
 
 def _metadata(version):
     B = MetadataResponse.MetadataResponseBroker
-    return MetadataResponse(brokers=[B(node_id=n, host=h, port=p, rack="r1" if version >= 1 else None)
-                                     for n, h, p in UPSTREAM],
-                            cluster_id="c" if version >= 2 else None, controller_id=1 if version >= 1 else -1,
-                            topics=[MetadataResponse.MetadataResponseTopic(error_code=0, name="t", partitions=[])])
+    return MetadataResponse(
+        brokers=[B(node_id=n, host=h, port=p, rack="r1" if version >= 1 else None) for n, h, p in UPSTREAM],
+        cluster_id="c" if version >= 2 else None,
+        controller_id=1 if version >= 1 else -1,
+        topics=[MetadataResponse.MetadataResponseTopic(error_code=0, name="t", partitions=[])],
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 5, 8, 9, 12, 13])
@@ -76,8 +79,7 @@ def test_a_node_keeps_its_local_port_when_named_again():
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_find_coordinator_single(version):
-    body = FindCoordinatorResponse(error_code=0, node_id=2, host="kafka-2.internal", port=9093,
-                                   error_message=None)
+    body = FindCoordinatorResponse(error_code=0, node_id=2, host="kafka-2.internal", port=9093, error_message=None)
     _, after, _, _ = _rewritten(ApiKey.FIND_COORDINATOR, version, body)
     assert (after.node_id, after.host, after.port) == (2, "127.0.0.1", 40002)
 
@@ -85,13 +87,17 @@ def test_find_coordinator_single(version):
 @pytest.mark.parametrize("version", [4, 5, 6])
 def test_find_coordinator_batched(version):
     C = FindCoordinatorResponse.Coordinator
-    body = FindCoordinatorResponse(coordinators=[
-        C(key="g1", node_id=1, host="kafka-1.internal", port=9092, error_code=0),
-        C(key="g2", node_id=-1, host="", port=-1, error_code=15),  # COORDINATOR_NOT_AVAILABLE: left as is
-    ])
+    body = FindCoordinatorResponse(
+        coordinators=[
+            C(key="g1", node_id=1, host="kafka-1.internal", port=9092, error_code=0),
+            C(key="g2", node_id=-1, host="", port=-1, error_code=15),  # COORDINATOR_NOT_AVAILABLE: left as is
+        ]
+    )
     _, after, _, bound = _rewritten(ApiKey.FIND_COORDINATOR, version, body)
     assert [(c.key, c.node_id, c.host, c.port) for c in after.coordinators] == [
-        ("g1", 1, "127.0.0.1", 40001), ("g2", -1, "", -1)]
+        ("g1", 1, "127.0.0.1", 40001),
+        ("g2", -1, "", -1),
+    ]
     assert bound == [1]
 
 
@@ -105,10 +111,13 @@ def test_find_coordinator_error_is_not_rewritten():
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_describe_cluster(version):
     B = DescribeClusterResponse.DescribeClusterBroker
-    body = DescribeClusterResponse(cluster_id="c", controller_id=1,
-                                   brokers=[B(broker_id=n, host=h, port=p) for n, h, p in UPSTREAM])
+    body = DescribeClusterResponse(
+        cluster_id="c", controller_id=1, brokers=[B(broker_id=n, host=h, port=p) for n, h, p in UPSTREAM]
+    )
     _, after, _, _ = _rewritten(ApiKey.DESCRIBE_CLUSTER, version, body)
-    assert [(b.broker_id, b.host, b.port) for b in after.brokers] == [(n, "127.0.0.1", 40000 + n) for n, _, _ in UPSTREAM]
+    assert [(b.broker_id, b.host, b.port) for b in after.brokers] == [
+        (n, "127.0.0.1", 40000 + n) for n, _, _ in UPSTREAM
+    ]
 
 
 def _endpoints(cls):
@@ -119,26 +128,33 @@ def _endpoints(cls):
 def test_produce_node_endpoints(version):
     body = ProduceResponse(responses=[], node_endpoints=_endpoints(ProduceResponse))
     _, after, _, _ = _rewritten(ApiKey.PRODUCE, version, body)
-    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [(1, "127.0.0.1", 40001),
-                                                                          (2, "127.0.0.1", 40002)]
+    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [
+        (1, "127.0.0.1", 40001),
+        (2, "127.0.0.1", 40002),
+    ]
 
 
 @pytest.mark.parametrize("version", [16, 17, 18])
 def test_fetch_node_endpoints(version):
     body = FetchResponse(responses=[], node_endpoints=_endpoints(FetchResponse))
     _, after, _, _ = _rewritten(ApiKey.FETCH, version, body)
-    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [(1, "127.0.0.1", 40001),
-                                                                          (2, "127.0.0.1", 40002)]
+    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [
+        (1, "127.0.0.1", 40001),
+        (2, "127.0.0.1", 40002),
+    ]
 
 
-@pytest.mark.parametrize("cls,key", [(ShareFetchResponse, ApiKey.SHARE_FETCH),
-                                     (ShareAcknowledgeResponse, ApiKey.SHARE_ACKNOWLEDGE)])
+@pytest.mark.parametrize(
+    "cls,key", [(ShareFetchResponse, ApiKey.SHARE_FETCH), (ShareAcknowledgeResponse, ApiKey.SHARE_ACKNOWLEDGE)]
+)
 @pytest.mark.parametrize("version", [1, 2])
 def test_share_node_endpoints(cls, key, version):
     body = cls(responses=[], node_endpoints=_endpoints(cls))
     _, after, _, _ = _rewritten(key, version, body)
-    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [(1, "127.0.0.1", 40001),
-                                                                          (2, "127.0.0.1", 40002)]
+    assert [(e.node_id, e.host, e.port) for e in after.node_endpoints] == [
+        (1, "127.0.0.1", 40001),
+        (2, "127.0.0.1", 40002),
+    ]
 
 
 def test_responses_without_endpoints_are_not_touched():
@@ -146,10 +162,13 @@ def test_responses_without_endpoints_are_not_touched():
     # Produce and Fetch before KIP-951 cannot carry endpoints; with none present nothing is re-encoded
     assert not rewrites(ApiKey.PRODUCE, 9)
     assert not rewrites(ApiKey.FETCH, 15)
-    assert rewrite_response(ApiKey.PRODUCE, 9, _payload(ApiKey.PRODUCE, 9, ProduceResponse(responses=[])),
-                            addresses) is None
-    assert rewrite_response(ApiKey.FETCH, 17, _payload(ApiKey.FETCH, 17, FetchResponse(responses=[])),
-                            addresses) is None
+    assert (
+        rewrite_response(ApiKey.PRODUCE, 9, _payload(ApiKey.PRODUCE, 9, ProduceResponse(responses=[])), addresses)
+        is None
+    )
+    assert (
+        rewrite_response(ApiKey.FETCH, 17, _payload(ApiKey.FETCH, 17, FetchResponse(responses=[])), addresses) is None
+    )
     # the group heartbeats carry no address
     assert not rewrites(ApiKey.CONSUMER_GROUP_HEARTBEAT, 1)
     assert not rewrites(ApiKey.SHARE_GROUP_HEARTBEAT, 1)

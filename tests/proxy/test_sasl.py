@@ -2,6 +2,7 @@
 the proxy (plaintext on the client side, TLS verified against the CA toward the upstream), with
 SaslAuthenticate (librdkafka) and with SaslHandshake v0's bare tokens, which the proxy's observer follows
 so that the requests after them are paired and reported."""
+
 from __future__ import annotations
 
 import socket
@@ -23,20 +24,36 @@ from .harness import ProxyThread
 @pytest.fixture(scope="module")
 def sasl_ssl_upstream(tmp_path_factory):
     root = tmp_path_factory.mktemp("sasl-upstream")
-    made = subprocess.run([sys.executable, "-m", "kafkawire", "certs", str(root / "certs")],
-                          capture_output=True, text=True, timeout=60)
+    made = subprocess.run(
+        [sys.executable, "-m", "kafkawire", "certs", str(root / "certs")], capture_output=True, text=True, timeout=60
+    )
     assert made.returncode == 0, made.stderr
     port = free_port()
     props = root / "server.properties"
-    props.write_text(f"listeners=SASL_SSL://127.0.0.1:{port}\n"
-                     "sasl.enabled.mechanisms=PLAIN\n"
-                     "ssl.keystore.type=PKCS12\n"
-                     f"ssl.keystore.location={root / 'certs' / 'broker.p12'}\n"
-                     "ssl.keystore.password=kafkawire\n"
-                     "kafkawire.sasl.plain.users=alice:alice-secret\n")
+    props.write_text(
+        f"listeners=SASL_SSL://127.0.0.1:{port}\n"
+        "sasl.enabled.mechanisms=PLAIN\n"
+        "ssl.keystore.type=PKCS12\n"
+        f"ssl.keystore.location={root / 'certs' / 'broker.p12'}\n"
+        "ssl.keystore.password=kafkawire\n"
+        "kafkawire.sasl.plain.users=alice:alice-secret\n"
+    )
     log = open(root / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", str(props), "--storage", "memory",
-                             "--data-dir", str(root / "data")], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            str(props),
+            "--storage",
+            "memory",
+            "--data-dir",
+            str(root / "data"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -58,8 +75,12 @@ def test_librdkafka_authenticates_through_the_proxy(sasl_ssl_upstream):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
     address, ca = sasl_ssl_upstream
-    sasl = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice",
-            "sasl.password": "alice-secret"}
+    sasl = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "alice-secret",
+    }
     with ProxyThread(address, upstream_ssl=ssl.create_default_context(cafile=str(ca))) as proxy:
         producer = Producer({"bootstrap.servers": proxy.bootstrap, **sasl})
         for i in range(5):
@@ -86,8 +107,15 @@ def test_a_wrong_password_is_reported(sasl_ssl_upstream):
 
     address, ca = sasl_ssl_upstream
     with ProxyThread(address, upstream_ssl=ssl.create_default_context(cafile=str(ca))) as proxy:
-        producer = Producer({"bootstrap.servers": proxy.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-                             "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "wrong"})
+        producer = Producer(
+            {
+                "bootstrap.servers": proxy.bootstrap,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "alice",
+                "sasl.password": "wrong",
+            }
+        )
         producer.produce("proxy-sasl", b"x")
         deadline = time.monotonic() + 20
         while not proxy.reporter.named("SaslAuthenticate") and time.monotonic() < deadline:
@@ -106,14 +134,16 @@ def test_sasl_handshake_v0_bare_tokens_against_kafkawire(sasl_ssl_upstream):
     token = b"\x00alice\x00alice-secret"
     with ProxyThread(address, upstream_ssl=ssl.create_default_context(cafile=str(ca))) as proxy:
         with socket.create_connection(("127.0.0.1", proxy.proxy.port), timeout=10) as s:
-            s.sendall(encode_request(request_header(ApiKey.SASL_HANDSHAKE, 0, 1, "old-client"),
-                                     SaslHandshakeRequest(mechanism="PLAIN")))
+            s.sendall(
+                encode_request(
+                    request_header(ApiKey.SASL_HANDSHAKE, 0, 1, "old-client"), SaslHandshakeRequest(mechanism="PLAIN")
+                )
+            )
             handshake = decode_response(_read_frame(s), ApiKey.SASL_HANDSHAKE, 0, framed=False)
             assert handshake.body.error_code == 0
             s.sendall(len(token).to_bytes(4, "big") + token)  # bare, no Kafka header
             assert _read_frame(s) == b""  # PLAIN's empty answer, bare too
-            s.sendall(encode_request(request_header(ApiKey.METADATA, 9, 2, "old-client"),
-                                     MetadataRequest(topics=None)))
+            s.sendall(encode_request(request_header(ApiKey.METADATA, 9, 2, "old-client"), MetadataRequest(topics=None)))
             metadata = decode_response(_read_frame(s), ApiKey.METADATA, 9, framed=False)
         exchanges = [(e.api_name, e.correlation_id, e.problem) for e in proxy.reporter.exchanges]
         tokens = proxy.reporter.sasl_tokens

@@ -1,5 +1,6 @@
 """Lint and type check as tests, so that CI (tools/run-tests) runs them: ruff over the repository and
 mypy over the public API, both with the configuration in pyproject.toml."""
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,16 @@ def test_ruff_with_the_project_rules_reports_a_finding(tmp_path):
     # the check above can fail: the configured rules do flag code
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nfrom typing import List\n\n\ndef f(x: List[int]):\n    return x == None\n")
-    result = _run(_tool("ruff"), "check", "--no-cache", "--output-format", "concise",
-                  "--config", str(ROOT / "pyproject.toml"), str(bad))
+    result = _run(
+        _tool("ruff"),
+        "check",
+        "--no-cache",
+        "--output-format",
+        "concise",
+        "--config",
+        str(ROOT / "pyproject.toml"),
+        str(bad),
+    )
     assert result.returncode == 1
     for code in ("F401", "UP006", "E711"):
         assert code in result.stdout, result.stdout

@@ -42,11 +42,28 @@ def spec_lines(cases: list[Case]) -> str:
     """The build spec understood by ``KafkaRecordsTool build``."""
     lines = []
     for c in cases:
-        lines.append(" ".join(map(str, [
-            "batch", c.name, c.magic, c.codec, c.timestamp_type, c.base_offset, c.log_append_time,
-            c.producer_id, c.producer_epoch, c.base_sequence, str(c.transactional).lower(),
-            str(c.control).lower(), c.leader_epoch,
-        ])))
+        lines.append(
+            " ".join(
+                map(
+                    str,
+                    [
+                        "batch",
+                        c.name,
+                        c.magic,
+                        c.codec,
+                        c.timestamp_type,
+                        c.base_offset,
+                        c.log_append_time,
+                        c.producer_id,
+                        c.producer_epoch,
+                        c.base_sequence,
+                        str(c.transactional).lower(),
+                        str(c.control).lower(),
+                        c.leader_epoch,
+                    ],
+                )
+            )
+        )
         if c.marker is not None:
             lines.append(f"marker {c.marker_offset} {c.marker_timestamp} {c.marker[0]} {c.marker[1]}")
         for offset, ts, key, value, headers in c.records:
@@ -66,8 +83,16 @@ def random_bytes(rnd: random.Random, max_len: int) -> bytes:
     return (b"kafkawire-" * (n // 10 + 1))[:n]
 
 
-def random_records(rnd: random.Random, n: int, *, base_offset: int, headers: bool, gaps: bool,
-                   null_values: bool = True, base_ts: int = 1_700_000_000_000) -> list:
+def random_records(
+    rnd: random.Random,
+    n: int,
+    *,
+    base_offset: int,
+    headers: bool,
+    gaps: bool,
+    null_values: bool = True,
+    base_ts: int = 1_700_000_000_000,
+) -> list:
     records = []
     offset = base_offset
     for _i in range(n):
@@ -142,11 +167,13 @@ def expected_records(case: Case) -> list[dict]:
             ts = -1
         elif case.timestamp_type == "LOG_APPEND_TIME":
             ts = case.log_append_time
-        out.append({
-            "offset": offset,
-            "timestamp": ts,
-            "key": None if key is None else key.hex(),
-            "value": None if value is None else value.hex(),
-            "headers": [[k, None if v is None else v.hex()] for k, v in headers],
-        })
+        out.append(
+            {
+                "offset": offset,
+                "timestamp": ts,
+                "key": None if key is None else key.hex(),
+                "value": None if value is None else value.hex(),
+                "headers": [[k, None if v is None else v.hex()] for k, v in headers],
+            }
+        )
     return out

@@ -42,8 +42,7 @@ TS = 1_700_000_000_000
 
 
 def sample_records(n: int, start_ts: int = TS):
-    return [(b"k%d" % i, b"value-%d" % i, [("h", b"%d" % i)] if i % 3 == 0 else [], start_ts + i)
-            for i in range(n)]
+    return [(b"k%d" % i, b"value-%d" % i, [("h", b"%d" % i)] if i % 3 == 0 else [], start_ts + i) for i in range(n)]
 
 
 def legacy_records(n: int):
@@ -52,7 +51,7 @@ def legacy_records(n: int):
 
 def fix_crc(buf: bytearray, pos: int = 0) -> None:
     (length,) = struct.unpack_from(">i", buf, pos + 8)
-    struct.pack_into(">I", buf, pos + 17, crc32c(bytes(buf[pos + 21:pos + 12 + length])))
+    struct.pack_into(">I", buf, pos + 17, crc32c(bytes(buf[pos + 21 : pos + 12 + length])))
 
 
 # ------------------------------------------------------------ reading
@@ -67,14 +66,17 @@ def test_iteration_yields_views_into_the_buffer():
         assert b.buffer.obj is buf  # a view, not a copy
         assert b.buffer.nbytes == len(one)
     # A change in the underlying buffer shows through the view.
-    buf[len(one):len(one) + 8] = (99).to_bytes(8, "big")
+    buf[len(one) : len(one) + 8] = (99).to_bytes(8, "big")
     assert batches[1].base_offset == 99
 
 
 def test_header_is_readable_and_crc_checkable_without_decoding_records():
     """Garbage in the (compressed) records section does not stop header access or CRC checks."""
-    buf = bytearray(build_batch(sample_records(10), compression="zstd", base_offset=40,
-                                producer_id=5, producer_epoch=1, base_sequence=0))
+    buf = bytearray(
+        build_batch(
+            sample_records(10), compression="zstd", base_offset=40, producer_id=5, producer_epoch=1, base_sequence=0
+        )
+    )
     buf[61:] = b"\xab" * (len(buf) - 61)  # not zstd any more
     fix_crc(buf)
     (batch,) = list(iter_batches(buf, check_crc=True))
@@ -123,9 +125,11 @@ def test_check_crc_raises_with_location():
 
 
 def test_mixed_magics_in_one_buffer():
-    buf = (build_message_set(legacy_records(2), magic=0, base_offset=0)
-           + build_message_set(legacy_records(2), magic=1, compression="gzip", base_offset=2)
-           + build_batch(sample_records(2), base_offset=4, compression="snappy"))
+    buf = (
+        build_message_set(legacy_records(2), magic=0, base_offset=0)
+        + build_message_set(legacy_records(2), magic=1, compression="gzip", base_offset=2)
+        + build_batch(sample_records(2), base_offset=4, compression="snappy")
+    )
     entries = list(iter_batches(buf, check_crc=True))
     assert [type(e) for e in entries] == [LegacyBatch, LegacyBatch, LegacyBatch, RecordBatch]
     assert [e.magic for e in entries] == [0, 0, 1, 2]
@@ -135,8 +139,7 @@ def test_mixed_magics_in_one_buffer():
 def test_records_decoded_only_when_asked(monkeypatch):
     calls = []
     real = codecs_module.decompress
-    monkeypatch.setattr("kafkawire.protocol.records.batch.decompress",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr("kafkawire.protocol.records.batch.decompress", lambda *a, **k: calls.append(1) or real(*a, **k))
     buf = build_batch(sample_records(4), compression="gzip")
     (batch,) = list(iter_batches(buf, check_crc=True))
     _ = (batch.record_count, batch.last_offset, batch.max_timestamp, batch.compression)
@@ -179,8 +182,11 @@ def test_assign_offsets_over_several_batches():
     buf = bytearray(build_batch(sample_records(3)) + build_batch(sample_records(5)) + build_batch(sample_records(1)))
     assert assign_offsets(buf, 100, partition_leader_epoch=4) == 109
     batches = list(iter_batches(buf, check_crc=True))
-    assert [(b.base_offset, b.last_offset, b.partition_leader_epoch) for b in batches] == \
-        [(100, 102, 4), (103, 107, 4), (108, 108, 4)]
+    assert [(b.base_offset, b.last_offset, b.partition_leader_epoch) for b in batches] == [
+        (100, 102, 4),
+        (103, 107, 4),
+        (108, 108, 4),
+    ]
 
 
 def test_set_max_timestamp_switches_to_log_append_time():
@@ -243,8 +249,16 @@ def test_delete_horizon_flag():
 
 
 def test_attribute_flags():
-    built = build_batch(sample_records(2), compression="snappy", transactional=True, producer_id=3,
-                        producer_epoch=0, base_sequence=0, timestamp_type=LOG_APPEND_TIME, log_append_time=TS)
+    built = build_batch(
+        sample_records(2),
+        compression="snappy",
+        transactional=True,
+        producer_id=3,
+        producer_epoch=0,
+        base_sequence=0,
+        timestamp_type=LOG_APPEND_TIME,
+        log_append_time=TS,
+    )
     (batch,) = list(iter_batches(built))
     assert batch.attributes == 0x02 | 0x08 | 0x10
     assert batch.compression == Compression.SNAPPY and batch.is_compressed
@@ -264,8 +278,15 @@ def test_compression_parse():
 
 @pytest.mark.parametrize("commit", [True, False])
 def test_end_txn_markers(commit):
-    built = build_end_txn_marker(commit, producer_id=9, producer_epoch=2, coordinator_epoch=77, base_offset=30,
-                                 timestamp=TS, partition_leader_epoch=3)
+    built = build_end_txn_marker(
+        commit,
+        producer_id=9,
+        producer_epoch=2,
+        coordinator_epoch=77,
+        base_offset=30,
+        timestamp=TS,
+        partition_leader_epoch=3,
+    )
     (batch,) = list(iter_batches(built, check_crc=True))
     assert batch.is_control and batch.is_transactional
     assert batch.base_sequence == -1 and batch.producer_id == 9 and batch.producer_epoch == 2
@@ -276,8 +297,9 @@ def test_end_txn_markers(commit):
 
 
 def test_other_control_types_keep_their_value():
-    built = build_control_batch(ControlRecordType.LEADER_CHANGE, producer_id=-1, producer_epoch=-1,
-                                value=b"\x00\x00raw", timestamp=TS)
+    built = build_control_batch(
+        ControlRecordType.LEADER_CHANGE, producer_id=-1, producer_epoch=-1, value=b"\x00\x00raw", timestamp=TS
+    )
     (batch,) = list(iter_batches(built))
     rec = batch.control_record()
     assert rec.type == ControlRecordType.LEADER_CHANGE and rec.coordinator_epoch is None
@@ -334,11 +356,14 @@ def test_default_cap_stops_a_real_bomb():
         batch.decode_records()
 
 
-@pytest.mark.parametrize("codec,module,package", [
-    (Compression.SNAPPY, "cramjam", "cramjam"),
-    (Compression.LZ4, "lz4.frame", "lz4"),
-    (Compression.ZSTD, "zstandard", "zstandard"),
-])
+@pytest.mark.parametrize(
+    "codec,module,package",
+    [
+        (Compression.SNAPPY, "cramjam", "cramjam"),
+        (Compression.LZ4, "lz4.frame", "lz4"),
+        (Compression.ZSTD, "zstandard", "zstandard"),
+    ],
+)
 def test_missing_codec_package_is_named(monkeypatch, codec, module, package):
     monkeypatch.setattr(codecs_module, "_modules", {})
     monkeypatch.setitem(sys.modules, module, None)  # makes the import fail
@@ -357,8 +382,11 @@ def test_snappy_reads_raw_and_xerial():
     for framing in ("raw", "xerial"):
         buf = bytearray(plain)
         body = bytes(buf[61:])
-        compressed = bytes(cramjam.snappy.compress_raw(body)) if framing == "raw" else \
-            codecs_module.compress(Compression.SNAPPY, body)
+        compressed = (
+            bytes(cramjam.snappy.compress_raw(body))
+            if framing == "raw"
+            else codecs_module.compress(Compression.SNAPPY, body)
+        )
         buf[61:] = compressed
         struct.pack_into(">i", buf, 8, len(buf) - 12)
         struct.pack_into(">h", buf, 21, 2)

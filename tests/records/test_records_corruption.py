@@ -32,9 +32,15 @@ TS = 1_700_000_000_000
 
 
 def _records(n, headers=True):
-    return [(b"key-%d" % i if i % 4 else None, b"v" * (i * 7 % 50) if i % 5 else None,
-             [("hdr", b"x" * i), ("n", None)] if headers and i % 2 else [], TS + i * 13)
-            for i in range(n)]
+    return [
+        (
+            b"key-%d" % i if i % 4 else None,
+            b"v" * (i * 7 % 50) if i % 5 else None,
+            [("hdr", b"x" * i), ("n", None)] if headers and i % 2 else [],
+            TS + i * 13,
+        )
+        for i in range(n)
+    ]
 
 
 SAMPLES = {
@@ -164,8 +170,22 @@ def test_every_truncation(name):
 
 def _v2(records_section: bytes, *, count: int, attributes: int = 0, base_offset: int = 42) -> bytes:
     """A v2 batch with a valid CRC around an arbitrary records section."""
-    header = struct.pack(">qiibIhiqqqhii", base_offset, 49 + len(records_section), -1, 2, 0, attributes,
-                         max(count - 1, 0), TS, TS, -1, -1, -1, count)
+    header = struct.pack(
+        ">qiibIhiqqqhii",
+        base_offset,
+        49 + len(records_section),
+        -1,
+        2,
+        0,
+        attributes,
+        max(count - 1, 0),
+        TS,
+        TS,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     buf = bytearray(header + records_section)
     struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
     return bytes(buf)
@@ -259,17 +279,20 @@ def _record(body: bytes) -> bytes:
     return encode_varint(len(body)) + body
 
 
-@pytest.mark.parametrize("body,problem", [
-    (b"\x00\x00\x00\x03k\x00\x00", "invalid key length -2"),
-    (b"\x00\x00\x00\x00\x05v\x00", "invalid value length -3"),
-    (b"\x00\x00\x00\x01\x01\x01", "invalid header count -1"),
-    (b"\x00\x00\x00\x01\x01\x02\x04\xff\xfe\x01", "not valid UTF-8"),
-    (b"\x00\x00\x00\x01\x01\x02\x01\x01", "invalid header key length -1"),
-    (b"\x00\x00\x00\x01\x01\x02\x02h\x05", "invalid header value length -3"),
-    (b"\x00\x00\x00\x01\x01\x7e", "invalid header count 63"),
-    (b"\x00\x00\x00\x01\x01\x00\x00", "does not end where its length says"),
-    (b"\x00\x00\x00\x20abcd\x01\x00", "runs past the end"),
-])
+@pytest.mark.parametrize(
+    "body,problem",
+    [
+        (b"\x00\x00\x00\x03k\x00\x00", "invalid key length -2"),
+        (b"\x00\x00\x00\x00\x05v\x00", "invalid value length -3"),
+        (b"\x00\x00\x00\x01\x01\x01", "invalid header count -1"),
+        (b"\x00\x00\x00\x01\x01\x02\x04\xff\xfe\x01", "not valid UTF-8"),
+        (b"\x00\x00\x00\x01\x01\x02\x01\x01", "invalid header key length -1"),
+        (b"\x00\x00\x00\x01\x01\x02\x02h\x05", "invalid header value length -3"),
+        (b"\x00\x00\x00\x01\x01\x7e", "invalid header count 63"),
+        (b"\x00\x00\x00\x01\x01\x00\x00", "does not end where its length says"),
+        (b"\x00\x00\x00\x20abcd\x01\x00", "runs past the end"),
+    ],
+)
 def test_malformed_records(body, problem):
     with pytest.raises(CorruptRecordError, match=f"base offset 42.*{problem}"):
         _only_batch(_v2(_record(body), count=1)).decode_records()
@@ -304,8 +327,9 @@ def test_legacy_zstd_codec_id_is_unsupported():
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_garbage_compressed_payload(codec):
     good = build_batch(_records(5), compression=codec)
-    bad = _v2(b"\x00\x01garbage-not-compressed" * 3, count=5, attributes={"gzip": 1, "snappy": 2,
-                                                                          "lz4": 3, "zstd": 4}[codec])
+    bad = _v2(
+        b"\x00\x01garbage-not-compressed" * 3, count=5, attributes={"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[codec]
+    )
     assert _only_batch(good).decode_records()
     with pytest.raises(CorruptRecordError, match=f"base offset 42.*invalid {codec} data"):
         _only_batch(bad).decode_records()
@@ -347,7 +371,7 @@ def test_legacy_key_length_past_the_message():
     struct.pack_into(">i", buf, 26, 10_000)  # key length
     _refresh_checksums(buf)
     with pytest.raises(CorruptRecordError, match="base offset 20.*invalid message key length 10000"):
-        LegacyBatch.from_bytes(bytes(buf[:first.size])).decode_records()
+        LegacyBatch.from_bytes(bytes(buf[: first.size])).decode_records()
 
 
 # -------------------------------------------------------- random junk
@@ -377,7 +401,7 @@ def test_spliced_valid_records_fail_cleanly(data):
     """Sections made of pieces of real records (more likely to get deep into the decoder)."""
     good = SAMPLES["v2-none"][61:]
     pieces = data.draw(st.lists(st.tuples(st.integers(0, len(good)), st.integers(0, 40)), max_size=6))
-    section = b"".join(good[a:a + n] for a, n in pieces)
+    section = b"".join(good[a : a + n] for a, n in pieces)
     try:
         records = _only_batch(_v2(section, count=data.draw(st.integers(0, 15)))).decode_records()
     except CorruptRecordError:

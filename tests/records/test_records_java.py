@@ -38,12 +38,15 @@ def _cases() -> list[Case]:
         for codec in CODECS:
             if codec == "zstd" and magic < 2:
                 continue
-            for ts_type in (["CREATE_TIME"] if magic == 0 else ["CREATE_TIME", "LOG_APPEND_TIME"]):
+            for ts_type in ["CREATE_TIME"] if magic == 0 else ["CREATE_TIME", "LOG_APPEND_TIME"]:
                 for size in (1, 40):
                     base = rnd.choice([0, 17, 1_234_567_890_123])
                     case = Case(
                         name=f"m{magic}-{codec}-{ts_type.lower()}-{size}",
-                        magic=magic, codec=codec, timestamp_type=ts_type, base_offset=base,
+                        magic=magic,
+                        codec=codec,
+                        timestamp_type=ts_type,
+                        base_offset=base,
                         log_append_time=1_700_000_999_999 if ts_type == "LOG_APPEND_TIME" else -1,
                         records=random_records(rnd, size, base_offset=base, headers=magic == 2, gaps=True),
                     )
@@ -58,19 +61,38 @@ def _cases() -> list[Case]:
     # Bigger than snappy's 32 KiB and lz4's 64 KiB blocks.
     for codec in CODECS:
         case = Case(name=f"m2-{codec}-big", magic=2, codec=codec, base_offset=100)
-        case.records = [(100 + i, 1_700_000_000_000 + i, str(i).encode(), bytes([i % 251]) * 1500, [])
-                        for i in range(120)]
+        case.records = [
+            (100 + i, 1_700_000_000_000 + i, str(i).encode(), bytes([i % 251]) * 1500, []) for i in range(120)
+        ]
         cases.append(case)
     # Sequence numbers wrap at int32 (lastSequence).
-    wrap = Case(name="m2-none-seqwrap", magic=2, codec="none", producer_id=42, producer_epoch=1,
-                base_sequence=(1 << 31) - 3, records=random_records(rnd, 6, base_offset=0, headers=True, gaps=False))
+    wrap = Case(
+        name="m2-none-seqwrap",
+        magic=2,
+        codec="none",
+        producer_id=42,
+        producer_epoch=1,
+        base_sequence=(1 << 31) - 3,
+        records=random_records(rnd, 6, base_offset=0, headers=True, gaps=False),
+    )
     cases.append(wrap)
     for i, marker in enumerate(["COMMIT", "ABORT"]):
-        cases.append(Case(
-            name=f"m2-control-{marker.lower()}", magic=2, codec="none", producer_id=7_000 + i,
-            producer_epoch=3, transactional=True, control=True, leader_epoch=11, base_offset=555,
-            marker=(marker, 42 + i), marker_offset=555, marker_timestamp=1_700_000_000_321,
-        ))
+        cases.append(
+            Case(
+                name=f"m2-control-{marker.lower()}",
+                magic=2,
+                codec="none",
+                producer_id=7_000 + i,
+                producer_epoch=3,
+                transactional=True,
+                control=True,
+                leader_epoch=11,
+                base_offset=555,
+                marker=(marker, 42 + i),
+                marker_offset=555,
+                marker_timestamp=1_700_000_000_321,
+            )
+        )
     return cases
 
 
@@ -81,21 +103,37 @@ CASES_BY_NAME = {c.name: c for c in CASES}
 def kafkawire_build(case: Case) -> bytes:
     if case.marker is not None:
         return build_control_batch(
-            ControlRecordType[case.marker[0]], producer_id=case.producer_id, producer_epoch=case.producer_epoch,
-            coordinator_epoch=case.marker[1], base_offset=case.marker_offset, timestamp=case.marker_timestamp,
+            ControlRecordType[case.marker[0]],
+            producer_id=case.producer_id,
+            producer_epoch=case.producer_epoch,
+            coordinator_epoch=case.marker[1],
+            base_offset=case.marker_offset,
+            timestamp=case.marker_timestamp,
             partition_leader_epoch=case.leader_epoch,
         )
     records = [Record(*r) for r in case.records]
     lat = case.log_append_time if case.timestamp_type == "LOG_APPEND_TIME" else None
     if case.magic == 2:
         return build_batch(
-            records, compression=case.codec, base_offset=case.base_offset, producer_id=case.producer_id,
-            producer_epoch=case.producer_epoch, base_sequence=case.base_sequence,
-            transactional=case.transactional, timestamp_type=TimestampType[case.timestamp_type],
-            partition_leader_epoch=case.leader_epoch, log_append_time=lat,
+            records,
+            compression=case.codec,
+            base_offset=case.base_offset,
+            producer_id=case.producer_id,
+            producer_epoch=case.producer_epoch,
+            base_sequence=case.base_sequence,
+            transactional=case.transactional,
+            timestamp_type=TimestampType[case.timestamp_type],
+            partition_leader_epoch=case.leader_epoch,
+            log_append_time=lat,
         )
-    return build_message_set(records, case.magic, case.codec, base_offset=case.base_offset,
-                             timestamp_type=TimestampType[case.timestamp_type], log_append_time=lat)
+    return build_message_set(
+        records,
+        case.magic,
+        case.codec,
+        base_offset=case.base_offset,
+        timestamp_type=TimestampType[case.timestamp_type],
+        log_append_time=lat,
+    )
 
 
 def _java_describe(tool, paths) -> dict[str, dict]:
@@ -199,8 +237,13 @@ def test_compressed_batches_match_java_up_to_the_compressor(java_built, kafkawir
         codec = tb.compression
         assert decompress(codec, tb.buffer[61:]) == decompress(codec, ob.buffer[61:])
     else:
-        assert (tb.offset, tb.magic, tb.attributes, tb.timestamp, tb.key) == \
-               (ob.offset, ob.magic, ob.attributes, ob.timestamp, ob.key)
+        assert (tb.offset, tb.magic, tb.attributes, tb.timestamp, tb.key) == (
+            ob.offset,
+            ob.magic,
+            ob.attributes,
+            ob.timestamp,
+            ob.key,
+        )
         codec = tb.compression
         assert decompress(codec, tb.value, magic=case.magic) == decompress(codec, ob.value, magic=case.magic)
 
@@ -258,10 +301,10 @@ def test_down_conversion_matches_java(java_down_converted, kafkawire_built, java
 
 
 @pytest.mark.parametrize("magic", [0, 1])
-@pytest.mark.parametrize("name", [n for n in DOWN_CASES if CASES_BY_NAME[n].codec == "none"
-                                  and len(CASES_BY_NAME[n].records) > 1])
-def test_down_conversion_from_an_offset_inside_the_batch_matches_java(java_records_tool, kafkawire_built,
-                                                                       magic, name):
+@pytest.mark.parametrize(
+    "name", [n for n in DOWN_CASES if CASES_BY_NAME[n].codec == "none" and len(CASES_BY_NAME[n].records) > 1]
+)
+def test_down_conversion_from_an_offset_inside_the_batch_matches_java(java_records_tool, kafkawire_built, magic, name):
     case = CASES_BY_NAME[name]
     first = case.records[len(case.records) // 2][0]
     tool = java_records_tool
@@ -282,8 +325,13 @@ def test_crc_verdicts_match_java(java_records_tool, kafkawire_built):
     work = tool.tempdir("flip-")
     rnd = random.Random(5)
     paths, expectations = [], []
-    for name in ["m2-none-create_time-40", "m2-gzip-create_time-40", "m1-snappy-create_time-40",
-                 "m0-none-create_time-1", "m2-control-commit"]:
+    for name in [
+        "m2-none-create_time-40",
+        "m2-gzip-create_time-40",
+        "m1-snappy-create_time-40",
+        "m0-none-create_time-1",
+        "m2-control-commit",
+    ]:
         data = kafkawire_built[name][0]
         first = next(iter(iter_batches(data)))
         size = first.size

@@ -27,8 +27,9 @@ from kafkawire.protocol.records import (  # noqa: E402
 
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-COMBOS = [(magic, codec) for magic in (0, 1, 2) for codec in Compression
-          if not (codec == Compression.ZSTD and magic < 2)]
+COMBOS = [
+    (magic, codec) for magic in (0, 1, 2) for codec in Compression if not (codec == Compression.ZSTD and magic < 2)
+]
 
 
 def _skip_unsupported(magic: int, codec: Compression) -> None:
@@ -39,8 +40,11 @@ def _skip_unsupported(magic: int, codec: Compression) -> None:
 
 
 def records_strategy(with_headers: bool):
-    headers = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16)), max_size=3) \
-        if with_headers else st.just([])
+    headers = (
+        st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=16)), max_size=3)
+        if with_headers
+        else st.just([])
+    )
     return st.lists(
         st.tuples(
             st.none() | st.binary(max_size=64),
@@ -48,7 +52,8 @@ def records_strategy(with_headers: bool):
             headers,
             st.integers(0, 1 << 42),
         ),
-        min_size=1, max_size=25,
+        min_size=1,
+        max_size=25,
     )
 
 
@@ -121,8 +126,15 @@ def test_kafka_python_reads_kafkawire_batches(magic, codec, data):
 def test_uncompressed_bytes_identical_to_kafka_python(magic, data):
     records = data.draw(records_strategy(magic == 2))
     if magic == 2:
-        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                            producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        builder = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=0,
+            is_transactional=False,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
+            batch_size=1 << 30,
+        )
         for i, (key, value, headers, ts) in enumerate(records):
             builder.append(i, ts, key, value, headers)
         theirs = bytes(builder.build())
@@ -140,8 +152,16 @@ def test_uncompressed_bytes_identical_to_kafka_python(magic, data):
 @pytest.mark.parametrize("codec", list(Compression))
 def test_header_fields_agree_with_kafka_python(codec):
     records = [(b"k%d" % i, b"v" * i, [("h", b"x")], 1_700_000_000_000 + 3 * i) for i in range(50)]
-    built = build_batch(records, compression=codec, base_offset=1000, producer_id=77, producer_epoch=5,
-                        base_sequence=123, transactional=True, partition_leader_epoch=9)
+    built = build_batch(
+        records,
+        compression=codec,
+        base_offset=1000,
+        producer_id=77,
+        producer_epoch=5,
+        base_sequence=123,
+        transactional=True,
+        partition_leader_epoch=9,
+    )
     theirs = MemoryRecords(built).next_batch()
     (ours,) = list(iter_batches(built))
     assert isinstance(ours, RecordBatch)
@@ -183,7 +203,8 @@ def test_legacy_entry_fields_agree_with_kafka_python(magic, codec):
         assert ours.compression == t.compression_type == codec
         assert ours.size == t.size_in_bytes
         assert ours.crc_ok and t.validate_crc()
-        assert [tuple(r)[:4] for r in ours.records()] == \
-            [(r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value) for r in t]
+        assert [tuple(r)[:4] for r in ours.records()] == [
+            (r.offset, -1 if r.timestamp is None else r.timestamp, r.key, r.value) for r in t
+        ]
     ours_all = [tuple(r)[:4] for e in entries for r in e.records()]
     assert ours_all == [(r.offset, -1 if magic == 0 else r.timestamp, r.key, r.value) for r in records]

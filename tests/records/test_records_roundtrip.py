@@ -40,13 +40,15 @@ def v2_records(draw, min_size=1, max_size=30):
     offset = draw(st.integers(0, 1 << 50))
     out = []
     for _ in range(n):
-        out.append(Record(
-            offset,
-            draw(st.integers(0, 1 << 45)),
-            draw(payload),
-            draw(payload),
-            draw(st.lists(header, max_size=3)),
-        ))
+        out.append(
+            Record(
+                offset,
+                draw(st.integers(0, 1 << 45)),
+                draw(payload),
+                draw(payload),
+                draw(st.lists(header, max_size=3)),
+            )
+        )
         offset += draw(st.sampled_from([1, 1, 1, 2, 100, 70_000]))
     return out
 
@@ -59,13 +61,24 @@ def read_all(buf) -> list[Record]:
 
 
 @SETTINGS
-@given(records=v2_records(), codec=V2_CODECS, producer=st.tuples(st.integers(-1, 1 << 62), st.integers(-1, 32767),
-                                                                st.integers(-1, (1 << 31) - 1)),
-       transactional=st.booleans(), epoch=st.integers(-1, (1 << 31) - 1))
+@given(
+    records=v2_records(),
+    codec=V2_CODECS,
+    producer=st.tuples(st.integers(-1, 1 << 62), st.integers(-1, 32767), st.integers(-1, (1 << 31) - 1)),
+    transactional=st.booleans(),
+    epoch=st.integers(-1, (1 << 31) - 1),
+)
 def test_v2_round_trip(records, codec, producer, transactional, epoch):
     pid, pepoch, seq = producer
-    built = build_batch(records, compression=codec, producer_id=pid, producer_epoch=pepoch, base_sequence=seq,
-                        transactional=transactional, partition_leader_epoch=epoch)
+    built = build_batch(
+        records,
+        compression=codec,
+        producer_id=pid,
+        producer_epoch=pepoch,
+        base_sequence=seq,
+        transactional=transactional,
+        partition_leader_epoch=epoch,
+    )
     assert read_all(built) == records
     (batch,) = list(iter_batches(built))
     assert isinstance(batch, RecordBatch)
@@ -80,8 +93,18 @@ def test_v2_round_trip(records, codec, producer, transactional, epoch):
     assert batch.max_timestamp == max(r.timestamp for r in records)
     assert batch.size == len(built)
     # Rebuilding from what was read gives the same bytes (every codec here is deterministic).
-    assert build_batch(list(batch.records()), compression=codec, producer_id=pid, producer_epoch=pepoch,
-                       base_sequence=seq, transactional=transactional, partition_leader_epoch=epoch) == built
+    assert (
+        build_batch(
+            list(batch.records()),
+            compression=codec,
+            producer_id=pid,
+            producer_epoch=pepoch,
+            base_sequence=seq,
+            transactional=transactional,
+            partition_leader_epoch=epoch,
+        )
+        == built
+    )
 
 
 @SETTINGS
@@ -96,8 +119,12 @@ def test_v2_log_append_time(records, codec, lat):
 
 
 @SETTINGS
-@given(records=v2_records(max_size=20), codec=V2_CODECS, new_base=st.integers(0, 1 << 60),
-       epoch=st.integers(0, (1 << 31) - 1))
+@given(
+    records=v2_records(max_size=20),
+    codec=V2_CODECS,
+    new_base=st.integers(0, 1 << 60),
+    epoch=st.integers(0, (1 << 31) - 1),
+)
 def test_set_base_offset_keeps_crc_and_shifts_offsets(records, codec, new_base, epoch):
     buf = bytearray(build_batch(records, compression=codec))
     set_base_offset(buf, 0, new_base, epoch)
@@ -119,8 +146,12 @@ def legacy_records(draw):
 
 
 @SETTINGS
-@given(records=legacy_records(), magic=st.sampled_from([0, 1]), codec=LEGACY_CODECS,
-       lat=st.none() | st.integers(0, 1 << 45))
+@given(
+    records=legacy_records(),
+    magic=st.sampled_from([0, 1]),
+    codec=LEGACY_CODECS,
+    lat=st.none() | st.integers(0, 1 << 45),
+)
 def test_legacy_round_trip(records, magic, codec, lat):
     ts_type = TimestampType.LOG_APPEND_TIME if lat is not None else TimestampType.CREATE_TIME
     built = build_message_set(records, magic, codec, timestamp_type=ts_type, log_append_time=lat)
@@ -143,8 +174,7 @@ def test_legacy_round_trip(records, magic, codec, lat):
 
 
 @SETTINGS
-@given(records=legacy_records(), magic=st.sampled_from([0, 1]), codec=LEGACY_CODECS,
-       target=st.none() | V2_CODECS)
+@given(records=legacy_records(), magic=st.sampled_from([0, 1]), codec=LEGACY_CODECS, target=st.none() | V2_CODECS)
 def test_up_conversion_keeps_records(records, magic, codec, target):
     legacy = build_message_set(records, magic, codec)
     converted = message_set_to_batches(legacy, compression=target)

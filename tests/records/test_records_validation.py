@@ -1,6 +1,7 @@
 """What a leader checks of a producer's records (records.validation), without a broker: each refusal with
 Kafka's code and whether it is a check of the batch's contents (``validated``), and what an accepted buffer
 looks like (leader epoch set, the topic's codec, the idempotent producer's header)."""
+
 from __future__ import annotations
 
 import struct
@@ -60,21 +61,37 @@ def test_an_idempotent_batch_hands_back_its_header_by_name():
     assert (h.producer_id, h.producer_epoch, h.base_sequence, h.record_count, h.max_timestamp) == (42, 3, 10, 3, TS + 2)
 
 
-@pytest.mark.parametrize("records, version, code, validated", [
-    (b"", 11, errors.INVALID_RECORD, False),
-    (batch()[:-5], 11, errors.INVALID_RECORD, False),  # no whole batch
-    (build_message_set([(b"k", b"v", [], TS)], magic=1), 3, errors.INVALID_RECORD, False),
-    (batch(compression="zstd"), 6, errors.UNSUPPORTED_COMPRESSION_TYPE, False),
-    (batch(1) + batch(1), 11, errors.INVALID_RECORD, False),
-    (patched(batch(), 0, ">q", 5, fix_crc=False), 11, errors.INVALID_RECORD, True),  # base offset not 0
-    (batch()[:-1] + bytes([batch()[-1] ^ 0xFF]), 11, errors.CORRUPT_MESSAGE, False),  # CRC
-    (patched(batch(), 22, ">B", 0x05), 11, errors.UNKNOWN_SERVER_ERROR, True),  # codec 5
-    (patched(batch(), 57, ">i", 0), 11, errors.INVALID_RECORD, True),  # record count
-    (patched(batch(), 57, ">i", 4), 11, errors.INVALID_RECORD, True),  # count and last offset delta disagree
-    (patched(batch(), 22, ">B", 0x20), 11, errors.INVALID_RECORD, True),  # a control batch from a client
-    (batch(producer_id=5, producer_epoch=0), 11, errors.INVALID_RECORD, True),  # producer id, no sequence
-], ids=["empty", "partial", "magic 1 at v3", "zstd before v7", "two batches", "base offset", "crc",
-        "unknown codec", "no records", "count mismatch", "control", "no sequence"])
+@pytest.mark.parametrize(
+    "records, version, code, validated",
+    [
+        (b"", 11, errors.INVALID_RECORD, False),
+        (batch()[:-5], 11, errors.INVALID_RECORD, False),  # no whole batch
+        (build_message_set([(b"k", b"v", [], TS)], magic=1), 3, errors.INVALID_RECORD, False),
+        (batch(compression="zstd"), 6, errors.UNSUPPORTED_COMPRESSION_TYPE, False),
+        (batch(1) + batch(1), 11, errors.INVALID_RECORD, False),
+        (patched(batch(), 0, ">q", 5, fix_crc=False), 11, errors.INVALID_RECORD, True),  # base offset not 0
+        (batch()[:-1] + bytes([batch()[-1] ^ 0xFF]), 11, errors.CORRUPT_MESSAGE, False),  # CRC
+        (patched(batch(), 22, ">B", 0x05), 11, errors.UNKNOWN_SERVER_ERROR, True),  # codec 5
+        (patched(batch(), 57, ">i", 0), 11, errors.INVALID_RECORD, True),  # record count
+        (patched(batch(), 57, ">i", 4), 11, errors.INVALID_RECORD, True),  # count and last offset delta disagree
+        (patched(batch(), 22, ">B", 0x20), 11, errors.INVALID_RECORD, True),  # a control batch from a client
+        (batch(producer_id=5, producer_epoch=0), 11, errors.INVALID_RECORD, True),  # producer id, no sequence
+    ],
+    ids=[
+        "empty",
+        "partial",
+        "magic 1 at v3",
+        "zstd before v7",
+        "two batches",
+        "base offset",
+        "crc",
+        "unknown codec",
+        "no records",
+        "count mismatch",
+        "control",
+        "no sequence",
+    ],
+)
 def test_refusals_carry_kafkas_code_and_where_it_was_found(records, version, code, validated):
     result = run(records, version)
     assert isinstance(result, Refusal)
@@ -106,17 +123,27 @@ def test_an_old_message_set_is_up_converted():
 
 
 def test_timestamps_outside_the_topics_range_are_refused_one_record_error_each():
-    rules = TopicRules(max_message_bytes=RULES.max_message_bytes, timestamp_before_max_ms=1000,
-                       timestamp_after_max_ms=1000)
+    rules = TopicRules(
+        max_message_bytes=RULES.max_message_bytes, timestamp_before_max_ms=1000, timestamp_after_max_ms=1000
+    )
     data = build_batch([(b"k", b"a", [], TS - 5000), (b"k", b"b", [], TS), (b"k", b"c", [], TS + 5000)])
     result = run(data, rules=rules)
     assert isinstance(result, Refusal)
     assert (result.code, result.validated) == (errors.INVALID_TIMESTAMP, True)
     assert [index for index, _ in result.record_errors] == [0, 2]
     assert result.answer is not None
-    assert isinstance(run(data, rules=TopicRules(max_message_bytes=RULES.max_message_bytes,
-                                                 timestamp_type="LogAppendTime", timestamp_before_max_ms=1000,
-                                                 timestamp_after_max_ms=1000)), Accepted)
+    assert isinstance(
+        run(
+            data,
+            rules=TopicRules(
+                max_message_bytes=RULES.max_message_bytes,
+                timestamp_type="LogAppendTime",
+                timestamp_before_max_ms=1000,
+                timestamp_after_max_ms=1000,
+            ),
+        ),
+        Accepted,
+    )
 
 
 def test_the_topics_codec_replaces_the_producers_keeping_producer_fields():

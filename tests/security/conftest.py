@@ -1,4 +1,5 @@
 """Certificates for the security tests: one throwaway CA per session (``kafkawire certs``'s code)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """``kafkawire certs`` and the principal of a TLS client (``ssl.principal.mapping.rules``)."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -14,8 +15,12 @@ def test_certs_command_makes_a_ca_broker_and_client_that_fit_together(tmp_path):
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import pkcs12
 
-    out = subprocess.run([sys.executable, "-m", "kafkawire", "certs", str(tmp_path / "c"), "--host", "broker.test"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "kafkawire", "certs", str(tmp_path / "c"), "--host", "broker.test"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     d = tmp_path / "c"
     for name in ("ca.pem", "broker.pem", "broker.p12", "client.pem", "client.p12", "truststore.p12"):
@@ -32,13 +37,16 @@ def test_certs_command_makes_a_ca_broker_and_client_that_fit_together(tmp_path):
     assert (d / "broker-key.pem").stat().st_mode & 0o077 == 0  # private keys readable by their owner only
 
 
-@pytest.mark.parametrize("rules, name, principal", [
-    ("DEFAULT", "CN=client,O=kafkawire development", "CN=client,O=kafkawire development"),
-    ("RULE:^CN=(.*?),O=(.*)$/$1@$2/L,DEFAULT", "CN=Client,O=Dev", "client@dev"),
-    ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT", "CN=kafka,OU=ServiceUsers,O=x", "kafka"),
-    ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT", "CN=other,O=x", "CN=other,O=x"),
-    ("RULE:^cn=(.*)$/$1/U", "cn=shout", "SHOUT"),
-])
+@pytest.mark.parametrize(
+    "rules, name, principal",
+    [
+        ("DEFAULT", "CN=client,O=kafkawire development", "CN=client,O=kafkawire development"),
+        ("RULE:^CN=(.*?),O=(.*)$/$1@$2/L,DEFAULT", "CN=Client,O=Dev", "client@dev"),
+        ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT", "CN=kafka,OU=ServiceUsers,O=x", "kafka"),
+        ("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT", "CN=other,O=x", "CN=other,O=x"),
+        ("RULE:^cn=(.*)$/$1/U", "cn=shout", "SHOUT"),
+    ],
+)
 def test_principal_mapping_rules(rules, name, principal):
     assert apply_rules(parse_rules(rules), name) == principal
 

@@ -8,6 +8,7 @@ Each client produces three records and reads them back; the failures (wrong pass
 mechanism the listener does not enable, TLS to a plaintext listener and the reverse, no client certificate
 where one is required) must reach the client as its normal error, quickly.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -17,11 +18,16 @@ import uuid
 
 import pytest
 
-JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
-              'password="alice-secret" user_alice="alice-secret";')
+JAAS_PLAIN = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+    'password="alice-secret" user_alice="alice-secret";'
+)
 JAAS_SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-USERS = {"PLAIN": ("alice", "alice-secret"), "SCRAM-SHA-256": ("bob", "bob-secret"),
-         "SCRAM-SHA-512": ("carol", "carol-secret")}
+USERS = {
+    "PLAIN": ("alice", "alice-secret"),
+    "SCRAM-SHA-256": ("bob", "bob-secret"),
+    "SCRAM-SHA-512": ("carol", "carol-secret"),
+}
 LISTENERS = ("PLAINTEXT", "SSL", "MTLS", "SASL_PLAINTEXT", "SASL_SSL", "PLAINONLY", "OAUTH", "REAUTH")
 FAIL_WITHIN = 15.0  # seconds for a refused client to see its error (clients retry; a hang is what is caught)
 
@@ -40,11 +46,14 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,"
-                                          "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT,"
-                                          "OAUTH:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
-        "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(certs / "broker.p12"),
-        "ssl.keystore.password": "kafkawire", "ssl.key.password": "kafkawire",
-        "ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(certs / "truststore.p12"),
+        "SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL,PLAINONLY:SASL_PLAINTEXT,"
+        "OAUTH:SASL_PLAINTEXT,REAUTH:SASL_PLAINTEXT",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(certs / "broker.p12"),
+        "ssl.keystore.password": "kafkawire",
+        "ssl.key.password": "kafkawire",
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(certs / "truststore.p12"),
         "ssl.truststore.password": "kafkawire",
         "ssl.client.auth": "requested",
         "listener.name.mtls.ssl.client.auth": "required",
@@ -54,9 +63,8 @@ def secure_properties(certs, ports: dict[str, int], controller_port: int) -> dic
         "listener.name.reauth.sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "listener.name.reauth.scram-sha-256.sasl.jaas.config": JAAS_SCRAM,
         "listener.name.reauth.connections.max.reauth.ms": "1500",
-        "listener.name.oauth.oauthbearer.sasl.jaas.config":
-            'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required '
-            'unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="kafka";',
+        "listener.name.oauth.oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="broker" unsecuredValidatorRequiredScope="kafka";',
     }
     for listener in ("sasl_plaintext", "sasl_ssl", "plainonly"):
         props[f"listener.name.{listener}.plain.sasl.jaas.config"] = JAAS_PLAIN
@@ -84,10 +92,10 @@ def _create_scram_users(bootstrap: str) -> None:
     )
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    upserts = [UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                            b"bob-secret"),
-               UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                            b"carol-secret")]
+    upserts = [
+        UserScramCredentialUpsertion("bob", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"bob-secret"),
+        UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret"),
+    ]
     for future in admin.alter_user_scram_credentials(upserts).values():
         future.result(30)
 
@@ -131,8 +139,10 @@ def target(request, certs, tmp_path_factory):
 
 def _wait_until_scram_works(target: Target) -> None:
     for _ in range(40):
-        if all(_confluent_error(target, "SASL_PLAINTEXT", mech, *USERS[mech], timeout=5) is None
-               for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")):
+        if all(
+            _confluent_error(target, "SASL_PLAINTEXT", mech, *USERS[mech], timeout=5) is None
+            for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512")
+        ):
             return
         time.sleep(0.5)
     raise AssertionError("SCRAM credentials never became usable on the reference Kafka")
@@ -141,18 +151,22 @@ def _wait_until_scram_works(target: Target) -> None:
 # ------------------------------------------------------------------------------------------------ cases
 
 CASES = [  # (listener, mechanism or None, with a client certificate)
-    ("SSL", None, False), ("SSL", None, True), ("MTLS", None, True),
+    ("SSL", None, False),
+    ("SSL", None, True),
+    ("MTLS", None, True),
     *[(listener, mech, False) for listener in ("SASL_PLAINTEXT", "SASL_SSL") for mech in USERS],
 ]
 
 
 def _protocol(listener: str) -> str:
-    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT",
-            "REAUTH": "SASL_PLAINTEXT"}.get(listener, listener)
+    return {"MTLS": "SSL", "PLAINONLY": "SASL_PLAINTEXT", "OAUTH": "SASL_PLAINTEXT", "REAUTH": "SASL_PLAINTEXT"}.get(
+        listener, listener
+    )
 
 
-def _confluent_conf(target: Target, listener: str, mechanism, user=None, password=None, client_cert=False,
-                    protocol=None) -> dict:
+def _confluent_conf(
+    target: Target, listener: str, mechanism, user=None, password=None, client_cert=False, protocol=None
+) -> dict:
     conf = {"bootstrap.servers": target.bootstrap(listener), "security.protocol": protocol or _protocol(listener)}
     if "SSL" in conf["security.protocol"]:
         conf["ssl.ca.location"] = str(target.certs / "ca.pem")
@@ -234,7 +248,8 @@ def aiokafka_round_trip(target, listener, mechanism, client_cert, topic):
         kwargs["ssl_context"] = create_ssl_context(
             cafile=str(target.certs / "ca.pem"),
             certfile=str(target.certs / "client-cert.pem") if client_cert else None,
-            keyfile=str(target.certs / "client-key.pem") if client_cert else None)
+            keyfile=str(target.certs / "client-key.pem") if client_cert else None,
+        )
     if mechanism:
         kwargs.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
     values = _records()
@@ -265,13 +280,19 @@ def aiokafka_round_trip(target, listener, mechanism, client_cert, topic):
     return values, asyncio.run(asyncio.wait_for(run(), 90))
 
 
-CLIENTS = {"confluent-kafka": confluent_round_trip, "kafka-python": kafka_python_round_trip,
-           "aiokafka": aiokafka_round_trip}
+CLIENTS = {
+    "confluent-kafka": confluent_round_trip,
+    "kafka-python": kafka_python_round_trip,
+    "aiokafka": aiokafka_round_trip,
+}
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
-@pytest.mark.parametrize("listener, mechanism, client_cert", CASES,
-                         ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES])
+@pytest.mark.parametrize(
+    "listener, mechanism, client_cert",
+    CASES,
+    ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES],
+)
 def test_client_produces_and_consumes(target, client, listener, mechanism, client_cert):
     topic = f"sec-{client}-{listener}-{mechanism or 'tls'}-{int(client_cert)}-{uuid.uuid4().hex[:6]}".lower()
     values, got = CLIENTS[client](target, listener, mechanism, client_cert, topic)
@@ -280,8 +301,18 @@ def test_client_produces_and_consumes(target, client, listener, mechanism, clien
 
 # ------------------------------------------------------------------------------------------------ failures
 
-def _confluent_error(target, listener, mechanism, user=None, password=None, client_cert=False, protocol=None,
-                     timeout=FAIL_WITHIN, extra=None):
+
+def _confluent_error(
+    target,
+    listener,
+    mechanism,
+    user=None,
+    password=None,
+    client_cert=False,
+    protocol=None,
+    timeout=FAIL_WITHIN,
+    extra=None,
+):
     """The first error librdkafka reports while asking for metadata, or None when the metadata came."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
@@ -304,18 +335,28 @@ def _confluent_error(target, listener, mechanism, user=None, password=None, clie
 REFUSALS = [  # (what, listener, mechanism, user, password, client cert, client's protocol, librdkafka's words)
     ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong", False, None, "Authentication failed"),
     ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", False, None, "Invalid username or password"),
-    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-512", "carol", "carol-secret", False, None,
-     "Unsupported SASL mechanism"),
+    (
+        "mechanism not enabled",
+        "PLAINONLY",
+        "SCRAM-SHA-512",
+        "carol",
+        "carol-secret",
+        False,
+        None,
+        "Unsupported SASL mechanism",
+    ),
     ("TLS to a plaintext listener", "PLAINTEXT", None, None, None, False, "SSL", ""),
     ("plaintext to a TLS listener", "SSL", None, None, None, False, "PLAINTEXT", ""),
     ("no certificate where one is required", "MTLS", None, None, None, False, None, ""),
 ]
 
 
-@pytest.mark.parametrize("what, listener, mechanism, user, password, cert, protocol, words", REFUSALS,
-                         ids=[r[0] for r in REFUSALS])
-def test_confluent_kafka_is_refused_quickly_with_its_normal_error(target, what, listener, mechanism, user,
-                                                                  password, cert, protocol, words):
+@pytest.mark.parametrize(
+    "what, listener, mechanism, user, password, cert, protocol, words", REFUSALS, ids=[r[0] for r in REFUSALS]
+)
+def test_confluent_kafka_is_refused_quickly_with_its_normal_error(
+    target, what, listener, mechanism, user, password, cert, protocol, words
+):
     started = time.monotonic()
     error = _confluent_error(target, listener, mechanism, user, password, cert, protocol)
     assert error is not None, f"{what}: the client was let in"
@@ -323,11 +364,14 @@ def test_confluent_kafka_is_refused_quickly_with_its_normal_error(target, what, 
     assert words in error.str(), error.str()
 
 
-@pytest.mark.parametrize("what, listener, mechanism, user, password", [
-    ("wrong password", "SASL_SSL", "SCRAM-SHA-512", "carol", "wrong"),
-    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
-    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-256", "bob", "bob-secret"),
-])
+@pytest.mark.parametrize(
+    "what, listener, mechanism, user, password",
+    [
+        ("wrong password", "SASL_SSL", "SCRAM-SHA-512", "carol", "wrong"),
+        ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
+        ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-256", "bob", "bob-secret"),
+    ],
+)
 def test_kafka_python_is_refused_with_its_normal_error(target, what, listener, mechanism, user, password):
     import kafka.errors as ke
     from kafka import KafkaProducer
@@ -345,9 +389,11 @@ def test_kafka_python_is_refused_with_its_normal_error(target, what, listener, m
 # ------------------------------------------------------------------------------------------------ Java
 
 JAVA_SOURCE = __import__("pathlib").Path(__file__).resolve().parent / "java" / "SecurePeer.java"
-JAAS_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-                "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
+JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
 
 
 @pytest.fixture(scope="module")
@@ -371,11 +417,21 @@ def java_peer():
 def _java_properties(target, listener, mechanism, client_cert, user=None, password=None, tmp_path=None) -> str:
     props = {"bootstrap.servers": target.bootstrap(listener), "security.protocol": _protocol(listener)}
     if "SSL" in props["security.protocol"]:
-        props.update({"ssl.truststore.type": "PKCS12", "ssl.truststore.location": str(target.certs / "truststore.p12"),
-                      "ssl.truststore.password": "kafkawire"})
+        props.update(
+            {
+                "ssl.truststore.type": "PKCS12",
+                "ssl.truststore.location": str(target.certs / "truststore.p12"),
+                "ssl.truststore.password": "kafkawire",
+            }
+        )
         if client_cert:
-            props.update({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(target.certs / "client.p12"),
-                          "ssl.keystore.password": "kafkawire"})
+            props.update(
+                {
+                    "ssl.keystore.type": "PKCS12",
+                    "ssl.keystore.location": str(target.certs / "client.p12"),
+                    "ssl.keystore.password": "kafkawire",
+                }
+            )
     if mechanism:
         props["sasl.mechanism"] = mechanism
         props["sasl.jaas.config"] = f'{JAAS_MODULES[mechanism]} required username="{user}" password="{password}";'
@@ -385,31 +441,54 @@ def _java_properties(target, listener, mechanism, client_cert, user=None, passwo
     return str(path)
 
 
-@pytest.mark.parametrize("listener, mechanism, client_cert", CASES,
-                         ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES])
+@pytest.mark.parametrize(
+    "listener, mechanism, client_cert",
+    CASES,
+    ids=[f"{lst}-{mech or 'TLS'}{'-cert' if cert else ''}" for lst, mech, cert in CASES],
+)
 def test_java_client_produces_and_consumes(target, java_peer, tmp_path, listener, mechanism, client_cert):
     user, password = USERS.get(mechanism, (None, None))
     topic = f"sec-java-{listener}-{mechanism or 'tls'}-{int(client_cert)}-{uuid.uuid4().hex[:6]}".lower()
-    out = java_peer.run("SecurePeer", _java_properties(target, listener, mechanism, client_cert, user, password,
-                                                       tmp_path), topic, "3", timeout=120)
+    out = java_peer.run(
+        "SecurePeer",
+        _java_properties(target, listener, mechanism, client_cert, user, password, tmp_path),
+        topic,
+        "3",
+        timeout=120,
+    )
     assert out.split() == ["java-0", "java-1", "java-2"]
 
 
-@pytest.mark.parametrize("what, listener, mechanism, user, password, cert, words", [
-    ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong", False, "SaslAuthenticationException"),
-    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", False, "SaslAuthenticationException"),
-    ("mechanism not enabled", "PLAINONLY", "SCRAM-SHA-512", "carol", "carol-secret", False,
-     "UnsupportedSaslMechanismException"),
-    ("no certificate where one is required", "MTLS", None, None, None, False, "SslAuthenticationException"),
-])
-def test_java_client_is_refused_with_its_normal_error(target, java_peer, tmp_path, what, listener, mechanism, user,
-                                                      password, cert, words):
+@pytest.mark.parametrize(
+    "what, listener, mechanism, user, password, cert, words",
+    [
+        ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong", False, "SaslAuthenticationException"),
+        ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x", False, "SaslAuthenticationException"),
+        (
+            "mechanism not enabled",
+            "PLAINONLY",
+            "SCRAM-SHA-512",
+            "carol",
+            "carol-secret",
+            False,
+            "UnsupportedSaslMechanismException",
+        ),
+        ("no certificate where one is required", "MTLS", None, None, None, False, "SslAuthenticationException"),
+    ],
+)
+def test_java_client_is_refused_with_its_normal_error(
+    target, java_peer, tmp_path, what, listener, mechanism, user, password, cert, words
+):
     if what.startswith("no certificate") and target.name == "kafkawire":
         # refused (the TLS handshake fails), but asyncio's TLS drops the connection without flushing the alert
         # OpenSSL wrote, so this client sees a closed connection and retries until its timeout
         pytest.xfail("asyncio does not send the TLS alert of a failed server handshake")
-    out = java_peer.run("SecurePeer", "refused",
-                        _java_properties(target, listener, mechanism, cert, user, password, tmp_path), timeout=120)
+    out = java_peer.run(
+        "SecurePeer",
+        "refused",
+        _java_properties(target, listener, mechanism, cert, user, password, tmp_path),
+        timeout=120,
+    )
     assert out.startswith(words), out
 
 
@@ -420,8 +499,9 @@ def test_java_client_is_refused_with_its_normal_error(target, java_peer, tmp_pat
 KCAT_CASES = [("SSL", None, True), ("SASL_SSL", "PLAIN", False), ("SASL_PLAINTEXT", "PLAIN", False)]
 
 
-@pytest.mark.parametrize("listener, mechanism, client_cert", KCAT_CASES,
-                         ids=[f"{lst}-{mech or 'TLS'}" for lst, mech, _ in KCAT_CASES])
+@pytest.mark.parametrize(
+    "listener, mechanism, client_cert", KCAT_CASES, ids=[f"{lst}-{mech or 'TLS'}" for lst, mech, _ in KCAT_CASES]
+)
 def test_kcat_produces_and_consumes(target, listener, mechanism, client_cert):
     import shutil
     import subprocess
@@ -437,11 +517,13 @@ def test_kcat_produces_and_consumes(target, listener, mechanism, client_cert):
         args += ["-X", f"{key}={value}"]
     topic = f"sec-kcat-{listener}-{mechanism or 'tls'}-{uuid.uuid4().hex[:6]}".lower()
     values = [f"kcat-{i}" for i in range(3)]
-    produced = subprocess.run([*args, "-P", "-t", topic, "-p", "0"], input="\n".join(values).encode() + b"\n",
-                              capture_output=True, timeout=60)
+    produced = subprocess.run(
+        [*args, "-P", "-t", topic, "-p", "0"], input="\n".join(values).encode() + b"\n", capture_output=True, timeout=60
+    )
     assert produced.returncode == 0, produced.stderr.decode()
-    consumed = subprocess.run([*args, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"],
-                              capture_output=True, timeout=60)
+    consumed = subprocess.run(
+        [*args, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"], capture_output=True, timeout=60
+    )
     assert consumed.returncode == 0, consumed.stderr.decode()
     assert consumed.stdout.decode().split() == values
 
@@ -449,8 +531,11 @@ def test_kcat_produces_and_consumes(target, listener, mechanism, client_cert):
 # ------------------------------------------------------------------------------------------------ KafkaJS
 
 KAFKAJS = __import__("pathlib").Path(__file__).resolve().parent / "node" / "kafkajs_secure.js"
-KAFKAJS_CASES = [("SSL", None, True), ("SASL_PLAINTEXT", "PLAIN", False),
-                 *[("SASL_SSL", mech, False) for mech in USERS]]
+KAFKAJS_CASES = [
+    ("SSL", None, True),
+    ("SASL_PLAINTEXT", "PLAIN", False),
+    *[("SASL_SSL", mech, False) for mech in USERS],
+]
 
 
 def _kafkajs(target, listener, mechanism, client_cert, user, password, mode, topic="", values=()):
@@ -463,8 +548,14 @@ def _kafkajs(target, listener, mechanism, client_cert, user, password, mode, top
         from conftest import reference_unavailable
 
         reference_unavailable("node or tests/node's kafkajs is not installed")
-    job = {"brokers": [target.bootstrap(listener)], "mode": mode, "topic": topic, "values": list(values),
-           "ssl": None, "sasl": None}
+    job = {
+        "brokers": [target.bootstrap(listener)],
+        "mode": mode,
+        "topic": topic,
+        "values": list(values),
+        "ssl": None,
+        "sasl": None,
+    }
     if "SSL" in _protocol(listener):
         job["ssl"] = {"ca": str(target.certs / "ca.pem")}
         if client_cert:
@@ -476,8 +567,9 @@ def _kafkajs(target, listener, mechanism, client_cert, user, password, mode, top
     return json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("listener, mechanism, client_cert", KAFKAJS_CASES,
-                         ids=[f"{lst}-{mech or 'TLS'}" for lst, mech, _ in KAFKAJS_CASES])
+@pytest.mark.parametrize(
+    "listener, mechanism, client_cert", KAFKAJS_CASES, ids=[f"{lst}-{mech or 'TLS'}" for lst, mech, _ in KAFKAJS_CASES]
+)
 def test_kafkajs_produces_and_consumes(target, listener, mechanism, client_cert):
     user, password = USERS.get(mechanism, (None, None))
     topic = f"sec-kafkajs-{listener}-{mechanism or 'tls'}-{uuid.uuid4().hex[:6]}".lower()
@@ -486,10 +578,13 @@ def test_kafkajs_produces_and_consumes(target, listener, mechanism, client_cert)
     assert result["consumed"] == values
 
 
-@pytest.mark.parametrize("what, listener, mechanism, user, password", [
-    ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong"),
-    ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
-])
+@pytest.mark.parametrize(
+    "what, listener, mechanism, user, password",
+    [
+        ("wrong password", "SASL_SSL", "SCRAM-SHA-256", "bob", "wrong"),
+        ("unknown user", "SASL_PLAINTEXT", "PLAIN", "mallory", "x"),
+    ],
+)
 def test_kafkajs_is_refused_with_its_normal_error(target, what, listener, mechanism, user, password):
     result = _kafkajs(target, listener, mechanism, False, user, password, "refused")
     assert result["error"] == "KafkaJSSASLAuthenticationError", result
@@ -497,13 +592,18 @@ def test_kafkajs_is_refused_with_its_normal_error(target, what, listener, mechan
 
 # ------------------------------------------------------------------------------------------------ OAUTHBEARER
 
+
 def test_confluent_kafka_with_an_unsecured_oauthbearer_token(target):
     """librdkafka's built-in unsecured JWT (development only), on a listener with OAUTHBEARER alone."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    conf = {"bootstrap.servers": target.bootstrap("OAUTH"), "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "OAUTHBEARER", "enable.sasl.oauthbearer.unsecure.jwt": True,
-            "sasl.oauthbearer.config": "principal=alice scope=kafka lifeSeconds=600"}
+    conf = {
+        "bootstrap.servers": target.bootstrap("OAUTH"),
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": True,
+        "sasl.oauthbearer.config": "principal=alice scope=kafka lifeSeconds=600",
+    }
     topic = f"sec-oauth-{uuid.uuid4().hex[:6]}"
     producer = Producer(conf)
     values = _records()
@@ -523,14 +623,19 @@ def test_confluent_kafka_with_an_unsecured_oauthbearer_token(target):
 
 
 def test_an_oauthbearer_token_without_the_required_scope_is_refused(target):
-    error = _confluent_error(target, "OAUTH", "OAUTHBEARER", protocol="SASL_PLAINTEXT",
-                             extra={"enable.sasl.oauthbearer.unsecure.jwt": True,
-                                    "sasl.oauthbearer.config": "principal=alice scope=other"})
+    error = _confluent_error(
+        target,
+        "OAUTH",
+        "OAUTHBEARER",
+        protocol="SASL_PLAINTEXT",
+        extra={"enable.sasl.oauthbearer.unsecure.jwt": True, "sasl.oauthbearer.config": "principal=alice scope=other"},
+    )
     assert error is not None, "a token without the required scope was let in"
     assert "SASL authentication error" in error.str(), error.str()
 
 
 # ------------------------------------------------------------------------------------------------ KIP-368
+
 
 def test_confluent_kafka_reauthenticates_and_keeps_producing(target, caplog):
     """connections.max.reauth.ms=1500 on the REAUTH listener: librdkafka re-authenticates its open connections
@@ -544,8 +649,9 @@ def test_confluent_kafka_reauthenticates_and_keeps_producing(target, caplog):
     with caplog.at_level("INFO", logger="kafkawire"):
         producer = Producer(conf)
         for i in range(16):
-            producer.produce(topic, f"r{i}".encode(), partition=0,
-                             on_delivery=lambda err, msg: delivered.append(err is None))
+            producer.produce(
+                topic, f"r{i}".encode(), partition=0, on_delivery=lambda err, msg: delivered.append(err is None)
+            )
             producer.flush(10)
             time.sleep(0.25)
         assert producer.flush(30) == 0

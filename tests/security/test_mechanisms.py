@@ -1,6 +1,7 @@
 """SASL mechanisms and one connection's SASL state, without sockets: PLAIN, SCRAM-SHA-256 (checked
 against RFC 7677's worked example), SCRAM-SHA-512 (against kafka-python's SCRAM client), and the order of
 events Kafka's SaslServerAuthenticator enforces."""
+
 from __future__ import annotations
 
 import base64
@@ -24,15 +25,20 @@ def test_plain_accepts_the_configured_password_and_names_the_user():
     assert server.complete and server.principal == "alice"
 
 
-@pytest.mark.parametrize("token, message", [
-    (b"\0alice\0wrong", "Authentication failed: Invalid username or password"),
-    (b"\0mallory\0alice-secret", "Authentication failed: Invalid username or password"),
-    (b"\0\0x", "Authentication failed: username not specified"),
-    (b"\0alice\0", "Authentication failed: password not specified"),
-    (b"alice\0alice-secret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
-    (b"bob\0alice\0alice-secret", "Authentication failed: Client requested an authorization id that is "
-                                  "different from username"),
-])
+@pytest.mark.parametrize(
+    "token, message",
+    [
+        (b"\0alice\0wrong", "Authentication failed: Invalid username or password"),
+        (b"\0mallory\0alice-secret", "Authentication failed: Invalid username or password"),
+        (b"\0\0x", "Authentication failed: username not specified"),
+        (b"\0alice\0", "Authentication failed: password not specified"),
+        (b"alice\0alice-secret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
+        (
+            b"bob\0alice\0alice-secret",
+            "Authentication failed: Client requested an authorization id that is different from username",
+        ),
+    ],
+)
 def test_plain_refuses_with_kafkas_message_and_never_the_password(token, message):
     server = PlainServer({"alice": "alice-secret"})
     with pytest.raises(AuthenticationFailed) as info:
@@ -42,9 +48,12 @@ def test_plain_refuses_with_kafkas_message_and_never_the_password(token, message
 
 
 def test_jaas_users_are_read_from_the_plain_login_module_options():
-    module, options = parse_jaas('org.apache.kafka.common.security.plain.PlainLoginModule required '
-                                 'username="admin" password="admin-secret" user_admin="admin-secret" '
-                                 'user_alice="a \\"quoted\\" secret";', "k")
+    module, options = parse_jaas(
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="admin" password="admin-secret" user_admin="admin-secret" '
+        'user_alice="a \\"quoted\\" secret";',
+        "k",
+    )
     assert module == "org.apache.kafka.common.security.plain.PlainLoginModule"
     assert plain_users_from_jaas(options) == {"admin": "admin-secret", "alice": 'a "quoted" secret'}
 
@@ -57,7 +66,7 @@ RFC7677 = {  # RFC 7677 section 3: user "user", password "pencil"
     "salt": base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="),
     "server_first": b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096",
     "client_final": b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
-                    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
+    b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=",
     "server_final": b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=",
 }
 
@@ -83,7 +92,9 @@ def test_scram_refuses_a_wrong_proof_and_an_unknown_user_with_the_same_words():
         server.step(bad)
     with pytest.raises(AuthenticationFailed) as unknown:
         ScramServer("SCRAM-SHA-256", _rfc_store()).step(b"n,,n=nobody,r=abc")
-    expected = "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+    expected = (
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-256"
+    )
     assert str(wrong.value) == str(unknown.value) == expected
     assert not server.complete
 
@@ -113,8 +124,9 @@ def test_scram_refuses_a_nonce_with_anything_before_the_combined_one_as_kafka_4_
         ScramServer("SCRAM-SHA-256", _rfc_store()).step(b"n,,n=user,r=abc,tokenauth=true")
 
 
-def _client_final(mechanism: str, password: str, client_first_bare: str, server_first: bytes,
-                  nonce_prefix: str = "") -> tuple[bytes, bytes]:
+def _client_final(
+    mechanism: str, password: str, client_first_bare: str, server_first: bytes, nonce_prefix: str = ""
+) -> tuple[bytes, bytes]:
     """A SCRAM client's final message and the server signature it expects, computed here from RFC 5802's
     definitions (a second implementation to check the server against)."""
     name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
@@ -155,9 +167,16 @@ def test_scram_credentials_survive_a_reopen_of_their_file(tmp_path):
 
 # ------------------------------------------------------------------------------------ connection state
 
+
 def _auth(mechanisms=("PLAIN", "SCRAM-SHA-256")):
-    listener = Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 0, mechanisms=tuple(mechanisms),
-                        plain_users={"alice": "alice-secret"})
+    listener = Listener(
+        "SASL_PLAINTEXT",
+        "SASL_PLAINTEXT",
+        "127.0.0.1",
+        0,
+        mechanisms=tuple(mechanisms),
+        plain_users={"alice": "alice-secret"},
+    )
     return ConnectionAuthenticator(listener, CredentialStore(), "test")
 
 
@@ -175,8 +194,11 @@ def test_handshake_then_authenticate_opens_the_connection():
 def test_a_mechanism_the_listener_does_not_enable_is_refused_and_closes():
     auth = _auth(("PLAIN",))
     outcome = auth.handshake("SCRAM-SHA-512", 1)
-    assert (outcome.error_code, outcome.close, auth.state) == (errors.UNSUPPORTED_SASL_MECHANISM, True,
-                                                               SaslState.FAILED)
+    assert (outcome.error_code, outcome.close, auth.state) == (
+        errors.UNSUPPORTED_SASL_MECHANISM,
+        True,
+        SaslState.FAILED,
+    )
 
 
 def test_a_second_handshake_before_authenticating_is_an_illegal_state_and_closes():

@@ -1,6 +1,7 @@
 """SASL on the wire, byte by byte, with kafkawire's protocol connection as a scripted client: the bare
 tokens of SaslHandshake v0, the closes Kafka makes (a request before authentication, SaslAuthenticate
 before SaslHandshake, an oversized frame before authentication), and the answers on a PLAINTEXT listener."""
+
 from __future__ import annotations
 
 import socket
@@ -26,10 +27,14 @@ def broker():
         a.bind(("127.0.0.1", 0))
         b.bind(("127.0.0.1", 0))
         plain_port, sasl_port = a.getsockname()[1], b.getsockname()[1]
-    cfg = BrokerConfig.from_properties({
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "sasl.enabled.mechanisms": "PLAIN", "kafkawire.sasl.plain.users": "alice:alice-secret",
-        "sasl.server.max.receive.size": "4096"})
+    cfg = BrokerConfig.from_properties(
+        {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "kafkawire.sasl.plain.users": "alice:alice-secret",
+            "sasl.server.max.receive.size": "4096",
+        }
+    )
     cfg.storage = "memory"
     with start_in_thread(cfg) as b:
         yield {"PLAINTEXT": plain_port, "SASL_PLAINTEXT": sasl_port}
@@ -131,10 +136,13 @@ def test_a_second_handshake_before_authenticating_gets_illegal_state_then_the_cl
     client.close()
 
 
-@pytest.mark.parametrize("request_body, version", [
-    (MetadataRequest(topics=[]), 1),  # any request but ApiVersions and SASL
-    (SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2),  # before the handshake
-])
+@pytest.mark.parametrize(
+    "request_body, version",
+    [
+        (MetadataRequest(topics=[]), 1),  # any request but ApiVersions and SASL
+        (SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2),  # before the handshake
+    ],
+)
 def test_requests_out_of_order_close_the_connection_without_an_answer(broker, request_body, version):
     client = Client(broker["SASL_PLAINTEXT"])
     client.send(request_body, version)
@@ -162,9 +170,14 @@ def reauth_broker():
     with socket.socket() as a:
         a.bind(("127.0.0.1", 0))
         port = a.getsockname()[1]
-    cfg = BrokerConfig.from_properties({
-        "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN",
-        "kafkawire.sasl.plain.users": "alice:alice-secret,bob:bob-secret", "connections.max.reauth.ms": "1000"})
+    cfg = BrokerConfig.from_properties(
+        {
+            "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "kafkawire.sasl.plain.users": "alice:alice-secret,bob:bob-secret",
+            "connections.max.reauth.ms": "1000",
+        }
+    )
     cfg.storage = "memory"
     with start_in_thread(cfg):
         yield port
@@ -202,7 +215,9 @@ def test_reauthenticating_as_someone_else_is_refused(reauth_broker):
     client = Client(reauth_broker)
     _login(client)
     answer = _login(client, "bob", "bob-secret")
-    assert (answer.error_code, answer.error_message) == (errors.SASL_AUTHENTICATION_FAILED,
-                                                         "Cannot change principals during re-authentication")
+    assert (answer.error_code, answer.error_message) == (
+        errors.SASL_AUTHENTICATION_FAILED,
+        "Cannot change principals during re-authentication",
+    )
     assert client.closed()
     client.close()

@@ -1,4 +1,5 @@
 """Builds valid v2 record batches for the storage tests (independent of the engines' parser)."""
+
 from __future__ import annotations
 
 import gzip
@@ -32,9 +33,18 @@ def _record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | 
     return _varint(len(body)) + bytes(body)
 
 
-def build_batch(values, *, base_offset: int = 0, timestamps=None, base_timestamp: int = 1_700_000_000_000,
-                gzip_records: bool = False, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1, transactional: bool = False) -> bytes:
+def build_batch(
+    values,
+    *,
+    base_offset: int = 0,
+    timestamps=None,
+    base_timestamp: int = 1_700_000_000_000,
+    gzip_records: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+) -> bytes:
     """A v2 batch holding one record per value; timestamps default to base_timestamp + index."""
     values = list(values)
     if timestamps is None:
@@ -45,8 +55,20 @@ def build_batch(values, *, base_offset: int = 0, timestamps=None, base_timestamp
     if gzip_records:
         records = gzip.compress(records)
         attributes |= 1
-    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, first_ts, max(timestamps),
-                            producer_id, producer_epoch, base_sequence, len(values)) + records
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            len(values) - 1,
+            first_ts,
+            max(timestamps),
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(values),
+        )
+        + records
+    )
     crc = crc32c(after_crc)
     body = struct.pack(">ibI", 0, 2, crc) + after_crc  # partition leader epoch, magic, crc
     return struct.pack(">qi", base_offset, len(body)) + body
@@ -72,7 +94,7 @@ def parse_batches(data: bytes) -> list[tuple[int, int, int, bytes]]:
         base, length = struct.unpack_from(">qi", data, pos)
         end = pos + 12 + length
         (crc,) = struct.unpack_from(">I", data, pos + 17)
-        assert crc == crc32c(data[pos + 21:end]), f"CRC mismatch in batch at {pos}"
+        assert crc == crc32c(data[pos + 21 : end]), f"CRC mismatch in batch at {pos}"
         (last_delta,) = struct.unpack_from(">i", data, pos + 23)
         (max_ts,) = struct.unpack_from(">q", data, pos + 35)
         out.append((base, base + last_delta, max_ts, data[pos:end]))

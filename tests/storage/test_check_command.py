@@ -1,4 +1,5 @@
 """``kafkawire check DATA_DIR``: finds an injected flip (and a broken index) offline, exits non-zero on damage."""
+
 from __future__ import annotations
 
 import json
@@ -72,6 +73,7 @@ def test_an_index_pointing_nowhere_is_damage(tmp_path, capsys):
 
 
 def test_not_a_data_dir_is_a_usage_error(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kafkawire.cli.main", "check", str(tmp_path)], capture_output=True,
-                       text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "kafkawire.cli.main", "check", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "not a kafkawire data directory" in r.stderr

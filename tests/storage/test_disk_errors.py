@@ -1,5 +1,6 @@
 """Disk errors while appending: LogDirError (KAFKA_STORAGE_ERROR), the log dir offline for writes (an I/O error
 until a restart, a full disk until there is room again), a process's file limit offline for nothing; reads go on."""
+
 from __future__ import annotations
 
 import errno
@@ -27,6 +28,7 @@ def storage(tmp_path):
 def _failing_pwritev(code):
     def pwritev(fd, bufs, pos):
         raise OSError(code, os.strerror(code))
+
     return pwritev
 
 
@@ -80,6 +82,7 @@ def test_too_many_open_files_fails_the_write_but_takes_nothing_offline(storage, 
 def test_a_failed_fsync_is_not_acknowledged(storage, monkeypatch):
     def fsync(fd):
         raise OSError(errno.EIO, "Input/output error")
+
     monkeypatch.setattr(os, "fsync", fsync)
     with pytest.raises(LogDirError):
         storage.partition("t", 1).append(build_batch([b"unsure"]), durable=True)

@@ -1,5 +1,6 @@
 """Crash consistency: whatever a crash leaves at the tail, restart keeps exactly the whole, valid batches
 before it, and a killed process loses nothing it acknowledged."""
+
 from __future__ import annotations
 
 import os
@@ -50,6 +51,7 @@ def pristine(tmp_path_factory):
 
 def _clone(src, dst):
     import shutil
+
     shutil.copytree(src, dst)
     (dst / ".lock").unlink(missing_ok=True)
     return dst
@@ -65,7 +67,7 @@ def test_every_cut_inside_the_last_two_batches_recovers_to_a_batch_boundary(pris
             f.truncate(cut)
         kept = max((b for b in bounds if b[1] <= cut), key=lambda b: b[1])
         end, read = _restart(d)
-        assert (end, read) == (kept[2], data[:kept[1]]), f"cut at {cut}"
+        assert (end, read) == (kept[2], data[: kept[1]]), f"cut at {cut}"
         assert os.path.getsize(d / SEGMENT) == kept[1]
 
 
@@ -82,7 +84,7 @@ def test_a_batch_from_the_past_at_the_tail_is_cut(pristine, tmp_path):
     data_dir, data, bounds = pristine
     d = _clone(data_dir, tmp_path / "r")
     with open(d / SEGMENT, "ab") as f:
-        f.write(data[:bounds[0][1]])  # valid CRC, but offsets going backwards
+        f.write(data[: bounds[0][1]])  # valid CRC, but offsets going backwards
     assert _restart(d) == (bounds[-1][2], data)
 
 
@@ -104,8 +106,9 @@ CHILD = textwrap.dedent("""
 
 def test_killed_process_keeps_every_acknowledged_record(tmp_path):
     data_dir = tmp_path / "data"
-    child = subprocess.Popen([sys.executable, "-c", CHILD.format(here=str(HERE)), str(data_dir)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(here=str(HERE)), str(data_dir)], stdout=subprocess.PIPE, text=True
+    )
     try:
         acked = -1
         for _ in range(150):
@@ -142,15 +145,19 @@ def test_a_flipped_byte_anywhere_in_the_active_segment_costs_only_its_batch(pris
     hit = next(b for b in bounds if b[0] <= where < b[1])
     i = bounds.index(hit)
     if i == len(bounds) - 1:  # the last batch is the tail: cut, as a torn write would be
-        assert read == data[:hit[0]]
+        assert read == data[: hit[0]]
         assert end == bounds[i - 1][2]
         assert not list(d.glob("t-0/*.quarantine"))
     else:  # set aside; every batch after it is kept byte for byte, at its own offsets
-        assert read == data[:hit[0]] + data[hit[1]:]
+        assert read == data[: hit[0]] + data[hit[1] :]
         assert end == bounds[-1][2]
         [quarantine] = d.glob("t-0/*.quarantine")
-        assert quarantine.read_bytes()[:hit[1] - hit[0]] == data[hit[0]:where] + quarantine.read_bytes()[
-            where - hit[0]:where - hit[0] + 1] + data[where + 1:hit[1]]
+        assert (
+            quarantine.read_bytes()[: hit[1] - hit[0]]
+            == data[hit[0] : where]
+            + quarantine.read_bytes()[where - hit[0] : where - hit[0] + 1]
+            + data[where + 1 : hit[1]]
+        )
         assert quarantine.stat().st_size == hit[1] - hit[0]
         assert quarantine.name.startswith(f"{0:020d}.{hit[0]}.")
         # a second start finds nothing more to repair (the gap is remembered through the quarantine file)

@@ -1,5 +1,6 @@
 """Damage in the middle of a log costs only the damaged batch: recovery and the scrubber quarantine it,
 keep every later batch and segment at its offsets, and never serve a batch whose CRC is known bad."""
+
 from __future__ import annotations
 
 import logging
@@ -22,8 +23,9 @@ def _fill(data_dir, batches=117):
     log = storage.partition("t", 0)
     stored = {}
     for i in range(batches):
-        r = log.append(build_batch([b"batch-%03d-record-%d-" % (i, j) + b"x" * 40 for j in range(RECORDS)]),
-                       durable=True)
+        r = log.append(
+            build_batch([b"batch-%03d-record-%d-" % (i, j) + b"x" * 40 for j in range(RECORDS)]), durable=True
+        )
         stored[r.base_offset] = None
     assert len(log.segments) == batches // 3
     for base in stored:
@@ -123,7 +125,7 @@ def test_middle_segment_damage_with_its_index_intact_is_found_and_never_served_a
         assert report["damaged"] == [str(seg)]
         assert report["segments"] == 38
         _assert_only_lost(log, stored, lost)
-        assert b"".join(bytes(c) for c in held.chunks)[:len(stored[0])] == stored[0]
+        assert b"".join(bytes(c) for c in held.chunks)[: len(stored[0])] == stored[0]
         assert storage.verify()["damaged"] == []  # repaired: a second pass finds nothing
         assert any("quarantined" in r.getMessage() for r in caplog.records)
     finally:

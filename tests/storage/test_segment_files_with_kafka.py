@@ -1,4 +1,5 @@
 """Kafka's own FileRecords (kafka-clients 3.9) reads kafkawire's segment files."""
+
 from __future__ import annotations
 
 import struct
@@ -29,19 +30,27 @@ def test_kafka_reads_our_segment_and_finds_what_we_find(kafka_reader, tmp_path):
             n = 1 + i % 4
             stamps = [ts + 10 * i + (7 * j) % 5 for j in range(n)]
             lat = ts + 10 * i + 9 if i % 5 == 4 else None
-            log.append(build_batch([b"v" * (i * 17 % 200)] * n, timestamps=stamps, gzip_records=i % 3 == 0),
-                       log_append_time=lat)
+            log.append(
+                build_batch([b"v" * (i * 17 % 200)] * n, timestamps=stamps, gzip_records=i % 3 == 0),
+                log_append_time=lat,
+            )
         end = log.log_end_offset
         segment = tmp_path / "t-0" / "00000000000000000000.log"
 
         offsets = list(range(end))
         targets = [ts - 1, ts, ts + 3, ts + 95, ts + 149, ts + 200, ts + 299, ts + 400]
-        out = [line.split() for line in kafka_reader.run("KafkaSegmentReader", segment, len(offsets), *offsets,
-                                                         *targets).splitlines() if line]
+        out = [
+            line.split()
+            for line in kafka_reader.run("KafkaSegmentReader", segment, len(offsets), *offsets, *targets).splitlines()
+            if line
+        ]
         kafka_batches = [line[1:] for line in out if line[0] == "batch"]
         kafka_positions = {int(line[1]): int(line[2]) for line in out if line[0] == "offset"}
-        kafka_times = {int(line[1]): None if line[2] == "none" else (int(line[2]), int(line[3]))
-                       for line in out if line[0] == "time"}
+        kafka_times = {
+            int(line[1]): None if line[2] == "none" else (int(line[2]), int(line[3]))
+            for line in out
+            if line[0] == "time"
+        }
 
         ours, pos, data = [], 0, segment.read_bytes()
         while pos < len(data):

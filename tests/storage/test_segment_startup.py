@@ -1,5 +1,6 @@
 """A restart reads what it must and rewrites nothing that is unchanged (creating thousands of index files was
 most of the start-up time of a broker with many partitions)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Behaviour specific to the on-disk engine: files, indexes, restart, crash recovery, fsync."""
+
 from __future__ import annotations
 
 import logging
@@ -35,6 +36,7 @@ def open_storage(data_dir):
         storage = SegmentStorage(data_dir, props, **kwargs)
         opened.append(storage)
         return storage
+
     yield open_
     for storage in opened:
         storage.close()
@@ -225,7 +227,7 @@ def test_torn_header_is_truncated_on_restart(open_storage, data_dir):
 
 def test_corrupt_crc_in_the_last_batch_is_truncated(open_storage, data_dir, caplog):
     storage, log = _three_batches(open_storage)
-    intact = read_bytes(log, 0, 10_000)[:-len(build_batch([b"d", b"e", b"f"]))]
+    intact = read_bytes(log, 0, 10_000)[: -len(build_batch([b"d", b"e", b"f"]))]
     crash(storage)
     path = data_dir / "t-0" / "00000000000000000000.log"
     with open(path, "r+b") as f:
@@ -390,7 +392,7 @@ def test_log_append_time_is_on_disk_after_restart(open_storage):
     storage.partition("t", 0).append(build_batch([b"a"], timestamps=[1]), log_append_time=42_000)
     storage.close()
     log = open_storage().partition("t", 0)
-    (_, _, max_ts, batch), = parse_batches(read_bytes(log, 0))
+    ((_, _, max_ts, batch),) = parse_batches(read_bytes(log, 0))
     assert max_ts == 42_000 and batch_attributes(batch) & 0x08
     assert log.offset_for_timestamp(41_000) == (0, 42_000)
 
@@ -500,6 +502,7 @@ def test_failed_write_leaves_no_garbage(open_storage, data_dir, monkeypatch):
     def disk_full(fd, bufs, pos):
         real_pwritev(fd, [bytes(bufs[0])[:20]], pos)  # part of it lands, then the disk fills
         raise OSError(28, "No space left on device")
+
     monkeypatch.setattr(os, "pwritev", disk_full)
     with pytest.raises(base.StorageError, match="No space"):
         log.append(build_batch([b"lost"]))

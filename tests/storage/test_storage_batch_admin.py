@@ -1,4 +1,5 @@
 """The batch topic changes of base.Storage (create_topics, delete_topics, add_partitions_batch), every engine."""
+
 from __future__ import annotations
 
 import os
@@ -21,9 +22,11 @@ def engine(request, tmp_path):
             storage = MemoryStorage()
         else:
             from kafkawire.broker.storage.segments import SegmentStorage
+
             storage = SegmentStorage(tmp_path / "data")
         made.append(storage)
         return storage
+
     yield request.param, make
     for storage in made:
         storage.close()
@@ -34,15 +37,17 @@ def test_create_topics_answers_each_topic_and_keeps_the_good_ones(engine):
     storage = make()
     storage.create_topic("exists", 1)
     tid = uuid.uuid4()
-    results = storage.create_topics([
-        base.NewTopic("a", 3, {"retention.ms": "1000"}, tid),
-        base.NewTopic("exists", 1),
-        base.NewTopic("bad/name", 1),
-        base.NewTopic("b", 0),
-        base.NewTopic("c", 2),
-        base.NewTopic("c", 5),
-        base.NewTopic("d", 1, {"retention.ms": "not a number"}),
-    ])
+    results = storage.create_topics(
+        [
+            base.NewTopic("a", 3, {"retention.ms": "1000"}, tid),
+            base.NewTopic("exists", 1),
+            base.NewTopic("bad/name", 1),
+            base.NewTopic("b", 0),
+            base.NewTopic("c", 2),
+            base.NewTopic("c", 5),
+            base.NewTopic("d", 1, {"retention.ms": "not a number"}),
+        ]
+    )
     assert isinstance(results[0], base.TopicMeta) and results[0].topic_id == tid and results[0].partitions == 3
     assert isinstance(results[1], base.TopicExistsError)
     assert isinstance(results[2], base.InvalidTopicError)
@@ -74,8 +79,12 @@ def test_delete_topics_and_add_partitions_batch(engine):
     _kind, make = engine
     storage = make()
     storage.create_topics([base.NewTopic(n, 1) for n in ("a", "b", "c")])
-    assert [type(r) for r in storage.add_partitions_batch([("a", 4), ("b", 1), ("zz", 2), ("c", 2)])] == \
-        [base.TopicMeta, base.InvalidPartitionsError, base.UnknownTopicError, base.TopicMeta]
+    assert [type(r) for r in storage.add_partitions_batch([("a", 4), ("b", 1), ("zz", 2), ("c", 2)])] == [
+        base.TopicMeta,
+        base.InvalidPartitionsError,
+        base.UnknownTopicError,
+        base.TopicMeta,
+    ]
     assert storage.topics()["a"].partitions == 4 and storage.topics()["c"].partitions == 2
     assert storage.partition("a", 3).log_end_offset == 0
     results = storage.delete_topics(["a", "nope", "c"])
@@ -134,4 +143,5 @@ def test_segments_partition_directories_lost_in_a_crash_are_recreated(tmp_path):
 
 def _batch():
     from storage_batches import build_batch
+
     return build_batch([b"v"])

@@ -1,5 +1,6 @@
 """What the broker learns from a storage engine, it asks the engine: its error codes, whether it blocks, and
 whether it could be opened at all."""
+
 from __future__ import annotations
 
 import sys
@@ -28,8 +29,14 @@ STORAGE_ERRORS = sorted(_all_subclasses(sb.StorageError), key=lambda c: c.__qual
 
 def test_the_storage_errors_are_all_found():
     names = {cls.__name__ for cls in STORAGE_ERRORS}
-    assert {"UnknownTopicError", "OffsetOutOfRangeError", "LogDirError", "StorageFailure", "GroupLogError",
-            "EngineUnavailableError"} <= names
+    assert {
+        "UnknownTopicError",
+        "OffsetOutOfRangeError",
+        "LogDirError",
+        "StorageFailure",
+        "GroupLogError",
+        "EngineUnavailableError",
+    } <= names
 
 
 @pytest.mark.parametrize("cls", STORAGE_ERRORS, ids=lambda c: c.__name__)
@@ -38,18 +45,22 @@ def test_every_storage_error_carries_a_code_kafka_defines(cls):
     assert cls.error_code in errors.ERRORS, f"{cls.__name__}.error_code {cls.error_code} is not a Kafka error code"
 
 
-@pytest.mark.parametrize("exc, code", [
-    (sb.UnknownTopicError("t"), errors.UNKNOWN_TOPIC_OR_PARTITION),
-    (sb.TopicExistsError("t"), errors.TOPIC_ALREADY_EXISTS),
-    (sb.InvalidTopicError("t"), errors.INVALID_TOPIC_EXCEPTION),
-    (sb.InvalidPartitionsError("3"), errors.INVALID_PARTITIONS),
-    (sb.InvalidConfigError("x"), errors.INVALID_CONFIG),
-    (sb.CorruptBatchError("short"), errors.CORRUPT_MESSAGE),
-    (sb.OffsetOutOfRangeError(9, 0, 3), errors.OFFSET_OUT_OF_RANGE),
-    (StorageFailure("disk full"), errors.KAFKA_STORAGE_ERROR),
-    (sb.StorageError("engine-specific"), errors.UNKNOWN_SERVER_ERROR),
-    (ValueError("not from storage"), errors.UNKNOWN_SERVER_ERROR),
-], ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v))
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (sb.UnknownTopicError("t"), errors.UNKNOWN_TOPIC_OR_PARTITION),
+        (sb.TopicExistsError("t"), errors.TOPIC_ALREADY_EXISTS),
+        (sb.InvalidTopicError("t"), errors.INVALID_TOPIC_EXCEPTION),
+        (sb.InvalidPartitionsError("3"), errors.INVALID_PARTITIONS),
+        (sb.InvalidConfigError("x"), errors.INVALID_CONFIG),
+        (sb.CorruptBatchError("short"), errors.CORRUPT_MESSAGE),
+        (sb.OffsetOutOfRangeError(9, 0, 3), errors.OFFSET_OUT_OF_RANGE),
+        (StorageFailure("disk full"), errors.KAFKA_STORAGE_ERROR),
+        (sb.StorageError("engine-specific"), errors.UNKNOWN_SERVER_ERROR),
+        (ValueError("not from storage"), errors.UNKNOWN_SERVER_ERROR),
+    ],
+    ids=lambda v: type(v).__name__ if isinstance(v, Exception) else str(v),
+)
 def test_handlers_answer_the_code_the_error_carries(exc, code):
     assert storage_error_code(exc) == code
 

@@ -1,4 +1,5 @@
 """The contract of base.Storage / base.PartitionLog, run against every engine."""
+
 from __future__ import annotations
 
 import threading
@@ -17,6 +18,7 @@ def _make(kind, tmp_path, props=None):
     if kind == "memory":
         return MemoryStorage(props)
     from kafkawire.broker.storage.segments import SegmentStorage
+
     return SegmentStorage(tmp_path / "data", props)
 
 
@@ -28,6 +30,7 @@ def make_storage(request, tmp_path):
         storage = _make(request.param, tmp_path, props)
         made.append(storage)
         return storage
+
     yield make
     for storage in made:
         storage.close()
@@ -89,8 +92,11 @@ def test_append_assigns_dense_offsets_and_keeps_batches_intact(storage):
     assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.size_bytes) == (0, 0, 0, 0)
     sent = [build_batch([b"a", b"b", b"c"]), build_batch([b"d"]), build_batch([b"e", b"f"])]
     results = [log.append(b) for b in sent]
-    assert [(r.base_offset, r.last_offset, r.log_append_time, r.log_start_offset) for r in results] == \
-        [(0, 2, -1, 0), (3, 3, -1, 0), (4, 5, -1, 0)]
+    assert [(r.base_offset, r.last_offset, r.log_append_time, r.log_start_offset) for r in results] == [
+        (0, 2, -1, 0),
+        (3, 3, -1, 0),
+        (4, 5, -1, 0),
+    ]
     assert (log.log_end_offset, log.high_watermark, log.size_bytes) == (6, 6, sum(map(len, sent)))
     result, batches = read_all(log)
     assert [(b[0], b[1]) for b in batches] == [(0, 2), (3, 3), (4, 5)]
@@ -174,7 +180,7 @@ def test_log_append_time_rewrites_max_timestamp_and_crc(storage):
     sent = build_batch([b"a", b"b"], timestamps=[5, 9])
     result = log.append(sent, log_append_time=1_800_000_000_000)
     assert result.log_append_time == 1_800_000_000_000
-    (_, _, max_ts, stored), = read_all(log)[1]  # parse_batches verifies the recomputed CRC
+    ((_, _, max_ts, stored),) = read_all(log)[1]  # parse_batches verifies the recomputed CRC
     assert max_ts == 1_800_000_000_000
     assert batch_attributes(stored) & 0x08
     assert not batch_attributes(sent) & 0x08
@@ -351,8 +357,10 @@ def test_append_txn_marker_writes_a_control_batch_as_kafka(storage, commit, cont
     ((base, last, max_ts, batch),) = batches
     assert (base, last, max_ts) == (2, 2, 1_700_000_000_123)
     import struct
-    (_, _, leader_epoch, magic, _, attributes, last_delta, first_ts, _, pid, epoch, base_seq, count) = struct.unpack_from(
-        ">qiibIhiqqqhii", batch)
+
+    (_, _, leader_epoch, magic, _, attributes, last_delta, first_ts, _, pid, epoch, base_seq, count) = (
+        struct.unpack_from(">qiibIhiqqqhii", batch)
+    )
     assert (magic, attributes & 0x30, attributes & 0x07, last_delta, count) == (2, 0x30, 0, 0, 1)
     assert (pid, epoch, base_seq, leader_epoch, first_ts) == (7, 3, -1, 0, 1_700_000_000_123)
     key, value = _control_record(batch)

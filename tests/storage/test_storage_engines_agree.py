@@ -1,4 +1,5 @@
 """Random workloads give identical answers from both engines, across segment-engine restarts."""
+
 from __future__ import annotations
 
 import os
@@ -46,23 +47,28 @@ def test_memory_and_segments_agree(tmp_path, seed, monkeypatch):
                 n = rng.randint(1, 6)
                 clock += rng.randint(0, 2000)
                 timestamps = [clock + rng.randint(-500, 500) for _ in range(n)]
-                batch = build_batch([os.urandom(rng.randint(0, 300)) for _ in range(n)], timestamps=timestamps,
-                                    gzip_records=rng.random() < 0.3)
+                batch = build_batch(
+                    [os.urandom(rng.randint(0, 300)) for _ in range(n)],
+                    timestamps=timestamps,
+                    gzip_records=rng.random() < 0.3,
+                )
                 lat = clock if rng.random() < 0.2 else None
                 assert m.append(batch, log_append_time=lat) == d.append(batch, log_append_time=lat)
             elif op < 0.75:
                 offset = rng.randint(m.log_start_offset - 2, m.log_end_offset + 1)
                 max_bytes, min_one = rng.randint(0, 3000), rng.random() < 0.8
-                assert _outcome(lambda: _read(m, offset, max_bytes, min_one)) == \
-                    _outcome(lambda: _read(d, offset, max_bytes, min_one))
+                assert _outcome(lambda: _read(m, offset, max_bytes, min_one)) == _outcome(
+                    lambda: _read(d, offset, max_bytes, min_one)
+                )
             elif op < 0.85:
                 ts = clock + rng.randint(-3000, 1000)
                 assert m.offset_for_timestamp(ts) == d.offset_for_timestamp(ts)
                 assert m.max_timestamp() == d.max_timestamp()
             elif op < 0.9:
                 offset = rng.randint(m.log_start_offset, m.log_end_offset + 1)
-                assert _outcome(lambda: m.delete_records_before(offset)) == \
-                    _outcome(lambda: d.delete_records_before(offset))
+                assert _outcome(lambda: m.delete_records_before(offset)) == _outcome(
+                    lambda: d.delete_records_before(offset)
+                )
             elif op < 0.95:
                 now = clock + rng.randint(0, 60000)
                 memory.enforce_retention(now)
@@ -71,10 +77,14 @@ def test_memory_and_segments_agree(tmp_path, seed, monkeypatch):
                 disk.close()
                 disk = SegmentStorage(tmp_path, props)
             m, d = memory.partition("t", 0), disk.partition("t", 0)
-            assert (m.log_start_offset, m.log_end_offset, m.size_bytes) == \
-                (d.log_start_offset, d.log_end_offset, d.size_bytes), f"step {step}"
-        assert _read(memory.partition("t", 0), memory.partition("t", 0).log_start_offset, 1 << 30, True) == \
-            _read(disk.partition("t", 0), disk.partition("t", 0).log_start_offset, 1 << 30, True)
+            assert (m.log_start_offset, m.log_end_offset, m.size_bytes) == (
+                d.log_start_offset,
+                d.log_end_offset,
+                d.size_bytes,
+            ), f"step {step}"
+        assert _read(memory.partition("t", 0), memory.partition("t", 0).log_start_offset, 1 << 30, True) == _read(
+            disk.partition("t", 0), disk.partition("t", 0).log_start_offset, 1 << 30, True
+        )
     finally:
         disk.close()
 

@@ -1,5 +1,6 @@
 """Transactions in storage, on every engine: markers end transactions, the last stable offset, read_committed
 reads and their aborted transactions, and (segments) the .txnindex files, producer snapshots and restarts."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,9 @@ def now_ms():
 
 def txn_batch(pid, values, seq=0, epoch=0):
     # stamped now, as the markers are: older timestamps would roll a segment (segment.ms counts record time)
-    return build_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True,
-                       base_timestamp=now_ms())
+    return build_batch(
+        values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True, base_timestamp=now_ms()
+    )
 
 
 def plain(values):
@@ -94,8 +96,9 @@ def test_aborted_transactions_as_kafka_collects_them(storage):
 def test_aborted_transactions_go_with_retention(storage):
     storage.create_topic("t", 1, {"retention.ms": "1000"})
     log = storage.partition("t", 0)
-    log.append(build_batch([b"a"], base_timestamp=1000, producer_id=1, producer_epoch=0, base_sequence=0,
-                           transactional=True))
+    log.append(
+        build_batch([b"a"], base_timestamp=1000, producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
+    )
     storage.append_txn_marker("t", 0, 1, 0, False, 0, timestamp=1000)
     if isinstance(storage, SegmentStorage):
         log.roll()  # (in memory each batch plays a segment's part)
@@ -125,8 +128,7 @@ def test_txnindex_file_holds_kafkas_aborted_txn_entries(tmp_path):
     with open(path, "rb") as f:
         data = f.read()
     # AbortedTxn v0: version int16, producer id, first offset, last offset, last stable offset (int64s)
-    assert data == bytes.fromhex("0000" "0102030405060708" "0000000000000000" "0000000000000003"
-                                 "0000000000000002")
+    assert data == bytes.fromhex("00000102030405060708000000000000000000000000000000030000000000000002")
     assert data == struct.pack(">hqqqq", 0, 0x0102030405060708, 0, 3, 2)
     storage.close()
 
@@ -189,6 +191,7 @@ def test_snapshot_past_the_log_end_is_dropped(tmp_path):
     storage.close()
     directory = os.path.join(str(tmp_path / "data"), "t-0")
     from kafkawire.broker.storage import snapshot
+
     assert snapshot.offsets(directory) == [1]
     snapshot.write(directory, 50, {}, fsync=False)
     storage = _segment_storage(tmp_path)
@@ -199,11 +202,13 @@ def test_snapshot_past_the_log_end_is_dropped(tmp_path):
 
 def test_producer_snapshot_bytes_are_kafkas(tmp_path):
     from kafkawire.broker.storage import snapshot
+
     data = snapshot.encode({5: (2, 100)})
     # version 1, CRC-32C of the rest, one entry: id, epoch, last seq, last offset, offset delta, timestamp,
     # coordinator epoch, current transaction first offset
     body = struct.pack(">i", 1) + struct.pack(">qhiqiqiq", 5, 2, -1, 100, 0, -1, -1, 100)
     from crc32c import crc32c
+
     assert data == struct.pack(">hI", 1, crc32c(body)) + body
     assert snapshot.decode(data) == {5: (2, 100)}
     with pytest.raises(snapshot.CorruptSnapshotError):

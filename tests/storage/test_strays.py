@@ -6,6 +6,7 @@ listed by ``kafkawire check``; a topic whose partition directory is taken by one
 moving it. kafkawire's own repairs (quarantine of damaged segments, ``-delete`` directories of its own
 deletions) are tested in test_segment_damage.py and test_segment_storage.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,8 +25,16 @@ from kafkawire.cli.main import main
 
 from conftest import reference_unavailable
 
-KAFKA_ENTRIES = ["__cluster_metadata-0/", "__consumer_offsets-7/", "bootstrap.checkpoint", "cleaner-offset-checkpoint",
-                 "orders-0/", "recovery-point-offset-checkpoint", "replication-offset-checkpoint", "tool-notes.txt"]
+KAFKA_ENTRIES = [
+    "__cluster_metadata-0/",
+    "__consumer_offsets-7/",
+    "bootstrap.checkpoint",
+    "cleaner-offset-checkpoint",
+    "orders-0/",
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "tool-notes.txt",
+]
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -44,16 +53,20 @@ def tree(root: Path) -> dict[str, str]:
 def kafka_like_dir(root: Path) -> Path:
     """The layout Kafka 4.4 leaves (names and kinds of files as a stopped node has them)."""
     root.mkdir()
-    (root / "meta.properties").write_text("#\n#Mon Nov 23 17:59:07 UTC 2026\nnode.id=1\n"
-                                          "directory.id=uxxIj45-vFcYPiw2sh_ATA\nversion=1\ncluster.id=abc\n")
+    (root / "meta.properties").write_text(
+        "#\n#Mon Nov 23 17:59:07 UTC 2026\nnode.id=1\ndirectory.id=uxxIj45-vFcYPiw2sh_ATA\nversion=1\ncluster.id=abc\n"
+    )
     for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
         (root / name).write_text("0\n2\norders 0 3\n__consumer_offsets 7 0\n")
     (root / "log-start-offset-checkpoint").write_text("0\n1\norders 0 1\n")
     (root / "cleaner-offset-checkpoint").write_text("")
     (root / "bootstrap.checkpoint").write_bytes(build_batch([b"bootstrap"]))
     (root / "tool-notes.txt").write_text("someone else's file\n")
-    for part, records in (("__cluster_metadata-0", [b"\x01\x02\x00x"]), ("orders-0", [b"a", b"b", b"c"]),
-                          ("__consumer_offsets-7", [])):
+    for part, records in (
+        ("__cluster_metadata-0", [b"\x01\x02\x00x"]),
+        ("orders-0", [b"a", b"b", b"c"]),
+        ("__consumer_offsets-7", []),
+    ):
         d = root / part
         d.mkdir()
         (d / "00000000000000000000.log").write_bytes(build_batch(records) if records else b"")
@@ -87,8 +100,9 @@ def test_a_kafka_data_dir_survives_a_kafkawire_start_byte_for_byte(tmp_path, cap
     storage.close()
     after = tree(root)
     assert {k: after.get(k) for k in before} == before  # every file and directory, byte for byte
-    assert all(k == ".lock" or k.startswith(("mine-0/", "__kafkawire_meta/")) for k in set(after) - set(before)), \
+    assert all(k == ".lock" or k.startswith(("mine-0/", "__kafkawire_meta/")) for k in set(after) - set(before)), (
         sorted(set(after) - set(before))
+    )
     caplog.clear()
     storage = SegmentStorage(root, {"node.id": "1"})  # and again, once more, once
     assert len(unknown_lines(caplog)) == 1
@@ -208,7 +222,7 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
     after = tree(log_dir)
     changed = sorted(k for k in before if after.get(k) != before[k])
     assert not changed, changed
-    assert all(k == ".lock" or k.startswith(("kafkawire-own-0/", "__kafkawire_meta/"))
-               for k in set(after) - set(before)), \
-        sorted(set(after) - set(before))
+    assert all(
+        k == ".lock" or k.startswith(("kafkawire-own-0/", "__kafkawire_meta/")) for k in set(after) - set(before)
+    ), sorted(set(after) - set(before))
     kafka.close()

@@ -1,5 +1,6 @@
 """Kafka's own classes (kafka-storage 4.4: TransactionIndex, ProducerStateManager.readSnapshot) read the .txnindex
 and producer snapshot files the segments engine writes, and find in them what kafkawire put there."""
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,12 @@ def kafka_txn_files(tmp_path_factory):
     except KafkaUnavailable as exc:
         reference_unavailable(str(exc))
     classes = tmp_path_factory.mktemp("kafka-txn-files")
-    proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaTxnFiles.java")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaTxnFiles.java")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return JavaProgram(classes, [Path(p) for p in cp.split(os.pathsep)], java)
 
@@ -42,8 +47,9 @@ def test_kafka_reads_our_txnindex_and_snapshots(kafka_txn_files, tmp_path):
     now = int(time.time() * 1000)
 
     def data(pid, epoch=0):
-        return build_batch([b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True,
-                           base_timestamp=now)
+        return build_batch(
+            [b"v"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True, base_timestamp=now
+        )
 
     storage = SegmentStorage(tmp_path / "data")
     storage.create_topic("t", 1)

@@ -64,7 +64,7 @@ def kafka_classpath(clients: str | None = None) -> list[Path]:
         return [lib / name for name in _CLASSPATH_JARS if (lib / name).is_file()]
     from kafka_reference import jar  # tools/, on sys.path through tests/conftest.py
 
-    return [jar(clients, name[:-len(".jar")]) for name in _CLASSPATH_JARS]
+    return [jar(clients, name[: -len(".jar")]) for name in _CLASSPATH_JARS]
 
 
 def _tool(name: str) -> str:
@@ -115,9 +115,20 @@ class JavaProgram:
             if classes is None:
                 classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
                 proc = subprocess.run(
-                    [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(classes),
-                     "-cp", os.pathsep.join(map(str, classpath)), *paths],
-                    capture_output=True, text=True, timeout=300,
+                    [
+                        javac,
+                        "-nowarn",
+                        "-encoding",
+                        "UTF-8",
+                        "-d",
+                        str(classes),
+                        "-cp",
+                        os.pathsep.join(map(str, classpath)),
+                        *paths,
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
                 )
                 if proc.returncode != 0:
                     raise RuntimeError(f"javac failed for {paths}:\n{proc.stdout}{proc.stderr}")
@@ -146,11 +157,25 @@ class JavaProgram:
     def command(self, main_class: str, *args: str | os.PathLike) -> list[str]:
         cp = os.pathsep.join([str(self.classes_dir), *map(str, self.classpath)])
         # Quiet, quick-starting JVM: these are short one-shot runs.
-        return [self.java, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                "-cp", cp, main_class, *map(str, args)]
+        return [
+            self.java,
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Xshare:auto",
+            "-cp",
+            cp,
+            main_class,
+            *map(str, args),
+        ]
 
-    def run(self, main_class: str, *args: str | os.PathLike, input: str | bytes | None = None,
-            timeout: float = 120, check: bool = True) -> str:
+    def run(
+        self,
+        main_class: str,
+        *args: str | os.PathLike,
+        input: str | bytes | None = None,
+        timeout: float = 120,
+        check: bool = True,
+    ) -> str:
         """Run ``main_class`` with ``args``; return its stdout (text).
 
         A non-zero exit raises ``RuntimeError`` carrying stderr when ``check``.
@@ -159,9 +184,7 @@ class JavaProgram:
             input = input.encode()
         proc = subprocess.run(self.command(main_class, *args), input=input, capture_output=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise RuntimeError(
-                f"java {main_class} exited {proc.returncode}:\n{proc.stderr.decode(errors='replace')}"
-            )
+            raise RuntimeError(f"java {main_class} exited {proc.returncode}:\n{proc.stderr.decode(errors='replace')}")
         return proc.stdout.decode()
 
     @staticmethod

@@ -1,5 +1,6 @@
 """confluent-kafka, kafka-python, aiokafka and kafkawire's own client, each producing and consuming through the
 plugin's fixtures, in a test file run with ``pytester`` (the same code as the README's "Testing with kafkawire")."""
+
 from __future__ import annotations
 
 import textwrap
@@ -90,9 +91,11 @@ KAFKAWIRE = """
 """
 
 
-@pytest.mark.parametrize("client,source", [("confluent_kafka", CONFLUENT), ("kafka", KAFKA_PYTHON),
-                                           ("aiokafka", AIOKAFKA), ("kafkawire", KAFKAWIRE)],
-                         ids=["confluent-kafka", "kafka-python", "aiokafka", "kafkawire"])
+@pytest.mark.parametrize(
+    "client,source",
+    [("confluent_kafka", CONFLUENT), ("kafka", KAFKA_PYTHON), ("aiokafka", AIOKAFKA), ("kafkawire", KAFKAWIRE)],
+    ids=["confluent-kafka", "kafka-python", "aiokafka", "kafkawire"],
+)
 def test_client_round_trip_through_the_fixtures(pytester, client, source):
     pytest.importorskip(client)
     pytester.makepyfile(test_it=textwrap.dedent(source))

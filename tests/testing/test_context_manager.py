@@ -1,4 +1,5 @@
 """``kafkawire.testing.broker()``: a broker for a ``with`` block (unittest, scripts), stopped at its end."""
+
 from __future__ import annotations
 
 import signal
@@ -44,15 +45,15 @@ def test_context_manager_serves_then_stops(mode):
         assert b.data_dir.is_dir() and root.is_dir()
         with Admin(b.bootstrap) as admin:
             admin.create_topics([NewTopic("cm")])
-            assert len(admin.describe_topics(["cm"])["cm"].partitions) == 3   # num_partitions=3 applied
+            assert len(admin.describe_topics(["cm"])["cm"].partitions) == 3  # num_partitions=3 applied
         assert _round_trip(b.bootstrap, "cm-one") == [b"v%d" % i for i in range(5)]
         proc = b.process
         assert (proc is not None) == (mode == "subprocess")
     assert not b.running
-    assert not answers(host, int(port), timeout=1.0)       # nothing answers on its port any more
-    assert not root.exists()                               # its temporary directory is gone
+    assert not answers(host, int(port), timeout=1.0)  # nothing answers on its port any more
+    assert not root.exists()  # its temporary directory is gone
     if mode == "subprocess":
-        assert proc.returncode is not None                 # the process has exited
+        assert proc.returncode is not None  # the process has exited
     else:
         assert not any(t.name == "kafkawire-broker" and t.is_alive() for t in threading.enumerate())
 
@@ -70,8 +71,8 @@ def test_given_data_dir_is_kept_and_disk_storage_writes_there(tmp_path):
     with kafkawire.testing.broker(storage="disk", data_dir=data) as b:
         assert b.storage == "segments"
         assert _round_trip(b.bootstrap, "kept") == [b"v%d" % i for i in range(5)]
-    assert list((data / "kept-0").glob("*.log"))          # the segments outlive the broker
-    with kafkawire.testing.broker(storage="disk", data_dir=data) as again:    # and a new broker reads them
+    assert list((data / "kept-0").glob("*.log"))  # the segments outlive the broker
+    with kafkawire.testing.broker(storage="disk", data_dir=data) as again:  # and a new broker reads them
         assert _read_back(again.bootstrap, "kept") == [b"v%d" % i for i in range(5)]
 
 
@@ -84,14 +85,14 @@ def test_restart_keeps_the_port_and_the_data(mode):
         b.restart()
         assert b.running and b.bootstrap == bootstrap
         if mode == "subprocess":
-            assert first.returncode == 0 and b.process.pid != first.pid   # stopped cleanly, a new process
+            assert first.returncode == 0 and b.process.pid != first.pid  # stopped cleanly, a new process
         assert _read_back(bootstrap, "restarted") == [b"v%d" % i for i in range(5)]
 
 
 def test_kill_is_a_crash_and_start_brings_the_broker_back_with_its_data():
     with kafkawire.testing.broker(storage="disk") as b:
         bootstrap = b.bootstrap
-        assert _round_trip(bootstrap, "crashed") == [b"v%d" % i for i in range(5)]   # acks=all: on disk
+        assert _round_trip(bootstrap, "crashed") == [b"v%d" % i for i in range(5)]  # acks=all: on disk
         proc = b.process
         b.kill()
         assert proc.returncode == -signal.SIGKILL and not b.running
@@ -124,7 +125,8 @@ def test_a_broker_that_cannot_start_says_why():
 
 
 def test_unittest_class_with_the_context_manager(pytester):
-    pytester.makepyfile(test_ut=textwrap.dedent("""
+    pytester.makepyfile(
+        test_ut=textwrap.dedent("""
         import unittest
         import kafkawire.testing
         from kafkawire.client import Admin, NewTopic
@@ -141,7 +143,8 @@ def test_unittest_class_with_the_context_manager(pytester):
 
         if __name__ == "__main__":
             unittest.main()
-    """))
+    """)
+    )
     result = pytester.runpython(pytester.path / "test_ut.py")
     assert result.ret == 0, result.stderr.str()
     assert "OK" in result.stderr.str()

@@ -1,4 +1,5 @@
 """The plugin's fixtures, markers and options, exercised by running small test files with ``pytester``."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,7 +23,9 @@ def test_plugin_is_registered_by_entry_point():
 
 
 def test_fixtures_give_a_broker_a_topic_and_an_admin(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import os, threading
         import pytest
         from kafkawire.client import NewTopic
@@ -60,12 +63,15 @@ def test_fixtures_give_a_broker_a_topic_and_an_admin(pytester):
             assert len(kafka_admin.describe_topics([kafka_topic])[kafka_topic].partitions) == want
             if want == 4:
                 assert kafka_admin.describe_configs(kafka_topic)["retention.ms"] == "60000"
-    """)
+    """,
+    )
     result.assert_outcomes(passed=7)
 
 
 def test_topic_is_deleted_after_the_test_even_when_it_fails(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         made = []
 
         def test_a_fails(kafka_topic, kafka_admin):
@@ -78,13 +84,16 @@ def test_topic_is_deleted_after_the_test_even_when_it_fails(pytester):
 
         def test_c_deletes_its_own_topic(kafka_topic, kafka_admin):
             kafka_admin.delete_topics([kafka_topic])   # the fixture's own delete then finds nothing: no error
-    """)
+    """,
+    )
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*kafkawire broker log (127.0.0.1:*)*"])   # the broker's log on the failure
+    result.stdout.fnmatch_lines(["*kafkawire broker log (127.0.0.1:*)*"])  # the broker's log on the failure
 
 
 def test_broker_config_marker_gives_brokers_per_setting(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         import pytest
         from kafkawire.client import NewTopic
 
@@ -116,7 +125,8 @@ def test_broker_config_marker_gives_brokers_per_setting(pytester):
         def test_z_summary():
             assert len(brokers["four"]) == 1                  # equal settings share one broker
             assert len({brokers["default"], *brokers["four"], brokers["two"]}) == 3
-    """)
+    """,
+    )
     result.assert_outcomes(passed=5)
 
 
@@ -151,21 +161,28 @@ def test_ini_config_and_storage_and_mode_options(pytester):
 
 
 def test_bad_storage_option_is_a_usage_error(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         def test_x(kafka_broker):
             pass
-    """, "--kafka-broker-storage=tape")
+    """,
+        "--kafka-broker-storage=tape",
+    )
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*storage must be memory, segments or disk*"])
 
 
 def test_tests_without_the_fixtures_start_no_broker(pytester):
-    result = run(pytester, """
+    result = run(
+        pytester,
+        """
         from kafkawire.testing import plugin
 
         def test_plain():
             assert plugin._brokers == []
-    """)
+    """,
+    )
     result.assert_outcomes(passed=1)
 
 
@@ -173,7 +190,8 @@ def test_tests_without_the_fixtures_start_no_broker(pytester):
 def test_xdist_workers_each_run_their_own_broker(pytester):
     out = pytester.path / "out"
     out.mkdir()
-    pytester.makepyfile(test_it=textwrap.dedent(f"""
+    pytester.makepyfile(
+        test_it=textwrap.dedent(f"""
         import os, pytest
         from kafkawire.client import Consumer, Producer
 
@@ -193,12 +211,13 @@ def test_xdist_workers_each_run_their_own_broker(pytester):
             worker = os.environ["PYTEST_XDIST_WORKER"]
             with open(os.path.join({str(out)!r}, f"{{worker}}-{{i}}"), "w") as f:
                 f.write(kafka_broker.bootstrap)
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
     by_worker: dict[str, set[str]] = {}
     for f in out.iterdir():
         by_worker.setdefault(f.name.split("-")[0], set()).add(f.read_text())
     assert sorted(by_worker) == ["gw0", "gw1"]
-    assert all(len(b) == 1 for b in by_worker.values())                # one broker per worker...
-    assert by_worker["gw0"] != by_worker["gw1"]                        # ...each its own
+    assert all(len(b) == 1 for b in by_worker.values())  # one broker per worker...
+    assert by_worker["gw0"] != by_worker["gw1"]  # ...each its own

@@ -1,4 +1,5 @@
 """The README's "Testing with kafkawire" examples, run as written (one test file per client, with pytester)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,14 +11,18 @@ import pytest
 pytest_plugins = ["pytester"]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-CLIENTS = {"confluent-kafka": "confluent_kafka", "kafka-python": "kafka", "aiokafka": "aiokafka",
-           "kafkawire's own client": "kafkawire"}
+CLIENTS = {
+    "confluent-kafka": "confluent_kafka",
+    "kafka-python": "kafka",
+    "aiokafka": "aiokafka",
+    "kafkawire's own client": "kafkawire",
+}
 
 
 def section() -> str:
     text = README.read_text()
     start = text.index("## Testing with kafkawire")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def examples() -> dict[str, str]:

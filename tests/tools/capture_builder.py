@@ -4,6 +4,7 @@ Written from the file format descriptions (pcap: 24-byte file header, 16-byte
 record headers; pcapng: section header, interface description and enhanced
 packet blocks), independently of ``kafkawire.tools.capture``.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -34,8 +35,9 @@ def _checksum(data: bytes) -> int:
 
 
 def tcp_bytes(seg: Seg) -> bytes:
-    header = struct.pack(">HHIIBBHHH", seg.src[1], seg.dst[1], seg.seq & 0xFFFFFFFF, seg.ack & 0xFFFFFFFF,
-                         5 << 4, seg.flags, 65535, 0, 0)
+    header = struct.pack(
+        ">HHIIBBHHH", seg.src[1], seg.dst[1], seg.seq & 0xFFFFFFFF, seg.ack & 0xFFFFFFFF, 5 << 4, seg.flags, 65535, 0, 0
+    )
     return header + seg.payload
 
 
@@ -107,8 +109,10 @@ class Capture:
         def option(code: int, value: bytes) -> bytes:
             return struct.pack(order + "HH", code, len(value)) + value + bytes(-len(value) % 4)
 
-        shb = block(0x0A0D0D0A, struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1)
-                    + option(4, b"capture_builder") + option(0, b""))
+        shb = block(
+            0x0A0D0D0A,
+            struct.pack(order + "IHHq", 0x1A2B3C4D, 1, 0, -1) + option(4, b"capture_builder") + option(0, b""),
+        )
         options = (option(9, bytes([tsresol])) if tsresol is not None else b"") + option(0, b"")
         idb = block(1, struct.pack(order + "HHI", self.linktype, 0, 0) + options)
         # a second interface nobody uses, to check that interface ids are honoured
@@ -124,16 +128,24 @@ class Capture:
 class Conn:
     """Both directions of one TCP connection; hands out segments with the right sequence numbers."""
 
-    def __init__(self, client=("10.0.0.1", 40000), server=("10.0.0.2", 9092), client_isn=1000,
-                 server_isn=50000, clock=None):
+    def __init__(
+        self, client=("10.0.0.1", 40000), server=("10.0.0.2", 9092), client_isn=1000, server_isn=50000, clock=None
+    ):
         self.client, self.server = client, server
         self.seq = {True: client_isn, False: server_isn}
         self.clock = clock if clock is not None else Clock()
 
     def _seg(self, from_client: bool, flags: int, payload: bytes = b"", seq: int | None = None) -> Seg:
         src, dst = (self.client, self.server) if from_client else (self.server, self.client)
-        return Seg(src, dst, self.seq[from_client] if seq is None else seq, self.seq[not from_client], flags,
-                   payload, self.clock.tick())
+        return Seg(
+            src,
+            dst,
+            self.seq[from_client] if seq is None else seq,
+            self.seq[not from_client],
+            flags,
+            payload,
+            self.clock.tick(),
+        )
 
     def handshake(self) -> list[Seg]:
         out = [self._seg(True, SYN)]
@@ -149,7 +161,7 @@ class Conn:
         out = []
         pos = 0
         for n in list(sizes or []) + [len(data)]:
-            chunk = data[pos:pos + n]
+            chunk = data[pos : pos + n]
             if not chunk:
                 continue
             out.append(self._seg(from_client, PSH | ACK, chunk))

@@ -15,6 +15,7 @@ and assignments decoded, as Kafka shows them).
 DumpLogSegments is ``org.apache.kafka.tools.DumpLogSegments`` from the kafka-tools set pinned in
 ``tools/kafka_pins.py`` (kafka_2.13 4.x no longer has ``kafka.tools.DumpLogSegments``).
 """
+
 from __future__ import annotations
 
 import base64
@@ -71,18 +72,26 @@ def _write(boot: str) -> None:
     admin = AdminClient({"bootstrap.servers": boot})
     names = [f"logs-{c}" for c in CODECS] + ["logs-txn"]
     # a small index interval, so that the offset and time indexes have entries to compare
-    for f in admin.create_topics([NewTopic(n, 1, 1, config={"index.interval.bytes": "200"})
-                                  for n in names]).values():
+    for f in admin.create_topics([NewTopic(n, 1, 1, config={"index.interval.bytes": "200"}) for n in names]).values():
         f.result(60)
     for codec in CODECS:
-        p = Producer({"bootstrap.servers": boot, "compression.type": codec, "linger.ms": 0,
-                      "enable.idempotence": codec == "zstd"})
+        p = Producer(
+            {
+                "bootstrap.servers": boot,
+                "compression.type": codec,
+                "linger.ms": 0,
+                "enable.idempotence": codec == "zstd",
+            }
+        )
         for r in range(ROUNDS):
             for i in range(PER_ROUND):
                 n = r * PER_ROUND + i
-                p.produce(f"logs-{codec}", value=f"{codec} value {n} ".encode() * 3,
-                          key=None if n % 4 == 3 else f"key-{codec}-{n}".encode(),
-                          headers=[("h", b"\x00\x01")] if n % 5 == 0 else None)
+                p.produce(
+                    f"logs-{codec}",
+                    value=f"{codec} value {n} ".encode() * 3,
+                    key=None if n % 4 == 3 else f"key-{codec}-{n}".encode(),
+                    headers=[("h", b"\x00\x01")] if n % 5 == 0 else None,
+                )
             assert p.flush(60) == 0
     tp = Producer({"bootstrap.servers": boot, "transactional.id": "logs-tx", "linger.ms": 0})
     tp.init_transactions(60)
@@ -94,11 +103,20 @@ def _write(boot: str) -> None:
         (tp.commit_transaction if commit else tp.abort_transaction)(60)
     # a group that assigns and commits, and one that subscribes (classic protocol: group metadata records)
     c = Consumer({"bootstrap.servers": boot, "group.id": "logs-assign", "enable.auto.commit": False})
-    _retry(lambda: c.commit(offsets=[TopicPartition("logs-none", 0, 5), TopicPartition("logs-gzip", 0, 9)],
-                            asynchronous=False))
+    _retry(
+        lambda: c.commit(
+            offsets=[TopicPartition("logs-none", 0, 5), TopicPartition("logs-gzip", 0, 9)], asynchronous=False
+        )
+    )
     c.close()
-    s = Consumer({"bootstrap.servers": boot, "group.id": "logs-subscribe", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest"})
+    s = Consumer(
+        {
+            "bootstrap.servers": boot,
+            "group.id": "logs-subscribe",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     s.subscribe(["logs-lz4"])
     got, deadline = 0, time.monotonic() + 60
     while got < ROUNDS * PER_ROUND and time.monotonic() < deadline:
@@ -129,9 +147,17 @@ def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str,
     import kafka_pins
     import kafka_reference
 
-    cmd = [kafka_reference._tool("java"), "-Xmx256m", "-cp", kafka_reference.classpath(kafka_pins.TOOLS),
-           "org.apache.kafka.tools.DumpLogSegments", "--deep-iteration", "--print-data-log",
-           "--files", ",".join(str(f) for f in files)]
+    cmd = [
+        kafka_reference._tool("java"),
+        "-Xmx256m",
+        "-cp",
+        kafka_reference.classpath(kafka_pins.TOOLS),
+        "org.apache.kafka.tools.DumpLogSegments",
+        "--deep-iteration",
+        "--print-data-log",
+        "--files",
+        ",".join(str(f) for f in files),
+    ]
     if decoder_flag:
         cmd.append(decoder_flag)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -140,19 +166,36 @@ def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str,
     current: list[dict] | None = None
     for line in proc.stdout.splitlines():
         if line.startswith("Dumping "):
-            current = out.setdefault(os.path.realpath(line[len("Dumping "):].strip()), [])
+            current = out.setdefault(os.path.realpath(line[len("Dumping ") :].strip()), [])
         elif line.startswith("baseOffset:"):
             f = dict(re.findall(r"(\w+): (\S+)", line))
             assert current is not None
             horizon = f["deleteHorizonMs"]
-            current.append({
-                "header": (int(f["baseOffset"]), int(f["lastOffset"]), int(f["count"]), int(f["baseSequence"]),
-                           int(f["lastSequence"]), int(f["producerId"]), int(f["producerEpoch"]),
-                           int(f["partitionLeaderEpoch"]), f["isTransactional"] == "true", f["isControl"] == "true",
-                           None if horizon == "OptionalLong.empty" else int(horizon.split("[")[1].rstrip("]")),
-                           int(f["position"]), int(f.get("CreateTime", f.get("LogAppendTime"))), int(f["size"]),
-                           int(f["magic"]), f["compresscodec"], int(f["crc"]), f["isvalid"] == "true"),
-                "records": []})
+            current.append(
+                {
+                    "header": (
+                        int(f["baseOffset"]),
+                        int(f["lastOffset"]),
+                        int(f["count"]),
+                        int(f["baseSequence"]),
+                        int(f["lastSequence"]),
+                        int(f["producerId"]),
+                        int(f["producerEpoch"]),
+                        int(f["partitionLeaderEpoch"]),
+                        f["isTransactional"] == "true",
+                        f["isControl"] == "true",
+                        None if horizon == "OptionalLong.empty" else int(horizon.split("[")[1].rstrip("]")),
+                        int(f["position"]),
+                        int(f.get("CreateTime", f.get("LogAppendTime"))),
+                        int(f["size"]),
+                        int(f["magic"]),
+                        f["compresscodec"],
+                        int(f["crc"]),
+                        f["isvalid"] == "true",
+                    ),
+                    "records": [],
+                }
+            )
         elif line.startswith("| offset:"):
             assert current
             current[-1]["records"].append(_kafka_record(line))
@@ -161,14 +204,24 @@ def _dump_log_segments(files: list[Path], decoder_flag: str | None) -> dict[str,
 
 def _kafka_record(line: str) -> dict:
     """One ``| offset: ...`` line of DumpLogSegments: offset, key size, and what follows the header keys."""
-    m = re.match(r"\| offset: (\d+) \w+: (-?\d+) keySize: (-?\d+) valueSize: (-?\d+) sequence: (-?\d+) "
-                 r"headerKeys: \[([^\]]*)\](.*)$", line)
+    m = re.match(
+        r"\| offset: (\d+) \w+: (-?\d+) keySize: (-?\d+) valueSize: (-?\d+) sequence: (-?\d+) "
+        r"headerKeys: \[([^\]]*)\](.*)$",
+        line,
+    )
     assert m, line
     rest = m.group(7).lstrip(" ")  # a value may end in spaces
-    rec = {"offset": int(m.group(1)), "timestamp": int(m.group(2)), "key_size": int(m.group(3)),
-           "value_size": int(m.group(4)), "sequence": int(m.group(5)),
-           "header_keys": m.group(6).split(", ") if m.group(6) else [],
-           "key": None, "payload": None, "control": None}
+    rec = {
+        "offset": int(m.group(1)),
+        "timestamp": int(m.group(2)),
+        "key_size": int(m.group(3)),
+        "value_size": int(m.group(4)),
+        "sequence": int(m.group(5)),
+        "header_keys": m.group(6).split(", ") if m.group(6) else [],
+        "key": None,
+        "payload": None,
+        "control": None,
+    }
     if rest.startswith("endTxnMarker: "):
         rec["control"] = rest.split()[1]  # COMMIT / ABORT
         return rec
@@ -178,11 +231,11 @@ def _kafka_record(line: str) -> dict:
         rec["control_data"] = json.loads(cm.group(2))
         return rec
     if rest.startswith("key: "):
-        key, sep, payload = rest[len("key: "):].partition(" payload: ")
+        key, sep, payload = rest[len("key: ") :].partition(" payload: ")
         rec["key"] = key
         rec["payload"] = payload if sep else None
     elif rest.startswith("payload: "):
-        rec["payload"] = rest[len("payload: "):]
+        rec["payload"] = rest[len("payload: ") :]
     return rec
 
 
@@ -232,20 +285,50 @@ def _kafkawire_dump(path: Path, capsys) -> list[dict]:
 def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> int:
     """Assert agreement; returns the number of records compared."""
     # every field of DumpLogSegments' batch line
-    assert [(b["base_offset"], b["last_offset"], b["count"], b["base_sequence"], b["last_sequence"], b["producer_id"],
-             b["producer_epoch"], b["partition_leader_epoch"], b["transactional"], b["control"],
-             b["delete_horizon_ms"], b["position"], b["max_timestamp"], b["size"], b["magic"], b["codec"], b["crc"],
-             b["crc_valid"]) for b in ours] == [b["header"] for b in theirs], path
+    assert [
+        (
+            b["base_offset"],
+            b["last_offset"],
+            b["count"],
+            b["base_sequence"],
+            b["last_sequence"],
+            b["producer_id"],
+            b["producer_epoch"],
+            b["partition_leader_epoch"],
+            b["transactional"],
+            b["control"],
+            b["delete_horizon_ms"],
+            b["position"],
+            b["max_timestamp"],
+            b["size"],
+            b["magic"],
+            b["codec"],
+            b["crc"],
+            b["crc_valid"],
+        )
+        for b in ours
+    ] == [b["header"] for b in theirs], path
     compared = 0
     for ob, tb in zip(ours, theirs):
         assert len(ob["records"]) == len(tb["records"]), (path, ob["base_offset"])
         for orec, trec in zip(ob["records"], tb["records"]):
             where = (str(path), orec["offset"])
             sequence = -1 if ob["base_sequence"] < 0 else ob["base_sequence"] + orec["offset"] - ob["base_offset"]
-            assert (orec["offset"], orec["timestamp"], orec["key_size"], orec["value_size"], sequence,
-                    [h for h, _ in orec["headers"]]) == \
-                (trec["offset"], trec["timestamp"], trec["key_size"], trec["value_size"], trec["sequence"],
-                 trec["header_keys"]), where
+            assert (
+                orec["offset"],
+                orec["timestamp"],
+                orec["key_size"],
+                orec["value_size"],
+                sequence,
+                [h for h, _ in orec["headers"]],
+            ) == (
+                trec["offset"],
+                trec["timestamp"],
+                trec["key_size"],
+                trec["value_size"],
+                trec["sequence"],
+                trec["header_keys"],
+            ), where
             dec = orec.get("decoded")
             assert "decode_error" not in orec, (where, orec["decode_error"])
             if trec["control"] is not None:
@@ -256,7 +339,10 @@ def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> 
                 payload = json.loads(trec["payload"])
                 assert _camel_to_upper_snake(dec["type"]) == payload["type"], where
                 assert dec["version"] == payload["version"], where
-                assert not _differences(payload["data"], dec["data"]), (where, _differences(payload["data"], dec["data"]))
+                assert not _differences(payload["data"], dec["data"]), (
+                    where,
+                    _differences(payload["data"], dec["data"]),
+                )
             elif decoder == "transactions":
                 key = json.loads(trec["key"])
                 assert (int(key["type"]), dec["type"]) == (0, "TransactionLog"), where
@@ -265,18 +351,25 @@ def _compare(ours: list[dict], theirs: list[dict], path: Path, decoder: str) -> 
             elif decoder == "offsets":
                 key = json.loads(trec["key"])
                 assert int(key["type"]) == logdump._I16.unpack(bytes.fromhex(orec["key"]["hex"][:4]))[0], where
-                assert dec["type"] in ("OffsetCommit", "GroupMetadata", "ConsumerGroupMetadata") or \
-                    dec["type"].startswith("ConsumerGroup"), (where, dec["type"])
+                assert dec["type"] in ("OffsetCommit", "GroupMetadata", "ConsumerGroupMetadata") or dec[
+                    "type"
+                ].startswith("ConsumerGroup"), (where, dec["type"])
                 assert not _differences(key["data"], dec["key"]), where
                 if trec["payload"] not in (None, "<DELETE>"):
                     value = json.loads(trec["payload"])
                     assert int(value["version"]) == dec["value_version"], where
-                    assert not _differences(value["data"], dec["value"]), (where, _differences(value["data"], dec["value"]))
+                    assert not _differences(value["data"], dec["value"]), (
+                        where,
+                        _differences(value["data"], dec["value"]),
+                    )
                 else:
                     assert dec["value"] is None, where
                 if dec["type"] == "OffsetCommit":
-                    assert key["data"] == {"group": dec["key"]["group"], "topic": dec["key"]["topic"],
-                                           "partition": dec["key"]["partition"]}, where
+                    assert key["data"] == {
+                        "group": dec["key"]["group"],
+                        "topic": dec["key"]["topic"],
+                        "partition": dec["key"]["partition"],
+                    }, where
                     if trec["payload"] not in (None, "<DELETE>"):
                         assert json.loads(trec["payload"])["data"]["offset"] == dec["value"]["offset"], where
                 elif dec["type"] == "GroupMetadata":
@@ -303,8 +396,12 @@ def test_kafkawire_logs_agrees_with_dump_log_segments(kafka_dir, capsys):
     groups["raw"] = [p for p in logs if not any(p in g for g in groups.values())]
     assert len(groups["raw"]) == len(CODECS) + 1 and groups["offsets"] and groups["transactions"]
     assert len(groups["metadata"]) >= 2
-    flags = {"raw": None, "metadata": "--cluster-metadata-decoder", "offsets": "--offsets-decoder",
-             "transactions": "--transaction-log-decoder"}
+    flags = {
+        "raw": None,
+        "metadata": "--cluster-metadata-decoder",
+        "offsets": "--offsets-decoder",
+        "transactions": "--transaction-log-decoder",
+    }
     totals = {"files": 0, "batches": 0, "records": 0}
     seen_types: set[str] = set()
     for decoder, files in groups.items():
@@ -317,11 +414,25 @@ def test_kafkawire_logs_agrees_with_dump_log_segments(kafka_dir, capsys):
             totals["records"] += _compare(ours, kafka_batches, path, decoder)
             totals["files"] += 1
             totals["batches"] += len(ours)
-            seen_types |= {r["decoded"].get("type") or r["decoded"].get("control")
-                           for b in ours for r in b["records"] if r.get("decoded")}
+            seen_types |= {
+                r["decoded"].get("type") or r["decoded"].get("control")
+                for b in ours
+                for r in b["records"]
+                if r.get("decoded")
+            }
     # what the data directory was made to hold is really there, so the comparison covered it
-    assert {"TopicRecord", "PartitionRecord", "FeatureLevelRecord", "OffsetCommit", "GroupMetadata",
-            "TransactionLog", "COMMIT", "ABORT", "LEADER_CHANGE", "SNAPSHOT_HEADER"} <= seen_types, seen_types
+    assert {
+        "TopicRecord",
+        "PartitionRecord",
+        "FeatureLevelRecord",
+        "OffsetCommit",
+        "GroupMetadata",
+        "TransactionLog",
+        "COMMIT",
+        "ABORT",
+        "LEADER_CHANGE",
+        "SNAPSHOT_HEADER",
+    } <= seen_types, seen_types
     codecs = set()
     for path in groups["raw"]:
         codecs |= {b["codec"] for b in _kafkawire_dump(path, capsys)}
@@ -355,15 +466,22 @@ def _kafka_index_lines(files: list[Path]) -> dict[str, list[dict]]:
     import kafka_pins
     import kafka_reference
 
-    cmd = [kafka_reference._tool("java"), "-Xmx256m", "-cp", kafka_reference.classpath(kafka_pins.TOOLS),
-           "org.apache.kafka.tools.DumpLogSegments", "--files", ",".join(str(f) for f in files)]
+    cmd = [
+        kafka_reference._tool("java"),
+        "-Xmx256m",
+        "-cp",
+        kafka_reference.classpath(kafka_pins.TOOLS),
+        "org.apache.kafka.tools.DumpLogSegments",
+        "--files",
+        ",".join(str(f) for f in files),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out: dict[str, list[dict]] = {}
     current: list[dict] | None = None
     for line in proc.stdout.splitlines():
         if line.startswith("Dumping "):
-            current = out.setdefault(os.path.realpath(line[len("Dumping "):].strip()), [])
+            current = out.setdefault(os.path.realpath(line[len("Dumping ") :].strip()), [])
         elif current is not None and re.match(r"(offset|timestamp|version|producerId): ", line):
             current.append(dict(re.findall(r"(\w+): (\S+)", line)))
     return out
@@ -385,22 +503,48 @@ def test_indexes_and_producer_snapshots_agree_with_dump_log_segments(kafka_dir, 
             ours = [(i["timestamp"], i["offset"]) for i in items if i["kind"] == "index_entry"]
             assert ours == [(int(k["timestamp"]), int(k["offset"])) for k in kafka], path
         elif path.suffix == ".txnindex":
-            ours = [(i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
-                    for i in items if i["kind"] == "aborted_txn"]
-            assert ours == [(int(k["producerId"]), int(k["firstOffset"]), int(k["lastOffset"]),
-                             int(k["lastStableOffset"])) for k in kafka], path
+            ours = [
+                (i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
+                for i in items
+                if i["kind"] == "aborted_txn"
+            ]
+            assert ours == [
+                (int(k["producerId"]), int(k["firstOffset"]), int(k["lastOffset"]), int(k["lastStableOffset"]))
+                for k in kafka
+            ], path
         else:
             (snap,) = [i for i in items if i["kind"] == "producer_snapshot"]
             assert snap["crc_valid"], path
-            ours = [(p["producer_id"], p["epoch"], p["coordinator_epoch"], p["last_sequence"] - p["offset_delta"],
-                     p["last_sequence"], p["last_offset"], p["offset_delta"], p["timestamp"],
-                     None if p["current_txn_first_offset"] < 0 else p["current_txn_first_offset"])
-                    for p in snap["producers"]]
-            assert ours == [(int(k["producerId"]), int(k["producerEpoch"]), int(k["coordinatorEpoch"]),
-                             int(k["firstSequence"]), int(k["lastSequence"]), int(k["lastOffset"]),
-                             int(k["offsetDelta"]), int(k["timestamp"]),
-                             None if k["currentTxnFirstOffset"] == "OptionalLong.empty"
-                             else int(k["currentTxnFirstOffset"].split("[")[1].rstrip("]"))) for k in kafka], path
+            ours = [
+                (
+                    p["producer_id"],
+                    p["epoch"],
+                    p["coordinator_epoch"],
+                    p["last_sequence"] - p["offset_delta"],
+                    p["last_sequence"],
+                    p["last_offset"],
+                    p["offset_delta"],
+                    p["timestamp"],
+                    None if p["current_txn_first_offset"] < 0 else p["current_txn_first_offset"],
+                )
+                for p in snap["producers"]
+            ]
+            assert ours == [
+                (
+                    int(k["producerId"]),
+                    int(k["producerEpoch"]),
+                    int(k["coordinatorEpoch"]),
+                    int(k["firstSequence"]),
+                    int(k["lastSequence"]),
+                    int(k["lastOffset"]),
+                    int(k["offsetDelta"]),
+                    int(k["timestamp"]),
+                    None
+                    if k["currentTxnFirstOffset"] == "OptionalLong.empty"
+                    else int(k["currentTxnFirstOffset"].split("[")[1].rstrip("]")),
+                )
+                for k in kafka
+            ], path
         entries += len(ours)
         if ours:
             kinds.add(path.suffix)

@@ -1,5 +1,6 @@
 """``kafkawire logs``: decoding of segments, indexes, snapshots and checkpoints built here, and damaged
 input (truncated at every byte, flipped at every byte, garbage) reported with its position, never raised."""
+
 from __future__ import annotations
 
 import json
@@ -25,12 +26,27 @@ def _segment() -> tuple[bytes, list[int]]:
     marker) and the position of each."""
     parts = [
         build_batch([(b"k0", b"v0", [], TS), (b"k1", b"v1", [], TS + 1)], base_offset=0),
-        build_batch([(None, b"\x00\xff binary", [("h", b"hv"), ("n", None)], TS + 2),
-                     (b"k3", "héllo".encode(), [], TS + 3)], base_offset=2, compression="gzip"),
-        build_batch([(b"k4", b"v4" * 200, [], TS + 4)], base_offset=4, compression="zstd", producer_id=7,
-                    producer_epoch=1, base_sequence=0),
-        build_control_batch(ControlRecordType.COMMIT, producer_id=7, producer_epoch=1, coordinator_epoch=3,
-                            base_offset=5, timestamp=TS + 5),
+        build_batch(
+            [(None, b"\x00\xff binary", [("h", b"hv"), ("n", None)], TS + 2), (b"k3", "héllo".encode(), [], TS + 3)],
+            base_offset=2,
+            compression="gzip",
+        ),
+        build_batch(
+            [(b"k4", b"v4" * 200, [], TS + 4)],
+            base_offset=4,
+            compression="zstd",
+            producer_id=7,
+            producer_epoch=1,
+            base_sequence=0,
+        ),
+        build_control_batch(
+            ControlRecordType.COMMIT,
+            producer_id=7,
+            producer_epoch=1,
+            coordinator_epoch=3,
+            base_offset=5,
+            timestamp=TS + 5,
+        ),
     ]
     positions, pos = [], 0
     for p in parts:
@@ -47,9 +63,14 @@ def test_every_batch_and_record_of_a_segment():
     data, positions = _segment()
     items = list(logdump.dump_batches(data))
     assert not _errors(items)
-    assert [(b["position"], b["base_offset"], b["last_offset"], b["count"], b["codec"], b["crc_valid"])
-            for b in items] == [(positions[0], 0, 1, 2, "none", True), (positions[1], 2, 3, 2, "gzip", True),
-                                (positions[2], 4, 4, 1, "zstd", True), (positions[3], 5, 5, 1, "none", True)]
+    assert [
+        (b["position"], b["base_offset"], b["last_offset"], b["count"], b["codec"], b["crc_valid"]) for b in items
+    ] == [
+        (positions[0], 0, 1, 2, "none", True),
+        (positions[1], 2, 3, 2, "gzip", True),
+        (positions[2], 4, 4, 1, "zstd", True),
+        (positions[3], 5, 5, 1, "none", True),
+    ]
     recs = [r for b in items for r in b["records"]]
     assert [r["offset"] for r in recs] == [0, 1, 2, 3, 4, 5]
     assert recs[0]["key"] == {"text": "k0"} and recs[2]["key"] is None and recs[2]["key_size"] == -1
@@ -71,8 +92,9 @@ def test_metadata_and_offsets_records_are_decoded_by_their_schemas():
     dec = logdump.decode_metadata_record(value)
     assert dec == {"type": "TopicRecord", "version": 0, "data": {"name": "orders", "topic_id": str(topic_id)}}
     key = struct.pack(">h", 1) + message_class("OffsetCommitKey")(group="g", topic="t", partition=3).encode(0)
-    val = struct.pack(">h", 3) + message_class("OffsetCommitValue")(offset=42, leader_epoch=1, metadata="",
-                                                                      commit_timestamp=TS).encode(3)
+    val = struct.pack(">h", 3) + message_class("OffsetCommitValue")(
+        offset=42, leader_epoch=1, metadata="", commit_timestamp=TS
+    ).encode(3)
     dec = logdump.decode_offsets_record(key, val)
     assert dec["type"] == "OffsetCommit" and dec["key"] == {"group": "g", "topic": "t", "partition": 3}
     assert dec["value"]["offset"] == 42 and dec["value_version"] == 3
@@ -119,11 +141,15 @@ def test_a_flip_at_every_byte_the_crc_or_framing_covers_is_reported():
             assert errors, (where, bit)
             assert errors[0]["position"] <= where, (where, bit, errors)
             if rel >= 16:  # magic, CRC or covered bytes: this batch is the first one reported
-                assert errors[0]["position"] == start or start == positions[0] and errors[0]["position"] == 0, \
-                    (where, bit, errors)
+                assert errors[0]["position"] == start or start == positions[0] and errors[0]["position"] == 0, (
+                    where,
+                    bit,
+                    errors,
+                )
             # batches before the damaged one are intact
-            assert [i["base_offset"] for i in items if i["kind"] == "batch"][:positions.index(start)] == \
-                [0, 2, 4, 5][:positions.index(start)], where
+            assert [i["base_offset"] for i in items if i["kind"] == "batch"][: positions.index(start)] == [0, 2, 4, 5][
+                : positions.index(start)
+            ], where
 
 
 def test_garbage_never_raises_and_is_reported_at_byte_zero():
@@ -135,9 +161,16 @@ def test_garbage_never_raises_and_is_reported_at_byte_zero():
         if size:
             errors = _errors(items)
             assert errors and errors[0]["position"] == 0, n
-        for name in ("00000000000000000000.index", "00000000000000000000.timeindex", "00000000000000000001.snapshot",
-                     "00000000000000000000.txnindex",
-                     "leader-epoch-checkpoint", "quorum-state", "meta.properties", "partition.metadata"):
+        for name in (
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "00000000000000000001.snapshot",
+            "00000000000000000000.txnindex",
+            "leader-epoch-checkpoint",
+            "quorum-state",
+            "meta.properties",
+            "partition.metadata",
+        ):
             list(logdump.dump_file(name, data))  # any result, never an exception
 
 
@@ -167,8 +200,13 @@ def test_cli_reports_damage_with_position_and_exit_status(tmp_path, capsys):
     code, out, _ = _cli(capsys, "--dump", "--json", str(bad))
     lines = [json.loads(line) for line in out.splitlines()]
     assert code == 1
-    assert [(i["kind"], i.get("crc_valid")) for i in lines] == \
-        [("batch", True), ("batch", False), ("error", None), ("batch", True), ("batch", True)]
+    assert [(i["kind"], i.get("crc_valid")) for i in lines] == [
+        ("batch", True),
+        ("batch", False),
+        ("error", None),
+        ("batch", True),
+        ("batch", True),
+    ]
     assert lines[2]["position"] == positions[1] and "CRC" in lines[2]["reason"]
     garbage = part / "00000000000000000030.log"
     garbage.write_bytes(b"\xff" * 100)
@@ -200,8 +238,11 @@ def test_indexes_snapshots_and_checkpoints(tmp_path):
     assert _errors(logdump.dump_producer_snapshot(bad))
     txn = struct.pack(">hqqqq", 0, 7, 4, 7, 8) + struct.pack(">hqqqq", 0, 9, 10, 12, 13)
     items = list(logdump.dump_txn_index(txn + b"\x00"))
-    assert [(i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
-            for i in items if i["kind"] == "aborted_txn"] == [(7, 4, 7, 8), (9, 10, 12, 13)]
+    assert [
+        (i["producer_id"], i["first_offset"], i["last_offset"], i["last_stable_offset"])
+        for i in items
+        if i["kind"] == "aborted_txn"
+    ] == [(7, 4, 7, 8), (9, 10, 12, 13)]
     assert _errors(items) == [{"kind": "error", "position": 68, "reason": "1 bytes after the last whole entry"}]
     assert _errors(logdump.dump_txn_index(struct.pack(">hqqqq", 3, 7, 4, 7, 8)))[0]["position"] == 0
     entries, errors = logdump.parse_checkpoint("0\n2\nt 0 5\nt 1 7\n")
@@ -219,7 +260,8 @@ def test_summary_of_a_kafkawire_data_dir(tmp_path, capsys):
     storage.create_topic("__consumer_offsets", 1)
     storage.partition("orders", 1).append(build_batch([(b"k", b"v", [], TS), (b"k2", b"v2", [], TS)]))
     storage.partition("__consumer_offsets", 0).append(
-        build_batch([(b'["offset","g1","orders",1]', b'{"offset":2,"leader_epoch":-1}', [], TS)]))
+        build_batch([(b'["offset","g1","orders",1]', b'{"offset":2,"leader_epoch":-1}', [], TS)])
+    )
     storage.close()
     (data_dir / "something-else").mkdir()
     code, out, _ = _cli(capsys, "--json", str(data_dir))
@@ -257,9 +299,16 @@ def test_summary_of_a_directory_of_garbage_reports_and_never_raises(tmp_path, ca
     for part in ("__cluster_metadata-0", "__consumer_offsets-0", "t-0"):
         d = root / part
         d.mkdir()
-        for f in ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex",
-                  "00000000000000000000.snapshot", "00000000000000000000-0000000000.checkpoint",
-                  "leader-epoch-checkpoint", "partition.metadata", "quorum-state"):
+        for f in (
+            "00000000000000000000.log",
+            "00000000000000000000.index",
+            "00000000000000000000.timeindex",
+            "00000000000000000000.snapshot",
+            "00000000000000000000-0000000000.checkpoint",
+            "leader-epoch-checkpoint",
+            "partition.metadata",
+            "quorum-state",
+        ):
             (d / f).write_bytes(junk())
         (d / "00000000000000000005.log").mkdir()  # a directory where a segment should be
     code, out, _ = _cli(capsys, str(root))
@@ -283,11 +332,17 @@ def test_the_metadata_log_is_replayed_from_its_newest_snapshot(tmp_path):
     # the log from offset 0: topic a made, then removed at offset 1; the snapshot ending at offset 2 says
     # otherwise (a exists), so the log's records before offset 2 must not be applied after it
     (meta / "00000000000000000000.log").write_bytes(
-        build_batch([(None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS),
-                     (None, _metadata_value("RemoveTopicRecord", 9, topic_id=a), [], TS),
-                     (None, _metadata_value("TopicRecord", 2, name="b", topic_id=b), [], TS)]))
+        build_batch(
+            [
+                (None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS),
+                (None, _metadata_value("RemoveTopicRecord", 9, topic_id=a), [], TS),
+                (None, _metadata_value("TopicRecord", 2, name="b", topic_id=b), [], TS),
+            ]
+        )
+    )
     (meta / "00000000000000000002-0000000001.checkpoint").write_bytes(
-        build_batch([(None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS)]))
+        build_batch([(None, _metadata_value("TopicRecord", 2, name="a", topic_id=a), [], TS)])
+    )
     (meta / "00000000000000000000-0000000000.checkpoint").write_bytes(b"older, never read")
     topics, count, problems = logdump.metadata_topics(str(meta))
     assert sorted(topics) == ["a", "b"] and count == 2 and not problems
@@ -300,4 +355,4 @@ def test_values_are_text_when_printable_utf8_and_cut_at_whole_characters():
     assert logdump.render_bytes(b"\x00abc", 2) == {"hex": "0061", "truncated": 2}
     assert logdump.render_bytes(b"\xc3", 10) == {"hex": "c3"}  # a cut-off character is not text
     assert logdump.render_bytes(b"", 10) == {"text": ""} and logdump.render_bytes(None) is None
-    assert logdump.bytes_label({"text": "a\"b", "truncated": 3}) == '"a\\"b"... (+3 bytes)'
+    assert logdump.bytes_label({"text": 'a"b', "truncated": 3}) == '"a\\"b"... (+3 bytes)'

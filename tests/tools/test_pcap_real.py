@@ -17,6 +17,7 @@ says itself which versions it does not decode ("Unsupported Metadata version.
 Supports v0-9."); those bodies are skipped, by its own flag, and nothing else
 is.
 """
+
 from __future__ import annotations
 
 import collections
@@ -49,8 +50,12 @@ MISSING_TOPIC = "pcap-no-such-topic"
 def _start_capture(port: int, path, log) -> subprocess.Popen:
     """dumpcap on lo, returned once it has seen packets: empty connections to the port until it counts one
     (its "Capturing on" comes before the filter is live; the probes carry no Kafka bytes, so no events)."""
-    proc = subprocess.Popen(["dumpcap", "-i", "lo", "-B", "32", "-f", f"tcp port {port}", "-w", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True)
+    proc = subprocess.Popen(
+        ["dumpcap", "-i", "lo", "-B", "32", "-f", f"tcp port {port}", "-w", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "w"),
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         text = log.read_text()
@@ -84,10 +89,10 @@ def capture(tmp_path_factory):
                 "ck": traffic.confluent(broker.bootstrap, TOPICS["ck"]),
                 "kp": traffic.kafka_python(broker.bootstrap, TOPICS["kp"]),
                 "kp0101": traffic.kafka_python(broker.bootstrap, TOPICS["kp0101"], api_version=(0, 10, 1)),
-                "kp10": traffic.kafka_python(broker.bootstrap, TOPICS["kp10"], api_version=(1, 0),
-                                             compression="snappy"),
-                "kp20": traffic.kafka_python(broker.bootstrap, TOPICS["kp20"], api_version=(2, 0),
-                                             compression="lz4"),
+                "kp10": traffic.kafka_python(
+                    broker.bootstrap, TOPICS["kp10"], api_version=(1, 0), compression="snappy"
+                ),
+                "kp20": traffic.kafka_python(broker.bootstrap, TOPICS["kp20"], api_version=(2, 0), compression="lz4"),
                 "errors": traffic.error_round_trips(broker.bootstrap, TOPICS["ck"], MISSING_TOPIC),
             }
             time.sleep(0.3)  # the last segments reach the capture
@@ -133,9 +138,22 @@ def test_every_frame_decodes_and_pairs(events):
     assert len(open_requests) <= len({r.connection for r in open_requests}) * 2
     assert stats.unanswered == len(open_requests) == len(requests) - len(responses)
     apis = {e.api_name for e in found}
-    assert {"ApiVersions", "Metadata", "CreateTopics", "DeleteTopics", "Produce", "Fetch", "ListOffsets",
-            "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "OffsetFetch",
-            "LeaveGroup"} <= apis
+    assert {
+        "ApiVersions",
+        "Metadata",
+        "CreateTopics",
+        "DeleteTopics",
+        "Produce",
+        "Fetch",
+        "ListOffsets",
+        "FindCoordinator",
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "OffsetCommit",
+        "OffsetFetch",
+        "LeaveGroup",
+    } <= apis
     client_ids = {e.client_id for e in requests}
     assert {"ck-producer", "ck-consumer", "kp-producer", "kp0101-producer", "kp10-consumer"} <= client_ids
     # what the clients read is what the capture shows being fetched: every record of every topic
@@ -155,12 +173,18 @@ def test_every_frame_decodes_and_pairs(events):
 def test_cli_reads_the_capture(capture, events):
     path, port, _ = capture
     found, _ = events
-    proc = subprocess.run([sys.executable, "-m", "kafkawire", "pcap", str(path), "--port", str(port), "--json"],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafkawire", "pcap", str(path), "--port", str(port), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [(r["packet"], r["kind"], r["correlation_id"]) for r in rows] == \
-        [(e.packet, e.kind, e.correlation_id) for e in found]
+    assert [(r["packet"], r["kind"], r["correlation_id"]) for r in rows] == [
+        (e.packet, e.kind, e.correlation_id) for e in found
+    ]
     assert "0 not decoded, 0 gaps" in proc.stderr
     # the same capture found without --port: every connection is recognised from its first request
     d = Dissector([], autodetect=True)
@@ -227,8 +251,9 @@ def test_agrees_with_tshark(capture, events):
             assert pdu.fields.get("kafka.header_key", []) == expected["header_key"], where
             records_compared += len(expected["message_key"])
         if event.api_name == "ApiVersions" and not pdu.is_request:
-            assert [(pdu.ints(f"kafka.api_versions.{n}")) for n in ("api_key", "min_version", "max_version")] == \
-                [[getattr(k, n) for k in event.body.api_keys] for n in ("api_key", "min_version", "max_version")], where
+            assert [(pdu.ints(f"kafka.api_versions.{n}")) for n in ("api_key", "min_version", "max_version")] == [
+                [getattr(k, n) for k in event.body.api_keys] for n in ("api_key", "min_version", "max_version")
+            ], where
         compared[f"{event.api_name} v{event.api_version}"] += 1
         nonzero_errors |= {error_for(c).name for c in expected["error"] if c}
         topics_seen |= set(expected["topic_name"])
@@ -237,8 +262,16 @@ def test_agrees_with_tshark(capture, events):
     print(f"{tshark_version()}\ncompared: {dict(compared)}\nskipped: {dict(skipped)}")  # shown with -rP
     # the comparison covered what matters, not just headers
     assert sum(compared.values()) > 60
-    for api in ("Produce", "Fetch", "Metadata", "OffsetCommit", "OffsetFetch", "ListOffsets", "JoinGroup",
-                "CreateTopics"):
+    for api in (
+        "Produce",
+        "Fetch",
+        "Metadata",
+        "OffsetCommit",
+        "OffsetFetch",
+        "ListOffsets",
+        "JoinGroup",
+        "CreateTopics",
+    ):
         assert any(k.startswith(api + " ") for k in compared), f"no {api} body compared: {compared}"
     assert {"MEMBER_ID_REQUIRED", "TOPIC_ALREADY_EXISTS"} <= nonzero_errors
     assert {TOPICS["kp0101"], TOPICS["kp10"], TOPICS["ck"]} <= topics_seen
@@ -255,7 +288,9 @@ def test_a_packet_lost_from_the_real_capture(capture, events, tmp_path):
 
     path, port, _ = capture
     found, _ = events
-    victim = next(e for e in found if e.kind == "request" and e.api_name == "Produce" and e.client_id == "kp10-producer")
+    victim = next(
+        e for e in found if e.kind == "request" and e.api_name == "Produce" and e.client_id == "kp10-producer"
+    )
     packets = list(read_packets(path.read_bytes()))
     assert len({p.linktype for p in packets}) == 1
     lossy = Capture(packets[0].linktype)
@@ -277,16 +312,34 @@ def test_a_packet_lost_from_the_real_capture(capture, events, tmp_path):
     for e in found:
         if e is victim:
             continue
-        answer = e.kind == "response" and e.connection == victim.connection and \
-            e.correlation_id == victim.correlation_id
-        expected.append((renumber(e.packet), e.kind, e.connection.client, e.correlation_id,
-                         None if answer else e.api_name))
-    assert [(e.packet, e.kind, e.connection.client, e.correlation_id, e.api_name)
-            for e in after if e.kind != "gap"] == expected
+        answer = (
+            e.kind == "response" and e.connection == victim.connection and e.correlation_id == victim.correlation_id
+        )
+        expected.append(
+            (renumber(e.packet), e.kind, e.connection.client, e.correlation_id, None if answer else e.api_name)
+        )
+    assert [
+        (e.packet, e.kind, e.connection.client, e.correlation_id, e.api_name) for e in after if e.kind != "gap"
+    ] == expected
     # tshark sees the same hole
-    proc = subprocess.run([tshark_binary(), "-r", str(lossy_path), "-Y",
-                           "tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment", "-T", "fields",
-                           "-e", "tcp.srcport", "-e", "tcp.dstport"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            tshark_binary(),
+            "-r",
+            str(lossy_path),
+            "-Y",
+            "tcp.analysis.lost_segment || tcp.analysis.ack_lost_segment",
+            "-T",
+            "fields",
+            "-e",
+            "tcp.srcport",
+            "-e",
+            "tcp.dstport",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     ports = {tuple(sorted(map(int, line.split()))) for line in proc.stdout.splitlines()}
     assert ports == {tuple(sorted((victim.connection.client[1], port)))}

@@ -1,4 +1,5 @@
 """kafkawire.tools on hand-built captures: file formats, link types, TCP reassembly, Kafka pairing."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,11 @@ from .kafka_frames import api_versions, metadata, produce
 
 def kafka(events):
     """(kind, connection id, api name, version, correlation id) of request/response events."""
-    return [(e.kind, e.connection.id, e.api_name, e.api_version, e.correlation_id) for e in events
-            if e.kind in ("request", "response")]
+    return [
+        (e.kind, e.connection.id, e.api_name, e.api_version, e.correlation_id)
+        for e in events
+        if e.kind in ("request", "response")
+    ]
 
 
 def exchange(conn: Conn, pairs, req_sizes=None, resp_sizes=None):
@@ -34,18 +38,32 @@ def simple_capture(linktype=1, client=("10.0.0.1", 40000), server=("10.0.0.2", 9
     cap = Capture(linktype)
     conn = Conn(client, server)
     cap.extend(conn.handshake())
-    cap.extend(exchange(conn, [api_versions(1), metadata(2, ["orders", "events"]),
-                               produce(3, "orders", 1, [b"a", b"b", b"c"], error_code=3)]))
+    cap.extend(
+        exchange(
+            conn,
+            [
+                api_versions(1),
+                metadata(2, ["orders", "events"]),
+                produce(3, "orders", 1, [b"a", b"b", b"c"], error_code=3),
+            ],
+        )
+    )
     cap.extend(conn.close())
     return cap
 
 
-EXPECTED = [("request", 1, "ApiVersions", 3, 1), ("response", 1, "ApiVersions", 3, 1),
-            ("request", 1, "Metadata", 9, 2), ("response", 1, "Metadata", 9, 2),
-            ("request", 1, "Produce", 8, 3), ("response", 1, "Produce", 8, 3)]
+EXPECTED = [
+    ("request", 1, "ApiVersions", 3, 1),
+    ("response", 1, "ApiVersions", 3, 1),
+    ("request", 1, "Metadata", 9, 2),
+    ("response", 1, "Metadata", 9, 2),
+    ("request", 1, "Produce", 8, 3),
+    ("response", 1, "Produce", 8, 3),
+]
 
 
 # --------------------------------------------------------------------------- files and link layers
+
 
 @pytest.mark.parametrize("linktype", [1, 113, 276, 0, 101])
 @pytest.mark.parametrize("ipv6", [False, True], ids=["ipv4", "ipv6"])
@@ -61,9 +79,12 @@ def test_link_types_and_ip_versions(linktype, ipv6):
 @pytest.mark.parametrize("variant", ["pcap-us-le", "pcap-ns-be", "pcapng-be", "pcapng-default-resolution"])
 def test_file_variants_keep_numbers_and_times(variant):
     cap = simple_capture()
-    data = {"pcap-us-le": lambda: cap.pcap(), "pcap-ns-be": lambda: cap.pcap(nanos=True, big_endian=True),
-            "pcapng-be": lambda: cap.pcapng(big_endian=True),
-            "pcapng-default-resolution": lambda: cap.pcapng(tsresol=None)}[variant]()
+    data = {
+        "pcap-us-le": lambda: cap.pcap(),
+        "pcap-ns-be": lambda: cap.pcap(nanos=True, big_endian=True),
+        "pcapng-be": lambda: cap.pcapng(big_endian=True),
+        "pcapng-default-resolution": lambda: cap.pcapng(tsresol=None),
+    }[variant]()
     packets = list(read_packets(data))
     assert [p.number for p in packets] == list(range(1, len(cap.packets) + 1))
     exact = variant in ("pcap-ns-be", "pcapng-be")
@@ -84,7 +105,7 @@ def test_reader_fed_in_pieces_gives_the_same_packets(kind):
     pos = 0
     while pos < len(data):
         n = rng.choice([1, 2, 3, 7, 50, 333])
-        pieces += reader.feed(data[pos:pos + n])
+        pieces += reader.feed(data[pos : pos + n])
         pos += n
     assert reader.pending == 0
     assert pieces == whole and len(whole) == len(cap.packets)
@@ -103,12 +124,20 @@ def test_tcp_segment_fields():
     cap.add(Seg(("10.0.0.1", 1234), ("10.0.0.2", 9092), 0xFFFFFFF0, 77, PSH | ACK, b"hello", 5))
     (packet,) = read_packets(cap.pcap())
     seg = tcp_segment(packet)
-    assert (seg.src, seg.sport, seg.dst, seg.dport, seg.seq, seg.ack, seg.payload) == \
-        ("10.0.0.1", 1234, "10.0.0.2", 9092, 0xFFFFFFF0, 77, b"hello")
+    assert (seg.src, seg.sport, seg.dst, seg.dport, seg.seq, seg.ack, seg.payload) == (
+        "10.0.0.1",
+        1234,
+        "10.0.0.2",
+        9092,
+        0xFFFFFFF0,
+        77,
+        b"hello",
+    )
     assert seg.has_ack and not seg.syn
 
 
 # --------------------------------------------------------------------------- reassembly
+
 
 def test_half_stream_out_of_order_retransmitted_and_overlapping():
     hs = HalfStream()
@@ -139,6 +168,7 @@ def test_half_stream_sequence_wraparound_and_gap_on_ack():
 
 
 # --------------------------------------------------------------------------- Kafka over TCP
+
 
 def test_out_of_order_segments():
     cap = Capture()
@@ -182,10 +212,16 @@ def test_multiple_frames_per_segment_and_frames_across_segment_boundaries():
     cap.extend(conn.send(True, requests, [len(pairs[0][0]) + 10]))  # one frame and a bit, then the rest
     cap.extend(conn.send(False, responses))  # all four responses in one segment
     events = list(dissect(cap.pcapng()))
-    assert [(k, a, c) for k, _, a, _, c in kafka(events)] == \
-        [("request", "ApiVersions", 1), ("request", "Metadata", 2), ("request", "Produce", 3),
-         ("request", "Metadata", 4), ("response", "ApiVersions", 1), ("response", "Metadata", 2),
-         ("response", "Produce", 3), ("response", "Metadata", 4)]
+    assert [(k, a, c) for k, _, a, _, c in kafka(events)] == [
+        ("request", "ApiVersions", 1),
+        ("request", "Metadata", 2),
+        ("request", "Produce", 3),
+        ("request", "Metadata", 4),
+        ("response", "ApiVersions", 1),
+        ("response", "Metadata", 2),
+        ("response", "Produce", 3),
+        ("response", "Metadata", 4),
+    ]
     assert len({e.packet for e in events[4:]}) == 1
 
 
@@ -203,12 +239,18 @@ def test_two_connections_interleaved_with_the_same_correlation_ids():
     by_conn = {1: [], 2: []}
     for e in events:
         by_conn[e.connection.id].append((e.kind, e.api_name, e.api_version, e.correlation_id, tuple(error_names(e))))
-    assert by_conn[1] == [("request", "Metadata", 9, 1, ()), ("response", "Metadata", 9, 1, ()),
-                          ("request", "Produce", 7, 2, ()), ("response", "Produce", 7, 2, ())]
-    assert by_conn[2] == [("request", "Produce", 8, 1, ()),
-                          ("response", "Produce", 8, 1, ("responses[0].partition_responses[0].error_code="
-                                                         "NOT_LEADER_OR_FOLLOWER",)),
-                          ("request", "Metadata", 9, 2, ()), ("response", "Metadata", 9, 2, ())]
+    assert by_conn[1] == [
+        ("request", "Metadata", 9, 1, ()),
+        ("response", "Metadata", 9, 1, ()),
+        ("request", "Produce", 7, 2, ()),
+        ("response", "Produce", 7, 2, ()),
+    ]
+    assert by_conn[2] == [
+        ("request", "Produce", 8, 1, ()),
+        ("response", "Produce", 8, 1, ("responses[0].partition_responses[0].error_code=NOT_LEADER_OR_FOLLOWER",)),
+        ("request", "Metadata", 9, 2, ()),
+        ("response", "Metadata", 9, 2, ()),
+    ]
     assert {e.connection.client[1] for e in events if e.connection.id == 2} == {40002}
 
 
@@ -242,9 +284,13 @@ def test_gap_is_reported_and_the_next_frames_decode():
     assert "40 bytes acknowledged but not captured" in gaps[0].note
     assert (gaps[0].api_name, gaps[0].correlation_id) == ("Produce", 1)
     # the response to the cut request still pairs (its key and version were captured)
-    assert kafka(events) == [("response", 1, "Produce", 8, 1), ("request", 1, "Metadata", 9, 2),
-                             ("response", 1, "Metadata", 9, 2), ("request", 1, "ApiVersions", 3, 3),
-                             ("response", 1, "ApiVersions", 3, 3)]
+    assert kafka(events) == [
+        ("response", 1, "Produce", 8, 1),
+        ("request", 1, "Metadata", 9, 2),
+        ("response", 1, "Metadata", 9, 2),
+        ("request", 1, "ApiVersions", 3, 3),
+        ("response", 1, "ApiVersions", 3, 3),
+    ]
     assert all(e.error is None for e in events)
     assert d.stats.gaps == 1 and d.stats.gap_bytes == 40
 
@@ -283,8 +329,12 @@ def test_capture_starting_mid_connection_resynchronises():
     cap.extend(segs[1:])  # starts with the second piece of the first request
     events = list(dissect(cap.pcapng()))
     assert [e.kind for e in events][:1] == ["skip"]
-    assert kafka(events) == [("request", 1, "Metadata", 9, 2), ("response", 1, "Metadata", 9, 2),
-                             ("request", 1, "ApiVersions", 3, 3), ("response", 1, "ApiVersions", 3, 3)]
+    assert kafka(events) == [
+        ("request", 1, "Metadata", 9, 2),
+        ("response", 1, "Metadata", 9, 2),
+        ("request", 1, "ApiVersions", 3, 3),
+        ("response", 1, "ApiVersions", 3, 3),
+    ]
     skipped = [e for e in events if e.kind == "skip"]
     # the client's cut-off request, and the server's response to a request never seen
     assert {e.from_client for e in skipped} == {True, False}
@@ -299,8 +349,12 @@ def test_decode_errors_carry_the_offset_and_the_tool_goes_on():
     broken[-8:-6] = b"\x7f\xff"  # inside the topic name (compact string, its length byte at 16 after the size)
     cap.extend(exchange(conn, [(bytes(broken), resp), api_versions(2)]))
     events = list(dissect(cap.pcapng()))
-    assert kafka(events) == [("request", 1, "Metadata", 9, 1), ("response", 1, "Metadata", 9, 1),
-                             ("request", 1, "ApiVersions", 3, 2), ("response", 1, "ApiVersions", 3, 2)]
+    assert kafka(events) == [
+        ("request", 1, "Metadata", 9, 1),
+        ("response", 1, "Metadata", 9, 1),
+        ("request", 1, "ApiVersions", 3, 2),
+        ("response", 1, "ApiVersions", 3, 2),
+    ]
     assert isinstance(events[0].error, DecodeError)
     assert events[0].error.offset == 16 and events[0].error.path == "Topics[0].Name"
     assert "invalid UTF-8" in events[0].error.problem
@@ -328,8 +382,12 @@ def test_a_response_that_overtakes_an_earlier_request_pairs_and_says_so():
     cap.extend(conn.send(True, first[0] + second[0]))
     cap.extend(conn.send(False, second[1] + first[1]))  # Kafka answers in order on a connection; this peer did not
     events = list(dissect(cap.pcapng()))
-    assert kafka(events) == [("request", 1, "Metadata", 9, 1), ("request", 1, "ApiVersions", 3, 2),
-                             ("response", 1, "ApiVersions", 3, 2), ("response", 1, "Metadata", 9, 1)]
+    assert kafka(events) == [
+        ("request", 1, "Metadata", 9, 1),
+        ("request", 1, "ApiVersions", 3, 2),
+        ("response", 1, "ApiVersions", 3, 2),
+        ("response", 1, "Metadata", 9, 1),
+    ]
     assert all(e.error is None for e in events)
     assert events[2].note == "answered before the earlier request with correlation id 1"
     assert summary(events[2]).endswith("answered before the earlier request with correlation id 1")
@@ -362,8 +420,10 @@ def test_port_autodetection():
     cap.extend(http.send(False, b"HTTP/1.1 200 OK\r\n\r\n"))
     data = cap.pcapng()
     d = Dissector()
-    assert kafka(dissect(data, dissector=d)) == [("request", 1, "ApiVersions", 3, 1),
-                                                 ("response", 1, "ApiVersions", 3, 1)]
+    assert kafka(dissect(data, dissector=d)) == [
+        ("request", 1, "ApiVersions", 3, 1),
+        ("response", 1, "ApiVersions", 3, 1),
+    ]
     assert (d.stats.kafka_connections, d.stats.other_connections) == (1, 1)
     assert list(dissect(data, autodetect=False)) == []
     assert len(kafka(dissect(data, ports=[19092], autodetect=False))) == 2
@@ -377,11 +437,16 @@ def test_ports_reused_by_a_new_connection():
     cap.extend(first.handshake() + exchange(first, [api_versions(1)]))  # no FIN captured
     cap.extend(second.handshake() + exchange(second, [api_versions(1)]) + second.close())
     events = list(dissect(cap.pcapng()))
-    assert kafka(events) == [("request", 1, "ApiVersions", 3, 1), ("response", 1, "ApiVersions", 3, 1),
-                             ("request", 2, "ApiVersions", 3, 1), ("response", 2, "ApiVersions", 3, 1)]
+    assert kafka(events) == [
+        ("request", 1, "ApiVersions", 3, 1),
+        ("response", 1, "ApiVersions", 3, 1),
+        ("request", 2, "ApiVersions", 3, 1),
+        ("response", 2, "ApiVersions", 3, 1),
+    ]
 
 
 # --------------------------------------------------------------------------- the CLI
+
 
 def test_cli_text_json_and_annotate(tmp_path, capsys):
     path = tmp_path / "c.pcapng"
@@ -396,8 +461,7 @@ def test_cli_text_json_and_annotate(tmp_path, capsys):
 
     assert main(["pcap", str(path), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr()[0].splitlines()]
-    assert [(r["kind"], r["api_name"], r["correlation_id"]) for r in rows] == \
-        [(k, a, c) for k, _, a, _, c in EXPECTED]
+    assert [(r["kind"], r["api_name"], r["correlation_id"]) for r in rows] == [(k, a, c) for k, _, a, _, c in EXPECTED]
     assert rows[5]["errors"] == ["responses[0].partition_responses[0].error_code=UNKNOWN_TOPIC_OR_PARTITION"]
     assert rows[3]["topics"] == {"orders": [0, 1], "events": [0, 1]}
     assert rows[0]["client_id"] == "unit" and rows[1]["request_packet"] == rows[0]["packet"]
@@ -405,8 +469,9 @@ def test_cli_text_json_and_annotate(tmp_path, capsys):
     assert main(["pcap", str(path), "--annotate"]) == 0
     out = capsys.readouterr()[0]
     assert "client_id" in out.lower() or "ClientId" in out
-    assert "UNKNOWN_TOPIC_OR_PARTITION" in out and "partition_responses" in out.lower().replace("partitionresponses",
-                                                                                               "partition_responses")
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in out and "partition_responses" in out.lower().replace(
+        "partitionresponses", "partition_responses"
+    )
 
     assert main(["pcap", str(path), "--json", "--annotate"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr()[0].splitlines()]
@@ -479,8 +544,10 @@ def _perturb(rng: random.Random, segs: list[Seg]) -> list[Seg]:
 def test_random_segmentation_reordering_and_retransmission(seed):
     rng = random.Random(seed)
     clock = Clock()
-    conns = [Conn(("10.0.0.1", 41000 + i), client_isn=rng.randrange(1 << 32), server_isn=rng.randrange(1 << 32),
-                  clock=clock) for i in range(3)]
+    conns = [
+        Conn(("10.0.0.1", 41000 + i), client_isn=rng.randrange(1 << 32), server_isn=rng.randrange(1 << 32), clock=clock)
+        for i in range(3)
+    ]
     streams = []
     expected = {}
     for n, conn in enumerate(conns):
@@ -520,16 +587,24 @@ def test_unknown_api_key_and_version_still_pair():
     cap = Capture()
     conn = Conn()
     cap.extend(conn.handshake())
-    unknown_key = bytes.fromhex("0000000e" "03e7" "0000" "00000005" "0004" "756e6974")  # key 999, corr 5
+    unknown_key = bytes.fromhex("0000000e03e70000000000050004756e6974")  # key 999, corr 5
     _, meta_resp = metadata(6, ["x"])
     too_new = bytearray(metadata(6, ["x"])[0])
     too_new[6:8] = (99).to_bytes(2, "big")  # Metadata v99
-    cap.extend(exchange(conn, [(unknown_key, b"\x00\x00\x00\x05\x00\x00\x00\x05\x00"), (bytes(too_new), meta_resp),
-                               api_versions(7)]))
+    cap.extend(
+        exchange(
+            conn, [(unknown_key, b"\x00\x00\x00\x05\x00\x00\x00\x05\x00"), (bytes(too_new), meta_resp), api_versions(7)]
+        )
+    )
     events = list(dissect(cap.pcapng()))
     assert [(e.kind, e.api_name, e.api_version, e.correlation_id) for e in events] == [
-        ("request", "api999", 0, 5), ("response", "api999", 0, 5), ("request", "Metadata", 99, 6),
-        ("response", "Metadata", 99, 6), ("request", "ApiVersions", 3, 7), ("response", "ApiVersions", 3, 7)]
+        ("request", "api999", 0, 5),
+        ("response", "api999", 0, 5),
+        ("request", "Metadata", 99, 6),
+        ("response", "Metadata", 99, 6),
+        ("request", "ApiVersions", 3, 7),
+        ("response", "ApiVersions", 3, 7),
+    ]
     assert "unknown API key 999" in str(events[0].error) and "unknown API key 999" in str(events[1].error)
     assert "99" in str(events[2].error) and events[3].error is not None
     assert events[4].error is None and events[5].error is None
@@ -547,8 +622,12 @@ def test_cli_reads_stdin_and_takes_several_ports(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(cap.pcap())))
     assert main(["pcap", "-", "--no-autodetect", "--port", "19092", "-p", "29092", "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr()[0].splitlines()]
-    assert [(r["connection"], r["server"][1], r["kind"]) for r in rows] == \
-        [(1, 19092, "request"), (1, 19092, "response"), (2, 29092, "request"), (2, 29092, "response")]
+    assert [(r["connection"], r["server"][1], r["kind"]) for r in rows] == [
+        (1, 19092, "request"),
+        (1, 19092, "response"),
+        (2, 29092, "request"),
+        (2, 29092, "response"),
+    ]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(cap.pcap())))
     assert main(["pcap", "-", "--no-autodetect", "--port", "19092"]) == 0
     assert len(capsys.readouterr()[0].splitlines()) == 2

@@ -5,6 +5,7 @@ read, so that a capture that decodes is also a capture of traffic that worked.
 kafka-python also runs pinned to old protocol versions (``api_version``), the
 ones Wireshark's Kafka dissector decodes field by field.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,13 +23,21 @@ def confluent(bootstrap: str, topic: str, compression: str = "lz4") -> list[byte
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "ck-admin"})
     admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(10)
-    producer = Producer({"bootstrap.servers": bootstrap, "client.id": "ck-producer", "linger.ms": 5,
-                         "compression.type": compression})
+    producer = Producer(
+        {"bootstrap.servers": bootstrap, "client.id": "ck-producer", "linger.ms": 5, "compression.type": compression}
+    )
     for i, value in enumerate(_values("ck")):
         producer.produce(topic, key=b"key-%d" % i, value=value, partition=i % 2, headers=[("h", b"%d" % i)])
     assert producer.flush(15) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ck-group-{topic}", "client.id": "ck-consumer",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"ck-group-{topic}",
+            "client.id": "ck-consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     got = []
     deadline = time.monotonic() + 30
@@ -46,16 +55,24 @@ def kafka_python(bootstrap: str, topic: str, api_version=None, compression: str 
 
     pinned = {} if api_version is None else {"api_version": api_version}
     tag = "kp" if api_version is None else "kp" + "".join(map(str, api_version))
-    producer = KafkaProducer(bootstrap_servers=bootstrap, client_id=f"{tag}-producer", compression_type=compression,
-                             linger_ms=5, **pinned)
-    futures = [producer.send(topic, key=b"key-%d" % i, value=value, partition=0) for i, value in
-               enumerate(_values(tag))]
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, client_id=f"{tag}-producer", compression_type=compression, linger_ms=5, **pinned
+    )
+    futures = [
+        producer.send(topic, key=b"key-%d" % i, value=value, partition=0) for i, value in enumerate(_values(tag))
+    ]
     for f in futures:
         f.get(timeout=15)
     producer.close(timeout=10)
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, client_id=f"{tag}-consumer",
-                             group_id=f"{tag}-group-{topic}", auto_offset_reset="earliest",
-                             consumer_timeout_ms=15000, **pinned)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        client_id=f"{tag}-consumer",
+        group_id=f"{tag}-group-{topic}",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=15000,
+        **pinned,
+    )
     got = []
     deadline = time.monotonic() + 30
     while len(got) < N_RECORDS and time.monotonic() < deadline:
@@ -75,8 +92,9 @@ def error_round_trips(bootstrap: str, existing_topic: str, missing_topic: str) -
     seen = {}
     admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "ck-errors"})
     for name, future in (
-            ("ck create existing", admin.create_topics([NewTopic(existing_topic, 1, 1)])[existing_topic]),
-            ("ck delete missing", admin.delete_topics([missing_topic], operation_timeout=5)[missing_topic])):
+        ("ck create existing", admin.create_topics([NewTopic(existing_topic, 1, 1)])[existing_topic]),
+        ("ck delete missing", admin.delete_topics([missing_topic], operation_timeout=5)[missing_topic]),
+    ):
         try:
             future.result(10)
             seen[name] = "no error"

@@ -6,6 +6,7 @@ response, correlation id). :func:`ours` reads from a decoded kafkawire event
 the same facts that the dissector's fields report, walking the decoded
 message in schema order (the order of the bytes, the order tshark shows them).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -55,8 +56,11 @@ _RAW_FIELDS = ("kafka.message_key", "kafka.message_value")
 
 def dissect(path, port: int) -> list[Pdu]:
     """Every Kafka PDU tshark finds (two passes, so that responses find requests later in the file)."""
-    proc = subprocess.run([tshark_binary(), "-2", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka",
-                           "-T", "pdml"], capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [tshark_binary(), "-2", "-r", str(path), "-d", f"tcp.port=={port},kafka", "-Y", "kafka", "-T", "pdml"],
+        capture_output=True,
+        timeout=120,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"tshark failed ({proc.returncode}): {proc.stderr.decode(errors='replace')}")
     root = ET.fromstring(proc.stdout)
@@ -77,9 +81,16 @@ def dissect(path, port: int) -> list[Pdu]:
             for version_field in proto.iter("field"):
                 if version_field.get("name") in ("kafka.api_version", "kafka.response.version"):
                     if any(f.get("name") == "kafka.unsupported_api_version" for f in version_field.iter("field")):
-                        fields["_unsupported"] = [next(
-                            (f.get("show") for f in version_field.iter("field")
-                             if f.get("name") == "_ws.expert.message"), "unsupported")]
+                        fields["_unsupported"] = [
+                            next(
+                                (
+                                    f.get("show")
+                                    for f in version_field.iter("field")
+                                    if f.get("name") == "_ws.expert.message"
+                                ),
+                                "unsupported",
+                            )
+                        ]
             # the dissector's exception shows as a _ws.malformed proto right after the PDU it hit
             malformed = i + 1 < len(protos) and protos[i + 1].get("name") == "_ws.malformed"
             pdus.append(Pdu(frame, "kafka.request_key" in fields, dict(fields), malformed))
@@ -154,8 +165,16 @@ def ours(event: Event) -> dict[str, list]:
     """
     from kafkawire.protocol.records import RecordBatch, iter_batches
 
-    out: dict[str, list] = {"topic_name": [], "partition_id": [], "error": [], "offset": [], "message_key": [],
-                            "message_value": [], "header_key": [], "legacy_messages": 0}
+    out: dict[str, list] = {
+        "topic_name": [],
+        "partition_id": [],
+        "error": [],
+        "offset": [],
+        "message_key": [],
+        "message_value": [],
+        "header_key": [],
+        "legacy_messages": 0,
+    }
     scalars: dict[str, list[str]] = {tf: [] for tf in SCALAR_FIELDS}
     out["scalars"] = scalars
     for _path, f, value in walk(event.message.body, event.api_version):

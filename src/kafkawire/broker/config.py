@@ -5,6 +5,7 @@ Kafka uses), applies command-line overrides, and keeps every property it was
 given so that DescribeConfigs can report them as ``STATIC_BROKER_CONFIG``.
 Keys kafkawire does not know are reported once (``unknown_keys``) and ignored.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,124 +43,182 @@ def _d(name, type_, default, doc="", read_only=False):
 
 # Broker configs kafkawire knows: name -> definition. Types, defaults and read-only flags (not dynamically
 # updatable) are Kafka 4.4's, checked against the reference by tests/broker/test_describe_configs.py.
-BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
-    _d("node.id", INT, None, "The node id of this server.", True),
-    _d("broker.id", INT, "-1", "The broker id of this server.", True),
-    # Kafka 4.4 can add listeners at run time (not read-only there); kafkawire cannot
-    _d("listeners", LIST, "PLAINTEXT://:9092", "Listener list.", True),
-    _d("advertised.listeners", LIST, None, "Listeners to publish for clients to use.", True),
-    _d("log.dirs", LIST, None, "Directories in which the log data is kept.", True),
-    _d("log.dir", LIST, "/tmp/kafka-logs", "The directory in which the log data is kept.", True),
-    _d("num.partitions", INT, "1", "The default number of log partitions per topic.", True),
-    _d("default.replication.factor", INT, "1", "The replication factor for automatically created topics.", True),
-    _d("auto.create.topics.enable", BOOLEAN, "true", "Enable auto creation of topic on the server.", True),
-    _d("log.segment.bytes", INT, "1073741824", "The maximum size of a single log file."),
-    _d("log.retention.ms", LONG, None, "Milliseconds to keep a log file before deleting it."),
-    _d("log.retention.minutes", INT, None, "Minutes to keep a log file before deleting it.", True),
-    _d("log.retention.hours", INT, "168", "Hours to keep a log file before deleting it.", True),
-    _d("log.retention.bytes", LONG, "-1", "The maximum size of the log before deleting it."),
-    _d("log.retention.check.interval.ms", LONG, "300000", "How often the log cleaner checks retention.", True),
-    _d("log.roll.ms", LONG, None, "Maximum time before a new log segment is rolled out."),
-    _d("log.roll.hours", INT, "168", "Maximum time before a new log segment is rolled out.", True),
-    _d("log.roll.jitter.ms", LONG, None, "Maximum jitter subtracted from log roll time."),
-    _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time.", True),
-    _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
-    _d("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this many ms.", True),
-    _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
-    _d("queued.max.request.bytes", LONG, "-1",
-       "Bytes of requests being received or waiting to be handled before reading pauses; -1: no limit. "
-       "kafkawire applies 256 MiB unless the key is set.", True),
-    _d("controller.quota.window.num", INT, "11", "Samples kept for controller mutation quotas.", True),
-    _d("controller.quota.window.size.seconds", INT, "1", "Time span of each controller mutation quota sample.",
-       True),
-    _d("kafkawire.max.partitions", INT, "100000", "kafkawire: partitions this broker may hold in all.", True),
-    _d("kafkawire.controller.mutation.rate", DOUBLE, None,
-       "kafkawire: partitions each client id may create, add or delete per second (Kafka's "
-       "controller_mutation_rate quota as a default for every client); unset: no limit.", True),
-    _d("log.flush.interval.messages", LONG, str(LONG_MAX), "Messages accumulated before flushing to disk."),
-    _d("log.flush.interval.ms", LONG, None, "Maximum time a message stays in memory before flushing."),
-    _d("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), "How often the log flusher checks.", True),
-    _d("log.cleanup.policy", LIST, "delete", "The default cleanup policy for segments."),
-    _d("log.cleaner.delete.retention.ms", LONG, "86400000", "How long delete records are retained."),
-    _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
-    _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
-    _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
-    _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire compacts none: accepted, no effect)."),
-    _d("log.segment.delete.delay.ms", LONG, "60000", "Time to wait before deleting a file."),
-    _d("log.index.interval.bytes", INT, "4096", "Interval at which an entry is added to the offset index."),
-    _d("log.index.size.max.bytes", INT, "10485760", "The maximum size in bytes of the offset index."),
-    _d("log.message.timestamp.type", STRING, "CreateTime", "CreateTime or LogAppendTime."),
-    _d("log.message.timestamp.before.max.ms", LONG, str(LONG_MAX), "Allowed past timestamp difference."),
-    _d("log.message.timestamp.after.max.ms", LONG, "3600000", "Allowed future timestamp difference."),
-    _d("log.preallocate", BOOLEAN, "false", "Preallocate the file when creating a segment."),
-    _d("log.local.retention.ms", LONG, "-2", "Local retention time (tiered storage)."),
-    _d("log.local.retention.bytes", LONG, "-2", "Local retention size (tiered storage)."),
-    _d("log.remote.copy.lag.bytes", LONG, "-1", "Tiered storage copy lag in bytes (no tiered storage in kafkawire)."),
-    _d("log.remote.copy.lag.ms", LONG, "0", "Tiered storage copy lag in ms (no tiered storage in kafkawire)."),
-    _d("max.decompressed.message.bytes", INT, "2147483639", "Largest decompressed record batch (not enforced)."),
-    _d("compression.type", STRING, "producer", "The final compression type for a topic."),
-    _d("compression.gzip.level", INT, "-1", "Gzip compression level."),
-    _d("compression.lz4.level", INT, "9", "LZ4 compression level."),
-    _d("compression.zstd.level", INT, "3", "Zstd compression level."),
-    _d("min.insync.replicas", INT, "1", "Minimum number of in-sync replicas for acks=all."),
-    _d("unclean.leader.election.enable", BOOLEAN, "false", "Allow out-of-ISR replicas to become leader."),
-    _d("offsets.topic.replication.factor", SHORT, "3", "Replication factor of the offsets topic.", True),
-    # kafkawire's default is one partition, not Kafka's 50: a single node gains nothing from spreading
-    # groups over partitions, and each one costs files and start-up replay. Reported as it is used.
-    _d("offsets.topic.num.partitions", INT, "1", "Number of partitions of the offsets topic.", True),
-    _d("transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.",
-       True),
-    _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
-    # read by the transaction coordinator (broker/transactions/config.py)
-    _d("transaction.max.timeout.ms", INT, "900000", "Largest transaction timeout a producer may ask for.", True),
-    _d("transactional.id.expiration.ms", INT, "604800000", "How long an idle transactional id is kept.", True),
-    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", INT, "10000",
-       "Interval of the check that aborts timed-out transactions.", True),
-    _d("transaction.remove.expired.transaction.cleanup.interval.ms", INT, "3600000",
-       "Interval of the check that removes expired transactional ids.", True),
-    _d("group.initial.rebalance.delay.ms", INT, "3000", "Delay before the first rebalance of a group.", True),
-    _d("delete.topic.enable", BOOLEAN, "true", "Enables delete topic.", True),
-    _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire)."),
-    _d("num.io.threads", INT, "8", "Threads processing requests (unused by kafkawire)."),
-    _d("socket.send.buffer.bytes", INT, "102400", "SO_SNDBUF of the socket server sockets.", True),
-    _d("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of the socket server sockets.", True),
-    _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused)."),
-    _d("group.consumer.assignors", LIST, "uniform,range", "Server-side assignors (KIP-848).", True),
-    _d("group.consumer.heartbeat.interval.ms", INT, "5000", "Consumer group heartbeat interval.", True),
-    _d("group.consumer.session.timeout.ms", INT, "45000", "Consumer group session timeout.", True),
-    _d("group.consumer.max.size", INT, "2147483647", "Maximum members of a consumer group.", True),
-    _d("group.consumer.assignment.interval.ms", INT, "1000", "Least interval between two target assignments "
-       "of a consumer group."),
-    # Kafka 4.4's default also has "streams" (KIP-1071 streams groups), which kafkawire does not serve
-    _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", "Enabled rebalance protocols.", True),
-    _d("group.min.session.timeout.ms", INT, "6000", "Minimum allowed session timeout.", True),
-    _d("group.max.session.timeout.ms", INT, "1800000", "Maximum allowed session timeout.", True),
-    _d("group.max.size", INT, "2147483647", "Maximum members of a classic group.", True),
-    _d("offset.metadata.max.bytes", INT, "4096", "Maximum size of committed offset metadata.", True),
-    _d("offsets.retention.minutes", INT, "10080", "How long committed offsets are kept.", True),
-    _d("kafkawire.groups", STRING, None, "kafkawire: group coordinator settings.", True),
-    _d("kafkawire.offsets.compact.records", INT, None, "kafkawire: offsets topic compaction threshold.", True),
-    _d("kafkawire.offsets.fsync", BOOLEAN, None, "kafkawire: fsync committed offsets.", True),
-    _d("kafkawire.transactions.fsync", BOOLEAN, None, "kafkawire: fsync each __transaction_state change.", True),
-    _d("kafkawire.transactions.compact.records", INT, None, "kafkawire: transaction log compaction threshold.",
-       True),
-    _d("kafkawire.log.fsync.acks.all", BOOLEAN, "true", "Same as kafkawire.acks.all.fsync.", True),
-    _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.",
-       True),
-    _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
-    _d("kafkawire.log.scrub.bytes.per.sec", LONG, "0",
-       "kafkawire: bytes per second a background thread reads to re-verify the CRC of every sealed segment, "
-       "repairing damage it finds (0: off).", True),
-    _d("kafkawire.metrics.listener", STRING, None,
-       "kafkawire: HOST:PORT of the Prometheus /metrics endpoint (unset: no metrics).", True),
-]}
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        _d("node.id", INT, None, "The node id of this server.", True),
+        _d("broker.id", INT, "-1", "The broker id of this server.", True),
+        # Kafka 4.4 can add listeners at run time (not read-only there); kafkawire cannot
+        _d("listeners", LIST, "PLAINTEXT://:9092", "Listener list.", True),
+        _d("advertised.listeners", LIST, None, "Listeners to publish for clients to use.", True),
+        _d("log.dirs", LIST, None, "Directories in which the log data is kept.", True),
+        _d("log.dir", LIST, "/tmp/kafka-logs", "The directory in which the log data is kept.", True),
+        _d("num.partitions", INT, "1", "The default number of log partitions per topic.", True),
+        _d("default.replication.factor", INT, "1", "The replication factor for automatically created topics.", True),
+        _d("auto.create.topics.enable", BOOLEAN, "true", "Enable auto creation of topic on the server.", True),
+        _d("log.segment.bytes", INT, "1073741824", "The maximum size of a single log file."),
+        _d("log.retention.ms", LONG, None, "Milliseconds to keep a log file before deleting it."),
+        _d("log.retention.minutes", INT, None, "Minutes to keep a log file before deleting it.", True),
+        _d("log.retention.hours", INT, "168", "Hours to keep a log file before deleting it.", True),
+        _d("log.retention.bytes", LONG, "-1", "The maximum size of the log before deleting it."),
+        _d("log.retention.check.interval.ms", LONG, "300000", "How often the log cleaner checks retention.", True),
+        _d("log.roll.ms", LONG, None, "Maximum time before a new log segment is rolled out."),
+        _d("log.roll.hours", INT, "168", "Maximum time before a new log segment is rolled out.", True),
+        _d("log.roll.jitter.ms", LONG, None, "Maximum jitter subtracted from log roll time."),
+        _d("log.roll.jitter.hours", INT, "0", "Maximum jitter subtracted from log roll time.", True),
+        _d("message.max.bytes", INT, "1048588", "The largest record batch size allowed."),
+        _d("connections.max.idle.ms", LONG, "600000", "Idle connections are closed after this many ms.", True),
+        _d("socket.request.max.bytes", INT, "104857600", "The maximum number of bytes in a socket request.", True),
+        _d(
+            "queued.max.request.bytes",
+            LONG,
+            "-1",
+            "Bytes of requests being received or waiting to be handled before reading pauses; -1: no limit. "
+            "kafkawire applies 256 MiB unless the key is set.",
+            True,
+        ),
+        _d("controller.quota.window.num", INT, "11", "Samples kept for controller mutation quotas.", True),
+        _d(
+            "controller.quota.window.size.seconds",
+            INT,
+            "1",
+            "Time span of each controller mutation quota sample.",
+            True,
+        ),
+        _d("kafkawire.max.partitions", INT, "100000", "kafkawire: partitions this broker may hold in all.", True),
+        _d(
+            "kafkawire.controller.mutation.rate",
+            DOUBLE,
+            None,
+            "kafkawire: partitions each client id may create, add or delete per second (Kafka's "
+            "controller_mutation_rate quota as a default for every client); unset: no limit.",
+            True,
+        ),
+        _d("log.flush.interval.messages", LONG, str(LONG_MAX), "Messages accumulated before flushing to disk."),
+        _d("log.flush.interval.ms", LONG, None, "Maximum time a message stays in memory before flushing."),
+        _d("log.flush.scheduler.interval.ms", LONG, str(LONG_MAX), "How often the log flusher checks.", True),
+        _d("log.cleanup.policy", LIST, "delete", "The default cleanup policy for segments."),
+        _d("log.cleaner.delete.retention.ms", LONG, "86400000", "How long delete records are retained."),
+        _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
+        _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
+        _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
+        _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire compacts none: accepted, no effect)."),
+        _d("log.segment.delete.delay.ms", LONG, "60000", "Time to wait before deleting a file."),
+        _d("log.index.interval.bytes", INT, "4096", "Interval at which an entry is added to the offset index."),
+        _d("log.index.size.max.bytes", INT, "10485760", "The maximum size in bytes of the offset index."),
+        _d("log.message.timestamp.type", STRING, "CreateTime", "CreateTime or LogAppendTime."),
+        _d("log.message.timestamp.before.max.ms", LONG, str(LONG_MAX), "Allowed past timestamp difference."),
+        _d("log.message.timestamp.after.max.ms", LONG, "3600000", "Allowed future timestamp difference."),
+        _d("log.preallocate", BOOLEAN, "false", "Preallocate the file when creating a segment."),
+        _d("log.local.retention.ms", LONG, "-2", "Local retention time (tiered storage)."),
+        _d("log.local.retention.bytes", LONG, "-2", "Local retention size (tiered storage)."),
+        _d(
+            "log.remote.copy.lag.bytes",
+            LONG,
+            "-1",
+            "Tiered storage copy lag in bytes (no tiered storage in kafkawire).",
+        ),
+        _d("log.remote.copy.lag.ms", LONG, "0", "Tiered storage copy lag in ms (no tiered storage in kafkawire)."),
+        _d("max.decompressed.message.bytes", INT, "2147483639", "Largest decompressed record batch (not enforced)."),
+        _d("compression.type", STRING, "producer", "The final compression type for a topic."),
+        _d("compression.gzip.level", INT, "-1", "Gzip compression level."),
+        _d("compression.lz4.level", INT, "9", "LZ4 compression level."),
+        _d("compression.zstd.level", INT, "3", "Zstd compression level."),
+        _d("min.insync.replicas", INT, "1", "Minimum number of in-sync replicas for acks=all."),
+        _d("unclean.leader.election.enable", BOOLEAN, "false", "Allow out-of-ISR replicas to become leader."),
+        _d("offsets.topic.replication.factor", SHORT, "3", "Replication factor of the offsets topic.", True),
+        # kafkawire's default is one partition, not Kafka's 50: a single node gains nothing from spreading
+        # groups over partitions, and each one costs files and start-up replay. Reported as it is used.
+        _d("offsets.topic.num.partitions", INT, "1", "Number of partitions of the offsets topic.", True),
+        _d(
+            "transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.", True
+        ),
+        _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
+        # read by the transaction coordinator (broker/transactions/config.py)
+        _d("transaction.max.timeout.ms", INT, "900000", "Largest transaction timeout a producer may ask for.", True),
+        _d("transactional.id.expiration.ms", INT, "604800000", "How long an idle transactional id is kept.", True),
+        _d(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            INT,
+            "10000",
+            "Interval of the check that aborts timed-out transactions.",
+            True,
+        ),
+        _d(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            INT,
+            "3600000",
+            "Interval of the check that removes expired transactional ids.",
+            True,
+        ),
+        _d("group.initial.rebalance.delay.ms", INT, "3000", "Delay before the first rebalance of a group.", True),
+        _d("delete.topic.enable", BOOLEAN, "true", "Enables delete topic.", True),
+        _d("num.network.threads", INT, "3", "Threads handling network requests (unused by kafkawire)."),
+        _d("num.io.threads", INT, "8", "Threads processing requests (unused by kafkawire)."),
+        _d("socket.send.buffer.bytes", INT, "102400", "SO_SNDBUF of the socket server sockets.", True),
+        _d("socket.receive.buffer.bytes", INT, "102400", "SO_RCVBUF of the socket server sockets.", True),
+        _d("num.recovery.threads.per.data.dir", INT, "2", "Threads used for log recovery (unused)."),
+        _d("group.consumer.assignors", LIST, "uniform,range", "Server-side assignors (KIP-848).", True),
+        _d("group.consumer.heartbeat.interval.ms", INT, "5000", "Consumer group heartbeat interval.", True),
+        _d("group.consumer.session.timeout.ms", INT, "45000", "Consumer group session timeout.", True),
+        _d("group.consumer.max.size", INT, "2147483647", "Maximum members of a consumer group.", True),
+        _d(
+            "group.consumer.assignment.interval.ms",
+            INT,
+            "1000",
+            "Least interval between two target assignments of a consumer group.",
+        ),
+        # Kafka 4.4's default also has "streams" (KIP-1071 streams groups), which kafkawire does not serve
+        _d("group.coordinator.rebalance.protocols", LIST, "classic,consumer", "Enabled rebalance protocols.", True),
+        _d("group.min.session.timeout.ms", INT, "6000", "Minimum allowed session timeout.", True),
+        _d("group.max.session.timeout.ms", INT, "1800000", "Maximum allowed session timeout.", True),
+        _d("group.max.size", INT, "2147483647", "Maximum members of a classic group.", True),
+        _d("offset.metadata.max.bytes", INT, "4096", "Maximum size of committed offset metadata.", True),
+        _d("offsets.retention.minutes", INT, "10080", "How long committed offsets are kept.", True),
+        _d("kafkawire.groups", STRING, None, "kafkawire: group coordinator settings.", True),
+        _d("kafkawire.offsets.compact.records", INT, None, "kafkawire: offsets topic compaction threshold.", True),
+        _d("kafkawire.offsets.fsync", BOOLEAN, None, "kafkawire: fsync committed offsets.", True),
+        _d("kafkawire.transactions.fsync", BOOLEAN, None, "kafkawire: fsync each __transaction_state change.", True),
+        _d(
+            "kafkawire.transactions.compact.records",
+            INT,
+            None,
+            "kafkawire: transaction log compaction threshold.",
+            True,
+        ),
+        _d("kafkawire.log.fsync.acks.all", BOOLEAN, "true", "Same as kafkawire.acks.all.fsync.", True),
+        _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.", True),
+        _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
+        _d(
+            "kafkawire.log.scrub.bytes.per.sec",
+            LONG,
+            "0",
+            "kafkawire: bytes per second a background thread reads to re-verify the CRC of every sealed segment, "
+            "repairing damage it finds (0: off).",
+            True,
+        ),
+        _d(
+            "kafkawire.metrics.listener",
+            STRING,
+            None,
+            "kafkawire: HOST:PORT of the Prometheus /metrics endpoint (unset: no metrics).",
+            True,
+        ),
+    ]
+}
 
 # Keys of a Kafka server.properties that mean something only to a multi-node or KRaft cluster: accepted
 # silently (no warning) because every Kafka quickstart file has them.
 QUIET_KEYS = {
-    "process.roles", "controller.quorum.voters", "controller.quorum.bootstrap.servers", "controller.listener.names",
-    "inter.broker.listener.name", "listener.security.protocol.map", "zookeeper.connect",
-    "zookeeper.connection.timeout.ms", "share.coordinator.state.topic.replication.factor",
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
+    "inter.broker.listener.name",
+    "listener.security.protocol.map",
+    "zookeeper.connect",
+    "zookeeper.connection.timeout.ms",
+    "share.coordinator.state.topic.replication.factor",
     "share.coordinator.state.topic.min.isr",
 }
 
@@ -178,135 +237,110 @@ class TopicConfigDef:
 
 # DescribeConfigs documentation of topic configs (kafkawire's own words)
 TOPIC_CONFIG_DOCS = {
-    "cleanup.policy":
-        "What happens to old segments: 'delete' drops them by age or size, 'compact' asks for the newest "
-        "record of each key to be kept (kafkawire keeps every record); both, or neither (empty).",
-    "compression.type":
-        "Codec the topic's batches are stored with; 'producer' keeps whatever the producer used.",
-    "compression.gzip.level":
-        "Gzip level used when the broker itself compresses with gzip.",
-    "compression.lz4.level":
-        "LZ4 level used when the broker itself compresses with lz4.",
-    "compression.zstd.level":
-        "Zstandard level used when the broker itself compresses with zstd.",
-    "delete.retention.ms":
-        "How long tombstones of a compacted topic stay readable.",
-    "errors.deadletterqueue.group.enable":
-        "Whether share groups may use this topic as their dead-letter queue.",
-    "file.delete.delay.ms":
-        "Pause between dropping a segment from the log and removing its files.",
-    "flush.messages":
-        "Records appended between forced flushes to disk.",
-    "flush.ms":
-        "Milliseconds between forced flushes to disk.",
-    "follower.replication.throttled.replicas":
-        "Replicas whose follower traffic is throttled (single node: nothing to throttle).",
-    "index.interval.bytes":
-        "Bytes of records between two offset index entries.",
-    "leader.replication.throttled.replicas":
-        "Replicas whose leader traffic is throttled (single node: nothing to throttle).",
-    "local.retention.bytes":
-        "Bytes kept locally when tiered storage is on (-2: same as retention.bytes).",
-    "local.retention.ms":
-        "Milliseconds kept locally when tiered storage is on (-2: same as retention.ms).",
-    "max.compaction.lag.ms":
-        "Longest a record may wait before it becomes eligible for compaction.",
-    "max.decompressed.message.bytes":
-        "Largest size a batch may have once decompressed.",
-    "max.message.bytes":
-        "Largest record batch the topic accepts, after compression.",
-    "message.timestamp.after.max.ms":
-        "How far ahead of the broker's clock a CreateTime timestamp may be.",
-    "message.timestamp.before.max.ms":
-        "How far behind the broker's clock a CreateTime timestamp may be.",
-    "message.timestamp.type":
-        "Whether records keep the producer's timestamp (CreateTime) or get the broker's (LogAppendTime).",
-    "min.cleanable.dirty.ratio":
-        "Share of uncompacted log that makes a partition worth compacting.",
-    "min.compaction.lag.ms":
-        "Shortest time a record stays uncompacted.",
-    "min.insync.replicas":
-        "In-sync replicas an acks=all write needs.",
-    "preallocate":
-        "Whether segment files are allocated at full size when created.",
-    "remote.copy.lag.bytes":
-        "Bytes a segment may lag before being copied to tiered storage.",
-    "remote.copy.lag.ms":
-        "Milliseconds a segment may lag before being copied to tiered storage.",
-    "remote.log.copy.disable":
-        "Stop copying segments to tiered storage.",
-    "remote.log.delete.on.disable":
-        "Drop tiered data when tiered storage is turned off for the topic.",
-    "remote.storage.enable":
-        "Keep older segments in tiered storage (kafkawire has none).",
-    "retention.bytes":
-        "Size a partition may grow to before its oldest segments go (-1: no limit).",
-    "retention.ms":
-        "Age after which a segment may go (-1: keep forever).",
-    "segment.bytes":
-        "Size at which a new segment file is started.",
-    "segment.index.bytes":
-        "Size of each segment's offset and time indexes.",
-    "segment.jitter.ms":
-        "Random amount taken off segment.ms so segments do not all roll at once.",
-    "segment.ms":
-        "Age at which a new segment is started even if the current one is not full.",
-    "unclean.leader.election.enable":
-        "Whether a replica outside the ISR may become leader.",
+    "cleanup.policy": "What happens to old segments: 'delete' drops them by age or size, 'compact' asks for the newest "
+    "record of each key to be kept (kafkawire keeps every record); both, or neither (empty).",
+    "compression.type": "Codec the topic's batches are stored with; 'producer' keeps whatever the producer used.",
+    "compression.gzip.level": "Gzip level used when the broker itself compresses with gzip.",
+    "compression.lz4.level": "LZ4 level used when the broker itself compresses with lz4.",
+    "compression.zstd.level": "Zstandard level used when the broker itself compresses with zstd.",
+    "delete.retention.ms": "How long tombstones of a compacted topic stay readable.",
+    "errors.deadletterqueue.group.enable": "Whether share groups may use this topic as their dead-letter queue.",
+    "file.delete.delay.ms": "Pause between dropping a segment from the log and removing its files.",
+    "flush.messages": "Records appended between forced flushes to disk.",
+    "flush.ms": "Milliseconds between forced flushes to disk.",
+    "follower.replication.throttled.replicas": "Replicas whose follower traffic is throttled (single node: nothing to throttle).",
+    "index.interval.bytes": "Bytes of records between two offset index entries.",
+    "leader.replication.throttled.replicas": "Replicas whose leader traffic is throttled (single node: nothing to throttle).",
+    "local.retention.bytes": "Bytes kept locally when tiered storage is on (-2: same as retention.bytes).",
+    "local.retention.ms": "Milliseconds kept locally when tiered storage is on (-2: same as retention.ms).",
+    "max.compaction.lag.ms": "Longest a record may wait before it becomes eligible for compaction.",
+    "max.decompressed.message.bytes": "Largest size a batch may have once decompressed.",
+    "max.message.bytes": "Largest record batch the topic accepts, after compression.",
+    "message.timestamp.after.max.ms": "How far ahead of the broker's clock a CreateTime timestamp may be.",
+    "message.timestamp.before.max.ms": "How far behind the broker's clock a CreateTime timestamp may be.",
+    "message.timestamp.type": "Whether records keep the producer's timestamp (CreateTime) or get the broker's (LogAppendTime).",
+    "min.cleanable.dirty.ratio": "Share of uncompacted log that makes a partition worth compacting.",
+    "min.compaction.lag.ms": "Shortest time a record stays uncompacted.",
+    "min.insync.replicas": "In-sync replicas an acks=all write needs.",
+    "preallocate": "Whether segment files are allocated at full size when created.",
+    "remote.copy.lag.bytes": "Bytes a segment may lag before being copied to tiered storage.",
+    "remote.copy.lag.ms": "Milliseconds a segment may lag before being copied to tiered storage.",
+    "remote.log.copy.disable": "Stop copying segments to tiered storage.",
+    "remote.log.delete.on.disable": "Drop tiered data when tiered storage is turned off for the topic.",
+    "remote.storage.enable": "Keep older segments in tiered storage (kafkawire has none).",
+    "retention.bytes": "Size a partition may grow to before its oldest segments go (-1: no limit).",
+    "retention.ms": "Age after which a segment may go (-1: keep forever).",
+    "segment.bytes": "Size at which a new segment file is started.",
+    "segment.index.bytes": "Size of each segment's offset and time indexes.",
+    "segment.jitter.ms": "Random amount taken off segment.ms so segments do not all roll at once.",
+    "segment.ms": "Age at which a new segment is started even if the current one is not full.",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader.",
 }
 
 
 # Topic configs: name -> definition with the broker configs that supply their default; Kafka 4.4's set (the
 # tiered-storage and dead-letter-queue keys are accepted and reported, and have no effect in kafkawire).
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = {c.name: c for c in [
-    TopicConfigDef("cleanup.policy", LIST, ("log.cleanup.policy",), "delete"),
-    TopicConfigDef("compression.type", STRING, ("compression.type",), "producer"),
-    TopicConfigDef("compression.gzip.level", INT, ("compression.gzip.level",), "-1"),
-    TopicConfigDef("compression.lz4.level", INT, ("compression.lz4.level",), "9"),
-    TopicConfigDef("compression.zstd.level", INT, ("compression.zstd.level",), "3"),
-    TopicConfigDef("delete.retention.ms", LONG, ("log.cleaner.delete.retention.ms",), "86400000"),
-    TopicConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, (), "false"),
-    TopicConfigDef("file.delete.delay.ms", LONG, ("log.segment.delete.delay.ms",), "60000"),
-    TopicConfigDef("flush.messages", LONG, ("log.flush.interval.messages",), str(LONG_MAX)),
-    TopicConfigDef("flush.ms", LONG, ("log.flush.interval.ms",), str(LONG_MAX)),
-    TopicConfigDef("follower.replication.throttled.replicas", LIST, (), ""),
-    TopicConfigDef("index.interval.bytes", INT, ("log.index.interval.bytes",), "4096"),
-    TopicConfigDef("leader.replication.throttled.replicas", LIST, (), ""),
-    TopicConfigDef("local.retention.bytes", LONG, ("log.local.retention.bytes",), "-2"),
-    TopicConfigDef("local.retention.ms", LONG, ("log.local.retention.ms",), "-2"),
-    TopicConfigDef("max.compaction.lag.ms", LONG, ("log.cleaner.max.compaction.lag.ms",), str(LONG_MAX)),
-    TopicConfigDef("max.decompressed.message.bytes", INT, ("max.decompressed.message.bytes",), "2147483639"),
-    TopicConfigDef("max.message.bytes", INT, ("message.max.bytes",), "1048588"),
-    TopicConfigDef("message.timestamp.after.max.ms", LONG, ("log.message.timestamp.after.max.ms",), "3600000"),
-    TopicConfigDef("message.timestamp.before.max.ms", LONG, ("log.message.timestamp.before.max.ms",),
-                   str(LONG_MAX)),
-    TopicConfigDef("message.timestamp.type", STRING, ("log.message.timestamp.type",), "CreateTime"),
-    TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, ("log.cleaner.min.cleanable.ratio",), "0.5"),
-    TopicConfigDef("min.compaction.lag.ms", LONG, ("log.cleaner.min.compaction.lag.ms",), "0"),
-    TopicConfigDef("min.insync.replicas", INT, ("min.insync.replicas",), "1"),
-    TopicConfigDef("preallocate", BOOLEAN, ("log.preallocate",), "false"),
-    TopicConfigDef("remote.copy.lag.bytes", LONG, ("log.remote.copy.lag.bytes",), "-1"),
-    TopicConfigDef("remote.copy.lag.ms", LONG, ("log.remote.copy.lag.ms",), "0"),
-    TopicConfigDef("remote.log.copy.disable", BOOLEAN, (), "false"),
-    TopicConfigDef("remote.log.delete.on.disable", BOOLEAN, (), "false"),
-    TopicConfigDef("remote.storage.enable", BOOLEAN, (), "false"),
-    TopicConfigDef("retention.bytes", LONG, ("log.retention.bytes",), "-1"),
-    TopicConfigDef("retention.ms", LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-                   "604800000"),
-    TopicConfigDef("segment.bytes", INT, ("log.segment.bytes",), "1073741824"),
-    TopicConfigDef("segment.index.bytes", INT, ("log.index.size.max.bytes",), "10485760"),
-    TopicConfigDef("segment.jitter.ms", LONG, ("log.roll.jitter.ms", "log.roll.jitter.hours"), "0"),
-    TopicConfigDef("segment.ms", LONG, ("log.roll.ms", "log.roll.hours"), "604800000"),
-    TopicConfigDef("unclean.leader.election.enable", BOOLEAN, ("unclean.leader.election.enable",), "false"),
-]}
+TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
+    c.name: c
+    for c in [
+        TopicConfigDef("cleanup.policy", LIST, ("log.cleanup.policy",), "delete"),
+        TopicConfigDef("compression.type", STRING, ("compression.type",), "producer"),
+        TopicConfigDef("compression.gzip.level", INT, ("compression.gzip.level",), "-1"),
+        TopicConfigDef("compression.lz4.level", INT, ("compression.lz4.level",), "9"),
+        TopicConfigDef("compression.zstd.level", INT, ("compression.zstd.level",), "3"),
+        TopicConfigDef("delete.retention.ms", LONG, ("log.cleaner.delete.retention.ms",), "86400000"),
+        TopicConfigDef("errors.deadletterqueue.group.enable", BOOLEAN, (), "false"),
+        TopicConfigDef("file.delete.delay.ms", LONG, ("log.segment.delete.delay.ms",), "60000"),
+        TopicConfigDef("flush.messages", LONG, ("log.flush.interval.messages",), str(LONG_MAX)),
+        TopicConfigDef("flush.ms", LONG, ("log.flush.interval.ms",), str(LONG_MAX)),
+        TopicConfigDef("follower.replication.throttled.replicas", LIST, (), ""),
+        TopicConfigDef("index.interval.bytes", INT, ("log.index.interval.bytes",), "4096"),
+        TopicConfigDef("leader.replication.throttled.replicas", LIST, (), ""),
+        TopicConfigDef("local.retention.bytes", LONG, ("log.local.retention.bytes",), "-2"),
+        TopicConfigDef("local.retention.ms", LONG, ("log.local.retention.ms",), "-2"),
+        TopicConfigDef("max.compaction.lag.ms", LONG, ("log.cleaner.max.compaction.lag.ms",), str(LONG_MAX)),
+        TopicConfigDef("max.decompressed.message.bytes", INT, ("max.decompressed.message.bytes",), "2147483639"),
+        TopicConfigDef("max.message.bytes", INT, ("message.max.bytes",), "1048588"),
+        TopicConfigDef("message.timestamp.after.max.ms", LONG, ("log.message.timestamp.after.max.ms",), "3600000"),
+        TopicConfigDef(
+            "message.timestamp.before.max.ms", LONG, ("log.message.timestamp.before.max.ms",), str(LONG_MAX)
+        ),
+        TopicConfigDef("message.timestamp.type", STRING, ("log.message.timestamp.type",), "CreateTime"),
+        TopicConfigDef("min.cleanable.dirty.ratio", DOUBLE, ("log.cleaner.min.cleanable.ratio",), "0.5"),
+        TopicConfigDef("min.compaction.lag.ms", LONG, ("log.cleaner.min.compaction.lag.ms",), "0"),
+        TopicConfigDef("min.insync.replicas", INT, ("min.insync.replicas",), "1"),
+        TopicConfigDef("preallocate", BOOLEAN, ("log.preallocate",), "false"),
+        TopicConfigDef("remote.copy.lag.bytes", LONG, ("log.remote.copy.lag.bytes",), "-1"),
+        TopicConfigDef("remote.copy.lag.ms", LONG, ("log.remote.copy.lag.ms",), "0"),
+        TopicConfigDef("remote.log.copy.disable", BOOLEAN, (), "false"),
+        TopicConfigDef("remote.log.delete.on.disable", BOOLEAN, (), "false"),
+        TopicConfigDef("remote.storage.enable", BOOLEAN, (), "false"),
+        TopicConfigDef("retention.bytes", LONG, ("log.retention.bytes",), "-1"),
+        TopicConfigDef(
+            "retention.ms", LONG, ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "604800000"
+        ),
+        TopicConfigDef("segment.bytes", INT, ("log.segment.bytes",), "1073741824"),
+        TopicConfigDef("segment.index.bytes", INT, ("log.index.size.max.bytes",), "10485760"),
+        TopicConfigDef("segment.jitter.ms", LONG, ("log.roll.jitter.ms", "log.roll.jitter.hours"), "0"),
+        TopicConfigDef("segment.ms", LONG, ("log.roll.ms", "log.roll.hours"), "604800000"),
+        TopicConfigDef("unclean.leader.election.enable", BOOLEAN, ("unclean.leader.election.enable",), "false"),
+    ]
+}
 
 # Broker keys that are one setting in several units (Kafka's DynamicBrokerConfig.brokerConfigSynonyms)
-_BROKER_SYNONYMS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-                    ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"))
+_BROKER_SYNONYMS = (
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+)
 
 # A broker key in hours/minutes that feeds a topic config in ms
-_UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
-            "log.roll.jitter.hours": 3_600_000}
+_UNIT_MS = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
 
 
 class ConfigError(ValueError):
@@ -323,31 +357,47 @@ def validate_value(type_: int, value: str | None, name: str) -> None:
         return
     if type_ == BOOLEAN:
         if value.strip().lower() not in ("true", "false"):
-            raise ConfigError(f"Invalid value {value} for configuration {name}: Expected value to be either true or "
-                              "false")
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: Expected value to be either true or false"
+            )
         return
     if type_ not in _TYPE_NAMES:
         return
     try:
         n = float(value.strip()) if type_ == DOUBLE else int(value.strip())
     except ValueError:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
-                          f"{_TYPE_NAMES[type_]}") from None
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: Not a number of type {_TYPE_NAMES[type_]}"
+        ) from None
     if type_ != DOUBLE:
         bits = {INT: 31, SHORT: 15, LONG: 63}[type_]
         if not -(1 << bits) <= n < (1 << bits):
-            raise ConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
-                              f"{_TYPE_NAMES[type_]}")
+            raise ConfigError(
+                f"Invalid value {value} for configuration {name}: Not a number of type {_TYPE_NAMES[type_]}"
+            )
 
 
 # Lower bounds Kafka 4.4 puts on topic config values. segment.bytes keeps kafkawire's own floor of 14 bytes
 # (Kafka's is 1 MiB) so that small segments can be configured for tests and tiny topics.
 _TOPIC_AT_LEAST = {
-    "segment.bytes": 14, "segment.ms": 1, "segment.jitter.ms": 0, "segment.index.bytes": 4, "flush.messages": 1,
-    "flush.ms": 0, "retention.ms": -1, "max.message.bytes": 0, "index.interval.bytes": 0,
-    "delete.retention.ms": 0, "min.compaction.lag.ms": 0, "max.compaction.lag.ms": 1, "file.delete.delay.ms": 0,
-    "min.insync.replicas": 1, "message.timestamp.before.max.ms": 0, "message.timestamp.after.max.ms": 0,
-    "local.retention.ms": -2, "local.retention.bytes": -2,
+    "segment.bytes": 14,
+    "segment.ms": 1,
+    "segment.jitter.ms": 0,
+    "segment.index.bytes": 4,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "retention.ms": -1,
+    "max.message.bytes": 0,
+    "index.interval.bytes": 0,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "file.delete.delay.ms": 0,
+    "min.insync.replicas": 1,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
 }
 _TOPIC_ONE_OF = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
@@ -364,13 +414,16 @@ def validate_topic_config(name: str, value: str | None) -> None:
     if value is None:
         return
     if name in _TOPIC_ONE_OF and value.strip() not in _TOPIC_ONE_OF[name]:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
-                          f"{', '.join(_TOPIC_ONE_OF[name])}")
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(_TOPIC_ONE_OF[name])}"
+        )
     if name == "cleanup.policy":  # an empty list is allowed (neither deletion nor compaction)
         for part in value.split(","):
             if part.strip() and part.strip() not in _CLEANUP_POLICIES:
-                raise ConfigError(f"Invalid value {part.strip()} for configuration {name}: String must be one of: "
-                                  f"{', '.join(_CLEANUP_POLICIES)}")
+                raise ConfigError(
+                    f"Invalid value {part.strip()} for configuration {name}: String must be one of: "
+                    f"{', '.join(_CLEANUP_POLICIES)}"
+                )
     low = _TOPIC_AT_LEAST.get(name)
     if low is not None and int(value.strip()) < low:
         raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
@@ -390,49 +443,101 @@ class GroupConfigDef:
 
 # Group configs (DescribeConfigs/AlterConfigs on GROUP resources), as Kafka 4.4 defines them: each defaults to
 # a broker config. kafkawire keeps them per group; its group coordinator does not apply them.
-GROUP_CONFIGS: dict[str, GroupConfigDef] = {g.name: g for g in [
-    GroupConfigDef("consumer.session.timeout.ms", INT, "group.consumer.session.timeout.ms", "45000",
-                   ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms")),
-    GroupConfigDef("consumer.heartbeat.interval.ms", INT, "group.consumer.heartbeat.interval.ms", "5000",
-                   ("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms")),
-    GroupConfigDef("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms", "1000"),
-    GroupConfigDef("share.session.timeout.ms", INT, "group.share.session.timeout.ms", "45000",
-                   ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms")),
-    GroupConfigDef("share.heartbeat.interval.ms", INT, "group.share.heartbeat.interval.ms", "5000",
-                   ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms")),
-    GroupConfigDef("share.record.lock.duration.ms", INT, "group.share.record.lock.duration.ms", "30000",
-                   ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms")),
-    GroupConfigDef("share.delivery.count.limit", INT, "group.share.delivery.count.limit", "5"),
-    GroupConfigDef("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks", "2000"),
-    GroupConfigDef("share.assignment.interval.ms", INT, "group.share.assignment.interval.ms", "1000"),
-    GroupConfigDef("share.auto.offset.reset", STRING, "share.auto.offset.reset", "latest",
-                   choices=("latest", "earliest")),
-    GroupConfigDef("share.isolation.level", STRING, "share.isolation.level", "read_uncommitted",
-                   choices=("read_committed", "read_uncommitted")),
-    GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "share.renew.acknowledge.enable", "true"),
-    GroupConfigDef("streams.session.timeout.ms", INT, "group.streams.session.timeout.ms", "45000",
-                   ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms")),
-    GroupConfigDef("streams.heartbeat.interval.ms", INT, "group.streams.heartbeat.interval.ms", "5000",
-                   ("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms")),
-    GroupConfigDef("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas", "0"),
-    GroupConfigDef("streams.initial.rebalance.delay.ms", INT, "group.streams.initial.rebalance.delay.ms", "3000"),
-    GroupConfigDef("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms", "1000"),
-    GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", "sticky"),
-    GroupConfigDef("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags", ""),
-    GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name", ""),
-    GroupConfigDef("errors.deadletterqueue.copy.record.enable", BOOLEAN, "errors.deadletterqueue.copy.record.enable",
-                   "false"),
-]}
+GROUP_CONFIGS: dict[str, GroupConfigDef] = {
+    g.name: g
+    for g in [
+        GroupConfigDef(
+            "consumer.session.timeout.ms",
+            INT,
+            "group.consumer.session.timeout.ms",
+            "45000",
+            ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
+        ),
+        GroupConfigDef(
+            "consumer.heartbeat.interval.ms",
+            INT,
+            "group.consumer.heartbeat.interval.ms",
+            "5000",
+            ("group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
+        ),
+        GroupConfigDef("consumer.assignment.interval.ms", INT, "group.consumer.assignment.interval.ms", "1000"),
+        GroupConfigDef(
+            "share.session.timeout.ms",
+            INT,
+            "group.share.session.timeout.ms",
+            "45000",
+            ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+        ),
+        GroupConfigDef(
+            "share.heartbeat.interval.ms",
+            INT,
+            "group.share.heartbeat.interval.ms",
+            "5000",
+            ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+        ),
+        GroupConfigDef(
+            "share.record.lock.duration.ms",
+            INT,
+            "group.share.record.lock.duration.ms",
+            "30000",
+            ("group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+        ),
+        GroupConfigDef("share.delivery.count.limit", INT, "group.share.delivery.count.limit", "5"),
+        GroupConfigDef("share.partition.max.record.locks", INT, "group.share.partition.max.record.locks", "2000"),
+        GroupConfigDef("share.assignment.interval.ms", INT, "group.share.assignment.interval.ms", "1000"),
+        GroupConfigDef(
+            "share.auto.offset.reset", STRING, "share.auto.offset.reset", "latest", choices=("latest", "earliest")
+        ),
+        GroupConfigDef(
+            "share.isolation.level",
+            STRING,
+            "share.isolation.level",
+            "read_uncommitted",
+            choices=("read_committed", "read_uncommitted"),
+        ),
+        GroupConfigDef("share.renew.acknowledge.enable", BOOLEAN, "share.renew.acknowledge.enable", "true"),
+        GroupConfigDef(
+            "streams.session.timeout.ms",
+            INT,
+            "group.streams.session.timeout.ms",
+            "45000",
+            ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+        ),
+        GroupConfigDef(
+            "streams.heartbeat.interval.ms",
+            INT,
+            "group.streams.heartbeat.interval.ms",
+            "5000",
+            ("group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
+        ),
+        GroupConfigDef("streams.num.standby.replicas", INT, "group.streams.num.standby.replicas", "0"),
+        GroupConfigDef("streams.initial.rebalance.delay.ms", INT, "group.streams.initial.rebalance.delay.ms", "3000"),
+        GroupConfigDef("streams.assignment.interval.ms", INT, "group.streams.assignment.interval.ms", "1000"),
+        GroupConfigDef("streams.assignor.name", STRING, "group.streams.assignors", "sticky"),
+        GroupConfigDef("streams.rack.aware.assignment.tags", LIST, "group.streams.rack.aware.assignment.tags", ""),
+        GroupConfigDef("errors.deadletterqueue.topic.name", STRING, "errors.deadletterqueue.topic.name", ""),
+        GroupConfigDef(
+            "errors.deadletterqueue.copy.record.enable", BOOLEAN, "errors.deadletterqueue.copy.record.enable", "false"
+        ),
+    ]
+}
 
 # Defaults of the broker configs that bound group configs (Kafka 4.4's)
 GROUP_BOUND_DEFAULTS = {
-    "group.consumer.min.session.timeout.ms": "45000", "group.consumer.max.session.timeout.ms": "60000",
-    "group.consumer.min.heartbeat.interval.ms": "5000", "group.consumer.max.heartbeat.interval.ms": "15000",
-    "group.share.min.session.timeout.ms": "45000", "group.share.max.session.timeout.ms": "60000",
-    "group.share.min.heartbeat.interval.ms": "5000", "group.share.max.heartbeat.interval.ms": "15000",
-    "group.share.min.record.lock.duration.ms": "15000", "group.share.max.record.lock.duration.ms": "60000",
-    "group.streams.min.session.timeout.ms": "45000", "group.streams.max.session.timeout.ms": "60000",
-    "group.streams.min.heartbeat.interval.ms": "5000", "group.streams.max.heartbeat.interval.ms": "15000",
+    "group.consumer.min.session.timeout.ms": "45000",
+    "group.consumer.max.session.timeout.ms": "60000",
+    "group.consumer.min.heartbeat.interval.ms": "5000",
+    "group.consumer.max.heartbeat.interval.ms": "15000",
+    "group.share.min.session.timeout.ms": "45000",
+    "group.share.max.session.timeout.ms": "60000",
+    "group.share.min.heartbeat.interval.ms": "5000",
+    "group.share.max.heartbeat.interval.ms": "15000",
+    "group.share.min.record.lock.duration.ms": "15000",
+    "group.share.max.record.lock.duration.ms": "60000",
+    "group.streams.min.session.timeout.ms": "45000",
+    "group.streams.max.session.timeout.ms": "60000",
+    "group.streams.min.heartbeat.interval.ms": "5000",
+    "group.streams.max.heartbeat.interval.ms": "15000",
 }
 
 
@@ -445,8 +550,9 @@ def validate_group_config(name: str, value: str | None, broker_value) -> None:
     if value is None:
         return
     if d.choices and value.strip() not in d.choices:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: String must be one of: "
-                          f"{', '.join(d.choices)}")
+        raise ConfigError(
+            f"Invalid value {value} for configuration {name}: String must be one of: {', '.join(d.choices)}"
+        )
     if d.bounds:
         lo, hi = (int(broker_value(k) or GROUP_BOUND_DEFAULTS[k]) for k in d.bounds)
         if not lo <= int(value) <= hi:
@@ -466,7 +572,7 @@ def _unescape(text: str) -> str:
             nxt = text[i + 1]
             if nxt == "u" and i + 5 < len(text):
                 try:
-                    out.append(chr(int(text[i + 2:i + 6], 16)))
+                    out.append(chr(int(text[i + 2 : i + 6], 16)))
                     i += 6
                     continue
                 except ValueError:
@@ -579,9 +685,10 @@ class BrokerConfig:
     def __post_init__(self):
         # Kafka 4.4's storage format step records min.insync.replicas as a cluster-wide dynamic default (Eligible
         # Leader Replicas need one); kafkawire's cluster starts with the same record.
-        self.dynamic_default.setdefault("min.insync.replicas",
-                                        self.properties.get("min.insync.replicas") or
-                                        BROKER_CONFIGS["min.insync.replicas"].default)
+        self.dynamic_default.setdefault(
+            "min.insync.replicas",
+            self.properties.get("min.insync.replicas") or BROKER_CONFIGS["min.insync.replicas"].default,
+        )
 
     # -- derived ------------------------------------------------------------
     @property
@@ -602,8 +709,11 @@ class BrokerConfig:
         return (d.default if d else None), DEFAULT_CONFIG
 
     def broker_layers(self):
-        return ((DYNAMIC_BROKER_CONFIG, self.dynamic), (DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
-                (STATIC_BROKER_CONFIG, self.properties))
+        return (
+            (DYNAMIC_BROKER_CONFIG, self.dynamic),
+            (DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
+            (STATIC_BROKER_CONFIG, self.properties),
+        )
 
     def broker_synonyms(self, name: str) -> list[tuple[str, str | None, int]]:
         """DescribeConfigs synonyms of broker config ``name``, as Kafka 4.4 lists them: nothing when its value
@@ -613,7 +723,7 @@ class BrokerConfig:
             return []
         family = next((f for f in _BROKER_SYNONYMS if name in f), (name,))
         out = []
-        for syn in family[family.index(name):]:
+        for syn in family[family.index(name) :]:
             out.extend((syn, layer[syn], source) for source, layer in self.broker_layers() if syn in layer)
             d = BROKER_CONFIGS.get(syn)
             if d is not None and d.default is not None:
@@ -644,14 +754,18 @@ class BrokerConfig:
             return configs[name]
         return self.topic_default(name)[0]
 
-    _DYNAMIC_FIELDS = {"num.partitions": ("num_partitions", int),
-                       "default.replication.factor": ("default_replication_factor", int),
-                       "message.max.bytes": ("message_max_bytes", int)}
+    _DYNAMIC_FIELDS = {
+        "num.partitions": ("num_partitions", int),
+        "default.replication.factor": ("default_replication_factor", int),
+        "message.max.bytes": ("message_max_bytes", int),
+    }
 
     def apply_dynamic(self) -> None:
         """Re-resolve the typed fields that dynamic broker configs may change (call after changing them)."""
         self.__dict__.pop("_topic_defaults", None)
-        static = self.__dict__.setdefault("_static", {k: getattr(self, f) for k, (f, _) in self._DYNAMIC_FIELDS.items()})
+        static = self.__dict__.setdefault(
+            "_static", {k: getattr(self, f) for k, (f, _) in self._DYNAMIC_FIELDS.items()}
+        )
         for key, (attr, conv) in self._DYNAMIC_FIELDS.items():
             value = self.dynamic.get(key, self.dynamic_default.get(key))
             setattr(self, attr, conv(value) if value is not None else static[key])
@@ -661,8 +775,12 @@ class BrokerConfig:
     def from_properties(cls, props: dict[str, str]) -> BrokerConfig:
         cfg = cls(properties=dict(props))
         for key, _value in props.items():
-            if key not in BROKER_CONFIGS and key not in QUIET_KEYS and key not in TOPIC_CONFIGS \
-                    and not is_security_key(key):  # read by kafkawire.security.listeners
+            if (
+                key not in BROKER_CONFIGS
+                and key not in QUIET_KEYS
+                and key not in TOPIC_CONFIGS
+                and not is_security_key(key)
+            ):  # read by kafkawire.security.listeners
                 cfg.unknown_keys.append(key)
         try:
             if "listeners" in props:

@@ -10,6 +10,7 @@ exactly the version range it was registered with. The range is always written
 out: a regenerated spec (a new Kafka release) brings new versions, and each one
 is advertised only once a handler has been raised to implement it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -55,15 +56,22 @@ def handles(api_name: str | int, min_version: int, max_version: int):
     """Register a handler for an API (by name like "Produce" or by key) at versions min..max inclusive."""
     info = api(api_name) if isinstance(api_name, int) else api_by_name(api_name)
     if not info.min_version <= min_version <= max_version <= info.max_version:
-        raise ValueError(f"{info.name}: handler range {min_version}-{max_version} is outside the spec's "
-                         f"{info.min_version}-{info.max_version}")
+        raise ValueError(
+            f"{info.name}: handler range {min_version}-{max_version} is outside the spec's "
+            f"{info.min_version}-{info.max_version}"
+        )
 
     def register(fn):
         import inspect
 
         HANDLERS[info.key] = HandlerSpec(
-            api_key=info.key, name=info.name, fn=fn, min_version=min_version, max_version=max_version,
-            is_async=inspect.iscoroutinefunction(fn))
+            api_key=info.key,
+            name=info.name,
+            fn=fn,
+            min_version=min_version,
+            max_version=max_version,
+            is_async=inspect.iscoroutinefunction(fn),
+        )
         return fn
 
     return register
@@ -98,8 +106,10 @@ def unreviewed_versions(table: dict[int, HandlerSpec], advertised: list[tuple[in
     for key, h in sorted(table.items()):
         newest = api(key).max_stable_version
         if newest > h.max_version:
-            out.append(f"{h.name}: the spec's newest stable version is {newest}, its handler states "
-                       f"{h.min_version}-{h.max_version}")
+            out.append(
+                f"{h.name}: the spec's newest stable version is {newest}, its handler states "
+                f"{h.min_version}-{h.max_version}"
+            )
     for key, lo, hi in advertised:
         h = table.get(key)
         if h is None:
@@ -110,6 +120,7 @@ def unreviewed_versions(table: dict[int, HandlerSpec], advertised: list[tuple[in
 
 
 # -- error answers ------------------------------------------------------------------------------------
+
 
 def error_response(api_key: int, version: int, request, code: int, message: str | None = None):
     """The answer Kafka gives when a request of this API fails as a whole (its ``getErrorResponse``): see

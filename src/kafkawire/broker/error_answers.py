@@ -9,6 +9,7 @@ response schema. ``tools/error_answers.py`` compares the result with Kafka's own
 (``tests/broker/test_error_answers.py``). An API without a shape gets every response array whose name a
 request array shares, echoed with the error.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -18,16 +19,23 @@ from kafkawire.protocol import ApiKey, api, errors, message_class
 # Fields that identify an entry, copied from the request entry to its answer entry: request name -> the
 # response names that echo it.
 KEYS = {
-    "name": ("name", "topic", "topic_name", "user"), "topic": ("topic", "name", "topic_name"),
-    "topic_name": ("topic_name", "name", "topic"), "topic_id": ("topic_id",),
-    "partition": ("partition", "partition_index", "index"), "partition_index": ("partition_index", "partition"),
-    "index": ("index", "partition_index"), "partition_id": ("partition_id",),
-    "group_id": ("group_id",), "resource_type": ("resource_type",), "resource_name": ("resource_name",),
-    "key": ("key",), "member_id": ("member_id",), "group_instance_id": ("group_instance_id",),
+    "name": ("name", "topic", "topic_name", "user"),
+    "topic": ("topic", "name", "topic_name"),
+    "topic_name": ("topic_name", "name", "topic"),
+    "topic_id": ("topic_id",),
+    "partition": ("partition", "partition_index", "index"),
+    "partition_index": ("partition_index", "partition"),
+    "index": ("index", "partition_index"),
+    "partition_id": ("partition_id",),
+    "group_id": ("group_id",),
+    "resource_type": ("resource_type",),
+    "resource_name": ("resource_name",),
+    "key": ("key",),
+    "member_id": ("member_id",),
+    "group_instance_id": ("group_instance_id",),
 }
 # an answer entry made from a request value (a partition number, a group id): the entry field it fills
-SCALAR_KEYS = ("partition_index", "partition", "partition_id", "index", "group_id", "key", "name",
-               "transactional_id")
+SCALAR_KEYS = ("partition_index", "partition", "partition_id", "index", "group_id", "key", "name", "transactional_id")
 
 
 @dataclass(frozen=True)
@@ -59,39 +67,62 @@ class Shape:
 
 _OFFSETS = {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
 SHAPES: dict[int, Shape] = {
-    ApiKey.PRODUCE: Shape({"responses": Entries("topic_data"),
-                           "responses.partition_responses": Entries("partition_data")}, _OFFSETS),
+    ApiKey.PRODUCE: Shape(
+        {"responses": Entries("topic_data"), "responses.partition_responses": Entries("partition_data")}, _OFFSETS
+    ),
     # v13+: the top-level error alone (the client can read it, Kafka's comment says)
-    ApiKey.FETCH: Shape({"responses": Entries("topics", until=12), "responses.partitions": Entries("partitions")},
-                        {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                         "records": b"", "preferred_read_replica": -1}, echo=("session_id",)),
-    ApiKey.LIST_OFFSETS: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
-                               {"timestamp": -1, "offset": -1, "leader_epoch": -1}),
+    ApiKey.FETCH: Shape(
+        {"responses": Entries("topics", until=12), "responses.partitions": Entries("partitions")},
+        {
+            "high_watermark": -1,
+            "last_stable_offset": -1,
+            "log_start_offset": -1,
+            "records": b"",
+            "preferred_read_replica": -1,
+        },
+        echo=("session_id",),
+    ),
+    ApiKey.LIST_OFFSETS: Shape(
+        {"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
+        {"timestamp": -1, "offset": -1, "leader_epoch": -1},
+    ),
     ApiKey.METADATA: Shape({"topics": Entries("topics")}),
     ApiKey.OFFSET_COMMIT: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")}),
     # v0-1 per partition; v2-7 the top-level error; v8+ per group, without its topics
-    ApiKey.OFFSET_FETCH: Shape({"topics": Entries("topics", until=1),
-                                "topics.partitions": Entries("partition_indexes"), "groups": Entries("groups")},
-                               {"committed_offset": -1, "committed_leader_epoch": -1}),
-    ApiKey.FIND_COORDINATOR: Shape({"coordinators": Entries("coordinator_keys")},
-                                   {"node_id": -1, "port": -1}, message="default"),
+    ApiKey.OFFSET_FETCH: Shape(
+        {
+            "topics": Entries("topics", until=1),
+            "topics.partitions": Entries("partition_indexes"),
+            "groups": Entries("groups"),
+        },
+        {"committed_offset": -1, "committed_leader_epoch": -1},
+    ),
+    ApiKey.FIND_COORDINATOR: Shape(
+        {"coordinators": Entries("coordinator_keys")}, {"node_id": -1, "port": -1}, message="default"
+    ),
     ApiKey.JOIN_GROUP: Shape(sentinels={"protocol_name": None, "generation_id": -1}),
     ApiKey.LEAVE_GROUP: Shape(),
     ApiKey.DESCRIBE_GROUPS: Shape({"groups": Entries("groups")}),
-    ApiKey.CREATE_TOPICS: Shape({"topics": Entries("topics")}, {"num_partitions": -1, "replication_factor": -1},
-                                message="null"),
+    ApiKey.CREATE_TOPICS: Shape(
+        {"topics": Entries("topics")}, {"num_partitions": -1, "replication_factor": -1}, message="null"
+    ),
     ApiKey.DELETE_TOPICS: Shape({"responses": Entries(("topics", "topic_names"))}, null_keys=True),
-    ApiKey.DELETE_RECORDS: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
-                                 {"low_watermark": -1}),
+    ApiKey.DELETE_RECORDS: Shape(
+        {"topics": Entries("topics"), "topics.partitions": Entries("partitions")}, {"low_watermark": -1}
+    ),
     ApiKey.INIT_PRODUCER_ID: Shape(sentinels={"producer_id": -1, "producer_epoch": -1}),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
-                                          {"leader_epoch": -1, "end_offset": -1}),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: Shape(
+        {"topics": Entries("topics"), "topics.partitions": Entries("partitions")},
+        {"leader_epoch": -1, "end_offset": -1},
+    ),
     ApiKey.DESCRIBE_ACLS: Shape(message="null"),
     ApiKey.CREATE_ACLS: Shape({"results": Entries("creations")}, message="null"),
     ApiKey.DELETE_ACLS: Shape({"filter_results": Entries("filters")}, message="null"),
     ApiKey.DESCRIBE_CONFIGS: Shape({"results": Entries("resources")}, message="default"),
     ApiKey.ALTER_CONFIGS: Shape({"responses": Entries("resources")}, message="null"),
-    ApiKey.ALTER_REPLICA_LOG_DIRS: Shape({"results": Entries("dirs.topics"), "results.partitions": Entries("partitions")}),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: Shape(
+        {"results": Entries("dirs.topics"), "results.partitions": Entries("partitions")}
+    ),
     ApiKey.DESCRIBE_LOG_DIRS: Shape(),
     ApiKey.SASL_AUTHENTICATE: Shape(message="null"),
     # one result per user asked about, its name left empty (as Kafka's getErrorResponse builds it)
@@ -99,13 +130,20 @@ SHAPES: dict[int, Shape] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape({"results": Entries(("deletions", "upsertions"))}, message="null"),
     ApiKey.CREATE_PARTITIONS: Shape({"results": Entries("topics")}),
     ApiKey.DELETE_GROUPS: Shape({"results": Entries("groups_names")}),
-    ApiKey.ELECT_LEADERS: Shape({"replica_election_results": Entries("topic_partitions"),
-                                 "replica_election_results.partition_result": Entries("partitions")}, message="null"),
+    ApiKey.ELECT_LEADERS: Shape(
+        {
+            "replica_election_results": Entries("topic_partitions"),
+            "replica_election_results.partition_result": Entries("partitions"),
+        },
+        message="null",
+    ),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: Shape({"responses": Entries("resources")}, message="null"),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Shape({"responses": Entries("topics"),
-                                                 "responses.partitions": Entries("partitions")}, message="null"),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: Shape({"topics": Entries("topics"),
-                                                "topics.partitions": Entries("partition_indexes")}, message="null"),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Shape(
+        {"responses": Entries("topics"), "responses.partitions": Entries("partitions")}, message="null"
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Shape(
+        {"topics": Entries("topics"), "topics.partitions": Entries("partition_indexes")}, message="null"
+    ),
     ApiKey.OFFSET_DELETE: Shape(),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: Shape(sentinels={"entries": None}, message="null"),
     ApiKey.DESCRIBE_QUORUM: Shape(message="default"),
@@ -113,9 +151,12 @@ SHAPES: dict[int, Shape] = {
     ApiKey.CONSUMER_GROUP_DESCRIBE: Shape({"groups": Entries("group_ids")}),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: Shape({"topics": Entries("topics")}),
     # transactions: v0-3 per partition; v4+ (broker to broker) the top-level error alone
-    ApiKey.ADD_PARTITIONS_TO_TXN: Shape({"results_by_topic_v3_and_below": Entries("v3_and_below_topics"),
-                                         "results_by_topic_v3_and_below.results_by_partition":
-                                             Entries("partitions")}),
+    ApiKey.ADD_PARTITIONS_TO_TXN: Shape(
+        {
+            "results_by_topic_v3_and_below": Entries("v3_and_below_topics"),
+            "results_by_topic_v3_and_below.results_by_partition": Entries("partitions"),
+        }
+    ),
     ApiKey.ADD_OFFSETS_TO_TXN: Shape(),
     ApiKey.END_TXN: Shape(sentinels={"producer_id": -1, "producer_epoch": -1}),
     ApiKey.TXN_OFFSET_COMMIT: Shape({"topics": Entries("topics"), "topics.partitions": Entries("partitions")}),
@@ -196,20 +237,36 @@ class _Builder:
         if hasattr(item, "_fields"):
             item_fields = {g.attr: g for g in item._fields if g.present(self.version) or g.is_tagged(self.version)}
             for g in present:
-                src = next((item_fields[a] for a, targets in KEYS.items()
-                            if g.attr in targets and a in item_fields and item_fields[a].type == g.type
-                            and not item_fields[a].is_array), None)
+                src = next(
+                    (
+                        item_fields[a]
+                        for a, targets in KEYS.items()
+                        if g.attr in targets
+                        and a in item_fields
+                        and item_fields[a].type == g.type
+                        and not item_fields[a].is_array
+                    ),
+                    None,
+                )
                 if src is None:
                     continue
                 value = getattr(item, src.attr)
                 # a key the request left null (a topic named by id only) stays at the answer's default (Metadata:
                 # an empty name) unless the API echoes the null (DeleteTopics)
-                if value is not None or (self.shape is not None and self.shape.null_keys and g.is_nullable(self.version)):
+                if value is not None or (
+                    self.shape is not None and self.shape.null_keys and g.is_nullable(self.version)
+                ):
                     setattr(elem, g.attr, value)
             self.fill(elem, item, at + ".")
         else:  # a request value (a partition number, a group id) becomes an entry
-            key = next((g for g in present if g.attr in SCALAR_KEYS and not g.is_array
-                        and isinstance(item, int) == (g.type != "string")), None)
+            key = next(
+                (
+                    g
+                    for g in present
+                    if g.attr in SCALAR_KEYS and not g.is_array and isinstance(item, int) == (g.type != "string")
+                ),
+                None,
+            )
             if key is not None:
                 setattr(elem, key.attr, item)
             self.fill(elem, None, at + ".")

@@ -30,6 +30,7 @@ kafkawire:
 Features are fixed for the life of the process (UpdateFeatures is not served), so the finalized
 epoch is a constant.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -37,9 +38,9 @@ from typing import NamedTuple
 
 class Feature(NamedTuple):
     name: str
-    min_version: int   # lowest supported level
-    max_version: int   # highest supported level
-    finalized: int     # the level in effect; 0 is not listed among the finalized features
+    min_version: int  # lowest supported level
+    max_version: int  # highest supported level
+    finalized: int  # the level in effect; 0 is not listed among the finalized features
 
 
 # in the order Kafka 4.4 lists its supported features
@@ -66,8 +67,15 @@ def supported(api_version: int) -> list[Feature]:
 
 
 # the order of Kafka 4.4's finalized list
-_FINALIZED_ORDER = ("group.version", "streams.version", "transaction.version", "eligible.leader.replicas.version",
-                    "share.version", "metadata.version", "kraft.version")
+_FINALIZED_ORDER = (
+    "group.version",
+    "streams.version",
+    "transaction.version",
+    "eligible.leader.replicas.version",
+    "share.version",
+    "metadata.version",
+    "kraft.version",
+)
 
 
 def finalized() -> dict[str, int]:
@@ -89,11 +97,13 @@ def api_versions_fields(api_version: int, response_class) -> dict:
     if api_version < 3:
         return {}
     return {
-        "supported_features": [response_class.SupportedFeatureKey(name=f.name, min_version=f.min_version,
-                                                                  max_version=f.max_version)
-                               for f in supported(api_version)],
+        "supported_features": [
+            response_class.SupportedFeatureKey(name=f.name, min_version=f.min_version, max_version=f.max_version)
+            for f in supported(api_version)
+        ],
         "finalized_features_epoch": FINALIZED_EPOCH,
-        "finalized_features": [response_class.FinalizedFeatureKey(name=name, max_version_level=lv,
-                                                                  min_version_level=lv)
-                               for name, lv in finalized().items()],
+        "finalized_features": [
+            response_class.FinalizedFeatureKey(name=name, max_version_level=lv, min_version_level=lv)
+            for name, lv in finalized().items()
+        ],
     }

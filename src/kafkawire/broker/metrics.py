@@ -15,6 +15,7 @@ group coordinator's offsets (each read a single attribute or a copy the GIL make
 time, at most ``MAX_PARTITIONS`` partitions. fsync durations come from the storage threads into a
 prometheus-client ``Histogram`` (thread safe).
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,25 @@ from kafkawire.protocol import ApiKey, api, errors
 log = logging.getLogger("kafkawire.metrics")
 
 # request time, milliseconds (Kafka's TotalTimeMs); long polls wait up to fetch.max.wait.ms (500 ms by default)
-LATENCY_BUCKETS_MS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
-                      5000.0, 10000.0, 30000.0)
+LATENCY_BUCKETS_MS = (
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1000.0,
+    2500.0,
+    5000.0,
+    10000.0,
+    30000.0,
+)
 FSYNC_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
 MAX_PARTITIONS = 100_000  # per scrape; the broker holds at most kafkawire.max.partitions (100,000 by default)
 LISTENER = "PLAINTEXT"
@@ -45,8 +63,9 @@ def require():
     try:
         import prometheus_client
     except ImportError:
-        raise MetricsUnavailable("metrics need the prometheus-client package: "
-                                 "pip install 'kafkawire[metrics]' (or prometheus-client)") from None
+        raise MetricsUnavailable(
+            "metrics need the prometheus-client package: pip install 'kafkawire[metrics]' (or prometheus-client)"
+        ) from None
     return prometheus_client
 
 
@@ -87,9 +106,12 @@ class BrokerMetrics:
         self._scrape_lock = threading.Lock()
         self._truncated_logged = False
         self.registry = pc.CollectorRegistry(auto_describe=False)
-        self.fsync = pc.Histogram("kafka_log_logflushstats_logflushrateandtimems",
-                                  "Time of each fsync of a log segment, milliseconds (Kafka's LogFlushStats).",
-                                  buckets=FSYNC_BUCKETS_MS, registry=self.registry)
+        self.fsync = pc.Histogram(
+            "kafka_log_logflushstats_logflushrateandtimems",
+            "Time of each fsync of a log segment, milliseconds (Kafka's LogFlushStats).",
+            buckets=FSYNC_BUCKETS_MS,
+            registry=self.registry,
+        )
         self.registry.register(_Collector(self, pc))
         self._httpd = None
         self._thread = None
@@ -196,21 +218,28 @@ class _Collector:
     def _collect(self) -> list:
         core, m, broker = self.core, self.m, self.m.broker
         out = []
-        requests = core.CounterMetricFamily("kafka_network_requestmetrics_requests",
-                                            "Requests answered, per API and version (Kafka's RequestsPerSec).",
-                                            labels=["request", "version"])
+        requests = core.CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered, per API and version (Kafka's RequestsPerSec).",
+            labels=["request", "version"],
+        )
         for (key, version), n in sorted(dict(m.requests).items()):
             requests.add_metric([_api_name(key), str(version)], n)
         out.append(requests)
-        errs = core.CounterMetricFamily("kafka_network_requestmetrics_errors",
-                                        "Error codes answered, per API and error (Kafka's ErrorsPerSec; NONE not "
-                                        "counted).", labels=["request", "error"])
+        errs = core.CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Error codes answered, per API and error (Kafka's ErrorsPerSec; NONE not counted).",
+            labels=["request", "error"],
+        )
         for (key, code), n in sorted(dict(m.errors).items()):
             errs.add_metric([_api_name(key), _error_name(code)], n)
         out.append(errs)
-        latency = core.HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
-                                             "Time from a request's arrival to its answer, milliseconds (Kafka's "
-                                             "TotalTimeMs, before the answer is written).", labels=["request"])
+        latency = core.HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltimems",
+            "Time from a request's arrival to its answer, milliseconds (Kafka's "
+            "TotalTimeMs, before the answer is written).",
+            labels=["request"],
+        )
         for key, hist in sorted(dict(m.latency).items()):
             counts = list(hist)  # one copy: buckets and sum agree
             buckets, running = [], 0
@@ -222,10 +251,14 @@ class _Collector:
         out.append(latency)
         bytes_in, records_in, bytes_out = list(m.traffic)
         for name, doc, value in (
-                ("kafka_server_brokertopicmetrics_messagesin", "Records appended by Produce requests.", records_in),
-                ("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended by Produce requests.", bytes_in),
-                ("kafka_server_brokertopicmetrics_bytesout", "Bytes of Fetch answers (record batches and their "
-                                                             "framing).", bytes_out)):
+            ("kafka_server_brokertopicmetrics_messagesin", "Records appended by Produce requests.", records_in),
+            ("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended by Produce requests.", bytes_in),
+            (
+                "kafka_server_brokertopicmetrics_bytesout",
+                "Bytes of Fetch answers (record batches and their framing).",
+                bytes_out,
+            ),
+        ):
             out.append(core.CounterMetricFamily(name, doc, value=value))
         out.extend(self._connections(core, broker.server))
         out.extend(self._partitions(core, broker))
@@ -241,9 +274,13 @@ class _Collector:
         count.add_metric(at, len(server._connections))
         created = core.CounterMetricFamily(prefix + "connection_creation", "Connections accepted.", labels=labels)
         created.add_metric(at, server.connections_opened)
-        closed = core.CounterMetricFamily(prefix + "connection_close", "Connections closed, by reason (peer, idle, "
-                                          "request_error, frame_too_large, internal_error, io_error, shutdown, "
-                                          "other).", labels=labels + ["reason"])
+        closed = core.CounterMetricFamily(
+            prefix + "connection_close",
+            "Connections closed, by reason (peer, idle, "
+            "request_error, frame_too_large, internal_error, io_error, shutdown, "
+            "other).",
+            labels=labels + ["reason"],
+        )
         for reason, n in sorted(dict(server.connections_closed).items()):
             closed.add_metric(at + [reason], n)
         incoming = core.CounterMetricFamily(prefix + "incoming_byte", "Bytes read from clients.", labels=labels)
@@ -258,8 +295,7 @@ class _Collector:
         end = core.GaugeMetricFamily("kafka_log_log_logendoffset", "Log end offset.", labels=labels)
         start = core.GaugeMetricFamily("kafka_log_log_logstartoffset", "Log start offset.", labels=labels)
         size = core.GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log.", labels=labels)
-        segs = core.GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.",
-                                      labels=labels)
+        segs = core.GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log.", labels=labels)
         ends: dict[tuple[str, int], int] = {}
         budget = MAX_PARTITIONS
         try:
@@ -294,12 +330,17 @@ class _Collector:
     @staticmethod
     def _lag(core, coordinator, ends) -> list:
         labels = ["consumergroup", "topic", "partition"]
-        current = core.GaugeMetricFamily("kafka_consumergroup_current_offset", "Committed offset of the group.",
-                                         labels=labels)
-        lag = core.GaugeMetricFamily("kafka_consumergroup_lag", "Log end offset minus the group's committed "
-                                     "offset.", labels=labels)
-        lag_sum = core.GaugeMetricFamily("kafka_consumergroup_lag_sum", "The group's lag over the topic's "
-                                         "partitions.", labels=["consumergroup", "topic"])
+        current = core.GaugeMetricFamily(
+            "kafka_consumergroup_current_offset", "Committed offset of the group.", labels=labels
+        )
+        lag = core.GaugeMetricFamily(
+            "kafka_consumergroup_lag", "Log end offset minus the group's committed offset.", labels=labels
+        )
+        lag_sum = core.GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The group's lag over the topic's partitions.",
+            labels=["consumergroup", "topic"],
+        )
         store = getattr(coordinator, "offsets", None)
         if store is not None:
             for group in sorted(store.groups()):  # a copy of the names, then a copy of each group's offsets

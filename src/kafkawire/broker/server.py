@@ -6,6 +6,7 @@ coordinator: each a package of its own under ``broker/``); ``FramedServer``
 puts it on a socket. ``start_in_thread`` runs a whole broker on its own event
 loop in a background thread (tests, notebooks).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -98,8 +99,9 @@ class Broker:
         self.node_id = config.node_id
         # every listener checked (TLS contexts built) before anything opens: a listener that cannot be served
         # as configured stops start-up here with the key named (kafkawire.security.listeners)
-        self.listeners = parse_listeners(config.properties, (config.host, config.port),
-                                         (config.advertised_host, config.advertised_port))
+        self.listeners = parse_listeners(
+            config.properties, (config.host, config.port), (config.advertised_host, config.advertised_port)
+        )
         self.storage = storage if storage is not None else open_storage(config)
         self.handlers = dispatch.load_handlers()
         self.leader_epoch = LEADER_EPOCH
@@ -113,8 +115,11 @@ class Broker:
         self.txn_coordinator: TransactionCoordinator | None = None
         # storage appends run in a thread for engines that touch files, in order per partition
         self.storage_in_thread = self.storage.blocking
-        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage") \
-            if self.storage_in_thread else None
+        self._executor = (
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="kafkawire-storage")
+            if self.storage_in_thread
+            else None
+        )
         self._queues: dict[tuple[str, int], PartitionQueue] = {}
         # topic changes (CreateTopics, DeleteTopics, CreatePartitions) run one at a time in their own thread,
         # as Kafka's controller does them, so that file I/O and fsyncs never hold up the event loop
@@ -183,16 +188,22 @@ class Broker:
             if key == ApiKey.API_VERSIONS:
                 from .handlers.versions import unsupported_version_response
 
-                log.warning("connection %s: ApiVersions v%d is not supported; answering UNSUPPORTED_VERSION",
-                            getattr(conn, "id", "?"), version)
+                log.warning(
+                    "connection %s: ApiVersions v%d is not supported; answering UNSUPPORTED_VERSION",
+                    getattr(conn, "id", "?"),
+                    version,
+                )
                 return unsupported_version_response(self, correlation_id)
-            raise CloseConnection(f"{spec.name} v{version} is outside the supported range "
-                                  f"{spec.min_version}-{spec.max_version}, correlation id {correlation_id}")
+            raise CloseConnection(
+                f"{spec.name} v{version} is outside the supported range "
+                f"{spec.min_version}-{spec.max_version}, correlation id {correlation_id}"
+            )
         try:
             request = decode_request(payload, framed=False, strict=False)
         except (DecodeError, UnsupportedVersionError) as exc:
-            raise CloseConnection(f"{spec.name} v{version} request (correlation id {correlation_id}) "
-                                  f"does not decode: {exc}") from None
+            raise CloseConnection(
+                f"{spec.name} v{version} request (correlation id {correlation_id}) does not decode: {exc}"
+            ) from None
         ctx = RequestContext(request.header, version, conn)
         metrics = self.metrics
         started = time.perf_counter() if metrics is not None else 0.0
@@ -238,25 +249,40 @@ class Broker:
         """A request failed: answer it as Kafka does, with UNKNOWN_SERVER_ERROR in the error response the
         API's schema gives (``dispatch.error_response``); close the connection only when even that cannot be
         encoded. Either way one line names the API, version, correlation id and client, then the traceback."""
-        where = (f"{spec.name} v{ctx.api_version} (correlation id {ctx.correlation_id}, client {ctx.client_id!r}, "
-                 f"connection {getattr(ctx.connection, 'id', '?')} from {getattr(ctx.connection, 'peer', '?')})")
+        where = (
+            f"{spec.name} v{ctx.api_version} (correlation id {ctx.correlation_id}, client {ctx.client_id!r}, "
+            f"connection {getattr(ctx.connection, 'id', '?')} from {getattr(ctx.connection, 'peer', '?')})"
+        )
         try:
             body = dispatch.error_response(spec.api_key, ctx.api_version, request, errors.UNKNOWN_SERVER_ERROR)
             answer = encode_response_parts(ctx.correlation_id, body, ctx.api_version) if body is not None else None
         except Exception as second:
             if self.metrics is not None:
                 self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
-            log.error("%s: %s (%s: %s), and the error answer does not encode either (%s: %s); closing the "
-                      "connection", where, what, type(exc).__name__, exc, type(second).__name__, second, exc_info=exc)
+            log.error(
+                "%s: %s (%s: %s), and the error answer does not encode either (%s: %s); closing the connection",
+                where,
+                what,
+                type(exc).__name__,
+                exc,
+                type(second).__name__,
+                second,
+                exc_info=exc,
+            )
             raise CloseConnection(f"{where}: {what}: {type(exc).__name__}: {exc}") from None
         if answer is None:  # a Produce with acks=0: its client reads no answer, so Kafka closes the connection
-            log.error("%s: %s (%s: %s); acks=0, no error answer: closing the connection", where, what,
-                      type(exc).__name__, exc, exc_info=exc)
+            log.error(
+                "%s: %s (%s: %s); acks=0, no error answer: closing the connection",
+                where,
+                what,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
             if self.metrics is not None:
                 self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
             raise CloseConnection(f"{where}: {what} (acks=0): {type(exc).__name__}: {exc}")
-        log.error("%s: %s (%s: %s); answered UNKNOWN_SERVER_ERROR", where, what, type(exc).__name__, exc,
-                  exc_info=exc)
+        log.error("%s: %s (%s: %s); answered UNKNOWN_SERVER_ERROR", where, what, type(exc).__name__, exc, exc_info=exc)
         if self.metrics is not None:
             self.metrics.error(spec.api_key, errors.UNKNOWN_SERVER_ERROR)
         return answer
@@ -329,9 +355,14 @@ class Broker:
     def start_txn_coordinator(self) -> TransactionCoordinator:
         """Create the transaction coordinator, which replays __transaction_state and finishes what it left."""
         config = TxnConfig.from_properties(getattr(self.config, "properties", {}) or {})
-        coord = TransactionCoordinator(self.storage, lambda: self.producers.allocate()[0], BrokerMarkerWriter(self),
-                                       config, LoopScheduler(asyncio.get_running_loop()),
-                                       groups=lambda: self.group_coordinator)
+        coord = TransactionCoordinator(
+            self.storage,
+            lambda: self.producers.allocate()[0],
+            BrokerMarkerWriter(self),
+            config,
+            LoopScheduler(asyncio.get_running_loop()),
+            groups=lambda: self.group_coordinator,
+        )
         self.txn_coordinator = coord
         coord.start()
         return coord
@@ -346,18 +377,25 @@ class Broker:
         try:
             for listener in self.listeners:
                 security = ListenerSecurity(listener, self.scram_credentials)
-                server = FramedServer(self.handle, listener.host, listener.port,
-                                      max_frame=self.config.socket_request_max_bytes,
-                                      max_queued_bytes=self.config.queued_max_request_bytes,
-                                      idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None,
-                                      ssl_context=listener.ssl_context, security=security, name=listener.name)
+                server = FramedServer(
+                    self.handle,
+                    listener.host,
+                    listener.port,
+                    max_frame=self.config.socket_request_max_bytes,
+                    max_queued_bytes=self.config.queued_max_request_bytes,
+                    idle_timeout=idle_ms / 1000.0 if idle_ms > 0 else None,
+                    ssl_context=listener.ssl_context,
+                    security=security,
+                    name=listener.name,
+                )
                 security.server = server
                 server.on_connection_closed.append(self._connection_closed)
                 await server.start()
                 self.servers.append(server)
                 warn_if_open(listener)
-                log.info("listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host or "*",
-                         server.port)
+                log.info(
+                    "listener %s (%s) on %s:%d", listener.name, listener.protocol, listener.host or "*", server.port
+                )
         except BaseException:
             for server in self.servers:
                 await server.close()
@@ -377,9 +415,16 @@ class Broker:
             log.info("metrics on http://%s:%d/metrics", self.config.metrics_listener[0] or "*", metrics.port)
         self._background.append(asyncio.ensure_future(self._housekeeping()))
         host, port = self.advertised
-        log.info("kafkawire broker %d listening on %s:%d (advertised %s:%d), cluster id %s, storage %s",
-                 self.node_id, self.config.host or "*", self.server.port, host, port, self.cluster_id,
-                 type(self.storage).__name__)
+        log.info(
+            "kafkawire broker %d listening on %s:%d (advertised %s:%d), cluster id %s, storage %s",
+            self.node_id,
+            self.config.host or "*",
+            self.server.port,
+            host,
+            port,
+            self.cluster_id,
+            type(self.storage).__name__,
+        )
 
     def _connection_closed(self, conn) -> None:
         if self.group_coordinator is not None and hasattr(self.group_coordinator, "connection_closed"):
@@ -401,7 +446,8 @@ class Broker:
                     last_retention = time.monotonic()
                     if self._executor is not None:
                         deleted = await asyncio.get_running_loop().run_in_executor(
-                            self._executor, self.storage.enforce_retention, now_ms)
+                            self._executor, self.storage.enforce_retention, now_ms
+                        )
                     else:
                         deleted = self.storage.enforce_retention(now_ms)
                     if deleted:

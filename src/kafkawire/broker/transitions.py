@@ -5,6 +5,7 @@ the owner of a state machine writes a state only through ``Transitions.check``
 (or a function built on it), so an illegal move is refused where it is tried,
 naming the machine, the state it was in, the state asked for and the event.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -18,8 +19,9 @@ class IllegalTransition(RuntimeError):
     def __init__(self, machine: str, name: str, from_state: Enum, to_state: Enum, event: Enum):
         self.machine, self.name = machine, name
         self.from_state, self.to_state, self.event = from_state, to_state, event
-        super().__init__(f"{machine} {name!r}: illegal transition from {from_state.value} to {to_state.value} "
-                         f"on {event.value}")
+        super().__init__(
+            f"{machine} {name!r}: illegal transition from {from_state.value} to {to_state.value} on {event.value}"
+        )
 
 
 class Transitions:

@@ -13,6 +13,7 @@ are listed but are not damage. Entries that are not kafkawire's (no topic of ``t
 such as a Kafka data directory's partitions and checkpoints) are listed and not read, as the broker lists
 them on start; ``kafkawire logs DIR`` reads them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ _LOG_FILE = re.compile(r"(\d{20})\.log")
 def configure(parser: argparse.ArgumentParser, name: str = "check") -> None:
     parser.add_argument("data_dir", metavar="DATA_DIR", help="the broker's data directory (log.dirs)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--partition", action="append", default=[], metavar="TOPIC-N",
-                        help="check only this partition directory (repeatable)")
+    parser.add_argument(
+        "--partition",
+        action="append",
+        default=[],
+        metavar="TOPIC-N",
+        help="check only this partition directory (repeatable)",
+    )
 
 
 def _check_indexes(segment, infos, is_last: bool) -> list[dict]:
@@ -53,16 +59,26 @@ def _check_indexes(segment, infos, is_last: bool) -> list[dict]:
             for offset, position in zip(index.offsets, index.positions):
                 info = starts.get(position)
                 if info is None or info.last_offset != offset:
-                    problems.append({"file": index.path, "kind": "index",
-                                     "detail": f"entry (offset {offset}, position {position}) points at no batch "
-                                               f"ending at that offset"})
+                    problems.append(
+                        {
+                            "file": index.path,
+                            "kind": "index",
+                            "detail": f"entry (offset {offset}, position {position}) points at no batch "
+                            f"ending at that offset",
+                        }
+                    )
                     break
         else:
             for ts, offset in zip(index.timestamps, index.offsets):
                 if not segment.base_offset <= offset <= last_offset:
-                    problems.append({"file": index.path, "kind": "index",
-                                     "detail": f"entry (timestamp {ts}, offset {offset}) is outside the segment's "
-                                               f"offsets {segment.base_offset}..{last_offset}"})
+                    problems.append(
+                        {
+                            "file": index.path,
+                            "kind": "index",
+                            "detail": f"entry (timestamp {ts}, offset {offset}) is outside the segment's "
+                            f"offsets {segment.base_offset}..{last_offset}",
+                        }
+                    )
                     break
     return problems
 
@@ -72,9 +88,14 @@ def check_partition(directory: str) -> dict:
     from kafkawire.broker.storage.segment import LogSegment
 
     bases = sorted(int(m.group(1)) for m in map(_LOG_FILE.fullmatch, os.listdir(directory)) if m)
-    report: dict[str, Any] = {"partition": os.path.basename(directory), "segments": len(bases), "batches": 0, "bytes": 0,
-              "problems": [],
-              "quarantined": sorted(n for n in os.listdir(directory) if recovery.QUARANTINE_FILE.fullmatch(n))}
+    report: dict[str, Any] = {
+        "partition": os.path.basename(directory),
+        "segments": len(bases),
+        "batches": 0,
+        "bytes": 0,
+        "problems": [],
+        "quarantined": sorted(n for n in os.listdir(directory) if recovery.QUARANTINE_FILE.fullmatch(n)),
+    }
     for i, base in enumerate(bases):
         segment = LogSegment(directory, base, created_ms=0)
         is_last = i == len(bases) - 1
@@ -87,12 +108,26 @@ def check_partition(directory: str) -> dict:
         report["batches"] += len(found.infos)
         report["bytes"] += segment.file_size()
         for d in found.damaged:
-            report["problems"].append({"file": segment.log_path, "kind": "corrupt-batch", "position": d.start,
-                                       "length": d.end - d.start, "detail": d.why})
+            report["problems"].append(
+                {
+                    "file": segment.log_path,
+                    "kind": "corrupt-batch",
+                    "position": d.start,
+                    "length": d.end - d.start,
+                    "detail": d.why,
+                }
+            )
         if found.tail is not None:
             d = found.tail
-            report["problems"].append({"file": segment.log_path, "kind": "torn-tail" if is_last else "damaged-tail",
-                                       "position": d.start, "length": d.end - d.start, "detail": d.why})
+            report["problems"].append(
+                {
+                    "file": segment.log_path,
+                    "kind": "torn-tail" if is_last else "damaged-tail",
+                    "position": d.start,
+                    "length": d.end - d.start,
+                    "detail": d.why,
+                }
+            )
         report["problems"] += _check_indexes(segment, found.infos, is_last)
     return report
 
@@ -105,8 +140,12 @@ def check(data_dir: str, partitions: list[str] | None = None) -> dict:
     owned, unknown = recovery.sort_entries(data_dir, metadata.load_topics(data_dir))
     dirs = [os.path.join(data_dir, name) for name in owned if not partitions or name in partitions]
     results = [check_partition(d) for d in dirs]
-    return {"data_dir": os.path.abspath(data_dir), "partitions": results, "unknown": unknown,
-            "damaged": any(r["problems"] for r in results)}
+    return {
+        "data_dir": os.path.abspath(data_dir),
+        "partitions": results,
+        "unknown": unknown,
+        "damaged": any(r["problems"] for r in results),
+    }
 
 
 def run(args) -> int:

@@ -10,6 +10,7 @@
 All take ``--bootstrap HOST:PORT[,HOST:PORT...]`` (default 127.0.0.1:9092).
 Broker errors print as ``error: NAME (code): message`` and exit with 1.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,70 +21,116 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def configure(parser: argparse.ArgumentParser, name: str) -> None:
-    parser.add_argument("--bootstrap", "--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
-                        help=f"broker(s) to bootstrap from (default {DEFAULT_BOOTSTRAP})")
-    parser.add_argument("--request-timeout", type=float, default=30.0, metavar="S",
-                        help="seconds to wait for a broker's response (default 30)")
+    parser.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        default=DEFAULT_BOOTSTRAP,
+        metavar="HOST:PORT",
+        help=f"broker(s) to bootstrap from (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for a broker's response (default 30)",
+    )
     if name == "produce":
         parser.add_argument("topic")
-        parser.add_argument("--key-separator", metavar="SEP",
-                            help="each line is KEY SEP VALUE (split at the first SEP); default: no key")
+        parser.add_argument(
+            "--key-separator",
+            metavar="SEP",
+            help="each line is KEY SEP VALUE (split at the first SEP); default: no key",
+        )
         parser.add_argument("--partition", type=int, help="produce to this partition (default: by key / sticky)")
-        parser.add_argument("--compression", default="none",
-                            choices=["none", "gzip", "snappy", "lz4", "zstd"])
+        parser.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
         parser.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"])
-        parser.add_argument("--header", action="append", default=[], metavar="KEY=VALUE",
-                            help="add this header to every record (repeatable)")
+        parser.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="add this header to every record (repeatable)",
+        )
         parser.add_argument("--linger-ms", type=float, default=5.0)
         parser.add_argument("--no-idempotence", action="store_true", help="disable the idempotent producer")
-        parser.add_argument("--verbose", "-v", action="store_true",
-                            help="print partition@offset of each record to stderr")
+        parser.add_argument(
+            "--verbose", "-v", action="store_true", help="print partition@offset of each record to stderr"
+        )
     elif name == "consume":
         parser.add_argument("topic", nargs="?", help="the topic (with --group: a comma list of topics)")
-        parser.add_argument("--from-beginning", action="store_true",
-                            help="start at the earliest offset (default: only new records); with --group: "
-                                 "where a partition without a committed offset starts")
-        parser.add_argument("--group", metavar="G",
-                            help="consume as a member of consumer group G: the group assigns partitions, "
-                                 "offsets are committed (auto-commit, and on exit)")
+        parser.add_argument(
+            "--from-beginning",
+            action="store_true",
+            help="start at the earliest offset (default: only new records); with --group: "
+            "where a partition without a committed offset starts",
+        )
+        parser.add_argument(
+            "--group",
+            metavar="G",
+            help="consume as a member of consumer group G: the group assigns partitions, "
+            "offsets are committed (auto-commit, and on exit)",
+        )
         parser.add_argument("--include", metavar="REGEX", help="with --group: every topic whose name matches")
-        parser.add_argument("--group-protocol", default="classic", choices=["classic", "consumer"],
-                            help="classic (JoinGroup/SyncGroup) or consumer (KIP-848) (default: classic)")
-        parser.add_argument("--assignor", action="append", metavar="NAME",
-                            help="classic protocol: range, roundrobin or cooperative-sticky (repeatable, in order "
-                                 "of preference; default: range, cooperative-sticky); consumer protocol: the "
-                                 "broker's assignor, uniform or range")
+        parser.add_argument(
+            "--group-protocol",
+            default="classic",
+            choices=["classic", "consumer"],
+            help="classic (JoinGroup/SyncGroup) or consumer (KIP-848) (default: classic)",
+        )
+        parser.add_argument(
+            "--assignor",
+            action="append",
+            metavar="NAME",
+            help="classic protocol: range, roundrobin or cooperative-sticky (repeatable, in order "
+            "of preference; default: range, cooperative-sticky); consumer protocol: the "
+            "broker's assignor, uniform or range",
+        )
         parser.add_argument("--group-instance-id", metavar="ID", help="static membership (group.instance.id)")
-        parser.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
-                            help="a consumer option by its Java name, e.g. session.timeout.ms=10000 (repeatable)")
-        parser.add_argument("--partition", type=int, action="append",
-                            help="consume only this partition (repeatable; default: all)")
+        parser.add_argument(
+            "--consumer-property",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a consumer option by its Java name, e.g. session.timeout.ms=10000 (repeatable)",
+        )
+        parser.add_argument(
+            "--partition", type=int, action="append", help="consume only this partition (repeatable; default: all)"
+        )
         parser.add_argument("--offset", help="start offset: a number, 'earliest' or 'latest' (needs --partition)")
         parser.add_argument("--max-messages", type=int, help="exit after this many records")
-        parser.add_argument("--timeout", type=float,
-                            help="exit when no record arrives for this many seconds (default: wait forever)")
+        parser.add_argument(
+            "--timeout", type=float, help="exit when no record arrives for this many seconds (default: wait forever)"
+        )
         parser.add_argument("--print-key", action="store_true", help="print KEY SEP VALUE")
         parser.add_argument("--print-offset", action="store_true", help="prefix partition:offset SEP")
         parser.add_argument("--print-headers", action="store_true", help="print headers as k=v,k=v SEP")
         parser.add_argument("--key-separator", default="\t", metavar="SEP", help="separator (default: tab)")
-        parser.add_argument("--isolation-level", default="read_uncommitted",
-                            choices=["read_uncommitted", "read_committed"])
-        parser.add_argument("--verbose", "-v", action="store_true",
-                            help="with --group: print each assignment change to stderr")
+        parser.add_argument(
+            "--isolation-level", default="read_uncommitted", choices=["read_uncommitted", "read_committed"]
+        )
+        parser.add_argument(
+            "--verbose", "-v", action="store_true", help="with --group: print each assignment change to stderr"
+        )
     elif name == "topics":
         parser.add_argument("action", choices=["list", "create", "delete", "describe"])
         parser.add_argument("names", nargs="*", metavar="TOPIC")
         parser.add_argument("--partitions", type=int, default=-1, help="create: partitions (default: broker's)")
-        parser.add_argument("--replication-factor", type=int, default=-1,
-                            help="create: replication factor (default: broker's)")
-        parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
-                            help="create: a topic config (repeatable)")
+        parser.add_argument(
+            "--replication-factor", type=int, default=-1, help="create: replication factor (default: broker's)"
+        )
+        parser.add_argument(
+            "--config", action="append", default=[], metavar="KEY=VALUE", help="create: a topic config (repeatable)"
+        )
         parser.add_argument("--if-not-exists", action="store_true", help="create: an existing topic is not an error")
         parser.add_argument("--if-exists", action="store_true", help="delete: a missing topic is not an error")
         parser.add_argument("--include-internal", action="store_true", help="list: internal topics too")
     elif name == "apis":
-        parser.add_argument("--bootstrap-only", action="store_true",
-                            help="ask only the bootstrap broker (default: every broker in the metadata)")
+        parser.add_argument(
+            "--bootstrap-only",
+            action="store_true",
+            help="ask only the bootstrap broker (default: every broker in the metadata)",
+        )
     else:
         raise ValueError(f"unknown client command {name!r}")
 
@@ -114,6 +161,7 @@ def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
 
 # -- produce --------------------------------------------------------------------
 
+
 def _produce(args) -> int:
     from ..client import Producer
 
@@ -128,9 +176,14 @@ def _produce(args) -> int:
         elif args.verbose:
             print(f"{meta.topic}-{meta.partition}@{meta.offset}", file=sys.stderr)
 
-    with Producer(args.bootstrap, acks=args.acks, compression=args.compression, linger_ms=args.linger_ms,
-                  enable_idempotence=not args.no_idempotence and args.acks in ("all", "-1"),
-                  request_timeout=args.request_timeout) as producer:
+    with Producer(
+        args.bootstrap,
+        acks=args.acks,
+        compression=args.compression,
+        linger_ms=args.linger_ms,
+        enable_idempotence=not args.no_idempotence and args.acks in ("all", "-1"),
+        request_timeout=args.request_timeout,
+    ) as producer:
         for line in sys.stdin.buffer:
             line = line.rstrip(b"\n")
             if line.endswith(b"\r"):
@@ -154,6 +207,7 @@ def _produce(args) -> int:
 
 
 # -- consume --------------------------------------------------------------------
+
 
 def _consume(args) -> int:
     from ..client import Admin, Consumer
@@ -180,8 +234,12 @@ def _consume(args) -> int:
     out = sys.stdout.buffer
     sep = args.key_separator.encode()
     seen = 0
-    with Consumer(args.bootstrap, isolation_level=args.isolation_level, request_timeout=args.request_timeout,
-                  fetch_max_wait_ms=200) as consumer:
+    with Consumer(
+        args.bootstrap,
+        isolation_level=args.isolation_level,
+        request_timeout=args.request_timeout,
+        fetch_max_wait_ms=200,
+    ) as consumer:
         consumer.assign([(args.topic, p) for p in partitions], offset=start)
         last = time.monotonic()
         while args.max_messages is None or seen < args.max_messages:
@@ -241,14 +299,15 @@ def _consume_group(args) -> int:
         print("error: --include needs --group", file=sys.stderr)
         return 2
     if args.partition or args.offset is not None:
-        print("error: --partition and --offset do not go with --group (the group assigns partitions)",
-              file=sys.stderr)
+        print("error: --partition and --offset do not go with --group (the group assigns partitions)", file=sys.stderr)
         return 2
     if (args.topic is None) == (args.include is None):
         print("error: with --group name topics or --include REGEX (one of them)", file=sys.stderr)
         return 2
-    options = {k.replace(".", "_").replace("-", "_"): _property(v)
-               for k, v in _pairs(args.consumer_property, "--consumer-property")}
+    options = {
+        k.replace(".", "_").replace("-", "_"): _property(v)
+        for k, v in _pairs(args.consumer_property, "--consumer-property")
+    }
     options.setdefault("auto_offset_reset", "earliest" if args.from_beginning else "latest")
     if args.assignor:
         if args.group_protocol == "classic":
@@ -261,14 +320,22 @@ def _consume_group(args) -> int:
             if args.verbose:
                 text = ",".join(f"{t}-{p}" for t, p in tps)
                 print(f"{what}: {text}", file=sys.stderr, flush=True)
+
         return report
 
     out = sys.stdout.buffer
     seen = 0
     try:
-        consumer = Consumer(args.bootstrap, group_id=args.group, group_protocol=args.group_protocol,
-                            group_instance_id=args.group_instance_id, isolation_level=args.isolation_level,
-                            request_timeout=args.request_timeout, fetch_max_wait_ms=200, **options)
+        consumer = Consumer(
+            args.bootstrap,
+            group_id=args.group,
+            group_protocol=args.group_protocol,
+            group_instance_id=args.group_instance_id,
+            isolation_level=args.isolation_level,
+            request_timeout=args.request_timeout,
+            fetch_max_wait_ms=200,
+            **options,
+        )
     except (TypeError, ValueError) as exc:  # an unknown --consumer-property or a bad value
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -276,14 +343,23 @@ def _consume_group(args) -> int:
     # SIGTERM leaves the group as Ctrl-C does (commit, revoke, LeaveGroup), instead of dying in place
     def terminate(*_):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, terminate)
     with consumer:
         if args.include is not None:
-            consumer.subscribe(pattern=args.include, on_partitions_assigned=say("assigned"),
-                               on_partitions_revoked=say("revoked"), on_partitions_lost=say("lost"))
+            consumer.subscribe(
+                pattern=args.include,
+                on_partitions_assigned=say("assigned"),
+                on_partitions_revoked=say("revoked"),
+                on_partitions_lost=say("lost"),
+            )
         else:
-            consumer.subscribe([t for t in args.topic.split(",") if t], on_partitions_assigned=say("assigned"),
-                               on_partitions_revoked=say("revoked"), on_partitions_lost=say("lost"))
+            consumer.subscribe(
+                [t for t in args.topic.split(",") if t],
+                on_partitions_assigned=say("assigned"),
+                on_partitions_revoked=say("revoked"),
+                on_partitions_lost=say("lost"),
+            )
         last = time.monotonic()
         try:
             while args.max_messages is None or seen < args.max_messages:
@@ -307,6 +383,7 @@ def _consume_group(args) -> int:
 
 # -- topics ---------------------------------------------------------------------
 
+
 def _topics(args) -> int:
     from ..client import Admin, NewTopic
 
@@ -321,8 +398,8 @@ def _topics(args) -> int:
         if args.action == "create":
             configs = dict(_pairs(args.config, "--config"))
             results = admin.create_topics(
-                [NewTopic(n, args.partitions, args.replication_factor, configs) for n in args.names],
-                raise_errors=False)
+                [NewTopic(n, args.partitions, args.replication_factor, configs) for n in args.names], raise_errors=False
+            )
             return _report(results, "Created topic", ok_codes=(36,) if args.if_not_exists else ())
         if args.action == "delete":
             results = admin.delete_topics(args.names, raise_errors=False)
@@ -332,11 +409,15 @@ def _topics(args) -> int:
         for name, t in topics.items():
             if t.is_internal and not args.names and not args.include_internal:
                 continue
-            print(f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {t.num_partitions}\t"
-                  f"ReplicationFactor: {len(next(iter(t.partitions.values())).replicas) if t.partitions else 0}")
+            print(
+                f"Topic: {name}\tTopicId: {t.topic_id}\tPartitionCount: {t.num_partitions}\t"
+                f"ReplicationFactor: {len(next(iter(t.partitions.values())).replicas) if t.partitions else 0}"
+            )
             for p in sorted(t.partitions.values(), key=lambda p: p.partition):
-                print(f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                      f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+                print(
+                    f"\tTopic: {name}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+                    f"Replicas: {','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}"
+                )
         return 0
 
 
@@ -354,6 +435,7 @@ def _report(results: dict, verb: str, ok_codes=()) -> int:
 
 
 # -- apis -----------------------------------------------------------------------
+
 
 def _apis(args) -> int:
     from ..client import Admin

@@ -9,6 +9,7 @@ hand. Requests carry their API key and version; responses do not, so
 Exit status: 0 decoded, 1 malformed input (the error names the field and
 byte offset), 2 unusable arguments or hex.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,17 +29,24 @@ _FRAME_SLACK = 8
 def configure(parser: argparse.ArgumentParser, name: str = "decode") -> None:
     parser.add_argument("hex", nargs="*", help="the bytes as hex (default: read from --file or stdin)")
     parser.add_argument("--file", "-f", help="read the hex from this file ('-' for stdin)")
-    parser.add_argument("--response", action="store_true", help="the bytes are a response (needs --api-key and "
-                                                                 "--api-version)")
+    parser.add_argument(
+        "--response", action="store_true", help="the bytes are a response (needs --api-key and --api-version)"
+    )
     parser.add_argument("--api-key", type=int, help="API key of the response")
     parser.add_argument("--api-version", type=int, help="API version of the response")
     framing = parser.add_mutually_exclusive_group()
-    framing.add_argument("--framed", dest="framed", action="store_true", default=None,
-                         help="the bytes start with the 4-byte frame size (default: detect)")
+    framing.add_argument(
+        "--framed",
+        dest="framed",
+        action="store_true",
+        default=None,
+        help="the bytes start with the 4-byte frame size (default: detect)",
+    )
     framing.add_argument("--unframed", dest="framed", action="store_false", help="no 4-byte frame size")
     parser.add_argument("--json", action="store_true", help="print the annotations as JSON")
-    parser.add_argument("--no-strict", dest="strict", action="store_false",
-                        help="accept bytes left over after the message")
+    parser.add_argument(
+        "--no-strict", dest="strict", action="store_false", help="accept bytes left over after the message"
+    )
 
 
 class InputError(Exception):
@@ -101,8 +109,9 @@ def run(args) -> int:
     return 0
 
 
-def _print(args, data: bytes, framed: bool, events: list[Annotation], result: Annotated | None,
-           error: AnnotationError | None) -> None:
+def _print(
+    args, data: bytes, framed: bool, events: list[Annotation], result: Annotated | None, error: AnnotationError | None
+) -> None:
     if args.json:
         out = {
             "kind": "response" if args.response else "request",
@@ -110,8 +119,15 @@ def _print(args, data: bytes, framed: bool, events: list[Annotation], result: An
             "length": len(data),
             "annotations": [e.to_dict() for e in events],
             "value": _jsonable(result.value) if result else None,
-            "error": None if error is None else {"problem": error.problem, "message": error.message,
-                                                 "path": error.path, "offset": error.offset, "text": str(error)},
+            "error": None
+            if error is None
+            else {
+                "problem": error.problem,
+                "message": error.message,
+                "path": error.path,
+                "offset": error.offset,
+                "text": str(error),
+            },
         }
         if args.response:
             out.update(api_key=args.api_key, api_version=args.api_version)
@@ -128,7 +144,7 @@ def render(data: bytes, events: list[Annotation]) -> str:
         own_end = e.offset + (e.width or 0)
         if i + 1 < len(events) and events[i + 1].depth > e.depth:
             own_end = min(own_end, events[i + 1].offset)  # a container shows only its own prefix
-        own = data[e.offset:own_end]
+        own = data[e.offset : own_end]
         shown = own[:_HEX_BYTES_SHOWN].hex(" ")
         if len(own) > _HEX_BYTES_SHOWN:
             shown += f" …+{len(own) - _HEX_BYTES_SHOWN}"
@@ -137,8 +153,9 @@ def render(data: bytes, events: list[Annotation]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = []
     for r in rows:
-        lines.append(f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}"
-                     .rstrip())
+        lines.append(
+            f"{r[0]:>{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]:<{widths[3]}}  {r[4]}".rstrip()
+        )
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ and of ``__consumer_offsets`` are decoded by their schemas (chosen from the dire
 Nothing is written. Exit status: 0 when everything read cleanly, 1 when something is damaged (each
 problem printed with its file and byte position), 2 for a path that is missing or of an unknown kind.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,16 +26,25 @@ from kafkawire.tools import logdump
 
 
 def configure(parser: argparse.ArgumentParser, name: str = "logs") -> None:
-    parser.add_argument("paths", nargs="+", metavar="DIR|FILE",
-                        help="a data directory (log.dirs), or with --dump the files to decode")
+    parser.add_argument(
+        "paths", nargs="+", metavar="DIR|FILE", help="a data directory (log.dirs), or with --dump the files to decode"
+    )
     parser.add_argument("--dump", action="store_true", help="decode the given files (.log, .index, ...)")
-    parser.add_argument("--decode", choices=logdump.DECODERS, default="auto",
-                        help="how to read record keys and values of a .log: by the directory name (auto), "
-                             "raw, the KRaft metadata log's records, __consumer_offsets' or __transaction_state's")
+    parser.add_argument(
+        "--decode",
+        choices=logdump.DECODERS,
+        default="auto",
+        help="how to read record keys and values of a .log: by the directory name (auto), "
+        "raw, the KRaft metadata log's records, __consumer_offsets' or __transaction_state's",
+    )
     parser.add_argument("--json", action="store_true", help="JSON lines instead of text")
-    parser.add_argument("--max-bytes", type=int, default=logdump.DEFAULT_MAX_BYTES, metavar="N",
-                        help=f"show at most N bytes of each key, value and header (default "
-                             f"{logdump.DEFAULT_MAX_BYTES}; 0 for all)")
+    parser.add_argument(
+        "--max-bytes",
+        type=int,
+        default=logdump.DEFAULT_MAX_BYTES,
+        metavar="N",
+        help=f"show at most N bytes of each key, value and header (default {logdump.DEFAULT_MAX_BYTES}; 0 for all)",
+    )
     parser.add_argument("--headers-only", action="store_true", help="batches only, not their records")
 
 
@@ -57,6 +67,7 @@ def _error_line(item: dict) -> str:
 
 # ------------------------------------------------------------------- --dump
 
+
 def _dump(path: str, args, out) -> int:
     if not os.path.isfile(path):
         print(f"{path}: no such file", file=sys.stderr)
@@ -73,11 +84,13 @@ def _dump(path: str, args, out) -> int:
     decoder = logdump.decoder_for(path) if args.decode == "auto" else args.decode
     damaged = False
     if not args.json:
-        print(f"Dumping {path} ({len(data)} bytes, {logdump.file_kind(path)}"
-              f"{', decoder ' + decoder if logdump.file_kind(path) == 'log' else ''})", file=out)
+        print(
+            f"Dumping {path} ({len(data)} bytes, {logdump.file_kind(path)}"
+            f"{', decoder ' + decoder if logdump.file_kind(path) == 'log' else ''})",
+            file=out,
+        )
     counts = {"batches": 0, "records": 0}
-    for item in logdump.dump_file(path, data, decoder=decoder, records=not args.headers_only,
-                                  max_bytes=args.max_bytes):
+    for item in logdump.dump_file(path, data, decoder=decoder, records=not args.headers_only, max_bytes=args.max_bytes):
         item = {**item, "file": path}
         if item["kind"] == "error":
             damaged = True
@@ -111,12 +124,16 @@ def _print_item(item: dict, out) -> None:
     elif kind == "batch":
         crc = "ok" if item["crc_valid"] else "BAD"
         count = item.get("count", 1)
-        line = (f"batch @{item['position']}: offsets {item['base_offset']}..{item['last_offset']} ({count} records), "
-                f"{item['size']} bytes, magic {item['magic']}, crc 0x{item['crc']:08x} {crc}, {_flags(item)}")
+        line = (
+            f"batch @{item['position']}: offsets {item['base_offset']}..{item['last_offset']} ({count} records), "
+            f"{item['size']} bytes, magic {item['magic']}, crc 0x{item['crc']:08x} {crc}, {_flags(item)}"
+        )
         if item["magic"] == 2:
-            line += (f"\n    producer {item['producer_id']} epoch {item['producer_epoch']} "
-                     f"seq {item['base_sequence']}..{item['last_sequence']}, leader epoch "
-                     f"{item['partition_leader_epoch']}, timestamps {item['base_timestamp']}..{item['max_timestamp']}")
+            line += (
+                f"\n    producer {item['producer_id']} epoch {item['producer_epoch']} "
+                f"seq {item['base_sequence']}..{item['last_sequence']}, leader epoch "
+                f"{item['partition_leader_epoch']}, timestamps {item['base_timestamp']}..{item['max_timestamp']}"
+            )
         print(line, file=out)
         for rec in item.get("records", ()):
             _print_record(rec, out)
@@ -128,14 +145,23 @@ def _print_item(item: dict, out) -> None:
         else:
             print(f"timestamp {item['timestamp']} -> offset {item['offset']}", file=out)
     elif kind == "aborted_txn":
-        print(f"aborted: producer {item['producer_id']} offsets {item['first_offset']}..{item['last_offset']}, "
-              f"last stable offset {item['last_stable_offset']}", file=out)
+        print(
+            f"aborted: producer {item['producer_id']} offsets {item['first_offset']}..{item['last_offset']}, "
+            f"last stable offset {item['last_stable_offset']}",
+            file=out,
+        )
     elif kind == "index_summary":
-        print(f"{item['entries']} entries" + (f" ({item['preallocated_bytes']} preallocated bytes after them)"
-                                              if item["preallocated_bytes"] else ""), file=out)
+        print(
+            f"{item['entries']} entries"
+            + (f" ({item['preallocated_bytes']} preallocated bytes after them)" if item["preallocated_bytes"] else ""),
+            file=out,
+        )
     elif kind == "producer_snapshot":
-        print(f"producer snapshot v{item['version']}, crc 0x{item['crc']:08x} {'ok' if item['crc_valid'] else 'BAD'}, "
-              f"{len(item['producers'])} producers", file=out)
+        print(
+            f"producer snapshot v{item['version']}, crc 0x{item['crc']:08x} {'ok' if item['crc_valid'] else 'BAD'}, "
+            f"{len(item['producers'])} producers",
+            file=out,
+        )
         for p in item["producers"]:
             print("  " + ", ".join(f"{k} {v}" for k, v in p.items()), file=out)
     elif kind == "checkpoint":
@@ -153,17 +179,22 @@ def _print_item(item: dict, out) -> None:
 
 
 def _print_record(rec: dict, out) -> None:
-    line = (f"  offset {rec['offset']}  ts {rec['timestamp']}  key {logdump.bytes_label(rec['key'])}"
-            f"  value {logdump.bytes_label(rec['value'])} ({rec['value_size']} B)")
+    line = (
+        f"  offset {rec['offset']}  ts {rec['timestamp']}  key {logdump.bytes_label(rec['key'])}"
+        f"  value {logdump.bytes_label(rec['value'])} ({rec['value_size']} B)"
+    )
     if rec["headers"]:
         line += "  headers " + ", ".join(f"{k}={logdump.bytes_label(v)}" for k, v in rec["headers"])
     print(line, file=out)
     dec = rec.get("decoded")
     if dec is not None:
         if "control" in dec:
-            print(f"    control {dec['control']}" + (f" {json.dumps(dec['data'])}" if "data" in dec else "")
-                  + (f" coordinator epoch {dec['coordinator_epoch']}" if "coordinator_epoch" in dec else ""),
-                  file=out)
+            print(
+                f"    control {dec['control']}"
+                + (f" {json.dumps(dec['data'])}" if "data" in dec else "")
+                + (f" coordinator epoch {dec['coordinator_epoch']}" if "coordinator_epoch" in dec else ""),
+                file=out,
+            )
         elif "data" in dec:
             print(f"    {dec['type']} v{dec['version']} {json.dumps(dec['data'])}", file=out)
         else:
@@ -173,6 +204,7 @@ def _print_record(rec: dict, out) -> None:
 
 
 # ----------------------------------------------------------------- summary
+
 
 def _summary(path: str, args, out) -> int:
     if not os.path.isdir(path):
@@ -193,31 +225,44 @@ def _summary(path: str, args, out) -> int:
         by_kind.setdefault(item["kind"], []).append(item)
     head = by_kind["data_dir"][0]
     props = head["meta_properties"]
-    print(f"{head['path']}: {head['layout']} data directory"
-          + (f" (cluster.id {props.get('cluster.id')}, node.id {props.get('node.id')}"
-             + (f", directory.id {props['directory.id']}" if "directory.id" in props else "") + ")" if props else ""),
-          file=out)
+    print(
+        f"{head['path']}: {head['layout']} data directory"
+        + (
+            f" (cluster.id {props.get('cluster.id')}, node.id {props.get('node.id')}"
+            + (f", directory.id {props['directory.id']}" if "directory.id" in props else "")
+            + ")"
+            if props
+            else ""
+        ),
+        file=out,
+    )
     topics = by_kind.get("topic", [])
     if topics:
-        source = topics[0]["source"] + (f", {topics[0]['metadata_records']} records" if "metadata_records" in topics[0]
-                                        else "")
+        source = topics[0]["source"] + (
+            f", {topics[0]['metadata_records']} records" if "metadata_records" in topics[0] else ""
+        )
         print(f"\ntopics ({len(topics)}, from {source}):", file=out)
         width = max(len(t["name"]) for t in topics)
         for t in topics:
             configs = " ".join(f"{k}={v}" for k, v in sorted(t["configs"].items()))
-            print(f"  {t['name']:<{width}}  id {t['topic_id']}  {t['partitions']} partitions"
-                  + (f"  {configs}" if configs else ""), file=out)
+            print(
+                f"  {t['name']:<{width}}  id {t['topic_id']}  {t['partitions']} partitions"
+                + (f"  {configs}" if configs else ""),
+                file=out,
+            )
     parts = by_kind.get("partition", [])
     if parts:
         print(f"\npartitions ({len(parts)}):", file=out)
-        empty = [p["name"] for p in parts if p["first_offset"] is None and not p["quarantined"]
-                 and not p["other_files"] and not p["kraft_snapshots"]]
+        empty = [
+            p["name"]
+            for p in parts
+            if p["first_offset"] is None and not p["quarantined"] and not p["other_files"] and not p["kraft_snapshots"]
+        ]
         for p in parts:
             if p["name"] in empty:
                 continue
             segs = p["segments"]
-            offsets = (f"offsets {p['first_offset']}..{p['last_offset']}" if p["first_offset"] is not None
-                       else "empty")
+            offsets = f"offsets {p['first_offset']}..{p['last_offset']}" if p["first_offset"] is not None else "empty"
             extra = []
             if p.get("topic_id"):
                 extra.append(f"topic id {p['topic_id']}")
@@ -231,27 +276,36 @@ def _summary(path: str, args, out) -> int:
                 extra.append(f"{len(p['quarantined'])} quarantined")
             if p["other_files"]:
                 extra.append("other files: " + " ".join(p["other_files"]))
-            print(f"  {p['name']}: {len(segs)} segments, {sum(s['batches'] for s in segs)} batches, "
-                  f"{p['records']} records, {offsets}, {p['bytes']} bytes" + ("; " + "; ".join(extra) if extra else ""),
-                  file=out)
+            print(
+                f"  {p['name']}: {len(segs)} segments, {sum(s['batches'] for s in segs)} batches, "
+                f"{p['records']} records, {offsets}, {p['bytes']} bytes" + ("; " + "; ".join(extra) if extra else ""),
+                file=out,
+            )
             if len(segs) > 1:
                 for s in segs:
-                    print(f"    {s['base_offset']:020d}.log: {s['batches']} batches, {s['records']} records, "
-                          f"{s['bytes']} bytes, index {s.get('index_entries', '-')} entries, "
-                          f"timeindex {s.get('timeindex_entries', '-')} entries"
-                          + (f", {s['txnindex_entries']} aborted transactions" if s.get("txnindex_entries") else ""),
-                          file=out)
+                    print(
+                        f"    {s['base_offset']:020d}.log: {s['batches']} batches, {s['records']} records, "
+                        f"{s['bytes']} bytes, index {s.get('index_entries', '-')} entries, "
+                        f"timeindex {s.get('timeindex_entries', '-')} entries"
+                        + (f", {s['txnindex_entries']} aborted transactions" if s.get("txnindex_entries") else ""),
+                        file=out,
+                    )
         if empty:
             print(f"  no records ({len(empty)}): {' '.join(empty)}", file=out)
     checkpoints = by_kind.get("dir_checkpoint", [])
     if checkpoints:
         print("\ncheckpoints:", file=out)
     for c in checkpoints:
-        print(f"  {c['name']}: {c['entries']} entries" + (", non-zero: " + ", ".join(c["nonzero"])
-                                                         if c["nonzero"] else ""), file=out)
+        print(
+            f"  {c['name']}: {c['entries']} entries"
+            + (", non-zero: " + ", ".join(c["nonzero"]) if c["nonzero"] else ""),
+            file=out,
+        )
     for co in by_kind.get("consumer_offsets", []):
-        print(f"\n__consumer_offsets ({co['partitions']} partitions): {len(co['groups'])} groups with committed "
-              f"offsets", file=out)
+        print(
+            f"\n__consumer_offsets ({co['partitions']} partitions): {len(co['groups'])} groups with committed offsets",
+            file=out,
+        )
         for group, offsets in co["groups"].items():
             print(f"  {group}: " + ", ".join(f"{tp}={o}" for tp, o in offsets.items()), file=out)
     for u in by_kind.get("unknown_entries", []):

@@ -1,4 +1,5 @@
 """The ``kafkawire`` command: one sub-command per module, imported only when used."""
+
 from __future__ import annotations
 
 import argparse

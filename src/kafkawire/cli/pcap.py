@@ -15,6 +15,7 @@ server port is one of ``--port`` (default 9092) or, unless
 
 Exit status: 0 all decoded, 1 some frame did not decode, 2 unreadable capture.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,10 +32,15 @@ from .decode import _jsonable, render
 
 def configure(parser: argparse.ArgumentParser, name: str = "pcap") -> None:
     parser.add_argument("file", help="the capture (pcap or pcapng; '-' for stdin)")
-    parser.add_argument("--port", "-p", type=int, action="append",
-                        help="a Kafka server port (repeatable; default 9092)")
-    parser.add_argument("--no-autodetect", dest="autodetect", action="store_false",
-                        help="only the given ports, no guessing from the first bytes")
+    parser.add_argument(
+        "--port", "-p", type=int, action="append", help="a Kafka server port (repeatable; default 9092)"
+    )
+    parser.add_argument(
+        "--no-autodetect",
+        dest="autodetect",
+        action="store_false",
+        help="only the given ports, no guessing from the first bytes",
+    )
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--annotate", action="store_true", help="every field of every frame")
 
@@ -75,10 +81,13 @@ def run(args) -> int:
     if reader.pending:
         print(f"kafkawire pcap: the capture ends inside a packet ({reader.pending} bytes ignored)", file=sys.stderr)
     s = dissector.stats
-    print(f"kafkawire pcap: {s.packets} packets, {s.kafka_connections} Kafka connections "
-          f"({s.other_connections} other), {s.requests} requests, {s.responses} responses, "
-          f"{s.decode_errors} not decoded, {s.gaps} gaps ({s.gap_bytes} bytes), "
-          f"{s.retransmitted_segments} retransmitted segments, {s.unanswered} unanswered", file=sys.stderr)
+    print(
+        f"kafkawire pcap: {s.packets} packets, {s.kafka_connections} Kafka connections "
+        f"({s.other_connections} other), {s.requests} requests, {s.responses} responses, "
+        f"{s.decode_errors} not decoded, {s.gaps} gaps ({s.gap_bytes} bytes), "
+        f"{s.retransmitted_segments} retransmitted segments, {s.unanswered} unanswered",
+        file=sys.stderr,
+    )
     return 1 if failed else 0
 
 
@@ -115,8 +124,9 @@ def to_text(event: Event, annotate: bool = False) -> str:
         text = summary(event)
         line += f" {text}" if text else ""
     else:
-        what = f" ({event.api_name} v{event.api_version} corr={event.correlation_id})" if event.api_key is not None \
-            else ""
+        what = (
+            f" ({event.api_name} v{event.api_version} corr={event.correlation_id})" if event.api_key is not None else ""
+        )
         line = f"{head} {event.kind} in {side} stream{what}: {event.note}"
     if annotate:
         found = _annotations(event)
@@ -158,8 +168,12 @@ def to_json(event: Event, annotate: bool = False) -> str:
         out["note"] = event.note
     if event.error is not None:
         e = event.error
-        out["error"] = {"problem": getattr(e, "problem", str(e)), "path": getattr(e, "path", ""),
-                        "offset": getattr(e, "offset", None), "text": str(e)}
+        out["error"] = {
+            "problem": getattr(e, "problem", str(e)),
+            "path": getattr(e, "path", ""),
+            "offset": getattr(e, "offset", None),
+            "text": str(e),
+        }
     if annotate:
         found = _annotations(event)
         if found is not None:

@@ -12,6 +12,7 @@ every field of both frames; ``--api``, ``--client-id``, ``--topic``, ``--errors-
 (the summary and ``--pcap`` take every exchange). ``--pcap FILE`` writes the client-side conversations
 as pcapng. SIGINT or SIGTERM stops it and prints the summary on stderr.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,33 +25,46 @@ _DESCRIPTION_PORT_HELP = "node id N listens on BASE+N (default: a free port per 
 
 
 def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
-    parser.add_argument("--listen", default="127.0.0.1:19092", metavar="HOST:PORT",
-                        help="where clients bootstrap (default 127.0.0.1:19092; port 0 picks one)")
-    parser.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="the upstream cluster's bootstrap servers")
+    parser.add_argument(
+        "--listen",
+        default="127.0.0.1:19092",
+        metavar="HOST:PORT",
+        help="where clients bootstrap (default 127.0.0.1:19092; port 0 picks one)",
+    )
+    parser.add_argument(
+        "--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]", help="the upstream cluster's bootstrap servers"
+    )
     parser.add_argument("--advertise", metavar="HOST", help="host name given to clients (default: the listen host)")
     parser.add_argument("--broker-ports", type=int, metavar="BASE", help=_DESCRIPTION_PORT_HELP)
-    parser.add_argument("--max-frame", type=int, metavar="BYTES", help="largest frame accepted either way "
-                                                                        "(default 128 MiB)")
+    parser.add_argument(
+        "--max-frame", type=int, metavar="BYTES", help="largest frame accepted either way (default 128 MiB)"
+    )
     parser.add_argument("--max-connections", type=int, metavar="N", help="client connections at once (default 4096)")
     tls = parser.add_argument_group("TLS")
     tls.add_argument("--upstream-tls", action="store_true", help="connect to the upstream with TLS")
     tls.add_argument("--upstream-ca", metavar="FILE", help="CA certificates for the upstream (default: the system's)")
     tls.add_argument("--upstream-cert", metavar="FILE", help="client certificate (PEM) for the upstream")
     tls.add_argument("--upstream-key", metavar="FILE", help="its private key (default: in --upstream-cert)")
-    tls.add_argument("--upstream-insecure", action="store_true",
-                     help="do not verify the upstream's certificate or host name (debugging only)")
+    tls.add_argument(
+        "--upstream-insecure",
+        action="store_true",
+        help="do not verify the upstream's certificate or host name (debugging only)",
+    )
     tls.add_argument("--tls-cert", metavar="FILE", help="serve clients with TLS, with this certificate (PEM)")
     tls.add_argument("--tls-key", metavar="FILE", help="its private key (default: in --tls-cert)")
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON object per exchange")
     out.add_argument("--annotate", action="store_true", help="every field of both frames, as `decode` prints them")
-    out.add_argument("--api", action="append", default=[], metavar="NAME|KEY[,...]",
-                     help="only these APIs (repeatable)")
+    out.add_argument(
+        "--api", action="append", default=[], metavar="NAME|KEY[,...]", help="only these APIs (repeatable)"
+    )
     out.add_argument("--client-id", action="append", default=[], metavar="GLOB", help="only these client ids")
     out.add_argument("--topic", action="append", default=[], metavar="GLOB", help="only exchanges naming a topic")
-    out.add_argument("--errors-only", action="store_true", help="only responses with a non-zero error code "
-                                                                "(or frames that did not decode)")
+    out.add_argument(
+        "--errors-only",
+        action="store_true",
+        help="only responses with a non-zero error code (or frames that did not decode)",
+    )
     out.add_argument("--quiet", action="store_true", help="no lines, the summary only")
     out.add_argument("--pcap", metavar="FILE", help="write the client-side conversations to FILE (pcapng)")
 
@@ -84,10 +98,20 @@ def run(args) -> int:
         return 2
     apis_wanted = {a.strip().lower() for item in args.api for a in item.split(",") if a.strip()}
     filters = Filters(apis_wanted, args.client_id, args.topic, args.errors_only)
-    reporter = Reporter(sys.stdout, fmt="json" if args.json else "text", annotate=args.annotate, filters=filters,
-                        quiet=args.quiet)
-    config = ProxyConfig(host, port, upstreams, args.advertise, args.broker_ports, upstream_ssl, listen_ssl,
-                         args.max_frame or DEFAULT_MAX_FRAME, args.max_connections or MAX_CONNECTIONS)
+    reporter = Reporter(
+        sys.stdout, fmt="json" if args.json else "text", annotate=args.annotate, filters=filters, quiet=args.quiet
+    )
+    config = ProxyConfig(
+        host,
+        port,
+        upstreams,
+        args.advertise,
+        args.broker_ports,
+        upstream_ssl,
+        listen_ssl,
+        args.max_frame or DEFAULT_MAX_FRAME,
+        args.max_connections or MAX_CONNECTIONS,
+    )
     pcap_file = None
     try:
         if args.pcap:
@@ -124,9 +148,13 @@ async def _serve(config, reporter, pcap) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
-    print(f"kafkawire proxy: listening on {config.listen_host}:{proxy.port}, upstream {ups}"
-          + (" (TLS)" if config.upstream_ssl else "") + f"; {type(loop).__module__.split('.')[0]} event loop",
-          file=sys.stderr, flush=True)
+    print(
+        f"kafkawire proxy: listening on {config.listen_host}:{proxy.port}, upstream {ups}"
+        + (" (TLS)" if config.upstream_ssl else "")
+        + f"; {type(loop).__module__.split('.')[0]} event loop",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         await stop.wait()
     finally:

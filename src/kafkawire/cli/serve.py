@@ -1,4 +1,5 @@
 """``kafkawire serve``: run the broker until SIGTERM/SIGINT."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,19 +11,27 @@ import time
 
 
 def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
-    parser.add_argument("properties", nargs="?", metavar="PROPERTIES_FILE",
-                        help="a Kafka server.properties file (listeners, advertised.listeners, log.dirs, node.id, ...)")
+    parser.add_argument(
+        "properties",
+        nargs="?",
+        metavar="PROPERTIES_FILE",
+        help="a Kafka server.properties file (listeners, advertised.listeners, log.dirs, node.id, ...)",
+    )
     parser.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default 127.0.0.1:9092)")
     parser.add_argument("--advertised", metavar="HOST:PORT", help="address clients are told to connect to")
     parser.add_argument("--data-dir", metavar="DIR", help="where the logs are kept (default ./kafkawire-data)")
     parser.add_argument("--node-id", type=int, metavar="N", help="this node's id (default 1)")
-    parser.add_argument("--storage", choices=("segments", "memory"),
-                        help="storage engine: segments on disk (default) or memory")
-    parser.add_argument("--metrics", metavar="HOST:PORT",
-                        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs kafkawire[metrics]; "
-                             "off by default)")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="set a server.properties key (repeatable)")
+    parser.add_argument(
+        "--storage", choices=("segments", "memory"), help="storage engine: segments on disk (default) or memory"
+    )
+    parser.add_argument(
+        "--metrics",
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (needs kafkawire[metrics]; off by default)",
+    )
+    parser.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="set a server.properties key (repeatable)"
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
 
 
@@ -73,8 +82,11 @@ def build_config(args):
 
 
 def run(args) -> int:
-    logging.basicConfig(level=getattr(logging, str(args.log_level).upper(), logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     log = logging.getLogger("kafkawire.serve")
     started = time.monotonic()
     from kafkawire.broker.config import ConfigError

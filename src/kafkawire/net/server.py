@@ -31,6 +31,7 @@ of SaslHandshake v0 (``token_received(token, conn)``, answered like a request).
 A request the protocol connection refuses before authentication closes the
 connection, as Kafka does.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,7 +56,9 @@ log = logging.getLogger("kafkawire.net")
 
 _SIZE_VIOLATIONS = (Violation.NEGATIVE_SIZE, Violation.FRAME_TOO_LARGE)
 MAX_IN_FLIGHT = 256
-COALESCE_BELOW = 16 * 1024  # response pieces smaller than this are joined before writing  # requests buffered per connection before reading pauses
+COALESCE_BELOW = (
+    16 * 1024
+)  # response pieces smaller than this are joined before writing  # requests buffered per connection before reading pauses
 _ids = itertools.count(1)
 
 
@@ -112,8 +115,12 @@ class Connection(asyncio.Protocol):
                 pass
         self.server._connections.add(self)
         self.server.connections_opened += 1
-        log.info("connection %d from %s opened%s", self.id, self.peer,
-                 f" on listener {self.server.name}" if self.server.name else "")
+        log.info(
+            "connection %d from %s opened%s",
+            self.id,
+            self.peer,
+            f" on listener {self.server.name}" if self.server.name else "",
+        )
         if self.server.security is not None:
             try:
                 self.server.security.connection_made(self)
@@ -185,8 +192,11 @@ class Connection(asyncio.Protocol):
                 self._handle(event.token, 0, self.server.security.token_received)
             elif kind is ProtocolViolation:
                 if event.kind in _SIZE_VIOLATIONS:
-                    limit = "socket.request.max.bytes" if self.protocol.max_frame == server.max_frame else \
-                        "sasl.server.max.receive.size, before authentication"
+                    limit = (
+                        "socket.request.max.bytes"
+                        if self.protocol.max_frame == server.max_frame
+                        else "sasl.server.max.receive.size, before authentication"
+                    )
                     self.abort(f"{event.message} ({limit})", kind="frame_too_large")
                     return
                 if event.fatal:  # a request before authentication: Kafka closes without an answer
@@ -257,8 +267,9 @@ class Connection(asyncio.Protocol):
             return
         except Exception as exc:  # handler bug: drop the connection, keep the server
             log.exception("connection %d from %s: request handler failed", self.id, self.peer)
-            self._close_at(slot or self._slot(reserved), f"internal error: {type(exc).__name__}: {exc}",
-                           "internal_error")
+            self._close_at(
+                slot or self._slot(reserved), f"internal error: {type(exc).__name__}: {exc}", "internal_error"
+            )
             return
         if self._close_requested is not None:
             self._answer_then_close(slot or self._slot(reserved), result)
@@ -417,9 +428,20 @@ class Connection(asyncio.Protocol):
 
 
 class FramedServer:
-    def __init__(self, handler, host: str, port: int, *, max_frame: int, backlog: int = 1024,
-                 idle_timeout: float | None = None, max_queued_bytes: int = -1, ssl_context=None,
-                 security=None, name: str = ""):
+    def __init__(
+        self,
+        handler,
+        host: str,
+        port: int,
+        *,
+        max_frame: int,
+        backlog: int = 1024,
+        idle_timeout: float | None = None,
+        max_queued_bytes: int = -1,
+        ssl_context=None,
+        security=None,
+        name: str = "",
+    ):
         self.handler = handler
         self.ssl_context = ssl_context  # an ssl.SSLContext: a TLS listener
         self.security = security  # see the module docstring
@@ -461,9 +483,15 @@ class FramedServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         host = self.host or None  # "" binds every interface
-        self._server = await loop.create_server(lambda: Connection(self), host, self.port,
-                                                reuse_address=True, backlog=self.backlog, ssl=self.ssl_context,
-                                                ssl_handshake_timeout=10.0 if self.ssl_context else None)
+        self._server = await loop.create_server(
+            lambda: Connection(self),
+            host,
+            self.port,
+            reuse_address=True,
+            backlog=self.backlog,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=10.0 if self.ssl_context else None,
+        )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
         if self.idle_timeout:
@@ -477,8 +505,11 @@ class FramedServer:
             now = time.monotonic()
             for conn in list(self._connections):
                 if not conn._slots and now - conn.last_active > self.idle_timeout:
-                    conn.abort(f"idle for more than {self.idle_timeout * 1000:.0f} ms (connections.max.idle.ms)",
-                               graceful=True, kind="idle")
+                    conn.abort(
+                        f"idle for more than {self.idle_timeout * 1000:.0f} ms (connections.max.idle.ms)",
+                        graceful=True,
+                        kind="idle",
+                    )
 
     @property
     def sockets(self):

@@ -8,6 +8,7 @@ use it as an independent second reading of the same bytes. Speed is not a goal.
 
 Like the rest of ``kafkawire.protocol`` it only knows bytes.
 """
+
 from __future__ import annotations
 
 import struct
@@ -46,8 +47,14 @@ class Annotation:
             value = bytes(value).hex()
         elif isinstance(value, uuid.UUID):
             value = str(value)
-        out = {"offset": self.offset, "width": self.width, "path": self.path, "type": self.wire_type,
-               "value": value, "depth": self.depth}
+        out = {
+            "offset": self.offset,
+            "width": self.width,
+            "path": self.path,
+            "type": self.wire_type,
+            "value": value,
+            "depth": self.depth,
+        }
         if self.note:
             out["note"] = self.note
         return out
@@ -108,8 +115,7 @@ class _Walker:
         out: dict = {}
         for f in present:
             if not f.is_tagged(version):
-                out[f.attr] = self.field(f, version, flexible, f.compact(version, flexible),
-                                         _join(path, f.name), depth)
+                out[f.attr] = self.field(f, version, flexible, f.compact(version, flexible), _join(path, f.name), depth)
         if flexible:
             tagged = {f.tag: f for f in present if f.is_tagged(version)}
             for f in tagged.values():
@@ -130,18 +136,32 @@ class _Walker:
                     self.fail(f"tagged field {tag} of size {size} runs past the end of the buffer", section, tag_start)
                 known = tagged.get(tag)
                 if known is None:
-                    raw = bytes(self.buf[self.pos:end])
-                    self.emit(tag_start, end - tag_start, _join(section, f"tag{tag}"), "unknown_tagged_field", raw,
-                              depth + 1, f"tag {tag}, {size} byte{'s' if size != 1 else ''}, not in the schema")
+                    raw = bytes(self.buf[self.pos : end])
+                    self.emit(
+                        tag_start,
+                        end - tag_start,
+                        _join(section, f"tag{tag}"),
+                        "unknown_tagged_field",
+                        raw,
+                        depth + 1,
+                        f"tag {tag}, {size} byte{'s' if size != 1 else ''}, not in the schema",
+                    )
                     unknown.append((tag, raw))
                 else:
                     sub = _join(path, known.name)
-                    self.emit(tag_start, self.pos - tag_start, _join(section, f"tag{tag}"), "tag_header",
-                              f"tag {tag}, size {size}", depth + 1)
+                    self.emit(
+                        tag_start,
+                        self.pos - tag_start,
+                        _join(section, f"tag{tag}"),
+                        "tag_header",
+                        f"tag {tag}, size {size}",
+                        depth + 1,
+                    )
                     out[known.attr] = self.field(known, version, flexible, True, sub, depth + 1)
                     if self.pos != end:
-                        self.fail(f"tagged field {tag}: declared size {size} does not match its content",
-                                  sub, tag_start)
+                        self.fail(
+                            f"tagged field {tag}: declared size {size} does not match its content", sub, tag_start
+                        )
                 self.pos = end
             head.width = self.pos - start
             if unknown:
@@ -161,8 +181,13 @@ class _Walker:
                 if n == -1 and nullable:
                     self.emit(start, self.pos - start, path, wire, None, depth, "null")
                     return None
-                self.fail(f"invalid array length {n}" if nullable else
-                          f"null or negative array length {n} for a non-nullable array", path, start)
+                self.fail(
+                    f"invalid array length {n}"
+                    if nullable
+                    else f"null or negative array length {n} for a non-nullable array",
+                    path,
+                    start,
+                )
             if n > len(self.buf) - self.pos:
                 self.fail(f"array count {n} exceeds the {len(self.buf) - self.pos} remaining bytes", path, start)
             head = self.emit(start, None, path, wire, n, depth, f"{n} × {f.type}")
@@ -206,12 +231,18 @@ class _Walker:
             if n == -1 and nullable:
                 self.emit(start, self.pos - start, path, wire, None, depth, "null")
                 return None
-            self.fail(f"invalid {t} length {n}" if nullable else
-                      f"null or negative length {n} for a non-nullable {t}", path, start)
+            self.fail(
+                f"invalid {t} length {n}" if nullable else f"null or negative length {n} for a non-nullable {t}",
+                path,
+                start,
+            )
         if n > len(self.buf) - self.pos:
-            self.fail(f"{t} of length {n} runs past the end of the buffer ({len(self.buf) - self.pos} bytes left)",
-                      path, start)
-        raw = bytes(self.buf[self.pos:self.pos + n])
+            self.fail(
+                f"{t} of length {n} runs past the end of the buffer ({len(self.buf) - self.pos} bytes left)",
+                path,
+                start,
+            )
+        raw = bytes(self.buf[self.pos : self.pos + n])
         self.pos += n
         if t == "string":
             try:
@@ -247,8 +278,9 @@ def _note(f: FieldSpec, value) -> str:
 def _walk_message(name: str, buf, pos: int, version: int, events: list, path: str, depth: int):
     spec = message_spec(name)
     if version not in spec.valid:
-        raise DecodeError(f"{name} has versions {spec.valid}; version {version} is not one of them",
-                          offset=pos, message=name)
+        raise DecodeError(
+            f"{name} has versions {spec.valid}; version {version} is not one of them", offset=pos, message=name
+        )
     definition = spec.definition(version)
     walker = _Walker(buf, pos, events, f"{name} v{version}")
     head = walker.emit(pos, None, path or name, f"{name} v{version}", None, depth)
@@ -285,8 +317,9 @@ def _frame(view, events: list) -> int:
     (size,) = _SIZE.unpack_from(view, 0)
     events.append(Annotation(0, 4, "size", "int32", size, 0, "frame size: header + body"))
     if size != len(view) - 4:
-        raise DecodeError(f"frame size {size} does not match the {len(view) - 4} bytes that follow it",
-                          offset=0, message="frame")
+        raise DecodeError(
+            f"frame size {size} does not match the {len(view) - 4} bytes that follow it", offset=0, message="frame"
+        )
     return 4
 
 
@@ -302,11 +335,16 @@ def annotate_request(data, *, framed: bool = True, strict: bool = True) -> Annot
         try:
             info = apis.api(key)
         except KeyError:
-            raise DecodeError(f"unknown API key {key}", path="RequestApiKey", offset=pos,
-                              message="RequestHeader") from None
+            raise DecodeError(
+                f"unknown API key {key}", path="RequestApiKey", offset=pos, message="RequestHeader"
+            ) from None
         if not info.supports(version):
-            raise DecodeError(f"{info.name} v{version} is outside {info.min_version}-{info.max_version}",
-                              path="RequestApiVersion", offset=pos + 2, message="RequestHeader")
+            raise DecodeError(
+                f"{info.name} v{version} is outside {info.min_version}-{info.max_version}",
+                path="RequestApiVersion",
+                offset=pos + 2,
+                message="RequestHeader",
+            )
         header_version = apis.request_header_version(key, version)
         header, pos = _walk_message("RequestHeader", view, pos, header_version, events, "header", 0)
         body, end = _walk_message(info.request, view, pos, version, events, "body", 0)
@@ -316,8 +354,7 @@ def annotate_request(data, *, framed: bool = True, strict: bool = True) -> Annot
     return Annotated(events, {"header": header, "body": body}, end)
 
 
-def annotate_response(data, api_key: int, api_version: int, *, framed: bool = True,
-                      strict: bool = True) -> Annotated:
+def annotate_response(data, api_key: int, api_version: int, *, framed: bool = True, strict: bool = True) -> Annotated:
     """Annotate a response; its API key and version are not on the wire, so the caller names them."""
     view = _view(data)
     events: list[Annotation] = []

@@ -4,6 +4,7 @@ For each API key: its name, version range (the union of the current and the lega
 lowest flexible version, listeners, whether the newest version is unstable,
 and whether any version carries records.
 """
+
 from __future__ import annotations
 
 import functools
@@ -55,12 +56,16 @@ def _registry() -> dict[int, ApiInfo]:
         req, resp = requests[key], responses[key]
         assert req.valid.hi is not None  # a message's valid range is closed (spec/messages.json: "valid": [lo, hi])
         out[key] = ApiInfo(
-            key=key, name=req.name.removesuffix("Request"),
-            min_version=req.valid.lo, max_version=req.valid.hi,
-            flexible_min=req.flexible_floor, listeners=req.listeners,
+            key=key,
+            name=req.name.removesuffix("Request"),
+            min_version=req.valid.lo,
+            max_version=req.valid.hi,
+            flexible_min=req.flexible_floor,
+            listeners=req.listeners,
             latest_version_unstable=req.latest_version_unstable,
             carries_records=req.has_records() or resp.has_records(),
-            request=req.name, response=resp.name,
+            request=req.name,
+            response=resp.name,
             former_name=req.former_name.removesuffix("Request") if req.former_name else None,
         )
     return out

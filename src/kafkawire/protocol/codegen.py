@@ -23,6 +23,7 @@ in one struct call, and shares decoded UUIDs. It must never accept input the
 checked decoder rejects: every short cut has a test next to its general path
 in tests/protocol/test_decode_fast_paths.py.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -115,6 +116,7 @@ def _unpack_array(ch: str):
         if n < _SMALL_ARRAY:
             return list(small[n](buf, pos))
         return list(struct.unpack_from(f">{n}{ch}", buf, pos))
+
     return small, unpack
 
 
@@ -126,6 +128,7 @@ def _pack_array(ch: str):
         if n < _SMALL_ARRAY:
             return small[n](*values)
         return struct.pack(f">{n}{ch}", *values)
+
     return pack
 
 
@@ -166,8 +169,11 @@ def _tag_of(f: FieldSpec) -> int:
 
 
 def _has_records(struct_spec: StructSpec, version: int) -> bool:
-    return any(f.type == "records" or (f.struct is not None and _has_records(f.struct, version))
-               for f in struct_spec.fields if f.present(version))
+    return any(
+        f.type == "records" or (f.struct is not None and _has_records(f.struct, version))
+        for f in struct_spec.fields
+        if f.present(version)
+    )
 
 
 class _Source:
@@ -194,13 +200,32 @@ class _Compiler:
         self.classes = classes
         self.class_fields = class_fields  # struct name -> list[FieldSpec] (union over versions)
         self.ns: dict = {
-            "_new": object.__new__, "_uv": read_uvarint, "_UV": UVARINT_TABLE, "_uvb": uvarint_bytes,
-            "_DecodeError": DecodeError, "_EncodeError": EncodeError, "_uuid": _uuid, "_UC": _UUIDS.get, "_str": str,
-            "_unpack_from": struct.unpack_from, "_pack": struct.pack, "_bytes": bytes,
-            "_I8": struct.Struct(">b").unpack_from, "_I16": struct.Struct(">h").unpack_from,
-            "_I32": struct.Struct(">i").unpack_from, "_P16": struct.Struct(">h").pack,
-            "_P32": struct.Struct(">i").pack, "_write_tags": _write_tags, "_tagkey": operator.itemgetter(0),
-            "_write_unknown_tags": _write_unknown_tags, "_mv": memoryview, "_fixed_array": _fixed_array, "_map": map, "_repeat": itertools.repeat, "_list": list, "_SMALL": _SMALL_ARRAY,
+            "_new": object.__new__,
+            "_uv": read_uvarint,
+            "_UV": UVARINT_TABLE,
+            "_uvb": uvarint_bytes,
+            "_DecodeError": DecodeError,
+            "_EncodeError": EncodeError,
+            "_uuid": _uuid,
+            "_UC": _UUIDS.get,
+            "_str": str,
+            "_unpack_from": struct.unpack_from,
+            "_pack": struct.pack,
+            "_bytes": bytes,
+            "_I8": struct.Struct(">b").unpack_from,
+            "_I16": struct.Struct(">h").unpack_from,
+            "_I32": struct.Struct(">i").unpack_from,
+            "_P16": struct.Struct(">h").pack,
+            "_P32": struct.Struct(">i").pack,
+            "_write_tags": _write_tags,
+            "_tagkey": operator.itemgetter(0),
+            "_write_unknown_tags": _write_unknown_tags,
+            "_mv": memoryview,
+            "_fixed_array": _fixed_array,
+            "_map": map,
+            "_repeat": itertools.repeat,
+            "_list": list,
+            "_SMALL": _SMALL_ARRAY,
         }
         self.counter = 0
         self.inline_depth = 0
@@ -287,9 +312,16 @@ class _Compiler:
         # linecache.checkcache from dropping the entry: there is no file to compare it with)
         linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
         exec(code, self.ns)
-        return Codec(self.spec.name, self.version, self.flexible, self.ns[f"d_{root.name}"],
-                     self.ns[f"dc_{root.name}"], self.ns[f"e_{root.name}"], source,
-                     pause_gc=not _has_records(root, self.version))
+        return Codec(
+            self.spec.name,
+            self.version,
+            self.flexible,
+            self.ns[f"d_{root.name}"],
+            self.ns[f"dc_{root.name}"],
+            self.ns[f"e_{root.name}"],
+            source,
+            pause_gc=not _has_records(root, self.version),
+        )
 
     def emit_struct(self, struct_spec: StructSpec) -> None:
         if struct_spec.name in self.done:
@@ -338,8 +370,11 @@ class _Compiler:
             f = untagged[i]
             if not f.is_array and f.type in FIXED_TYPES:
                 run = [f]
-                while (i + len(run) < len(untagged) and not untagged[i + len(run)].is_array
-                       and untagged[i + len(run)].type in FIXED_TYPES):
+                while (
+                    i + len(run) < len(untagged)
+                    and not untagged[i + len(run)].is_array
+                    and untagged[i + len(run)].type in FIXED_TYPES
+                ):
                     run.append(untagged[i + len(run)])
                 i += len(run)
                 # The fast decoder reads what follows a fixed run in the same struct call: the
@@ -363,8 +398,7 @@ class _Compiler:
             i += 1
         unk = "None"
         if self.flexible:
-            unk, ntags, tag, size, end = (f"unknown_tags{k}", f"tag_count{k}", f"tag{k}", f"tag_size{k}",
-                                          f"tag_end{k}")
+            unk, ntags, tag, size, end = (f"unknown_tags{k}", f"tag_count{k}", f"tag{k}", f"tag_size{k}", f"tag_end{k}")
             for f in tagged:
                 var = self.tmp(f"{f.attr}_")
                 values[f.attr] = var
@@ -383,13 +417,17 @@ class _Compiler:
                 s("else:")
                 s.indent()
             self.emit_uvarint(ntags)
-            s(f"if {ntags} > L - pos: raise _DecodeError('tagged field count %d exceeds the remaining bytes' % {ntags}, offset=pos)")
+            s(
+                f"if {ntags} > L - pos: raise _DecodeError('tagged field count %d exceeds the remaining bytes' % {ntags}, offset=pos)"
+            )
             s(f"for _ in range({ntags}):")
             s.indent()
             self.emit_uvarint(tag)
             self.emit_uvarint(size)
             s(f"{end} = pos + {size}")
-            s(f"if {end} > L: raise _DecodeError('tagged field %d of size %d runs past the end of the buffer' % ({tag}, {size}), offset=pos)")
+            s(
+                f"if {end} > L: raise _DecodeError('tagged field %d of size %d runs past the end of the buffer' % ({tag}, {size}), offset=pos)"
+            )
             first = True
             for f in tagged:
                 s(f"{'if' if first else 'elif'} {tag} == {f.tag}:")
@@ -399,7 +437,9 @@ class _Compiler:
                 if checked:
                     s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
                 self.emit_decode_value(f, values[f.attr], compact=True, checked=checked)
-                s(f"if pos != {end}: raise _DecodeError('tagged field %d: declared size %d does not match its content' % ({tag}, {size}), offset=pos)")
+                s(
+                    f"if pos != {end}: raise _DecodeError('tagged field %d: declared size %d does not match its content' % ({tag}, {size}), offset=pos)"
+                )
                 s.dedent()
             if tagged:
                 s("else:")
@@ -468,7 +508,9 @@ class _Compiler:
             s(self.describe(f))
         if checked:
             s(f"c[0] = p; c[1] = {run[0].name!r}; c[2] = pos")
-            s(f"if pos + {st.size} > L: raise _DecodeError('needs {st.size} bytes for {'/'.join(f.name for f in run)}, %d left' % (L - pos), offset=pos)")
+            s(
+                f"if pos + {st.size} > L: raise _DecodeError('needs {st.size} bytes for {'/'.join(f.name for f in run)}, %d left' % (L - pos), offset=pos)"
+            )
         targets = list(names)
         if extra is not None:
             targets.append(self.tmp("ahead_"))  # the length or tag byte after the run
@@ -504,7 +546,9 @@ class _Compiler:
             s.dedent()
             return
         if checked and not compact:
-            s(f"if pos + {width} > L: raise _DecodeError('needs {width} bytes for a length, %d left' % (L - pos), offset=pos)")
+            s(
+                f"if pos + {width} > L: raise _DecodeError('needs {width} bytes for a length, %d left' % (L - pos), offset=pos)"
+            )
         if compact and not checked:
             # the compact length is the varint minus one: folded into the one-byte case
             s(f"{var} = buf[pos] - 1")
@@ -530,8 +574,7 @@ class _Compiler:
             s(f"{var} = {'_I16' if width == 2 else '_I32'}(buf, pos)[0]")
             s(f"pos += {width}")
 
-    def emit_decode_value(self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False,
-                          pre=None) -> None:
+    def emit_decode_value(self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False, pre=None) -> None:
         """Decode one value of field ``f`` (an array, or an element of it when ``element``) into ``var``;
         ``pre`` is its length, read ahead by emit_fixed_run."""
         s = self.src
@@ -554,7 +597,9 @@ class _Compiler:
             s.indent()
             fixed = f.type in FIXED_TYPES and f.type != "uuid"
             if checked or not fixed:
-                s(f"if {n} > L - pos: raise _DecodeError('array count %d exceeds the %d remaining bytes' % ({n}, L - pos), offset=pos)")
+                s(
+                    f"if {n} > L - pos: raise _DecodeError('array count %d exceeds the %d remaining bytes' % ({n}, L - pos), offset=pos)"
+                )
             if fixed:
                 ch, width = FIXED_TYPES[f.type]
                 small, unpack = _unpack_array(ch)
@@ -562,7 +607,9 @@ class _Compiler:
                 unpack_name = self.const(unpack, "_UAL")
                 if checked:
                     s(f"e = pos + {n} * {width}")
-                    s(f"if e > L: raise _DecodeError('array of %d {f.type} runs past the end of the buffer' % {n}, offset=pos)")
+                    s(
+                        f"if e > L: raise _DecodeError('array of %d {f.type} runs past the end of the buffer' % {n}, offset=pos)"
+                    )
                 # the fast decoder leaves the bound check to the struct call (small counts) or to
                 # the helper, which checks before it builds a format for the count
                 s(f"{var} = [*{small_name}[{n}](buf, pos)] if {n} < _SMALL else {unpack_name}({n}, buf, pos)")
@@ -629,7 +676,9 @@ class _Compiler:
         s("else:")
         s.indent()
         s(f"e = pos + {n}")
-        s(f"if e > L: raise _DecodeError('{t} of length %d runs past the end of the buffer (%d bytes left)' % ({n}, L - pos), offset=pos)")
+        s(
+            f"if e > L: raise _DecodeError('{t} of length %d runs past the end of the buffer (%d bytes left)' % ({n}, L - pos), offset=pos)"
+        )
         if t == "string" and not checked:
             # slicing bytes and calling .decode() is almost twice as fast as str(slice, 'utf-8');
             # a memoryview has no .decode, and .tobytes().decode() still beats str() on it
@@ -744,8 +793,10 @@ class _Compiler:
                 continue
             var = f"{o}.{f.attr}"
             s(f"if {self.default_compare(f, var)}:")
-            s(f"    raise _EncodeError('{self.spec.name}: field {f.name} of {name} does not exist in version {v}; "
-              f"it cannot hold the non-default value %r' % ({var},))")
+            s(
+                f"    raise _EncodeError('{self.spec.name}: field {f.name} of {name} does not exist in version {v}; "
+                f"it cannot hold the non-default value %r' % ({var},))"
+            )
         untagged = [f for f in present if not f.is_tagged(v)]
         tagged = sorted((f for f in present if f.is_tagged(v)), key=_tag_of)
         i = 0
@@ -753,8 +804,11 @@ class _Compiler:
             f = untagged[i]
             if not f.is_array and f.type in FIXED_TYPES:
                 run = [f]
-                while (i + len(run) < len(untagged) and not untagged[i + len(run)].is_array
-                       and untagged[i + len(run)].type in FIXED_TYPES):
+                while (
+                    i + len(run) < len(untagged)
+                    and not untagged[i + len(run)].is_array
+                    and untagged[i + len(run)].type in FIXED_TYPES
+                ):
                     run.append(untagged[i + len(run)])
                 for g in run:
                     s(self.describe(g))
@@ -817,7 +871,9 @@ class _Compiler:
             else:
                 s(f"{w}({bytes([255] * width)!r})")
         else:
-            s(f"raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable in version {self.version}')")
+            s(
+                f"raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable in version {self.version}')"
+            )
 
     def emit_encode_value(self, f: FieldSpec, expr: str, compact: bool, w: str, element=False) -> None:
         s = self.src
@@ -856,8 +912,10 @@ class _Compiler:
                 self.emit_struct_write(f, var, w)
                 s.dedent()
             else:
-                s(f"if {var} is None: raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable "
-                  f"in version {self.version}')")
+                s(
+                    f"if {var} is None: raise _EncodeError('{self.spec.name}: field {f.name} is null but not nullable "
+                    f"in version {self.version}')"
+                )
                 self.emit_struct_write(f, var, w)
             return
         if t in FIXED_TYPES:

@@ -69,6 +69,7 @@ Frame-level entry points for a caller that finds frames itself (the capture diss
 resynchronises after bytes missing from a capture): ``observe_request(payload)``,
 ``observe_response(payload)``, ``expected(correlation_id)`` and ``forget(correlation_id)``.
 """
+
 from __future__ import annotations
 
 import enum
@@ -94,9 +95,21 @@ from .rpc import (
 )
 
 __all__ = [
-    "Role", "ProtocolConnection", "NeedData", "NEED_DATA", "RequestReceived", "ResponseReceived",
-    "SaslTokenReceived", "ProtocolViolation", "StreamEnded", "PendingRequest", "Violation",
-    "frame_size_problem", "response_body_version", "produce_acks", "SASL_PRE_AUTH_KEYS",
+    "Role",
+    "ProtocolConnection",
+    "NeedData",
+    "NEED_DATA",
+    "RequestReceived",
+    "ResponseReceived",
+    "SaslTokenReceived",
+    "ProtocolViolation",
+    "StreamEnded",
+    "PendingRequest",
+    "Violation",
+    "frame_size_problem",
+    "response_body_version",
+    "produce_acks",
+    "SASL_PRE_AUTH_KEYS",
 ]
 
 _SIZE = struct.Struct(">i")
@@ -130,6 +143,7 @@ class Violation(enum.StrEnum):
 
 
 # --------------------------------------------------------------------------- events
+
 
 @dataclass(frozen=True, slots=True)
 class NeedData:
@@ -211,8 +225,20 @@ _RQ = [getattr(RequestReceived, f).__set__ for f in RequestReceived.__dataclass_
 _RS = [getattr(ResponseReceived, f).__set__ for f in ResponseReceived.__dataclass_fields__]
 
 
-def _new_request(api_key: int, api_version: int, correlation_id: int, payload, offset: int, response_version: int,
-                 _s0=_RQ[0], _s1=_RQ[1], _s2=_RQ[2], _s3=_RQ[3], _s4=_RQ[4], _s5=_RQ[5]) -> RequestReceived:
+def _new_request(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    payload,
+    offset: int,
+    response_version: int,
+    _s0=_RQ[0],
+    _s1=_RQ[1],
+    _s2=_RQ[2],
+    _s3=_RQ[3],
+    _s4=_RQ[4],
+    _s5=_RQ[5],
+) -> RequestReceived:
     event = _object_new(RequestReceived)
     _s0(event, api_key)
     _s1(event, api_version)
@@ -223,9 +249,22 @@ def _new_request(api_key: int, api_version: int, correlation_id: int, payload, o
     return event
 
 
-def _new_response(api_key: int, api_version: int, correlation_id: int, payload, offset: int, tag,
-                  overtook: tuple[int, ...], _s0=_RS[0], _s1=_RS[1], _s2=_RS[2], _s3=_RS[3], _s4=_RS[4], _s5=_RS[5],
-                  _s6=_RS[6]) -> ResponseReceived:
+def _new_response(
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    payload,
+    offset: int,
+    tag,
+    overtook: tuple[int, ...],
+    _s0=_RS[0],
+    _s1=_RS[1],
+    _s2=_RS[2],
+    _s3=_RS[3],
+    _s4=_RS[4],
+    _s5=_RS[5],
+    _s6=_RS[6],
+) -> ResponseReceived:
     event = _object_new(ResponseReceived)
     _s0(event, api_key)
     _s1(event, api_version)
@@ -245,6 +284,7 @@ class PendingRequest(NamedTuple):
 
 # --------------------------------------------------------------------------- rules
 
+
 def frame_size_problem(size: int, max_frame: int) -> tuple[Violation, str] | None:
     """Why a frame size prefix is impossible, or None when it is fine."""
     if 0 <= size <= max_frame:
@@ -256,8 +296,12 @@ def frame_size_problem(size: int, max_frame: int) -> tuple[Violation, str] | Non
 def response_body_version(api_key: int, api_version: int, payload) -> int:
     """The version a response body is read at: the request's, except that an ApiVersions answer whose
     error code is UNSUPPORTED_VERSION comes in a v0 body (its header is v0 at every version)."""
-    if api_key == _API_VERSIONS and api_version > 0 and len(payload) >= 6 and \
-            _INT16.unpack_from(payload, 4)[0] == _UNSUPPORTED_VERSION:
+    if (
+        api_key == _API_VERSIONS
+        and api_version > 0
+        and len(payload) >= 6
+        and _INT16.unpack_from(payload, 4)[0] == _UNSUPPORTED_VERSION
+    ):
         return 0
     return api_version
 
@@ -296,6 +340,7 @@ def _response_version(api_key: int, api_version: int, api_versions: tuple[int, i
 
 # --------------------------------------------------------------------------- one direction's bytes
 
+
 class _Inbound:
     """Bytes received one way and not yet returned as frames."""
 
@@ -316,7 +361,7 @@ class _Inbound:
         """Drop the bytes already returned (done when a caller has taken every whole frame, so that a large
         request's bytes are not held until more data arrives, and one memmove serves many frames)."""
         if self.pos:
-            del self.buf[:self.pos]
+            del self.buf[: self.pos]
             self.base += self.pos
             self.pos = 0
 
@@ -327,11 +372,19 @@ class _Inbound:
 
 # --------------------------------------------------------------------------- the connection
 
+
 class ProtocolConnection:
     """See the module docstring."""
 
-    def __init__(self, role: Role, *, max_frame: int = DEFAULT_MAX_FRAME, client_id: str | None = "kafkawire",
-                 api_versions: tuple[int, int] | None = None, first_correlation_id: int = 1):
+    def __init__(
+        self,
+        role: Role,
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        client_id: str | None = "kafkawire",
+        api_versions: tuple[int, int] | None = None,
+        first_correlation_id: int = 1,
+    ):
         self.role = role
         self._server = role is Role.SERVER
         self._client = role is Role.CLIENT
@@ -352,8 +405,10 @@ class ProtocolConnection:
         self.last_correlation_id: int | None = None  # of the last send_request
 
     def __repr__(self) -> str:
-        return (f"<ProtocolConnection {self.role.value} pending={len(self._pending)}"
-                f"{' sasl-tokens' if self._sasl_tokens else ''}{' broken' if self._broken else ''}>")
+        return (
+            f"<ProtocolConnection {self.role.value} pending={len(self._pending)}"
+            f"{' sasl-tokens' if self._sasl_tokens else ''}{' broken' if self._broken else ''}>"
+        )
 
     # -- input --------------------------------------------------------------------
     def receive_data(self, data, *, from_client: bool | None = None) -> None:
@@ -404,9 +459,14 @@ class ProtocolConnection:
                     end = pos + 4 + size
                     if 8 <= size <= self.max_frame and end <= len(buf):
                         inbound.pos = end
-                        return _new_request(key, version, corr, buf[pos + 4:end], inbound.base + pos,
-                                            version if key != _API_VERSIONS else
-                                            _response_version(key, version, self.api_versions))
+                        return _new_request(
+                            key,
+                            version,
+                            corr,
+                            buf[pos + 4 : end],
+                            inbound.base + pos,
+                            version if key != _API_VERSIONS else _response_version(key, version, self.api_versions),
+                        )
             elif self._client:
                 inbound = self._from_server
                 buf = inbound.buf
@@ -419,9 +479,16 @@ class ProtocolConnection:
                         found = pending.pop(corr)
                         inbound.pos = end
                         with memoryview(buf) as view:  # bytes: one copy, and the decoders read them faster
-                            payload = bytes(view[pos + 4:end])
-                        return _new_response(found.api_key, found.api_version, corr, payload,
-                                             inbound.base + pos, found.tag, self._overtaken(corr))
+                            payload = bytes(view[pos + 4 : end])
+                        return _new_response(
+                            found.api_key,
+                            found.api_version,
+                            corr,
+                            payload,
+                            inbound.base + pos,
+                            found.tag,
+                            self._overtaken(corr),
+                        )
         return self._next_event()
 
     def _next_event(self):
@@ -472,17 +539,24 @@ class ProtocolConnection:
             return NeedData(size)
         inbound.pos = end
         if inbound.from_client:
-            return buf[pos + 4:end]
+            return buf[pos + 4 : end]
         with memoryview(buf) as view:  # one copy, straight into bytes
-            return bytes(view[pos + 4:end])
+            return bytes(view[pos + 4 : end])
 
     def _end(self, inbound: _Inbound):
         if inbound.buffered:
             pos = inbound.base + inbound.pos
             need = _SIZE.unpack_from(inbound.buf, inbound.pos)[0] + 4 if inbound.buffered >= 4 else 4
-            return self._fatal(ProtocolViolation(
-                Violation.TRUNCATED, f"stream ends inside a frame: {inbound.buffered} of {need} bytes",
-                inbound.from_client, pos, True, need - 4 if need > 4 else None))
+            return self._fatal(
+                ProtocolViolation(
+                    Violation.TRUNCATED,
+                    f"stream ends inside a frame: {inbound.buffered} of {need} bytes",
+                    inbound.from_client,
+                    pos,
+                    True,
+                    need - 4 if need > 4 else None,
+                )
+            )
         return StreamEnded(inbound.from_client)
 
     def _fatal(self, violation: ProtocolViolation) -> ProtocolViolation:
@@ -497,8 +571,14 @@ class ProtocolConnection:
     def _request(self, payload, offset: int, tag: Any = None, register: bool = False):
         if len(payload) < 8:
             violation = ProtocolViolation(
-                Violation.SHORT_FRAME, f"request of {len(payload)} bytes is shorter than the 8-byte header prefix",
-                True, offset, False, len(payload), payload=payload)
+                Violation.SHORT_FRAME,
+                f"request of {len(payload)} bytes is shorter than the 8-byte header prefix",
+                True,
+                offset,
+                False,
+                len(payload),
+                payload=payload,
+            )
             return violation  # framed correctly: whether to go on is the caller's call (Kafka closes)
         key, version, corr = _PREFIX.unpack_from(payload, 0)
         if self._auth_required and key not in SASL_PRE_AUTH_KEYS:
@@ -506,16 +586,30 @@ class ProtocolConnection:
                 name = apis.api(key).name
             except KeyError:
                 name = f"API key {key}"
-            return self._fatal(ProtocolViolation(
-                Violation.NOT_AUTHENTICATED, f"{name} v{version} request (correlation id {corr}) before "
-                "authentication", True, offset, True, len(payload), corr))
+            return self._fatal(
+                ProtocolViolation(
+                    Violation.NOT_AUTHENTICATED,
+                    f"{name} v{version} request (correlation id {corr}) before authentication",
+                    True,
+                    offset,
+                    True,
+                    len(payload),
+                    corr,
+                )
+            )
         if register and (key != _PRODUCE or produce_acks(payload, version) != 0):
             self._pending[corr] = PendingRequest(key, version, tag)
         return _new_request(key, version, corr, payload, offset, _response_version(key, version, self.api_versions))
 
-    def send_request_parts(self, body: Message, api_version: int, *, tag: Any = None,
-                           correlation_id: int | None = None, expect_response: bool | None = None
-                           ) -> tuple[int, list]:
+    def send_request_parts(
+        self,
+        body: Message,
+        api_version: int,
+        *,
+        tag: Any = None,
+        correlation_id: int | None = None,
+        expect_response: bool | None = None,
+    ) -> tuple[int, list]:
         """(correlation id, buffers of the frame). The response is expected unless ``expect_response`` is
         False or the body is a Produce with acks=0; ``tag`` comes back on its :class:`ResponseReceived`."""
         self._require(Role.CLIENT, "send requests")
@@ -541,16 +635,29 @@ class ProtocolConnection:
     def _response(self, payload, offset: int):
         if len(payload) < 4:
             violation = ProtocolViolation(
-                Violation.SHORT_FRAME, f"response of {len(payload)} bytes has no correlation id",
-                False, offset, False, len(payload), payload=payload)
+                Violation.SHORT_FRAME,
+                f"response of {len(payload)} bytes has no correlation id",
+                False,
+                offset,
+                False,
+                len(payload),
+                payload=payload,
+            )
             return violation
         (corr,) = _SIZE.unpack_from(payload, 0)
         pending = self._pending
         found = pending.pop(corr, None)
         if found is None:
-            return ProtocolViolation(Violation.UNKNOWN_CORRELATION_ID,
-                                     f"response with correlation id {corr} answers no outstanding request",
-                                     False, offset, False, len(payload), corr, payload)
+            return ProtocolViolation(
+                Violation.UNKNOWN_CORRELATION_ID,
+                f"response with correlation id {corr} answers no outstanding request",
+                False,
+                offset,
+                False,
+                len(payload),
+                corr,
+                payload,
+            )
         return _new_response(found.api_key, found.api_version, corr, payload, offset, found.tag, self._overtaken(corr))
 
     def _overtaken(self, corr: int) -> tuple[int, ...]:
@@ -651,4 +758,3 @@ class ProtocolConnection:
     def _require(self, role: Role, what: str) -> None:
         if self.role is not role:
             raise RuntimeError(f"a {self.role.value} connection does not {what}")
-

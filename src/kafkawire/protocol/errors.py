@@ -5,6 +5,7 @@ number and reported as unknown; looking it up never fails. Every code Kafka
 defines is also a constant here (``errors.NOT_LEADER_OR_FOLLOWER == 6``), from
 the generated ``error_codes.py``: a misspelt name fails at import and in mypy.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ class ErrorCode:
 
 
 ERRORS: dict[int, ErrorCode] = {
-    code: ErrorCode(code, name, retriable, message=message) for code, name, retriable, message in error_table()}
+    code: ErrorCode(code, name, retriable, message=message) for code, name, retriable, message in error_table()
+}
 BY_NAME: dict[str, ErrorCode] = {e.name: e for e in ERRORS.values()}
 
 

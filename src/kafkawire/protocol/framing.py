@@ -4,6 +4,7 @@ Splitting a byte stream into frames, and the limits on their size, belong to
 ``kafkawire.protocol.connection.ProtocolConnection``; this module only writes
 the prefix.
 """
+
 from __future__ import annotations
 
 import struct

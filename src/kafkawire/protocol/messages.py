@@ -9,6 +9,7 @@ version; fields a version lacks keep their schema default.
     >>> ApiVersionsRequest(client_software_name="x").encode(version=3)
     b'\\x02x\\x01\\x00'
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,8 +35,9 @@ class Struct:
     def __eq__(self, other):
         if type(other) is not type(self):
             return NotImplemented
-        return all(getattr(self, a) == getattr(other, a) for a in self._attrs) and \
-            (self._unknown_tags or None) == (other._unknown_tags or None)
+        return all(getattr(self, a) == getattr(other, a) for a in self._attrs) and (self._unknown_tags or None) == (
+            other._unknown_tags or None
+        )
 
     __hash__ = None  # mutable
 
@@ -94,7 +96,8 @@ class Message(Struct):
         if codec is None:
             if version not in cls.spec.valid:
                 raise UnsupportedVersionError(
-                    f"{cls.spec.name} has versions {cls.spec.valid}; version {version} is not one of them")
+                    f"{cls.spec.name} has versions {cls.spec.valid}; version {version} is not one of them"
+                )
             with cls._lock:
                 codec = cls._codecs.get(version)
                 if codec is None:
@@ -144,8 +147,9 @@ class Message(Struct):
             if paused:
                 _gc_enable()
         if strict and pos != len(view):
-            raise DecodeError(f"{len(view) - pos} trailing bytes after the message",
-                              offset=pos, message=f"{cls.spec.name} v{version}")
+            raise DecodeError(
+                f"{len(view) - pos} trailing bytes after the message", offset=pos, message=f"{cls.spec.name} v{version}"
+            )
         return obj
 
     @classmethod
@@ -217,6 +221,7 @@ def _path(ctx) -> str:
 
 # -- class construction ------------------------------------------------------
 
+
 def _class_fields(spec: MessageSpec) -> dict[str, list[FieldSpec]]:
     """Union of fields per struct name across definitions; newest definition wins on conflicts."""
     out: dict[str, dict[str, FieldSpec]] = {}
@@ -260,6 +265,7 @@ def _make_init(cls_name: str, fields: list[FieldSpec], classes: dict[str, type])
 def _build(spec: MessageSpec) -> type[Message]:
     class_fields = _class_fields(spec)
     classes: dict[str, type] = {}
+
     # nested first so that defaults can construct them; order by dependency
     def build(name: str) -> type:
         if name in classes:
@@ -270,9 +276,16 @@ def _build(spec: MessageSpec) -> type[Message]:
                 build(f.struct.name)
         base = Message if name == spec.name else Struct
         attrs = tuple(f.attr for f in fields)
-        cls = type(name, (base,), {
-            "__slots__": attrs, "_fields": tuple(fields), "_attrs": attrs, "__module__": __name__,
-        })
+        cls = type(
+            name,
+            (base,),
+            {
+                "__slots__": attrs,
+                "_fields": tuple(fields),
+                "_attrs": attrs,
+                "__module__": __name__,
+            },
+        )
         cls.__init__ = _make_init(name, fields, classes)
         classes[name] = cls
         return cls
@@ -285,8 +298,13 @@ def _build(spec: MessageSpec) -> type[Message]:
     root.spec = spec
     # Convenience metadata; a field of the same name (DefaultPrincipalData.name) wins, and
     # kafkawire's own code reads ``spec`` so that it works either way.
-    for meta, value in (("name", spec.name), ("kind", spec.kind), ("api_key", spec.api_key),
-                        ("min_version", spec.valid.lo), ("max_version", spec.valid.hi)):
+    for meta, value in (
+        ("name", spec.name),
+        ("kind", spec.kind),
+        ("api_key", spec.api_key),
+        ("min_version", spec.valid.lo),
+        ("max_version", spec.valid.hi),
+    ):
         if meta not in root._attrs:
             setattr(root, meta, value)
     root._codecs = {}

@@ -1,4 +1,5 @@
 """ApiVersions negotiation: per API, the highest version both sides support."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -34,5 +35,6 @@ def supported_ranges(include_unstable: bool = False) -> dict[int, tuple[int, int
     """What kafkawire's protocol core can speak: every version of every API in the spec."""
     from .apis import all_apis
 
-    return {k: (a.min_version, a.max_version if include_unstable else a.max_stable_version)
-            for k, a in all_apis().items()}
+    return {
+        k: (a.min_version, a.max_version if include_unstable else a.max_stable_version) for k, a in all_apis().items()
+    }

@@ -4,6 +4,7 @@ Nothing here knows about messages; the compiler (``codegen``) emits code that
 calls these helpers only for the rare multi-byte cases, keeping the common
 one-byte varint inline.
 """
+
 from __future__ import annotations
 
 import struct

@@ -4,6 +4,7 @@ The header version is never sent: it follows from (API key, API version), so
 decoding a request reads the fixed prefix (key, version, correlation id)
 first, then decodes the rest of the header and the body at the right versions.
 """
+
 from __future__ import annotations
 
 import struct
@@ -43,10 +44,12 @@ class Response(NamedTuple):
     header_version: int
 
 
-def request_header(api_key: int, api_version: int, correlation_id: int,
-                   client_id: str | None = "kafkawire") -> RequestHeader:
-    return message_class("RequestHeader")(request_api_key=api_key, request_api_version=api_version,
-                                          correlation_id=correlation_id, client_id=client_id)
+def request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None = "kafkawire"
+) -> RequestHeader:
+    return message_class("RequestHeader")(
+        request_api_key=api_key, request_api_version=api_version, correlation_id=correlation_id, client_id=client_id
+    )
 
 
 def encode_request_parts(header: RequestHeader, body: Message) -> list:
@@ -72,8 +75,11 @@ def encode_request(header: RequestHeader, body: Message) -> bytes:
 def peek_request_prefix(payload) -> tuple[int, int, int]:
     """(api key, api version, correlation id) of an unframed request, without decoding more."""
     if len(payload) < 8:
-        raise DecodeError(f"request of {len(payload)} bytes is shorter than the 8-byte header prefix", offset=0,
-                          message="RequestHeader")
+        raise DecodeError(
+            f"request of {len(payload)} bytes is shorter than the 8-byte header prefix",
+            offset=0,
+            message="RequestHeader",
+        )
     return _PREFIX.unpack_from(payload, 0)
 
 
@@ -97,8 +103,9 @@ def decode_request(data, *, framed: bool = True, strict: bool = True) -> Request
     body_cls = message_class(info.request)
     body, end = body_cls.decode_from(view, pos, version)
     if strict and end != len(view):
-        raise DecodeError(f"{len(view) - end} trailing bytes after the request body", offset=end,
-                          message=f"{info.request} v{version}")
+        raise DecodeError(
+            f"{len(view) - end} trailing bytes after the request body", offset=end, message=f"{info.request} v{version}"
+        )
     return Request(header, body, header_version)
 
 
@@ -137,8 +144,11 @@ def decode_response(data, api_key: int, api_version: int, *, framed: bool = True
         # v0 body (UNSUPPORTED_VERSION and its own ranges); read it the way Kafka's client does.
         body, end = body_cls.decode_from(view, pos, 0)
     if strict and end != len(view):
-        raise DecodeError(f"{len(view) - end} trailing bytes after the response body", offset=end,
-                          message=f"{info.response} v{api_version}")
+        raise DecodeError(
+            f"{len(view) - end} trailing bytes after the response body",
+            offset=end,
+            message=f"{info.response} v{api_version}",
+        )
     return Response(header, body, header_version)
 
 
@@ -147,6 +157,7 @@ def _unframe(view) -> memoryview:
         raise DecodeError("frame shorter than its 4-byte size", offset=0, message="frame")
     (size,) = _SIZE.unpack_from(view, 0)
     if size < 0 or size != len(view) - 4:
-        raise DecodeError(f"frame size {size} does not match the {len(view) - 4} bytes that follow it",
-                          offset=0, message="frame")
+        raise DecodeError(
+            f"frame size {size} does not match the {len(view) - 4} bytes that follow it", offset=0, message="frame"
+        )
     return memoryview(view)[4:]  # the payload without copying it

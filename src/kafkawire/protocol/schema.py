@@ -4,6 +4,7 @@
 reads it. Everything the codec compiler needs (types, version ranges, defaults,
 tags) is resolved here once, so the compiler never looks at raw JSON.
 """
+
 from __future__ import annotations
 
 import base64
@@ -185,13 +186,17 @@ class MessageSpec:
     def flexible_floor(self) -> int | None:
         floors = [d.flexible.lo for d in self.definitions if d.flexible is not None]
         # the lowest flexible version that is actually valid
-        valid = [max(f, d.versions.lo) for f, d in zip(floors, self.definitions)
-                 if d.flexible is not None and (d.versions.hi is None or max(f, d.versions.lo) <= d.versions.hi)]
+        valid = [
+            max(f, d.versions.lo)
+            for f, d in zip(floors, self.definitions)
+            if d.flexible is not None and (d.versions.hi is None or max(f, d.versions.lo) <= d.versions.hi)
+        ]
         return min(valid) if valid else None
 
     def has_records(self) -> bool:
         def walk(struct: StructSpec) -> bool:
             return any(f.type == "records" or (f.struct is not None and walk(f.struct)) for f in struct.fields)
+
         return any(walk(d.root) for d in self.definitions)
 
 
@@ -204,10 +209,18 @@ def _parse_field(raw: dict, structs: dict[str, StructSpec], pending: list) -> Fi
     if versions is None and tagged is not None:
         versions = tagged  # a tagged-only field exists exactly where it is tagged
     spec = FieldSpec(
-        name=raw["name"], attr=snake_case(raw["name"]), type=elem, is_array=is_array,
-        versions=versions, nullable=Versions.of(raw.get("nullable")), tagged=tagged,
-        tag=raw.get("tag"), default_text=raw.get("default"), ignorable=bool(raw.get("ignorable")),
-        map_key=bool(raw.get("map_key")), zero_copy=bool(raw.get("zero_copy")),
+        name=raw["name"],
+        attr=snake_case(raw["name"]),
+        type=elem,
+        is_array=is_array,
+        versions=versions,
+        nullable=Versions.of(raw.get("nullable")),
+        tagged=tagged,
+        tag=raw.get("tag"),
+        default_text=raw.get("default"),
+        ignorable=bool(raw.get("ignorable")),
+        map_key=bool(raw.get("map_key")),
+        zero_copy=bool(raw.get("zero_copy")),
         entity_type=raw.get("entity_type"),
         flexible_override=("none" if raw.get("flexible") == "none" else Versions.of(raw.get("flexible"))),
     )
@@ -225,22 +238,28 @@ def _parse_definition(name: str, raw: dict) -> Definition:
     structs: dict[str, StructSpec] = {}
     pending: list[FieldSpec] = []
     for cs in raw.get("common_structs", []):
-        structs[cs["name"]] = StructSpec(cs["name"], [_parse_field(f, structs, pending) for f in cs["fields"]],
-                                         Versions.of(cs.get("versions")))
+        structs[cs["name"]] = StructSpec(
+            cs["name"], [_parse_field(f, structs, pending) for f in cs["fields"]], Versions.of(cs.get("versions"))
+        )
     root = StructSpec(name, [_parse_field(f, structs, pending) for f in raw["fields"]])
     for f in pending:
         f.struct = structs[f.type]
-    return Definition(Versions.required(raw["versions"]), Versions.of(raw.get("flexible")), root, structs,
-                      raw.get("source"))
+    return Definition(
+        Versions.required(raw["versions"]), Versions.of(raw.get("flexible")), root, structs, raw.get("source")
+    )
 
 
 def _parse_message(raw: dict) -> MessageSpec:
     return MessageSpec(
-        name=raw["name"], kind=raw["type"], valid=Versions.required(raw["valid"]),
+        name=raw["name"],
+        kind=raw["type"],
+        valid=Versions.required(raw["valid"]),
         definitions=[_parse_definition(raw["name"], d) for d in raw["definitions"]],
-        api_key=raw.get("api_key"), listeners=tuple(raw.get("listeners", ())),
+        api_key=raw.get("api_key"),
+        listeners=tuple(raw.get("listeners", ())),
         latest_version_unstable=bool(raw.get("latest_version_unstable")),
-        former_name=raw.get("former_name"), record_type=raw.get("record_type"),
+        former_name=raw.get("former_name"),
+        record_type=raw.get("record_type"),
     )
 
 

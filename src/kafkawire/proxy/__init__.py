@@ -8,6 +8,7 @@
   and the summary printed on exit;
 * :mod:`.pcapng` -- a pcapng file of the client-side conversations.
 """
+
 from __future__ import annotations
 
 from .addresses import AddressMap, rewrite_response, rewrites
@@ -15,5 +16,15 @@ from .pcapng import PcapngWriter
 from .relay import Proxy, ProxyConfig, parse_address
 from .report import Exchange, Filters, Reporter
 
-__all__ = ["AddressMap", "Exchange", "Filters", "PcapngWriter", "Proxy", "ProxyConfig", "Reporter",
-           "parse_address", "rewrite_response", "rewrites"]
+__all__ = [
+    "AddressMap",
+    "Exchange",
+    "Filters",
+    "PcapngWriter",
+    "Proxy",
+    "ProxyConfig",
+    "Reporter",
+    "parse_address",
+    "rewrite_response",
+    "rewrites",
+]

@@ -17,6 +17,7 @@ controllers' own: clients do not bootstrap through them, so they are left alone.
 Sans-IO: :class:`AddressMap` is told how to obtain a local port (a callback that binds one) and
 :func:`rewrite_response` works on payload bytes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -134,5 +135,13 @@ def rewrite_response(api_key: int, api_version: int, payload, addresses: Address
     return Rewrite(new, changed)
 
 
-__all__ = ["REWRITTEN", "AddressMap", "Rewrite", "TooManyBrokers", "Upstream", "rewrite_response", "rewrites",
-           "ProtocolError"]
+__all__ = [
+    "REWRITTEN",
+    "AddressMap",
+    "Rewrite",
+    "TooManyBrokers",
+    "Upstream",
+    "rewrite_response",
+    "rewrites",
+    "ProtocolError",
+]

@@ -8,6 +8,7 @@ timestamps. The bytes are those the client sent and received, rewritten addresse
 :class:`PcapngWriter` only produces bytes (``write`` is given a callable that stores them); nothing here
 opens a file.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -46,10 +47,14 @@ class Flow:
         self.client = (ipaddress.ip_address(client[0]), client[1])
         self.server = (ipaddress.ip_address(server[0]), server[1])
         if self.client[0].version != self.server[0].version:  # a v4-mapped peer: show both as IPv6
-            self.client = (ipaddress.IPv6Address(f"::ffff:{self.client[0]}") if self.client[0].version == 4
-                           else self.client[0], client[1])
-            self.server = (ipaddress.IPv6Address(f"::ffff:{self.server[0]}") if self.server[0].version == 4
-                           else self.server[0], server[1])
+            self.client = (
+                ipaddress.IPv6Address(f"::ffff:{self.client[0]}") if self.client[0].version == 4 else self.client[0],
+                client[1],
+            )
+            self.server = (
+                ipaddress.IPv6Address(f"::ffff:{self.server[0]}") if self.server[0].version == 4 else self.server[0],
+                server[1],
+            )
         self.seq = {True: 1000, False: 5000}  # next sequence number sent by the client (True) / server
         self.closed = False
 
@@ -63,7 +68,7 @@ class Flow:
     def data(self, from_client: bool, data, time_ns: int) -> None:
         view = memoryview(data)
         for start in range(0, len(view), _MAX_SEGMENT):
-            piece = bytes(view[start:start + _MAX_SEGMENT])
+            piece = bytes(view[start : start + _MAX_SEGMENT])
             self._segment(from_client, _PSH | _ACK, piece, time_ns)
             self.seq[from_client] = (self.seq[from_client] + len(piece)) & 0xFFFFFFFF
 
@@ -77,8 +82,21 @@ class Flow:
 
     def _segment(self, from_client: bool, flags: int, payload: bytes, time_ns: int, ack: bool = True) -> None:
         (src, sport), (dst, dport) = (self.client, self.server) if from_client else (self.server, self.client)
-        tcp = struct.pack(">HHIIBBHHH", sport, dport, self.seq[from_client], self.seq[not from_client] if ack else 0,
-                          5 << 4, flags, 65535, 0, 0) + payload
+        tcp = (
+            struct.pack(
+                ">HHIIBBHHH",
+                sport,
+                dport,
+                self.seq[from_client],
+                self.seq[not from_client] if ack else 0,
+                5 << 4,
+                flags,
+                65535,
+                0,
+                0,
+            )
+            + payload
+        )
         if src.version == 4:
             header = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0, 0x4000, 64, 6, 0, src.packed, dst.packed)
             header = header[:10] + struct.pack(">H", _checksum(header)) + header[12:]

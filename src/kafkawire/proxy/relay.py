@@ -15,6 +15,7 @@ before the next read (asyncio's write buffer limits), and a connection with more
 unanswered requests is closed, as is a connection beyond ``max_connections``. A client can hold at most one
 frame per direction in the proxy's memory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -86,8 +87,13 @@ def _label(ep: tuple[str, int]) -> str:
 
 
 class Proxy:
-    def __init__(self, config: ProxyConfig, reporter: Reporter, pcap: PcapngWriter | None = None,
-                 clock: Callable[[], int] = time.time_ns):
+    def __init__(
+        self,
+        config: ProxyConfig,
+        reporter: Reporter,
+        pcap: PcapngWriter | None = None,
+        clock: Callable[[], int] = time.time_ns,
+    ):
         if not config.upstreams:
             raise ValueError("at least one upstream address is needed")
         self.config = config
@@ -106,8 +112,11 @@ class Proxy:
     async def start(self) -> Proxy:
         sock = self._listen_socket(self.config.listen_port)
         self.port = sock.getsockname()[1]
-        self._servers.append(await asyncio.start_server(
-            lambda r, w: self._accept(r, w, None), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK))
+        self._servers.append(
+            await asyncio.start_server(
+                lambda r, w: self._accept(r, w, None), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK
+            )
+        )
         return self
 
     def _listen_socket(self, port: int) -> socket.socket:
@@ -135,8 +144,9 @@ class Proxy:
         return port
 
     async def _serve_broker(self, sock: socket.socket, node_id: int) -> None:
-        server = await asyncio.start_server(lambda r, w: self._accept(r, w, node_id), sock=sock,
-                                            ssl=self.config.listen_ssl, limit=CHUNK)
+        server = await asyncio.start_server(
+            lambda r, w: self._accept(r, w, node_id), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK
+        )
         self._servers.append(server)
 
     async def close(self) -> None:
@@ -172,9 +182,16 @@ class Proxy:
         problems = []
         for host, port in targets:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(
-                    host, port, ssl=self.config.upstream_ssl, server_hostname=host if self.config.upstream_ssl else None,
-                    limit=CHUNK), CONNECT_TIMEOUT)
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(
+                        host,
+                        port,
+                        ssl=self.config.upstream_ssl,
+                        server_hostname=host if self.config.upstream_ssl else None,
+                        limit=CHUNK,
+                    ),
+                    CONNECT_TIMEOUT,
+                )
                 return (host, port), reader, writer
             except (OSError, TimeoutError, ssl.SSLError) as exc:
                 problems.append(f"{_label((host, port))}: {exc}")
@@ -195,8 +212,11 @@ class Proxy:
         _set_nodelay(writer)
         _set_nodelay(uwriter)
         conn = Connection(cid, (str(peer[0]), int(peer[1])), (str(upstream[0]), int(upstream[1])))
-        flow = self.pcap.flow((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])), self.clock()) \
-            if self.pcap is not None else None
+        flow = (
+            self.pcap.flow((str(peer[0]), int(peer[1])), (str(local[0]), int(local[1])), self.clock())
+            if self.pcap is not None
+            else None
+        )
         session = _Session(self, conn, reader, writer, ureader, uwriter, flow)
         try:
             await session.run()
@@ -255,15 +275,25 @@ class _Session:
         try:
             self.proxy.reporter.exchange(ex)
         except Exception as exc:  # any peer input that trips the describer: report, go on
-            self.proxy.reporter.note(f"{self.conn.label}: {ex.api_name} corr={ex.correlation_id} not described: "
-                                     f"{type(exc).__name__}: {exc}")
+            self.proxy.reporter.note(
+                f"{self.conn.label}: {ex.api_name} corr={ex.correlation_id} not described: {type(exc).__name__}: {exc}"
+            )
 
     def _unanswered(self) -> list[Exchange]:
         out = []
         for corr, (t, payload) in self.requests.items():
             key, version = (int.from_bytes(payload[0:2], "big", signed=True), int.from_bytes(payload[2:4], "big"))
-            out.append(Exchange(t, self.conn, key, version, corr, request_payload=payload,
-                                problem="no response before the connection closed"))
+            out.append(
+                Exchange(
+                    t,
+                    self.conn,
+                    key,
+                    version,
+                    corr,
+                    request_payload=payload,
+                    problem="no response before the connection closed",
+                )
+            )
         self.requests.clear()
         return out
 
@@ -344,8 +374,11 @@ class _Session:
         now = self.proxy.clock()
         payload = event.payload  # the observer's own copy: kept as it is, not copied again
         if not event.expects_response:
-            self._report(Exchange(now, self.conn, event.api_key, event.api_version, event.correlation_id,
-                                  request_payload=payload))
+            self._report(
+                Exchange(
+                    now, self.conn, event.api_key, event.api_version, event.correlation_id, request_payload=payload
+                )
+            )
             return
         if len(self.requests) >= MAX_IN_FLIGHT:
             self.closing = f"more than {MAX_IN_FLIGHT} requests unanswered: connection closed"
@@ -361,8 +394,15 @@ class _Session:
         now = self.proxy.clock()
         payload = event.payload
         ex_time, request = self.requests.pop(event.correlation_id, (now, b""))
-        ex = Exchange(ex_time, self.conn, event.api_key, event.api_version, event.correlation_id,
-                      request_payload=request, latency_ns=now - ex_time)
+        ex = Exchange(
+            ex_time,
+            self.conn,
+            event.api_key,
+            event.api_version,
+            event.correlation_id,
+            request_payload=request,
+            latency_ns=now - ex_time,
+        )
         try:
             rewrite = rewrite_response(event.api_key, event.api_version, payload, self.proxy.addresses)
         except TooManyBrokers as exc:
@@ -399,9 +439,17 @@ class _Session:
         if not event.fatal and not event.from_client and payload:
             # framed, but answering nothing known or too short to say: goes on as it came
             self.to_client += (frame_size_prefix(len(payload)), bytes(payload))
-        self._report(Exchange(self.proxy.clock(), self.conn, None, None, event.correlation_id,
-                                              problem=f"{who}: {event.message} (stream offset {event.offset})"
-                                              + ("; connection closed" if event.fatal else "; forwarded")))
+        self._report(
+            Exchange(
+                self.proxy.clock(),
+                self.conn,
+                None,
+                None,
+                event.correlation_id,
+                problem=f"{who}: {event.message} (stream offset {event.offset})"
+                + ("; connection closed" if event.fatal else "; forwarded"),
+            )
+        )
         if event.fatal:
             self.closing = f"{who} broke the framing: {event.message}"
 

@@ -7,6 +7,7 @@ path) is the one ``kafkawire pcap`` prints: both build a :class:`kafkawire.tools
 :func:`~kafkawire.tools.pcap.topic_partitions`. The proxy decodes for this after it has forwarded the
 bytes, never before.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -91,7 +92,7 @@ def client_id_of(payload) -> str | None:
     n = int.from_bytes(payload[8:10], "big", signed=True)
     if n < 0 or len(payload) < 10 + n:
         return None
-    return bytes(payload[10:10 + n]).decode("utf-8", "replace")
+    return bytes(payload[10 : 10 + n]).decode("utf-8", "replace")
 
 
 _MAX_TOPIC_IDS = 100_000
@@ -109,8 +110,17 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_
     if ex.request_payload and errors_only:
         ex.client_id = client_id_of(ex.request_payload)
     elif ex.request_payload:
-        req_event = Event("request", ex.connection, True, 0, ex.time_ns, ex.api_key, ex.api_version,
-                          ex.correlation_id, topic_names=names)
+        req_event = Event(
+            "request",
+            ex.connection,
+            True,
+            0,
+            ex.time_ns,
+            ex.api_key,
+            ex.api_version,
+            ex.correlation_id,
+            topic_names=names,
+        )
         try:
             req_event.message = decode_request(ex.request_payload, framed=False, strict=False)
             ex.client_id = req_event.message.header.client_id
@@ -118,12 +128,20 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_
             req_event.error = exc if isinstance(exc, ProtocolError) else None
             ex.problem = ex.problem or f"request does not decode: {exc}"
     if ex.response_payload:
-        resp_event = Event("response", ex.connection, False, 0, ex.time_ns, ex.api_key, ex.api_version,
-                           ex.correlation_id, topic_names=names)
+        resp_event = Event(
+            "response",
+            ex.connection,
+            False,
+            0,
+            ex.time_ns,
+            ex.api_key,
+            ex.api_version,
+            ex.correlation_id,
+            topic_names=names,
+        )
         try:
             version = response_body_version(ex.api_key, ex.api_version or 0, ex.response_payload)
-            resp_event.message = decode_response(ex.response_payload, ex.api_key, version, framed=False,
-                                                 strict=False)
+            resp_event.message = decode_response(ex.response_payload, ex.api_key, version, framed=False, strict=False)
         except (ProtocolError, KeyError) as exc:
             ex.problem = ex.problem or f"response does not decode: {exc}"
         else:
@@ -147,8 +165,17 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_
 
 
 # fields that identify what a request is about, shown when present and not empty (as `kafkawire pcap` does)
-_KEYS = ("group_id", "key", "transactional_id", "member_id", "generation_id", "protocol_name", "acks",
-         "fetch_offset", "session_id")
+_KEYS = (
+    "group_id",
+    "key",
+    "transactional_id",
+    "member_id",
+    "generation_id",
+    "protocol_name",
+    "acks",
+    "fetch_offset",
+    "session_id",
+)
 
 
 def summary(event: Event) -> str:
@@ -188,7 +215,7 @@ def _records(event: Event) -> tuple[int, int, int]:
             continue
         pos, end = 0, len(v)
         while end - pos >= HEADER_SIZE:
-            length = int.from_bytes(v[pos + 8:pos + 12], "big", signed=True)
+            length = int.from_bytes(v[pos + 8 : pos + 12], "big", signed=True)
             if v[pos + 16] != 2 or length <= 0:  # a legacy message set (not counted), or damage
                 break
             base, last_offset, _ts, n = header_summary(v, pos)
@@ -227,8 +254,12 @@ def to_line(ex: Exchange) -> str:
     head = f"{t:%H:%M:%S.%f} {ex.connection.label}"
     if ex.api_key is None:
         return f"{head} !! {ex.problem}"
-    parts = [head, f"client={ex.client_id}" if ex.client_id is not None else "client=?",
-             f"{ex.api_name} v{ex.api_version}", f"corr={ex.correlation_id}"]
+    parts = [
+        head,
+        f"client={ex.client_id}" if ex.client_id is not None else "client=?",
+        f"{ex.api_name} v{ex.api_version}",
+        f"corr={ex.correlation_id}",
+    ]
     parts.append(f"{ex.latency_ns / 1e6:.3f} ms" if ex.latency_ns is not None else "no response")
     parts.append(f"{_kb(ex.request_size)}>{_kb(ex.response_size)}" if ex.response_payload else _kb(ex.request_size))
     if ex.request_summary:
@@ -342,8 +373,15 @@ class ApiStats:
 class Reporter:
     """Prints the exchanges that pass the filters and counts every one for the summary."""
 
-    def __init__(self, out: TextIO, *, fmt: str = "text", annotate: bool = False, filters: Filters | None = None,
-                 quiet: bool = False):
+    def __init__(
+        self,
+        out: TextIO,
+        *,
+        fmt: str = "text",
+        annotate: bool = False,
+        filters: Filters | None = None,
+        quiet: bool = False,
+    ):
         self.out = out
         self.fmt = fmt
         self.annotate = annotate
@@ -394,19 +432,32 @@ class Reporter:
 
     def summary(self) -> str:
         total = sum(s.requests for s in self.per_api.values())
-        lines = [f"kafkawire proxy: {self.connections} connections, {total} requests"
-                 + (f", {self.sasl_tokens} SASL tokens" if self.sasl_tokens else "")]
+        lines = [
+            f"kafkawire proxy: {self.connections} connections, {total} requests"
+            + (f", {self.sasl_tokens} SASL tokens" if self.sasl_tokens else "")
+        ]
         if self.per_api:
             rows = [("API", "requests", "errors", "p50 ms", "p90 ms", "p99 ms", "max ms", "req bytes", "resp bytes")]
             for name, s in sorted(self.per_api.items(), key=lambda kv: -kv[1].requests):
                 h = s.latency
-                rows.append((name, str(s.requests), str(s.with_errors), f"{h.percentile(0.5):.3f}",
-                             f"{h.percentile(0.9):.3f}", f"{h.percentile(0.99):.3f}", f"{h.max_ns / 1e6:.3f}",
-                             str(s.request_bytes), str(s.response_bytes)))
+                rows.append(
+                    (
+                        name,
+                        str(s.requests),
+                        str(s.with_errors),
+                        f"{h.percentile(0.5):.3f}",
+                        f"{h.percentile(0.9):.3f}",
+                        f"{h.percentile(0.99):.3f}",
+                        f"{h.max_ns / 1e6:.3f}",
+                        str(s.request_bytes),
+                        str(s.response_bytes),
+                    )
+                )
             widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
             for r in rows:
-                lines.append("  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                              for i, (c, w) in enumerate(zip(r, widths))))
+                lines.append(
+                    "  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                )
         if self.errors:
             lines.append("error codes: " + ", ".join(f"{k} x{v}" for k, v in self.errors.most_common()))
         if self.problems:

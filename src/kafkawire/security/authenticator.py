@@ -16,6 +16,7 @@ failed login gets SASL_AUTHENTICATION_FAILED (or, with v0 bare tokens, nothing) 
 ``connection.failed.authentication.delay.ms``, so one connection tries one password per delay. Failures are
 logged with the peer, mechanism and claimed user name, never the token.
 """
+
 from __future__ import annotations
 
 import enum
@@ -71,8 +72,12 @@ class ConnectionAuthenticator:
             # re-authentication (KIP-368): the same mechanism again, on the same connection
             if mechanism != self.mechanism:
                 self.state = SaslState.FAILED
-                log.warning("connection from %s: re-authentication with %r after %s refused", self.peer,
-                            mechanism[:64], self.mechanism)
+                log.warning(
+                    "connection from %s: re-authentication with %r after %s refused",
+                    self.peer,
+                    mechanism[:64],
+                    self.mechanism,
+                )
                 return Outcome(errors.ILLEGAL_SASL_STATE, close=True)
             self.reauthenticating = True
             self.state = SaslState.HANDSHAKE
@@ -81,8 +86,13 @@ class ConnectionAuthenticator:
             return Outcome(errors.ILLEGAL_SASL_STATE, close=True)
         if mechanism not in self.listener.mechanisms:
             self.state = SaslState.FAILED
-            log.warning("connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
-                        self.peer, mechanism[:64], self.listener.name, ", ".join(self.listener.mechanisms))
+            log.warning(
+                "connection from %s: SASL mechanism %r is not enabled on listener %s (enabled: %s)",
+                self.peer,
+                mechanism[:64],
+                self.listener.name,
+                ", ".join(self.listener.mechanisms),
+            )
             return Outcome(errors.UNSUPPORTED_SASL_MECHANISM, close=True)
         self.mechanism = mechanism
         if mechanism == "PLAIN":
@@ -97,12 +107,14 @@ class ConnectionAuthenticator:
     def authenticate(self, token: bytes) -> Outcome:
         """A SaslAuthenticate request's ``auth_bytes``."""
         if self.state is SaslState.COMPLETE:
-            return Outcome(errors.ILLEGAL_SASL_STATE,
-                           "SaslAuthenticate request received after successful authentication")
+            return Outcome(
+                errors.ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication"
+            )
         if self.state is not SaslState.AUTHENTICATE:
             self.state = SaslState.FAILED
-            return Outcome(errors.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate request during SASL handshake",
-                           close=True)
+            return Outcome(
+                errors.ILLEGAL_SASL_STATE, "Unexpected SaslAuthenticate request during SASL handshake", close=True
+            )
         return self._step(token)
 
     def raw_token(self, token: bytes) -> Outcome:
@@ -117,27 +129,44 @@ class ConnectionAuthenticator:
         assert server is not None
         if len(token) > self.listener.max_receive:
             self.state = SaslState.FAILED
-            return Outcome(errors.SASL_AUTHENTICATION_FAILED, "SASL token above sasl.server.max.receive.size",
-                           close=True)
+            return Outcome(
+                errors.SASL_AUTHENTICATION_FAILED, "SASL token above sasl.server.max.receive.size", close=True
+            )
         try:
             answer = server.step(token)
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
-            log.warning("connection from %s: SASL %s authentication failed for user %r on listener %s: %s",
-                        self.peer, self.mechanism, (server.user or "")[:128], self.listener.name, exc)
+            log.warning(
+                "connection from %s: SASL %s authentication failed for user %r on listener %s: %s",
+                self.peer,
+                self.mechanism,
+                (server.user or "")[:128],
+                self.listener.name,
+                exc,
+            )
             return Outcome(errors.SASL_AUTHENTICATION_FAILED, str(exc), close=True)
         if server.complete:
             self.state = SaslState.COMPLETE
             if self.reauthenticating and server.principal != self.principal:
                 self.state = SaslState.FAILED
-                log.warning("connection from %s: re-authentication as User:%s on a connection of User:%s refused",
-                            self.peer, server.principal, self.principal)
-                return Outcome(errors.SASL_AUTHENTICATION_FAILED, "Cannot change principals during "
-                               "re-authentication", close=True)
+                log.warning(
+                    "connection from %s: re-authentication as User:%s on a connection of User:%s refused",
+                    self.peer,
+                    server.principal,
+                    self.principal,
+                )
+                return Outcome(
+                    errors.SASL_AUTHENTICATION_FAILED, "Cannot change principals during re-authentication", close=True
+                )
             self.reauthenticating = False
             self.principal = server.principal
-            log.info("connection from %s: authenticated as User:%s with SASL %s on listener %s",
-                     self.peer, self.principal, self.mechanism, self.listener.name)
+            log.info(
+                "connection from %s: authenticated as User:%s with SASL %s on listener %s",
+                self.peer,
+                self.principal,
+                self.mechanism,
+                self.listener.name,
+            )
             return Outcome(token=answer, complete=True, session_lifetime_ms=self.listener.reauth_ms)
         return Outcome(token=answer)
 

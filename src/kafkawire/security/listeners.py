@@ -10,6 +10,7 @@ Fails closed: a listener kafkawire cannot serve exactly as configured (no keysto
 not load, a mechanism it does not implement, a store type it cannot read) raises :class:`ListenerError`
 naming the key, and the broker does not start. Nothing is silently served in plain text.
 """
+
 from __future__ import annotations
 
 import logging
@@ -31,28 +32,58 @@ SASL_MAX_RECEIVE = 524288  # Kafka's sasl.server.max.receive.size default
 FAILED_AUTH_DELAY_MS = 100  # Kafka's connection.failed.authentication.delay.ms default
 
 # keys this module reads (alone or after listener.name.<name>.): not "unknown" to the config loader
-SSL_KEYS = frozenset({
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.type", "ssl.truststore.location",
-    "ssl.truststore.password", "ssl.truststore.certificates", "ssl.client.auth", "ssl.enabled.protocols",
-    "ssl.protocol", "ssl.cipher.suites", "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm",
-})
-SASL_KEYS = frozenset({
-    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.server.max.receive.size",
-    "connection.failed.authentication.delay.ms", "connections.max.reauth.ms", "kafkawire.sasl.plain.users",
-    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
-})
-OTHER_KEYS = frozenset({"listener.security.protocol.map", "inter.broker.listener.name", "controller.listener.names",
-                        "security.inter.broker.protocol"})
-_JAAS_KEY = re.compile(r"^(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.sasl\.(jaas\.config|"
-                       r"server\.callback\.handler\.class)$")
+SSL_KEYS = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.key.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.principal.mapping.rules",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+SASL_KEYS = frozenset(
+    {
+        "sasl.enabled.mechanisms",
+        "sasl.mechanism.inter.broker.protocol",
+        "sasl.server.max.receive.size",
+        "connection.failed.authentication.delay.ms",
+        "connections.max.reauth.ms",
+        "kafkawire.sasl.plain.users",
+        "sasl.oauthbearer.jwks.endpoint.url",
+        "sasl.oauthbearer.expected.issuer",
+        "sasl.oauthbearer.expected.audience",
+    }
+)
+OTHER_KEYS = frozenset(
+    {
+        "listener.security.protocol.map",
+        "inter.broker.listener.name",
+        "controller.listener.names",
+        "security.inter.broker.protocol",
+    }
+)
+_JAAS_KEY = re.compile(
+    r"^(plain|scram-sha-256|scram-sha-512|oauthbearer|gssapi)\.sasl\.(jaas\.config|"
+    r"server\.callback\.handler\.class)$"
+)
 
 
 def is_security_key(key: str) -> bool:
     if key in SSL_KEYS or key in SASL_KEYS or key in OTHER_KEYS:
         return True
     if key.startswith("listener.name."):
-        rest = key[len("listener.name."):].partition(".")[2]
+        rest = key[len("listener.name.") :].partition(".")[2]
         return rest in SSL_KEYS or rest in SASL_KEYS or bool(_JAAS_KEY.match(rest))
     return False
 
@@ -118,8 +149,10 @@ def protocol_map(props: dict[str, str]) -> dict[str, str]:
             continue
         name, sep, proto = raw.partition(":")
         if not sep or proto.strip().upper() not in PROTOCOLS:
-            raise ListenerError(f"listener.security.protocol.map: {raw!r} is not NAME:PROTOCOL with PROTOCOL one of "
-                                f"{', '.join(PROTOCOLS)}")
+            raise ListenerError(
+                f"listener.security.protocol.map: {raw!r} is not NAME:PROTOCOL with PROTOCOL one of "
+                f"{', '.join(PROTOCOLS)}"
+            )
         out[name.strip().upper()] = proto.strip().upper()
     return out
 
@@ -140,8 +173,11 @@ class _Lookup:
         return value.strip() if value is not None and value.strip() != "" else default
 
 
-def parse_listeners(props: dict[str, str], primary: tuple[str, int] | None = None,
-                    primary_advertised: tuple[str | None, int | None] = (None, None)) -> list[Listener]:
+def parse_listeners(
+    props: dict[str, str],
+    primary: tuple[str, int] | None = None,
+    primary_advertised: tuple[str | None, int | None] = (None, None),
+) -> list[Listener]:
     """Every listener of ``props``, checked and ready to serve (TLS contexts built). ``primary`` is the
     (host, port) the command line chose for the listener ``pick_listener`` picks (``--listen``); without
     ``listeners`` there is one PLAINTEXT listener there."""
@@ -168,8 +204,9 @@ def parse_listeners(props: dict[str, str], primary: tuple[str, int] | None = Non
             continue
         protocol = pmap.get(name)
         if protocol is None:
-            raise ListenerError(f"listener.security.protocol.map: no security protocol for listener {name} "
-                                f"(of listeners)")
+            raise ListenerError(
+                f"listener.security.protocol.map: no security protocol for listener {name} (of listeners)"
+            )
         if name == primary_name and primary is not None:
             host, port = primary
         listener = Listener(name, protocol, host, port)
@@ -182,8 +219,9 @@ def parse_listeners(props: dict[str, str], primary: tuple[str, int] | None = Non
             listener.ssl_context, listener.client_auth = build_ssl_context(look)
         if listener.tls or props.get(look.key("ssl.principal.mapping.rules")):
             try:
-                listener.principal_rules = parse_rules(look.get("ssl.principal.mapping.rules", "DEFAULT") or "",
-                                                       look.key("ssl.principal.mapping.rules"))
+                listener.principal_rules = parse_rules(
+                    look.get("ssl.principal.mapping.rules", "DEFAULT") or "", look.key("ssl.principal.mapping.rules")
+                )
             except ValueError as exc:
                 raise ListenerError(str(exc)) from None
         if listener.sasl:
@@ -207,15 +245,18 @@ def _int(look: _Lookup, key: str, default: int) -> int:
 def _configure_sasl(listener: Listener, look: _Lookup) -> None:
     key = look.key("sasl.enabled.mechanisms")
     # Kafka's default is GSSAPI (Kerberos), which kafkawire does not implement: no silent substitute
-    mechanisms = [m.strip().upper() for m in (look.get("sasl.enabled.mechanisms", "GSSAPI") or "").split(",")
-                  if m.strip()]
+    mechanisms = [
+        m.strip().upper() for m in (look.get("sasl.enabled.mechanisms", "GSSAPI") or "").split(",") if m.strip()
+    ]
     if not mechanisms:
         raise ListenerError(f"{key}: empty for SASL listener {listener.name}")
     for m in mechanisms:
         if m not in SUPPORTED_MECHANISMS:
             default = "" if look.get("sasl.enabled.mechanisms") else " (Kafka's default)"
-            raise ListenerError(f"{key}: mechanism {m}{default} of listener {listener.name} is not supported by "
-                                f"kafkawire (it has {', '.join(SUPPORTED_MECHANISMS)})")
+            raise ListenerError(
+                f"{key}: mechanism {m}{default} of listener {listener.name} is not supported by "
+                f"kafkawire (it has {', '.join(SUPPORTED_MECHANISMS)})"
+            )
     listener.mechanisms = tuple(mechanisms)
     listener.max_receive = _int(look, "sasl.server.max.receive.size", SASL_MAX_RECEIVE)
     listener.failed_auth_delay_ms = _int(look, "connection.failed.authentication.delay.ms", FAILED_AUTH_DELAY_MS)
@@ -234,8 +275,10 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
             except ValueError as exc:
                 raise ListenerError(str(exc)) from None
             if not module.endswith("PlainLoginModule"):
-                raise ListenerError(f"{jaas_key}: {module} is not PLAIN's login module "
-                                    "(org.apache.kafka.common.security.plain.PlainLoginModule)")
+                raise ListenerError(
+                    f"{jaas_key}: {module} is not PLAIN's login module "
+                    "(org.apache.kafka.common.security.plain.PlainLoginModule)"
+                )
             users.update(plain_users_from_jaas(options))
         simple = look.get("kafkawire.sasl.plain.users")
         if simple:
@@ -245,19 +288,25 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
                     raise ListenerError(f"{look.key('kafkawire.sasl.plain.users')}: entries are user:password")
                 users[user] = password
         if not users:
-            raise ListenerError(f"{jaas_key}: PLAIN is enabled on listener {listener.name} but no user is "
-                                "configured (user_<name>=\"<password>\" options, or kafkawire.sasl.plain.users)")
+            raise ListenerError(
+                f"{jaas_key}: PLAIN is enabled on listener {listener.name} but no user is "
+                'configured (user_<name>="<password>" options, or kafkawire.sasl.plain.users)'
+            )
         listener.plain_users = users
 
 
 def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
     """Unsecured tokens only (Kafka's default validator); anything asking for verified tokens fails closed."""
     name = listener.name.lower()
-    for key in (f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class",
-                look.key("sasl.oauthbearer.jwks.endpoint.url")):
+    for key in (
+        f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class",
+        look.key("sasl.oauthbearer.jwks.endpoint.url"),
+    ):
         if look.props.get(key, "").strip():
-            raise ListenerError(f"{key}: verified OAUTHBEARER tokens (JWKS) are not implemented by kafkawire; "
-                                "only Kafka's unsecured development tokens are")
+            raise ListenerError(
+                f"{key}: verified OAUTHBEARER tokens (JWKS) are not implemented by kafkawire; "
+                "only Kafka's unsecured development tokens are"
+            )
     jaas_key = f"listener.name.{name}.oauthbearer.sasl.jaas.config"
     options: dict[str, str] = {}
     if look.props.get(jaas_key, "").strip():
@@ -266,25 +315,35 @@ def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
         except ValueError as exc:
             raise ListenerError(str(exc)) from None
         if not module.endswith("OAuthBearerLoginModule"):
-            raise ListenerError(f"{jaas_key}: {module} is not OAUTHBEARER's login module "
-                                "(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule)")
+            raise ListenerError(
+                f"{jaas_key}: {module} is not OAUTHBEARER's login module "
+                "(org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule)"
+            )
     try:
         skew = int(options.get("unsecuredValidatorAllowableClockSkewMs", "0"))
     except ValueError:
         raise ListenerError(f"{jaas_key}: unsecuredValidatorAllowableClockSkewMs is not an integer") from None
     listener.oauth_options = {
         "principal_claim": options.get("unsecuredValidatorPrincipalClaimName", "sub"),
-        "required_scope": tuple(s.strip() for s in options.get("unsecuredValidatorRequiredScope", "").split(",")
-                                if s.strip()),
-        "clock_skew_ms": skew}
-    log.warning("listener %s accepts unsecured OAUTHBEARER tokens (alg none): anyone can mint one; for "
-                "development only", listener.name)
+        "required_scope": tuple(
+            s.strip() for s in options.get("unsecuredValidatorRequiredScope", "").split(",") if s.strip()
+        ),
+        "clock_skew_ms": skew,
+    }
+    log.warning(
+        "listener %s accepts unsecured OAUTHBEARER tokens (alg none): anyone can mint one; for development only",
+        listener.name,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ TLS
 
-_PROTOCOL_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3,
-                      "TLSv1.1": ssl.TLSVersion.TLSv1_1, "TLSv1": ssl.TLSVersion.TLSv1}
+_PROTOCOL_VERSIONS = {
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1": ssl.TLSVersion.TLSv1,
+}
 
 
 def _read(path: str, key: str) -> bytes:
@@ -318,8 +377,10 @@ def _load_chain(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes, password: 
         try:
             ctx.load_cert_chain(cert_path, key_path, password=password)
         except (ssl.SSLError, ValueError) as exc:
-            raise ListenerError(f"{key}: the certificate and private key do not load ({exc}); check the key "
-                                "password (ssl.key.password) and that the key matches the certificate") from None
+            raise ListenerError(
+                f"{key}: the certificate and private key do not load ({exc}); check the key "
+                "password (ssl.key.password) and that the key matches the certificate"
+            ) from None
 
 
 def build_ssl_context(look: _Lookup) -> tuple[ssl.SSLContext, str]:
@@ -335,28 +396,34 @@ def build_ssl_context(look: _Lookup) -> tuple[ssl.SSLContext, str]:
     if not ks_type:  # Kafka's default is JKS; a PEM pair given inline implies PEM
         ks_type = "PEM" if chain or pem_key or (location and location.endswith((".pem", ".crt"))) else "JKS"
     if ks_type == "JKS":
-        raise ListenerError(f"{ks_type_key}: JKS keystores are not supported (Kafka's default type); use PKCS12 "
-                            "(keytool -importkeystore -deststoretype PKCS12) or PEM")
+        raise ListenerError(
+            f"{ks_type_key}: JKS keystores are not supported (Kafka's default type); use PKCS12 "
+            "(keytool -importkeystore -deststoretype PKCS12) or PEM"
+        )
     if ks_type not in ("PKCS12", "PEM"):
         raise ListenerError(f"{ks_type_key}: {ks_type} is not PKCS12 or PEM")
     if ks_type == "PKCS12":
         if not location:
             raise ListenerError(f"{look.key('ssl.keystore.location')}: the TLS listener needs a keystore")
         password = look.get("ssl.keystore.password")
-        priv, cert, extra = _pkcs12(_read(location, look.key("ssl.keystore.location")), password,
-                                    look.key("ssl.keystore.location"))
+        priv, cert, extra = _pkcs12(
+            _read(location, look.key("ssl.keystore.location")), password, look.key("ssl.keystore.location")
+        )
         if priv is None or cert is None:
-            raise ListenerError(f"{look.key('ssl.keystore.location')}: the PKCS12 store holds no private key "
-                                "with its certificate")
+            raise ListenerError(
+                f"{look.key('ssl.keystore.location')}: the PKCS12 store holds no private key with its certificate"
+            )
         cert_pem = b"".join(c.public_bytes(serialization.Encoding.PEM) for c in [cert, *(extra or [])])
-        key_pem = priv.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption())
+        key_pem = priv.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         _load_chain(ctx, cert_pem, key_pem, None, look.key("ssl.keystore.location"))
     elif chain or pem_key:
         if not (chain and pem_key):
             missing = "ssl.keystore.key" if chain else "ssl.keystore.certificate.chain"
-            raise ListenerError(f"{look.key(missing)}: a PEM keystore given inline needs both the key and the "
-                                "certificate chain")
+            raise ListenerError(
+                f"{look.key(missing)}: a PEM keystore given inline needs both the key and the certificate chain"
+            )
         _load_chain(ctx, chain.encode(), pem_key.encode(), key_password, look.key("ssl.keystore.key"))
     else:
         if not location:
@@ -367,15 +434,18 @@ def build_ssl_context(look: _Lookup) -> tuple[ssl.SSLContext, str]:
     # trust: client certificates are checked against the truststore
     ts_key = look.key("ssl.truststore.location")
     ts_location, ts_inline = look.get("ssl.truststore.location"), look.get("ssl.truststore.certificates")
-    ts_type = (look.get("ssl.truststore.type") or ("PEM" if ts_inline or (ts_location or "").endswith((".pem", ".crt"))
-                                                   else "JKS")).upper()
+    ts_type = (
+        look.get("ssl.truststore.type")
+        or ("PEM" if ts_inline or (ts_location or "").endswith((".pem", ".crt")) else "JKS")
+    ).upper()
     cadata = None
     if ts_inline:
         cadata = ts_inline
     elif ts_location:
         if ts_type == "JKS":
-            raise ListenerError(f"{look.key('ssl.truststore.type')}: JKS truststores are not supported; use PKCS12 "
-                                "or PEM")
+            raise ListenerError(
+                f"{look.key('ssl.truststore.type')}: JKS truststores are not supported; use PKCS12 or PEM"
+            )
         data = _read(ts_location, ts_key)
         if ts_type == "PKCS12":
             from cryptography.hazmat.primitives.serialization import pkcs12
@@ -401,9 +471,12 @@ def build_ssl_context(look: _Lookup) -> tuple[ssl.SSLContext, str]:
     if client_auth not in ("none", "requested", "required"):
         raise ListenerError(f"{auth_key}: {client_auth!r} is not none, requested or required")
     if client_auth != "none" and cadata is None:
-        raise ListenerError(f"{ts_key}: ssl.client.auth={client_auth} needs a truststore to check client "
-                            "certificates against")
-    ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[client_auth]
+        raise ListenerError(
+            f"{ts_key}: ssl.client.auth={client_auth} needs a truststore to check client certificates against"
+        )
+    ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[
+        client_auth
+    ]
 
     proto_key = look.key("ssl.enabled.protocols")
     versions = []
@@ -425,7 +498,9 @@ def build_ssl_context(look: _Lookup) -> tuple[ssl.SSLContext, str]:
             if tls12:
                 ctx.set_ciphers(":".join(tls12))
         except ssl.SSLError:
-            raise ListenerError(f"{look.key('ssl.cipher.suites')}: none of {tls12} is a cipher suite OpenSSL "
-                                "knows (OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-SHA256; TLS 1.3 suites "
-                                "cannot be restricted from Python)") from None
+            raise ListenerError(
+                f"{look.key('ssl.cipher.suites')}: none of {tls12} is a cipher suite OpenSSL "
+                "knows (OpenSSL names, e.g. ECDHE-RSA-AES128-GCM-SHA256; TLS 1.3 suites "
+                "cannot be restricted from Python)"
+            ) from None
     return ctx, client_auth

@@ -13,6 +13,7 @@ Checks, with Kafka's option names (``unsecuredValidator*`` options of the listen
 future (``unsecuredValidatorAllowableClockSkewMs`` of slack, default 0), and every scope of
 ``unsecuredValidatorRequiredScope`` in ``scope``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,8 +29,14 @@ def _b64url(part: str) -> bytes:
     return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
 
-def validate_unsecured(token: str, *, principal_claim: str = "sub", required_scope: tuple[str, ...] = (),
-                       clock_skew_ms: int = 0, now: float | None = None) -> str:
+def validate_unsecured(
+    token: str,
+    *,
+    principal_claim: str = "sub",
+    required_scope: tuple[str, ...] = (),
+    clock_skew_ms: int = 0,
+    now: float | None = None,
+) -> str:
     """The principal of an unsecured JWS, or ``ValueError`` saying why it is refused."""
     parts = token.split(".")
     if len(parts) != 3 or parts[2] != "":
@@ -67,8 +74,11 @@ class OAuthBearerServer(SaslServer):
     mechanism = "OAUTHBEARER"
 
     def __init__(self, principal_claim: str = "sub", required_scope: tuple[str, ...] = (), clock_skew_ms: int = 0):
-        self._options = {"principal_claim": principal_claim, "required_scope": required_scope,
-                         "clock_skew_ms": clock_skew_ms}
+        self._options = {
+            "principal_claim": principal_claim,
+            "required_scope": required_scope,
+            "clock_skew_ms": clock_skew_ms,
+        }
         self._refused: str | None = None
 
     def step(self, token: bytes) -> bytes:
@@ -89,13 +99,15 @@ class OAuthBearerServer(SaslServer):
         if not auth.startswith("Bearer "):
             raise AuthenticationFailed("Invalid OAUTHBEARER client first message: no Bearer token")
         try:
-            principal = validate_unsecured(auth[len("Bearer "):].strip(), **self._options)  # type: ignore[arg-type]
+            principal = validate_unsecured(auth[len("Bearer ") :].strip(), **self._options)  # type: ignore[arg-type]
         except ValueError as exc:
             self._refused = str(exc)
             return INVALID_TOKEN
         if authzid and authzid != f"a={principal}":
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from the token's principal")
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is "
+                "different from the token's principal"
+            )
         self.user = principal
         self.complete = True
         self.principal = principal

@@ -1,6 +1,7 @@
 """The principal of a TLS client: its certificate's subject as an RFC 2253 name, mapped by Kafka's
 ``ssl.principal.mapping.rules`` (``RULE:pattern/replacement/[L|U]`` entries and ``DEFAULT``, tried in
 order; the first whose pattern matches the whole name gives the principal, ``DEFAULT`` the name itself)."""
+
 from __future__ import annotations
 
 import re
@@ -8,9 +9,17 @@ from dataclasses import dataclass
 
 _RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\/|[^/])*)/((?:\\/|[^/])*)/([LU])?)\s*(?:,|$)")
 # short names in the order RFC 2253 and Java's X500Principal use them
-_SHORT = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O", "localityName": "L",
-          "stateOrProvinceName": "ST", "countryName": "C", "domainComponent": "DC", "userId": "UID",
-          "streetAddress": "STREET"}
+_SHORT = {
+    "commonName": "CN",
+    "organizationalUnitName": "OU",
+    "organizationName": "O",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "countryName": "C",
+    "domainComponent": "DC",
+    "userId": "UID",
+    "streetAddress": "STREET",
+}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ names it. No I/O: the broker's handlers and the raw-token path of the connection
 
 Mechanisms: PLAIN (RFC 4616) here, SCRAM-SHA-256/512 in :mod:`kafkawire.security.scram`.
 """
+
 from __future__ import annotations
 
 import hmac
@@ -58,8 +59,9 @@ class PlainServer(SaslServer):
         if expected is None or not ok:
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
         if authzid and authzid != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from username")
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         self.complete = True
         self.principal = user
         return b""
@@ -91,4 +93,4 @@ def parse_jaas(text: str, key: str) -> tuple[str, dict[str, str]]:
 
 
 def plain_users_from_jaas(options: dict[str, str]) -> dict[str, str]:
-    return {k[len("user_"):]: v for k, v in options.items() if k.startswith("user_") and len(k) > len("user_")}
+    return {k[len("user_") :]: v for k, v in options.items() if k.startswith("user_") and len(k) > len("user_")}

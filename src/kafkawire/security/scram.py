@@ -10,6 +10,7 @@ Kafka's departures from the RFC are kept: the client's first message may carry e
 nonce (``tokenauth=true`` asks for a delegation token, which kafkawire does not have, so it is
 refused), and an authorization id must equal the user name.
 """
+
 from __future__ import annotations
 
 import base64
@@ -49,15 +50,16 @@ def salted_password(mechanism: str, password: bytes, salt: bytes, iterations: in
 def credential_from_salted(mechanism: str, salted: bytes, salt: bytes, iterations: int) -> ScramCredential:
     name = MECHANISMS[mechanism][1]
     client_key = _hmac(name, salted, b"Client Key")
-    return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(),
-                           _hmac(name, salted, b"Server Key"))
+    return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(), _hmac(name, salted, b"Server Key"))
 
 
-def make_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
-                    salt: bytes | None = None) -> ScramCredential:
+def make_credential(
+    mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None
+) -> ScramCredential:
     salt = salt if salt is not None else secrets.token_bytes(32)
-    return credential_from_salted(mechanism, salted_password(mechanism, password.encode(), salt, iterations),
-                                  salt, iterations)
+    return credential_from_salted(
+        mechanism, salted_password(mechanism, password.encode(), salt, iterations), salt, iterations
+    )
 
 
 class CredentialStore:
@@ -73,8 +75,11 @@ class CredentialStore:
             with open(path, encoding="utf-8") as f:
                 for entry in json.load(f)["credentials"]:
                     self._creds[(entry["user"], entry["mechanism"])] = ScramCredential(
-                        base64.b64decode(entry["salt"]), int(entry["iterations"]),
-                        base64.b64decode(entry["stored_key"]), base64.b64decode(entry["server_key"]))
+                        base64.b64decode(entry["salt"]),
+                        int(entry["iterations"]),
+                        base64.b64decode(entry["stored_key"]),
+                        base64.b64decode(entry["server_key"]),
+                    )
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._creds.get((user, mechanism))
@@ -100,10 +105,20 @@ class CredentialStore:
     def _write(self, creds) -> None:
         from kafkawire.broker.storage.metadata import write_atomically
 
-        doc = {"version": 1, "credentials": [
-            {"user": u, "mechanism": m, "iterations": c.iterations, "salt": base64.b64encode(c.salt).decode(),
-             "stored_key": base64.b64encode(c.stored_key).decode(),
-             "server_key": base64.b64encode(c.server_key).decode()} for (u, m), c in sorted(creds.items())]}
+        doc = {
+            "version": 1,
+            "credentials": [
+                {
+                    "user": u,
+                    "mechanism": m,
+                    "iterations": c.iterations,
+                    "salt": base64.b64encode(c.salt).decode(),
+                    "stored_key": base64.b64encode(c.stored_key).decode(),
+                    "server_key": base64.b64encode(c.server_key).decode(),
+                }
+                for (u, m), c in sorted(creds.items())
+            ],
+        }
         path = self.path
         assert path is not None
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
@@ -115,7 +130,7 @@ def _saslname(text: str) -> str:
     out, i = [], 0
     while i < len(text):
         if text[i] == "=":
-            code = text[i + 1:i + 3]
+            code = text[i + 1 : i + 3]
             if code == "2C":
                 out.append(",")
             elif code == "3D":
@@ -191,13 +206,14 @@ class ScramServer(SaslServer):
             raise AuthenticationFailed("Authentication failed: delegation tokens are not supported by kafkawire")
         if authzid:
             if not authzid.startswith("a=") or _saslname(authzid[2:]) != user:
-                raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                           "different from username")
+                raise AuthenticationFailed(
+                    "Authentication failed: Client requested an authorization id that is different from username"
+                )
         self.user = user
         self._credential = self._store.get(user, self.mechanism)
         if self._credential is None:
             raise self._invalid()
-        self._gs2 = text[:len(flag) + len(authzid) + 2].encode()
+        self._gs2 = text[: len(flag) + len(authzid) + 2].encode()
         self._client_first_bare = bare
         self._nonce = attrs[1][1] + self._server_nonce()
         cred = self._credential

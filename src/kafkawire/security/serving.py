@@ -1,6 +1,7 @@
 """The broker's listeners on asyncio: each listener's hooks for ``kafkawire.net.server.FramedServer``
 (TLS principal, SASL state per connection, the bare tokens of SaslHandshake v0), and the answers the
 SASL handlers build from a connection's :class:`~kafkawire.security.authenticator.ConnectionAuthenticator`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,8 +57,10 @@ class ListenerSecurity:
         auth: ConnectionAuthenticator = conn.attributes[SASL]
         outcome = auth.raw_token(token)
         if outcome.close:
-            return close_later(auth.listener.failed_auth_delay_ms,
-                                f"SASL authentication failed: {outcome.error_message or 'illegal SASL state'}")
+            return close_later(
+                auth.listener.failed_auth_delay_ms,
+                f"SASL authentication failed: {outcome.error_message or 'illegal SASL state'}",
+            )
         frame = conn.protocol.send_sasl_token(outcome.token)
         if outcome.complete:
             conn.protocol.end_sasl_tokens()
@@ -77,8 +80,7 @@ def opened(conn, auth: ConnectionAuthenticator, session_lifetime_ms: int = 0) ->
     if timer is not None:
         timer.cancel()
     if session_lifetime_ms > 0:
-        conn.attributes[_EXPIRY] = asyncio.get_running_loop().call_later(
-            session_lifetime_ms / 1000.0, _expired, conn)
+        conn.attributes[_EXPIRY] = asyncio.get_running_loop().call_later(session_lifetime_ms / 1000.0, _expired, conn)
 
 
 _EXPIRY = "sasl_session_expiry"
@@ -86,8 +88,11 @@ _EXPIRY = "sasl_session_expiry"
 
 def _expired(conn) -> None:
     if not conn.closed:
-        log.info("connection %s from %s: SASL session expired (connections.max.reauth.ms); authentication "
-                 "required again", conn.id, conn.peer)
+        log.info(
+            "connection %s from %s: SASL session expired (connections.max.reauth.ms); authentication required again",
+            conn.id,
+            conn.peer,
+        )
         conn.protocol.require_authentication()
 
 
@@ -107,11 +112,26 @@ def advertised_address(listener: Listener, bound_port: int) -> tuple[str, int]:
 def warn_if_open(listener: Listener) -> None:
     """Binding every interface with nobody authenticated is allowed, and said at start."""
     if listener.host in ("", "0.0.0.0", "::") and (
-            listener.protocol == "PLAINTEXT" or (listener.protocol == "SSL" and listener.client_auth == "none")):
-        log.warning("listener %s binds every interface (%s://%s:%d) and authenticates nobody: any client that "
-                    "reaches this host can read, write and delete every topic", listener.name, listener.protocol,
-                    listener.host, listener.port)
+        listener.protocol == "PLAINTEXT" or (listener.protocol == "SSL" and listener.client_auth == "none")
+    ):
+        log.warning(
+            "listener %s binds every interface (%s://%s:%d) and authenticates nobody: any client that "
+            "reaches this host can read, write and delete every topic",
+            listener.name,
+            listener.protocol,
+            listener.host,
+            listener.port,
+        )
 
 
-__all__ = ["ListenerSecurity", "SaslState", "opened", "close_later", "advertised_address", "warn_if_open",
-           "SASL", "PRINCIPAL", "LISTENER"]
+__all__ = [
+    "ListenerSecurity",
+    "SaslState",
+    "opened",
+    "close_later",
+    "advertised_address",
+    "warn_if_open",
+    "SASL",
+    "PRINCIPAL",
+    "LISTENER",
+]

@@ -5,6 +5,7 @@
   (see the README, "Testing with kafkawire").
 * unittest and scripts: ``with kafkawire.testing.broker() as b: ... b.bootstrap ...``.
 """
+
 from __future__ import annotations
 
 from ._broker import KafkaBroker, broker

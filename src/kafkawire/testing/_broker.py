@@ -1,4 +1,5 @@
 """A throwaway kafkawire broker for tests and scripts: on a free 127.0.0.1 port, in a thread or a subprocess."""
+
 from __future__ import annotations
 
 import os
@@ -65,8 +66,15 @@ class KafkaBroker:
     removes the temporary directory.
     """
 
-    def __init__(self, *, storage: str = "memory", mode: str = "subprocess", data_dir: str | os.PathLike | None = None,
-                 config: Mapping[str, object] | None = None, start_timeout: float = 30.0):
+    def __init__(
+        self,
+        *,
+        storage: str = "memory",
+        mode: str = "subprocess",
+        data_dir: str | os.PathLike | None = None,
+        config: Mapping[str, object] | None = None,
+        start_timeout: float = 30.0,
+    ):
         self.config: dict[str, str] = {str(k): str(v) for k, v in (config or {}).items()}
         storage = self.config.get("kafkawire.storage", storage)
         self.storage = normalise_storage(storage)
@@ -125,8 +133,18 @@ class KafkaBroker:
         self.port = self._thread.port
 
     def _command(self, bootstrap: str) -> list[str]:
-        cmd = [sys.executable, "-m", "kafkawire", "serve", "--listen", bootstrap,
-               "--data-dir", str(self.data_dir), "--storage", self.storage]
+        cmd = [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            bootstrap,
+            "--data-dir",
+            str(self.data_dir),
+            "--storage",
+            self.storage,
+        ]
         for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -177,8 +195,14 @@ class KafkaBroker:
 
 
 @contextmanager
-def broker(*, storage: str = "memory", mode: str = "subprocess", data_dir: str | os.PathLike | None = None,
-           config: Mapping[str, object] | None = None, **overrides) -> Iterator[KafkaBroker]:
+def broker(
+    *,
+    storage: str = "memory",
+    mode: str = "subprocess",
+    data_dir: str | os.PathLike | None = None,
+    config: Mapping[str, object] | None = None,
+    **overrides,
+) -> Iterator[KafkaBroker]:
     """``with kafkawire.testing.broker() as b: Producer(b.bootstrap)``: a broker for the ``with`` block.
 
     Keyword ``overrides`` are server.properties keys with ``_`` for ``.`` (``num_partitions=3``); ``config``

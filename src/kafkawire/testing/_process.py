@@ -4,6 +4,7 @@ The one launcher behind ``KafkaBroker(mode="subprocess")`` and the project's own
 ``kafkawire serve`` and Tansu through it: crash tests need the same port and data after a SIGKILL, and a
 restart must find the broker where its clients left it.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -89,9 +90,16 @@ class BrokerProcess:
     running when the interpreter exits is killed.
     """
 
-    def __init__(self, command: Callable[[str], Sequence[str]] | None, log_path: str | os.PathLike, *,
-                 cwd: str | os.PathLike | None = None, host: str = "127.0.0.1", port: int | None = None,
-                 name: str = "kafkawire"):
+    def __init__(
+        self,
+        command: Callable[[str], Sequence[str]] | None,
+        log_path: str | os.PathLike,
+        *,
+        cwd: str | os.PathLike | None = None,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        name: str = "kafkawire",
+    ):
         self._command = command
         self.log_path = Path(log_path)
         self.cwd = cwd
@@ -142,9 +150,15 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"\n===== start #{self._starts}: {' '.join(argv)}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=self.cwd, start_new_session=True,
-                                         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+            self.proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                start_new_session=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            )
         if self._starts == 1:  # a broker must not outlive an interpreter that dies before its teardown
             atexit.register(self.kill)
 
@@ -154,14 +168,18 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
-                raise BrokerStartError(f"{self.name} broker exited with code {code} before serving; "
-                                       f"log {self.log_path}:\n{self.log_tail()}")
+                raise BrokerStartError(
+                    f"{self.name} broker exited with code {code} before serving; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
             if answers(self.host, self.port, timeout=1.0):
                 return
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
-        raise BrokerStartError(f"{self.name} broker on {self.bootstrap} did not answer within {timeout:.0f} s; "
-                               f"log {self.log_path}:\n{self.log_tail()}")
+        raise BrokerStartError(
+            f"{self.name} broker on {self.bootstrap} did not answer within {timeout:.0f} s; "
+            f"log {self.log_path}:\n{self.log_tail()}"
+        )
 
     def stop(self, grace: float = STOP_GRACE) -> int | None:
         """SIGTERM, SIGKILL after ``grace`` seconds; the exit code (None when nothing ran)."""

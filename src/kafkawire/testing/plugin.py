@@ -22,6 +22,7 @@ Under pytest-xdist each worker is a session of its own, so each worker runs its 
 Nothing here is imported beyond the standard library until a test asks for a fixture: the plugin loads into
 every pytest run of an environment where kafkawire is installed.
 """
+
 from __future__ import annotations
 
 import re
@@ -36,23 +37,40 @@ _brokers: list[KafkaBroker] = []
 
 def pytest_addoption(parser):
     group = parser.getgroup("kafkawire", "kafkawire test brokers")
-    group.addoption("--kafka-broker-storage", dest="kafka_broker_storage", default=None,
-                    help="storage of the kafka_broker fixture: memory (default), segments or disk")
-    group.addoption("--kafka-broker-mode", dest="kafka_broker_mode", default=None,
-                    help="how the kafka_broker fixture runs: subprocess (default) or thread")
-    parser.addini("kafka_broker_storage", "storage of the kafka_broker fixture: memory, segments or disk",
-                  default="memory")
-    parser.addini("kafka_broker_mode", "how the kafka_broker fixture runs: subprocess or thread",
-                  default="subprocess")
-    parser.addini("kafka_broker_config", "server.properties keys of the kafka_broker fixture, key=value lines",
-                  type="linelist", default=[])
+    group.addoption(
+        "--kafka-broker-storage",
+        dest="kafka_broker_storage",
+        default=None,
+        help="storage of the kafka_broker fixture: memory (default), segments or disk",
+    )
+    group.addoption(
+        "--kafka-broker-mode",
+        dest="kafka_broker_mode",
+        default=None,
+        help="how the kafka_broker fixture runs: subprocess (default) or thread",
+    )
+    parser.addini(
+        "kafka_broker_storage", "storage of the kafka_broker fixture: memory, segments or disk", default="memory"
+    )
+    parser.addini("kafka_broker_mode", "how the kafka_broker fixture runs: subprocess or thread", default="subprocess")
+    parser.addini(
+        "kafka_broker_config",
+        "server.properties keys of the kafka_broker fixture, key=value lines",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "kafka_broker_config(config=None, **overrides): server.properties keys "
-                                       "(num_partitions=3 for num.partitions) of this test's kafka_broker")
-    config.addinivalue_line("markers", "kafka_topic(partitions=1, configs=None): the partitions and topic "
-                                       "configs of this test's kafka_topic")
+    config.addinivalue_line(
+        "markers",
+        "kafka_broker_config(config=None, **overrides): server.properties keys "
+        "(num_partitions=3 for num.partitions) of this test's kafka_broker",
+    )
+    config.addinivalue_line(
+        "markers",
+        "kafka_topic(partitions=1, configs=None): the partitions and topic configs of this test's kafka_topic",
+    )
 
 
 def _marker_overrides(node) -> dict[str, str]:
@@ -61,8 +79,7 @@ def _marker_overrides(node) -> dict[str, str]:
     for mark in reversed(list(node.iter_markers("kafka_broker_config"))):
         for arg in mark.args:
             if not isinstance(arg, dict):
-                raise pytest.UsageError("kafka_broker_config takes a dict of keys or keyword arguments, "
-                                        f"not {arg!r}")
+                raise pytest.UsageError(f"kafka_broker_config takes a dict of keys or keyword arguments, not {arg!r}")
             merged.update({str(k): str(v) for k, v in arg.items()})
         if "config" in mark.kwargs:
             merged.update({str(k): str(v) for k, v in (mark.kwargs["config"] or {}).items()})

@@ -10,6 +10,7 @@ IPv4 or IPv6 (extension headers skipped) and TCP off one packet.
 
 Nothing here opens a file or a socket.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -91,6 +92,7 @@ class Segment:
 
 # --------------------------------------------------------------------------- files
 
+
 def capture_format(data: bytes) -> str:
     """'pcap', 'pcapng' or raise CaptureError."""
     if len(data) < 4:
@@ -136,7 +138,7 @@ def _options(data, pos: int, end: int, order: str) -> Iterator[tuple[int, bytes]
         code, length = struct.unpack_from(order + "HH", data, pos)
         if code == 0:
             return
-        yield code, bytes(data[pos + 4:pos + 4 + length])
+        yield code, bytes(data[pos + 4 : pos + 4 + length])
         pos += 4 + ((length + 3) & ~3)
 
 
@@ -197,8 +199,15 @@ class CaptureReader:
             if pos + 16 + incl > len(buf):
                 break
             self._number += 1
-            out.append(Packet(self._number, sec * 1_000_000_000 + frac * self._unit_ns, self._linktype,
-                              bytes(buf[pos + 16:pos + 16 + incl]), orig))
+            out.append(
+                Packet(
+                    self._number,
+                    sec * 1_000_000_000 + frac * self._unit_ns,
+                    self._linktype,
+                    bytes(buf[pos + 16 : pos + 16 + incl]),
+                    orig,
+                )
+            )
             pos += 16 + incl
         return pos
 
@@ -208,7 +217,7 @@ class CaptureReader:
         while pos + 12 <= len(buf):
             (block_type,) = struct.unpack_from(self._order + "I", buf, pos)
             if block_type == PCAPNG_SHB:  # the same bytes in either order
-                raw_bom = bytes(buf[pos + 8:pos + 12])
+                raw_bom = bytes(buf[pos + 8 : pos + 12])
                 if struct.unpack(">I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
                     self._order = ">"
                 elif struct.unpack("<I", raw_bom)[0] == _BYTE_ORDER_MAGIC:
@@ -248,8 +257,15 @@ class CaptureReader:
             iface = interfaces[iface_id]
             self._number += 1
             ts = (ts_hi << 32) | ts_lo
-            out.append(Packet(self._number, ts * iface.ts_num // iface.ts_den, iface.linktype,
-                              bytes(buf[body + 20:body + 20 + cap_len]), orig_len))
+            out.append(
+                Packet(
+                    self._number,
+                    ts * iface.ts_num // iface.ts_den,
+                    iface.linktype,
+                    bytes(buf[body + 20 : body + 20 + cap_len]),
+                    orig_len,
+                )
+            )
         elif block_type == 3:  # simple packet: no timestamp, interface 0
             if not interfaces:
                 raise CaptureError("simple packet block before any interface", self._base + body - 8)
@@ -257,10 +273,11 @@ class CaptureReader:
             iface = interfaces[0]
             cap_len = min(orig_len, iface.snaplen or orig_len, end - body - 4)
             self._number += 1
-            out.append(Packet(self._number, 0, iface.linktype, bytes(buf[body + 4:body + 4 + cap_len]), orig_len))
+            out.append(Packet(self._number, 0, iface.linktype, bytes(buf[body + 4 : body + 4 + cap_len]), orig_len))
 
 
 # --------------------------------------------------------------------------- layers
+
 
 def _network(linktype: int, frame: bytes) -> tuple[int, bytes] | None:
     """(IP version, IP packet) of a link-layer frame, or None when it carries no IP."""
@@ -272,7 +289,7 @@ def _network(linktype: int, frame: bytes) -> tuple[int, bytes] | None:
         while ethertype in _VLAN_TYPES and len(frame) >= pos + 6:
             pos += 4
             (ethertype,) = struct.unpack_from(">H", frame, pos)
-        payload = frame[pos + 2:]
+        payload = frame[pos + 2 :]
     elif linktype == LINKTYPE_LINUX_SLL:
         if len(frame) < 16:
             return None

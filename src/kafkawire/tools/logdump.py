@@ -19,6 +19,7 @@ Decoders for record keys and values:
 Damaged bytes never raise out of here: they become ``{"kind": "error", "position": ..., "reason": ...}``
 entries, with the byte position in the file.
 """
+
 from __future__ import annotations
 
 import base64
@@ -54,8 +55,12 @@ TRANSACTIONS_TOPIC = "__transaction_state"
 KAFKAWIRE_META_DIR = "__kafkawire_meta"
 
 # Text checkpoint files of a Kafka log directory (version line, count line, entry lines).
-DIR_CHECKPOINTS = ("recovery-point-offset-checkpoint", "replication-offset-checkpoint",
-                   "log-start-offset-checkpoint", "cleaner-offset-checkpoint")
+DIR_CHECKPOINTS = (
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+)
 
 _I16 = struct.Struct(">h")
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -78,6 +83,7 @@ class RecordDecodeError(ValueError):
 
 
 # ----------------------------------------------------------------- values
+
 
 def render_bytes(data: bytes | None, max_bytes: int = DEFAULT_MAX_BYTES) -> dict | None:
     """``{"text": ...}`` for printable UTF-8, else ``{"hex": ...}``; cut at ``max_bytes`` (0: never),
@@ -136,6 +142,7 @@ def _jsonable(value):
 
 
 # ------------------------------------------------------- record schemas
+
 
 @functools.cache
 def _record_types(kind: str, family: str = "group") -> dict[int, str]:
@@ -205,8 +212,11 @@ def decode_offsets_record(key: bytes | None, value: bytes | None, family: str = 
     key = bytes(key)
     if key[:1] in (b"[", b"{"):  # kafkawire's own layout (broker/groups/persistence.py)
         try:
-            return {"type": "kafkawire", "key": json.loads(key),
-                    "value": None if value is None else json.loads(bytes(value))}
+            return {
+                "type": "kafkawire",
+                "key": json.loads(key),
+                "value": None if value is None else json.loads(bytes(value)),
+            }
         except ValueError as exc:
             raise RecordDecodeError(f"kafkawire group record is not JSON: {exc}") from exc
     if len(key) < 2:
@@ -236,7 +246,10 @@ def _decode_consumer_protocol(member: dict) -> None:
     """A classic consumer group member's subscription and assignment (hex here) decoded, as Kafka's tools
     show them: an int16 version, then ConsumerProtocolSubscription / ConsumerProtocolAssignment. Left as hex
     when they do not parse (another client's protocol under the "consumer" type)."""
-    for field, schema in (("subscription", "ConsumerProtocolSubscription"), ("assignment", "ConsumerProtocolAssignment")):
+    for field, schema in (
+        ("subscription", "ConsumerProtocolSubscription"),
+        ("assignment", "ConsumerProtocolAssignment"),
+    ):
         raw = member.get(field)
         if not isinstance(raw, str):
             continue
@@ -277,6 +290,7 @@ def decode_control(key: bytes | None, value: bytes | None) -> dict:
 
 # ---------------------------------------------------------------- batches
 
+
 def _codec_name(batch) -> str:
     cid = batch.compression_id
     names = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -286,29 +300,51 @@ def _codec_name(batch) -> str:
 def _batch_header(batch) -> dict:
     magic = batch.magic
     out: dict[str, Any] = {
-        "kind": "batch", "position": batch.position, "base_offset": batch.base_offset,
-        "last_offset": batch.last_offset, "size": batch.size, "magic": magic, "crc": batch.crc,
+        "kind": "batch",
+        "position": batch.position,
+        "base_offset": batch.base_offset,
+        "last_offset": batch.last_offset,
+        "size": batch.size,
+        "magic": magic,
+        "crc": batch.crc,
     }
     if magic == 2:
-        out.update(count=batch.record_count, partition_leader_epoch=batch.partition_leader_epoch,
-                   attributes=batch.attributes & 0xFFFF, codec=_codec_name(batch),
-                   timestamp_type=batch.timestamp_type.name, transactional=batch.is_transactional,
-                   control=batch.is_control, producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
-                   base_sequence=batch.base_sequence, last_sequence=batch.last_sequence,
-                   base_timestamp=batch.base_timestamp, max_timestamp=batch.max_timestamp,
-                   delete_horizon_ms=batch.delete_horizon_ms)
+        out.update(
+            count=batch.record_count,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            attributes=batch.attributes & 0xFFFF,
+            codec=_codec_name(batch),
+            timestamp_type=batch.timestamp_type.name,
+            transactional=batch.is_transactional,
+            control=batch.is_control,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            last_sequence=batch.last_sequence,
+            base_timestamp=batch.base_timestamp,
+            max_timestamp=batch.max_timestamp,
+            delete_horizon_ms=batch.delete_horizon_ms,
+        )
     else:
-        out.update(attributes=batch.attributes, codec=_codec_name(batch), timestamp_type=batch.timestamp_type.name,
-                   timestamp=batch.max_timestamp, transactional=False, control=False)
+        out.update(
+            attributes=batch.attributes,
+            codec=_codec_name(batch),
+            timestamp_type=batch.timestamp_type.name,
+            timestamp=batch.max_timestamp,
+            transactional=False,
+            control=False,
+        )
     return out
 
 
 def _record(record, decoder: str, control: bool, max_bytes: int) -> dict:
     out: dict[str, Any] = {
-        "offset": record.offset, "timestamp": record.timestamp,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
         "key_size": -1 if record.key is None else len(record.key),
         "value_size": -1 if record.value is None else len(record.value),
-        "key": render_bytes(record.key, max_bytes), "value": render_bytes(record.value, max_bytes),
+        "key": render_bytes(record.key, max_bytes),
+        "value": render_bytes(record.value, max_bytes),
         "headers": [[k, render_bytes(v, max_bytes)] for k, v in record.headers],
     }
     try:
@@ -325,8 +361,9 @@ def _record(record, decoder: str, control: bool, max_bytes: int) -> dict:
     return out
 
 
-def dump_batches(data, *, decoder: str = "raw", records: bool = True,
-                 max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict]:
+def dump_batches(
+    data, *, decoder: str = "raw", records: bool = True, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[dict]:
     """Every batch of a ``.log`` (or KRaft snapshot, or quarantine file) as a dict, then its records.
 
     Yields ``{"kind": "batch", ...}`` (with ``"records"`` unless ``records=False``, and ``"crc_valid"``)
@@ -343,8 +380,11 @@ def dump_batches(data, *, decoder: str = "raw", records: bool = True,
         except StopIteration:
             break
         except CorruptRecordError as exc:
-            yield {"kind": "error", "position": exc.position if exc.position is not None else position,
-                   "reason": exc.problem + f"; the {len(data) - position} bytes from here are not read"}
+            yield {
+                "kind": "error",
+                "position": exc.position if exc.position is not None else position,
+                "reason": exc.problem + f"; the {len(data) - position} bytes from here are not read",
+            }
             return
         out = _batch_header(batch)
         try:
@@ -353,18 +393,26 @@ def dump_batches(data, *, decoder: str = "raw", records: bool = True,
         except CorruptRecordError as exc:
             out["crc_valid"] = False
             out["crc_error"] = exc.problem
-        error = None if out["crc_valid"] else {"kind": "error", "position": batch.position,
-                                                "reason": f"batch at base offset {batch.base_offset}: "
-                                                          f"{out['crc_error']}"}
+        error = (
+            None
+            if out["crc_valid"]
+            else {
+                "kind": "error",
+                "position": batch.position,
+                "reason": f"batch at base offset {batch.base_offset}: {out['crc_error']}",
+            }
+        )
         if records:
             try:
                 out["records"] = [_record(r, decoder, out["control"], max_bytes) for r in batch.records()]
             except (CorruptRecordError, CodecUnavailableError) as exc:
                 out["records_error"] = getattr(exc, "problem", str(exc))
                 if error is None:
-                    error = {"kind": "error", "position": batch.position,
-                             "reason": f"records of the batch at base offset {batch.base_offset}: "
-                                       f"{out['records_error']}"}
+                    error = {
+                        "kind": "error",
+                        "position": batch.position,
+                        "reason": f"records of the batch at base offset {batch.base_offset}: {out['records_error']}",
+                    }
         yield out
         if error is not None:
             yield error
@@ -372,16 +420,20 @@ def dump_batches(data, *, decoder: str = "raw", records: bool = True,
     if tail:
         declared = reader.next_batch_size
         what = f" of a batch that declares {declared} bytes" if declared else ""
-        yield {"kind": "error", "position": reader.position,
-               "reason": f"truncated: the file ends {tail} bytes into a batch{what}"}
+        yield {
+            "kind": "error",
+            "position": reader.position,
+            "reason": f"truncated: the file ends {tail} bytes into a batch{what}",
+        }
 
 
 # ---------------------------------------------------------------- indexes
 
+
 def _zero_tail(data: bytes, entry_size: int, count: int) -> int:
     """Entries at the end that are all zero: Kafka preallocates index files and trims them on close."""
     n = count
-    while n > 1 and not any(data[(n - 1) * entry_size:n * entry_size]):
+    while n > 1 and not any(data[(n - 1) * entry_size : n * entry_size]):
         n -= 1
     if n == 1 and count > 1 and not any(data[:entry_size]):
         n = 0  # a preallocated file with no entry yet (a lone first entry (0, 0) cannot be told apart)
@@ -399,9 +451,12 @@ def dump_offset_index(data: bytes, base_offset: int) -> Iterator[dict]:
         rel, position = _OFFSET_ENTRY.unpack_from(data, i * 8)
         offset = base_offset + rel
         if i and (offset <= last[0] or position <= last[1]):
-            yield {"kind": "error", "position": i * 8,
-                   "reason": f"entry {i} (offset {offset}, position {position}) does not follow "
-                             f"(offset {last[0]}, position {last[1]})"}
+            yield {
+                "kind": "error",
+                "position": i * 8,
+                "reason": f"entry {i} (offset {offset}, position {position}) does not follow "
+                f"(offset {last[0]}, position {last[1]})",
+            }
         yield {"kind": "index_entry", "offset": offset, "position": position}
         last = (offset, position)
     yield {"kind": "index_summary", "entries": used, "preallocated_bytes": (whole - used) * 8}
@@ -419,15 +474,17 @@ def dump_time_index(data: bytes, base_offset: int) -> Iterator[dict]:
         ts, rel = _TIME_ENTRY.unpack_from(data, i * 12)
         offset = base_offset + rel
         if i and (ts < last[0] or offset < last[1]):
-            yield {"kind": "error", "position": i * 12,
-                   "reason": f"entry {i} (timestamp {ts}, offset {offset}) goes back from "
-                             f"(timestamp {last[0]}, offset {last[1]})"}
+            yield {
+                "kind": "error",
+                "position": i * 12,
+                "reason": f"entry {i} (timestamp {ts}, offset {offset}) goes back from "
+                f"(timestamp {last[0]}, offset {last[1]})",
+            }
         yield {"kind": "index_entry", "timestamp": ts, "offset": offset}
         last = (ts, offset)
     yield {"kind": "index_summary", "entries": used, "preallocated_bytes": (whole - used) * 12}
     if len(data) % 12:
-        yield {"kind": "error", "position": whole * 12,
-               "reason": f"{len(data) % 12} bytes after the last whole entry"}
+        yield {"kind": "error", "position": whole * 12, "reason": f"{len(data) % 12} bytes after the last whole entry"}
 
 
 def dump_txn_index(data: bytes) -> Iterator[dict]:
@@ -440,12 +497,20 @@ def dump_txn_index(data: bytes) -> Iterator[dict]:
         if version != 0:
             yield {"kind": "error", "position": i * _TXN_ENTRY.size, "reason": f"unknown entry version {version}"}
             return
-        yield {"kind": "aborted_txn", "producer_id": pid, "first_offset": first, "last_offset": last,
-               "last_stable_offset": lso}
+        yield {
+            "kind": "aborted_txn",
+            "producer_id": pid,
+            "first_offset": first,
+            "last_offset": last,
+            "last_stable_offset": lso,
+        }
     yield {"kind": "index_summary", "entries": whole, "preallocated_bytes": 0}
     if len(data) % _TXN_ENTRY.size:
-        yield {"kind": "error", "position": whole * _TXN_ENTRY.size,
-               "reason": f"{len(data) % _TXN_ENTRY.size} bytes after the last whole entry"}
+        yield {
+            "kind": "error",
+            "position": whole * _TXN_ENTRY.size,
+            "reason": f"{len(data) % _TXN_ENTRY.size} bytes after the last whole entry",
+        }
 
 
 def dump_producer_snapshot(data: bytes) -> Iterator[dict]:
@@ -455,19 +520,25 @@ def dump_producer_snapshot(data: bytes) -> Iterator[dict]:
         yield {"kind": "error", "position": 0, "reason": f"{len(data)} bytes is too short for a producer snapshot"}
         return
     version, crc = _SNAPSHOT_HEAD.unpack_from(data)
-    computed = crc32c(data[_SNAPSHOT_HEAD.size:])
+    computed = crc32c(data[_SNAPSHOT_HEAD.size :])
     try:
         body = _decode_message("ProducerSnapshot", data[2:], version)
     except RecordDecodeError as exc:
         yield {"kind": "error", "position": 2, "reason": str(exc)}
         return
-    yield {"kind": "producer_snapshot", "version": version, "crc": crc, "crc_valid": crc == computed,
-           "producers": body.get("producer_entries", [])}
+    yield {
+        "kind": "producer_snapshot",
+        "version": version,
+        "crc": crc,
+        "crc_valid": crc == computed,
+        "producers": body.get("producer_entries", []),
+    }
     if crc != computed:
         yield {"kind": "error", "position": 2, "reason": f"CRC mismatch: stored 0x{crc:08x}, computed 0x{computed:08x}"}
 
 
 # ------------------------------------------------------------ text files
+
 
 def parse_checkpoint(text: str) -> tuple[list[list[str]], list[dict]]:
     """A Kafka text checkpoint (``version``, ``count``, ``count`` entry lines): entries and errors
@@ -513,6 +584,7 @@ def parse_partition_metadata(text: str) -> dict[str, str]:
 
 # ------------------------------------------------------ choosing a decoder
 
+
 def decoder_for(path: str) -> str:
     """``metadata`` for the KRaft metadata log and its snapshots, ``offsets`` for ``__consumer_offsets``,
     ``raw`` for everything else (by the partition directory's name)."""
@@ -533,8 +605,12 @@ def file_kind(path: str) -> str | None:
     """What ``--dump`` reads a file as: log, index, timeindex, snapshot, checkpoint, properties,
     partition-metadata, json; None when the name is not one it knows."""
     name = os.path.basename(path)
-    if name.endswith(".log") or KRAFT_SNAPSHOT_FILE.fullmatch(name) or QUARANTINE_FILE.fullmatch(name) \
-            or name == "bootstrap.checkpoint":
+    if (
+        name.endswith(".log")
+        or KRAFT_SNAPSHOT_FILE.fullmatch(name)
+        or QUARANTINE_FILE.fullmatch(name)
+        or name == "bootstrap.checkpoint"
+    ):
         return "log"
     if name.endswith(".index"):
         return "index"
@@ -560,8 +636,9 @@ def base_offset_of(path: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def dump_file(path: str, data: bytes, *, decoder: str = "auto", records: bool = True,
-              max_bytes: int = DEFAULT_MAX_BYTES) -> Iterator[dict]:
+def dump_file(
+    path: str, data: bytes, *, decoder: str = "auto", records: bool = True, max_bytes: int = DEFAULT_MAX_BYTES
+) -> Iterator[dict]:
     """Everything :func:`file_kind` knows, from the file's bytes; ``{"kind": "error"}`` entries for damage."""
     kind = file_kind(path)
     if kind == "log":
@@ -595,11 +672,16 @@ def dump_file(path: str, data: bytes, *, decoder: str = "auto", records: bool = 
             except ValueError as exc:
                 yield {"kind": "error", "position": getattr(exc, "pos", 0), "reason": f"not JSON: {exc}"}
     else:
-        yield {"kind": "error", "position": 0, "reason": "not a file kafkawire logs knows (.log, .index, "
-               ".timeindex, .snapshot, checkpoints, partition.metadata, meta.properties, quorum-state)"}
+        yield {
+            "kind": "error",
+            "position": 0,
+            "reason": "not a file kafkawire logs knows (.log, .index, "
+            ".timeindex, .snapshot, checkpoints, partition.metadata, meta.properties, quorum-state)",
+        }
 
 
 # ------------------------------------------------------- a whole directory
+
 
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
@@ -620,8 +702,13 @@ def _headers_only(path: str) -> tuple[dict, list[dict]]:
         records += item.get("count", 1)
         first = item["base_offset"] if first is None else first
         last = item["last_offset"]
-    return {"batches": batches, "records": records, "first_offset": first, "last_offset": last,
-            "bytes": len(data)}, errors
+    return {
+        "batches": batches,
+        "records": records,
+        "first_offset": first,
+        "last_offset": last,
+        "bytes": len(data),
+    }, errors
 
 
 def _unreadable(path: str, exc: OSError) -> dict:
@@ -635,8 +722,11 @@ def _summarize_entry(directory: str, name: str, out: dict) -> None:
         info, errors = _headers_only(path)
         base = int(name[:20])
         seg = {"base_offset": base, **info}
-        for suffix, dumper in ((".index", dump_offset_index), (".timeindex", dump_time_index),
-                               (".txnindex", lambda data, _base: dump_txn_index(data))):
+        for suffix, dumper in (
+            (".index", dump_offset_index),
+            (".timeindex", dump_time_index),
+            (".txnindex", lambda data, _base: dump_txn_index(data)),
+        ):
             ipath = os.path.join(directory, name[:20] + suffix)
             if os.path.exists(ipath):
                 items = list(dumper(_read(ipath), base))
@@ -664,8 +754,9 @@ def _summarize_entry(directory: str, name: str, out: dict) -> None:
         out["topic_id"] = fields.get("topic_id")
     elif name == "leader-epoch-checkpoint":
         entries, errors = parse_checkpoint(_read(path).decode("utf-8", "replace"))
-        out["leader_epochs"] = [[int(x) for x in e] for e in entries if len(e) == 2 and all(
-            x.lstrip("-").isdigit() for x in e)]
+        out["leader_epochs"] = [
+            [int(x) for x in e] for e in entries if len(e) == 2 and all(x.lstrip("-").isdigit() for x in e)
+        ]
         out["problems"] += [dict(e, file=path) for e in errors]
     elif name == "quorum-state":
         try:
@@ -680,9 +771,16 @@ def summarize_partition(directory: str) -> dict:
     """Segments (batches, records, offsets, bytes), indexes, snapshots and checkpoints of one partition
     directory, and the files in it that are none of those."""
     names = sorted(os.listdir(directory))
-    out: dict[str, Any] = {"kind": "partition", "name": os.path.basename(directory), "segments": [],
-                           "snapshots": [], "kraft_snapshots": [], "quarantined": [], "other_files": [],
-                           "problems": []}
+    out: dict[str, Any] = {
+        "kind": "partition",
+        "name": os.path.basename(directory),
+        "segments": [],
+        "snapshots": [],
+        "kraft_snapshots": [],
+        "quarantined": [],
+        "other_files": [],
+        "problems": [],
+    }
     for name in names:
         try:
             _summarize_entry(directory, name, out)
@@ -733,8 +831,11 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
                 count += 1
                 fields = dec["data"]
                 if dec["type"] == "TopicRecord":
-                    topics[fields["name"]] = {"topic_id": kafka_uuid(fields["topic_id"]), "partitions": {},
-                                              "configs": {}}
+                    topics[fields["name"]] = {
+                        "topic_id": kafka_uuid(fields["topic_id"]),
+                        "partitions": {},
+                        "configs": {},
+                    }
                     by_id[fields["topic_id"]] = fields["name"]
                 elif dec["type"] == "RemoveTopicRecord":
                     gone = by_id.pop(fields["topic_id"], None)
@@ -835,25 +936,42 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
         try:
             doc = json.loads(_read(os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json")))
             for t in doc.get("topics", []):
-                yield {"kind": "topic", "source": "topics.json", "name": t["name"],
-                       "topic_id": kafka_uuid(t["topic_id"]), "partitions": t["partitions"],
-                       "configs": t.get("configs", {})}
+                yield {
+                    "kind": "topic",
+                    "source": "topics.json",
+                    "name": t["name"],
+                    "topic_id": kafka_uuid(t["topic_id"]),
+                    "partitions": t["partitions"],
+                    "configs": t.get("configs", {}),
+                }
         except FileNotFoundError:
             pass
         except OSError as exc:
             problems.append(_unreadable(os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"), exc))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            problems.append({"kind": "error", "file": os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"),
-                             "position": 0, "reason": f"unreadable: {exc}"})
+            problems.append(
+                {
+                    "kind": "error",
+                    "file": os.path.join(data_dir, KAFKAWIRE_META_DIR, "topics.json"),
+                    "position": 0,
+                    "reason": f"unreadable: {exc}",
+                }
+            )
     meta_dir = os.path.join(data_dir, f"{METADATA_TOPIC}-0")
     if os.path.isdir(meta_dir):
         topics, count, errs = metadata_topics(meta_dir)
         problems += errs
         for name, t in sorted(topics.items()):
-            yield {"kind": "topic", "source": f"{METADATA_TOPIC}-0", "metadata_records": count, "name": name,
-                   "topic_id": t["topic_id"], "partitions": len(t["partitions"]),
-                   "leaders": {str(p): v.get("leader") for p, v in sorted(t["partitions"].items())},
-                   "configs": t["configs"]}
+            yield {
+                "kind": "topic",
+                "source": f"{METADATA_TOPIC}-0",
+                "metadata_records": count,
+                "name": name,
+                "topic_id": t["topic_id"],
+                "partitions": len(t["partitions"]),
+                "leaders": {str(p): v.get("leader") for p, v in sorted(t["partitions"].items())},
+                "configs": t["configs"],
+            }
     offsets_dirs = []
     unknown = []
     for name in names:
@@ -875,8 +993,12 @@ def summarize_data_dir(data_dir: str) -> Iterator[dict]:
             except OSError as exc:
                 problems.append(_unreadable(path, exc))
                 continue
-            yield {"kind": "dir_checkpoint", "name": name, "entries": len(entries),
-                   "nonzero": sorted(" ".join(e) for e in entries if e and e[-1] != "0")}
+            yield {
+                "kind": "dir_checkpoint",
+                "name": name,
+                "entries": len(entries),
+                "nonzero": sorted(" ".join(e) for e in entries if e and e[-1] != "0"),
+            }
             problems += [dict(e, file=path) for e in errors]
         elif not _known_entry(name, os.path.isdir(path)):
             unknown.append(name + ("/" if os.path.isdir(path) else ""))

@@ -29,6 +29,7 @@ not read as Kafka), SASL tokens sent bare after a SaslHandshake v0 (they show
 as frames that do not decode), and autodetection of connections whose start
 the capture missed (a listed port works for those).
 """
+
 from __future__ import annotations
 
 import struct
@@ -148,6 +149,7 @@ def looks_like_request(data, pos: int = 0, max_frame: int = DEFAULT_MAX_FRAME) -
 
 # --------------------------------------------------------------------------- one direction's frames
 
+
 class _Frames:
     def __init__(self, from_client: bool, resync: bool, max_frame: int):
         self.from_client = from_client
@@ -181,8 +183,9 @@ class _Conn:
 class Dissector:
     """Feed packets, take events. ``finish()`` at the end flushes what the capture left open."""
 
-    def __init__(self, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bool = True,
-                 max_frame: int = DEFAULT_MAX_FRAME):
+    def __init__(
+        self, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bool = True, max_frame: int = DEFAULT_MAX_FRAME
+    ):
         self.ports = frozenset(ports)
         self.autodetect = autodetect
         self.max_frame = max_frame
@@ -302,8 +305,11 @@ class Dissector:
     def _detect(self, conn: _Conn, final: bool = False) -> list[Event]:
         """Decide from the held pieces whether the connection is Kafka (and, mid-stream, who is the client)."""
         candidates = [conn.client] if conn.client is not None else list(conn.ends)
-        if conn.client is not None and any(e != conn.client for e, _ in conn.held) and \
-                not any(e == conn.client for e, _ in conn.held):
+        if (
+            conn.client is not None
+            and any(e != conn.client for e, _ in conn.held)
+            and not any(e == conn.client for e, _ in conn.held)
+        ):
             return self._decide(conn, False)  # the server spoke first: Kafka clients always do
         for end in candidates:
             head = bytearray()
@@ -388,8 +394,17 @@ class Dissector:
         events = self._skipped(conn, frames, number, time_ns, len(frames.buf) if frames.resync else 0)
         if frames.buf and not frames.resync:
             need = _SIZE.unpack_from(frames.buf, 0)[0] + 4 if len(frames.buf) >= 4 else 4
-            events.append(self._event(conn, frames, "gap", number, time_ns, stream_offset=frames.offset,
-                                      note=f"stream ends inside a frame: {len(frames.buf)} of {need} bytes"))
+            events.append(
+                self._event(
+                    conn,
+                    frames,
+                    "gap",
+                    number,
+                    time_ns,
+                    stream_offset=frames.offset,
+                    note=f"stream ends inside a frame: {len(frames.buf)} of {need} bytes",
+                )
+            )
         frames.buf.clear()
         return events
 
@@ -398,19 +413,31 @@ class Dissector:
         frames.skipped = 0
         if not n:
             return []
-        return [self._event(conn, frames, "skip", number, time_ns, stream_offset=frames.skip_from,
-                            note=f"{n} bytes passed over looking for the start of a frame")]
+        return [
+            self._event(
+                conn,
+                frames,
+                "skip",
+                number,
+                time_ns,
+                stream_offset=frames.skip_from,
+                note=f"{n} bytes passed over looking for the start of a frame",
+            )
+        ]
 
     def _plausible(self, conn: _Conn, frames: _Frames, pos: int) -> bool:
         buf = frames.buf
         if frames.from_client:
             if not looks_like_request(buf, pos, self.max_frame):
                 return False
-            if conn.client_id is not None and len(buf) - pos >= 14 and \
-                    apis.request_header_version(*struct.unpack_from(">hh", buf, pos + 4)) >= 1:
+            if (
+                conn.client_id is not None
+                and len(buf) - pos >= 14
+                and apis.request_header_version(*struct.unpack_from(">hh", buf, pos + 4)) >= 1
+            ):
                 # a client keeps its client id: a different one is a false start
                 (n,) = struct.unpack_from(">h", buf, pos + 12)
-                if n >= 0 and len(buf) - pos >= 14 + n and bytes(buf[pos + 14:pos + 14 + n]) != conn.client_id:
+                if n >= 0 and len(buf) - pos >= 14 + n and bytes(buf[pos + 14 : pos + 14 + n]) != conn.client_id:
                     return False
             return True
         if len(buf) - pos < 8:
@@ -438,8 +465,17 @@ class Dissector:
                 if frames.tentative:
                     self._retry(frames)
                     continue
-                events.append(self._event(conn, frames, "error", packet, time_ns, stream_offset=frames.offset,
-                                          note=f"impossible frame size {size}; looking for the next frame"))
+                events.append(
+                    self._event(
+                        conn,
+                        frames,
+                        "error",
+                        packet,
+                        time_ns,
+                        stream_offset=frames.offset,
+                        note=f"impossible frame size {size}; looking for the next frame",
+                    )
+                )
                 frames.resync = True
                 self._drop(frames, 1)
                 continue
@@ -450,13 +486,13 @@ class Dissector:
                         self._drop(frames, alternative)
                         continue
                 break
-            frame = bytes(buf[:4 + size])
+            frame = bytes(buf[: 4 + size])
             offset = frames.offset
             event = self._decode(conn, frames, frame, packet, time_ns, offset, commit=not frames.tentative)
             if event is None:  # a scanned start that does not decode: keep scanning after it
                 self._retry(frames)
                 continue
-            del buf[:4 + size]
+            del buf[: 4 + size]
             frames.offset += 4 + size
             frames.alternatives.clear()
             frames.alt_scanned = 0
@@ -477,7 +513,7 @@ class Dissector:
             if p + 4 + size > len(buf):
                 continue
             frames.alternatives.remove(p)
-            frame = bytes(buf[p:p + 4 + size])
+            frame = bytes(buf[p : p + 4 + size])
             try:
                 if frames.from_client:
                     decode_request(frame)
@@ -508,15 +544,26 @@ class Dissector:
         self._drop(frames, 1)
 
     # -- frames ------------------------------------------------------------------
-    def _decode(self, conn: _Conn, frames: _Frames, frame: bytes, packet: int, time_ns: int, offset: int,
-                commit: bool) -> Event | None:
+    def _decode(
+        self, conn: _Conn, frames: _Frames, frame: bytes, packet: int, time_ns: int, offset: int, commit: bool
+    ) -> Event | None:
         """The event for one whole frame; None when a scanned (uncommitted) frame does not decode."""
         protocol = conn.protocol
         payload = frame[4:]
         if frames.from_client:
             _size, key, version, corr = _PREFIX.unpack_from(frame, 0) if len(frame) >= 12 else (0, None, None, None)
-            event = self._event(conn, frames, "request", packet, time_ns, api_key=key, api_version=version,
-                                correlation_id=corr, frame=frame, stream_offset=offset)
+            event = self._event(
+                conn,
+                frames,
+                "request",
+                packet,
+                time_ns,
+                api_key=key,
+                api_version=version,
+                correlation_id=corr,
+                frame=frame,
+                stream_offset=offset,
+            )
             try:
                 event.message = decode_request(frame)
                 event.client_id = event.message.header.client_id
@@ -531,8 +578,9 @@ class Dissector:
             self.stats.requests += 1
         else:
             corr = _SIZE.unpack_from(frame, 4)[0] if len(frame) >= 8 else None
-            event = self._event(conn, frames, "response", packet, time_ns, correlation_id=corr, frame=frame,
-                                stream_offset=offset)
+            event = self._event(
+                conn, frames, "response", packet, time_ns, correlation_id=corr, frame=frame, stream_offset=offset
+            )
             if not commit:  # a scanned start: only a response to a request seen, and one that decodes, is taken
                 found = protocol.expected(corr) if corr is not None else None
                 if found is None:
@@ -543,18 +591,24 @@ class Dissector:
                     return None
             observed = protocol.observe_response(payload, offset=offset)
             if type(observed) is not ResponseReceived:
-                event.error = DecodeError(f"no request with correlation id {corr} seen on this connection",
-                                          offset=4, message="ResponseHeader")
+                event.error = DecodeError(
+                    f"no request with correlation id {corr} seen on this connection", offset=4, message="ResponseHeader"
+                )
             else:
                 event.api_key, event.api_version = observed.api_key, observed.api_version
                 event.request_time_ns, event.request_packet = observed.tag
                 if observed.overtook:
-                    event.note = ("answered before the earlier request" + ("s" if len(observed.overtook) > 1 else "")
-                                  + " with correlation id " + ", ".join(map(str, observed.overtook)))
+                    event.note = (
+                        "answered before the earlier request"
+                        + ("s" if len(observed.overtook) > 1 else "")
+                        + " with correlation id "
+                        + ", ".join(map(str, observed.overtook))
+                    )
                 if event.message is None:
                     try:
-                        event.message = _decode_response(frame, PendingRequest(observed.api_key,
-                                                                               observed.api_version, None))
+                        event.message = _decode_response(
+                            frame, PendingRequest(observed.api_key, observed.api_version, None)
+                        )
                     except ProtocolError as exc:
                         event.error = exc if isinstance(exc, DecodeError) else DecodeError(str(exc), offset=4)
             self.stats.responses += 1
@@ -575,8 +629,9 @@ def _decode_response(frame: bytes, request: PendingRequest) -> Response:
     return decode_response(frame, request.api_key, version)
 
 
-def dissect(data: bytes, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bool = True,
-            dissector: Dissector | None = None) -> Iterator[Event]:
+def dissect(
+    data: bytes, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bool = True, dissector: Dissector | None = None
+) -> Iterator[Event]:
     """Every event of a whole pcap/pcapng file, in the order the frames complete."""
     d = dissector or Dissector(ports, autodetect=autodetect)
     for packet in read_packets(data):
@@ -585,6 +640,7 @@ def dissect(data: bytes, ports: Iterable[int] = DEFAULT_PORTS, *, autodetect: bo
 
 
 # --------------------------------------------------------------------------- describing events
+
 
 def walk(value, version: int, path: str = ""):
     """(path, FieldSpec, value) for every field present at ``version``, depth first."""
@@ -620,8 +676,12 @@ def topic_partitions(event: Event) -> dict[str, list[int]]:
     if event.message is None:
         return out
     for _path, f, v in walk(event.message.body, event.api_version):
-        if f.is_array and f.struct is not None and isinstance(v, list) and \
-                ("topic" in f.attr or "topic" in f.struct.name.lower()):
+        if (
+            f.is_array
+            and f.struct is not None
+            and isinstance(v, list)
+            and ("topic" in f.attr or "topic" in f.struct.name.lower())
+        ):
             for item in v:
                 name = _topic_name(item, event.api_version)
                 if name is None:
@@ -634,8 +694,12 @@ def topic_partitions(event: Event) -> dict[str, list[int]]:
                             idx = _partition_index(p, event.api_version)
                             if idx is not None:
                                 parts.append(idx)
-                    elif pattr in ("partitions", "partition_indexes") and pf.type == "int32" and pf.is_array \
-                            and pf.present(event.api_version):
+                    elif (
+                        pattr in ("partitions", "partition_indexes")
+                        and pf.type == "int32"
+                        and pf.is_array
+                        and pf.present(event.api_version)
+                    ):
                         parts.extend(getattr(item, pattr))
             break  # the outermost topic list only
     return out
@@ -655,8 +719,11 @@ def _topic_name(item, version: int):
 
 def _partition_index(p, version: int):
     for f, attr in zip(p._fields, p._attrs):
-        if f.present(version) and attr in ("partition_index", "partition", "index", "partition_id") \
-                and f.type == "int32":
+        if (
+            f.present(version)
+            and attr in ("partition_index", "partition", "index", "partition_id")
+            and f.type == "int32"
+        ):
             return getattr(p, attr)
     return None
 
@@ -675,8 +742,17 @@ def record_offsets(event: Event) -> list[int]:
     return out
 
 
-_KEYS = ("group_id", "key", "transactional_id", "member_id", "generation_id", "protocol_name", "acks",
-         "fetch_offset", "session_id")
+_KEYS = (
+    "group_id",
+    "key",
+    "transactional_id",
+    "member_id",
+    "generation_id",
+    "protocol_name",
+    "acks",
+    "fetch_offset",
+    "session_id",
+)
 
 
 def summary(event: Event) -> str:
@@ -701,8 +777,9 @@ def summary(event: Event) -> str:
         parts.append(f"records unreadable: {exc}")
     else:
         if offsets:
-            parts.append(f"{len(offsets)} records" + (f" @{offsets[0]}..{offsets[-1]}" if event.from_client is False
-                                                       else ""))
+            parts.append(
+                f"{len(offsets)} records" + (f" @{offsets[0]}..{offsets[-1]}" if event.from_client is False else "")
+            )
     if event.api_key == ApiKey.API_VERSIONS and not event.from_client:
         parts.append(f"{len(body.api_keys)} APIs")
     errors = error_names(event)

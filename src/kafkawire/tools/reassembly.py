@@ -8,6 +8,7 @@ counting past 4 GiB. Bytes never captured become a ``Gap`` once they cannot
 arrive any more: the peer acknowledged past them, the stream ended, or more
 than ``max_buffered`` bytes wait behind them.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -77,7 +78,7 @@ class HalfStream:
             return []
         out: list = []
         if rel <= self.next:
-            out.append(Data(self.next, payload[self.next - rel:], packet, time_ns))
+            out.append(Data(self.next, payload[self.next - rel :], packet, time_ns))
             self.next = end
             self._drain(out, packet, time_ns)
         else:
@@ -133,7 +134,7 @@ class HalfStream:
             self.buffered -= len(payload)
             end = rel + len(payload)
             if end > self.next:
-                out.append(Data(self.next, payload[self.next - rel:], packet, time_ns))
+                out.append(Data(self.next, payload[self.next - rel :], packet, time_ns))
                 self.next = end
             else:
                 self.retransmitted += 1

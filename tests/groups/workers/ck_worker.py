@@ -5,6 +5,7 @@ Writes JSON lines: {"k": "assigned", "parts": [...]} whenever its assignment cha
 {"k": "rec", "p": partition, "o": offset, "v": value} per record, {"k": "closed"} at the end.
 Commits synchronously after each batch. Creating the stop file makes it close() cleanly.
 """
+
 import json
 import os
 import sys
@@ -21,8 +22,13 @@ def emit(kind, **kw):
     out.write(json.dumps({"k": kind, "t": time.time(), **kw}) + "\n")
 
 
-conf = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-        "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000}
+conf = {
+    "bootstrap.servers": bootstrap,
+    "group.id": group,
+    "enable.auto.commit": False,
+    "auto.offset.reset": "earliest",
+    "topic.metadata.refresh.interval.ms": 1000,
+}
 if protocol in ("classic", "cooperative"):
     conf.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 500})
     if protocol == "cooperative":

@@ -10,6 +10,7 @@ Request (session_id, epoch):
   forgotten topics removed; the response carries only partitions with records, a changed high watermark,
   log start offset or last stable offset, or an error.
 """
+
 from __future__ import annotations
 
 import random
@@ -70,8 +71,15 @@ class FetchSessionCache:
             if sid not in self.sessions:
                 return sid
 
-    def new_context(self, session_id: int, epoch: int, requested: list[CachedPartition],
-                    forgotten: list[tuple], by_id: bool, use_sessions: bool) -> FetchContext:
+    def new_context(
+        self,
+        session_id: int,
+        epoch: int,
+        requested: list[CachedPartition],
+        forgotten: list[tuple],
+        by_id: bool,
+        use_sessions: bool,
+    ) -> FetchContext:
         """``requested``: the request's partitions; ``forgotten``: (topic_key, partition) pairs."""
         if not use_sessions:  # Fetch v0-6
             return FetchContext(partitions=requested)
@@ -84,8 +92,9 @@ class FetchSessionCache:
             for p in requested:
                 session.partitions[(p.topic_key, p.partition)] = p
             self._insert(session)
-            return FetchContext(session=session, partitions=list(session.partitions.values()),
-                                response_session_id=session.id)
+            return FetchContext(
+                session=session, partitions=list(session.partitions.values()), response_session_id=session.id
+            )
         session = self.sessions.get(session_id)
         if session is None:
             return FetchContext(error=errors.FETCH_SESSION_ID_NOT_FOUND)
@@ -108,8 +117,12 @@ class FetchSessionCache:
         session.epoch = 1 if session.epoch >= 2**31 - 1 else session.epoch + 1
         session.last_used = time.monotonic()
         self.sessions.move_to_end(session.id)
-        return FetchContext(session=session, incremental=True, partitions=list(session.partitions.values()),
-                            response_session_id=session.id)
+        return FetchContext(
+            session=session,
+            incremental=True,
+            partitions=list(session.partitions.values()),
+            response_session_id=session.id,
+        )
 
     def _insert(self, session: FetchSession) -> None:
         while len(self.sessions) >= self.max_sessions:

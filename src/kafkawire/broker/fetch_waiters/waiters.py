@@ -1,4 +1,5 @@
 """Long-poll support: Fetch requests wait here until a partition they read gets new data."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,4 +1,5 @@
 """Consumer groups: the classic protocol, KIP-848's consumer protocol, committed offsets, durable state."""
+
 from .config import GroupConfig
 from .coordinator import CommitPartition, GroupCoordinator
 from .timers import FakeScheduler, LoopScheduler

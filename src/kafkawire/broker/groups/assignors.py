@@ -5,6 +5,7 @@ the partition counts of those topics and the current target assignment (for
 stickiness). Partitions are ``(topic_id, partition)``; topic ids are
 ``uuid.UUID``. Both are deterministic (members are taken in member id order).
 """
+
 from __future__ import annotations
 
 import uuid
@@ -12,8 +13,7 @@ import uuid
 TP = tuple  # (uuid.UUID, int)
 
 
-def uniform(members: dict[str, set], topics: dict[uuid.UUID, int],
-            current: dict[str, set]) -> dict[str, set]:
+def uniform(members: dict[str, set], topics: dict[uuid.UUID, int], current: dict[str, set]) -> dict[str, set]:
     """Balanced and sticky: every member keeps what it can of its current partitions, the counts of members
     that could take a partition differ by at most one (exactly balanced when subscriptions are the same)."""
     ids = sorted(members)
@@ -42,7 +42,7 @@ def uniform(members: dict[str, set], topics: dict[uuid.UUID, int],
         for i, m in enumerate(by_count):
             limit = quota + (1 if i < extra else 0)
             if len(result[m]) > limit:
-                for tp in sorted(result[m], key=lambda x: (str(x[0]), x[1]), reverse=True)[:len(result[m]) - limit]:
+                for tp in sorted(result[m], key=lambda x: (str(x[0]), x[1]), reverse=True)[: len(result[m]) - limit]:
                     result[m].discard(tp)
                     del owner[tp]
     # 3. place unassigned partitions on the least loaded eligible member
@@ -68,8 +68,7 @@ def uniform(members: dict[str, set], topics: dict[uuid.UUID, int],
     return result
 
 
-def range_(members: dict[str, set], topics: dict[uuid.UUID, int],
-           current: dict[str, set]) -> dict[str, set]:
+def range_(members: dict[str, set], topics: dict[uuid.UUID, int], current: dict[str, set]) -> dict[str, set]:
     """Per topic, the subscribed members in member id order get consecutive ranges; the first
     ``partitions % members`` get one more (co-partitioned topics line up)."""
     ids = sorted(members)

@@ -14,6 +14,7 @@ Pending JoinGroup / SyncGroup requests are callbacks the state machine calls
 once (the broker's handler turns them into futures it awaits). Everything here
 is driven by method calls and ``Scheduler`` timers: no sockets, no loop.
 """
+
 from __future__ import annotations
 
 import base64
@@ -32,8 +33,12 @@ from .timers import Scheduler
 log = logging.getLogger("kafkawire.groups")
 
 EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
-    GroupState.EMPTY, GroupState.PREPARING_REBALANCE, GroupState.COMPLETING_REBALANCE, GroupState.STABLE,
-    GroupState.DEAD)
+    GroupState.EMPTY,
+    GroupState.PREPARING_REBALANCE,
+    GroupState.COMPLETING_REBALANCE,
+    GroupState.STABLE,
+    GroupState.DEAD,
+)
 
 
 @dataclass
@@ -57,12 +62,35 @@ class SyncResult:
 
 
 class ClassicMember:
-    __slots__ = ("member_id", "instance_id", "client_id", "client_host", "session_timeout_ms",
-                 "rebalance_timeout_ms", "protocol_type", "protocols", "assignment", "join_cb", "sync_cb",
-                 "heartbeat_timer", "is_new", "last_heartbeat_ms", "supports_skip_assignment")
+    __slots__ = (
+        "member_id",
+        "instance_id",
+        "client_id",
+        "client_host",
+        "session_timeout_ms",
+        "rebalance_timeout_ms",
+        "protocol_type",
+        "protocols",
+        "assignment",
+        "join_cb",
+        "sync_cb",
+        "heartbeat_timer",
+        "is_new",
+        "last_heartbeat_ms",
+        "supports_skip_assignment",
+    )
 
-    def __init__(self, member_id, instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
-                 protocol_type, protocols):
+    def __init__(
+        self,
+        member_id,
+        instance_id,
+        client_id,
+        client_host,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        protocol_type,
+        protocols,
+    ):
         self.member_id = member_id
         self.instance_id = instance_id
         self.client_id = client_id
@@ -89,17 +117,29 @@ class ClassicMember:
         return list(self.protocols) == list(protocols)
 
     def to_json(self) -> dict:
-        return {"member_id": self.member_id, "instance_id": self.instance_id, "client_id": self.client_id,
-                "client_host": self.client_host, "session_timeout_ms": self.session_timeout_ms,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms,
-                "protocols": [[n, base64.b64encode(m).decode()] for n, m in self.protocols],
-                "assignment": base64.b64encode(self.assignment).decode()}
+        return {
+            "member_id": self.member_id,
+            "instance_id": self.instance_id,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "session_timeout_ms": self.session_timeout_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "protocols": [[n, base64.b64encode(m).decode()] for n, m in self.protocols],
+            "assignment": base64.b64encode(self.assignment).decode(),
+        }
 
     @classmethod
     def from_json(cls, d: dict, protocol_type) -> ClassicMember:
-        m = cls(d["member_id"], d.get("instance_id"), d.get("client_id", ""), d.get("client_host", ""),
-                int(d["session_timeout_ms"]), int(d["rebalance_timeout_ms"]), protocol_type,
-                [(n, base64.b64decode(b)) for n, b in d.get("protocols", [])])
+        m = cls(
+            d["member_id"],
+            d.get("instance_id"),
+            d.get("client_id", ""),
+            d.get("client_host", ""),
+            int(d["session_timeout_ms"]),
+            int(d["rebalance_timeout_ms"]),
+            protocol_type,
+            [(n, base64.b64decode(b)) for n, b in d.get("protocols", [])],
+        )
         m.assignment = base64.b64decode(d.get("assignment", ""))
         return m
 
@@ -161,8 +201,7 @@ class ClassicGroup:
         return max(order, key=lambda n: (votes[n], -order.index(n)))
 
     def all_awaiting_join(self) -> bool:
-        return (all(m.join_cb is not None for m in self.members.values())
-                and not self.pending_members)
+        return all(m.join_cb is not None for m in self.members.values()) and not self.pending_members
 
     def max_rebalance_timeout(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
@@ -188,9 +227,14 @@ class ClassicGroup:
         return topics
 
     def to_json(self) -> dict:
-        return {"type": "classic", "protocol_type": self.protocol_type, "generation": self.generation_id,
-                "protocol": self.protocol_name, "leader": self.leader_id,
-                "members": [m.to_json() for m in self.members.values()]}
+        return {
+            "type": "classic",
+            "protocol_type": self.protocol_type,
+            "generation": self.generation_id,
+            "protocol": self.protocol_name,
+            "leader": self.leader_id,
+            "members": [m.to_json() for m in self.members.values()],
+        }
 
 
 def deliver(cb, result) -> None:
@@ -225,7 +269,8 @@ class ClassicProtocol:
         member.last_heartbeat_ms = self.scheduler.now_ms()
         mid = member.member_id
         member.heartbeat_timer = self.scheduler.call_later(
-            member.session_timeout_ms, lambda: self._heartbeat_expired(group, mid))
+            member.session_timeout_ms, lambda: self._heartbeat_expired(group, mid)
+        )
 
     def _heartbeat_expired(self, group: ClassicGroup, member_id: str) -> None:
         member = group.members.get(member_id)
@@ -235,52 +280,121 @@ class ClassicProtocol:
         if member.join_cb is not None or member.sync_cb is not None:
             self.schedule_heartbeat(group, member)  # a member with a pending request is alive
             return
-        log.info("group %s: member %s failed to heartbeat within %d ms; removing it", group.group_id,
-                 member_id, member.session_timeout_ms)
+        log.info(
+            "group %s: member %s failed to heartbeat within %d ms; removing it",
+            group.group_id,
+            member_id,
+            member.session_timeout_ms,
+        )
         self._remove_member_and_update(group, member, "session timeout")
 
-    def _join_result_for(self, group: ClassicGroup, member: ClassicMember, *, error=0,
-                         skip_assignment=False, with_members=None) -> JoinResult:
+    def _join_result_for(
+        self, group: ClassicGroup, member: ClassicMember, *, error=0, skip_assignment=False, with_members=None
+    ) -> JoinResult:
         leader = group.leader_id == member.member_id
         members = []
         if with_members if with_members is not None else leader:
             members = [(m.member_id, m.instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
-        return JoinResult(error=error, member_id=member.member_id, generation_id=group.generation_id,
-                          protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                          leader=group.leader_id or "", members=members, skip_assignment=skip_assignment)
+        return JoinResult(
+            error=error,
+            member_id=member.member_id,
+            generation_id=group.generation_id,
+            protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name,
+            leader=group.leader_id or "",
+            members=members,
+            skip_assignment=skip_assignment,
+        )
 
     # -- JoinGroup --------------------------------------------------------------------
-    def join_group(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-                   client_id: str, client_host: str, cb: Callable[[JoinResult], None], *,
-                   require_known_member_id: bool, supports_skip_assignment: bool, reason: str | None) -> None:
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        cb: Callable[[JoinResult], None],
+        *,
+        require_known_member_id: bool,
+        supports_skip_assignment: bool,
+        reason: str | None,
+    ) -> None:
         """A JoinGroup the coordinator validated, for a classic group or none."""
         group = self.store.groups.get(group_id)
         if not member_id:
             if group is None:
                 group = ClassicGroup(group_id, self.scheduler.now_ms())
                 self.store.groups[group_id] = group
-            self._join_unknown_member(group, instance_id, protocol_type, protocols, session_timeout_ms,
-                                      rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id,
-                                      supports_skip_assignment, reason)
+            self._join_unknown_member(
+                group,
+                instance_id,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                client_id,
+                client_host,
+                cb,
+                require_known_member_id,
+                supports_skip_assignment,
+                reason,
+            )
         else:
             if group is None:
                 return cb(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id))
-            self._join_known_member(group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                                    rebalance_timeout_ms, client_id, client_host, cb, supports_skip_assignment,
-                                    reason)
+            self._join_known_member(
+                group,
+                member_id,
+                instance_id,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                client_id,
+                client_host,
+                cb,
+                supports_skip_assignment,
+                reason,
+            )
 
-    def _join_unknown_member(self, group, instance_id, protocol_type, protocols, session_timeout_ms,
-                             rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id,
-                             supports_skip, reason):
+    def _join_unknown_member(
+        self,
+        group,
+        instance_id,
+        protocol_type,
+        protocols,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id,
+        client_host,
+        cb,
+        require_known_member_id,
+        supports_skip,
+        reason,
+    ):
         if group.state == DEAD:
             return cb(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, ""))
         if not group.supports(protocol_type, protocols):
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
         new_id = self._new_member_id(client_id, instance_id)
         if instance_id is not None and instance_id in group.static_members:
-            return self._replace_static_member(group, instance_id, new_id, protocols, session_timeout_ms,
-                                               rebalance_timeout_ms, client_id, client_host, cb, supports_skip)
+            return self._replace_static_member(
+                group,
+                instance_id,
+                new_id,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                client_id,
+                client_host,
+                cb,
+                supports_skip,
+            )
         if len(group.members) + len(group.pending_members) >= self.config.max_size:
             return cb(JoinResult(errors.GROUP_MAX_SIZE_REACHED, ""))
         if instance_id is None and require_known_member_id:
@@ -288,9 +402,20 @@ class ClassicProtocol:
             timer = self.scheduler.call_later(session_timeout_ms, lambda: self._pending_member_expired(group, new_id))
             group.pending_members[new_id] = timer
             return cb(JoinResult(errors.MEMBER_ID_REQUIRED, new_id))
-        self._add_member_and_rebalance(group, new_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                                       rebalance_timeout_ms, client_id, client_host, cb, supports_skip,
-                                       reason or "new member joined")
+        self._add_member_and_rebalance(
+            group,
+            new_id,
+            instance_id,
+            protocol_type,
+            protocols,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            client_id,
+            client_host,
+            cb,
+            supports_skip,
+            reason or "new member joined",
+        )
 
     def _pending_member_expired(self, group, member_id) -> None:
         if group.pending_members.pop(member_id, None) is not None:
@@ -298,38 +423,84 @@ class ClassicProtocol:
             if group.state == PREPARING_REBALANCE:
                 self._try_complete_join(group)
 
-    def _join_known_member(self, group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                           rebalance_timeout_ms, client_id, client_host, cb, supports_skip, reason):
+    def _join_known_member(
+        self,
+        group,
+        member_id,
+        instance_id,
+        protocol_type,
+        protocols,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id,
+        client_host,
+        cb,
+        supports_skip,
+        reason,
+    ):
         if group.state == DEAD:
             return cb(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, member_id))
         if not group.supports(protocol_type, protocols):
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
-            return self._add_member_and_rebalance(group, member_id, instance_id, protocol_type, protocols,
-                                                  session_timeout_ms, rebalance_timeout_ms, client_id, client_host,
-                                                  cb, supports_skip, reason or "pending member joined")
+            return self._add_member_and_rebalance(
+                group,
+                member_id,
+                instance_id,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                client_id,
+                client_host,
+                cb,
+                supports_skip,
+                reason or "pending member joined",
+            )
         err = self.validate_member(group, member_id, instance_id)
         if err:
             return cb(JoinResult(err, member_id))
         member = group.members[member_id]
         if group.state == PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, session_timeout_ms, rebalance_timeout_ms,
-                                              cb, supports_skip, reason or "member rejoined")
+            self._update_member_and_rebalance(
+                group,
+                member,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                cb,
+                supports_skip,
+                reason or "member rejoined",
+            )
         elif group.state == COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # the member did not see the JoinGroup response: send it again
                 self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
             else:
-                self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
-                                                  rebalance_timeout_ms, cb, supports_skip,
-                                                  reason or "member changed its protocols")
+                self._update_member_and_rebalance(
+                    group,
+                    member,
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    cb,
+                    supports_skip,
+                    reason or "member changed its protocols",
+                )
         elif group.state == STABLE:
             if group.leader_id == member_id or not member.matches(protocols):
-                self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
-                                                  rebalance_timeout_ms, cb, supports_skip,
-                                                  reason or "leader or changed member rejoined")
+                self._update_member_and_rebalance(
+                    group,
+                    member,
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    cb,
+                    supports_skip,
+                    reason or "leader or changed member rejoined",
+                )
             else:
                 self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
@@ -348,11 +519,31 @@ class ClassicProtocol:
             return errors.UNKNOWN_MEMBER_ID
         return 0
 
-    def _add_member_and_rebalance(self, group, member_id, instance_id, protocol_type, protocols,
-                                  session_timeout_ms, rebalance_timeout_ms, client_id, client_host, cb,
-                                  supports_skip, reason):
-        member = ClassicMember(member_id, instance_id, client_id, client_host, session_timeout_ms,
-                               rebalance_timeout_ms, protocol_type, list(protocols))
+    def _add_member_and_rebalance(
+        self,
+        group,
+        member_id,
+        instance_id,
+        protocol_type,
+        protocols,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id,
+        client_host,
+        cb,
+        supports_skip,
+        reason,
+    ):
+        member = ClassicMember(
+            member_id,
+            instance_id,
+            client_id,
+            client_host,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            protocol_type,
+            list(protocols),
+        )
         member.is_new = True
         member.join_cb = cb
         member.supports_skip_assignment = supports_skip
@@ -370,8 +561,9 @@ class ClassicProtocol:
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _update_member_and_rebalance(self, group, member, protocols, session_timeout_ms, rebalance_timeout_ms,
-                                     cb, supports_skip, reason):
+    def _update_member_and_rebalance(
+        self, group, member, protocols, session_timeout_ms, rebalance_timeout_ms, cb, supports_skip, reason
+    ):
         member.protocols = list(protocols)
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -384,12 +576,24 @@ class ClassicProtocol:
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _replace_static_member(self, group, instance_id, new_id, protocols, session_timeout_ms,
-                               rebalance_timeout_ms, client_id, client_host, cb, supports_skip):
+    def _replace_static_member(
+        self,
+        group,
+        instance_id,
+        new_id,
+        protocols,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id,
+        client_host,
+        cb,
+        supports_skip,
+    ):
         old_id = group.static_members[instance_id]
         member = group.members.pop(old_id)
-        log.info("group %s: static member %s rejoined; member id %s replaces %s", group.group_id, instance_id,
-                 new_id, old_id)
+        log.info(
+            "group %s: static member %s rejoined; member id %s replaces %s", group.group_id, instance_id, new_id, old_id
+        )
         # fence the old incarnation's pending requests
         if member.join_cb is not None:
             old_cb, member.join_cb = member.join_cb, None
@@ -412,13 +616,28 @@ class ClassicProtocol:
             self.schedule_heartbeat(group, member)
             leader = group.leader_id == new_id
             if leader and not supports_skip:
-                return self._update_member_and_rebalance(group, member, protocols, session_timeout_ms,
-                                                         rebalance_timeout_ms, cb, supports_skip,
-                                                         "static leader rejoined")
+                return self._update_member_and_rebalance(
+                    group,
+                    member,
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    cb,
+                    supports_skip,
+                    "static leader rejoined",
+                )
             self.store.persist(group)
             return cb(self._join_result_for(group, member, skip_assignment=leader))
-        self._update_member_and_rebalance(group, member, protocols, session_timeout_ms, rebalance_timeout_ms,
-                                          cb, supports_skip, "static member rejoined")
+        self._update_member_and_rebalance(
+            group,
+            member,
+            protocols,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            cb,
+            supports_skip,
+            "static member rejoined",
+        )
 
     # -- rebalancing -----------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group, reason) -> None:
@@ -439,8 +658,7 @@ class ClassicProtocol:
             group.join_timer.cancel()
         was_empty = group.state == EMPTY
         self._move(group, PREPARING_REBALANCE, GroupEvent.REBALANCE)
-        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
-                 reason)
+        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id, reason)
         delay = self.config.initial_rebalance_delay_ms
         timeout = group.max_rebalance_timeout()
         if was_empty and delay > 0:
@@ -461,7 +679,8 @@ class ClassicProtocol:
             group.new_member_added = False
             delay = min(self.config.initial_rebalance_delay_ms, remaining)
             group.join_timer = self.scheduler.call_later(
-                delay, lambda: self._initial_delay_expired(group, max(remaining - delay, 0)))
+                delay, lambda: self._initial_delay_expired(group, max(remaining - delay, 0))
+            )
             return
         group.initial_delay_active = False
         self._complete_join(group)
@@ -491,8 +710,9 @@ class ClassicProtocol:
         group.pending_members.clear()
         if group.members and not any(m.join_cb is not None for m in group.members.values()):
             # nobody rejoined: wait again until the sessions of the absent members expire
-            group.join_timer = self.scheduler.call_later(group.max_rebalance_timeout(),
-                                                         lambda: self._join_timeout(group))
+            group.join_timer = self.scheduler.call_later(
+                group.max_rebalance_timeout(), lambda: self._join_timeout(group)
+            )
             return
         if group.leader_id not in group.members or group.members[group.leader_id].join_cb is None:
             joined = [m.member_id for m in group.members.values() if m.join_cb is not None]
@@ -507,8 +727,14 @@ class ClassicProtocol:
             return
         group.protocol_name = group.select_protocol()
         self._move(group, COMPLETING_REBALANCE, GroupEvent.JOIN_COMPLETED)
-        log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
-                 group.generation_id, len(group.members), group.protocol_name, group.leader_id)
+        log.info(
+            "group %s: generation %d with %d members, protocol %s, leader %s",
+            group.group_id,
+            group.generation_id,
+            len(group.members),
+            group.protocol_name,
+            group.leader_id,
+        )
         for m in list(group.members.values()):
             m.assignment = b""
             cb, m.join_cb = m.join_cb, None
@@ -529,8 +755,9 @@ class ClassicProtocol:
         missing = [group.members[mid] for mid in group.pending_sync if mid in group.members]
         group.pending_sync.clear()
         if missing:
-            log.info("group %s: members %s did not send SyncGroup in time", group.group_id,
-                     [m.member_id for m in missing])
+            log.info(
+                "group %s: members %s did not send SyncGroup in time", group.group_id, [m.member_id for m in missing]
+            )
             for m in missing:
                 self._remove_member(group, m)
             self.prepare_rebalance(group, "members failed to sync")
@@ -562,9 +789,17 @@ class ClassicProtocol:
             self._try_complete_join(group)
 
     # -- SyncGroup ------------------------------------------------------------------------
-    def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]],
-                   cb: Callable[[SyncResult], None]) -> None:
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: list[tuple[str, bytes]],
+        cb: Callable[[SyncResult], None],
+    ) -> None:
         group = self.store.groups.get(group_id)
         if group is None or group.kind != "classic":
             return cb(SyncResult(errors.UNKNOWN_MEMBER_ID))
@@ -575,8 +810,9 @@ class ClassicProtocol:
             return cb(SyncResult(err))
         if generation_id != group.generation_id:
             return cb(SyncResult(errors.ILLEGAL_GENERATION))
-        if (protocol_type is not None and protocol_type != group.protocol_type) or \
-                (protocol_name is not None and protocol_name != group.protocol_name):
+        if (protocol_type is not None and protocol_type != group.protocol_type) or (
+            protocol_name is not None and protocol_name != group.protocol_name
+        ):
             return cb(SyncResult(errors.INCONSISTENT_GROUP_PROTOCOL))
         member = group.members[member_id]
         if group.state == EMPTY:

@@ -1,4 +1,5 @@
 """Group coordinator settings, read from the broker's properties (Kafka's key names and defaults)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -71,10 +72,13 @@ class GroupConfig:
         policy = (props.get("group.consumer.migration.policy") or "").strip().lower()
         if policy:
             if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
-                raise ValueError(f"group.consumer.migration.policy: {policy!r} is not one of "
-                                 "bidirectional, upgrade, downgrade, disabled")
+                raise ValueError(
+                    f"group.consumer.migration.policy: {policy!r} is not one of "
+                    "bidirectional, upgrade, downgrade, disabled"
+                )
             cfg.migration_policy = policy
         if props.get("group.coordinator.rebalance.protocols"):
-            cfg.protocols = tuple(p.strip().lower() for p in props["group.coordinator.rebalance.protocols"].split(",")
-                                  if p.strip())
+            cfg.protocols = tuple(
+                p.strip().lower() for p in props["group.coordinator.rebalance.protocols"].split(",") if p.strip()
+            )
         return cfg

@@ -34,6 +34,7 @@ only then does it move to the assignment epoch, getting the new partitions
 that no other member still holds ("unreleased" partitions come in a later
 heartbeat).
 """
+
 from __future__ import annotations
 
 import logging
@@ -125,20 +126,41 @@ class ConsumerMember:
         return self._state
 
     def to_json(self) -> dict:
-        return {"member_id": self.member_id, "instance_id": self.instance_id, "rack_id": self.rack_id,
-                "client_id": self.client_id, "client_host": self.client_host,
-                "rebalance_timeout_ms": self.rebalance_timeout_ms, "subscribed_names": self.subscribed_names,
-                "subscribed_regex": self.subscribed_regex, "server_assignor": self.server_assignor,
-                "member_epoch": self.member_epoch, "previous_epoch": self.previous_epoch, "state": self.state.value,
-                "static_left": self.static_left,
-                "classic": self.classic.to_json() if self.classic is not None else None,
-                "assigned": tps_to_json(self.assigned), "pending_revocation": tps_to_json(self.pending_revocation)}
+        return {
+            "member_id": self.member_id,
+            "instance_id": self.instance_id,
+            "rack_id": self.rack_id,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "subscribed_names": self.subscribed_names,
+            "subscribed_regex": self.subscribed_regex,
+            "server_assignor": self.server_assignor,
+            "member_epoch": self.member_epoch,
+            "previous_epoch": self.previous_epoch,
+            "state": self.state.value,
+            "static_left": self.static_left,
+            "classic": self.classic.to_json() if self.classic is not None else None,
+            "assigned": tps_to_json(self.assigned),
+            "pending_revocation": tps_to_json(self.pending_revocation),
+        }
 
     @classmethod
     def from_json(cls, group, d: dict) -> ConsumerMember:
         m = cls(d["member_id"])
-        for k in ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "subscribed_names",
-                  "subscribed_regex", "server_assignor", "member_epoch", "previous_epoch", "static_left"):
+        for k in (
+            "instance_id",
+            "rack_id",
+            "client_id",
+            "client_host",
+            "rebalance_timeout_ms",
+            "subscribed_names",
+            "subscribed_regex",
+            "server_assignor",
+            "member_epoch",
+            "previous_epoch",
+            "static_left",
+        ):
             if k in d:
                 setattr(m, k, d[k])
         state = MemberState(d.get("state", STABLE))
@@ -208,10 +230,16 @@ class ConsumerGroup:
         return out
 
     def to_json(self) -> dict:
-        return {"type": "consumer", "group_epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
-                "assignment_timestamp": self.assignment_timestamp, "assignor": self.assignor, "subscription_metadata": self.subscription_metadata,
-                "members": [m.to_json() for m in self.members.values()],
-                "target": {mid: tps_to_json(t) for mid, t in self.target.items()}}
+        return {
+            "type": "consumer",
+            "group_epoch": self.group_epoch,
+            "assignment_epoch": self.assignment_epoch,
+            "assignment_timestamp": self.assignment_timestamp,
+            "assignor": self.assignor,
+            "subscription_metadata": self.subscription_metadata,
+            "members": [m.to_json() for m in self.members.values()],
+            "target": {mid: tps_to_json(t) for mid, t in self.target.items()},
+        }
 
     @classmethod
     def from_json(cls, group_id: str, d: dict, now_ms: int) -> ConsumerGroup:
@@ -271,8 +299,9 @@ class ConsumerProtocol:
         if member.session_timer is not None:
             member.session_timer.cancel()
         mid = member.member_id
-        timeout = member.classic.session_timeout_ms if member.classic is not None else \
-            self.config.consumer_session_timeout_ms
+        timeout = (
+            member.classic.session_timeout_ms if member.classic is not None else self.config.consumer_session_timeout_ms
+        )
         member.session_timer = self.scheduler.call_later(timeout, lambda: self._session_expired(group, mid))
 
     def _session_expired(self, group: ConsumerGroup, member_id: str) -> None:
@@ -285,8 +314,12 @@ class ConsumerProtocol:
         m = group.members.get(member_id)
         if self.store.groups.get(group.group_id) is not group or m is None or m.state != UNREVOKED:
             return
-        log.info("consumer group %s: member %s did not revoke its partitions within %d ms; fencing it",
-                 group.group_id, member_id, m.rebalance_timeout_ms)
+        log.info(
+            "consumer group %s: member %s did not revoke its partitions within %d ms; fencing it",
+            group.group_id,
+            member_id,
+            m.rebalance_timeout_ms,
+        )
         self.fence(group, [m])
 
     def refresh_target(self, group: ConsumerGroup, bumped: bool = False, assign: bool = True) -> None:
@@ -301,8 +334,11 @@ class ConsumerProtocol:
             if not bumped:
                 group.group_epoch += 1
                 group.state_timestamp = self.scheduler.now_ms()
-                log.info("consumer group %s: subscribed topic metadata changed; group epoch %d", group.group_id,
-                         group.group_epoch)
+                log.info(
+                    "consumer group %s: subscribed topic metadata changed; group epoch %d",
+                    group.group_id,
+                    group.group_epoch,
+                )
         if not assign or group.group_epoch <= group.assignment_epoch:
             return
         now = self.scheduler.now_ms()
@@ -311,14 +347,20 @@ class ConsumerProtocol:
             return  # batched: computed by the first heartbeat after the interval
         assignor_name = self._pick_assignor(group)
         group.assignor = assignor_name
-        member_subs = {mid: {topics[t][0] for t in member_topics(m, topics) if t in topics}
-                       for mid, m in group.members.items()}
+        member_subs = {
+            mid: {topics[t][0] for t in member_topics(m, topics) if t in topics} for mid, m in group.members.items()
+        }
         parts = {topics[t][0]: topics[t][1] for t in metadata}
         group.target = ASSIGNORS[assignor_name](member_subs, parts, group.target)
         group.assignment_epoch = group.group_epoch
         group.assignment_timestamp = now
-        log.info("consumer group %s: target assignment at epoch %d (%s) for %d members", group.group_id,
-                 group.assignment_epoch, assignor_name, len(group.members))
+        log.info(
+            "consumer group %s: target assignment at epoch %d (%s) for %d members",
+            group.group_id,
+            group.assignment_epoch,
+            assignor_name,
+            len(group.members),
+        )
 
     def _pick_assignor(self, group: ConsumerGroup) -> str:
         votes: dict[str, int] = {}
@@ -351,7 +393,8 @@ class ConsumerProtocol:
             if member.revocation_timer is not None:
                 member.revocation_timer.cancel()
             member.revocation_timer = self.scheduler.call_later(
-                member.rebalance_timeout_ms, lambda: self._revocation_expired(group, mid))
+                member.rebalance_timeout_ms, lambda: self._revocation_expired(group, mid)
+            )
             return
         held = group.holders(member.member_id)
         wanted = target - member.assigned
@@ -364,11 +407,23 @@ class ConsumerProtocol:
         if state != member.state:
             move_member(group, member, state, MemberEvent.RECONCILED)
 
-    def consumer_heartbeat(self, *, version: int, group_id: str, member_id: str, member_epoch: int,
-                           instance_id: str | None, rack_id: str | None, rebalance_timeout_ms: int,
-                           subscribed_topic_names: list[str] | None, subscribed_topic_regex: str | None,
-                           server_assignor: str | None, topic_partitions, client_id: str = "",
-                           client_host: str = "") -> HeartbeatResult:
+    def consumer_heartbeat(
+        self,
+        *,
+        version: int,
+        group_id: str,
+        member_id: str,
+        member_epoch: int,
+        instance_id: str | None,
+        rack_id: str | None,
+        rebalance_timeout_ms: int,
+        subscribed_topic_names: list[str] | None,
+        subscribed_topic_regex: str | None,
+        server_assignor: str | None,
+        topic_partitions,
+        client_id: str = "",
+        client_host: str = "",
+    ) -> HeartbeatResult:
         interval = self.config.consumer_heartbeat_interval_ms
 
         def fail(code, msg=None):  # Kafka's error answers carry no member id and epoch 0
@@ -409,8 +464,11 @@ class ConsumerProtocol:
             elif member_epoch == 0 and self.conversions.may_upgrade(group):
                 group = self.conversions.to_consumer(group)
                 if group is None:
-                    return fail(errors.GROUP_ID_NOT_FOUND, f"Cannot upgrade the classic group {group_id} to a "
-                                                           "consumer group: its embedded protocol is malformed.")
+                    return fail(
+                        errors.GROUP_ID_NOT_FOUND,
+                        f"Cannot upgrade the classic group {group_id} to a "
+                        "consumer group: its embedded protocol is malformed.",
+                    )
                 for m in group.members.values():
                     self.schedule_session(group, m)
             else:
@@ -427,8 +485,12 @@ class ConsumerProtocol:
             if member_epoch == LEAVE_STATIC_EPOCH and member.instance_id is not None:
                 # a static member going away for a while: it keeps its partitions until its session
                 # expires, so that the same instance rejoining gets them back without a rebalance
-                log.info("consumer group %s: static member %s (%s) left temporarily", group_id,
-                         member.member_id, member.instance_id)
+                log.info(
+                    "consumer group %s: static member %s (%s) left temporarily",
+                    group_id,
+                    member.member_id,
+                    member.instance_id,
+                )
                 member.static_left = True
                 self.schedule_session(group, member)
                 self.store.persist(group)
@@ -450,15 +512,24 @@ class ConsumerProtocol:
                 member_id = str(uuid.uuid4())
             replaced = False
             if instance_id is not None:
-                other = next((m for m in group.members.values()
-                              if m.instance_id == instance_id and m.member_id != member_id), None)
+                other = next(
+                    (m for m in group.members.values() if m.instance_id == instance_id and m.member_id != member_id),
+                    None,
+                )
                 if other is not None and not other.static_left:
-                    return fail(errors.UNRELEASED_INSTANCE_ID,
-                                f"Static member {instance_id} is still in use by member {other.member_id}.")
+                    return fail(
+                        errors.UNRELEASED_INSTANCE_ID,
+                        f"Static member {instance_id} is still in use by member {other.member_id}.",
+                    )
                 if other is not None and member is None:
                     # the static member is back under a new member id: it takes over the old one's state
-                    log.info("consumer group %s: static member %s rejoined as %s (was %s)", group_id,
-                             instance_id, member_id, other.member_id)
+                    log.info(
+                        "consumer group %s: static member %s rejoined as %s (was %s)",
+                        group_id,
+                        instance_id,
+                        member_id,
+                        other.member_id,
+                    )
                     for t in (other.session_timer, other.revocation_timer):
                         if t is not None:
                             t.cancel()
@@ -493,8 +564,10 @@ class ConsumerProtocol:
             if member_epoch != member.member_epoch:
                 owned = _owned(topic_partitions)
                 if not (member_epoch == member.previous_epoch and owned is not None and owned <= member.assigned):
-                    return fail(errors.FENCED_MEMBER_EPOCH,
-                                f"The member epoch {member_epoch} does not match {member.member_epoch}.")
+                    return fail(
+                        errors.FENCED_MEMBER_EPOCH,
+                        f"The member epoch {member_epoch} does not match {member.member_epoch}.",
+                    )
         member.client_id, member.client_host = client_id, client_host
         if rebalance_timeout_ms is not None and rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -517,14 +590,24 @@ class ConsumerProtocol:
         if bumped:
             group.group_epoch += 1
             group.state_timestamp = self.scheduler.now_ms()
-        before = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
-                  member.state)
+        before = (
+            group.group_epoch,
+            group.assignment_epoch,
+            member.member_epoch,
+            frozenset(member.assigned),
+            member.state,
+        )
         self.refresh_target(group, bumped)
         self.reconcile(group, member, _owned(topic_partitions))
         self.schedule_session(group, member)
         self._settle(group, GroupEvent.HEARTBEAT)
-        after = (group.group_epoch, group.assignment_epoch, member.member_epoch, frozenset(member.assigned),
-                 member.state)
+        after = (
+            group.group_epoch,
+            group.assignment_epoch,
+            member.member_epoch,
+            frozenset(member.assigned),
+            member.state,
+        )
         if bumped or before != after:
             self.store.persist(group)
         assigned = frozenset(member.assigned)
@@ -538,7 +621,6 @@ class ConsumerProtocol:
                 by_topic.setdefault(tid, []).append(p)
             assignment = [(tid, sorted(ps)) for tid, ps in sorted(by_topic.items(), key=lambda kv: str(kv[0]))]
         return HeartbeatResult(0, None, member.member_id, member.member_epoch, interval, assignment)
-
 
     # -- members leaving ------------------------------------------------------------------------------------
     def fence(self, group: ConsumerGroup, members: list) -> None:

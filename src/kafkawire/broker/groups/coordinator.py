@@ -17,6 +17,7 @@ The coordinator routes each classic-protocol request by the kind of its group,
 and keeps offsets, listing, deletion, replay and unloading itself. States
 change only through ``states.py``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -53,8 +54,11 @@ class GroupCoordinator:
         self.storage = storage
         self.config = config or GroupConfig()
         self.scheduler = scheduler or FakeScheduler()
-        group_log = GroupLog(storage, partitions=self.config.offsets_topic_partitions,
-                             fsync=self.config.offsets_fsync) if storage is not None else None
+        group_log = (
+            GroupLog(storage, partitions=self.config.offsets_topic_partitions, fsync=self.config.offsets_fsync)
+            if storage is not None
+            else None
+        )
         self.store = GroupStore(group_log, self.config)
         self.groups = self.store.groups  # the same dict: group id -> ClassicGroup | ConsumerGroup
         self.offsets = self.store.offsets
@@ -106,8 +110,19 @@ class GroupCoordinator:
                 if value is None:
                     self.store.take_txn_offset(int(pid), g, t, int(p))
                 else:
-                    self.store.stage_txn_offset(int(pid), g, t, int(p), CommitPartition(
-                        t, int(p), int(value["offset"]), int(value.get("leader_epoch", -1)), value.get("metadata", "")))
+                    self.store.stage_txn_offset(
+                        int(pid),
+                        g,
+                        t,
+                        int(p),
+                        CommitPartition(
+                            t,
+                            int(p),
+                            int(value["offset"]),
+                            int(value.get("leader_epoch", -1)),
+                            value.get("metadata", ""),
+                        ),
+                    )
         now = self.scheduler.now_ms()
         for gid, doc in group_docs.items():
             if doc is None:
@@ -139,8 +154,13 @@ class GroupCoordinator:
         for gid in self.offsets.groups():
             if gid not in self.groups:
                 self.groups[gid] = ClassicGroup(gid, now)
-        log.info("loaded %d groups and %d committed offsets from %d records of %s", len(self.groups),
-                 self.offsets.count(), n, TOPIC)
+        log.info(
+            "loaded %d groups and %d committed offsets from %d records of %s",
+            len(self.groups),
+            self.offsets.count(),
+            n,
+            TOPIC,
+        )
         self.store.maybe_compact()
 
     # -- offsets retention ----------------------------------------------------------------------
@@ -180,8 +200,7 @@ class GroupCoordinator:
                     records.append((offset_key(gid, topic, partition), None))
                     expired += 1
         for gid, group in list(self.groups.items()):
-            if group.is_empty() and not self.offsets.has_group(gid) and \
-                    now - group.state_timestamp >= retention:
+            if group.is_empty() and not self.offsets.has_group(gid) and now - group.state_timestamp >= retention:
                 del self.groups[gid]
                 records.append((group_key(gid), None))
         self.store.write(records)
@@ -209,11 +228,17 @@ class GroupCoordinator:
         self.unloaded = True
         self.store.log = None
         for group in self.groups.values():
-            timers = [getattr(group, "join_timer", None), getattr(group, "sync_timer", None),
-                      *getattr(group, "pending_members", {}).values()]
+            timers = [
+                getattr(group, "join_timer", None),
+                getattr(group, "sync_timer", None),
+                *getattr(group, "pending_members", {}).values(),
+            ]
             for m in group.members.values():
-                timers += [getattr(m, "heartbeat_timer", None), getattr(m, "session_timer", None),
-                           getattr(m, "revocation_timer", None)]
+                timers += [
+                    getattr(m, "heartbeat_timer", None),
+                    getattr(m, "session_timer", None),
+                    getattr(m, "revocation_timer", None),
+                ]
                 join_cb, sync_cb = getattr(m, "join_cb", None), getattr(m, "sync_cb", None)
                 if join_cb is not None:
                     m.join_cb = None
@@ -224,18 +249,31 @@ class GroupCoordinator:
             for timer in timers:
                 if timer is not None:
                     timer.cancel()
-        log.info("%s was deleted: %d groups and %d committed offsets unloaded", TOPIC, len(self.groups),
-                 self.offsets.count())
+        log.info(
+            "%s was deleted: %d groups and %d committed offsets unloaded", TOPIC, len(self.groups), self.offsets.count()
+        )
 
     def connection_closed(self, conn) -> None:
         pass  # group membership outlives connections (sessions time out instead)
 
     # -- the classic protocol's requests, routed by the kind of group -------------------------------
-    def join_group(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
-                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-                   client_id: str, client_host: str, cb: Callable[[JoinResult], None], *,
-                   require_known_member_id: bool = True, supports_skip_assignment: bool = False,
-                   reason: str | None = None) -> None:
+    def join_group(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_ms: int,
+        rebalance_timeout_ms: int,
+        client_id: str,
+        client_host: str,
+        cb: Callable[[JoinResult], None],
+        *,
+        require_known_member_id: bool = True,
+        supports_skip_assignment: bool = False,
+        reason: str | None = None,
+    ) -> None:
         """Answers through ``cb``, at once or when the rebalance completes."""
         if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
             rebalance_timeout_ms = session_timeout_ms
@@ -248,23 +286,54 @@ class GroupCoordinator:
         if group is not None and group.kind != "classic":
             if not group.is_empty():
                 return self.classic_members.join(
-                    group, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                    rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id)
+                    group,
+                    member_id,
+                    instance_id,
+                    protocol_type,
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    client_id,
+                    client_host,
+                    cb,
+                    require_known_member_id,
+                )
             self.store.drop(group)  # an empty group of the other kind is simply replaced
-        self.classic.join_group(group_id, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-                                rebalance_timeout_ms, client_id, client_host, cb,
-                                require_known_member_id=require_known_member_id,
-                                supports_skip_assignment=supports_skip_assignment, reason=reason)
+        self.classic.join_group(
+            group_id,
+            member_id,
+            instance_id,
+            protocol_type,
+            protocols,
+            session_timeout_ms,
+            rebalance_timeout_ms,
+            client_id,
+            client_host,
+            cb,
+            require_known_member_id=require_known_member_id,
+            supports_skip_assignment=supports_skip_assignment,
+            reason=reason,
+        )
 
-    def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
-                   protocol_type: str | None, protocol_name: str | None, assignments: list[tuple[str, bytes]],
-                   cb: Callable[[SyncResult], None]) -> None:
+    def sync_group(
+        self,
+        group_id: str,
+        generation_id: int,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str | None,
+        protocol_name: str | None,
+        assignments: list[tuple[str, bytes]],
+        cb: Callable[[SyncResult], None],
+    ) -> None:
         group = self.groups.get(group_id)
         if group is not None and group.kind == "consumer":
-            return self.classic_members.sync(group, generation_id, member_id, instance_id, protocol_type,
-                                             protocol_name, cb)
-        self.classic.sync_group(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
-                                assignments, cb)
+            return self.classic_members.sync(
+                group, generation_id, member_id, instance_id, protocol_type, protocol_name, cb
+            )
+        self.classic.sync_group(
+            group_id, generation_id, member_id, instance_id, protocol_type, protocol_name, assignments, cb
+        )
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
         if not group_id:
@@ -332,8 +401,15 @@ class GroupCoordinator:
             self.classic.schedule_heartbeat(group, group.members[member_id])  # a commit counts as a heartbeat
         return 0, group
 
-    def offset_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
-                      version: int, partitions: list[CommitPartition]) -> list[int]:
+    def offset_commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        version: int,
+        partitions: list[CommitPartition],
+    ) -> list[int]:
         """Per-partition error codes, in the order given. The empty group id is a group like any other
         here (Kafka accepts commits to it, for old clients)."""
         err, group = self._commit_error(group_id, generation, member_id, instance_id, version)
@@ -354,8 +430,9 @@ class GroupCoordinator:
                 continue
             previous.append((cp.topic, cp.partition, self.offsets.get(group_id, cp.topic, cp.partition)))
             self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
-            records.append((offset_key(group_id, cp.topic, cp.partition),
-                            offset_value(cp.offset, cp.leader_epoch, metadata, now)))
+            records.append(
+                (offset_key(group_id, cp.topic, cp.partition), offset_value(cp.offset, cp.leader_epoch, metadata, now))
+            )
             out.append(0)
         try:
             self.store.write(records)
@@ -370,8 +447,9 @@ class GroupCoordinator:
         return out
 
     # -- for the transaction coordinator (TxnOffsetCommit / EndTxn) ---------------------------------
-    def validate_txn_offset_commit(self, group_id: str, generation: int, member_id: str,
-                                   instance_id: str | None) -> int:
+    def validate_txn_offset_commit(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
         """The group/member/generation error TxnOffsetCommit v3+ returns (0 when the commit may be staged)."""
         group = self.groups.get(group_id)
         if group is None or generation < 0:
@@ -395,19 +473,31 @@ class GroupCoordinator:
         for cp in partitions:
             metadata = cp.metadata if cp.metadata is not None else ""
             self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
-            records.append((offset_key(group_id, cp.topic, cp.partition),
-                            offset_value(cp.offset, cp.leader_epoch, metadata, now)))
+            records.append(
+                (offset_key(group_id, cp.topic, cp.partition), offset_value(cp.offset, cp.leader_epoch, metadata, now))
+            )
         self.store.write(records)
 
     def stage_txn_offsets(self, producer_id: int, group_id: str, partitions: list[CommitPartition]) -> int:
         """TxnOffsetCommit: offsets held for the producer's transaction, invisible until it commits, and written
         to ``__consumer_offsets`` so that a restart keeps them; 0, or NOT_COORDINATOR when they could not be
         written (nothing staged). A group that does not exist is created empty, as for a manual OffsetCommit."""
-        staged = [CommitPartition(cp.topic, cp.partition, cp.offset, cp.leader_epoch,
-                                  cp.metadata if cp.metadata is not None else "") for cp in partitions]
+        staged = [
+            CommitPartition(
+                cp.topic, cp.partition, cp.offset, cp.leader_epoch, cp.metadata if cp.metadata is not None else ""
+            )
+            for cp in partitions
+        ]
         try:
-            self.store.write([(txn_offset_key(producer_id, group_id, cp.topic, cp.partition),
-                               offset_value(cp.offset, cp.leader_epoch, cp.metadata, -1)) for cp in staged])
+            self.store.write(
+                [
+                    (
+                        txn_offset_key(producer_id, group_id, cp.topic, cp.partition),
+                        offset_value(cp.offset, cp.leader_epoch, cp.metadata, -1),
+                    )
+                    for cp in staged
+                ]
+            )
         except GroupLogError as exc:
             log.warning("transactional offset commit of group %s failed: %s", group_id, exc)
             return errors.NOT_COORDINATOR
@@ -424,11 +514,20 @@ class GroupCoordinator:
         for group_id, staged in done.items():
             if commit:
                 self.commit_transactional_offsets(group_id, list(staged.values()))
-        self.store.write([(txn_offset_key(producer_id, g, t, p), None) for g, staged in done.items() for t, p in staged])
+        self.store.write(
+            [(txn_offset_key(producer_id, g, t, p), None) for g, staged in done.items() for t, p in staged]
+        )
 
     # -- OffsetFetch --------------------------------------------------------------------------
-    def offset_fetch(self, group_id: str, topics: list[tuple[str, list[int]]] | None, *,
-                     member_id: str | None = None, member_epoch: int = -1, require_stable: bool = False):
+    def offset_fetch(
+        self,
+        group_id: str,
+        topics: list[tuple[str, list[int]]] | None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+        require_stable: bool = False,
+    ):
         """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])."""
         group = self.groups.get(group_id)
         if group is not None and group.kind == "consumer" and not (member_id is None and member_epoch < 0):

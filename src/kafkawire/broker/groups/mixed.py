@@ -39,6 +39,7 @@ Two parts of the coordinator live here: ``Conversions`` (upgrade, downgrade,
 the policy) and ``ClassicMembers`` (the classic requests of members of
 consumer groups, which the coordinator routes to it).
 """
+
 from __future__ import annotations
 
 import base64
@@ -72,6 +73,7 @@ POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 @dataclass
 class ClassicMetadata:
     """What a classic member of a consumer group told in its last JoinGroup."""
+
     session_timeout_ms: int
     protocols: list  # [(name, metadata bytes)], in the member's order of preference
 
@@ -80,8 +82,10 @@ class ClassicMetadata:
         return self.protocols[0][0] if self.protocols else ""
 
     def to_json(self) -> dict:
-        return {"session_timeout_ms": self.session_timeout_ms,
-                "protocols": [[n, base64.b64encode(m).decode()] for n, m in self.protocols]}
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "protocols": [[n, base64.b64encode(m).decode()] for n, m in self.protocols],
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> ClassicMetadata:
@@ -209,8 +213,9 @@ class Conversions:
                 new.members[m.member_id] = m
                 new.target[m.member_id] = set(m.assigned)
         except ValueError as exc:
-            log.warning("classic group %s cannot become a consumer group: malformed embedded protocol (%s)",
-                        group.group_id, exc)
+            log.warning(
+                "classic group %s cannot become a consumer group: malformed embedded protocol (%s)", group.group_id, exc
+            )
             return None
         # the classic group ends here: its pending requests learn about the new rebalance
         for cm in group.members.values():
@@ -230,11 +235,16 @@ class Conversions:
         move_group(group, GroupState.DEAD, GroupEvent.CONVERTED, now)
         self.store.groups[group.group_id] = new
         by_name = topic_ids(self.topics())
-        new.subscription_metadata = {t: [str(meta[0]), meta[1]] for t, meta in by_name.items()
-                                     if t in new.subscribed_topics(by_name)}
+        new.subscription_metadata = {
+            t: [str(meta[0]), meta[1]] for t, meta in by_name.items() if t in new.subscribed_topics(by_name)
+        }
         settle_consumer_group(new, GroupEvent.CONVERTED, now)
-        log.info("classic group %s upgraded to a consumer group at epoch %d with %d members", group.group_id,
-                 new.group_epoch, len(new.members))
+        log.info(
+            "classic group %s upgraded to a consumer group at epoch %d with %d members",
+            group.group_id,
+            new.group_epoch,
+            len(new.members),
+        )
         return new
 
     def to_classic(self, group: ConsumerGroup, leaving: set) -> ClassicGroup:
@@ -248,21 +258,34 @@ class Conversions:
             cancel_timers(m)
             if m.member_id in leaving:
                 continue
-            cm = ClassicMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.classic.session_timeout_ms,
-                               m.rebalance_timeout_ms, "consumer", list(m.classic.protocols))
+            cm = ClassicMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.classic.session_timeout_ms,
+                m.rebalance_timeout_ms,
+                "consumer",
+                list(m.classic.protocols),
+            )
             new.members[cm.member_id] = cm
             if cm.instance_id is not None:
                 new.static_members[cm.instance_id] = cm.member_id
         new.protocol_name = new.select_protocol()
         for cm in new.members.values():
-            cm.assignment = encode_assignment(group.target.get(cm.member_id, set()), names,
-                                              protocol_version(cm.metadata(new.protocol_name)))
+            cm.assignment = encode_assignment(
+                group.target.get(cm.member_id, set()), names, protocol_version(cm.metadata(new.protocol_name))
+            )
         new.leader_id = next(iter(new.members))
         move_group(new, GroupState.STABLE, GroupEvent.CONVERTED, now)
         move_group(group, GroupState.DEAD, GroupEvent.CONVERTED, now)
         self.store.groups[group.group_id] = new
-        log.info("consumer group %s downgraded to a classic group at generation %d with %d members",
-                 group.group_id, new.generation_id, len(new.members))
+        log.info(
+            "consumer group %s downgraded to a classic group at generation %d with %d members",
+            group.group_id,
+            new.generation_id,
+            len(new.members),
+        )
         for cm in new.members.values():
             self.classic.schedule_heartbeat(new, cm)
         self.classic.prepare_rebalance(new, "downgraded from a consumer group")
@@ -288,27 +311,43 @@ class ClassicMembers:
             return
         mid = member.member_id
         member.join_timer = self.scheduler.call_later(
-            member.rebalance_timeout_ms, lambda: self._timed_out(group, mid, "join"))
+            member.rebalance_timeout_ms, lambda: self._timed_out(group, mid, "join")
+        )
 
     def _schedule_sync_timeout(self, group: ConsumerGroup, member: ConsumerMember, timeout_ms: int) -> None:
         if member.sync_timer is not None:
             member.sync_timer.cancel()
         mid = member.member_id
-        member.sync_timer = self.scheduler.call_later(
-            timeout_ms, lambda: self._timed_out(group, mid, "sync"))
+        member.sync_timer = self.scheduler.call_later(timeout_ms, lambda: self._timed_out(group, mid, "sync"))
 
     def _timed_out(self, group: ConsumerGroup, member_id: str, what: str) -> None:
         member = group.members.get(member_id)
         if self.store.groups.get(group.group_id) is not group or member is None:
             return
         setattr(member, f"{what}_timer", None)
-        log.info("consumer group %s: classic member %s did not %s within its rebalance timeout; removing it",
-                 group.group_id, member_id, what)
+        log.info(
+            "consumer group %s: classic member %s did not %s within its rebalance timeout; removing it",
+            group.group_id,
+            member_id,
+            what,
+        )
         self.consumer.fence(group, [member])
 
     # -- JoinGroup ------------------------------------------------------------------------------------------------
-    def join(self, group: ConsumerGroup, member_id, instance_id, protocol_type, protocols, session_timeout_ms,
-             rebalance_timeout_ms, client_id, client_host, cb, require_known_member_id) -> None:
+    def join(
+        self,
+        group: ConsumerGroup,
+        member_id,
+        instance_id,
+        protocol_type,
+        protocols,
+        session_timeout_ms,
+        rebalance_timeout_ms,
+        client_id,
+        client_host,
+        cb,
+        require_known_member_id,
+    ) -> None:
         if self.config.migration_policy == "disabled":
             log.info("consumer group %s: a classic member cannot join, group migration is disabled", group.group_id)
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
@@ -334,8 +373,13 @@ class ClassicMembers:
                 if not unknown:
                     return cb(JoinResult(errors.FENCED_INSTANCE_ID, member_id))
                 # the same instance under a new member id takes over the old one's assignment
-                log.info("consumer group %s: static member %s rejoined as %s (was %s)", group.group_id,
-                         instance_id, member_id, other.member_id)
+                log.info(
+                    "consumer group %s: static member %s rejoined as %s (was %s)",
+                    group.group_id,
+                    instance_id,
+                    member_id,
+                    other.member_id,
+                )
                 cancel_timers(other)
                 del group.members[other.member_id]
                 group.target[member_id] = group.target.pop(other.member_id, set())
@@ -403,15 +447,17 @@ class ClassicMembers:
         return 0, member
 
     # -- SyncGroup ------------------------------------------------------------------------------------------------
-    def sync(self, group: ConsumerGroup, generation_id, member_id, instance_id, protocol_type, protocol_name,
-             cb) -> None:
+    def sync(
+        self, group: ConsumerGroup, generation_id, member_id, instance_id, protocol_type, protocol_name, cb
+    ) -> None:
         err, member = self._validate_consumer_member(group, member_id, instance_id)
         if err:
             return cb(SyncResult(err))
         if generation_id != member.member_epoch:
             return cb(SyncResult(errors.ILLEGAL_GENERATION))
-        if (protocol_type is not None and protocol_type != "consumer") or \
-                (protocol_name is not None and protocol_name != member.classic.protocol_name):
+        if (protocol_type is not None and protocol_type != "consumer") or (
+            protocol_name is not None and protocol_name != member.classic.protocol_name
+        ):
             return cb(SyncResult(errors.INCONSISTENT_GROUP_PROTOCOL))
         if group.assignment_epoch > member.member_epoch and member.state != UNREVOKED:
             self._schedule_join_timeout(group, member)
@@ -421,9 +467,14 @@ class ClassicMembers:
             member.sync_timer = None
         self.consumer.schedule_session(group, member)
         version = protocol_version(member.classic.protocols[0][1]) if member.classic.protocols else 0
-        cb(SyncResult(0, encode_assignment(member.assigned, topic_names(self.topics()), version),
-                      protocol_type if protocol_type is not None else "consumer",
-                      protocol_name if protocol_name is not None else member.classic.protocol_name))
+        cb(
+            SyncResult(
+                0,
+                encode_assignment(member.assigned, topic_names(self.topics()), version),
+                protocol_type if protocol_type is not None else "consumer",
+                protocol_name if protocol_name is not None else member.classic.protocol_name,
+            )
+        )
 
     # -- Heartbeat -------------------------------------------------------------------------------------------------
     def heartbeat(self, group: ConsumerGroup, generation_id, member_id, instance_id) -> int:
@@ -433,8 +484,11 @@ class ClassicMembers:
         if generation_id != member.member_epoch:
             return errors.ILLEGAL_GENERATION
         self.consumer.schedule_session(group, member)
-        if member.member_epoch < group.assignment_epoch or member.state == UNREVOKED or \
-                (member.state == UNRELEASED and not self._waiting_on_unreleased(group, member)):
+        if (
+            member.member_epoch < group.assignment_epoch
+            or member.state == UNREVOKED
+            or (member.state == UNRELEASED and not self._waiting_on_unreleased(group, member))
+        ):
             self._schedule_join_timeout(group, member)
             return errors.REBALANCE_IN_PROGRESS
         return 0

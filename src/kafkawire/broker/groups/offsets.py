@@ -1,4 +1,5 @@
 """Committed offsets: group -> (topic, partition) -> offset, leader epoch, metadata, commit time."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,13 +13,18 @@ class OffsetEntry:
     commit_timestamp: int = -1
 
     def to_json(self) -> dict:
-        return {"offset": self.offset, "leader_epoch": self.leader_epoch, "metadata": self.metadata,
-                "commit_timestamp": self.commit_timestamp}
+        return {
+            "offset": self.offset,
+            "leader_epoch": self.leader_epoch,
+            "metadata": self.metadata,
+            "commit_timestamp": self.commit_timestamp,
+        }
 
     @classmethod
     def from_json(cls, d: dict) -> OffsetEntry:
-        return cls(int(d["offset"]), int(d.get("leader_epoch", -1)), d.get("metadata", ""),
-                   int(d.get("commit_timestamp", -1)))
+        return cls(
+            int(d["offset"]), int(d.get("leader_epoch", -1)), d.get("metadata", ""), int(d.get("commit_timestamp", -1))
+        )
 
 
 class OffsetStore:

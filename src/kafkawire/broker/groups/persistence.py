@@ -25,6 +25,7 @@ live key and then moves the log start offset past everything before the
 snapshot (``delete_records_before``). A crash in between leaves a log that
 still replays to the same state (the snapshot records only repeat values).
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,6 +49,8 @@ class GroupLogError(sb.StorageError):
     answers as Kafka does, NOT_COORDINATOR); nothing of the change was acknowledged."""
 
     log_dir_failure = True
+
+
 READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -67,8 +70,10 @@ def offset_key(group: str, topic: str, partition: int) -> bytes:
 
 def offset_value(offset: int, leader_epoch: int, metadata: str | None, commit_timestamp: int) -> bytes:
     meta = _js(metadata) if metadata is None or len(metadata) <= 64 else json.dumps(metadata)
-    return (f'{{"offset":{int(offset)},"leader_epoch":{int(leader_epoch)},"metadata":{meta},'
-            f'"commit_timestamp":{int(commit_timestamp)}}}').encode()
+    return (
+        f'{{"offset":{int(offset)},"leader_epoch":{int(leader_epoch)},"metadata":{meta},'
+        f'"commit_timestamp":{int(commit_timestamp)}}}'
+    ).encode()
 
 
 def group_key(group: str) -> bytes:
@@ -167,7 +172,7 @@ class GroupLog:
         plog = self._partition()
         start = plog.log_end_offset
         for i in range(0, len(live), 1000):
-            self.append(live[i:i + 1000])
+            self.append(live[i : i + 1000])
         plog.delete_records_before(start)
         self.records_written = len(live)
         log.info("compacted %s: %d live records from offset %d", TOPIC, len(live), start)

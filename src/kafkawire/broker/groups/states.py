@@ -19,6 +19,7 @@ gets new partitions: stable, unrevoked_partitions, unreleased_partitions.
 ``member.state`` (read-only properties elsewhere): a move missing from the
 table raises ``IllegalTransition`` naming group, states and event.
 """
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -50,6 +51,7 @@ class GroupEvent(StrEnum):
 
 class MemberState(StrEnum):
     """A consumer group member's reconciliation (the values are kafkawire's persisted ones)."""
+
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
@@ -67,36 +69,45 @@ CLASSIC_LIVE = (S.EMPTY, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.STABLE
 CONSUMER_LIVE = (S.EMPTY, S.ASSIGNING, S.RECONCILING, S.STABLE)
 CONSUMER_MEMBERS = (S.ASSIGNING, S.RECONCILING, S.STABLE)  # the states of a consumer group with members
 
-CLASSIC_GROUP = Transitions("classic group", [
-    ((S.EMPTY, S.STABLE, S.COMPLETING_REBALANCE), E.REBALANCE, (S.PREPARING_REBALANCE,)),
-    ((S.PREPARING_REBALANCE,), E.JOIN_COMPLETED, (S.COMPLETING_REBALANCE, S.EMPTY)),
-    ((S.COMPLETING_REBALANCE,), E.ASSIGNED, (S.STABLE,)),
-    ((S.EMPTY,), E.LOADED, (S.STABLE,)),  # a group replayed with members: it was Stable when written
-    ((S.EMPTY,), E.CONVERTED, (S.STABLE,)),  # made from a consumer group's classic members (then rebalances)
-    (CLASSIC_LIVE, E.CONVERTED, (S.DEAD,)),  # became a consumer group
-    (CLASSIC_LIVE, E.DELETED, (S.DEAD,)),
-])
+CLASSIC_GROUP = Transitions(
+    "classic group",
+    [
+        ((S.EMPTY, S.STABLE, S.COMPLETING_REBALANCE), E.REBALANCE, (S.PREPARING_REBALANCE,)),
+        ((S.PREPARING_REBALANCE,), E.JOIN_COMPLETED, (S.COMPLETING_REBALANCE, S.EMPTY)),
+        ((S.COMPLETING_REBALANCE,), E.ASSIGNED, (S.STABLE,)),
+        ((S.EMPTY,), E.LOADED, (S.STABLE,)),  # a group replayed with members: it was Stable when written
+        ((S.EMPTY,), E.CONVERTED, (S.STABLE,)),  # made from a consumer group's classic members (then rebalances)
+        (CLASSIC_LIVE, E.CONVERTED, (S.DEAD,)),  # became a consumer group
+        (CLASSIC_LIVE, E.DELETED, (S.DEAD,)),
+    ],
+)
 
-CONSUMER_GROUP = Transitions("consumer group", [
-    (CONSUMER_LIVE, E.HEARTBEAT, CONSUMER_MEMBERS),  # a heartbeat never removes the last member
-    (CONSUMER_LIVE, E.CLASSIC_JOIN, CONSUMER_MEMBERS),
-    # removing members bumps the group epoch without computing a target: Assigning, or Empty when none is left
-    (CONSUMER_MEMBERS, E.MEMBERS_REMOVED, (S.EMPTY, S.ASSIGNING)),
-    ((S.EMPTY,), E.LOADED, CONSUMER_MEMBERS),
-    ((S.EMPTY,), E.CONVERTED, CONSUMER_MEMBERS),  # made from a classic group with members
-    (CONSUMER_LIVE, E.CONVERTED, (S.DEAD,)),  # became a classic group
-    (CONSUMER_LIVE, E.DELETED, (S.DEAD,)),
-])
+CONSUMER_GROUP = Transitions(
+    "consumer group",
+    [
+        (CONSUMER_LIVE, E.HEARTBEAT, CONSUMER_MEMBERS),  # a heartbeat never removes the last member
+        (CONSUMER_LIVE, E.CLASSIC_JOIN, CONSUMER_MEMBERS),
+        # removing members bumps the group epoch without computing a target: Assigning, or Empty when none is left
+        (CONSUMER_MEMBERS, E.MEMBERS_REMOVED, (S.EMPTY, S.ASSIGNING)),
+        ((S.EMPTY,), E.LOADED, CONSUMER_MEMBERS),
+        ((S.EMPTY,), E.CONVERTED, CONSUMER_MEMBERS),  # made from a classic group with members
+        (CONSUMER_LIVE, E.CONVERTED, (S.DEAD,)),  # became a classic group
+        (CONSUMER_LIVE, E.DELETED, (S.DEAD,)),
+    ],
+)
 
 M, ME = MemberState, MemberEvent
-CONSUMER_MEMBER = Transitions("consumer group member", [
-    ((M.STABLE, M.UNRELEASED_PARTITIONS), ME.RECONCILED, (M.UNREVOKED_PARTITIONS,)),
-    ((M.STABLE,), ME.RECONCILED, (M.UNRELEASED_PARTITIONS,)),
-    ((M.UNRELEASED_PARTITIONS,), ME.RECONCILED, (M.STABLE,)),
-    ((M.UNREVOKED_PARTITIONS,), ME.REVOKED, (M.STABLE,)),
-    ((M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS), ME.REJOINED, (M.STABLE,)),
-    ((M.STABLE,), ME.LOADED, (M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS)),
-])
+CONSUMER_MEMBER = Transitions(
+    "consumer group member",
+    [
+        ((M.STABLE, M.UNRELEASED_PARTITIONS), ME.RECONCILED, (M.UNREVOKED_PARTITIONS,)),
+        ((M.STABLE,), ME.RECONCILED, (M.UNRELEASED_PARTITIONS,)),
+        ((M.UNRELEASED_PARTITIONS,), ME.RECONCILED, (M.STABLE,)),
+        ((M.UNREVOKED_PARTITIONS,), ME.REVOKED, (M.STABLE,)),
+        ((M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS), ME.REJOINED, (M.STABLE,)),
+        ((M.STABLE,), ME.LOADED, (M.UNREVOKED_PARTITIONS, M.UNRELEASED_PARTITIONS)),
+    ],
+)
 
 
 def move_group(group, to: GroupState, event: GroupEvent, now_ms: int) -> None:

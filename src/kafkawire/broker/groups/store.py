@@ -5,6 +5,7 @@ The coordinator's parts (classic protocol, consumer protocol, conversions)
 receive this object and change groups only through it or their own state
 functions (``states.py``); only the coordinator replays it (``load``).
 """
+
 from __future__ import annotations
 
 from .config import GroupConfig
@@ -82,9 +83,12 @@ class GroupStore:
 
     def live_records(self):
         out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
-        out += [(txn_offset_key(pid, g, t, p), offset_value(e.offset, e.leader_epoch, e.metadata, -1))
-                for pid, groups in self.txn_offsets.items() for g, parts in groups.items()
-                for (t, p), e in parts.items()]
+        out += [
+            (txn_offset_key(pid, g, t, p), offset_value(e.offset, e.leader_epoch, e.metadata, -1))
+            for pid, groups in self.txn_offsets.items()
+            for g, parts in groups.items()
+            for (t, p), e in parts.items()
+        ]
         for gid, group in self.groups.items():
             if group.kind == "consumer" or group.members or group.generation_id:
                 out.append((group_key(gid), encode_value(group.to_json())))

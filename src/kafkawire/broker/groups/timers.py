@@ -6,6 +6,7 @@ runs them on an asyncio loop (the broker); ``FakeScheduler`` runs them when a
 test calls ``advance(ms)``, so every timeout of the state machines can be
 tested without waiting.
 """
+
 from __future__ import annotations
 
 import heapq

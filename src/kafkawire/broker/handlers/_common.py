@@ -1,4 +1,5 @@
 """Helpers shared by handler families: topic lookup, creation, error mapping, clocks."""
+
 from __future__ import annotations
 
 import logging
@@ -15,13 +16,27 @@ ZERO_UUID = uuid.UUID(int=0)
 INT32_MIN = -2147483648
 
 # AclOperation codes
-READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, \
-    IDEMPOTENT_WRITE, CREATE_TOKENS, DESCRIBE_TOKENS = 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
-TOPIC_OPERATIONS = sum(1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS,
-                                          ALTER_CONFIGS))
+(
+    READ,
+    WRITE,
+    CREATE,
+    DELETE,
+    ALTER,
+    DESCRIBE,
+    CLUSTER_ACTION,
+    DESCRIBE_CONFIGS,
+    ALTER_CONFIGS,
+    IDEMPOTENT_WRITE,
+    CREATE_TOKENS,
+    DESCRIBE_TOKENS,
+) = 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14
+TOPIC_OPERATIONS = sum(
+    1 << op for op in (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS)
+)
 # as Kafka 4.4 reports them without an authorizer (8096): the token operations are not among them
-CLUSTER_OPERATIONS = sum(1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS,
-                                            ALTER_CONFIGS, IDEMPOTENT_WRITE))
+CLUSTER_OPERATIONS = sum(
+    1 << op for op in (CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE)
+)
 
 
 def now_ms() -> int:
@@ -37,8 +52,12 @@ class StorageFailure(sb.StorageError):
 
 def is_disk_failure(exc: BaseException) -> bool:
     """An OSError, or a storage error an OSError caused or that the engine marked as a log dir failure."""
-    return (isinstance(exc, OSError) or getattr(exc, "log_dir_failure", False)
-            or isinstance(exc.__cause__, OSError) or isinstance(exc.__context__, OSError))
+    return (
+        isinstance(exc, OSError)
+        or getattr(exc, "log_dir_failure", False)
+        or isinstance(exc.__cause__, OSError)
+        or isinstance(exc.__context__, OSError)
+    )
 
 
 def storage_error_code(exc: Exception) -> int:
@@ -59,12 +78,14 @@ def topic_name_problem(name) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > 249:
         return f"Topic name is illegal, it can't be longer than 249 characters, topic name: {name}"
     if not set(name) <= _LEGAL:
-        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
-                "'.', '_' and '-'")
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'"
+        )
     return None
 
 
@@ -91,8 +112,13 @@ def create_topic(broker, name: str, partitions: int, configs: dict | None = None
         meta = broker.storage.create_topic(name, partitions, configs or {})
     except OSError as exc:
         raise StorageFailure(f"creating topic {name} failed: {exc}") from exc
-    log.info("created topic %s with %d partitions (id %s)%s", name, partitions, meta.topic_id,
-             f" and configs {configs}" if configs else "")
+    log.info(
+        "created topic %s with %d partitions (id %s)%s",
+        name,
+        partitions,
+        meta.topic_id,
+        f" and configs {configs}" if configs else "",
+    )
     return meta
 
 

@@ -1,5 +1,6 @@
 """DescribeCluster, DescribeLogDirs, and the replica-placement APIs a single node answers trivially
 (ElectLeaders, ListPartitionReassignments, AlterPartitionReassignments)."""
+
 from __future__ import annotations
 
 import os
@@ -22,19 +23,36 @@ def describe_cluster(broker, ctx, body):
     R = DescribeClusterResponse
     if ctx.api_version >= 1 and body.endpoint_type != BROKERS_ENDPOINT:
         if body.endpoint_type == CONTROLLERS_ENDPOINT:
-            code, message = errors.MISMATCHED_ENDPOINT_TYPE, \
-                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+            code, message = (
+                errors.MISMATCHED_ENDPOINT_TYPE,
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+            )
         else:
             code, message = errors.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {body.endpoint_type}"
-        return R(throttle_time_ms=0, error_code=code, error_message=message, endpoint_type=BROKERS_ENDPOINT,
-                 cluster_id="", controller_id=-1, brokers=[])
+        return R(
+            throttle_time_ms=0,
+            error_code=code,
+            error_message=message,
+            endpoint_type=BROKERS_ENDPOINT,
+            cluster_id="",
+            controller_id=-1,
+            brokers=[],
+        )
     host, port = broker.advertised_for(ctx.connection)
-    return R(throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS_ENDPOINT,
-             cluster_id=broker.cluster_id, controller_id=broker.node_id,
-             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=broker.config.rack,
-                                              is_fenced=False)],
-             cluster_authorized_operations=CLUSTER_OPERATIONS if body.include_cluster_authorized_operations
-             else INT32_MIN)
+    return R(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        brokers=[
+            R.DescribeClusterBroker(
+                broker_id=broker.node_id, host=host, port=port, rack=broker.config.rack, is_fenced=False
+            )
+        ],
+        cluster_authorized_operations=CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else INT32_MIN,
+    )
 
 
 @handles("DescribeLogDirs", 0, 5)
@@ -43,8 +61,15 @@ def describe_log_dirs(broker, ctx, body):
     log_dir = os.path.abspath(broker.config.data_dir)
     failure = getattr(broker.storage, "log_dir_failure", lambda: None)()
     if failure is not None:  # as Kafka reports an offline log dir: the error and nothing else
-        return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
-            error_code=errors.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[], total_bytes=-1, usable_bytes=-1)])
+        return R(
+            throttle_time_ms=0,
+            error_code=0,
+            results=[
+                R.DescribeLogDirsResult(
+                    error_code=errors.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[], total_bytes=-1, usable_bytes=-1
+                )
+            ],
+        )
     wanted = None
     if body.topics is not None:
         wanted = {}
@@ -54,18 +79,24 @@ def describe_log_dirs(broker, ctx, body):
     for info in broker.storage.partitions_info():
         if wanted is not None and (info.topic not in wanted or info.partition not in wanted[info.topic]):
             continue
-        by_topic.setdefault(info.topic, []).append(R.DescribeLogDirsPartition(
-            partition_index=info.partition, partition_size=info.size_bytes, offset_lag=0, is_future_key=False))
+        by_topic.setdefault(info.topic, []).append(
+            R.DescribeLogDirsPartition(
+                partition_index=info.partition, partition_size=info.size_bytes, offset_lag=0, is_future_key=False
+            )
+        )
     total = usable = -1
     try:
         usage = shutil.disk_usage(log_dir if os.path.exists(log_dir) else ".")
         total, usable = usage.total, usage.free
     except OSError:
         pass
-    result = R.DescribeLogDirsResult(error_code=0, log_dir=log_dir,
-                                     topics=[R.DescribeLogDirsTopic(name=n, partitions=ps)
-                                             for n, ps in sorted(by_topic.items())],
-                                     total_bytes=total, usable_bytes=usable)
+    result = R.DescribeLogDirsResult(
+        error_code=0,
+        log_dir=log_dir,
+        topics=[R.DescribeLogDirsTopic(name=n, partitions=ps) for n, ps in sorted(by_topic.items())],
+        total_bytes=total,
+        usable_bytes=usable,
+    )
     return R(throttle_time_ms=0, error_code=0, results=[result])
 
 
@@ -78,10 +109,20 @@ def elect_leaders(broker, ctx, body):
     if ctx.api_version >= 1 and body.election_type not in (0, 1):  # preferred, unclean
         # as Kafka 4.4: the request fails and every partition it names is answered INVALID_REQUEST
         why = f"Election type {body.election_type} is neither preferred (0) nor unclean (1)."
-        return R(throttle_time_ms=0, error_code=errors.INVALID_REQUEST, replica_election_results=[
-            R.ReplicaElectionResult(topic=t.topic, partition_result=[
-                R.PartitionResult(partition_id=p, error_code=errors.INVALID_REQUEST, error_message=why)
-                for p in t.partitions]) for t in body.topic_partitions or []])
+        return R(
+            throttle_time_ms=0,
+            error_code=errors.INVALID_REQUEST,
+            replica_election_results=[
+                R.ReplicaElectionResult(
+                    topic=t.topic,
+                    partition_result=[
+                        R.PartitionResult(partition_id=p, error_code=errors.INVALID_REQUEST, error_message=why)
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topic_partitions or []
+            ],
+        )
     if body.topic_partitions is not None:  # null means every partition; those needing nothing are omitted
         topics = broker.storage.topics()
         for t in body.topic_partitions:
@@ -89,11 +130,21 @@ def elect_leaders(broker, ctx, body):
             parts = []
             for p in t.partitions:
                 if meta is None or not 0 <= p < meta.partitions:
-                    parts.append(R.PartitionResult(partition_id=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                                   error_message="The partition does not exist."))
+                    parts.append(
+                        R.PartitionResult(
+                            partition_id=p,
+                            error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                            error_message="The partition does not exist.",
+                        )
+                    )
                 else:
-                    parts.append(R.PartitionResult(partition_id=p, error_code=errors.ELECTION_NOT_NEEDED,
-                                                   error_message="Leader election not needed for topic partition."))
+                    parts.append(
+                        R.PartitionResult(
+                            partition_id=p,
+                            error_code=errors.ELECTION_NOT_NEEDED,
+                            error_message="Leader election not needed for topic partition.",
+                        )
+                    )
             results.append(R.ReplicaElectionResult(topic=t.topic, partition_result=parts))
     return R(throttle_time_ms=0, error_code=0, replica_election_results=results)
 
@@ -121,16 +172,24 @@ def alter_partition_reassignments(broker, ctx, body):
             elif p.replicas is None:
                 code, msg = errors.NO_REASSIGNMENT_IN_PROGRESS, None  # no message, as Kafka's controller
             elif list(p.replicas) != [broker.node_id]:
-                code, msg = errors.INVALID_REPLICA_ASSIGNMENT, \
-                    f"The proposed assignment {list(p.replicas)} contains brokers that are not registered; only " \
-                    f"broker {broker.node_id} exists."
+                code, msg = (
+                    errors.INVALID_REPLICA_ASSIGNMENT,
+                    f"The proposed assignment {list(p.replicas)} contains brokers that are not registered; only "
+                    f"broker {broker.node_id} exists.",
+                )
             else:
                 code, msg = 0, None
-            parts.append(R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code,
-                                                         error_message=msg))
+            parts.append(
+                R.ReassignablePartitionResponse(partition_index=p.partition_index, error_code=code, error_message=msg)
+            )
         responses.append(R.ReassignableTopicResponse(name=t.name, partitions=parts))
-    return R(throttle_time_ms=0, allow_replication_factor_change=body.allow_replication_factor_change
-             if ctx.api_version >= 1 else True, error_code=0, error_message=None, responses=responses)
+    return R(
+        throttle_time_ms=0,
+        allow_replication_factor_change=body.allow_replication_factor_change if ctx.api_version >= 1 else True,
+        error_code=0,
+        error_message=None,
+        responses=responses,
+    )
 
 
 _QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")

@@ -8,6 +8,7 @@ DescribeConfigs can show, filtered by resource type, as Kafka 4.4 lists them.
 An empty filter means every type. A type outside these five fails the request with
 UNSUPPORTED_VERSION, Kafka's answer. v0 has no filter and lists the client-metrics resources only.
 """
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -33,5 +34,8 @@ def list_config_resources(broker, ctx, body):
         found.append((str(broker.node_id), BROKER))
     if TOPIC in wanted:
         found.extend((name, TOPIC) for name in broker.storage.topics())
-    return R(throttle_time_ms=0, error_code=0,
-             config_resources=[R.ConfigResource(resource_name=n, resource_type=t) for n, t in found])
+    return R(
+        throttle_time_ms=0,
+        error_code=0,
+        config_resources=[R.ConfigResource(resource_name=n, resource_type=t) for n, t in found],
+    )

@@ -8,6 +8,7 @@ The configs of a resource are listed in the order asked for (first occurrence of
 name when every config is asked for. Kafka lists them in the iteration order of a Java hash map, which carries
 no meaning; clients look configs up by name.
 """
+
 from __future__ import annotations
 
 import logging
@@ -46,6 +47,7 @@ def _keys(requested, known, all_sorted):
 
 # -- DescribeConfigs ----------------------------------------------------------------------------------------
 
+
 def topic_config_entry(broker, configs: dict, name: str):
     """(value, source, synonyms [(name, value, source)], read_only, sensitive) of topic config ``name``."""
     cfg = broker.config
@@ -70,12 +72,18 @@ def topic_config_entry(broker, configs: dict, name: str):
 
 def _entry(version, name, value, source, synonyms, read_only, type_, doc, with_synonyms, with_doc):
     return DR.DescribeConfigsResourceResult(
-        name=name, value=value, read_only=read_only, config_source=source,
+        name=name,
+        value=value,
+        read_only=read_only,
+        config_source=source,
         is_default=version == 0 and source == C.DEFAULT_CONFIG,
         is_sensitive=False,
-        synonyms=[DR.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms] if with_synonyms
+        synonyms=[DR.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms]
+        if with_synonyms
         else [],
-        config_type=type_, documentation=doc if with_doc else None)
+        config_type=type_,
+        documentation=doc if with_doc else None,
+    )
 
 
 _ALL_TOPIC_KEYS = sorted(C.TOPIC_CONFIGS)
@@ -97,8 +105,11 @@ def _describe_topic(broker, version, res, with_synonyms, with_doc):
 
 def _describe_broker(broker, version, res, with_synonyms, with_doc):
     if res.resource_name not in ("", str(broker.node_id)):
-        return errors.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id} or empty string, but " \
-                                       f"received {res.resource_name}", []
+        return (
+            errors.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {res.resource_name}",
+            [],
+        )
     cfg = broker.config
     out = []
     for name in _keys(res.configuration_keys, C.BROKER_CONFIGS, _ALL_BROKER_KEYS):
@@ -113,8 +124,7 @@ def _describe_broker(broker, version, res, with_synonyms, with_doc):
             synonyms = cfg.broker_synonyms(name)
             if name in _DERIVED and source == C.STATIC_BROKER_CONFIG and not synonyms[:1] == [(name, value, source)]:
                 synonyms = [(name, value, source)] + [s for s in synonyms if s[2] != C.STATIC_BROKER_CONFIG]
-        out.append(_entry(version, name, value, source, synonyms, d.read_only, d.type, d.doc, with_synonyms,
-                          with_doc))
+        out.append(_entry(version, name, value, source, synonyms, d.read_only, d.type, d.doc, with_synonyms, with_doc))
     return 0, "", out
 
 
@@ -129,10 +139,14 @@ def _broker_value(broker, name):
     value, source = cfg.broker_value(name)
     if name in _DERIVED and source in (C.DEFAULT_CONFIG, C.STATIC_BROKER_CONFIG):
         host, port = broker.advertised
-        derived = {"node.id": str(cfg.node_id), "broker.id": str(cfg.node_id),
-                   "listeners": f"PLAINTEXT://{cfg.host}:{broker.server.port if broker.server else cfg.port}",
-                   "advertised.listeners": f"PLAINTEXT://{host}:{port}",
-                   "log.dirs": cfg.data_dir, "kafkawire.storage": cfg.storage}
+        derived = {
+            "node.id": str(cfg.node_id),
+            "broker.id": str(cfg.node_id),
+            "listeners": f"PLAINTEXT://{cfg.host}:{broker.server.port if broker.server else cfg.port}",
+            "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+            "log.dirs": cfg.data_dir,
+            "kafkawire.storage": cfg.storage,
+        }
         if source == C.DEFAULT_CONFIG or name not in ("listeners", "advertised.listeners", "log.dirs"):
             return derived[name], C.STATIC_BROKER_CONFIG
     return value, source
@@ -150,8 +164,14 @@ KAFKA_LOGGER_ALIASES = {
 }
 LOG4J_LEVELS = ("DEBUG", "ERROR", "FATAL", "INFO", "TRACE", "WARN")
 _TRACE = 5
-_TO_PYTHON = {"TRACE": _TRACE, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
-              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+_TO_PYTHON = {
+    "TRACE": _TRACE,
+    "DEBUG": logging.DEBUG,
+    "INFO": logging.INFO,
+    "WARN": logging.WARNING,
+    "ERROR": logging.ERROR,
+    "FATAL": logging.CRITICAL,
+}
 
 
 def _log4j_level(level: int) -> str:
@@ -167,8 +187,11 @@ def _python_logger(name: str) -> logging.Logger:
 
 
 def _logger_names() -> list[str]:
-    own = sorted(n for n, obj in logging.root.manager.loggerDict.items()
-                 if n.startswith("kafkawire") and isinstance(obj, logging.Logger))
+    own = sorted(
+        n
+        for n, obj in logging.root.manager.loggerDict.items()
+        if n.startswith("kafkawire") and isinstance(obj, logging.Logger)
+    )
     return ["root", *own, *KAFKA_LOGGER_ALIASES]
 
 
@@ -194,13 +217,24 @@ def _describe_loggers(broker, version, res, with_synonyms, with_doc):
     out = []
     for name in names:
         level = _log4j_level(_python_logger(name).getEffectiveLevel())
-        out.append(DR.DescribeConfigsResourceResult(
-            name=name, value=level, read_only=False, config_source=DYNAMIC_BROKER_LOGGER_CONFIG,
-            is_default=False, is_sensitive=False, synonyms=[], config_type=UNKNOWN_TYPE, documentation=""))
+        out.append(
+            DR.DescribeConfigsResourceResult(
+                name=name,
+                value=level,
+                read_only=False,
+                config_source=DYNAMIC_BROKER_LOGGER_CONFIG,
+                is_default=False,
+                is_sensitive=False,
+                synonyms=[],
+                config_type=UNKNOWN_TYPE,
+                documentation="",
+            )
+        )
     return 0, "", out
 
 
 # -- groups -------------------------------------------------------------------------------------------------
+
 
 def _describe_group(broker, version, res, with_synonyms, with_doc):
     configs = broker.config.group_configs.get(res.resource_name, {})
@@ -242,9 +276,15 @@ def describe_configs(broker, ctx, body):
             code, message, configs = _describe_group(broker, version, res, with_synonyms, with_doc)
         else:
             code, message, configs = errors.INVALID_REQUEST, f"Unsupported resource type {res.resource_type}", []
-        results.append(DR.DescribeConfigsResult(error_code=code, error_message=message,
-                                                resource_type=res.resource_type, resource_name=res.resource_name,
-                                                configs=configs))
+        results.append(
+            DR.DescribeConfigsResult(
+                error_code=code,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=configs,
+            )
+        )
     return DR(throttle_time_ms=0, results=results)
 
 
@@ -273,8 +313,7 @@ def _validate_broker_changes(broker, name: str, new: dict, layer: dict):
             except C.ConfigError as exc:
                 raise Failed(errors.INVALID_REQUEST, str(exc)) from None
     if name == "" and _MIN_ISR in layer and _MIN_ISR not in new:
-        raise Failed(errors.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is "
-                                            "enabled.")
+        raise Failed(errors.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
 
 
 def _apply_broker(broker, name, new: dict):
@@ -329,13 +368,15 @@ def _existing_topic(broker, name):
 
 # -- AlterConfigs -------------------------------------------------------------------------------------------
 
+
 @handles("AlterConfigs", 0, 2)
 def alter_configs(broker, ctx, body):
     R = AlterConfigsResponse
     out = []
     for res in body.resources:
-        r = R.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=res.resource_type,
-                                           resource_name=res.resource_name)
+        r = R.AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         try:
             if res.resource_type not in (TOPIC, BROKER, GROUP):
@@ -368,6 +409,7 @@ def alter_configs(broker, ctx, body):
 
 # -- IncrementalAlterConfigs ----------------------------------------------------------------------------------
 
+
 def _incremental(current: dict, configs, list_keys: dict, *, not_a_list) -> dict:
     """The configs after applying ``configs``' operations to ``current``. ``list_keys``: the current value of
     every LIST-typed key; ``not_a_list(op, name)`` is the error for APPEND/SUBTRACT on another key."""
@@ -398,8 +440,7 @@ def _topic_not_a_list(op, name):
 
 
 def _broker_not_a_list(op, name):
-    return Failed(errors.INVALID_CONFIG,
-                  f"Config value {_OP_NAMES[op].lower()} is not allowed for config key: {name}")
+    return Failed(errors.INVALID_CONFIG, f"Config value {_OP_NAMES[op].lower()} is not allowed for config key: {name}")
 
 
 def _alter_loggers(broker, res, validate_only):
@@ -408,8 +449,10 @@ def _alter_loggers(broker, res, validate_only):
     changes = []
     for c in res.configs:
         if c.config_operation in (APPEND, SUBTRACT):
-            raise Failed(errors.INVALID_REQUEST,
-                         f"{_OP_NAMES[c.config_operation]} operation is not allowed for the BROKER_LOGGER resource")
+            raise Failed(
+                errors.INVALID_REQUEST,
+                f"{_OP_NAMES[c.config_operation]} operation is not allowed for the BROKER_LOGGER resource",
+            )
         if c.name not in known:
             raise Failed(errors.INVALID_CONFIG, f"Logger {c.name} does not exist!")
         if c.config_operation == DELETE:
@@ -419,9 +462,11 @@ def _alter_loggers(broker, res, validate_only):
             continue
         level = (c.value or "").upper()
         if level not in LOG4J_LEVELS:
-            raise Failed(errors.INVALID_CONFIG,
-                         f"Cannot set the log level of {c.name} to {c.value} as it is not a supported log level. "
-                         f"Valid log levels are {', '.join(LOG4J_LEVELS)}")
+            raise Failed(
+                errors.INVALID_CONFIG,
+                f"Cannot set the log level of {c.name} to {c.value} as it is not a supported log level. "
+                f"Valid log levels are {', '.join(LOG4J_LEVELS)}",
+            )
         changes.append((c.name, _TO_PYTHON[level]))
     if not validate_only:
         for name, level in changes:
@@ -434,8 +479,9 @@ def incremental_alter_configs(broker, ctx, body):
     R = IncrementalAlterConfigsResponse
     out = []
     for res in body.resources:
-        r = R.AlterConfigsResourceResponse(error_code=0, error_message=None, resource_type=res.resource_type,
-                                           resource_name=res.resource_name)
+        r = R.AlterConfigsResourceResponse(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         out.append(r)
         try:
             names = [c.name for c in res.configs]
@@ -449,8 +495,11 @@ def incremental_alter_configs(broker, ctx, body):
                 for c in res.configs:
                     if c.name not in C.TOPIC_CONFIGS and c.config_operation != DELETE:
                         raise Failed(errors.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
-                list_keys = {k: broker.config.topic_value(meta.configs, k) for k, d in C.TOPIC_CONFIGS.items()
-                             if d.type == C.LIST}
+                list_keys = {
+                    k: broker.config.topic_value(meta.configs, k)
+                    for k, d in C.TOPIC_CONFIGS.items()
+                    if d.type == C.LIST
+                }
                 ops = [c for c in res.configs if c.name in C.TOPIC_CONFIGS]
                 new = _incremental(meta.configs, ops, list_keys, not_a_list=_topic_not_a_list)
                 _validate_topic_changes({k: v for k, v in new.items() if meta.configs.get(k) != v})
@@ -459,8 +508,9 @@ def incremental_alter_configs(broker, ctx, body):
             elif res.resource_type == BROKER:
                 _check_broker_resource(broker, res.resource_name)
                 layer = broker.config.dynamic if res.resource_name else broker.config.dynamic_default
-                list_keys = {k: broker.config.broker_value(k)[0] for k, d in C.BROKER_CONFIGS.items()
-                             if d.type == C.LIST}
+                list_keys = {
+                    k: broker.config.broker_value(k)[0] for k, d in C.BROKER_CONFIGS.items() if d.type == C.LIST
+                }
                 new = _incremental(layer, res.configs, list_keys, not_a_list=_broker_not_a_list)
                 _validate_broker_changes(broker, res.resource_name, new, layer)
                 if not body.validate_only:

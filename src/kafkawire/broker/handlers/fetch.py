@@ -6,6 +6,7 @@ returned even when it is larger than MaxBytes/PartitionMaxBytes, so a
 consumer always makes progress. Fetch v0-3 get magic 0/1 message sets
 (down-converted); fetch sessions are in ``kafkawire.broker.fetch_sessions``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -101,13 +102,22 @@ def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
     for t in body.topics:
         key = t.topic_id if by_id else t.topic
         for p in t.partitions:
-            out.append(CachedPartition(key, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                       p.current_leader_epoch, p.last_fetched_epoch if version >= 12 else -1))
+            out.append(
+                CachedPartition(
+                    key,
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes,
+                    p.current_leader_epoch,
+                    p.last_fetched_epoch if version >= 12 else -1,
+                )
+            )
     return out
 
 
-def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict,
-              committed: bool = False) -> tuple[list, int]:
+def _read_all(
+    broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict, committed: bool = False
+) -> tuple[list, int]:
     """One pass over the partitions: (reads, bytes found, any error). ``committed`` (read_committed) reads
     below each partition's last stable offset, with the aborted transactions of what it read."""
     by_id = version >= 13
@@ -118,8 +128,9 @@ def _read_all(broker, version: int, parts: list[CachedPartition], max_bytes: int
     for cp in parts:
         meta = metas.get(cp.topic_key, False)
         if meta is False:
-            meta = metas[cp.topic_key] = find_topic(broker, None if by_id else cp.topic_key,
-                                                     cp.topic_key if by_id else None)
+            meta = metas[cp.topic_key] = find_topic(
+                broker, None if by_id else cp.topic_key, cp.topic_key if by_id else None
+            )
         r = _Read(cp, meta)
         reads.append(r)
         if meta is None:
@@ -214,11 +225,19 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
             # none; read_uncommitted: null, as Kafka answers
             aborted = None
             if committed:
-                aborted = [AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                           for a in r.data.aborted or ()]
+                aborted = [
+                    AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in r.data.aborted or ()
+                ]
         if ctx.incremental:
-            changed = (r.size > 0 or r.error or r.diverging is not None or hw != cp.high_watermark or start != cp.log_start_offset
-                       or lso != cp.last_stable_offset)
+            changed = (
+                r.size > 0
+                or r.error
+                or r.diverging is not None
+                or hw != cp.high_watermark
+                or start != cp.log_start_offset
+                or lso != cp.last_stable_offset
+            )
             if not changed:
                 continue
         if ctx.session is not None:
@@ -229,10 +248,16 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                 key = (cp.topic_key, cp.partition)
                 if key in ctx.session.partitions:
                     ctx.session.partitions.move_to_end(key)
-        pd = PartitionData(partition_index=cp.partition, error_code=r.error, high_watermark=hw,
-                           last_stable_offset=lso, log_start_offset=start,
-                           aborted_transactions=aborted, preferred_read_replica=-1,
-                           records=_records_field(r.data, version, cp.fetch_offset))
+        pd = PartitionData(
+            partition_index=cp.partition,
+            error_code=r.error,
+            high_watermark=hw,
+            last_stable_offset=lso,
+            log_start_offset=start,
+            aborted_transactions=aborted,
+            preferred_read_replica=-1,
+            records=_records_field(r.data, version, cp.fetch_offset),
+        )
         if r.diverging is not None:
             pd.diverging_epoch = FetchResponse.EpochEndOffset(epoch=r.diverging[0], end_offset=r.diverging[1])
         if cp.topic_key != last_key:
@@ -244,8 +269,9 @@ def _build(broker, version: int, body, ctx: FetchContext, reads: list) -> FetchR
                 topics.append(TopicResponse(topic=cp.topic_key, topic_id=ZERO_UUID, partitions=[pd]))
         else:
             topics[-1].partitions.append(pd)
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=ctx.response_session_id, responses=topics,
-                         node_endpoints=[])
+    return FetchResponse(
+        throttle_time_ms=0, error_code=0, session_id=ctx.response_session_id, responses=topics, node_endpoints=[]
+    )
 
 
 @handles("Fetch", 0, 18)
@@ -253,8 +279,7 @@ def fetch(broker, ctx, body):
     version = ctx.api_version
     if version <= 14 and body.replica_id >= 0 or version >= 15 and body.replica_state.replica_id >= 0:
         # a follower: kafkawire has no replicas
-        return FetchResponse(throttle_time_ms=0, error_code=errors.NOT_LEADER_OR_FOLLOWER, session_id=0,
-                             responses=[])
+        return FetchResponse(throttle_time_ms=0, error_code=errors.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
     by_id = version >= 13
     requested = _partitions_of(broker, body, version)
     forgotten = []
@@ -262,12 +287,22 @@ def fetch(broker, ctx, body):
         for t in body.forgotten_topics_data:
             key = t.topic_id if by_id else t.topic
             forgotten.extend((key, p) for p in t.partitions)
-    fctx = broker.fetch_sessions.new_context(body.session_id if version >= 7 else 0,
-                                             body.session_epoch if version >= 7 else -1,
-                                             requested, forgotten, by_id, version >= 7)
+    fctx = broker.fetch_sessions.new_context(
+        body.session_id if version >= 7 else 0,
+        body.session_epoch if version >= 7 else -1,
+        requested,
+        forgotten,
+        by_id,
+        version >= 7,
+    )
     if fctx.error:
-        log.info("fetch session error %s for session %d epoch %d from %r", errors.error_for(fctx.error).name,
-                 body.session_id, body.session_epoch, ctx.client_id)
+        log.info(
+            "fetch session error %s for session %d epoch %d from %r",
+            errors.error_for(fctx.error).name,
+            body.session_id,
+            body.session_epoch,
+            ctx.client_id,
+        )
         return FetchResponse(throttle_time_ms=0, error_code=fctx.error, session_id=0, responses=[])
     max_bytes = body.max_bytes if version >= 3 else INT32_MAX
     metas: dict = {}

@@ -7,6 +7,7 @@ broker serves) and these handlers reach through
 rest of the group: their handlers await a future the coordinator completes,
 which the connection layer allows (responses still go out in request order).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -83,17 +84,22 @@ def find_coordinator(broker, ctx, body):
         err, msg = answer(body.key)
         if err:
             return FindCoordinatorResponse(error_code=err, error_message=msg, node_id=-1, host="", port=-1)
-        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=broker.node_id, host=host,
-                                       port=port)
+        return FindCoordinatorResponse(error_code=0, error_message="NONE", node_id=broker.node_id, host=host, port=port)
     out = []
     for key in body.coordinator_keys:
         err, msg = answer(key)
         if err:
-            out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=-1, host="", port=-1, error_code=err,
-                                                           error_message=msg))
+            out.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=-1, host="", port=-1, error_code=err, error_message=msg
+                )
+            )
         else:
-            out.append(FindCoordinatorResponse.Coordinator(key=key, node_id=broker.node_id, host=host, port=port,
-                                                           error_code=0, error_message=""))
+            out.append(
+                FindCoordinatorResponse.Coordinator(
+                    key=key, node_id=broker.node_id, host=host, port=port, error_code=0, error_message=""
+                )
+            )
     return FindCoordinatorResponse(coordinators=out)
 
 
@@ -105,21 +111,50 @@ async def join_group(broker, ctx, body):
     rebalance_timeout = body.rebalance_timeout_ms if v >= 1 else body.session_timeout_ms
     instance = body.group_instance_id if v >= 5 else None
     protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
-    res = await _await(lambda cb: coord.join_group(
-        body.group_id, body.member_id, instance, body.protocol_type, protocols, body.session_timeout_ms,
-        rebalance_timeout, ctx.client_id, client_host(ctx), cb, require_known_member_id=v >= 4,
-        supports_skip_assignment=v >= 9, reason=body.reason if v >= 8 else None))
+    res = await _await(
+        lambda cb: coord.join_group(
+            body.group_id,
+            body.member_id,
+            instance,
+            body.protocol_type,
+            protocols,
+            body.session_timeout_ms,
+            rebalance_timeout,
+            ctx.client_id,
+            client_host(ctx),
+            cb,
+            require_known_member_id=v >= 4,
+            supports_skip_assignment=v >= 9,
+            reason=body.reason if v >= 8 else None,
+        )
+    )
     protocol_name = res.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
-    members = [JoinGroupResponse.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
-               for mid, iid, meta in res.members]
+    members = [
+        JoinGroupResponse.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+        for mid, iid, meta in res.members
+    ]
     if res.error:
-        return JoinGroupResponse(error_code=res.error, generation_id=-1, member_id=res.member_id or "",
-                                 protocol_type=None, protocol_name=None if v >= 7 else "", leader="", members=[])
-    return JoinGroupResponse(error_code=0, generation_id=res.generation_id, protocol_type=res.protocol_type,
-                             protocol_name=protocol_name, leader=res.leader, skip_assignment=res.skip_assignment,
-                             member_id=res.member_id, members=members)
+        return JoinGroupResponse(
+            error_code=res.error,
+            generation_id=-1,
+            member_id=res.member_id or "",
+            protocol_type=None,
+            protocol_name=None if v >= 7 else "",
+            leader="",
+            members=[],
+        )
+    return JoinGroupResponse(
+        error_code=0,
+        generation_id=res.generation_id,
+        protocol_type=res.protocol_type,
+        protocol_name=protocol_name,
+        leader=res.leader,
+        skip_assignment=res.skip_assignment,
+        member_id=res.member_id,
+        members=members,
+    )
 
 
 @handles("SyncGroup", 0, 5)
@@ -127,23 +162,36 @@ async def sync_group(broker, ctx, body):
     v = ctx.api_version
     if v >= 5 and (body.protocol_type is None or body.protocol_name is None):
         # From v5 both are mandatory: Kafka refuses a SyncGroup without them before looking at the group.
-        return SyncGroupResponse(error_code=errors.INCONSISTENT_GROUP_PROTOCOL, protocol_type=None,
-                                 protocol_name=None, assignment=b"")
+        return SyncGroupResponse(
+            error_code=errors.INCONSISTENT_GROUP_PROTOCOL, protocol_type=None, protocol_name=None, assignment=b""
+        )
     coord = broker.current_group_coordinator()
-    res = await _await(lambda cb: coord.sync_group(
-        body.group_id, body.generation_id, body.member_id, body.group_instance_id if v >= 3 else None,
-        body.protocol_type if v >= 5 else None, body.protocol_name if v >= 5 else None,
-        [(a.member_id, bytes(a.assignment)) for a in body.assignments], cb))
-    return SyncGroupResponse(error_code=res.error, protocol_type=res.protocol_type if not res.error else None,
-                             protocol_name=res.protocol_name if not res.error else None,
-                             assignment=res.assignment if not res.error else b"")
+    res = await _await(
+        lambda cb: coord.sync_group(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            body.group_instance_id if v >= 3 else None,
+            body.protocol_type if v >= 5 else None,
+            body.protocol_name if v >= 5 else None,
+            [(a.member_id, bytes(a.assignment)) for a in body.assignments],
+            cb,
+        )
+    )
+    return SyncGroupResponse(
+        error_code=res.error,
+        protocol_type=res.protocol_type if not res.error else None,
+        protocol_name=res.protocol_name if not res.error else None,
+        assignment=res.assignment if not res.error else b"",
+    )
 
 
 @handles("Heartbeat", 0, 4)
 def heartbeat(broker, ctx, body):
     coord = broker.current_group_coordinator()
-    err = coord.heartbeat(body.group_id, body.generation_id, body.member_id,
-                          body.group_instance_id if ctx.api_version >= 3 else None)
+    err = coord.heartbeat(
+        body.group_id, body.generation_id, body.member_id, body.group_instance_id if ctx.api_version >= 3 else None
+    )
     return HeartbeatResponse(error_code=err)
 
 
@@ -156,9 +204,13 @@ def leave_group(broker, ctx, body):
         return LeaveGroupResponse(error_code=top or per[0])
     identities = [(m.member_id, m.group_instance_id) for m in body.members]
     top, per = coord.leave_group(body.group_id, identities)
-    return LeaveGroupResponse(error_code=top, members=[
-        LeaveGroupResponse.MemberResponse(member_id=mid, group_instance_id=iid, error_code=e)
-        for (mid, iid), e in zip(identities, per)])
+    return LeaveGroupResponse(
+        error_code=top,
+        members=[
+            LeaveGroupResponse.MemberResponse(member_id=mid, group_instance_id=iid, error_code=e)
+            for (mid, iid), e in zip(identities, per)
+        ],
+    )
 
 
 # -- offsets ------------------------------------------------------------------------------------------------
@@ -181,11 +233,25 @@ def offset_commit(broker, ctx, body):
                 slots.append((name, tid, p.partition_index, errors.UNKNOWN_TOPIC_ID))
                 continue
             slots.append((name, tid, p.partition_index, None))
-            commits.append(CommitPartition(name, p.partition_index, p.committed_offset,
-                                           p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
-    results = iter(coord.offset_commit(
-        body.group_id, body.generation_id_or_member_epoch if v >= 1 else -1, body.member_id if v >= 1 else "",
-        body.group_instance_id if v >= 7 else None, v, commits))
+            commits.append(
+                CommitPartition(
+                    name,
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if v >= 6 else -1,
+                    p.committed_metadata,
+                )
+            )
+    results = iter(
+        coord.offset_commit(
+            body.group_id,
+            body.generation_id_or_member_epoch if v >= 1 else -1,
+            body.member_id if v >= 1 else "",
+            body.group_instance_id if v >= 7 else None,
+            v,
+            commits,
+        )
+    )
     topics: dict = {}
     for name, tid, index, err in slots:
         code = err if err is not None else next(results)
@@ -193,7 +259,8 @@ def offset_commit(broker, ctx, body):
         if key not in topics:
             topics[key] = OffsetCommitResponse.OffsetCommitResponseTopic(name=name or "", topic_id=tid, partitions=[])
         topics[key].partitions.append(
-            OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=index, error_code=code))
+            OffsetCommitResponse.OffsetCommitResponsePartition(partition_index=index, error_code=code)
+        )
     return OffsetCommitResponse(topics=list(topics.values()))
 
 
@@ -212,8 +279,9 @@ def _fetch_group(broker, coord, group_id, topics, by_id, member_id, member_epoch
                 names.append((meta.name, list(t.partition_indexes)))
             else:
                 names.append((t.name, list(t.partition_indexes)))
-    err, rows = coord.offset_fetch(group_id, names, member_id=member_id, member_epoch=member_epoch,
-                                   require_stable=require_stable)
+    err, rows = coord.offset_fetch(
+        group_id, names, member_id=member_id, member_epoch=member_epoch, require_stable=require_stable
+    )
     out = []
     for name, parts in rows:
         tid = ZERO_UUID
@@ -239,21 +307,44 @@ def offset_fetch(broker, ctx, body):
         err, rows = _fetch_group(broker, coord, body.group_id, topics, False, None, -1, require_stable)
         out = []
         for name, _tid, parts in rows:
-            out.append(R.OffsetFetchResponseTopic(name=name, partitions=[
-                R.OffsetFetchResponsePartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                               metadata=m, error_code=pe or (err if v < 2 else 0))
-                for p, o, e, m, pe in parts]))
+            out.append(
+                R.OffsetFetchResponseTopic(
+                    name=name,
+                    partitions=[
+                        R.OffsetFetchResponsePartition(
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_leader_epoch=e,
+                            metadata=m,
+                            error_code=pe or (err if v < 2 else 0),
+                        )
+                        for p, o, e, m, pe in parts
+                    ],
+                )
+            )
         return R(topics=out, error_code=err)
     groups = []
     for g in body.groups:
         member_id = g.member_id if v >= 9 else None
         member_epoch = g.member_epoch if v >= 9 else -1
-        err, rows = _fetch_group(broker, coord, g.group_id, g.topics, v >= 10, member_id, member_epoch,
-                                 require_stable)
-        topics = [R.OffsetFetchResponseTopics(name=name, topic_id=tid, partitions=[
-            R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                            metadata=m, error_code=pe) for p, o, e, m, pe in parts])
-            for name, tid, parts in rows] if not err else []
+        err, rows = _fetch_group(broker, coord, g.group_id, g.topics, v >= 10, member_id, member_epoch, require_stable)
+        topics = (
+            [
+                R.OffsetFetchResponseTopics(
+                    name=name,
+                    topic_id=tid,
+                    partitions=[
+                        R.OffsetFetchResponsePartitions(
+                            partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m, error_code=pe
+                        )
+                        for p, o, e, m, pe in parts
+                    ],
+                )
+                for name, tid, parts in rows
+            ]
+            if not err
+            else []
+        )
         groups.append(R.OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=err))
     return R(groups=groups)
 
@@ -268,8 +359,9 @@ def offset_delete(broker, ctx, body):
     asked = []
     for t in body.topics:
         meta = find_topic(broker, t.name)
-        known = [p.partition_index for p in t.partitions
-                 if meta is not None and 0 <= p.partition_index < meta.partitions]
+        known = [
+            p.partition_index for p in t.partitions if meta is not None and 0 <= p.partition_index < meta.partitions
+        ]
         for p in t.partitions:
             if p.partition_index not in known:
                 refused.setdefault(t.name, []).append((p.partition_index, errors.UNKNOWN_TOPIC_OR_PARTITION))
@@ -281,9 +373,16 @@ def offset_delete(broker, ctx, body):
     merged = {name: list(parts) for name, parts in refused.items()}
     for name, parts in rows:
         merged.setdefault(name, []).extend(parts)
-    return R(error_code=0, topics=[R.OffsetDeleteResponseTopic(name=name, partitions=[
-        R.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in parts])
-        for name, parts in merged.items()])
+    return R(
+        error_code=0,
+        topics=[
+            R.OffsetDeleteResponseTopic(
+                name=name,
+                partitions=[R.OffsetDeleteResponsePartition(partition_index=p, error_code=e) for p, e in parts],
+            )
+            for name, parts in merged.items()
+        ],
+    )
 
 
 # -- group admin ---------------------------------------------------------------------------------------------
@@ -293,9 +392,13 @@ def list_groups(broker, ctx, body):
     coord = broker.current_group_coordinator()
     states = list(body.states_filter) if v >= 4 and body.states_filter else None
     types = list(body.types_filter) if v >= 5 and body.types_filter else None
-    return ListGroupsResponse(error_code=0, groups=[
-        ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
-        for gid, ptype, state, gtype in coord.list_groups(states, types)])
+    return ListGroupsResponse(
+        error_code=0,
+        groups=[
+            ListGroupsResponse.ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+            for gid, ptype, state, gtype in coord.list_groups(states, types)
+        ],
+    )
 
 
 @handles("DescribeGroups", 0, 6)
@@ -309,20 +412,42 @@ def describe_groups(broker, ctx, body):
         group = coord.groups.get(gid)
         if group is None or group.kind != "classic":
             msg = f"Group {gid} not found." if group is None else f"Group {gid} is not a classic group."
-            out.append(R.DescribedGroup(error_code=errors.GROUP_ID_NOT_FOUND if v >= 6 else 0,
-                                        error_message=msg if v >= 6 else None, group_id=gid,
-                                        group_state=GroupState.DEAD.value,
-                                        protocol_type="", protocol_data="", members=[], authorized_operations=ops))
+            out.append(
+                R.DescribedGroup(
+                    error_code=errors.GROUP_ID_NOT_FOUND if v >= 6 else 0,
+                    error_message=msg if v >= 6 else None,
+                    group_id=gid,
+                    group_state=GroupState.DEAD.value,
+                    protocol_type="",
+                    protocol_data="",
+                    members=[],
+                    authorized_operations=ops,
+                )
+            )
             continue
         stable = group.state == GroupState.STABLE
-        members = [R.DescribedGroupMember(
-            member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-            client_host=m.client_host, member_metadata=m.metadata(group.protocol_name) if stable else b"",
-            member_assignment=m.assignment if stable else b"") for m in group.members.values()]
-        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state.value,
-                                    protocol_type=group.protocol_type or "",
-                                    protocol_data=(group.protocol_name or "") if stable else "",
-                                    members=members, authorized_operations=ops))
+        members = [
+            R.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        out.append(
+            R.DescribedGroup(
+                error_code=0,
+                group_id=gid,
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=(group.protocol_name or "") if stable else "",
+                members=members,
+                authorized_operations=ops,
+            )
+        )
     return R(groups=out)
 
 
@@ -333,8 +458,12 @@ def delete_groups(broker, ctx, body):
     classic or consumer group outcome (deleted, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP)."""
     coord = broker.current_group_coordinator()
     ids = list(body.groups_names)
-    return DeleteGroupsResponse(results=[DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e)
-                                         for g, e in zip(ids, coord.delete_groups(ids))])
+    return DeleteGroupsResponse(
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=g, error_code=e)
+            for g, e in zip(ids, coord.delete_groups(ids))
+        ]
+    )
 
 
 # -- KIP-848 ---------------------------------------------------------------------------------------------------
@@ -343,19 +472,34 @@ def consumer_group_heartbeat(broker, ctx, body):
     v = ctx.api_version
     coord = broker.current_group_coordinator()
     res = coord.consumer_heartbeat(
-        version=v, group_id=body.group_id, member_id=body.member_id, member_epoch=body.member_epoch,
-        instance_id=body.instance_id, rack_id=body.rack_id, rebalance_timeout_ms=body.rebalance_timeout_ms,
+        version=v,
+        group_id=body.group_id,
+        member_id=body.member_id,
+        member_epoch=body.member_epoch,
+        instance_id=body.instance_id,
+        rack_id=body.rack_id,
+        rebalance_timeout_ms=body.rebalance_timeout_ms,
         subscribed_topic_names=body.subscribed_topic_names,
         subscribed_topic_regex=body.subscribed_topic_regex if v >= 1 else None,
-        server_assignor=body.server_assignor, topic_partitions=body.topic_partitions, client_id=ctx.client_id,
-        client_host=client_host(ctx))
+        server_assignor=body.server_assignor,
+        topic_partitions=body.topic_partitions,
+        client_id=ctx.client_id,
+        client_host=client_host(ctx),
+    )
     R = ConsumerGroupHeartbeatResponse
     assignment = None
     if res.assignment is not None and not res.error:
-        assignment = R.Assignment(topic_partitions=[R.TopicPartitions(topic_id=tid, partitions=ps)
-                                                    for tid, ps in res.assignment])
-    return R(error_code=res.error, error_message=res.error_message, member_id=res.member_id,
-             member_epoch=res.member_epoch, heartbeat_interval_ms=res.heartbeat_interval_ms, assignment=assignment)
+        assignment = R.Assignment(
+            topic_partitions=[R.TopicPartitions(topic_id=tid, partitions=ps) for tid, ps in res.assignment]
+        )
+    return R(
+        error_code=res.error,
+        error_message=res.error_message,
+        member_id=res.member_id,
+        member_epoch=res.member_epoch,
+        heartbeat_interval_ms=res.heartbeat_interval_ms,
+        assignment=assignment,
+    )
 
 
 @handles("ConsumerGroupDescribe", 0, 1)
@@ -369,9 +513,12 @@ def consumer_group_describe(broker, ctx, body):
         by: dict = {}
         for tid, p in tps:
             by.setdefault(tid, []).append(p)
-        return R.Assignment(topic_partitions=[
-            R.TopicPartitions(topic_id=tid, topic_name=names.get(tid, ""), partitions=sorted(ps))
-            for tid, ps in sorted(by.items(), key=lambda kv: str(kv[0]))])
+        return R.Assignment(
+            topic_partitions=[
+                R.TopicPartitions(topic_id=tid, topic_name=names.get(tid, ""), partitions=sorted(ps))
+                for tid, ps in sorted(by.items(), key=lambda kv: str(kv[0]))
+            ]
+        )
 
     out = []
     for gid in body.group_ids:
@@ -379,26 +526,56 @@ def consumer_group_describe(broker, ctx, body):
         # Kafka's error entries: no state, no authorized operations (even when asked), INVALID_GROUP_ID
         # without a message for the empty id.
         if gid == "":
-            out.append(R.DescribedGroup(error_code=errors.INVALID_GROUP_ID, error_message=None, group_id=gid,
-                                        group_state="", authorized_operations=INT32_MIN))
+            out.append(
+                R.DescribedGroup(
+                    error_code=errors.INVALID_GROUP_ID,
+                    error_message=None,
+                    group_id=gid,
+                    group_state="",
+                    authorized_operations=INT32_MIN,
+                )
+            )
             continue
         if group is None or group.kind != "consumer":
             msg = f"Group {gid} not found." if group is None else f"Group {gid} is not a consumer group."
-            out.append(R.DescribedGroup(error_code=errors.GROUP_ID_NOT_FOUND, error_message=msg, group_id=gid,
-                                        group_state="", authorized_operations=INT32_MIN))
+            out.append(
+                R.DescribedGroup(
+                    error_code=errors.GROUP_ID_NOT_FOUND,
+                    error_message=msg,
+                    group_id=gid,
+                    group_state="",
+                    authorized_operations=INT32_MIN,
+                )
+            )
             continue
         members = []
         for m in group.members.values():
             current = set(m.assigned) | (set(m.pending_revocation) if m.state == UNREVOKED else set())
-            members.append(R.Member(
-                member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_names),
-                subscribed_topic_regex=m.subscribed_regex or "", assignment=assignment(current),
-                target_assignment=assignment(group.target.get(m.member_id, set())),
-                member_type=0 if m.classic is not None else 1))  # 0: classic protocol, 1: consumer protocol
-        out.append(R.DescribedGroup(error_code=0, group_id=gid, group_state=group.state.value,
-                                    group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-                                    assignor_name=group.assignor or coord.config.consumer_assignors[0],
-                                    members=members, authorized_operations=ops))
+            members.append(
+                R.Member(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    rack_id=m.rack_id,
+                    member_epoch=m.member_epoch,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    subscribed_topic_names=list(m.subscribed_names),
+                    subscribed_topic_regex=m.subscribed_regex or "",
+                    assignment=assignment(current),
+                    target_assignment=assignment(group.target.get(m.member_id, set())),
+                    member_type=0 if m.classic is not None else 1,
+                )
+            )  # 0: classic protocol, 1: consumer protocol
+        out.append(
+            R.DescribedGroup(
+                error_code=0,
+                group_id=gid,
+                group_state=group.state.value,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=group.assignor or coord.config.consumer_assignors[0],
+                members=members,
+                authorized_operations=ops,
+            )
+        )
     return R(groups=out)
-

@@ -8,6 +8,7 @@ not exist UNKNOWN_TOPIC_OR_PARTITION. A partition named twice is answered once, 
 directory asked for; answers are grouped by topic. Kafka 4.x serves v1-2 (v0 was removed with
 KIP-896; v1 is v0 with the throttle fixed, v2 is flexible).
 """
+
 from __future__ import annotations
 
 import os
@@ -36,5 +37,7 @@ def alter_replica_log_dirs(broker, ctx, body):
     by_topic: dict[str, list] = {}
     for (name, p), code in codes.items():
         by_topic.setdefault(name, []).append(R.AlterReplicaLogDirPartitionResult(partition_index=p, error_code=code))
-    return R(throttle_time_ms=0, results=[R.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps)
-                                          for n, ps in by_topic.items()])
+    return R(
+        throttle_time_ms=0,
+        results=[R.AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps) for n, ps in by_topic.items()],
+    )

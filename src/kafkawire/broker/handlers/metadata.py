@@ -12,6 +12,7 @@ Kafka 4.4's rules for a request that names topics (checked against the reference
 - Requested topics are a set: a repeated name or id is answered once. Kafka lists unknown ids
   first, then the topics it found, then the names it could not serve.
 """
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -39,21 +40,43 @@ Broker = MetadataResponse.MetadataResponseBroker
 
 def topic_metadata(broker, meta, with_ops: bool) -> Topic:
     node = broker.node_id
-    partitions = [Partition(error_code=0, partition_index=p, leader_id=node, leader_epoch=broker.leader_epoch,
-                            replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-                  for p in range(meta.partitions)]
-    return Topic(error_code=0, name=meta.name, topic_id=meta.topic_id, is_internal=meta.name in INTERNAL_TOPICS,
-                 partitions=partitions, topic_authorized_operations=TOPIC_OPERATIONS if with_ops else INT32_MIN)
+    partitions = [
+        Partition(
+            error_code=0,
+            partition_index=p,
+            leader_id=node,
+            leader_epoch=broker.leader_epoch,
+            replica_nodes=[node],
+            isr_nodes=[node],
+            offline_replicas=[],
+        )
+        for p in range(meta.partitions)
+    ]
+    return Topic(
+        error_code=0,
+        name=meta.name,
+        topic_id=meta.topic_id,
+        is_internal=meta.name in INTERNAL_TOPICS,
+        partitions=partitions,
+        topic_authorized_operations=TOPIC_OPERATIONS if with_ops else INT32_MIN,
+    )
 
 
 def request_error(requested, code: int) -> MetadataResponse:
     """The whole request failed: each requested topic echoed with ``code`` (Kafka's error response; a null
     name comes back as "" at every version)."""
     return MetadataResponse(
-        throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1,
-        topics=[Topic(error_code=code, name=t.name if t.name is not None else "",
-                      topic_id=t.topic_id, partitions=[]) for t in requested],
-        cluster_authorized_operations=INT32_MIN, error_code=code)
+        throttle_time_ms=0,
+        brokers=[],
+        cluster_id=None,
+        controller_id=-1,
+        topics=[
+            Topic(error_code=code, name=t.name if t.name is not None else "", topic_id=t.topic_id, partitions=[])
+            for t in requested
+        ],
+        cluster_authorized_operations=INT32_MIN,
+        error_code=code,
+    )
 
 
 def _by_id(broker, requested, with_ops: bool) -> list:
@@ -86,8 +109,9 @@ def _by_name(broker, version: int, body, requested, with_ops: bool) -> list:
                 failed.append(Topic(error_code=errors.INVALID_TOPIC_EXCEPTION, name=name, partitions=[]))
                 continue
             if not may_create or name in INTERNAL_TOPICS:  # the coordinators create their own topics
-                failed.append(Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
-                                    partitions=[]))
+                failed.append(
+                    Topic(error_code=errors.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID, partitions=[])
+                )
                 continue
             try:
                 meta = create_topic(broker, name, broker.config.num_partitions)
@@ -125,5 +149,9 @@ def metadata(broker, ctx, body):
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.rack)],
-        cluster_id=broker.cluster_id, controller_id=broker.node_id, topics=topics,
-        cluster_authorized_operations=cluster_ops, error_code=0)
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        cluster_authorized_operations=cluster_ops,
+        error_code=0,
+    )

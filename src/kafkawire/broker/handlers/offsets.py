@@ -1,4 +1,5 @@
 """ListOffsets, OffsetForLeaderEpoch, DeleteRecords."""
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -12,8 +13,14 @@ INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The first ListOffsets version that may ask for each special timestamp; Kafka answers UNSUPPORTED_VERSION
 # for a special timestamp below its version, and for a negative timestamp it does not know at all.
-SPECIAL_SINCE = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
-                 EARLIEST_PENDING_UPLOAD: 11}
+SPECIAL_SINCE = {
+    LATEST: 0,
+    EARLIEST: 0,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 
 
 def leader_epoch_error(broker, current_leader_epoch: int) -> int:
@@ -58,8 +65,14 @@ def list_offsets(broker, ctx, body):
         for p in t.partitions:
             if p.partition_index in answered:
                 continue
-            pr = R.ListOffsetsPartitionResponse(partition_index=p.partition_index, error_code=0, old_style_offsets=[],
-                                                timestamp=-1, offset=-1, leader_epoch=-1)
+            pr = R.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index,
+                error_code=0,
+                old_style_offsets=[],
+                timestamp=-1,
+                offset=-1,
+                leader_epoch=-1,
+            )
             parts.append(pr)
             if counts[p.partition_index] > 1:  # Kafka: one INVALID_REQUEST answer for a partition asked twice
                 answered.add(p.partition_index)
@@ -82,13 +95,14 @@ def list_offsets(broker, ctx, body):
                 else:
                     found = plog.offset_for_timestamp(ts) if ts >= 0 else None
                     offsets = [found[0] if found else plog.high_watermark]
-                pr.old_style_offsets = offsets[:max(p.max_num_offsets, 0)]
+                pr.old_style_offsets = offsets[: max(p.max_num_offsets, 0)]
                 continue
             if p.timestamp < 0 and version < SPECIAL_SINCE.get(p.timestamp, 1 << 15):
                 pr.error_code = errors.UNSUPPORTED_VERSION
                 continue
-            pr.offset, pr.timestamp, epoch = _lookup(broker, plog, p.timestamp,
-                                                     version >= 2 and body.isolation_level == 1)
+            pr.offset, pr.timestamp, epoch = _lookup(
+                broker, plog, p.timestamp, version >= 2 and body.isolation_level == 1
+            )
             if version >= 4:
                 pr.leader_epoch = epoch
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
@@ -150,8 +164,9 @@ def delete_records(broker, ctx, body):
                 pr.error_code = errors.OFFSET_OUT_OF_RANGE
                 continue
             try:
-                pr.low_watermark = plog.delete_records_before(offset) if offset > plog.log_start_offset \
-                    else plog.log_start_offset
+                pr.low_watermark = (
+                    plog.delete_records_before(offset) if offset > plog.log_start_offset else plog.log_start_offset
+                )
             except sb.OffsetOutOfRangeError:
                 pr.error_code = errors.OFFSET_OUT_OF_RANGE
         topics.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))

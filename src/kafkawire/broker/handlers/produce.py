@@ -7,6 +7,7 @@ batches first. Base offsets are assigned by the storage engine rewriting the
 batch header in place. acks=0 requests get no response; if one of them fails
 the connection is closed, which is how Kafka tells such a producer.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,14 +30,18 @@ PartitionResponse = ProduceResponse.PartitionProduceResponse
 
 def _rules(broker, meta) -> validation.TopicRules:
     value, configs = broker.config.topic_value, meta.configs
-    return validation.TopicRules(int(value(configs, "max.message.bytes")), value(configs, "message.timestamp.type"),
-                                 int(value(configs, "message.timestamp.before.max.ms")),
-                                 int(value(configs, "message.timestamp.after.max.ms")),
-                                 value(configs, "compression.type"))
+    return validation.TopicRules(
+        int(value(configs, "max.message.bytes")),
+        value(configs, "message.timestamp.type"),
+        int(value(configs, "message.timestamp.before.max.ms")),
+        int(value(configs, "message.timestamp.after.max.ms")),
+        value(configs, "compression.type"),
+    )
 
 
-def _prepare(broker, version: int, meta, records, partition: int = -1,
-             transactional_id: str | None = None) -> Accepted | Refusal | None:
+def _prepare(
+    broker, version: int, meta, records, partition: int = -1, transactional_id: str | None = None
+) -> Accepted | Refusal | None:
     """The partition's records checked and ready to append, why they are refused, or None (nothing to
     append). The broker's own checks (transactions, internal topics) stand where Kafka makes them: after the
     request-level format checks, before the log validates the batches."""
@@ -48,15 +53,18 @@ def _prepare(broker, version: int, meta, records, partition: int = -1,
         # before appending (the decision: transactions/produce.py). Without a coordinator the batch is refused
         # as Kafka refuses it while its coordinator is unavailable: retriable, nothing appended.
         if broker.txn_coordinator is not None:
-            refused = txn_produce.check(broker.txn_coordinator, transactional_id, version, meta.name, partition,
-                                        records, found)
+            refused = txn_produce.check(
+                broker.txn_coordinator, transactional_id, version, meta.name, partition, records, found
+            )
             if refused is not None:
                 return refused
         else:
-            return Refusal(errors.NOT_ENOUGH_REPLICAS, "transactional batch with no transaction coordinator "
-                                                       "to verify it against",
-                           answer="cannot verify that the partition is part of the transaction: no transaction "
-                                  "coordinator is available")
+            return Refusal(
+                errors.NOT_ENOUGH_REPLICAS,
+                "transactional batch with no transaction coordinator to verify it against",
+                answer="cannot verify that the partition is part of the transaction: no transaction "
+                "coordinator is available",
+            )
     if meta.name in INTERNAL_TOPICS:
         return Refusal(errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {meta.name}")
     return validation.validate(records, found, version, _rules(broker, meta), now_ms(), broker.leader_epoch)
@@ -67,8 +75,12 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
     Returns ((error, message, base_offset, log_append_time, log_start_offset), whether it fsynced)."""
     producers = broker.producers
     if header is not None:
-        pid, epoch, first_seq, count = header.producer_id, header.producer_epoch, header.base_sequence, \
-            header.record_count
+        pid, epoch, first_seq, count = (
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            header.record_count,
+        )
         producers.ensure_loaded(meta.name, partition, plog)
         last_seq = first_seq + count - 1
         if last_seq > 2147483647:  # sequences wrap around to 0 (DefaultRecordBatch.incrementSequence)
@@ -84,9 +96,20 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
             return (0, None, dup.base_offset, dup.timestamp, plog.log_start_offset), False
     result = plog.append(buf, log_append_time=lat, durable=durable)
     if header is not None:
-        producers.record(meta.name, partition, pid, epoch,
-                         BatchMeta(first_seq, last_seq, result.base_offset, result.last_offset,
-                                   lat if lat is not None else header.max_timestamp, result.log_append_time))
+        producers.record(
+            meta.name,
+            partition,
+            pid,
+            epoch,
+            BatchMeta(
+                first_seq,
+                last_seq,
+                result.base_offset,
+                result.last_offset,
+                lat if lat is not None else header.max_timestamp,
+                result.log_append_time,
+            ),
+        )
     return (0, None, result.base_offset, result.log_append_time, result.log_start_offset), durable
 
 
@@ -108,15 +131,23 @@ def produce(broker, ctx, body):
     by_id = version >= 13
     responses = []
     work = []  # (partition response, meta, partition, log, buf, header, lat)
-    whole = validation.request_refusal((p.records for t in body.topic_data for p in t.partition_data),
-                                       body.transactional_id)
+    whole = validation.request_refusal(
+        (p.records for t in body.topic_data for p in t.partition_data), body.transactional_id
+    )
     for t in body.topic_data:
         meta = find_topic(broker, None if by_id else t.name, t.topic_id if by_id else None)
         tr = TopicResponse(name=t.name, topic_id=t.topic_id, partition_responses=[])
         responses.append(tr)
         for p in t.partition_data:
-            pr = PartitionResponse(index=p.index, error_code=0, base_offset=-1, log_append_time_ms=-1,
-                                   log_start_offset=-1, record_errors=[], error_message=None)
+            pr = PartitionResponse(
+                index=p.index,
+                error_code=0,
+                base_offset=-1,
+                log_append_time_ms=-1,
+                log_start_offset=-1,
+                record_errors=[],
+                error_message=None,
+            )
             tr.partition_responses.append(pr)
             if whole is not None:
                 pr.error_code, pr.error_message = whole.code, whole.answer
@@ -136,16 +167,27 @@ def produce(broker, ctx, body):
                 continue
             if isinstance(prepared, Refusal):
                 pr.error_code, pr.error_message = prepared.code, prepared.answer
-                pr.record_errors = [ProduceResponse.BatchIndexAndErrorMessage(
-                    batch_index=index, batch_index_error_message=why) for index, why in prepared.record_errors]
+                pr.record_errors = [
+                    ProduceResponse.BatchIndexAndErrorMessage(batch_index=index, batch_index_error_message=why)
+                    for index, why in prepared.record_errors
+                ]
                 if prepared.validated:
                     pr.log_start_offset = plog.log_start_offset
-                log.warning("produce to %s-%d from %r rejected: %s (%s)", meta.name, p.index, ctx.client_id,
-                            prepared.message, errors.error_for(prepared.code).name)
+                log.warning(
+                    "produce to %s-%d from %r rejected: %s (%s)",
+                    meta.name,
+                    p.index,
+                    ctx.client_id,
+                    prepared.message,
+                    errors.error_for(prepared.code).name,
+                )
                 continue
             buf, header = prepared
-            lat = now_ms() if broker.config.topic_value(meta.configs, "message.timestamp.type") == "LogAppendTime" \
+            lat = (
+                now_ms()
+                if broker.config.topic_value(meta.configs, "message.timestamp.type") == "LogAppendTime"
                 else None
+            )
             work.append((pr, meta, p.index, plog, buf, header, lat))
     if not work:
         return _respond(ctx, acks, responses)
@@ -191,15 +233,15 @@ def _append_failed(meta, partition, exc):
     if code == errors.KAFKA_STORAGE_ERROR:  # the storage engine logs the disk failure itself, loudly, once
         log.warning("append to %s-%d failed: %s", meta.name, partition, exc)
     else:
-        log.error("append to %s-%d failed: %s", meta.name, partition, exc,
-                  exc_info=code == errors.UNKNOWN_SERVER_ERROR)
+        log.error("append to %s-%d failed: %s", meta.name, partition, exc, exc_info=code == errors.UNKNOWN_SERVER_ERROR)
     return code, str(exc), -1, -1, -1
 
 
 def _respond(ctx, acks, responses):
     if acks == 0:
-        failed = [(tr.name, pr.index, pr.error_code) for tr in responses for pr in tr.partition_responses
-                  if pr.error_code]
+        failed = [
+            (tr.name, pr.index, pr.error_code) for tr in responses for pr in tr.partition_responses if pr.error_code
+        ]
         if failed:
             raise CloseConnection(f"acks=0 produce failed for {failed}; closing the connection to tell the producer")
         return None

@@ -1,6 +1,7 @@
 """InitProducerId and DescribeProducers: thin handlers over the broker's producer state
 (``kafkawire.broker.producer_state``, reached as ``broker.producers``) and, for a transactional id, the
 transaction coordinator (``kafkawire.broker.transactions``, ``broker.txn_coordinator``)."""
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -15,16 +16,22 @@ def init_producer_id(broker, ctx, body):
     if body.transactional_id is not None:
         coordinator = broker.txn_coordinator
         if coordinator is None:
-            return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                                          producer_id=-1, producer_epoch=-1)
+            return InitProducerIdResponse(
+                throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
+            )
         v = ctx.api_version
-        result = coordinator.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
-                                              body.producer_id if v >= 3 else -1, body.producer_epoch if v >= 3 else -1)
+        result = coordinator.init_producer_id(
+            body.transactional_id,
+            body.transaction_timeout_ms,
+            body.producer_id if v >= 3 else -1,
+            body.producer_epoch if v >= 3 else -1,
+        )
         code = result.error
         if code == errors.PRODUCER_FENCED and v < 4:  # KIP-588: older clients know it as INVALID_PRODUCER_EPOCH
             code = errors.INVALID_PRODUCER_EPOCH
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=result.producer_id,
-                                      producer_epoch=result.producer_epoch)
+        return InitProducerIdResponse(
+            throttle_time_ms=0, error_code=code, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+        )
     # Without a transactional id Kafka always hands out a new producer id at epoch 0 (also when the client
     # passes its current id and epoch, KIP-360).
     pid, epoch = broker.producers.allocate()
@@ -42,19 +49,33 @@ def describe_producers(broker, ctx, body):
             if meta is None or not 0 <= p < meta.partitions:
                 # as Kafka answers: a message for a topic it does not know, none for a partition it does not
                 message = f"topic {t.name} does not exist on this broker" if meta is None else None
-                parts.append(R.PartitionResponse(partition_index=p, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                                 error_message=message, active_producers=[]))
+                parts.append(
+                    R.PartitionResponse(
+                        partition_index=p,
+                        error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=message,
+                        active_producers=[],
+                    )
+                )
                 continue
             # the first offset of each producer's open transaction, as the partition's log tracks it; the
             # producers themselves as Produce sees them (read from the log tail once after a restart)
             plog = broker.storage.partition(meta.name, p)
             broker.producers.ensure_loaded(meta.name, p, plog)
             open_txns = plog.open_transactions()
-            active = [R.ProducerState(producer_id=e.producer_id, producer_epoch=e.epoch, last_sequence=e.last_seq,
-                                      last_timestamp=e.last_timestamp, coordinator_epoch=-1,
-                                      current_txn_start_offset=open_txns.get(e.producer_id, -1))
-                      for e in broker.producers.active(meta.name, p)]
-            parts.append(R.PartitionResponse(partition_index=p, error_code=0, error_message=None,
-                                             active_producers=active))
+            active = [
+                R.ProducerState(
+                    producer_id=e.producer_id,
+                    producer_epoch=e.epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=-1,
+                    current_txn_start_offset=open_txns.get(e.producer_id, -1),
+                )
+                for e in broker.producers.active(meta.name, p)
+            ]
+            parts.append(
+                R.PartitionResponse(partition_index=p, error_code=0, error_message=None, active_producers=active)
+            )
         topics.append(R.TopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)

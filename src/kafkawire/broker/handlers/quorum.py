@@ -26,6 +26,7 @@ with UNKNOWN_TOPIC_OR_PARTITION for every requested partition.
 
 Versions: v1 added the voters' timestamps, v2 the directory ids, the error messages and the nodes.
 """
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -46,19 +47,61 @@ NOT_HOSTED = "This server does not host this topic-partition."
 def describe_quorum(broker, ctx, body):
     requested = [(t.topic_name, p.partition_index) for t in body.topics for p in t.partitions]
     if requested != [(METADATA_TOPIC, 0)]:
-        return R(error_code=0, error_message="", nodes=[], topics=[
-            R.TopicData(topic_name=t.topic_name, partitions=[
-                R.PartitionData(partition_index=p.partition_index, error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
-                                error_message=NOT_HOSTED, leader_id=0, leader_epoch=0, high_watermark=0,
-                                current_voters=[], observers=[]) for p in t.partitions])
-            for t in body.topics])
+        return R(
+            error_code=0,
+            error_message="",
+            nodes=[],
+            topics=[
+                R.TopicData(
+                    topic_name=t.topic_name,
+                    partitions=[
+                        R.PartitionData(
+                            partition_index=p.partition_index,
+                            error_code=errors.UNKNOWN_TOPIC_OR_PARTITION,
+                            error_message=NOT_HOSTED,
+                            leader_id=0,
+                            leader_epoch=0,
+                            high_watermark=0,
+                            current_voters=[],
+                            observers=[],
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ],
+        )
     node = broker.node_id
     now = now_ms()
-    voter = R.ReplicaState(replica_id=node, replica_directory_id=ZERO_UUID, log_end_offset=METADATA_LOG_END,
-                           last_fetch_timestamp=now, last_caught_up_timestamp=now)
+    voter = R.ReplicaState(
+        replica_id=node,
+        replica_directory_id=ZERO_UUID,
+        log_end_offset=METADATA_LOG_END,
+        last_fetch_timestamp=now,
+        last_caught_up_timestamp=now,
+    )
     host, port = broker.advertised
-    return R(error_code=0, error_message="", topics=[R.TopicData(topic_name=METADATA_TOPIC, partitions=[
-        R.PartitionData(partition_index=0, error_code=0, error_message="", leader_id=node, leader_epoch=LEADER_EPOCH,
-                        high_watermark=METADATA_LOG_END, current_voters=[voter], observers=[])])],
+    return R(
+        error_code=0,
+        error_message="",
+        topics=[
+            R.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=[
+                    R.PartitionData(
+                        partition_index=0,
+                        error_code=0,
+                        error_message="",
+                        leader_id=node,
+                        leader_epoch=LEADER_EPOCH,
+                        high_watermark=METADATA_LOG_END,
+                        current_voters=[voter],
+                        observers=[],
+                    )
+                ],
+            )
+        ],
         nodes=[R.Node(node_id=node, listeners=[R.Listener(name=CONTROLLER_LISTENER, host=host, port=port)])]
-        if ctx.api_version >= 2 else [])
+        if ctx.api_version >= 2
+        else [],
+    )

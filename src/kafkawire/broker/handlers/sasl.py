@@ -20,6 +20,7 @@ mechanism, UNACCEPTABLE_CREDENTIAL for an empty user name, iterations outside 40
 salt or salted password, DUPLICATE_RESOURCE for a user named twice in one request, RESOURCE_NOT_FOUND
 for deleting a credential that does not exist); the good ones are stored at once (one file write).
 """
+
 from __future__ import annotations
 
 from kafkawire.protocol import errors
@@ -47,12 +48,12 @@ def sasl_handshake(broker, ctx, body):
     if auth is None:
         return SaslHandshakeResponse(error_code=errors.ILLEGAL_SASL_STATE, mechanisms=[])
     outcome = auth.handshake(body.mechanism, ctx.api_version)
-    mechanisms = list(auth.listener.mechanisms) if outcome.error_code in (0, errors.UNSUPPORTED_SASL_MECHANISM) \
-        else []
+    mechanisms = list(auth.listener.mechanisms) if outcome.error_code in (0, errors.UNSUPPORTED_SASL_MECHANISM) else []
     answer = SaslHandshakeResponse(error_code=outcome.error_code, mechanisms=mechanisms)
     if outcome.close:
-        ctx.connection.close_after_response(f"SaslHandshake: {errors.error_for(outcome.error_code).name}",
-                                            auth.listener.failed_auth_delay_ms / 1000.0)
+        ctx.connection.close_after_response(
+            f"SaslHandshake: {errors.error_for(outcome.error_code).name}", auth.listener.failed_auth_delay_ms / 1000.0
+        )
     if auth.state is SaslState.TOKENS:
         ctx.connection.protocol.start_sasl_tokens()  # the next frame is a bare token (no Kafka header)
     return answer
@@ -62,22 +63,30 @@ def sasl_handshake(broker, ctx, body):
 def sasl_authenticate(broker, ctx, body):
     auth = _auth(ctx)
     if auth is None:
-        return SaslAuthenticateResponse(error_code=errors.ILLEGAL_SASL_STATE,
-                                        error_message="SaslAuthenticate request received after successful "
-                                                      "authentication", auth_bytes=b"")
+        return SaslAuthenticateResponse(
+            error_code=errors.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication",
+            auth_bytes=b"",
+        )
     if auth.state is SaslState.HANDSHAKE:  # Kafka closes without an answer
         auth.state = SaslState.FAILED
-        return close_later(auth.listener.failed_auth_delay_ms,
-                           "SaslAuthenticate before SaslHandshake (illegal SASL state)")
+        return close_later(
+            auth.listener.failed_auth_delay_ms, "SaslAuthenticate before SaslHandshake (illegal SASL state)"
+        )
     outcome = auth.authenticate(bytes(body.auth_bytes))
-    answer = SaslAuthenticateResponse(error_code=outcome.error_code, error_message=outcome.error_message,
-                                      auth_bytes=outcome.token, session_lifetime_ms=outcome.session_lifetime_ms)
+    answer = SaslAuthenticateResponse(
+        error_code=outcome.error_code,
+        error_message=outcome.error_message,
+        auth_bytes=outcome.token,
+        session_lifetime_ms=outcome.session_lifetime_ms,
+    )
     if outcome.complete:
         opened(ctx.connection, auth, outcome.session_lifetime_ms)
     elif outcome.close:
         # one guess per delay per connection: nothing more is read while the close waits
-        ctx.connection.close_after_response(f"SASL authentication failed: {outcome.error_message}",
-                                            auth.listener.failed_auth_delay_ms / 1000.0)
+        ctx.connection.close_after_response(
+            f"SASL authentication failed: {outcome.error_message}", auth.listener.failed_auth_delay_ms / 1000.0
+        )
     return answer
 
 
@@ -94,19 +103,35 @@ def describe_user_scram_credentials(broker, ctx, body):
     results = []
     for name in names:
         if name in duplicates:
-            results.append(R.DescribeUserScramCredentialsResult(
-                user=name, error_code=errors.DUPLICATE_RESOURCE,
-                error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
-                credential_infos=[]))
+            results.append(
+                R.DescribeUserScramCredentialsResult(
+                    user=name,
+                    error_code=errors.DUPLICATE_RESOURCE,
+                    error_message=f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}",
+                    credential_infos=[],
+                )
+            )
         elif name not in known:
-            results.append(R.DescribeUserScramCredentialsResult(
-                user=name, error_code=errors.RESOURCE_NOT_FOUND,
-                error_message=f"Attempt to describe nonexistent credential for user {name}", credential_infos=[]))
+            results.append(
+                R.DescribeUserScramCredentialsResult(
+                    user=name,
+                    error_code=errors.RESOURCE_NOT_FOUND,
+                    error_message=f"Attempt to describe nonexistent credential for user {name}",
+                    credential_infos=[],
+                )
+            )
         else:
-            results.append(R.DescribeUserScramCredentialsResult(
-                user=name, error_code=0, error_message=None,
-                credential_infos=[R.CredentialInfo(mechanism=MECHANISMS[m][0], iterations=i)
-                                  for m, i in sorted(known[name].items())]))
+            results.append(
+                R.DescribeUserScramCredentialsResult(
+                    user=name,
+                    error_code=0,
+                    error_message=None,
+                    credential_infos=[
+                        R.CredentialInfo(mechanism=MECHANISMS[m][0], iterations=i)
+                        for m, i in sorted(known[name].items())
+                    ],
+                )
+            )
     return R(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
@@ -128,8 +153,7 @@ def alter_user_scram_credentials(broker, ctx, body):
         elif mech is None:
             failed[d.name] = (errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif store.get(d.name, mech) is None:
-            failed[d.name] = (errors.RESOURCE_NOT_FOUND,
-                              "Attempt to delete a user credential that does not exist")
+            failed[d.name] = (errors.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
         else:
             deletes.add((d.name, mech))
     for u in body.upsertions:
@@ -141,13 +165,16 @@ def alter_user_scram_credentials(broker, ctx, body):
         elif mech is None:
             failed[u.name] = (errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif not MECHANISMS[mech][2] <= u.iterations <= MECHANISMS[mech][3]:
-            failed[u.name] = (errors.UNACCEPTABLE_CREDENTIAL,
-                              "Too few iterations" if u.iterations < MECHANISMS[mech][2] else "Too many iterations")
+            failed[u.name] = (
+                errors.UNACCEPTABLE_CREDENTIAL,
+                "Too few iterations" if u.iterations < MECHANISMS[mech][2] else "Too many iterations",
+            )
         elif not u.salt or not u.salted_password:
             failed[u.name] = (errors.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         else:
-            upserts[(u.name, mech)] = credential_from_salted(mech, bytes(u.salted_password), bytes(u.salt),
-                                                             u.iterations)
+            upserts[(u.name, mech)] = credential_from_salted(
+                mech, bytes(u.salted_password), bytes(u.salt), u.iterations
+            )
     for name in duplicates:
         failed[name] = (errors.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
     # a user with any failed entry changes nothing

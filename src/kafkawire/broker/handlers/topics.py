@@ -1,4 +1,5 @@
 """CreateTopics, DeleteTopics, CreatePartitions, DescribeTopicPartitions."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,15 +38,19 @@ class Invalid(Exception):
 
 
 def _replication_problem(broker, rf: int) -> str:
-    return (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be "
-            f"reached because only 1 broker(s) are registered.")
+    return (
+        f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be "
+        f"reached because only 1 broker(s) are registered."
+    )
 
 
 def _check_assignment(broker, broker_ids) -> None:
     if list(broker_ids) != [broker.node_id]:
-        raise Invalid(errors.INVALID_REPLICA_ASSIGNMENT,
-                      f"The manual partition assignment includes broker(s) {list(broker_ids)}, but only broker "
-                      f"{broker.node_id} exists and each partition has exactly one replica.")
+        raise Invalid(
+            errors.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes broker(s) {list(broker_ids)}, but only broker "
+            f"{broker.node_id} exists and each partition has exactly one replica.",
+        )
 
 
 def _topic_config_entries(broker, configs: dict):
@@ -55,8 +60,11 @@ def _topic_config_entries(broker, configs: dict):
     out = []
     for name in sorted(TOPIC_CONFIGS):
         value, source, _, read_only, sensitive = topic_config_entry(broker, configs, name)
-        out.append(R.CreatableTopicConfigs(name=name, value=value, read_only=read_only, config_source=source,
-                                           is_sensitive=sensitive))
+        out.append(
+            R.CreatableTopicConfigs(
+                name=name, value=value, read_only=read_only, config_source=source, is_sensitive=sensitive
+            )
+        )
     return out
 
 
@@ -70,13 +78,16 @@ def _validate_create(broker, t, existing) -> tuple[int, dict]:
         raise Invalid(errors.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
-            raise Invalid(errors.INVALID_REQUEST,
-                          "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be "
-                          "used at the same time.")
+            raise Invalid(
+                errors.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be "
+                "used at the same time.",
+            )
         indexes = sorted(a.partition_index for a in t.assignments)
         if indexes != list(range(len(indexes))):
-            raise Invalid(errors.INVALID_REPLICA_ASSIGNMENT,
-                          "Partitions should be a consecutive 0-based integer sequence")
+            raise Invalid(
+                errors.INVALID_REPLICA_ASSIGNMENT, "Partitions should be a consecutive 0-based integer sequence"
+            )
         for a in t.assignments:
             _check_assignment(broker, a.broker_ids)
         partitions = len(indexes)
@@ -130,8 +141,9 @@ class MutationQuota:
         now = time.monotonic()
         self._buckets[client] = (self._tokens(client, now) - mutations, now)
         if len(self._buckets) > 10_000:  # forget full buckets so that many client ids cannot grow this
-            self._buckets = {c: (t, at) for c, (t, at) in self._buckets.items()
-                             if t + (now - at) * self.rate < self.burst}
+            self._buckets = {
+                c: (t, at) for c, (t, at) in self._buckets.items() if t + (now - at) * self.rate < self.burst
+            }
 
 
 class _Unlimited:
@@ -146,8 +158,13 @@ def _quota(broker):
     quota = broker.__dict__.get("_mutation_quota")
     if quota is None:
         rate = broker.config.controller_mutation_rate
-        quota = MutationQuota(rate, broker.config.controller_quota_window_num,
-                              broker.config.controller_quota_window_size_seconds) if rate else _Unlimited()
+        quota = (
+            MutationQuota(
+                rate, broker.config.controller_quota_window_num, broker.config.controller_quota_window_size_seconds
+            )
+            if rate
+            else _Unlimited()
+        )
         broker.__dict__["_mutation_quota"] = quota
     return quota
 
@@ -178,8 +195,10 @@ def _partition_cap_problem(broker, existing, adding: int) -> str | None:
     cap = broker.config.max_partitions
     total = sum(m.partitions for m in existing.values()) + adding
     if cap >= 0 and total > cap:
-        return (f"The request would bring this broker to {total} partitions, more than "
-                f"kafkawire.max.partitions={cap} allows.")
+        return (
+            f"The request would bring this broker to {total} partitions, more than "
+            f"kafkawire.max.partitions={cap} allows."
+        )
     return None
 
 
@@ -217,15 +236,24 @@ async def _create_topics(broker, ctx, body):
     existing = broker.storage.topics()
     results, todo, seen = [], [], set()  # todo: (result, topic, partitions, configs)
     for t in body.topics:
-        res = R.CreatableTopicResult(name=t.name, topic_id=ZERO_UUID, error_code=0, error_message=None,
-                                     num_partitions=-1, replication_factor=-1, configs=[] if version >= 5 else None)
+        res = R.CreatableTopicResult(
+            name=t.name,
+            topic_id=ZERO_UUID,
+            error_code=0,
+            error_message=None,
+            num_partitions=-1,
+            replication_factor=-1,
+            configs=[] if version >= 5 else None,
+        )
         if counts[t.name] > 1:
             if t.name in seen:
                 continue
             seen.add(t.name)
             res.error_code = errors.INVALID_REQUEST
-            res.error_message = f"Create topics request from client `{ctx.client_id}` contains multiple entries " \
-                                f"for the following topics: {t.name}"
+            res.error_message = (
+                f"Create topics request from client `{ctx.client_id}` contains multiple entries "
+                f"for the following topics: {t.name}"
+            )
             results.append(res)
             continue
         results.append(res)
@@ -258,15 +286,21 @@ async def _create_topics(broker, ctx, body):
             accepted.append((res, t, partitions, configs))
             adding += partitions
     if accepted and not body.validate_only:
-        made = await _controller(broker, broker.storage.create_topics,
-                                 [sb.NewTopic(t.name, p, c) for _res, t, p, c in accepted])
+        made = await _controller(
+            broker, broker.storage.create_topics, [sb.NewTopic(t.name, p, c) for _res, t, p, c in accepted]
+        )
         for (res, t, partitions, configs), meta in zip(accepted, made):
             if isinstance(meta, sb.StorageError):
                 res.error_code, res.error_message = storage_error_code(meta), str(meta)
             else:
                 res.topic_id = meta.topic_id
-                log.info("created topic %s with %d partitions (id %s)%s", t.name, partitions, meta.topic_id,
-                         f" and configs {configs}" if configs else "")
+                log.info(
+                    "created topic %s with %d partitions (id %s)%s",
+                    t.name,
+                    partitions,
+                    meta.topic_id,
+                    f" and configs {configs}" if configs else "",
+                )
     throttle = await admission.finish()
     ok = [(res, p, c) for res, _t, p, c in accepted if not res.error_code]
     # the per-topic config listings are the bulk of a large answer: built in the controller thread
@@ -316,16 +350,15 @@ async def _delete_topics(broker, ctx, body):
     results = []
 
     def answer(name, topic_id, code=0, message=None):
-        res = R.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=code,
-                                     error_message=message)
+        res = R.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID, error_code=code, error_message=message)
         results.append(res)
         return res
 
-    names: dict[str, int] = {}     # name -> times given
+    names: dict[str, int] = {}  # name -> times given
     ids: dict[uuid.UUID, int] = {}  # id -> times given
-    for name in (body.topic_names if version < 6 else []):
+    for name in body.topic_names if version < 6 else []:
         names[name] = names.get(name, 0) + 1
-    for t in (body.topics if version >= 6 else []):
+    for t in body.topics if version >= 6 else []:
         if t.name is None and t.topic_id == ZERO_UUID:
             answer(None, ZERO_UUID, errors.INVALID_REQUEST, "A topic needs a name or an id.")
         elif t.name is None:
@@ -360,8 +393,9 @@ async def _delete_topics(broker, ctx, body):
         elif meta.topic_id in spoiled or meta.topic_id in chosen:
             chosen.pop(meta.topic_id, None)
             spoiled.add(meta.topic_id)
-            answer(name, meta.topic_id, errors.INVALID_REQUEST,
-                   f"Topic {name} is also given by its id {meta.topic_id}.")
+            answer(
+                name, meta.topic_id, errors.INVALID_REQUEST, f"Topic {name} is also given by its id {meta.topic_id}."
+            )
         else:
             chosen[meta.topic_id] = (name, meta)
     admission = _Admission(broker, ctx, strict=version >= 5)
@@ -418,17 +452,21 @@ async def _create_partitions(broker, ctx, body):
             if meta is None:
                 raise Invalid(errors.UNKNOWN_TOPIC_OR_PARTITION, None)  # no message, as Kafka's controller
             if t.count < meta.partitions:
-                raise Invalid(errors.INVALID_PARTITIONS, f"Topic currently has {meta.partitions} partitions, which "
-                                                         f"is higher than the requested {t.count}.")
+                raise Invalid(
+                    errors.INVALID_PARTITIONS,
+                    f"Topic currently has {meta.partitions} partitions, which is higher than the requested {t.count}.",
+                )
             if t.count == meta.partitions:
                 raise Invalid(errors.INVALID_PARTITIONS, f"Topic already has {meta.partitions} partitions.")
             if t.count > MAX_PARTITIONS:
                 raise Invalid(errors.INVALID_PARTITIONS, "Too many partitions.")
             if t.assignments is not None:
                 if len(t.assignments) != t.count - meta.partitions:
-                    raise Invalid(errors.INVALID_REPLICA_ASSIGNMENT,
-                                  f"Attempted to add {t.count - meta.partitions} additional partition(s), but only "
-                                  f"{len(t.assignments)} assignment(s) were specified.")
+                    raise Invalid(
+                        errors.INVALID_REPLICA_ASSIGNMENT,
+                        f"Attempted to add {t.count - meta.partitions} additional partition(s), but only "
+                        f"{len(t.assignments)} assignment(s) were specified.",
+                    )
                 for a in t.assignments:
                     _check_assignment(broker, a.broker_ids)
             todo.append((res, t, meta.partitions))
@@ -452,7 +490,9 @@ async def _create_partitions(broker, ctx, body):
             accepted.append((res, t))
             adding += t.count - current
     if accepted:
-        grown = await _controller(broker, broker.storage.add_partitions_batch, [(t.name, t.count) for _r, t in accepted])
+        grown = await _controller(
+            broker, broker.storage.add_partitions_batch, [(t.name, t.count) for _r, t in accepted]
+        )
         for (res, t), meta in zip(accepted, grown):
             if isinstance(meta, sb.StorageError):
                 res.error_code, res.error_message = storage_error_code(meta), str(meta)
@@ -481,9 +521,20 @@ def describe_topic_partitions(broker, ctx, body):
     cursor = body.cursor
 
     def request_error(code):
-        return R(throttle_time_ms=0, next_cursor=None, topics=[R.DescribeTopicPartitionsResponseTopic(
-            error_code=code, name=t.name, topic_id=ZERO_UUID, partitions=[], topic_authorized_operations=INT32_MIN)
-            for t in body.topics])
+        return R(
+            throttle_time_ms=0,
+            next_cursor=None,
+            topics=[
+                R.DescribeTopicPartitionsResponseTopic(
+                    error_code=code,
+                    name=t.name,
+                    topic_id=ZERO_UUID,
+                    partitions=[],
+                    topic_authorized_operations=INT32_MIN,
+                )
+                for t in body.topics
+            ],
+        )
 
     if body.topics and any(not t.name for t in body.topics):
         return request_error(errors.UNKNOWN_SERVER_ERROR)
@@ -500,26 +551,48 @@ def describe_topic_partitions(broker, ctx, body):
         meta = all_topics.get(name)
         if meta is None:
             problem = topic_name_problem(name)
-            topics.append(R.DescribeTopicPartitionsResponseTopic(
-                error_code=errors.INVALID_TOPIC_EXCEPTION if problem else errors.UNKNOWN_TOPIC_OR_PARTITION,
-                name=name, topic_id=ZERO_UUID, is_internal=name in INTERNAL_TOPICS, partitions=[],
-                topic_authorized_operations=TOPIC_OPERATIONS))
+            topics.append(
+                R.DescribeTopicPartitionsResponseTopic(
+                    error_code=errors.INVALID_TOPIC_EXCEPTION if problem else errors.UNKNOWN_TOPIC_OR_PARTITION,
+                    name=name,
+                    topic_id=ZERO_UUID,
+                    is_internal=name in INTERNAL_TOPICS,
+                    partitions=[],
+                    topic_authorized_operations=TOPIC_OPERATIONS,
+                )
+            )
             continue
         first = start_partition if (cursor is not None and name == cursor.topic_name) else 0
         if budget <= 0:
             next_cursor = R.Cursor(topic_name=name, partition_index=first)
             break
         end = min(meta.partitions, first + budget)
-        parts = [R.DescribeTopicPartitionsResponsePartition(
-            error_code=0, partition_index=p, leader_id=node, leader_epoch=broker.leader_epoch, replica_nodes=[node],
-            isr_nodes=[node], eligible_leader_replicas=[], last_known_elr=[], offline_replicas=[])
-            for p in range(first, end)]
+        parts = [
+            R.DescribeTopicPartitionsResponsePartition(
+                error_code=0,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=broker.leader_epoch,
+                replica_nodes=[node],
+                isr_nodes=[node],
+                eligible_leader_replicas=[],
+                last_known_elr=[],
+                offline_replicas=[],
+            )
+            for p in range(first, end)
+        ]
         budget -= len(parts)
-        topics.append(R.DescribeTopicPartitionsResponseTopic(
-            error_code=0, name=name, topic_id=meta.topic_id, is_internal=name in INTERNAL_TOPICS, partitions=parts,
-            topic_authorized_operations=TOPIC_OPERATIONS))
+        topics.append(
+            R.DescribeTopicPartitionsResponseTopic(
+                error_code=0,
+                name=name,
+                topic_id=meta.topic_id,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=parts,
+                topic_authorized_operations=TOPIC_OPERATIONS,
+            )
+        )
         if end < meta.partitions:
             next_cursor = R.Cursor(topic_name=name, partition_index=end)
             break
     return R(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
-

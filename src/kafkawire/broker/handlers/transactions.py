@@ -10,6 +10,7 @@ request, each either added or only verified. EndTxn v5+ is Transactions V2: the 
 EndTxn and answered. TxnOffsetCommit v5+ adds the group's offsets partition to the transaction itself;
 v6+ names topics by id.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,9 +44,15 @@ def fenced(code: int, version: int, since: int) -> int:
 def _topic_results(parts: dict[tuple[str, int], int], order: list) -> list:
     out = []
     for t in order:
-        out.append(APT.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-            APT.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=parts[(t.name, p)])
-            for p in t.partitions]))
+        out.append(
+            APT.AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=[
+                    APT.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=parts[(t.name, p)])
+                    for p in t.partitions
+                ],
+            )
+        )
     return out
 
 
@@ -56,8 +63,10 @@ def _add(broker, tid, pid, epoch, topics, verify_only: bool, version: int) -> di
         return dict.fromkeys(wanted, errors.COORDINATOR_NOT_AVAILABLE)
     if verify_only:
         # a partition outside the transaction: Kafka 4.4 answers TRANSACTION_ABORTABLE (KIP-1050) at v4 too
-        return {tp: errors.TRANSACTION_ABORTABLE if code == errors.INVALID_TXN_STATE else code
-                for tp, code in coord.verify_partitions(tid, pid, epoch, wanted).items()}
+        return {
+            tp: errors.TRANSACTION_ABORTABLE if code == errors.INVALID_TXN_STATE else code
+            for tp, code in coord.verify_partitions(tid, pid, epoch, wanted).items()
+        }
     # partitions the broker does not have fail alone; the others are not attempted (Kafka's answer)
     unknown = set()
     for name, p in wanted:
@@ -65,8 +74,9 @@ def _add(broker, tid, pid, epoch, topics, verify_only: bool, version: int) -> di
         if meta is None or not 0 <= p < meta.partitions:
             unknown.add((name, p))
     if unknown:
-        return {tp: errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors.OPERATION_NOT_ATTEMPTED
-                for tp in wanted}
+        return {
+            tp: errors.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else errors.OPERATION_NOT_ATTEMPTED for tp in wanted
+        }
     code = fenced(coord.add_partitions(tid, pid, epoch, wanted), version, 2)
     return dict.fromkeys(wanted, code)
 
@@ -75,18 +85,26 @@ def _add(broker, tid, pid, epoch, topics, verify_only: bool, version: int) -> di
 def add_partitions_to_txn(broker, ctx, body):
     v = ctx.api_version
     if v < 4:
-        parts = _add(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                     body.v3_and_below_producer_epoch, body.v3_and_below_topics, False, v)
-        return APT(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(parts,
-                                                                                     body.v3_and_below_topics))
+        parts = _add(
+            broker,
+            body.v3_and_below_transactional_id,
+            body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+            body.v3_and_below_topics,
+            False,
+            v,
+        )
+        return APT(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(parts, body.v3_and_below_topics))
     if len(body.transactions) > MAX_TRANSACTIONS_PER_REQUEST:
         return APT(throttle_time_ms=0, error_code=errors.INVALID_REQUEST, results_by_transaction=[])
     results = []
     for txn in body.transactions:
-        parts = _add(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
-                     txn.verify_only, v)
-        results.append(APT.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
-                                                    topic_results=_topic_results(parts, txn.topics)))
+        parts = _add(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics, txn.verify_only, v)
+        results.append(
+            APT.AddPartitionsToTxnResult(
+                transactional_id=txn.transactional_id, topic_results=_topic_results(parts, txn.topics)
+            )
+        )
     return APT(throttle_time_ms=0, error_code=0, results_by_transaction=results)
 
 
@@ -109,21 +127,22 @@ async def end_txn(broker, ctx, body):
     v = ctx.api_version
     coord = broker.txn_coordinator
     if coord is None:
-        return EndTxnResponse(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE,
-                              producer_id=-1, producer_epoch=-1)
+        return EndTxnResponse(
+            throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, producer_id=-1, producer_epoch=-1
+        )
     fut = asyncio.get_running_loop().create_future()
 
     def answer(result):
         if not fut.done():
             fut.set_result(result)
 
-    coord.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed), v >= 5,
-                  answer)
+    coord.end_txn(body.transactional_id, body.producer_id, body.producer_epoch, bool(body.committed), v >= 5, answer)
     result = await fut
     code = fenced(result.error, v, 2)
     if v >= 5 and code == 0:
-        return EndTxnResponse(throttle_time_ms=0, error_code=0, producer_id=result.producer_id,
-                              producer_epoch=result.producer_epoch)
+        return EndTxnResponse(
+            throttle_time_ms=0, error_code=0, producer_id=result.producer_id, producer_epoch=result.producer_epoch
+        )
     return EndTxnResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
 
 
@@ -136,10 +155,20 @@ def txn_offset_commit(broker, ctx, body):
     groups = broker.current_group_coordinator()
 
     def answer(codes):
-        return R(throttle_time_ms=0, topics=[
-            R.TxnOffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
-                R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[i][j])
-                for j, p in enumerate(t.partitions)]) for i, t in enumerate(body.topics)])
+        return R(
+            throttle_time_ms=0,
+            topics=[
+                R.TxnOffsetCommitResponseTopic(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    partitions=[
+                        R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=codes[i][j])
+                        for j, p in enumerate(t.partitions)
+                    ],
+                )
+                for i, t in enumerate(body.topics)
+            ],
+        )
 
     def everywhere(code):
         # a stale epoch is INVALID_PRODUCER_EPOCH at every version here: Kafka's group coordinator learns it
@@ -151,8 +180,9 @@ def txn_offset_commit(broker, ctx, body):
         return everywhere(errors.COORDINATOR_NOT_AVAILABLE)
     if not body.group_id:
         return everywhere(errors.INVALID_GROUP_ID)
-    code = coord.offset_commit_check(body.transactional_id, body.producer_id, body.producer_epoch, body.group_id,
-                                     add_implicitly=v >= 5)
+    code = coord.offset_commit_check(
+        body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, add_implicitly=v >= 5
+    )
     if code == errors.INVALID_TXN_STATE and v >= 4:  # KIP-1050, as Kafka 4.4 answers v4
         code = errors.TRANSACTION_ABORTABLE
     if code:
@@ -161,8 +191,9 @@ def txn_offset_commit(broker, ctx, body):
         # a generation of a group that does not exist
         return everywhere(errors.GROUP_ID_NOT_FOUND if v >= 6 else errors.ILLEGAL_GENERATION)
     if v >= 3:  # KIP-447: the member must be of the group's current generation
-        code = groups.validate_txn_offset_commit(body.group_id, body.generation_id_or_member_epoch, body.member_id,
-                                                 body.group_instance_id)
+        code = groups.validate_txn_offset_commit(
+            body.group_id, body.generation_id_or_member_epoch, body.member_id, body.group_instance_id
+        )
         if code:
             return everywhere(code)
     limit = groups.config.offset_metadata_max_bytes
@@ -181,8 +212,15 @@ def txn_offset_commit(broker, ctx, body):
                 row.append(errors.OFFSET_METADATA_TOO_LARGE)
             else:
                 row.append(0)
-                staged.append(CommitPartition(meta.name, p.partition_index, p.committed_offset,
-                                              p.committed_leader_epoch if v >= 2 else -1, metadata))
+                staged.append(
+                    CommitPartition(
+                        meta.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.committed_leader_epoch if v >= 2 else -1,
+                        metadata,
+                    )
+                )
         codes.append(row)
     code = groups.stage_txn_offsets(body.producer_id, body.group_id, staged) if staged else 0
     if code:
@@ -200,15 +238,31 @@ def describe_transactions(broker, ctx, body):
         txn = coord.describe(tid) if coord is not None else None
         if txn is None:
             code = errors.COORDINATOR_NOT_AVAILABLE if coord is None else errors.TRANSACTIONAL_ID_NOT_FOUND
-            states.append(R.TransactionState(error_code=code, transactional_id=tid, transaction_state="",
-                                             transaction_timeout_ms=0, transaction_start_time_ms=0,
-                                             producer_id=0, producer_epoch=0, topics=[]))
+            states.append(
+                R.TransactionState(
+                    error_code=code,
+                    transactional_id=tid,
+                    transaction_state="",
+                    transaction_timeout_ms=0,
+                    transaction_start_time_ms=0,
+                    producer_id=0,
+                    producer_epoch=0,
+                    topics=[],
+                )
+            )
             continue
-        states.append(R.TransactionState(
-            error_code=0, transactional_id=tid, transaction_state=txn.state.value,
-            transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
-            producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
-            topics=[R.TopicData(topic=t, partitions=ps) for t, ps in txn.sorted_partitions()]))
+        states.append(
+            R.TransactionState(
+                error_code=0,
+                transactional_id=tid,
+                transaction_state=txn.state.value,
+                transaction_timeout_ms=txn.timeout_ms,
+                transaction_start_time_ms=txn.start_ms,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                topics=[R.TopicData(topic=t, partitions=ps) for t, ps in txn.sorted_partitions()],
+            )
+        )
     return R(throttle_time_ms=0, transaction_states=states)
 
 
@@ -218,11 +272,26 @@ def list_transactions(broker, ctx, body):
     v = ctx.api_version
     coord = broker.txn_coordinator
     if coord is None:
-        return R(throttle_time_ms=0, error_code=errors.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],
-                 transaction_states=[])
+        return R(
+            throttle_time_ms=0,
+            error_code=errors.COORDINATOR_NOT_AVAILABLE,
+            unknown_state_filters=[],
+            transaction_states=[],
+        )
     code, unknown, txns = coord.list_transactions(
-        list(body.state_filters), list(body.producer_id_filters), body.duration_filter if v >= 1 else -1,
-        body.transactional_id_pattern if v >= 2 else None)
-    return R(throttle_time_ms=0, error_code=code, unknown_state_filters=unknown, transaction_states=[
-        R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                           transaction_state=t.state.value) for t in txns])
+        list(body.state_filters),
+        list(body.producer_id_filters),
+        body.duration_filter if v >= 1 else -1,
+        body.transactional_id_pattern if v >= 2 else None,
+    )
+    return R(
+        throttle_time_ms=0,
+        error_code=code,
+        unknown_state_filters=unknown,
+        transaction_states=[
+            R.TransactionState(
+                transactional_id=t.transactional_id, producer_id=t.producer_id, transaction_state=t.state.value
+            )
+            for t in txns
+        ],
+    )

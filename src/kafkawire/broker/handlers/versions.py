@@ -1,4 +1,5 @@
 """ApiVersions: what this broker implements, each API at every version it handles."""
+
 from __future__ import annotations
 
 import re
@@ -32,8 +33,9 @@ def _target_error(broker, body) -> int:
 
 @handles("ApiVersions", 0, 5)
 def api_versions(broker, ctx, body):
-    if ctx.api_version >= 3 and not (_SOFTWARE.fullmatch(body.client_software_name or "")
-                                     and _SOFTWARE.fullmatch(body.client_software_version or "")):
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE.fullmatch(body.client_software_name or "") and _SOFTWARE.fullmatch(body.client_software_version or "")
+    ):
         return ApiVersionsResponse(error_code=errors.INVALID_REQUEST, api_keys=[])
     if ctx.api_version >= 5:
         error = _target_error(broker, body)
@@ -41,8 +43,12 @@ def api_versions(broker, ctx, body):
             return ApiVersionsResponse(error_code=error, api_keys=[])
     if ctx.connection is not None and ctx.api_version >= 3:
         ctx.connection.attributes["client_software"] = (body.client_software_name, body.client_software_version)
-    return ApiVersionsResponse(error_code=0, api_keys=_api_keys(broker), throttle_time_ms=0,
-                               **features.api_versions_fields(ctx.api_version, ApiVersionsResponse))
+    return ApiVersionsResponse(
+        error_code=0,
+        api_keys=_api_keys(broker),
+        throttle_time_ms=0,
+        **features.api_versions_fields(ctx.api_version, ApiVersionsResponse),
+    )
 
 
 def unsupported_version_response(broker, correlation_id: int) -> list:

@@ -7,6 +7,7 @@ with the original offsets, a batch that does not continue the sequence gets
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch gets INVALID_PRODUCER_EPOCH, and a
 new epoch must start at sequence 0. A producer the partition has no state for may start at any sequence.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -86,9 +87,20 @@ class ProducerStateManager:
                     continue
                 self._issued.add(b.producer_id)
                 ts = b.max_timestamp
-                self.record(topic, partition, b.producer_id, b.producer_epoch,
-                            BatchMeta(b.base_sequence, b.last_sequence, b.base_offset, b.last_offset, ts,
-                                      ts if b.timestamp_type == 1 else -1))
+                self.record(
+                    topic,
+                    partition,
+                    b.producer_id,
+                    b.producer_epoch,
+                    BatchMeta(
+                        b.base_sequence,
+                        b.last_sequence,
+                        b.base_offset,
+                        b.last_offset,
+                        ts,
+                        ts if b.timestamp_type == 1 else -1,
+                    ),
+                )
 
     def check(self, topic: str, partition: int, pid: int, epoch: int, first_seq: int, last_seq: int):
         """(error code, message, duplicate BatchMeta or None) for a batch about to be appended."""
@@ -98,24 +110,32 @@ class ProducerStateManager:
             # accepts it, also from a producer id this broker never issued
             return 0, None, None
         if epoch < entry.epoch:
-            return (errors.INVALID_PRODUCER_EPOCH,
-                    f"Epoch of producer {pid} at partition {topic}-{partition} is {epoch}, which is smaller than "
-                    f"the last seen epoch {entry.epoch}", None)
+            return (
+                errors.INVALID_PRODUCER_EPOCH,
+                f"Epoch of producer {pid} at partition {topic}-{partition} is {epoch}, which is smaller than "
+                f"the last seen epoch {entry.epoch}",
+                None,
+            )
         if epoch > entry.epoch:
             if first_seq != 0:
-                return (errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                        f"Invalid sequence number for new epoch of producer {pid} at partition {topic}-{partition}: "
-                        f"{epoch} (request epoch), {first_seq} (seq. number), {entry.epoch} (current producer epoch)",
-                        None)
+                return (
+                    errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"Invalid sequence number for new epoch of producer {pid} at partition {topic}-{partition}: "
+                    f"{epoch} (request epoch), {first_seq} (seq. number), {entry.epoch} (current producer epoch)",
+                    None,
+                )
             return 0, None, None
         for meta in entry.batches:
             if meta.first_seq == first_seq and meta.last_seq == last_seq:
                 return 0, None, meta
         expected = 0 if entry.last_seq == INT32_MAX else entry.last_seq + 1
         if first_seq != expected:
-            return (errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"Out of order sequence number for producer {pid} at partition {topic}-{partition}: "
-                    f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)", None)
+            return (
+                errors.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                f"Out of order sequence number for producer {pid} at partition {topic}-{partition}: "
+                f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)",
+                None,
+            )
         return 0, None, None
 
     def record(self, topic: str, partition: int, pid: int, epoch: int, meta: BatchMeta) -> None:

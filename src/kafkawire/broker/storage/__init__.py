@@ -9,28 +9,46 @@
 
 ``config`` is a ``StorageConfig`` or a dict of server.properties keys (``StorageConfig.from_properties``).
 """
+
 from .base import (
-                   AppendResult,
-                   CorruptBatchError,
-                   EngineUnavailableError,
-                   FileRegion,
-                   InvalidConfigError,
-                   InvalidPartitionsError,
-                   InvalidTopicError,
-                   OffsetOutOfRangeError,
-                   PartitionInfo,
-                   PartitionLog,
-                   ReadResult,
-                   Storage,
-                   StorageError,
-                   TopicExistsError,
-                   TopicMeta,
-                   UnknownTopicError,
+    AppendResult,
+    CorruptBatchError,
+    EngineUnavailableError,
+    FileRegion,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    OffsetOutOfRangeError,
+    PartitionInfo,
+    PartitionLog,
+    ReadResult,
+    Storage,
+    StorageError,
+    TopicExistsError,
+    TopicMeta,
+    UnknownTopicError,
 )
 from .config import StorageConfig, TopicSettings
 from .engines import open_engine
 
-__all__ = ["AppendResult", "CorruptBatchError", "EngineUnavailableError", "FileRegion", "InvalidConfigError",
-           "InvalidPartitionsError", "InvalidTopicError", "OffsetOutOfRangeError", "PartitionInfo", "PartitionLog",
-           "ReadResult", "Storage", "StorageConfig", "StorageError", "TopicExistsError", "TopicMeta", "TopicSettings",
-           "UnknownTopicError", "open_engine"]
+__all__ = [
+    "AppendResult",
+    "CorruptBatchError",
+    "EngineUnavailableError",
+    "FileRegion",
+    "InvalidConfigError",
+    "InvalidPartitionsError",
+    "InvalidTopicError",
+    "OffsetOutOfRangeError",
+    "PartitionInfo",
+    "PartitionLog",
+    "ReadResult",
+    "Storage",
+    "StorageConfig",
+    "StorageError",
+    "TopicExistsError",
+    "TopicMeta",
+    "TopicSettings",
+    "UnknownTopicError",
+    "open_engine",
+]

@@ -8,6 +8,7 @@ records does not know (only magic 2 is stored; on recovery offsets must be
 dense, since the CRC does not cover them), and ``CorruptBatchError`` (the
 storage contract's error) in place of records' ``CorruptRecordError``.
 """
+
 from __future__ import annotations
 
 import struct
@@ -49,8 +50,7 @@ class BatchInfo(NamedTuple):
 def _info(fields: tuple, position: int) -> BatchInfo:
     """BatchInfo from records' header fields (``RecordBatch.header()`` order)."""
     base = fields[0]
-    return tuple.__new__(BatchInfo, (position, fields[1] + LOG_OVERHEAD, base, base + fields[6], fields[8],
-                                     fields[12]))
+    return tuple.__new__(BatchInfo, (position, fields[1] + LOG_OVERHEAD, base, base + fields[6], fields[8], fields[12]))
 
 
 def read_info(buf, pos: int) -> BatchInfo:
@@ -63,8 +63,9 @@ def read_info(buf, pos: int) -> BatchInfo:
     return _info(fields, pos)
 
 
-def iter_infos(buf, start: int, end: int, *, whole: bool = False, check: bool = False,
-               first_offset: int | None = None) -> Iterator[BatchInfo]:
+def iter_infos(
+    buf, start: int, end: int, *, whole: bool = False, check: bool = False, first_offset: int | None = None
+) -> Iterator[BatchInfo]:
     """Headers of the batches in ``buf[start:end]`` (records' walk); CorruptBatchError at the first bad one.
 
     A partial batch at the end ends the walk quietly unless ``whole``. ``check`` (recovery) also checks
@@ -162,8 +163,9 @@ def whole_batches_end(buf, pos: int, end: int, limit: int) -> int:
     return pos
 
 
-def stored(view, infos: Iterable[BatchInfo], first_offset: int, log_append_time: int | None,
-           position: int = 0) -> Iterator[tuple[tuple, BatchInfo]]:
+def stored(
+    view, infos: Iterable[BatchInfo], first_offset: int, log_append_time: int | None, position: int = 0
+) -> Iterator[tuple[tuple, BatchInfo]]:
     """The batches ``infos`` of ``view`` (from ``split``) as the log stores them: offsets from
     ``first_offset`` and, when ``log_append_time`` is given, LogAppendTime stamped (records recomputes
     the CRC). Yields per batch the buffers that make it up (zero-copy unless stamped) and its
@@ -171,7 +173,7 @@ def stored(view, infos: Iterable[BatchInfo], first_offset: int, log_append_time:
     next_offset = first_offset
     for info in infos:
         last = next_offset + info.last_offset - info.base_offset
-        raw = view[info.position:info.position + info.size]
+        raw = view[info.position : info.position + info.size]
         if log_append_time is None:
             # Only the base offset changes and the CRC does not cover it: keep the rest as given.
             chunks = (next_offset.to_bytes(8, "big", signed=True), raw[8:])

@@ -23,6 +23,7 @@ Contract every engine keeps:
   transactions overlapping what it returns. Engines with files keep both across
   restarts, an open transaction staying open.
 """
+
 from __future__ import annotations
 
 import abc
@@ -207,14 +208,16 @@ class PartitionLog(abc.ABC):
         """Producer id -> first offset of its open transaction in this partition."""
         return {}
 
-    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
-                       regions: bool = False) -> ReadResult:
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True, regions: bool = False) -> ReadResult:
         """``read`` (``read_regions`` when ``regions``) of whole batches below the last stable offset only,
         with ``aborted`` set to the aborted transactions overlapping the range read (Kafka's
         ``collectAbortedTransactions``); past the last stable offset nothing, and an empty list. Engines
         that track no transactions read as usual: their last stable offset is the high watermark."""
-        result = self.read_regions(offset, max_bytes, min_one=min_one) if regions else self.read(
-            offset, max_bytes, min_one=min_one)
+        result = (
+            self.read_regions(offset, max_bytes, min_one=min_one)
+            if regions
+            else self.read(offset, max_bytes, min_one=min_one)
+        )
         result.aborted = []
         return result
 
@@ -223,8 +226,9 @@ class PartitionLog(abc.ABC):
     def size_bytes(self) -> int: ...
 
     @abc.abstractmethod
-    def append(self, batches: bytes | bytearray | memoryview, *, log_append_time: int | None = None,
-               durable: bool = False) -> AppendResult:
+    def append(
+        self, batches: bytes | bytearray | memoryview, *, log_append_time: int | None = None, durable: bool = False
+    ) -> AppendResult:
         """Append whole v2 batches; ``log_append_time`` (ms) rewrites their max timestamp and sets the
         LogAppendTime attribute (the engine recomputes the CRC in that case only)."""
 
@@ -283,8 +287,9 @@ class Storage(abc.ABC):
         raise UnknownTopicError(str(topic_id))
 
     @abc.abstractmethod
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     topic_id: uuid.UUID | None = None) -> TopicMeta: ...
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicMeta: ...
 
     @abc.abstractmethod
     def delete_topic(self, name: str) -> None: ...
@@ -335,8 +340,18 @@ class Storage(abc.ABC):
     def partition(self, topic: str, partition: int) -> PartitionLog:
         """UnknownTopicError if the topic or partition does not exist."""
 
-    def append_txn_marker(self, topic: str, partition: int, producer_id: int, producer_epoch: int, commit: bool,
-                          coordinator_epoch: int, *, timestamp: int | None = None, leader_epoch: int = 0) -> int:
+    def append_txn_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        timestamp: int | None = None,
+        leader_epoch: int = 0,
+    ) -> int:
         """End producer ``producer_id``'s transaction in one partition (WriteTxnMarkers, done in-process):
         append a control batch as Kafka's leaders write it (transactional + control attributes, that
         producer's id and epoch, base sequence -1, one control record: key version 0 type ABORT 0 or
@@ -345,9 +360,14 @@ class Storage(abc.ABC):
         offset. ``timestamp`` defaults to now (ms), as Kafka stamps markers."""
         from kafkawire.protocol.records.control import build_end_txn_marker
 
-        marker = build_end_txn_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
-                                      coordinator_epoch=coordinator_epoch, timestamp=timestamp,
-                                      partition_leader_epoch=leader_epoch)
+        marker = build_end_txn_marker(
+            commit,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=timestamp,
+            partition_leader_epoch=leader_epoch,
+        )
         return self.partition(topic, partition).append(marker, durable=True).base_offset
 
     @abc.abstractmethod

@@ -5,6 +5,7 @@
 config (``segment.bytes``...) winning over the broker default
 (``log.segment.bytes``...), exactly as Kafka resolves them.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -129,11 +130,13 @@ class StorageConfig:
             scale = {"ms": 1, "minutes": 60_000, "hours": _HOUR_MS}[key.rsplit(".", 1)[1]]
             ms = _as_int(key, value)
             values["retention_ms"] = -1 if ms < 0 else ms * scale
-        for prop, name in (("log.retention.bytes", "retention_bytes"),
-                           ("log.index.interval.bytes", "index_interval_bytes"),
-                           ("log.flush.interval.messages", "flush_interval_messages"),
-                           ("log.flush.interval.ms", "flush_interval_ms"),
-                           ("node.id", "node_id")):
+        for prop, name in (
+            ("log.retention.bytes", "retention_bytes"),
+            ("log.index.interval.bytes", "index_interval_bytes"),
+            ("log.flush.interval.messages", "flush_interval_messages"),
+            ("log.flush.interval.ms", "flush_interval_ms"),
+            ("node.id", "node_id"),
+        ):
             key, value = first(prop)
             if key:
                 values[name] = _as_int(key, value)
@@ -169,10 +172,16 @@ class StorageConfig:
 
     def defaults(self) -> TopicSettings:
         return TopicSettings(
-            segment_bytes=self.segment_bytes, segment_ms=self.roll_ms, retention_ms=self.retention_ms,
-            retention_bytes=self.retention_bytes, index_interval_bytes=self.index_interval_bytes,
-            flush_messages=self.flush_interval_messages, flush_ms=self.flush_interval_ms,
-            message_timestamp_type=self.message_timestamp_type, cleanup_policy=self.cleanup_policy)
+            segment_bytes=self.segment_bytes,
+            segment_ms=self.roll_ms,
+            retention_ms=self.retention_ms,
+            retention_bytes=self.retention_bytes,
+            index_interval_bytes=self.index_interval_bytes,
+            flush_messages=self.flush_interval_messages,
+            flush_ms=self.flush_interval_ms,
+            message_timestamp_type=self.message_timestamp_type,
+            cleanup_policy=self.cleanup_policy,
+        )
 
     def for_topic(self, topic_configs: Mapping[str, str] | None) -> TopicSettings:
         """Effective settings of a topic whose explicit configs are ``topic_configs``."""

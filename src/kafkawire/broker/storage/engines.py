@@ -3,6 +3,7 @@
 The broker names an engine and gets a ``Storage``; it never imports an engine class itself. An engine that
 cannot be loaded is an error with the reason (``EngineUnavailableError``), never a quiet switch to another.
 """
+
 from __future__ import annotations
 
 import os

@@ -18,6 +18,7 @@ log on start, so writing it entry by entry would buy nothing and cost two open
 files per partition and a syscall per entry. Indexes are never the only copy
 of anything.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,7 +71,7 @@ class _IndexFile:
         try:
             data = memoryview(encoded)
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
             if fsync:
                 os.fsync(fd)
         finally:

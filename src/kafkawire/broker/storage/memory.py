@@ -7,6 +7,7 @@ the part of a segment), so ``enforce_retention`` counts deleted batches.
 Timestamp lookups scan the batch headers linearly: fine for the sizes a
 RAM-only broker holds, and ListOffsets by time is rare.
 """
+
 from __future__ import annotations
 
 import threading
@@ -54,11 +55,10 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 self._size += info.size
             self._end = info.last_offset + 1
             if txn.any_transactional(view, infos):
-                placed = self._infos[-len(infos):]
+                placed = self._infos[-len(infos) :]
                 for event in txn.events(view, [(i.position, i.size, p.base_offset) for i, p in zip(infos, placed)]):
                     self._txn.apply(event)
-            return AppendResult(first, self._end - 1, -1 if log_append_time is None else log_append_time,
-                                self._start)
+            return AppendResult(first, self._end - 1, -1 if log_append_time is None else log_append_time, self._start)
 
     def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> ReadResult:
         with self._lock:
@@ -74,8 +74,13 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 size += n
                 i += 1
             end = self._end
-            return ReadResult(chunks, size, end, self._start,
-                              self._txn.last_stable_offset(end, self._start) if self._txn.ongoing else end)
+            return ReadResult(
+                chunks,
+                size,
+                end,
+                self._start,
+                self._txn.last_stable_offset(end, self._start) if self._txn.ongoing else end,
+            )
 
     @property
     def last_stable_offset(self) -> int:
@@ -85,8 +90,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
         with self._lock:
             return dict(self._txn.ongoing)
 
-    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
-                       regions: bool = False) -> ReadResult:
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True, regions: bool = False) -> ReadResult:
         with self._lock:
             if offset < self._start or offset > self._end:
                 raise OffsetOutOfRangeError(offset, self._start, self._end)
@@ -164,8 +168,9 @@ class MemoryStorage(topics.TopicRegistry, Storage):
         self._topics: dict[str, TopicMeta] = {}
         self._logs: dict[str, list[MemoryPartitionLog]] = {}
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     topic_id: uuid.UUID | None = None) -> TopicMeta:
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicMeta:
         with self._lock:
             meta = topics.new_topic(self._topics, self.config, name, partitions, configs, topic_id)
             self._topics[name] = meta
@@ -184,8 +189,11 @@ class MemoryStorage(topics.TopicRegistry, Storage):
                     continue
                 taken[t.name] = meta
                 results.append(meta)
-            made = {m.name: [MemoryPartitionLog(m.name, p, self._settings_for(m.name)) for p in range(m.partitions)]
-                    for m in results if isinstance(m, TopicMeta)}
+            made = {
+                m.name: [MemoryPartitionLog(m.name, p, self._settings_for(m.name)) for p in range(m.partitions)]
+                for m in results
+                if isinstance(m, TopicMeta)
+            }
             self._topics = taken
             self._logs.update(made)
         return results
@@ -205,6 +213,7 @@ class MemoryStorage(topics.TopicRegistry, Storage):
         def settings() -> TopicSettings:
             meta = self._topics.get(name)
             return self.config.for_topic(meta.configs if meta else {})
+
         return settings
 
     def delete_topic(self, name: str) -> None:
@@ -230,8 +239,9 @@ class MemoryStorage(topics.TopicRegistry, Storage):
             meta = self._topics.get(name)
             if meta is None:
                 raise UnknownTopicError(name)
-            meta = TopicMeta(meta.name, meta.topic_id, meta.partitions,
-                             topics.merged_configs(self.config, meta.configs, configs))
+            meta = TopicMeta(
+                meta.name, meta.topic_id, meta.partitions, topics.merged_configs(self.config, meta.configs, configs)
+            )
             self._topics[name] = meta
             return meta
 

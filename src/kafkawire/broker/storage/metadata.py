@@ -11,6 +11,7 @@ A write goes to a temporary file that is fsynced, renamed over the old one,
 and then the directory is fsynced: after a crash either the old or the new
 content is there, never a mix.
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ def write_atomically(path: str, data: bytes) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -58,6 +59,7 @@ def _read_text(path: str) -> str | None:
 
 
 # ------------------------------------------------------------ meta.properties
+
 
 def parse_properties(text: str) -> dict[str, str]:
     out = {}
@@ -90,6 +92,7 @@ def load_or_create_meta_properties(data_dir: str, new_cluster_id: str, node_id: 
 
 # ---------------------------------------------------------------- topics.json
 
+
 def load_topics(data_dir: str) -> dict[str, TopicMeta]:
     path = os.path.join(data_dir, META_DIR, TOPICS_FILE)
     text = _read_text(path)
@@ -99,8 +102,12 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
         doc = json.loads(text)
         topics = {}
         for t in doc["topics"]:
-            meta = TopicMeta(name=t["name"], topic_id=uuid.UUID(t["topic_id"]), partitions=int(t["partitions"]),
-                             configs={str(k): str(v) for k, v in t.get("configs", {}).items()})
+            meta = TopicMeta(
+                name=t["name"],
+                topic_id=uuid.UUID(t["topic_id"]),
+                partitions=int(t["partitions"]),
+                configs={str(k): str(v) for k, v in t.get("configs", {}).items()},
+            )
             topics[meta.name] = meta
         return topics
     except (ValueError, KeyError, TypeError) as exc:
@@ -109,14 +116,18 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
 
 def save_topics(data_dir: str, topics: dict[str, TopicMeta]) -> None:
     os.makedirs(os.path.join(data_dir, META_DIR), exist_ok=True)
-    doc = {"version": 1, "topics": [
-        {"name": m.name, "topic_id": str(m.topic_id), "partitions": m.partitions, "configs": dict(m.configs)}
-        for m in sorted(topics.values(), key=lambda m: m.name)]}
-    write_atomically(os.path.join(data_dir, META_DIR, TOPICS_FILE),
-                     json.dumps(doc, indent=1, sort_keys=True).encode())
+    doc = {
+        "version": 1,
+        "topics": [
+            {"name": m.name, "topic_id": str(m.topic_id), "partitions": m.partitions, "configs": dict(m.configs)}
+            for m in sorted(topics.values(), key=lambda m: m.name)
+        ],
+    }
+    write_atomically(os.path.join(data_dir, META_DIR, TOPICS_FILE), json.dumps(doc, indent=1, sort_keys=True).encode())
 
 
 # ----------------------------------------------------- log start checkpoint
+
 
 def load_log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
     path = os.path.join(data_dir, LOG_START_CHECKPOINT)
@@ -129,7 +140,7 @@ def load_log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
             raise ValueError(f"unknown version {lines[0]!r}")
         count = int(lines[1])
         out = {}
-        for line in lines[2:2 + count]:
+        for line in lines[2 : 2 + count]:
             topic, partition, offset = line.split()
             out[(topic, int(partition))] = int(offset)
         if len(out) != count:
@@ -145,6 +156,7 @@ def save_log_start_offsets(data_dir: str, offsets: dict[tuple[str, int], int]) -
 
 
 # --------------------------------------------------------- partition.metadata
+
 
 def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
     write_atomically(os.path.join(partition_dir, PARTITION_METADATA), f"version: 0\ntopic_id: {topic_id}\n".encode())

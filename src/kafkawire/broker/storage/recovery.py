@@ -31,6 +31,7 @@ kafkawire's (no topic of ``topics.json`` owns them: a Kafka data directory's par
 checkpoints, files of other tools) are never moved or deleted: they are listed once in the log
 (``report_unknown``), and a topic whose partition directory is taken by one is refused.
 """
+
 from __future__ import annotations
 
 import logging
@@ -87,6 +88,7 @@ def _mapped(path: str, size: int, *, whole: bool = False):
 
 # ------------------------------------------------------------------ scanning
 
+
 def _valid_batch(buf, view, pos: int, size: int, min_base: int, max_last: int | None):
     """BatchInfo if a whole v2 batch with a correct CRC starts at ``pos`` and its offsets are in
     [min_base, max_last]; else None. ``why`` is not needed here: callers report regions."""
@@ -98,7 +100,7 @@ def _valid_batch(buf, view, pos: int, size: int, min_base: int, max_last: int | 
         return None
     if max_last is not None and base + delta > max_last:
         return None
-    if crc32c(view[pos + ATTRIBUTES_OFFSET:end]) != crc:
+    if crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != crc:
         return None
     return _batch.BatchInfo(pos, end - pos, base, base + delta, max_ts, count)
 
@@ -141,8 +143,15 @@ def _resync(buf, view, pos: int, size: int, min_base: int, max_last: int | None)
         q += 1
 
 
-def scan(buf, size: int, base_offset: int, max_last: int | None = None, *, allow_gaps: bool = False,
-         pace: Callable[[int], None] | None = None) -> Scan:
+def scan(
+    buf,
+    size: int,
+    base_offset: int,
+    max_last: int | None = None,
+    *,
+    allow_gaps: bool = False,
+    pace: Callable[[int], None] | None = None,
+) -> Scan:
     """Check every batch of a segment's bytes: length, magic, CRC-32C and offsets.
 
     Offsets must follow each other densely (the CRC does not cover the base offset, so density is
@@ -192,8 +201,13 @@ def quarantined(directory: str, base_offset: int) -> list[str]:
     return sorted(n for n in os.listdir(directory) if n.startswith(prefix) and QUARANTINE_FILE.fullmatch(n))
 
 
-def scan_segment(segment: LogSegment, max_last: int | None = None, *,
-                 pace: Callable[[int], None] | None = None, repaired: bool | None = None) -> Scan:
+def scan_segment(
+    segment: LogSegment,
+    max_last: int | None = None,
+    *,
+    pace: Callable[[int], None] | None = None,
+    repaired: bool | None = None,
+) -> Scan:
     """``repaired``: whether the segment has quarantine files (looked up when None)."""
     size = segment.file_size()
     if not size:
@@ -208,9 +222,11 @@ def scan_segment(segment: LogSegment, max_last: int | None = None, *,
 
 # ------------------------------------------------------------------ repairing
 
+
 def quarantine_path(segment: LogSegment, position: int) -> str:
-    return os.path.join(segment.directory,
-                        f"{segment_name(segment.base_offset)}.{position}.{int(time.time() * 1000)}.quarantine")
+    return os.path.join(
+        segment.directory, f"{segment_name(segment.base_offset)}.{position}.{int(time.time() * 1000)}.quarantine"
+    )
 
 
 def _write_file(path: str, chunks) -> None:
@@ -219,7 +235,7 @@ def _write_file(path: str, chunks) -> None:
         for chunk in chunks:
             data = memoryview(chunk)
             while data:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -260,9 +276,15 @@ def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repa
         try:
             for region in regions:
                 path = quarantine_path(segment, region.start)
-                _write_file(path, [view[region.start:region.end]])
-                log.error("quarantined %d damaged bytes of %s at position %d in %s: %s",
-                          region.end - region.start, segment.log_path, region.start, path, region.why)
+                _write_file(path, [view[region.start : region.end]])
+                log.error(
+                    "quarantined %d damaged bytes of %s at position %d in %s: %s",
+                    region.end - region.start,
+                    segment.log_path,
+                    region.start,
+                    path,
+                    region.why,
+                )
             runs, moved, infos, shift, prev_end = [], [], [], 0, 0
             for info in found.infos:
                 if info.position != prev_end:
@@ -291,6 +313,7 @@ def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repa
 
 # ------------------------------------------------------------------ loading
 
+
 def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> list[LogSegment]:
     """The partition's segments, oldest first, with the active one recovered; [] if there are none."""
     bases, others, repaired = set(), [], set()
@@ -315,8 +338,7 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> lis
             _unlink_quietly(path)
     segments = [LogSegment(directory, base, created_ms=now_ms) for base in sorted(bases)]
     for i, segment in enumerate(segments[:-1]):
-        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1,
-                     segment.base_offset in repaired)
+        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1, segment.base_offset in repaired)
     if segments:
         _recover(segments[-1], index_interval_bytes, None, active=True, repaired=segments[-1].base_offset in repaired)
     return segments
@@ -359,8 +381,9 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, 
             if not tail or tail[-1].position + tail[-1].size != size:
                 raise IndexCorruptError(f"{segment.log_path} does not end with a whole batch")
             if tail[-1].last_offset > max_last:
-                raise IndexCorruptError(f"{segment.log_path} reaches offset {tail[-1].last_offset}, "
-                                        f"past the next segment's base")
+                raise IndexCorruptError(
+                    f"{segment.log_path} reaches offset {tail[-1].last_offset}, past the next segment's base"
+                )
         finally:
             buf.close()
     except (IndexCorruptError, CorruptBatchError) as exc:
@@ -378,8 +401,9 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, 
     return True
 
 
-def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool,
-             repaired: bool) -> bool:
+def _recover(
+    segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool, repaired: bool
+) -> bool:
     """Check every batch of the segment and repair what is damaged. True if nothing was."""
     found = scan_segment(segment, max_last, repaired=repaired)
     size = segment.file_size()
@@ -391,8 +415,14 @@ def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | Non
     if not found.damaged and active:
         # the usual crash: a torn write at the end of the active segment
         good_end = found.tail.start
-        log.warning("truncating %s from %d to %d bytes (%d bytes lost): %s",
-                    segment.log_path, size, good_end, size - good_end, found.tail.why)
+        log.warning(
+            "truncating %s from %d to %d bytes (%d bytes lost): %s",
+            segment.log_path,
+            size,
+            good_end,
+            size - good_end,
+            found.tail.why,
+        )
         segment.truncate(good_end)
         segment.rebuild_from(found.infos, index_interval_bytes)
         return False
@@ -405,13 +435,24 @@ def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | Non
         first_bad = (found.damaged or [found.tail])[0]
         kept = [i for i in found.infos if i.position < first_bad.start]
         if active:
-            log.error("cannot quarantine the damage in %s (%s); truncating it at %d (%d bytes lost): %s",
-                      segment.log_path, exc, first_bad.start, size - first_bad.start, first_bad.why)
+            log.error(
+                "cannot quarantine the damage in %s (%s); truncating it at %d (%d bytes lost): %s",
+                segment.log_path,
+                exc,
+                first_bad.start,
+                size - first_bad.start,
+                first_bad.why,
+            )
             segment.truncate(first_bad.start)
         else:
-            log.error("cannot quarantine the damage in %s (%s); serving only its first %d bytes until a "
-                      "restart with free space repairs it: %s", segment.log_path, exc, first_bad.start,
-                      first_bad.why)
+            log.error(
+                "cannot quarantine the damage in %s (%s); serving only its first %d bytes until a "
+                "restart with free space repairs it: %s",
+                segment.log_path,
+                exc,
+                first_bad.start,
+                first_bad.why,
+            )
         segment.rebuild_from(kept, index_interval_bytes)
         return False
     repair.commit(index_interval_bytes)
@@ -422,9 +463,13 @@ def _recover(segment: LogSegment, index_interval_bytes: int, max_last: int | Non
             log.warning("cannot write the indexes of %s: %s", segment.log_path, exc)
     else:
         _reseal(segment)
-    log.error("repaired %s: %d damaged bytes set aside, %d valid batches kept (offsets %s)",
-              segment.log_path, repair.lost_bytes, len(repair.infos),
-              f"{repair.infos[0].base_offset}..{repair.infos[-1].last_offset}" if repair.infos else "none")
+    log.error(
+        "repaired %s: %d damaged bytes set aside, %d valid batches kept (offsets %s)",
+        segment.log_path,
+        repair.lost_bytes,
+        len(repair.infos),
+        f"{repair.infos[0].base_offset}..{repair.infos[-1].last_offset}" if repair.infos else "none",
+    )
     return False
 
 
@@ -482,8 +527,12 @@ def report_unknown(data_dir: str, names: list[str]) -> None:
     directory's ``__cluster_metadata-0`` and checkpoints, a topic's partitions from another broker, another
     tool's files) are never moved, changed or deleted, whatever they hold."""
     if names:
-        log.warning("%s holds %d entries that are not kafkawire's; left in place, untouched: %s",
-                    data_dir, len(names), " ".join(names))
+        log.warning(
+            "%s holds %d entries that are not kafkawire's; left in place, untouched: %s",
+            data_dir,
+            len(names),
+            " ".join(names),
+        )
 
 
 def holds_no_records(directory: str) -> bool:

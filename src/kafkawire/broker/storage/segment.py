@@ -19,6 +19,7 @@ segment reopens its file on the next access. ``set_open_limit`` sizes the LRU
 from RLIMIT_NOFILE (two descriptors per segment, the file and the mapping, and
 room for the mappings reads still hold).
 """
+
 from __future__ import annotations
 
 import errno
@@ -111,6 +112,7 @@ def default_open_limit() -> int:
     soft = 1024
     try:
         import resource
+
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         if soft == resource.RLIM_INFINITY:
             soft = 1 << 20
@@ -216,6 +218,7 @@ class LogSegment:
         open_handles.forget(self)
         os.replace(path, self.log_path)
         from .metadata import fsync_dir
+
         fsync_dir(self.directory)
 
     def create(self) -> None:
@@ -247,8 +250,8 @@ class LogSegment:
         a descriptor per segment until its answer is sent."""
         buf = self.buffer()
         if open_handles.crowded:
-            return buf[position:position + length]
-        return memoryview(buf)[position:position + length]
+            return buf[position : position + length]
+        return memoryview(buf)[position : position + length]
 
     def region(self, position: int, length: int) -> FileRegion:
         return FileRegion(self.file, position, length)
@@ -271,7 +274,7 @@ class LogSegment:
             pending = [memoryview(b).cast("B") for b in buffers]
             first = 0  # pending[:first] are fully written
             while first < len(pending):
-                written = os.pwritev(fd, pending[first:first + _IOV_MAX], position)
+                written = os.pwritev(fd, pending[first : first + _IOV_MAX], position)
                 if written <= 0:
                     raise OSError("pwritev wrote nothing")
                 position += written
@@ -375,8 +378,9 @@ class LogSegment:
         if limit >= self.size:
             return self.size
         buf = self.buffer()
-        end = _batch.whole_batches_end(buf, max(position, self.offset_index.last_position_within(limit)),
-                                       self.size, limit)
+        end = _batch.whole_batches_end(
+            buf, max(position, self.offset_index.last_position_within(limit)), self.size, limit
+        )
         if end == position and take_first:
             return position + _batch.read_info(buf, position).size
         return end
@@ -384,7 +388,7 @@ class LogSegment:
     def batch_at(self, position: int) -> memoryview:
         buf = self.buffer()
         info = _batch.read_info(buf, position)
-        return memoryview(buf)[position:position + info.size]
+        return memoryview(buf)[position : position + info.size]
 
     def find_by_timestamp(self, timestamp_ms: int, min_offset: int) -> tuple[int, int] | None:
         from .topics import first_record_in
@@ -392,7 +396,7 @@ class LogSegment:
         start = max(self.time_index.lookup(timestamp_ms), min_offset)
         view = memoryview(self.buffer())
         infos = _batch.iter_infos(view, self.offset_index.lookup(start), self.size)
-        return first_record_in(((view[i.position:i.position + i.size], i) for i in infos), timestamp_ms, min_offset)
+        return first_record_in(((view[i.position : i.position + i.size], i) for i in infos), timestamp_ms, min_offset)
 
     # ------------------------------------------------------------ lifecycle
 

@@ -54,6 +54,7 @@ roll, retention, DeleteRecords) and another guards what readers look at; a
 writer holds the latter only to publish a write, never during file I/O or an
 fsync, so readers never wait for the disk.
 """
+
 from __future__ import annotations
 
 import errno
@@ -132,8 +133,12 @@ class LogDirState:
             if first or (self.failure.out_of_space and not exc.out_of_space):
                 self.failure = exc
         if first:
-            log.error("log dir %s is offline for writes (reads continue): %s; %s", self.path, exc,
-                      "writes resume when space is freed" if exc.out_of_space else "writes resume after a restart")
+            log.error(
+                "log dir %s is offline for writes (reads continue): %s; %s",
+                self.path,
+                exc,
+                "writes resume when space is freed" if exc.out_of_space else "writes resume after a restart",
+            )
 
     def check(self, need: int = 0) -> None:
         """Raise LogDirError while the directory is offline; a full disk that has room again comes back."""
@@ -161,9 +166,17 @@ def _disk_error(state: LogDirState, what: str, exc: BaseException) -> LogDirErro
 
 
 class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
-    def __init__(self, topic: str, partition: int, directory: str, segments: list[LogSegment], log_start: int,
-                 settings: Callable[[], TopicSettings], checkpoint: Callable[[], None],
-                 clock: Callable[[], int]):
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        directory: str,
+        segments: list[LogSegment],
+        log_start: int,
+        settings: Callable[[], TopicSettings],
+        checkpoint: Callable[[], None],
+        clock: Callable[[], int],
+    ):
         self.topic, self.partition, self.directory = topic, partition, directory
         self._dir = LogDirState.of(os.path.dirname(directory))
         self._settings, self._checkpoint, self._clock = settings, checkpoint, clock
@@ -243,8 +256,11 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                     log.warning("cannot append to %s: %s", segment.txn_index_path, exc)
             self._unflushed_messages += messages
             start = self._start
-        if durable or self._unflushed_messages >= settings.flush_messages or (
-                settings.flush_ms is not None and self._clock() - self._last_flush_ms >= settings.flush_ms):
+        if (
+            durable
+            or self._unflushed_messages >= settings.flush_messages
+            or (settings.flush_ms is not None and self._clock() - self._last_flush_ms >= settings.flush_ms)
+        ):
             try:
                 self._flush_to(next_offset)
             except OSError as exc:  # the data is written but not known to be on disk: not acknowledged
@@ -359,8 +375,9 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                         stop = segment.extent(position, budget, min_one and not chunks)
                         if stop > position:
                             length = stop - position
-                            chunks.append(segment.region(position, length) if regions
-                                          else segment.view(position, length))
+                            chunks.append(
+                                segment.region(position, length) if regions else segment.view(position, length)
+                            )
                             total += length
                             last_segment, last_end = i, stop
                         if stop < segment.size:
@@ -383,8 +400,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             return index.offsets[k]
         return self._segments[i + 1].base_offset if i + 1 < len(self._segments) else self._end
 
-    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True,
-                       regions: bool = False) -> ReadResult:
+    def read_committed(self, offset: int, max_bytes: int, *, min_one: bool = True, regions: bool = False) -> ReadResult:
         return self._read(offset, max_bytes, min_one, regions, committed=True)
 
     @property
@@ -509,7 +525,8 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             deleted = 0
             if settings.deletes and settings.retention_ms >= 0:
                 deleted += self._delete_oldest(
-                    lambda seg, _next, _state: now_ms - self._segment_time(seg) > settings.retention_ms)
+                    lambda seg, _next, _state: now_ms - self._segment_time(seg) > settings.retention_ms
+                )
             if settings.deletes and settings.retention_bytes >= 0:
                 excess = [self._size - settings.retention_bytes]
 
@@ -518,6 +535,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                         return False
                     excess[0] -= seg.size
                     return True
+
                 deleted += self._delete_oldest(over_size)
             deleted += self._delete_oldest(lambda seg, nxt, _state: nxt is not None and nxt.base_offset <= self._start)
             return deleted
@@ -549,8 +567,9 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             self._start = max(self._start, self._segments[0].base_offset)
             self._txn.drop_aborted_before(self._segments[0].base_offset)
         for segment in doomed:
-            log.info("deleting segment %s (offsets %d..%d)", segment.log_path, segment.base_offset,
-                     segment.next_offset - 1)
+            log.info(
+                "deleting segment %s (offsets %d..%d)", segment.log_path, segment.base_offset, segment.next_offset - 1
+            )
             segment.delete()
             snapshot.delete(self.directory, segment.base_offset)
         return count
@@ -577,8 +596,12 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             try:
                 repair = recovery.prepare_repair(segment, found, keep_tail=True)
             except OSError as exc:
-                log.error("cannot quarantine the damage found in %s: %s (the damaged batches are still "
-                          "served until it is repaired)", segment.log_path, exc)
+                log.error(
+                    "cannot quarantine the damage found in %s: %s (the damaged batches are still "
+                    "served until it is repaired)",
+                    segment.log_path,
+                    exc,
+                )
                 raise _disk_error(self._dir, f"repair of {segment.log_path} failed", exc) from exc
             interval = self._settings().index_interval_bytes
             with self._state_lock:
@@ -620,8 +643,14 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
 
 
 class SegmentStorage(topics.TopicRegistry, Storage):
-    def __init__(self, data_dir: str | os.PathLike, config: StorageConfig | Mapping[str, object] | None = None,
-                 *, clock: Callable[[], int] = _wall_ms, open_segments: int | None = None):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        config: StorageConfig | Mapping[str, object] | None = None,
+        *,
+        clock: Callable[[], int] = _wall_ms,
+        open_segments: int | None = None,
+    ):
         self.config = StorageConfig.coerce(config)
         self.data_dir = str(Path(data_dir))
         self._clock = clock
@@ -639,15 +668,15 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         self._closed = False
         self._lock_file = self._lock_data_dir()
         try:
-            props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(),
-                                                            self.config.node_id)
+            props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(), self.config.node_id)
             self._cluster_id = props["cluster.id"]
             self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
             starts = metadata.load_log_start_offsets(self.data_dir)
             self._sweep_directories(starts)
             for meta in self._topics.values():
-                self._logs[meta.name] = [self._open_partition(meta, p, starts.get((meta.name, p), 0))
-                                         for p in range(meta.partitions)]
+                self._logs[meta.name] = [
+                    self._open_partition(meta, p, starts.get((meta.name, p), 0)) for p in range(meta.partitions)
+                ]
             try:
                 self._save_log_starts()  # drops entries of topics that no longer exist
             except OSError as exc:
@@ -667,9 +696,13 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         except OSError:
             return
         if free < MIN_FREE_BYTES:
-            self._dir_state.failed(LogDirError(
-                f"{self.data_dir} has only {free} bytes free (at least {MIN_FREE_BYTES} are needed to take "
-                f"writes); serving reads", errno.ENOSPC))
+            self._dir_state.failed(
+                LogDirError(
+                    f"{self.data_dir} has only {free} bytes free (at least {MIN_FREE_BYTES} are needed to take "
+                    f"writes); serving reads",
+                    errno.ENOSPC,
+                )
+            )
 
     def log_dir_failure(self) -> LogDirError | None:
         """Why the log directory takes no writes, or None (a full disk with room again is back)."""
@@ -709,8 +742,10 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             meta = self._topics[name.rsplit("-", 1)[0]]
             owner = metadata.read_partition_topic_id(path)
             if owner is not None and owner != meta.topic_id:
-                raise StorageError(f"{path} holds the partition of another topic (id {owner}) than topic {meta.name} "
-                                   f"(id {meta.topic_id}); kafkawire does not move it: move it away, then start")
+                raise StorageError(
+                    f"{path} holds the partition of another topic (id {owner}) than topic {meta.name} "
+                    f"(id {meta.topic_id}); kafkawire does not move it: move it away, then start"
+                )
         recovery.report_unknown(self.data_dir, unknown)
         self._foreign_log_starts = {tp: o for tp, o in starts.items() if f"{tp[0]}-{tp[1]}/" in unknown}
 
@@ -732,8 +767,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             segment.create()
             metadata.fsync_dir(directory)
             segments = [segment]
-        plog = SegmentPartitionLog(meta.name, partition, directory, segments, log_start, settings,
-                                   self._save_log_starts, self._clock)
+        plog = SegmentPartitionLog(
+            meta.name, partition, directory, segments, log_start, settings, self._save_log_starts, self._clock
+        )
         plog.recover_transactions()
         return plog
 
@@ -746,13 +782,20 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                 cached = (configs, self.config.for_topic(configs))
                 self._settings_cache[name] = cached
             return cached[1]
+
         return settings
 
     def _save_log_starts(self) -> None:
         with self._checkpoint_lock:
             offsets = dict(getattr(self, "_foreign_log_starts", {}))  # partitions left in place, not kafkawire's
-            offsets.update({(log_.topic, log_.partition): log_.log_start_offset
-                            for logs in list(self._logs.values()) for log_ in logs if log_.log_start_offset > 0})
+            offsets.update(
+                {
+                    (log_.topic, log_.partition): log_.log_start_offset
+                    for logs in list(self._logs.values())
+                    for log_ in logs
+                    if log_.log_start_offset > 0
+                }
+            )
             metadata.save_log_start_offsets(self.data_dir, offsets)
 
     # ------------------------------------------------------------- topics
@@ -761,8 +804,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         if self._closed:
             raise StorageError("storage is closed")
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
-                     topic_id: uuid.UUID | None = None) -> TopicMeta:
+    def create_topic(
+        self, name: str, partitions: int, configs: dict[str, str] | None = None, topic_id: uuid.UUID | None = None
+    ) -> TopicMeta:
         (result,) = self.create_topics([NewTopic(name, partitions, configs, topic_id)])
         if isinstance(result, StorageError):
             raise result
@@ -842,8 +886,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                 f.write(body)
             segment = LogSegment(directory, 0, created_ms=now)
             segment.create()
-            out.append(SegmentPartitionLog(meta.name, p, directory, [segment], 0, settings,
-                                           self._save_log_starts, self._clock))
+            out.append(
+                SegmentPartitionLog(meta.name, p, directory, [segment], 0, settings, self._save_log_starts, self._clock)
+            )
         return out
 
     def _check_directories_free(self, name: str, first: int, end: int) -> None:
@@ -854,7 +899,8 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             if os.path.lexists(directory) and not recovery.holds_no_records(directory):
                 raise recovery.DirectoryTakenError(
                     f"cannot create partition {p} of topic {name}: {directory} already exists and is not an empty "
-                    f"partition of kafkawire's; it is left in place (move or delete it to create the topic)")
+                    f"partition of kafkawire's; it is left in place (move or delete it to create the topic)"
+                )
 
     def _move_aside(self, directory: str) -> None:
         """Make room for a new partition: only an empty partition of kafkawire's (what a failed creation
@@ -947,8 +993,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                         for _, _before, after in planned:
                             if after.name in made:
                                 current = grown[after.name]  # configs may have changed meanwhile
-                                grown[after.name] = TopicMeta(current.name, current.topic_id, after.partitions,
-                                                              dict(current.configs))
+                                grown[after.name] = TopicMeta(
+                                    current.name, current.topic_id, after.partitions, dict(current.configs)
+                                )
                         metadata.save_topics(self.data_dir, grown)
                         self._topics = grown
                         for name, logs in made.items():
@@ -976,8 +1023,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             meta = self._topics.get(name)
             if meta is None:
                 raise UnknownTopicError(name)
-            changed = TopicMeta(meta.name, meta.topic_id, meta.partitions,
-                                topics.merged_configs(self.config, meta.configs, configs))
+            changed = TopicMeta(
+                meta.name, meta.topic_id, meta.partitions, topics.merged_configs(self.config, meta.configs, configs)
+            )
             metadata.save_topics(self.data_dir, {**self._topics, name: changed})
             self._topics[name] = changed
             return changed
@@ -1034,11 +1082,16 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             while not self._scrub_stop.is_set():
                 try:
                     report = self.verify(sleep=wait, bytes_per_sec=bytes_per_sec)
-                    log.info("scrubbed %d segments (%d bytes): %d damaged", report["segments"], report["bytes"],
-                             len(report["damaged"]))
+                    log.info(
+                        "scrubbed %d segments (%d bytes): %d damaged",
+                        report["segments"],
+                        report["bytes"],
+                        len(report["damaged"]),
+                    )
                 except Exception:
                     log.exception("scrubbing failed")
                 wait(pause_s)
+
         self._scrubber = threading.Thread(target=run, name="kafkawire-scrubber", daemon=True)
         self._scrubber.start()
         log.info("scrubber verifies sealed segments at up to %d bytes/s", bytes_per_sec)

@@ -12,6 +12,7 @@ epoch of the producer's batch and the fields it does not track at Kafka's "none"
 values (-1, offset delta 0). On start the newest snapshot at or below the log end
 is read and the log after it replayed.
 """
+
 from __future__ import annotations
 
 import os
@@ -39,7 +40,8 @@ def path_for(directory: str, offset: int) -> str:
 def encode(ongoing: dict[int, tuple[int, int]]) -> bytes:
     """``ongoing``: producer id -> (epoch, first offset of its open transaction)."""
     body = _COUNT.pack(len(ongoing)) + b"".join(
-        _ENTRY.pack(pid, epoch, -1, first, 0, -1, -1, first) for pid, (epoch, first) in sorted(ongoing.items()))
+        _ENTRY.pack(pid, epoch, -1, first, 0, -1, -1, first) for pid, (epoch, first) in sorted(ongoing.items())
+    )
     return _HEAD.pack(VERSION, crc32c(body)) + body
 
 
@@ -50,13 +52,13 @@ def decode(data: bytes) -> dict[int, tuple[int, int]]:
     version, crc = _HEAD.unpack_from(data)
     if version != VERSION:
         raise CorruptSnapshotError(f"producer snapshot version {version}, expected {VERSION}")
-    if crc32c(data[_HEAD.size:]) != crc:
+    if crc32c(data[_HEAD.size :]) != crc:
         raise CorruptSnapshotError("producer snapshot fails its CRC")
     (count,) = _COUNT.unpack_from(data, _HEAD.size)
     if count < 0 or len(data) != _HEAD.size + _COUNT.size + count * _ENTRY.size:
         raise CorruptSnapshotError(f"producer snapshot of {len(data)} bytes declares {count} entries")
     out = {}
-    for pid, epoch, _seq, _last, _delta, _ts, _coord, first in _ENTRY.iter_unpack(data[_HEAD.size + _COUNT.size:]):
+    for pid, epoch, _seq, _last, _delta, _ts, _coord, first in _ENTRY.iter_unpack(data[_HEAD.size + _COUNT.size :]):
         if first >= 0:
             out[pid] = (epoch, first)
     return out

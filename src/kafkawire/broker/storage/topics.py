@@ -1,6 +1,7 @@
 """What both engines share beyond the contract: topic validation, config merging, ids,
 the read side of their bookkeeping (``LogOffsets``, ``TopicRegistry``), and the
 in-batch lookups ListOffsets needs (record timestamps)."""
+
 from __future__ import annotations
 
 import base64
@@ -26,8 +27,13 @@ MAX_PARTITIONS = 1_000_000
 
 
 def check_topic_name(name: str) -> None:
-    if not isinstance(name, str) or not name or name in (".", "..") or len(name) > MAX_NAME_LENGTH \
-            or not _LEGAL_NAME.fullmatch(name):
+    if (
+        not isinstance(name, str)
+        or not name
+        or name in (".", "..")
+        or len(name) > MAX_NAME_LENGTH
+        or not _LEGAL_NAME.fullmatch(name)
+    ):
         raise InvalidTopicError(f"illegal topic name {name!r}")
 
 
@@ -36,8 +42,14 @@ def check_partitions(count: int) -> None:
         raise InvalidPartitionsError(f"partition count {count!r} must be in [1, {MAX_PARTITIONS}]")
 
 
-def new_topic(existing: Mapping[str, TopicMeta], config: StorageConfig, name: str, partitions: int,
-              configs: Mapping[str, str] | None, topic_id: uuid.UUID | None) -> TopicMeta:
+def new_topic(
+    existing: Mapping[str, TopicMeta],
+    config: StorageConfig,
+    name: str,
+    partitions: int,
+    configs: Mapping[str, str] | None,
+    topic_id: uuid.UUID | None,
+) -> TopicMeta:
     """Validated metadata of a topic about to be created (not yet registered)."""
     check_topic_name(name)
     check_partitions(partitions)
@@ -54,8 +66,9 @@ def new_topic(existing: Mapping[str, TopicMeta], config: StorageConfig, name: st
     return TopicMeta(name=name, topic_id=topic_id, partitions=partitions, configs=explicit)
 
 
-def merged_configs(config: StorageConfig, current: Mapping[str, str],
-                   changes: Mapping[str, str | None]) -> dict[str, str]:
+def merged_configs(
+    config: StorageConfig, current: Mapping[str, str], changes: Mapping[str, str | None]
+) -> dict[str, str]:
     out = dict(current)
     for key, value in changes.items():
         if value is None:

@@ -20,6 +20,7 @@ snapshot (``SegmentPartitionLog.recover_transactions``). Both engines keep the
 aborted transactions of the retained log in memory too (a tuple each): Fetch then
 never reads a file to answer read_committed.
 """
+
 from __future__ import annotations
 
 import os
@@ -90,7 +91,7 @@ def events(view, batches: Iterable[tuple[int, int, int]]) -> Iterator[TxnEvent]:
         if not flags & _CONTROL_MASK:
             yield TxnEvent(pid, epoch, base_offset, None)
             continue
-        marker = control_type(bytes(view[position:position + size]))
+        marker = control_type(bytes(view[position : position + size]))
         if marker in (ABORT, COMMIT):
             yield TxnEvent(pid, epoch, base_offset, marker)
 

@@ -1,4 +1,5 @@
 """Transaction coordinator settings, read from the broker's properties (Kafka's key names and defaults)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -29,6 +29,7 @@ and completes; an Ongoing one keeps its start time and is aborted when its timeo
 Limits (kafkawire's; Kafka's only limit is memory): 10,000 partitions per transaction (an add past it is
 refused with INVALID_REQUEST) and at most ``LIST_LIMIT`` ids in one ListTransactions answer.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -70,8 +71,14 @@ class MarkerWriter:
     ``write`` calls ``done(failure)`` once every partition has its marker (``failure`` None), or with the
     exception that stopped it; it may call it before returning."""
 
-    def write(self, producer_id: int, producer_epoch: int, commit: bool, partitions: list[tuple[str, int]],
-              done: Callable[[BaseException | None], None]) -> None:  # pragma: no cover - interface
+    def write(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        partitions: list[tuple[str, int]],
+        done: Callable[[BaseException | None], None],
+    ) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -89,8 +96,15 @@ def _exhausted(epoch: int) -> bool:
 
 
 class TransactionCoordinator:
-    def __init__(self, storage, allocate_producer_id: Callable[[], int], markers: MarkerWriter,
-                 config: TxnConfig | None = None, scheduler=None, groups: Callable[[], object] | None = None):
+    def __init__(
+        self,
+        storage,
+        allocate_producer_id: Callable[[], int],
+        markers: MarkerWriter,
+        config: TxnConfig | None = None,
+        scheduler=None,
+        groups: Callable[[], object] | None = None,
+    ):
         from ..groups.timers import FakeScheduler
 
         self.storage = storage
@@ -99,8 +113,11 @@ class TransactionCoordinator:
         self.allocate_producer_id = allocate_producer_id
         self.markers = markers
         self.groups = groups or (lambda: None)  # the group coordinator now serving (it may be replaced)
-        self.log = TxnLog(storage, fsync=self.config.fsync,
-                          compact_after_records=self.config.compact_after_records) if storage is not None else None
+        self.log = (
+            TxnLog(storage, fsync=self.config.fsync, compact_after_records=self.config.compact_after_records)
+            if storage is not None
+            else None
+        )
         self.txns: dict[str, TxnMetadata] = {}
         self._end_waiters: dict[str, list[Callable[[EndResult], None]]] = {}
         self._timers: dict[str, object] = {}  # the periodic checks' next timers, by name
@@ -184,8 +201,7 @@ class TransactionCoordinator:
 
     @staticmethod
     def _copy(txn: TxnMetadata) -> TxnMetadata:
-        return dataclasses.replace(txn, partitions=set(txn.partitions), pending=False,
-                                   markers_failed=False)
+        return dataclasses.replace(txn, partitions=set(txn.partitions), pending=False, markers_failed=False)
 
     def _bump(self, new: TxnMetadata) -> None:
         """The next epoch, or a new producer id at epoch 0 when the epoch is exhausted."""
@@ -196,8 +212,9 @@ class TransactionCoordinator:
             new.producer_epoch += 1
 
     # -- InitProducerId --------------------------------------------------------------------------------
-    def init_producer_id(self, tid: str, timeout_ms: int, expected_pid: int = NO_PRODUCER_ID,
-                         expected_epoch: int = NO_EPOCH) -> InitResult:
+    def init_producer_id(
+        self, tid: str, timeout_ms: int, expected_pid: int = NO_PRODUCER_ID, expected_epoch: int = NO_EPOCH
+    ) -> InitResult:
         if not tid:
             return InitResult(errors.INVALID_REQUEST)
         if not 0 < timeout_ms <= self.config.max_timeout_ms:
@@ -241,12 +258,18 @@ class TransactionCoordinator:
         return InitResult(0, txn.producer_id, txn.producer_epoch)
 
     # -- adding partitions -------------------------------------------------------------------------------
-    def _check_producer(self, tid: str, pid: int, epoch: int, *, tv2_retry: bool = False) -> tuple[int, TxnMetadata | None]:
+    def _check_producer(
+        self, tid: str, pid: int, epoch: int, *, tv2_retry: bool = False
+    ) -> tuple[int, TxnMetadata | None]:
         if not tid:
             return errors.INVALID_REQUEST, None
         txn = self.txns.get(tid)
-        if txn is not None and tv2_retry and pid == txn.last_producer_id != txn.producer_id \
-                and epoch == txn.last_producer_epoch:
+        if (
+            txn is not None
+            and tv2_retry
+            and pid == txn.last_producer_id != txn.producer_id
+            and epoch == txn.last_producer_epoch
+        ):
             # the retry of an EndTxn whose bump moved the producer to a new id (its epoch was exhausted)
             return (errors.CONCURRENT_TRANSACTIONS if txn.pending else 0), txn
         if txn is None or txn.producer_id != pid:
@@ -257,8 +280,9 @@ class TransactionCoordinator:
             return errors.CONCURRENT_TRANSACTIONS, txn
         return 0, txn
 
-    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]],
-                       client_tv: int | None = None) -> int:
+    def add_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]], client_tv: int | None = None
+    ) -> int:
         """Add the partitions to the producer's transaction; 0 or the error for all of them."""
         err, txn = self._check_producer(tid, pid, epoch)
         if err:
@@ -285,8 +309,9 @@ class TransactionCoordinator:
             return errors.NOT_COORDINATOR
         return 0
 
-    def verify_partitions(self, tid: str, pid: int, epoch: int,
-                          partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    def verify_partitions(
+        self, tid: str, pid: int, epoch: int, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         """AddPartitionsToTxn v4+ verify_only: for each partition, NONE when it is in the producer's ongoing
         transaction, INVALID_TXN_STATE when not, or the producer's error."""
         parts = list(partitions)
@@ -297,8 +322,9 @@ class TransactionCoordinator:
         ongoing = txn.state is TxnState.ONGOING
         return {tp: 0 if ongoing and tp in txn.partitions else errors.INVALID_TXN_STATE for tp in parts}
 
-    def produce_check(self, tid: str | None, pid: int, epoch: int, topic: str, partition: int,
-                      add_implicitly: bool) -> int:
+    def produce_check(
+        self, tid: str | None, pid: int, epoch: int, topic: str, partition: int, add_implicitly: bool
+    ) -> int:
         """May a transactional batch go to the partition? Under TV2 (Produce v12+) the partition joins the
         transaction; otherwise it must already be in it (Kafka's verification, KIP-890 part 1). The error is
         the one Produce answers."""
@@ -335,8 +361,7 @@ class TransactionCoordinator:
         return self.verify_partitions(tid, pid, epoch, [tp])[tp]
 
     # -- EndTxn -----------------------------------------------------------------------------------------
-    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, tv2: bool,
-                cb: Callable[[EndResult], None]) -> None:
+    def end_txn(self, tid: str, pid: int, epoch: int, commit: bool, tv2: bool, cb: Callable[[EndResult], None]) -> None:
         """Answers through ``cb``: at once for an error or a retry, else once the markers are written."""
         err, txn = self._check_producer(tid, pid, epoch, tv2_retry=tv2)
         if err:
@@ -355,8 +380,12 @@ class TransactionCoordinator:
             return cb(EndResult(errors.CONCURRENT_TRANSACTIONS))
         if retry:
             # the previous epoch may only retry the EndTxn that bumped it: the other outcome is a wrong move
-            finished = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT, TxnState.PREPARE_COMMIT,
-                        TxnState.PREPARE_ABORT)
+            finished = (
+                TxnState.COMPLETE_COMMIT,
+                TxnState.COMPLETE_ABORT,
+                TxnState.PREPARE_COMMIT,
+                TxnState.PREPARE_ABORT,
+            )
             return cb(EndResult(errors.INVALID_TXN_STATE if state in finished else errors.PRODUCER_FENCED))
         if state is TxnState.ONGOING:
             new = self._copy(txn)
@@ -419,8 +448,12 @@ class TransactionCoordinator:
         def done(failure: BaseException | None) -> None:
             if failure is not None:
                 # Kafka retries marker writes until they succeed; kafkawire retries at the next check
-                log.warning("transactional id %s: writing %s markers failed: %s; retrying later",
-                            txn.transactional_id, "COMMIT" if commit else "ABORT", failure)
+                log.warning(
+                    "transactional id %s: writing %s markers failed: %s; retrying later",
+                    txn.transactional_id,
+                    "COMMIT" if commit else "ABORT",
+                    failure,
+                )
                 txn.pending = False
                 txn.markers_failed = True
                 # the outcome was decided when Prepare* was written (Kafka answers EndTxn then): the client is
@@ -436,8 +469,9 @@ class TransactionCoordinator:
                         try:
                             coord.complete_transaction(staged_pid, commit)
                         except Exception:  # the offsets are applied in memory; only their record is missing
-                            log.exception("transactional id %s: writing its offsets to the group failed",
-                                          txn.transactional_id)
+                            log.exception(
+                                "transactional id %s: writing its offsets to the group failed", txn.transactional_id
+                            )
             self._complete(txn, commit)
 
         self.markers.write(pid, epoch, commit, targets, done)
@@ -464,12 +498,16 @@ class TransactionCoordinator:
         for txn in list(self.txns.values()):
             if txn.pending:
                 continue
-            if txn.markers_failed and txn.state in (TxnState.PREPARE_COMMIT,
-                                                                       TxnState.PREPARE_ABORT):
+            if txn.markers_failed and txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 self._write_markers(txn)
             elif txn.state is TxnState.ONGOING and now - txn.start_ms > txn.timeout_ms:
-                log.info("transactional id %s: transaction of producer %d epoch %d timed out after %d ms; aborting",
-                         txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms)
+                log.info(
+                    "transactional id %s: transaction of producer %d epoch %d timed out after %d ms; aborting",
+                    txn.transactional_id,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    txn.timeout_ms,
+                )
                 self._abort(txn, TxnEvent.TIMEOUT)
                 aborted += 1
         return aborted
@@ -477,9 +515,13 @@ class TransactionCoordinator:
     def expire_ids(self) -> int:
         """Forget ids idle for ``transactional.id.expiration.ms`` with no transaction under way."""
         now = self.scheduler.now_ms()
-        gone = [tid for tid, txn in self.txns.items()
-                if not txn.pending and txn.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
-                and now - txn.last_update_ms >= self.config.id_expiration_ms]
+        gone = [
+            tid
+            for tid, txn in self.txns.items()
+            if not txn.pending
+            and txn.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+            and now - txn.last_update_ms >= self.config.id_expiration_ms
+        ]
         if self.log is not None and gone:
             try:
                 self.log.append([(encode_key(tid), None) for tid in gone])
@@ -496,8 +538,9 @@ class TransactionCoordinator:
     def describe(self, tid: str) -> TxnMetadata | None:
         return self.txns.get(tid)
 
-    def list_transactions(self, states: list[str], producer_ids: list[int], duration_ms: int = -1,
-             pattern: str | None = None) -> tuple[int, list[str], list[TxnMetadata]]:
+    def list_transactions(
+        self, states: list[str], producer_ids: list[int], duration_ms: int = -1, pattern: str | None = None
+    ) -> tuple[int, list[str], list[TxnMetadata]]:
         """(error, unknown state filters, matching transactions)."""
         known = {s.value for s in TxnState}
         unknown = [s for s in states if s not in known]

@@ -12,6 +12,7 @@ The log is compacted by rewriting, as kafkawire does ``__consumer_offsets`` (``g
 once it holds ``compact_after_records`` more records than live ids, a snapshot of the live records is
 appended and the log start moved past everything before it; a crash in between replays to the same state.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,12 @@ TOPIC = "__transaction_state"
 # Kafka's transaction.state.log.* defaults for the topic's own configs. One partition where Kafka has 50
 # (transaction.state.log.num.partitions): as with __consumer_offsets, a single node gains nothing from
 # spreading transactional ids over partitions, and each costs files and replay at start.
-TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": "104857600",
-                 "unclean.leader.election.enable": "false"}
+TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    "compression.type": "uncompressed",
+    "segment.bytes": "104857600",
+    "unclean.leader.election.enable": "false",
+}
 KEY_VERSION = 0
 VALUE_VERSION = 1
 READ_CHUNK = 4 * 1024 * 1024
@@ -51,13 +56,20 @@ def encode_key(transactional_id: str) -> bytes:
 
 def encode_value(txn: TxnMetadata) -> bytes:
     value = _Value(
-        producer_id=txn.producer_id, previous_producer_id=txn.last_producer_id,
-        next_producer_id=txn.next_producer_id, producer_epoch=txn.producer_epoch, next_producer_epoch=-1,
-        transaction_timeout_ms=txn.timeout_ms, transaction_status=txn.state.status,
-        transaction_partitions=[_Value.PartitionsSchema(topic=t, partition_ids=ps)
-                                for t, ps in txn.sorted_partitions()],
-        transaction_last_update_timestamp_ms=txn.last_update_ms, transaction_start_timestamp_ms=txn.start_ms,
-        client_transaction_version=txn.client_tv)
+        producer_id=txn.producer_id,
+        previous_producer_id=txn.last_producer_id,
+        next_producer_id=txn.next_producer_id,
+        producer_epoch=txn.producer_epoch,
+        next_producer_epoch=-1,
+        transaction_timeout_ms=txn.timeout_ms,
+        transaction_status=txn.state.status,
+        transaction_partitions=[
+            _Value.PartitionsSchema(topic=t, partition_ids=ps) for t, ps in txn.sorted_partitions()
+        ],
+        transaction_last_update_timestamp_ms=txn.last_update_ms,
+        transaction_start_timestamp_ms=txn.start_ms,
+        client_transaction_version=txn.client_tv,
+    )
     return struct.pack(">h", VALUE_VERSION) + value.encode(VALUE_VERSION)
 
 
@@ -72,8 +84,13 @@ def decode_key(data: bytes) -> str | None:
 def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     (version,) = struct.unpack_from(">h", data)
     v = _Value.decode(data[2:], version)
-    txn = TxnMetadata(transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
-                      TxnState.from_status(v.transaction_status))
+    txn = TxnMetadata(
+        transactional_id,
+        v.producer_id,
+        v.producer_epoch,
+        v.transaction_timeout_ms,
+        TxnState.from_status(v.transaction_status),
+    )
     if version >= 1:
         txn.last_producer_id, txn.next_producer_id = v.previous_producer_id, v.next_producer_id
         txn.client_tv = v.client_transaction_version
@@ -172,7 +189,7 @@ class TxnLog:
         start = plog.log_end_offset
         records = [(encode_key(t.transactional_id), encode_value(t)) for t in live]
         for i in range(0, len(records), 1000):
-            self.append(records[i:i + 1000])
+            self.append(records[i : i + 1000])
         plog.delete_records_before(start)
         self.records_written = len(records)
         log.info("compacted %s: %d live transactional ids from offset %d", TOPIC, len(records), start)

@@ -5,6 +5,7 @@ inline for engines that do not block, else queued behind the partition's appends
 (``Broker.submit_append``), so the event loop never waits on a file. Fetch waiters are woken, as after a
 Produce, since a marker moves the partition's end and its last stable offset.
 """
+
 from __future__ import annotations
 
 import asyncio

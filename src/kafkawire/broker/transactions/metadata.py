@@ -1,4 +1,5 @@
 """One transactional id's metadata, as Kafka's ``TransactionMetadata`` keeps it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

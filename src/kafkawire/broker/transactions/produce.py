@@ -4,6 +4,7 @@ Kafka 4.4 asks its transaction coordinator before appending a transactional batc
 v12+ (Transactions V2) adds the partition to the producer's transaction itself; an older one must find the
 partition already added (AddPartitionsToTxn), else INVALID_TXN_STATE and nothing is appended.
 """
+
 from __future__ import annotations
 
 import struct
@@ -16,19 +17,24 @@ _PID_EPOCH = struct.Struct(">qh")  # producer id and epoch, side by side in the 
 IMPLICIT_ADD_SINCE = 12  # Produce v12+: partitions join the transaction implicitly (TV2)
 
 
-def check(coordinator, transactional_id: str | None, version: int, topic: str, partition: int, records,
-          found) -> Refusal | None:
+def check(
+    coordinator, transactional_id: str | None, version: int, topic: str, partition: int, records, found
+) -> Refusal | None:
     """None when the partition's batches may be appended, else why not (the Produce answer)."""
     if not coordinator.has_log():
         # Kafka's coordinator has no partition of __transaction_state before the first FindCoordinator for a
         # transactional id creates the topic: verification then fails as with an unavailable coordinator
-        return Refusal(errors.NOT_ENOUGH_REPLICAS, "transactional batch before __transaction_state exists",
-                       answer="cannot verify that the partition is part of the transaction: no transaction "
-                              "coordinator is available")
+        return Refusal(
+            errors.NOT_ENOUGH_REPLICAS,
+            "transactional batch before __transaction_state exists",
+            answer="cannot verify that the partition is part of the transaction: no transaction "
+            "coordinator is available",
+        )
     frame = found[0]
     pid, epoch = _PID_EPOCH.unpack_from(records, frame.position + PRODUCER_ID_OFFSET)
-    code = coordinator.produce_check(transactional_id, pid, epoch, topic, partition,
-                                     add_implicitly=version >= IMPLICIT_ADD_SINCE)
+    code = coordinator.produce_check(
+        transactional_id, pid, epoch, topic, partition, add_implicitly=version >= IMPLICIT_ADD_SINCE
+    )
     if not code:
         return None
     answer = None
@@ -37,8 +43,12 @@ def check(coordinator, transactional_id: str | None, version: int, topic: str, p
             code = errors.TRANSACTION_ABORTABLE
         else:
             answer = NOT_ADDED  # Kafka's words, from v8 (the first version with error_message)
-    return Refusal(code, f"transactional batch of producer {pid} epoch {epoch} to {topic}-{partition} refused "
-                         f"by the transaction coordinator: {errors.error_for(code).name}", answer=answer)
+    return Refusal(
+        code,
+        f"transactional batch of producer {pid} epoch {epoch} to {topic}-{partition} refused "
+        f"by the transaction coordinator: {errors.error_for(code).name}",
+        answer=answer,
+    )
 
 
 NOT_ADDED = "Partition was not added to the transaction"

@@ -13,6 +13,7 @@ A transactional id's life, as Kafka's coordinator runs it:
 naming the transactional id, the states and the event. The numeric ids are the ``transaction_status``
 byte of Kafka's ``TransactionLogValue`` records in ``__transaction_state``.
 """
+
 from __future__ import annotations
 
 from enum import StrEnum
@@ -22,6 +23,7 @@ from ..transitions import Transitions
 
 class TxnState(StrEnum):
     """Kafka's names, as DescribeTransactions and ListTransactions answer them."""
+
     EMPTY = "Empty"
     ONGOING = "Ongoing"
     PREPARE_COMMIT = "PrepareCommit"
@@ -58,19 +60,22 @@ class TxnEvent(StrEnum):
 
 _S = TxnState
 _COMPLETE = (_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT)
-TABLE = Transitions("transaction", [
-    (_COMPLETE, TxnEvent.INIT, (_S.EMPTY,)),
-    (_COMPLETE + (_S.ONGOING,), TxnEvent.ADD, (_S.ONGOING,)),
-    ((_S.ONGOING,), TxnEvent.END, (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)),
-    # TV2: an abort of an empty transaction only bumps the epoch (nothing to mark)
-    ((_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT), TxnEvent.END, (_S.COMPLETE_ABORT,)),
-    ((_S.ONGOING,), TxnEvent.TIMEOUT, (_S.PREPARE_ABORT,)),
-    ((_S.ONGOING,), TxnEvent.FENCE, (_S.PREPARE_EPOCH_FENCE,)),
-    ((_S.PREPARE_EPOCH_FENCE,), TxnEvent.FENCE, (_S.PREPARE_ABORT,)),
-    ((_S.PREPARE_COMMIT,), TxnEvent.MARKERS_WRITTEN, (_S.COMPLETE_COMMIT,)),
-    ((_S.PREPARE_ABORT,), TxnEvent.MARKERS_WRITTEN, (_S.COMPLETE_ABORT,)),
-    (_COMPLETE, TxnEvent.EXPIRED, (_S.DEAD,)),
-])
+TABLE = Transitions(
+    "transaction",
+    [
+        (_COMPLETE, TxnEvent.INIT, (_S.EMPTY,)),
+        (_COMPLETE + (_S.ONGOING,), TxnEvent.ADD, (_S.ONGOING,)),
+        ((_S.ONGOING,), TxnEvent.END, (_S.PREPARE_COMMIT, _S.PREPARE_ABORT)),
+        # TV2: an abort of an empty transaction only bumps the epoch (nothing to mark)
+        ((_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT), TxnEvent.END, (_S.COMPLETE_ABORT,)),
+        ((_S.ONGOING,), TxnEvent.TIMEOUT, (_S.PREPARE_ABORT,)),
+        ((_S.ONGOING,), TxnEvent.FENCE, (_S.PREPARE_EPOCH_FENCE,)),
+        ((_S.PREPARE_EPOCH_FENCE,), TxnEvent.FENCE, (_S.PREPARE_ABORT,)),
+        ((_S.PREPARE_COMMIT,), TxnEvent.MARKERS_WRITTEN, (_S.COMPLETE_COMMIT,)),
+        ((_S.PREPARE_ABORT,), TxnEvent.MARKERS_WRITTEN, (_S.COMPLETE_ABORT,)),
+        (_COMPLETE, TxnEvent.EXPIRED, (_S.DEAD,)),
+    ],
+)
 
 
 def move(txn, to_state: TxnState, event: TxnEvent) -> None:

@@ -139,15 +139,20 @@ class RecordBatch:
         """View ``data`` as exactly one batch, checking its framing (not its CRC)."""
         view = memoryview(data).cast("B") if not isinstance(data, memoryview) else data.cast("B")
         if len(view) < HEADER_SIZE:
-            raise CorruptRecordError(f"{len(view)} bytes is shorter than a v2 batch header ({HEADER_SIZE})",
-                                     position=position)
+            raise CorruptRecordError(
+                f"{len(view)} bytes is shorter than a v2 batch header ({HEADER_SIZE})", position=position
+            )
         (length,) = _I32.unpack_from(view, LENGTH_OFFSET)
         if length + 12 != len(view):
-            raise CorruptRecordError(f"batch length {length} does not match the {len(view)} bytes given",
-                                     base_offset=_I64.unpack_from(view, 0)[0], position=position)
+            raise CorruptRecordError(
+                f"batch length {length} does not match the {len(view)} bytes given",
+                base_offset=_I64.unpack_from(view, 0)[0],
+                position=position,
+            )
         if view[MAGIC_OFFSET] != 2:
-            raise CorruptRecordError(f"magic {view[MAGIC_OFFSET]} is not 2",
-                                     base_offset=_I64.unpack_from(view, 0)[0], position=position)
+            raise CorruptRecordError(
+                f"magic {view[MAGIC_OFFSET]} is not 2", base_offset=_I64.unpack_from(view, 0)[0], position=position
+            )
         return cls(view, position)
 
     # ------------------------------------------------------------ header
@@ -308,8 +313,7 @@ class RecordBatch:
         """Header checks and decompression: what must happen before any record is decoded."""
         base_offset, _, _, _, _, attrs, _, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(self.buffer)
         if count < 0:
-            raise CorruptRecordError(f"negative record count {count}", base_offset=base_offset,
-                                     position=self.position)
+            raise CorruptRecordError(f"negative record count {count}", base_offset=base_offset, position=self.position)
         if attrs & COMPRESSION_MASK:
             data = self.records_payload(max_decompressed_size=max_decompressed_size)
         else:
@@ -317,8 +321,11 @@ class RecordBatch:
             # values out of a memoryview and converting each to bytes.
             data = self.buffer[RECORDS_OFFSET:].tobytes()
         if count > len(data) // MIN_RECORD_SIZE:
-            raise CorruptRecordError(f"record count {count} cannot fit in {len(data)} bytes of records",
-                                     base_offset=base_offset, position=self.position)
+            raise CorruptRecordError(
+                f"record count {count} cannot fit in {len(data)} bytes of records",
+                base_offset=base_offset,
+                position=self.position,
+            )
         log_append_time = max_ts if attrs & TIMESTAMP_TYPE_MASK else None
         return data, count, base_offset, base_ts, log_append_time
 
@@ -328,16 +335,21 @@ class RecordBatch:
         except CorruptRecordError as exc:
             raise exc.with_context(base_offset=base_offset, position=self.position) from exc
         except IndexError as exc:
-            raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset,
-                                     position=self.position) from exc
+            raise CorruptRecordError(
+                "record runs past the end of the batch", base_offset=base_offset, position=self.position
+            ) from exc
         except UnicodeDecodeError as exc:
-            raise CorruptRecordError(f"header key is not valid UTF-8: {exc}", base_offset=base_offset,
-                                     position=self.position) from exc
+            raise CorruptRecordError(
+                f"header key is not valid UTF-8: {exc}", base_offset=base_offset, position=self.position
+            ) from exc
 
     def _check_consumed(self, data, pos: int, count: int, base_offset: int) -> None:
         if pos != len(data):
-            raise CorruptRecordError(f"{len(data) - pos} bytes left after the {count} declared records",
-                                     base_offset=base_offset, position=self.position)
+            raise CorruptRecordError(
+                f"{len(data) - pos} bytes left after the {count} declared records",
+                base_offset=base_offset,
+                position=self.position,
+            )
 
     def decode_records(self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> list[Record]:
         """Decode every record into a list (decompressing first if needed); all or nothing."""
@@ -394,8 +406,7 @@ class RecordBatch:
         """The (single) control record of a control batch."""
         for record in self.control_records():
             return record
-        raise CorruptRecordError("control batch without records", base_offset=self.base_offset,
-                                 position=self.position)
+        raise CorruptRecordError("control batch without records", base_offset=self.base_offset, position=self.position)
 
     # ----------------------------------------------------- in-place edits
 
@@ -433,8 +444,9 @@ class RecordBatch:
 # ------------------------------------------------------------------ decoding
 
 
-def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts: int,
-                    log_append_time: int | None) -> tuple[list, int]:
+def _decode_records(
+    data: bytes, pos: int, count: int, base_offset: int, base_ts: int, log_append_time: int | None
+) -> tuple[list, int]:
     """Decode ``count`` records from ``data[pos:]``; returns them and the position after them.
 
     Varints are inlined for their 1- and 2-byte forms through lookup tables
@@ -515,7 +527,7 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts
             else:
                 n, pos = rv(data, pos)
         if n >= 0:
-            key = data[pos:pos + n]
+            key = data[pos : pos + n]
             pos += n
         elif n == -1:
             key = None
@@ -534,7 +546,7 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts
             else:
                 n, pos = rv(data, pos)
         if n >= 0:
-            value = data[pos:pos + n]
+            value = data[pos : pos + n]
             pos += n
         elif n == -1:
             value = None
@@ -548,8 +560,12 @@ def _decode_records(data: bytes, pos: int, count: int, base_offset: int, base_ts
             headers, pos = _decode_headers(data, pos, end)
         if pos != end:
             raise CorruptRecordError(f"record at offset delta {od} does not end where its length says")
-        append(new(R, (base_offset + od, base_ts + tsd if log_append_time is None else log_append_time,
-                       key, value, headers)))
+        append(
+            new(
+                R,
+                (base_offset + od, base_ts + tsd if log_append_time is None else log_append_time, key, value, headers),
+            )
+        )
     return out, pos
 
 
@@ -571,13 +587,13 @@ def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list, int]:
             raise CorruptRecordError(f"invalid header key length {n}")
         if pos + n > end:
             raise CorruptRecordError("header key runs past the record")
-        hkey = data[pos:pos + n].decode("utf-8")
+        hkey = data[pos : pos + n].decode("utf-8")
         pos += n
         n, pos = read_varint(data, pos)
         if n >= 0:
             if pos + n > end:
                 raise CorruptRecordError("header value runs past the record")
-            hvalue = data[pos:pos + n]
+            hvalue = data[pos : pos + n]
             pos += n
         elif n == -1:
             hvalue = None
@@ -592,8 +608,9 @@ def _decode_headers(data: bytes, pos: int, end: int) -> tuple[list, int]:
 
 def _check_v2_at(buf, pos: int) -> None:
     if 0 <= pos and pos + MAGIC_OFFSET < len(buf) and buf[pos + MAGIC_OFFSET] != 2:
-        raise ValueError(f"entry at position {pos} has magic {buf[pos + MAGIC_OFFSET]}; "
-                         "only v2 batches can be rewritten in place")
+        raise ValueError(
+            f"entry at position {pos} has magic {buf[pos + MAGIC_OFFSET]}; only v2 batches can be rewritten in place"
+        )
     if pos < 0 or pos + HEADER_SIZE > len(buf):
         raise ValueError(f"no v2 batch header at position {pos} (buffer holds {len(buf)} bytes)")
 
@@ -636,7 +653,7 @@ def set_max_timestamp(buf, pos: int, timestamp_type: TimestampType | int, max_ti
     _I16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attrs)
     _I64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, max_timestamp)
     view = memoryview(buf)
-    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(view[pos + ATTRIBUTES_OFFSET:end]))
+    _U32.pack_into(buf, pos + CRC_OFFSET, crc32c(view[pos + ATTRIBUTES_OFFSET : end]))
 
 
 def header_summary(buf, pos: int = 0) -> tuple[int, int, int, int]:

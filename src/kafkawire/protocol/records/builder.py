@@ -86,17 +86,44 @@ class BatchBuilder:
     accepts one record, as Kafka's does.
     """
 
-    __slots__ = ("compression", "base_offset", "producer_id", "producer_epoch", "base_sequence",
-                 "transactional", "control", "timestamp_type", "partition_leader_epoch", "log_append_time",
-                 "delete_horizon_ms", "max_batch_size", "_base_ts", "_max_ts", "_parts", "_size", "_count",
-                 "_last_delta")
+    __slots__ = (
+        "compression",
+        "base_offset",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "transactional",
+        "control",
+        "timestamp_type",
+        "partition_leader_epoch",
+        "log_append_time",
+        "delete_horizon_ms",
+        "max_batch_size",
+        "_base_ts",
+        "_max_ts",
+        "_parts",
+        "_size",
+        "_count",
+        "_last_delta",
+    )
 
-    def __init__(self, *, compression: Compression | int | str = Compression.NONE, base_offset: int = 0,
-                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                 transactional: bool = False, timestamp_type: TimestampType | int = CREATE_TIME,
-                 partition_leader_epoch: int = -1, base_timestamp: int | None = None,
-                 log_append_time: int | None = None, max_batch_size: int | None = None,
-                 delete_horizon_ms: int | None = None, control: bool = False):
+    def __init__(
+        self,
+        *,
+        compression: Compression | int | str = Compression.NONE,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+        timestamp_type: TimestampType | int = CREATE_TIME,
+        partition_leader_epoch: int = -1,
+        base_timestamp: int | None = None,
+        log_append_time: int | None = None,
+        max_batch_size: int | None = None,
+        delete_horizon_ms: int | None = None,
+        control: bool = False,
+    ):
         # Enum coercion is slow next to the rest; producers build many small batches.
         self.compression = compression if type(compression) is Compression else Compression.parse(compression)
         self.base_offset = base_offset
@@ -149,8 +176,15 @@ class BatchBuilder:
 
     # ------------------------------------------------------------ append
 
-    def append(self, key=None, value=None, headers: Sequence | None = None, timestamp: int | None = None,
-               *, offset: int | None = None) -> int:
+    def append(
+        self,
+        key=None,
+        value=None,
+        headers: Sequence | None = None,
+        timestamp: int | None = None,
+        *,
+        offset: int | None = None,
+    ) -> int:
         """Append one record; returns its offset delta.
 
         ``offset`` (absolute) lets callers leave gaps, as a compacted log
@@ -175,8 +209,9 @@ class BatchBuilder:
         self._last_delta = delta
         return delta
 
-    def try_append(self, key=None, value=None, headers: Sequence | None = None,
-                   timestamp: int | None = None) -> int | None:
+    def try_append(
+        self, key=None, value=None, headers: Sequence | None = None, timestamp: int | None = None
+    ) -> int | None:
         """Append unless the record would take the batch past ``max_batch_size``.
 
         Returns the offset delta, or ``None`` (nothing appended) when the
@@ -255,8 +290,18 @@ class BatchBuilder:
 _PARTS_PER_RECORD = 9  # what _encode_into appends for one record
 
 
-def _encode_into(parts: list, delta: int, ts_delta: int, key, value, headers,
-                 table=VARINT_TABLE, sizes=VARINT_SIZES, tsize=VARINT_TABLE_SIZE, null=NULL_VARINT) -> int:
+def _encode_into(
+    parts: list,
+    delta: int,
+    ts_delta: int,
+    key,
+    value,
+    headers,
+    table=VARINT_TABLE,
+    sizes=VARINT_SIZES,
+    tsize=VARINT_TABLE_SIZE,
+    null=NULL_VARINT,
+) -> int:
     """Append one encoded record to ``parts`` (``_PARTS_PER_RECORD`` byte strings); returns its size.
 
     The one per-record encoder of every append path, so the producer's and the bulk path's per-record cost
@@ -364,12 +409,21 @@ def _append_all(builder: BatchBuilder, records: Iterable) -> None:
     builder._max_ts = max_ts
 
 
-def build_batch(records: Iterable, *, compression: Compression | int | str = Compression.NONE,
-                base_offset: int | None = None, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1, transactional: bool = False,
-                timestamp_type: TimestampType | int = CREATE_TIME, partition_leader_epoch: int = -1,
-                base_timestamp: int | None = None, log_append_time: int | None = None,
-                delete_horizon_ms: int | None = None) -> bytes:
+def build_batch(
+    records: Iterable,
+    *,
+    compression: Compression | int | str = Compression.NONE,
+    base_offset: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    timestamp_type: TimestampType | int = CREATE_TIME,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    log_append_time: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
     """Build one v2 batch.
 
     ``records`` items are :class:`Record` (offset and timestamp kept; the
@@ -385,10 +439,17 @@ def build_batch(records: Iterable, *, compression: Compression | int | str = Com
     if base_offset is None:
         base_offset = records[0].offset if records and type(records[0]) is Record else 0
     builder = BatchBuilder(
-        compression=compression, base_offset=base_offset, producer_id=producer_id,
-        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional,
-        timestamp_type=timestamp_type, partition_leader_epoch=partition_leader_epoch,
-        base_timestamp=base_timestamp, log_append_time=log_append_time, delete_horizon_ms=delete_horizon_ms,
+        compression=compression,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        timestamp_type=timestamp_type,
+        partition_leader_epoch=partition_leader_epoch,
+        base_timestamp=base_timestamp,
+        log_append_time=log_append_time,
+        delete_horizon_ms=delete_horizon_ms,
     )
     _append_all(builder, records)
     return builder.build()

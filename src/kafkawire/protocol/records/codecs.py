@@ -97,7 +97,7 @@ def _snappy_xerial_compress(data) -> bytes:
     view = memoryview(data).cast("B")
     parts = [_XERIAL_HEADER]
     for start in range(0, len(view), _SNAPPY_BLOCK):
-        block = snappy.compress_raw(view[start:start + _SNAPPY_BLOCK])
+        block = snappy.compress_raw(view[start : start + _SNAPPY_BLOCK])
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -137,8 +137,7 @@ def _zstd_compressor(level: int):
 # -------------------------------------------------------------- decompress
 
 
-def decompress(codec: Compression | int, data, *, magic: int = 2,
-               limit: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
+def decompress(codec: Compression | int, data, *, magic: int = 2, limit: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """Decompress ``data``; never returns more than ``limit`` bytes.
 
     Raises :class:`DecompressionLimitError` past ``limit`` and
@@ -175,7 +174,9 @@ def _guard(fn, data, limit, name, *args):
         raise
     except MemoryError:
         raise _too_big(limit) from None
-    except Exception as exc:  # codec libraries raise their own types (zlib.error, cramjam.DecompressionError, RuntimeError...)
+    except (
+        Exception
+    ) as exc:  # codec libraries raise their own types (zlib.error, cramjam.DecompressionError, RuntimeError...)
         raise CorruptRecordError(f"invalid {name} data: {exc}") from exc
 
 
@@ -224,7 +225,7 @@ def _snappy_decompress(data, limit: int) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"xerial snappy block length {n} runs past the data")
-        block = view[pos:pos + n]
+        block = view[pos : pos + n]
         pos += n
         total += snappy.decompress_raw_len(block)
         if total > limit:
@@ -307,7 +308,7 @@ def _xxh32(data: bytes, seed: int = 0) -> int:
     h = (seed + _P5 + n) & _M32
     i = 0
     while i + 4 <= n:
-        h = (h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32
+        h = (h + int.from_bytes(data[i : i + 4], "little") * _P3) & _M32
         h = (_rotl(h, 17) * _P4) & _M32
         i += 4
     while i < n:

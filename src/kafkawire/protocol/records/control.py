@@ -50,10 +50,17 @@ def decode_control_record(record: Record) -> ControlRecord:
     return ControlRecord(record.offset, record.timestamp, ctype, version, epoch, record.value)
 
 
-def build_control_batch(control_type: ControlRecordType | int = ControlRecordType.COMMIT, *,
-                        producer_id: int, producer_epoch: int, coordinator_epoch: int = 0,
-                        base_offset: int = 0, timestamp: int | None = None,
-                        partition_leader_epoch: int = -1, value: bytes | None = None) -> bytes:
+def build_control_batch(
+    control_type: ControlRecordType | int = ControlRecordType.COMMIT,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    timestamp: int | None = None,
+    partition_leader_epoch: int = -1,
+    value: bytes | None = None,
+) -> bytes:
     """A control batch holding one control record, as the transaction coordinator has leaders write.
 
     For COMMIT/ABORT the value is the end-transaction marker built from
@@ -65,10 +72,15 @@ def build_control_batch(control_type: ControlRecordType | int = ControlRecordTyp
         if ctype not in (ControlRecordType.COMMIT, ControlRecordType.ABORT):
             raise ValueError(f"control type {control_type!r} needs an explicit value")
         value = encode_end_txn_marker_value(coordinator_epoch)
-    builder = BatchBuilder(base_offset=base_offset, producer_id=producer_id, producer_epoch=producer_epoch,
-                           base_sequence=-1, transactional=ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT),
-                           control=True,
-                           partition_leader_epoch=partition_leader_epoch)
+    builder = BatchBuilder(
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        transactional=ctype in (ControlRecordType.COMMIT, ControlRecordType.ABORT),
+        control=True,
+        partition_leader_epoch=partition_leader_epoch,
+    )
     builder.append(encode_control_key(ctype), value, None, timestamp)
     return builder.build()
 

@@ -22,10 +22,15 @@ from .model import CREATE_TIME, LOG_APPEND_TIME, Compression, TimestampType
 from .reader import BatchReader
 
 
-def batches_to_message_set(buf, magic: int, *, first_offset: int = 0,
-                           compression: Compression | int | str | None = None,
-                           check_crc: bool = False,
-                           max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
+def batches_to_message_set(
+    buf,
+    magic: int,
+    *,
+    first_offset: int = 0,
+    compression: Compression | int | str | None = None,
+    check_crc: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+) -> bytes:
     """Down-convert the complete entries of ``buf`` to ``magic`` 0 or 1.
 
     ``first_offset``: records of uncompressed batches below it are left out
@@ -47,27 +52,37 @@ def batches_to_message_set(buf, magic: int, *, first_offset: int = 0,
         target_codec = codec if override is None else override
         if target_codec == Compression.ZSTD:
             raise UnsupportedCodecError(
-                4, base_offset=entry.base_offset if entry.magic == 2 else entry.offset, position=entry.position,
-                problem=f"zstd-compressed batches cannot be down-converted to magic {magic}")
+                4,
+                base_offset=entry.base_offset if entry.magic == 2 else entry.offset,
+                position=entry.position,
+                problem=f"zstd-compressed batches cannot be down-converted to magic {magic}",
+            )
         records = entry.decode_records(max_decompressed_size=max_decompressed_size)
         if codec == Compression.NONE:
             records = [r for r in records if r.offset >= first_offset]
         if not records:
             continue
         ts_type = entry.timestamp_type
-        out.append(build_message_set(
-            [r._replace(headers=[]) if r.headers else r for r in records],
-            magic, target_codec,
-            timestamp_type=ts_type if ts_type != TimestampType.NO_TIMESTAMP_TYPE else CREATE_TIME,
-            log_append_time=entry.max_timestamp if ts_type == LOG_APPEND_TIME else None,
-        ))
+        out.append(
+            build_message_set(
+                [r._replace(headers=[]) if r.headers else r for r in records],
+                magic,
+                target_codec,
+                timestamp_type=ts_type if ts_type != TimestampType.NO_TIMESTAMP_TYPE else CREATE_TIME,
+                log_append_time=entry.max_timestamp if ts_type == LOG_APPEND_TIME else None,
+            )
+        )
     return b"".join(out)
 
 
-def message_set_to_batches(buf, *, compression: Compression | int | str | None = None,
-                           check_crc: bool = False,
-                           max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-                           partition_leader_epoch: int = -1) -> bytes:
+def message_set_to_batches(
+    buf,
+    *,
+    compression: Compression | int | str | None = None,
+    check_crc: bool = False,
+    max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
+    partition_leader_epoch: int = -1,
+) -> bytes:
     """Up-convert the complete entries of ``buf`` to v2 batches (v2 entries are copied as they are).
 
     Offsets, keys, values and timestamps are kept (magic 0 messages have no
@@ -112,7 +127,12 @@ def message_set_to_batches(buf, *, compression: Compression | int | str | None =
 
 
 def _batch(records, codec, ts_type, log_append_time, partition_leader_epoch) -> bytes:
-    builder = BatchBuilder(compression=codec, base_offset=records[0].offset, timestamp_type=ts_type,
-                           log_append_time=log_append_time, partition_leader_epoch=partition_leader_epoch)
+    builder = BatchBuilder(
+        compression=codec,
+        base_offset=records[0].offset,
+        timestamp_type=ts_type,
+        log_append_time=log_append_time,
+        partition_leader_epoch=partition_leader_epoch,
+    )
     _append_all(builder, records)
     return builder.build()

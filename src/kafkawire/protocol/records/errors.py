@@ -51,22 +51,34 @@ class CorruptRecordError(ValueError):
 class CrcMismatchError(CorruptRecordError):
     """The stored checksum does not match the bytes (CRC-32C for v2, CRC-32 for v0/v1)."""
 
-    def __init__(self, stored: int, computed: int, *, base_offset: int | None = None,
-                 position: int | None = None, what: str = "CRC"):
+    def __init__(
+        self,
+        stored: int,
+        computed: int,
+        *,
+        base_offset: int | None = None,
+        position: int | None = None,
+        what: str = "CRC",
+    ):
         self.stored = stored
         self.computed = computed
-        super().__init__(f"{what} mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}",
-                         base_offset=base_offset, position=position)
+        super().__init__(
+            f"{what} mismatch: stored 0x{stored:08x}, computed 0x{computed:08x}",
+            base_offset=base_offset,
+            position=position,
+        )
 
 
 class UnsupportedCodecError(CorruptRecordError):
     """The attributes name a compression codec id that Kafka does not define (or the magic does not allow)."""
 
-    def __init__(self, codec_id: int, *, base_offset: int | None = None, position: int | None = None,
-                 problem: str | None = None):
+    def __init__(
+        self, codec_id: int, *, base_offset: int | None = None, position: int | None = None, problem: str | None = None
+    ):
         self.codec_id = codec_id
-        super().__init__(problem or f"unknown compression codec id {codec_id}",
-                         base_offset=base_offset, position=position)
+        super().__init__(
+            problem or f"unknown compression codec id {codec_id}", base_offset=base_offset, position=position
+        )
 
 
 class DecompressionLimitError(CorruptRecordError):

@@ -100,8 +100,9 @@ class LegacyBatch:
             raise CorruptRecordError("not a magic 0/1 message", position=position)
         (size,) = _I32.unpack_from(view, 8)
         if size + LOG_OVERHEAD != len(view) or size < record_overhead(view[MAGIC_OFFSET]):
-            raise CorruptRecordError(f"message size {size} does not match the {len(view)} bytes given",
-                                     position=position)
+            raise CorruptRecordError(
+                f"message size {size} does not match the {len(view)} bytes given", position=position
+            )
         return cls(view, position)
 
     # ---------------------------------------------------------- header
@@ -110,8 +111,12 @@ class LegacyBatch:
     def compression(self) -> Compression:
         codec = self.attributes & COMPRESSION_MASK
         if codec > 3:
-            raise UnsupportedCodecError(codec, base_offset=self.offset, position=self.position,
-                                        problem=f"compression codec id {codec} is not valid for magic {self.magic}")
+            raise UnsupportedCodecError(
+                codec,
+                base_offset=self.offset,
+                position=self.position,
+                problem=f"compression codec id {codec} is not valid for magic {self.magic}",
+            )
         return _COMPRESSIONS[codec]
 
     @property
@@ -180,8 +185,7 @@ class LegacyBatch:
     def validate_crc(self) -> None:
         computed = zlib.crc32(self.buffer[MAGIC_OFFSET:])
         if computed != self.crc:
-            raise CrcMismatchError(self.crc, computed, base_offset=self.offset, position=self.position,
-                                   what="CRC-32")
+            raise CrcMismatchError(self.crc, computed, base_offset=self.offset, position=self.position, what="CRC-32")
 
     # --------------------------------------------------------- records
 
@@ -190,8 +194,9 @@ class LegacyBatch:
             self._records = self.decode_records(max_decompressed_size=max_decompressed_size)
         return self._records
 
-    def decode_records(self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE,
-                       check_inner_crc: bool = True) -> list[Record]:
+    def decode_records(
+        self, *, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE, check_inner_crc: bool = True
+    ) -> list[Record]:
         """The records of this entry: itself, or the inner messages of a wrapper."""
         key, value = _key_value(self.buffer, _KEY_OFFSET[self.magic], self.offset, self.position)
         codec = self.attributes & COMPRESSION_MASK
@@ -203,8 +208,14 @@ class LegacyBatch:
             raise CorruptRecordError("compressed wrapper message has a null value", **where)
         try:
             payload = decompress(codec, value, magic=self.magic, limit=max_decompressed_size)
-            return _decode_inner(payload, self.magic, self.offset, self.timestamp,
-                                 bool(self.attributes & TIMESTAMP_TYPE_MASK), check_inner_crc)
+            return _decode_inner(
+                payload,
+                self.magic,
+                self.offset,
+                self.timestamp,
+                bool(self.attributes & TIMESTAMP_TYPE_MASK),
+                check_inner_crc,
+            )
         except CorruptRecordError as exc:
             raise exc.with_context(**where) from exc
 
@@ -220,8 +231,10 @@ class LegacyBatch:
         return self.buffer.tobytes()
 
     def __repr__(self) -> str:
-        return (f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={len(self.buffer)}, "
-                f"attributes=0x{self.attributes:02x}, timestamp={self.timestamp})")
+        return (
+            f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={len(self.buffer)}, "
+            f"attributes=0x{self.attributes:02x}, timestamp={self.timestamp})"
+        )
 
 
 def _key_value(buf, pos: int, offset: int, position: int) -> tuple[bytes | None, bytes | None]:
@@ -229,8 +242,9 @@ def _key_value(buf, pos: int, offset: int, position: int) -> tuple[bytes | None,
     out: list[bytes | None] = []
     for what in ("key", "value"):
         if pos + 4 > end:
-            raise CorruptRecordError(f"message {what} length runs past the message", base_offset=offset,
-                                     position=position)
+            raise CorruptRecordError(
+                f"message {what} length runs past the message", base_offset=offset, position=position
+            )
         (n,) = _I32.unpack_from(buf, pos)
         pos += 4
         if n == -1:
@@ -238,16 +252,18 @@ def _key_value(buf, pos: int, offset: int, position: int) -> tuple[bytes | None,
             continue
         if n < 0 or pos + n > end:
             raise CorruptRecordError(f"invalid message {what} length {n}", base_offset=offset, position=position)
-        out.append(buf[pos:pos + n].tobytes())
+        out.append(buf[pos : pos + n].tobytes())
         pos += n
     if pos != end:
-        raise CorruptRecordError(f"{end - pos} unexpected bytes after the message value", base_offset=offset,
-                                 position=position)
+        raise CorruptRecordError(
+            f"{end - pos} unexpected bytes after the message value", base_offset=offset, position=position
+        )
     return out[0], out[1]
 
 
-def _decode_inner(payload: bytes, magic: int, wrapper_offset: int, wrapper_ts: int,
-                  log_append_time: bool, check_crc: bool) -> list[Record]:
+def _decode_inner(
+    payload: bytes, magic: int, wrapper_offset: int, wrapper_ts: int, log_append_time: bool, check_crc: bool
+) -> list[Record]:
     entries = []
     pos = 0
     end = len(payload)
@@ -261,7 +277,7 @@ def _decode_inner(payload: bytes, magic: int, wrapper_offset: int, wrapper_ts: i
             raise CorruptRecordError(f"inner message magic {inner_magic} differs from wrapper magic {magic}")
         if size < record_overhead(magic) or pos + LOG_OVERHEAD + size > end:
             raise CorruptRecordError(f"invalid inner message size {size}")
-        entry = view[pos:pos + LOG_OVERHEAD + size]
+        entry = view[pos : pos + LOG_OVERHEAD + size]
         if magic == 0:
             offset, _, crc, _, attrs = _V0.unpack_from(entry)
             ts = NO_TIMESTAMP
@@ -292,8 +308,7 @@ def _decode_inner(payload: bytes, magic: int, wrapper_offset: int, wrapper_ts: i
 # ------------------------------------------------------------------ writing
 
 
-def encode_message(offset: int, magic: int, attributes: int, timestamp: int,
-                   key, value) -> bytes:
+def encode_message(offset: int, magic: int, attributes: int, timestamp: int, key, value) -> bytes:
     """One complete message-set entry (prefix + message) with its CRC-32."""
     if magic == 0:
         head = _MAGIC_ATTRS.pack(0, attributes)
@@ -352,10 +367,15 @@ def _as_bytes(data) -> bytes:
     raise TypeError(f"record keys and values must be bytes-like, not {type(data).__name__}")
 
 
-def build_message_set(records: Iterable, magic: int = 1, compression: Compression | int | str = Compression.NONE,
-                      base_offset: int | None = None, *,
-                      timestamp_type: TimestampType | int = CREATE_TIME,
-                      log_append_time: int | None = None) -> bytes:
+def build_message_set(
+    records: Iterable,
+    magic: int = 1,
+    compression: Compression | int | str = Compression.NONE,
+    base_offset: int | None = None,
+    *,
+    timestamp_type: TimestampType | int = CREATE_TIME,
+    log_append_time: int | None = None,
+) -> bytes:
     """Build a magic 0 or 1 message set, the way Kafka's Java client lays it out.
 
     ``records`` holds :class:`Record` items (their offsets are kept) or tuples
@@ -394,21 +414,23 @@ def build_message_set(records: Iterable, magic: int = 1, compression: Compressio
     if codec == Compression.NONE:
         return b"".join(encode_message(o, magic, ts_attr, t, k, v) for o, t, k, v in stamped)
     first = stamped[0][0]
-    inner = b"".join(
-        encode_message(o - first if magic > 0 else o, magic, ts_attr, t, k, v) for o, t, k, v in stamped
-    )
+    inner = b"".join(encode_message(o - first if magic > 0 else o, magic, ts_attr, t, k, v) for o, t, k, v in stamped)
     wrapper_ts = append_ts if lat else max(t for _, t, _, _ in stamped)
     payload = compress(codec, inner, magic=magic)
     return encode_message(stamped[-1][0], magic, int(codec) | ts_attr, wrapper_ts, None, payload)
 
 
-def iter_message_set(buf, *, check_crc: bool = True,
-                     max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> Iterator[Record]:
+def iter_message_set(
+    buf, *, check_crc: bool = True, max_decompressed_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
+) -> Iterator[Record]:
     """Records of a magic 0/1 message set, wrappers expanded; a partial tail is ignored."""
     from .reader import iter_batches
 
     for entry in iter_batches(buf, check_crc=check_crc):
         if entry.magic > 1:
-            raise CorruptRecordError("expected a magic 0/1 message set, found a v2 batch",
-                                     base_offset=entry.base_offset, position=entry.position)
+            raise CorruptRecordError(
+                "expected a magic 0/1 message set, found a v2 batch",
+                base_offset=entry.base_offset,
+                position=entry.position,
+            )
         yield from entry.decode_records(max_decompressed_size=max_decompressed_size)

@@ -27,8 +27,9 @@ def _frame(view: memoryview, pos: int, n: int) -> int:
         return 0
     offset, length = _OFFSET_LEN.unpack_from(view, pos)
     if length < RECORD_OVERHEAD_V0:
-        raise CorruptRecordError(f"entry length {length} is below the minimum of {RECORD_OVERHEAD_V0}",
-                                 base_offset=offset, position=pos)
+        raise CorruptRecordError(
+            f"entry length {length} is below the minimum of {RECORD_OVERHEAD_V0}", base_offset=offset, position=pos
+        )
     if n - pos >= 17:
         magic = view[pos + 16]
         if magic > 2:
@@ -36,7 +37,9 @@ def _frame(view: memoryview, pos: int, n: int) -> int:
         if length < _MIN_SIZE_AFTER_PREFIX[magic]:
             raise CorruptRecordError(
                 f"length {length} is below the minimum of {_MIN_SIZE_AFTER_PREFIX[magic]} for magic {magic}",
-                base_offset=offset, position=pos)
+                base_offset=offset,
+                position=pos,
+            )
     size = length + 12
     if size > n - pos:
         return 0
@@ -170,8 +173,9 @@ def assign_offsets(buf, first_offset: int, partition_leader_epoch: int | None = 
     offset = first_offset
     for batch in BatchReader(buf, allow_partial=False):
         if batch.magic != 2:
-            raise ValueError(f"entry at position {batch.position} has magic {batch.magic}; "
-                             "assign_offsets handles v2 batches only")
+            raise ValueError(
+                f"entry at position {batch.position} has magic {batch.magic}; assign_offsets handles v2 batches only"
+            )
         set_base_offset(buf, batch.position, offset, partition_leader_epoch)
         offset += batch.last_offset_delta + 1
     return offset

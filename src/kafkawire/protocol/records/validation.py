@@ -119,8 +119,11 @@ def frames(records) -> tuple[list[Frame], str | None]:
 
 def _transactional(records, frame: Frame) -> bool:
     """Whether the entry is a v2 batch with the transactional flag."""
-    return (frame.magic == 2 and frame.size >= HEADER_SIZE
-            and bool(records[frame.position + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK))
+    return (
+        frame.magic == 2
+        and frame.size >= HEADER_SIZE
+        and bool(records[frame.position + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
+    )
 
 
 def request_refusal(record_sets: Iterable, transactional_id: str | None) -> Refusal | None:
@@ -137,8 +140,7 @@ def request_refusal(record_sets: Iterable, transactional_id: str | None) -> Refu
             return Refusal(errors.CORRUPT_MESSAGE, problem, answer=problem)
         transactional = transactional or any(_transactional(records, f) for f in found)
     if transactional and transactional_id is None:
-        return Refusal(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a "
-                                                                     "transactional id")
+        return Refusal(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id")
     return None
 
 
@@ -168,20 +170,27 @@ def check_format(records, version: int) -> list[Frame] | Refusal | None:
     if version >= 3:
         first = found[0]
         if first.magic != 2:
-            return Refusal(errors.INVALID_RECORD, f"a produce request v{version} may only carry record batches "
-                                                  "of magic 2")
-        if (version < 7 and first.size >= HEADER_SIZE
-                and records[first.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == _ZSTD):
-            return Refusal(errors.UNSUPPORTED_COMPRESSION_TYPE, f"a produce request v{version} may not use zstd "
-                                                                "compression")
+            return Refusal(
+                errors.INVALID_RECORD, f"a produce request v{version} may only carry record batches of magic 2"
+            )
+        if (
+            version < 7
+            and first.size >= HEADER_SIZE
+            and records[first.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK == _ZSTD
+        ):
+            return Refusal(
+                errors.UNSUPPORTED_COMPRESSION_TYPE, f"a produce request v{version} may not use zstd compression"
+            )
         if len(found) > 1:
-            return Refusal(errors.INVALID_RECORD, f"a produce request v{version} may only carry one record batch "
-                                                  "per partition")
+            return Refusal(
+                errors.INVALID_RECORD, f"a produce request v{version} may only carry one record batch per partition"
+            )
     return found
 
 
-def validate(records, found: list[Frame], version: int, rules: TopicRules, now: int,
-             leader_epoch: int) -> Accepted | Refusal:
+def validate(
+    records, found: list[Frame], version: int, rules: TopicRules, now: int, leader_epoch: int
+) -> Accepted | Refusal:
     """Check the entries ``check_format`` found as Kafka's LogValidator does, up-convert an old message set,
     set each batch's partition leader epoch and rewrite it to the topic's compression."""
     last = found[-1]
@@ -198,8 +207,9 @@ def validate(records, found: list[Frame], version: int, rules: TopicRules, now: 
         # An old producer's message set: check it, then up-convert to v2 batches.
         for e in entries:
             if e.magic != 2 and e.size > max_bytes:
-                return Refusal(errors.MESSAGE_TOO_LARGE, f"message of {e.size} bytes is larger than "
-                                                         f"max.message.bytes {max_bytes}")
+                return Refusal(
+                    errors.MESSAGE_TOO_LARGE, f"message of {e.size} bytes is larger than max.message.bytes {max_bytes}"
+                )
         try:
             buf = message_set_to_batches(records, check_crc=True)
             entries = list(iter_batches(buf, allow_partial=False))
@@ -221,37 +231,48 @@ def validate(records, found: list[Frame], version: int, rules: TopicRules, now: 
         count, last_delta = h.record_count, h.last_offset_delta
         # checks of the batch as a whole first (no log start offset), then of its contents (validated)
         if version >= 3 and h.base_offset != 0:
-            return Refusal(errors.INVALID_RECORD, f"a producer's batch must start at offset 0, not "
-                                                  f"{h.base_offset}", validated=True)
+            return Refusal(
+                errors.INVALID_RECORD, f"a producer's batch must start at offset 0, not {h.base_offset}", validated=True
+            )
         if size > max_bytes:
-            return Refusal(errors.MESSAGE_TOO_LARGE, f"record batch of {size} bytes is larger than "
-                                                     f"max.message.bytes {max_bytes}")
-        if crc32c(view[pos + ATTRIBUTES_OFFSET:pos + size]) != h.crc:
+            return Refusal(
+                errors.MESSAGE_TOO_LARGE, f"record batch of {size} bytes is larger than max.message.bytes {max_bytes}"
+            )
+        if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != h.crc:
             return Refusal(errors.CORRUPT_MESSAGE, f"record batch at byte {pos} fails its CRC check")
         attributes = h.attributes
         if (attributes & COMPRESSION_MASK) > _ZSTD:
-            return Refusal(errors.UNKNOWN_SERVER_ERROR, f"unknown compression codec {attributes & COMPRESSION_MASK}",
-                           validated=True)
+            return Refusal(
+                errors.UNKNOWN_SERVER_ERROR,
+                f"unknown compression codec {attributes & COMPRESSION_MASK}",
+                validated=True,
+            )
         if count <= 0 or last_delta < 0:
-            return Refusal(errors.INVALID_RECORD, f"record batch has an invalid record count {count}",
-                           validated=True)
+            return Refusal(errors.INVALID_RECORD, f"record batch has an invalid record count {count}", validated=True)
         if last_delta + 1 != count:
-            return Refusal(errors.INVALID_RECORD, f"record batch spans offsets 0..{last_delta} but holds "
-                                                  f"{count} records", validated=True)
+            return Refusal(
+                errors.INVALID_RECORD,
+                f"record batch spans offsets 0..{last_delta} but holds {count} records",
+                validated=True,
+            )
         if attributes & CONTROL_MASK:
             return Refusal(errors.INVALID_RECORD, "clients are not allowed to write control records", validated=True)
         if h.producer_id >= 0 and h.base_sequence < 0:
-            return Refusal(errors.INVALID_RECORD, f"invalid sequence number {h.base_sequence} for producer "
-                                                  f"{h.producer_id}", validated=True)
+            return Refusal(
+                errors.INVALID_RECORD,
+                f"invalid sequence number {h.base_sequence} for producer {h.producer_id}",
+                validated=True,
+            )
         if check_ts and (before_max < _LONG_MAX or h.max_timestamp > now + after_max):
-            refusal = _check_timestamps(view[pos:pos + size], now, before_max, after_max)
+            refusal = _check_timestamps(view[pos : pos + size], now, before_max, after_max)
             if refusal is not None:
                 return refusal
         header = h
         set_partition_leader_epoch(view, pos, leader_epoch)  # not covered by the CRC
     target = TARGET_CODECS.get(rules.compression_type)
-    if target is not None and any(view[e.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != target
-                                  for e in entries):
+    if target is not None and any(
+        view[e.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != target for e in entries
+    ):
         recompressed = _recompress(view, entries, target)
         if isinstance(recompressed, Refusal):
             return recompressed
@@ -272,12 +293,19 @@ def _check_timestamps(batch, now: int, before_max: int, after_max: int) -> Refus
         records = list(RecordBatch(batch).records())
     except CorruptRecordError as exc:
         return Refusal(errors.CORRUPT_MESSAGE, str(exc))
-    bad = tuple((index, f"record {index} has timestamp {r.timestamp}, outside the accepted range [{lo}, {hi}]")
-                for index, r in enumerate(records) if r.timestamp >= 0 and not lo <= r.timestamp <= hi)
+    bad = tuple(
+        (index, f"record {index} has timestamp {r.timestamp}, outside the accepted range [{lo}, {hi}]")
+        for index, r in enumerate(records)
+        if r.timestamp >= 0 and not lo <= r.timestamp <= hi
+    )
     if bad:
-        return Refusal(errors.INVALID_TIMESTAMP, f"{len(bad)} record(s) with a timestamp outside [{lo}, {hi}]",
-                       answer="records refused: their timestamps are outside the range the topic accepts",
-                       validated=True, record_errors=bad)
+        return Refusal(
+            errors.INVALID_TIMESTAMP,
+            f"{len(bad)} record(s) with a timestamp outside [{lo}, {hi}]",
+            answer="records refused: their timestamps are outside the range the topic accepts",
+            validated=True,
+            record_errors=bad,
+        )
     return None
 
 
@@ -286,7 +314,7 @@ def _recompress(view, entries, target: int) -> bytearray | Refusal:
     timestamps kept)."""
     out = bytearray()
     for e in entries:
-        b = RecordBatch(view[e.position:e.position + e.size])
+        b = RecordBatch(view[e.position : e.position + e.size])
         if b.compression_id == target:
             out += b.buffer
             continue
@@ -294,8 +322,16 @@ def _recompress(view, entries, target: int) -> bytearray | Refusal:
             records = b.decode_records()
         except CorruptRecordError as exc:
             return Refusal(errors.CORRUPT_MESSAGE, str(exc))
-        out += build_batch(records, compression=target, base_offset=0, producer_id=b.producer_id,
-                           producer_epoch=b.producer_epoch, base_sequence=b.base_sequence,
-                           transactional=b.is_transactional, timestamp_type=b.timestamp_type,
-                           partition_leader_epoch=b.partition_leader_epoch, base_timestamp=b.base_timestamp)
+        out += build_batch(
+            records,
+            compression=target,
+            base_offset=0,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.base_sequence,
+            transactional=b.is_transactional,
+            timestamp_type=b.timestamp_type,
+            partition_leader_epoch=b.partition_leader_epoch,
+            base_timestamp=b.base_timestamp,
+        )
     return out
