@@ -84,6 +84,7 @@ _PRODUCER = {
     "enable.idempotence": ("enable_idempotence", _bool),
     "delivery.timeout.ms": ("delivery_timeout", _ms),
     "buffer.memory": ("buffer_memory", _int),
+    "transaction.timeout.ms": ("transaction_timeout_ms", _int),
 }
 _IGNORED_QUIETLY = {"bootstrap.servers", "security.protocol"}
 
@@ -367,18 +368,26 @@ class ArrowProducer:
     is acknowledged and raises if any failed.
     """
 
-    def __init__(self, conf: dict, topic: str | None):
+    def __init__(self, conf: dict, topic: str | None, *, transactional_id: str | None = None):
         from kafkawire.client import Producer
 
         bootstrap, kwargs = client_kwargs(conf, "producer")
         kwargs.setdefault("client_id", "kafkawire-spark-writer")
+        if transactional_id is not None:
+            kwargs["transactional_id"] = transactional_id
         self._topic = topic
         self._pending: list = []
         self.sent = 0
         try:
             self._producer = Producer(bootstrap, **kwargs)
+        except ValueError as exc:  # settings the client refuses (a transactional producer needs acks=all)
+            raise KafkaAccessError(f"could not start a producer: {exc}") from None
         except Exception as exc:
             raise KafkaAccessError(f"could not start a producer for {bootstrap}: {_errtext(exc)}") from None
+
+    @property
+    def producer(self):
+        return self._producer
 
     def write(self, batch: pa.RecordBatch) -> None:
         n = batch.num_rows
@@ -442,3 +451,85 @@ def write_batches(conf: dict, topic: str | None, batches: Iterable[pa.RecordBatc
     finally:
         p.close()
     return p.sent
+
+
+# -- executor side: exactly-once writes ----------------------------------------------------------
+
+def _first_topic(batch: pa.RecordBatch, topic: str | None) -> str:
+    if topic is not None:
+        return topic
+    names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
+    first = batch.column(names["topic"])[0].as_py()
+    if first is None:
+        raise KafkaAccessError("a row has a null topic and the option 'topic' is not set")
+    return str(first)
+
+
+def committed_batch(conf: dict, group: str, tp: tuple[str, int]) -> int | None:
+    """The marker of ``group``: the offset it committed for ``tp`` (the next batch id to write), or None."""
+    from kafkawire.client import Consumer
+
+    bootstrap, kwargs = client_kwargs(conf, "consumer")
+    kwargs.pop("isolation_level", None)
+    kwargs.setdefault("client_id", "kafkawire-spark-writer")
+    try:
+        consumer = Consumer(bootstrap, group_id=group, enable_auto_commit=False, **kwargs)
+    except Exception as exc:
+        raise KafkaAccessError(f"could not connect to {bootstrap}: {_errtext(exc)}") from None
+    try:
+        return consumer.committed([tp])[tp]
+    except Exception as exc:
+        raise KafkaAccessError(f"could not read the committed marker of group {group!r}: {_errtext(exc)}") from None
+    finally:
+        consumer.close()
+
+
+def write_batches_exactly_once(conf: dict, topic: str | None, batches: Iterable[pa.RecordBatch], *,
+                               transactional_id: str, batch_id: int, description: str) -> tuple[int, bool]:
+    """Write one task's part of micro-batch ``batch_id`` in one transaction: (records written, skipped).
+
+    The transaction also commits the offset ``batch_id + 1`` of partition 0 of the first topic written,
+    for the consumer group named ``transactional_id`` (the marker: its metadata is ``description``).
+    ``init_transactions`` first fences any earlier attempt with the same transactional id and ends what
+    it left open; then a marker at ``batch_id + 1`` or later means this part was committed already (Spark
+    is replaying the batch) and nothing is written. A task with no rows writes nothing and no marker.
+    """
+    it = iter(batches)
+    first = None
+    for b in it:
+        if b.num_rows:
+            first = b
+            break
+    if first is None:
+        return 0, False
+    marker_tp = (_first_topic(first, topic), 0)
+    p = ArrowProducer(conf, topic, transactional_id=transactional_id)
+    try:
+        producer = p.producer
+        try:
+            producer.init_transactions()
+        except Exception as exc:
+            raise KafkaAccessError(f"init_transactions of {transactional_id!r} failed: {_errtext(exc)}") from None
+        done = committed_batch(conf, transactional_id, marker_tp)
+        if done is not None and done > batch_id:
+            for _ in it:  # read the task's input to its end, as Spark expects of a writer
+                pass
+            log.info("%s: committed already (marker %d), skipped", description, done)
+            return 0, True
+        producer.begin_transaction()
+        try:
+            p.write(first)
+            for b in it:
+                p.write(b)
+            p.flush()
+            producer.send_offsets_to_transaction({marker_tp: (batch_id + 1, description)}, transactional_id)
+            producer.commit_transaction()
+        except BaseException:
+            try:
+                producer.abort_transaction()
+            except Exception as exc:  # fenced or broken: the next attempt's init_transactions aborts it
+                log.warning("%s: abort failed: %s", description, _errtext(exc))
+            raise
+    finally:
+        p.close()
+    return p.sent, False

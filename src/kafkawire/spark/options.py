@@ -14,6 +14,8 @@ between the two by changing the format name only:
   ``endingTimestamp`` / ``endingOffsetsByTimestamp`` (batch only);
 * ``maxOffsetsPerTrigger``, ``minPartitions``, ``maxRecordsPerPartition``,
   ``failOnDataLoss``, ``includeHeaders``;
+* sink: ``topic``; ``exactlyOnce`` (streaming writes in transactions, see
+  :mod:`kafkawire.spark.source`) and ``transactionalIdPrefix`` (default: from the query id);
 * every ``kafka.<name>`` option becomes the client setting ``<name>``
   (``kafka.bootstrap.servers`` is required).
 
@@ -76,6 +78,8 @@ class SourceOptions:
 class SinkOptions:
     client_conf: dict
     topic: str | None = None
+    exactly_once: bool = False  # streaming writes in transactions, a replayed part skipped (source.py)
+    transactional_id_prefix: str | None = None
 
 
 def _lower_map(options: Mapping[str, str]) -> dict:
@@ -306,4 +310,21 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         topic = str(topic).strip()
         if not topic:
             raise KafkaWireOptionError("option 'topic' is empty")
-    return SinkOptions(client_conf=conf, topic=topic)
+    exactly_once = _bool(opts, "exactlyOnce", False)
+    prefix = opts.get("transactionalidprefix")
+    if prefix is not None:
+        prefix = str(prefix).strip()
+        if not prefix:
+            raise KafkaWireOptionError("option 'transactionalIdPrefix' is empty")
+        if not exactly_once:
+            raise KafkaWireOptionError("option 'transactionalIdPrefix' is for exactly-once writes: "
+                                       "set 'exactlyOnce' to 'true' as well")
+    if exactly_once:
+        acks = conf.get("acks")
+        if acks is not None and acks.strip() not in ("all", "-1"):
+            raise KafkaWireOptionError(f"option 'exactlyOnce' writes in transactions, which need acks=all; "
+                                       f"'kafka.acks' is {acks!r}")
+        if conf.get("enable.idempotence", "true").strip().lower() in ("false", "0", "no"):
+            raise KafkaWireOptionError("option 'exactlyOnce' writes in transactions, which need an idempotent "
+                                       "producer; 'kafka.enable.idempotence' is false")
+    return SinkOptions(client_conf=conf, topic=topic, exactly_once=exactly_once, transactional_id_prefix=prefix)

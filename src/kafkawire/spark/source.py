@@ -1,4 +1,30 @@
-"""The ``kafkawire`` data source: batch and streaming reads, batch and streaming writes."""
+"""The ``kafkawire`` data source: batch and streaming reads, batch and streaming writes.
+
+Writes are at least once by default. A streaming write with the option ``exactlyOnce=true`` is exactly
+once for read_committed consumers of the output:
+
+* each task of a micro-batch writes its rows in one Kafka transaction, with the transactional id
+  ``<prefix>-p<Spark partition id>``; the prefix is ``kafkawire-spark-<query id>`` (the query id is kept
+  in the checkpoint, so a restarted query has the same ids) or the option ``transactionalIdPrefix``;
+* before writing, ``init_transactions`` fences every earlier producer with that id (a failed attempt, a
+  zombie of a killed driver) and aborts the transaction it left open;
+* the transaction also commits a marker: for the consumer group named like the transactional id, the
+  offset ``batch id + 1`` of partition 0 of the first topic the task writes, with the query, batch and
+  partition as the offset's metadata. It becomes visible with the records or not at all;
+* a task first reads its marker (after the fencing, so no earlier attempt can still commit): a marker
+  past the batch means this part of the batch was committed before (the tasks committed, then Spark did
+  not record the batch: a driver crash, a failed task elsewhere) and the task writes nothing.
+
+So a task whose transaction committed is skipped when Spark replays the batch, and one whose transaction
+did not commit is aborted and written again. Limits: the rows Spark gives a (batch, partition) must be the
+same when the batch is replayed (true of the kafkawire source, which replays the offset ranges in the
+checkpoint, with deterministic transformations; a nondeterministic query can lose or repeat rows); each
+task's part is atomic, not the whole micro-batch (a read_committed consumer can see some partitions of a
+batch before the others, and those of a failed batch before its replay); read_uncommitted consumers see
+aborted records; a task left open by a killed run whose partition no later run writes holds back
+read_committed consumers of its partitions until ``kafka.transaction.timeout.ms`` (60 s by default).
+Batch writes (``write``) do not take the option: a batch job has no id to find its markers by again.
+"""
 from __future__ import annotations
 
 import logging
@@ -343,13 +369,67 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         pass
 
 
+# Spark sets these local properties on every task of a micro-batch (MicroBatchExecution, StreamExecution):
+# the query id is kept in the checkpoint, so it is the same after a restart from it.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+
+
+def transactional_id(prefix: str, partition: int) -> str:
+    """The transactional id of one Spark partition of every micro-batch of a query.
+
+    The same for every attempt of the task and every replay of the batch, so each one fences the one
+    before (and aborts what it left open)."""
+    return f"{prefix}-p{partition}"
+
+
+def task_identity(prefix: str | None) -> tuple[str, int, int]:
+    """(transactional id prefix, batch id, Spark partition id) of the running task of a micro-batch."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise kafka_access.KafkaAccessError("an exactly-once write runs inside a Spark task only")
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    if batch is None:
+        raise kafka_access.KafkaAccessError(
+            f"exactlyOnce: the task has no '{BATCH_ID_PROPERTY}' property: not a micro-batch of a streaming query "
+            "(continuous processing is not supported)")
+    if prefix is None:
+        query = ctx.getLocalProperty(QUERY_ID_PROPERTY)
+        if query is None:
+            raise kafka_access.KafkaAccessError(
+                f"exactlyOnce: the task has no '{QUERY_ID_PROPERTY}' property; set 'transactionalIdPrefix'")
+        prefix = f"kafkawire-spark-{query}"
+    return prefix, int(batch), ctx.partitionId()
+
+
+@dataclass
+class KafkaTxnCommit(WriterCommitMessage):
+    records: int
+    skipped: bool
+    transactional_id: str
+
+
 class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, conf: dict, topic: str | None):
+    """Streaming write. At least once by default; with ``exactlyOnce``, each task's part of a micro-batch
+    is one Kafka transaction that also commits a marker (see the module docstring)."""
+
+    def __init__(self, conf: dict, topic: str | None, exactly_once: bool = False, prefix: str | None = None):
         self.conf = conf
         self.topic = topic
+        self.exactly_once = exactly_once
+        self.prefix = prefix
 
     def write(self, iterator):
-        return KafkaCommit(kafka_access.write_batches(self.conf, self.topic, iterator))
+        if not self.exactly_once:
+            return KafkaCommit(kafka_access.write_batches(self.conf, self.topic, iterator))
+        prefix, batch, partition = task_identity(self.prefix)
+        txid = transactional_id(prefix, partition)
+        sent, skipped = kafka_access.write_batches_exactly_once(
+            self.conf, self.topic, iterator, transactional_id=txid, batch_id=batch,
+            description=f"{prefix} batch {batch} partition {partition}")
+        return KafkaTxnCommit(sent, skipped, txid)
 
     def commit(self, messages, batchId: int) -> None:
         pass
@@ -382,8 +462,11 @@ class KafkaWireDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool):
         opts = self._sink(schema)
+        if opts.exactly_once:
+            raise KafkaWireOptionError("option 'exactlyOnce' is for streaming writes (writeStream); a batch "
+                                       "write is at least once")
         return KafkaBatchWriter(opts.client_conf, opts.topic)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
         opts = self._sink(schema)
-        return KafkaStreamWriter(opts.client_conf, opts.topic)
+        return KafkaStreamWriter(opts.client_conf, opts.topic, opts.exactly_once, opts.transactional_id_prefix)
