@@ -3,8 +3,10 @@ SIGKILL of one of its two instances mid-stream, on kafkawire and on the referenc
 Streams' transactions and internal topics would change the shared node's answers for other tests).
 
 ``java/WordCountEos.java`` counts the words of an input topic into an output topic. Two instances run; N
-lines are written in two halves; one instance is killed with SIGKILL while the first half is being processed
-and started again on the same state directory before the second half. The output topic read with
+lines are written over about 20 s; one instance is killed with SIGKILL once half are written and counts come
+out, while lines keep arriving, and started again on the same state directory 2 s later. The app has no record cache, so the
+killed instance has written counts (changelog, output) for input it had not committed: with
+``at_least_once`` instead, the replay counts those lines twice and this test fails. The output topic read with
 ``read_committed`` must then hold, for each word, counts that only rise and end at the exact count: a
 record processed twice (replayed after the crash without exactly-once) would count it twice.
 """
@@ -14,6 +16,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -113,13 +116,20 @@ class Instance:
                 self.kill()
 
 
-def produce(bootstrap, topic, lines):
+fed: list[int] = []
+progress = [0]
+
+
+def produce(bootstrap, topic, lines, chunks=1, pause=0.0):
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
-    for i, line in enumerate(lines):
-        p.produce(topic, key=str(i).encode(), value=line.encode())
-        if i % 500 == 0:
-            p.poll(0)
-    assert p.flush(30) == 0
+    size = -(-len(lines) // chunks)
+    for start in range(0, len(lines), size):
+        for i, line in enumerate(lines[start:start + size], start):
+            p.produce(topic, key=str(i).encode(), value=line.encode())
+        assert p.flush(30) == 0
+        progress[0] = min(start + size, len(lines))
+        time.sleep(pause)
+    fed.append(len(lines))
 
 
 def read_counts(bootstrap, topic, idle_for: float = 3.0) -> dict[str, list[int]]:
@@ -152,6 +162,8 @@ def test_word_count_exactly_once_across_a_sigkill(word_count, eos_broker, tmp_pa
     lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8))) for _ in range(LINES)]
     expected = Counter(w for line in lines for w in line.split())
 
+    fed.clear()
+    progress[0] = 0
     instances = [Instance(word_count, bootstrap, "eos-word-count", tmp_path / f"state-{i}",
                           tmp_path / f"instance-{i}.log", (source, sink)) for i in range(2)]
     try:
@@ -159,14 +171,27 @@ def test_word_count_exactly_once_across_a_sigkill(word_count, eos_broker, tmp_pa
             inst.start()
         for inst in instances:
             inst.wait_running()
-        produce(bootstrap, source, lines[:LINES // 2])
-        # mid-stream: once the first counts are committed, while the rest of the first half is processed
+        # a first line, counted once the group has settled: the pipeline is live
+        produce(bootstrap, source, lines[:1])
+        deadline = time.monotonic() + 120
+        while not read_counts(bootstrap, sink, idle_for=0.3):
+            assert time.monotonic() < deadline, "no count came out of the first line"
+            time.sleep(0.5)
+        # the other lines arrive over about 20 s, in 80 chunks; the kill comes once half of them were
+        # written, so the instance dies while processing
+        fed.clear()
+        feeder = threading.Thread(target=produce, args=(bootstrap, source, lines[1:]),
+                                  kwargs={"chunks": 80, "pause": 0.25}, daemon=True)
+        feeder.start()
         deadline = time.monotonic() + 60
-        while not read_counts(bootstrap, sink, idle_for=0.5) and time.monotonic() < deadline:
-            pass
+        while progress[0] < len(lines) // 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not fed, "the input was all written before the kill: not mid-stream"
         instances[0].kill()
-        produce(bootstrap, source, lines[LINES // 2:])
+        time.sleep(2)
         instances[0].start()
+        feeder.join(120)
+        assert not feeder.is_alive() and fed == [len(lines) - 1], "the input was not all written"
         deadline = time.monotonic() + 180
         while True:
             counts = read_counts(bootstrap, sink)

@@ -1,5 +1,6 @@
 // A Kafka Streams word count with processing.guarantee=exactly_once_v2, for test_streams_eos.py.
-// Args: bootstrap applicationId stateDir inputTopic outputTopic. Prints RUNNING once the instance
+// Args: bootstrap applicationId stateDir inputTopic outputTopic [processingGuarantee, default exactly_once_v2:
+// at_least_once shows what the test catches without it]. Prints RUNNING once the instance
 // processes; runs until killed (the test SIGKILLs it) or SIGTERM (closed cleanly).
 import java.util.Arrays;
 import java.util.Locale;
@@ -23,10 +24,13 @@ public final class WordCountEos {
         p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(StreamsConfig.APPLICATION_ID_CONFIG, appId);
         p.put(StreamsConfig.STATE_DIR_CONFIG, stateDir);
-        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.EXACTLY_ONCE_V2);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.length > 5 ? args[5] : StreamsConfig.EXACTLY_ONCE_V2);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+        // no record cache: every count goes to the changelog and the output at once, so a crash between
+        // two commits leaves written work whose input was not committed (what exactly-once must undo)
+        p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0L);
         // a killed member's tasks move to the survivor after the session timeout, not Kafka's 45 s
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 6000);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
