@@ -317,7 +317,7 @@ def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: st
         if left:
             result["problems"].append(f"transactions not ended after the timeout: {left}")
         result.update(seed=seed, rounds=rounds, producers=producers, producer_kills=kills, seconds=round(time.monotonic() - started, 1),
-                      workdir=str(root))
+                      workdir=str(root) if workdir else None)  # removed unless kept
         return result
     finally:
         for p in procs:
