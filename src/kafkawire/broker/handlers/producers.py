@@ -69,7 +69,7 @@ def describe_producers(broker, ctx, body):
                     producer_epoch=e.epoch,
                     last_sequence=e.last_seq,
                     last_timestamp=e.last_timestamp,
-                    coordinator_epoch=-1,
+                    coordinator_epoch=e.coordinator_epoch,
                     current_txn_start_offset=open_txns.get(e.producer_id, -1),
                 )
                 for e in broker.producers.active(meta.name, p)

@@ -40,10 +40,23 @@ class ProducerEntry:
     epoch: int = -1
     batches: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
     last_timestamp: int = -1
+    coordinator_epoch: int = -1  # of the last transaction marker (DescribeProducers reports it)
 
     @property
     def last_seq(self) -> int:
         return self.batches[-1].last_seq if self.batches else -1
+
+
+def read_end_txn_marker(batch) -> int | None:
+    """The coordinator epoch of a control batch's COMMIT/ABORT marker; None for another control record or one
+    that does not parse (replay skips it, as it skipped every control batch before)."""
+    from kafkawire.protocol.records.control import decode_control_record
+
+    try:
+        record = next(iter(batch.records()))
+        return decode_control_record(record).coordinator_epoch
+    except Exception:
+        return None
 
 
 class ProducerStateManager:
@@ -83,7 +96,12 @@ class ProducerStateManager:
         for chunk in result.chunks:
             data = chunk.tobytes() if hasattr(chunk, "tobytes") and not isinstance(chunk, memoryview) else chunk
             for b in iter_batches(data):
-                if b.magic != 2 or b.producer_id < 0 or b.is_control:
+                if b.magic != 2 or b.producer_id < 0:
+                    continue
+                if b.is_control:
+                    marker = read_end_txn_marker(b)
+                    if marker is not None:
+                        self.record_marker(topic, partition, b.producer_id, b.producer_epoch, marker, b.max_timestamp)
                     continue
                 self._issued.add(b.producer_id)
                 ts = b.max_timestamp
@@ -148,6 +166,22 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.batches.append(meta)
         entry.last_timestamp = meta.timestamp
+
+    def record_marker(
+        self, topic: str, partition: int, pid: int, epoch: int, coordinator_epoch: int, timestamp: int
+    ) -> None:
+        """A COMMIT/ABORT marker of ``pid`` appended: as Kafka's appendEndTxnMarker, the partition takes the
+        marker's epoch (with transaction version 2 each EndTxn bumps it, and the batches of the old epoch are
+        forgotten, so the sequence restarts), its coordinator epoch and its timestamp."""
+        producers = self.partitions.setdefault((topic, partition), {})
+        entry = producers.get(pid)
+        if entry is None:
+            entry = producers[pid] = ProducerEntry(pid)
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from .coordinator import COORDINATOR_EPOCH, MarkerWriter
 
@@ -28,7 +29,13 @@ class BrokerMarkerWriter(MarkerWriter):
         live = [(t, p) for t, p in partitions if t in topics and 0 <= p < topics[t].partitions]
 
         def append(topic, partition):
-            return storage.append_txn_marker(topic, partition, producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            offset = storage.append_txn_marker(topic, partition, producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            # the partition's producer state takes the marker's epoch, as Kafka's does (DescribeProducers, and
+            # the sequence restarting after a transaction version 2 epoch bump)
+            broker.producers.record_marker(
+                topic, partition, producer_id, producer_epoch, COORDINATOR_EPOCH, int(time.time() * 1000)
+            )
+            return offset
 
         if not broker.storage_in_thread:
             try:
