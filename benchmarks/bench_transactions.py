@@ -44,8 +44,15 @@ def produce(bootstrap: str, topic: str, records: int, per_txn: int, size: int) -
     """(records/s, transactions/s, committed records) of one transactional producer."""
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", "linger.ms": 5,
-                  "batch.size": 1_000_000, "queue.buffering.max.messages": 200_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-{topic}",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 200_000,
+        }
+    )
     p.init_transactions(60)
     value = os.urandom(size)
     txns = max(1, records // per_txn)
@@ -74,8 +81,15 @@ def consume(bootstrap: str, topic: str, committed: int) -> float:
     """records/s of a read_committed consumer reading ``committed`` records from offset 0."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + topic, "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "fetch.max.bytes": 52_428_800})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-" + topic,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "fetch.max.bytes": 52_428_800,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, 0, 0)])
         got = 0
@@ -139,8 +153,12 @@ def run_target(target: str, args, workdir: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=100_000, help="records per run (10,000-record "
-                    "transactions: at least 10 transactions)")
+    ap.add_argument(
+        "--records",
+        type=int,
+        default=100_000,
+        help="records per run (10,000-record transactions: at least 10 transactions)",
+    )
     ap.add_argument("--size", type=int, default=100, help="value bytes")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--targets", default="kafkawire,kafkawire-nofsync,kafka")
@@ -154,8 +172,10 @@ def main() -> int:
         for target in targets:
             print(f"... {target}", file=sys.stderr, flush=True)
             results[target] = run_target(target, args, Path(tmp))
-    print(f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {args.records} records of {args.size} B "
-          f"per run, every {ABORT_EVERY}th transaction aborted, median of {args.repeat}")
+    print(
+        f"cores {os.cpu_count()}, load {os.getloadavg()[0]:.2f}; {args.records} records of {args.size} B "
+        f"per run, every {ABORT_EVERY}th transaction aborted, median of {args.repeat}"
+    )
     print(f"{'target':<18} {'records/txn':>11} {'produce rec/s':>14} {'txn/s':>9} {'read_committed rec/s':>21}")
     for target, rows in results.items():
         for per_txn, (rps, tps, read) in rows.items():
@@ -164,8 +184,10 @@ def main() -> int:
         for target in (t for t in results if t != "kafka"):
             for per_txn, (rps, tps, read) in results[target].items():
                 k = results["kafka"][per_txn]
-                print(f"{target} / kafka at {per_txn:,} records/txn: produce {rps / k[0]:.2f}x, "
-                      f"transactions {tps / k[1]:.2f}x, read_committed {read / k[2]:.2f}x")
+                print(
+                    f"{target} / kafka at {per_txn:,} records/txn: produce {rps / k[0]:.2f}x, "
+                    f"transactions {tps / k[1]:.2f}x, read_committed {read / k[2]:.2f}x"
+                )
     return 0
 
 

@@ -10,6 +10,7 @@ different), then every unexplained difference; writes the differences, one a
 line, to ``--diffs`` (default /tmp/conformance-diffs.txt). Exits 1 on any
 unexplained difference. The machinery is the package ``tools/conformance_suite``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         kw = args.kafkawire or stack.enter_context(runner.kafkawire_broker())
         ka = args.kafka or stack.enter_context(runner.reference_broker())
-        report = runner.run(runner.broker("kafkawire", kw), runner.broker("kafka", ka),
-                            api_filter=args.api, case_filter=args.case, jobs=args.jobs,
-                            progress=_progress if args.progress else None)
+        report = runner.run(
+            runner.broker("kafkawire", kw),
+            runner.broker("kafka", ka),
+            api_filter=args.api,
+            case_filter=args.case,
+            jobs=args.jobs,
+            progress=_progress if args.progress else None,
+        )
 
     lines = [u.line() for u in report.unexplained]
     if args.diffs:
@@ -62,10 +68,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name}: " + "; ".join(f"{k} {_ranges(v)}" for k, v in sides.items()))
         uncovered = report.uncovered()
         if uncovered:
-            print("\nversions both serve without a compared pair: "
-                  + ", ".join(f"{a} v{v}" for a, v in uncovered))
-        print(f"\n{report.pairs} pairs in {report.seconds:.1f} s; {len(lines)} unexplained differences"
-              + (":" if lines else ""))
+            print("\nversions both serve without a compared pair: " + ", ".join(f"{a} v{v}" for a, v in uncovered))
+        print(
+            f"\n{report.pairs} pairs in {report.seconds:.1f} s; {len(lines)} unexplained differences"
+            + (":" if lines else "")
+        )
         for line in lines:
             print("  " + line)
     return 1 if lines else 0

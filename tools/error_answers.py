@@ -18,6 +18,7 @@ differences kept on purpose, each with its reason.
     python tools/error_answers.py            # a table per API, then every unexplained difference
     python tools/error_answers.py --api Fetch,OffsetFetch
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,14 @@ KAFKA_MESSAGE = "injected handler failure"  # the message of the exception Error
 # (API, field name, lowest version, highest version, reason): differences kafkawire keeps on purpose. A
 # difference is explained when its API, version and the last name of its field path match.
 EXPLAINED: list[tuple[str, str, int, int, str]] = [
-    ("Fetch", "records", 0, 3,
-     "Kafka 3.9.1 (the last release with Fetch v0-3) answers null records, 4.4 an empty record set at the versions "
-     "it serves; kafkawire answers empty at every version (both read as no records)"),
+    (
+        "Fetch",
+        "records",
+        0,
+        3,
+        "Kafka 3.9.1 (the last release with Fetch v0-3) answers null records, 4.4 an empty record set at the versions "
+        "it serves; kafkawire answers empty at every version (both read as no records)",
+    ),
 ]
 # Answers whose entries come in another order only: Kafka builds these from a java.util.HashMap, so its order is
 # the map's iteration order; clients match the entries by topic and partition.
@@ -54,18 +60,31 @@ UNORDERED = {"Produce", "OffsetFetch"}
 # Requests for which Kafka has no error answer to compare: it refuses to parse them, or its getErrorResponse
 # throws on them. (API, what Kafka throws, reason.)
 REFUSED = [
-    ("DescribeAcls", "IllegalArgumentException",
-     "Kafka refuses a filter with UNKNOWN (0) resource type, operation or permission while parsing it"),
-    ("CreateAcls", "IllegalArgumentException",
-     "Kafka's getErrorResponse validates each creation and throws on an UNKNOWN (0) value"),
-    ("DeleteAcls", "IllegalArgumentException",
-     "Kafka's getErrorResponse validates each filter and throws on an UNKNOWN (0) value"),
-    ("Produce", "NullPointerException",
-     "Kafka's getErrorResponse reads the size of each partition's records and throws on null records"),
+    (
+        "DescribeAcls",
+        "IllegalArgumentException",
+        "Kafka refuses a filter with UNKNOWN (0) resource type, operation or permission while parsing it",
+    ),
+    (
+        "CreateAcls",
+        "IllegalArgumentException",
+        "Kafka's getErrorResponse validates each creation and throws on an UNKNOWN (0) value",
+    ),
+    (
+        "DeleteAcls",
+        "IllegalArgumentException",
+        "Kafka's getErrorResponse validates each filter and throws on an UNKNOWN (0) value",
+    ),
+    (
+        "Produce",
+        "NullPointerException",
+        "Kafka's getErrorResponse reads the size of each partition's records and throws on null records",
+    ),
 ]
 
 
 # -- requests --------------------------------------------------------------------------------------------------
+
 
 def _scalar(f, i: int):
     t = f.type
@@ -210,6 +229,7 @@ def corpus_requests(table) -> list[tuple[int, int, object, str]]:
 
 # -- Kafka's side ----------------------------------------------------------------------------------------------
 
+
 def _jar_set(key: int, version: int) -> str:
     """The pinned kafka-clients that defines this version: versions 4.0 removed come from the legacy jar."""
     for definition in _raw_spec()["messages"][api(key).request]["definitions"]:
@@ -230,8 +250,13 @@ def kafka_error_answers(requests: list[tuple[int, int, bytes]]) -> dict[tuple[in
     out = {}
     for jar_set, items in by_jar.items():
         stdin = "".join(f"{k} {v} {body.hex()}\n" for k, v, body in items)
-        proc = subprocess.run([java, "-cp", kafka_reference.classpath(jar_set), str(PROGRAM)], input=stdin,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [java, "-cp", kafka_reference.classpath(jar_set), str(PROGRAM)],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{PROGRAM.name} failed:\n{proc.stderr[-3000:]}")
         lines = proc.stdout.splitlines()
@@ -246,14 +271,19 @@ def kafka_error_answers(requests: list[tuple[int, int, bytes]]) -> dict[tuple[in
 def kafka_api_key_names() -> dict[int, str]:
     """Kafka's ApiKeys enum, id -> constant name, from the current kafka-clients jar."""
     java = kafka_reference._tool("java")
-    proc = subprocess.run([java, "-cp", kafka_reference.classpath(kafka_pins.BROKER), str(PROGRAM), "--api-keys"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [java, "-cp", kafka_reference.classpath(kafka_pins.BROKER), str(PROGRAM), "--api-keys"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{PROGRAM.name} --api-keys failed:\n{proc.stderr[-3000:]}")
     return {int(k): name for k, name in (line.split("\t") for line in proc.stdout.splitlines())}
 
 
 # -- comparison ------------------------------------------------------------------------------------------------
+
 
 def diff(a, b, path: str = "") -> list[tuple[str, object, object]]:
     """(path, kafkawire, kafka) for every leaf that differs between two to_dict() trees."""
@@ -329,8 +359,14 @@ def compare(apis: set[str] | None = None, *, corpus: bool = True) -> list[Pair]:
             pair.different.append(f"kafkawire's error answer fails: {type(exc).__name__}: {exc}")
             continue
         status, _, rest = answers[(key, version, body)].partition(" ")
-        refused = next((reason for name, thrown, reason in REFUSED
-                         if name == info.name and status in ("INVALID", "FAIL") and thrown in rest.split(":")[0]), None)
+        refused = next(
+            (
+                reason
+                for name, thrown, reason in REFUSED
+                if name == info.name and status in ("INVALID", "FAIL") and thrown in rest.split(":")[0]
+            ),
+            None,
+        )
         if refused is not None:
             pair.explained.append(("(request)", f"no answer from Kafka: {refused}"))
             continue
@@ -373,14 +409,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'API':34} {'versions':>8} {'pairs':>5} {'identical':>9} {'explained':>9} {'different':>9}")
     for name, ps in rows.items():
         vs = sorted({p.version for p in ps})
-        print(f"{name:34} {f'{vs[0]}-{vs[-1]}':>8} {len(ps):>5} {sum(p.identical for p in ps):>9} "
-              f"{sum(bool(p.explained) and not p.different for p in ps):>9} {sum(bool(p.different) for p in ps):>9}")
+        print(
+            f"{name:34} {f'{vs[0]}-{vs[-1]}':>8} {len(ps):>5} {sum(p.identical for p in ps):>9} "
+            f"{sum(bool(p.explained) and not p.different for p in ps):>9} {sum(bool(p.different) for p in ps):>9}"
+        )
     total = len(pairs)
     identical = sum(p.identical for p in pairs)
     explained = sum(bool(p.explained) and not p.different for p in pairs)
     different = [p for p in pairs if p.different]
-    print(f"\n{total} pairs over {len(rows)} APIs: {identical} identical, {explained} explained, "
-          f"{len(different)} different")
+    print(
+        f"\n{total} pairs over {len(rows)} APIs: {identical} identical, {explained} explained, "
+        f"{len(different)} different"
+    )
     reasons: dict[str, int] = {}
     for p in pairs:
         if p.explained and not p.different:

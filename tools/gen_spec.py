@@ -33,6 +33,7 @@ versions; a description would only be decoration there). Every definition record
 
 Usage: python tools/gen_spec.py [--out DIR] [--check]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,7 @@ def read_jar_schemas(source: tuple[str, str, str]) -> list[tuple[str, dict]]:
     out = []
     with zipfile.ZipFile(path) as jar:
         for entry in sorted(jar.namelist()):
-            rest = entry[len(folder):]
+            rest = entry[len(folder) :]
             if entry.startswith(folder) and rest.endswith(".json") and "/" not in rest:
                 out.append((f"{path.name}!{entry}", parse_schema(jar.read(entry).decode("utf-8"))))
     if not out:
@@ -109,8 +110,7 @@ def _field(raw: dict) -> dict:
     versions = parse_versions(raw.get("versions"))
     if versions is not None:
         out["versions"] = versions
-    for key, name in (("nullableVersions", "nullable"), ("taggedVersions", "tagged"),
-                      ("flexibleVersions", "flexible")):
+    for key, name in (("nullableVersions", "nullable"), ("taggedVersions", "tagged"), ("flexibleVersions", "flexible")):
         if key in raw:
             out[name] = parse_versions(raw[key])
             if key == "flexibleVersions" and out[name] is None:
@@ -141,8 +141,11 @@ def definition(schema: dict, versions: list, origin: str) -> dict:
     }
     if schema.get("commonStructs"):
         out["common_structs"] = [
-            {"name": cs["name"], "versions": parse_versions(cs.get("versions")),
-             "fields": [_field(f) for f in cs["fields"]]}
+            {
+                "name": cs["name"],
+                "versions": parse_versions(cs.get("versions")),
+                "fields": [_field(f) for f in cs["fields"]],
+            }
             for cs in schema["commonStructs"]
         ]
     return out
@@ -167,8 +170,10 @@ def merge(old: tuple[str, dict] | None, new: tuple[str, dict] | None) -> dict:
             lo = lo_old
         hi = max(hi_new, hi_old)
         if hi_old > hi_new:
-            raise SystemExit(f"{primary['name']}: {kafka_pins.KAFKA_LEGACY} defines versions above "
-                             f"{kafka_pins.KAFKA} ({hi_old} > {hi_new})")
+            raise SystemExit(
+                f"{primary['name']}: {kafka_pins.KAFKA_LEGACY} defines versions above "
+                f"{kafka_pins.KAFKA} ({hi_old} > {hi_new})"
+            )
     msg = {
         "name": primary["name"],
         "type": primary["type"],
@@ -200,8 +205,12 @@ def identity(schema: dict) -> tuple:
 def error_table() -> list[list]:
     """[code, name, retriable, default message] for every entry of kafka-clients' Errors enum, as Java sees it."""
     java = kafka_reference._tool("java")
-    proc = subprocess.run([java, "-cp", kafka_reference.classpath(CLIENTS[0]), str(ERROR_TABLE)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [java, "-cp", kafka_reference.classpath(CLIENTS[0]), str(ERROR_TABLE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{ERROR_TABLE.name} failed:\n{proc.stderr[-3000:]}")
     rows = []
@@ -231,11 +240,16 @@ def generate() -> tuple[dict, dict]:
             if name in seen:
                 raise SystemExit(f"{name} is defined in both {seen[name]} and {section}: names must be distinct")
             seen[name] = section
-    derived = (f"Apache Kafka's message schemas (Apache License 2.0), read from the jars of Apache Kafka "
-               f"{kafka_pins.KAFKA} (current definitions), kafka-clients {kafka_pins.KAFKA_LEGACY} (versions "
-               f"removed since) and kafka-clients {kafka_pins.KAFKA_TEST_SCHEMAS} test (generator test schemas)")
-    kafka = {"current": kafka_pins.KAFKA, "legacy": kafka_pins.KAFKA_LEGACY,
-             "test_schemas": kafka_pins.KAFKA_TEST_SCHEMAS}
+    derived = (
+        f"Apache Kafka's message schemas (Apache License 2.0), read from the jars of Apache Kafka "
+        f"{kafka_pins.KAFKA} (current definitions), kafka-clients {kafka_pins.KAFKA_LEGACY} (versions "
+        f"removed since) and kafka-clients {kafka_pins.KAFKA_TEST_SCHEMAS} test (generator test schemas)"
+    )
+    kafka = {
+        "current": kafka_pins.KAFKA,
+        "legacy": kafka_pins.KAFKA_LEGACY,
+        "test_schemas": kafka_pins.KAFKA_TEST_SCHEMAS,
+    }
     spec = {
         "generated_by": "tools/gen_spec.py",
         "derived_from": derived,
@@ -247,8 +261,8 @@ def generate() -> tuple[dict, dict]:
     errors = {
         "generated_by": "tools/gen_spec.py (tools/java/ErrorTable.java)",
         "derived_from": f"org.apache.kafka.common.protocol.Errors of Apache Kafka {kafka_pins.KAFKA} "
-                        f"(Apache License 2.0); retriable: the exception extends RetriableException; message: "
-                        f"Errors.message(), the text of an error answer that carries the code's own message",
+        f"(Apache License 2.0); retriable: the exception extends RetriableException; message: "
+        f"Errors.message(), the text of an error answer that carries the code's own message",
         "kafka": {"current": kafka_pins.KAFKA},
         "errors": error_table(),
     }
@@ -280,8 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stale spec files: {', '.join(stale)}; run tools/gen_spec.py", file=sys.stderr)
         return 1
     if not args.check:
-        print(f"wrote {len(spec['messages'])} messages, {len(spec['records'])} records, "
-              f"{len(spec['test_messages'])} test messages and {len(errors['errors'])} error codes to {args.out}")
+        print(
+            f"wrote {len(spec['messages'])} messages, {len(spec['records'])} records, "
+            f"{len(spec['test_messages'])} test messages and {len(errors['errors'])} error codes to {args.out}"
+        )
     return 0
 
 

@@ -8,6 +8,7 @@ the same pin.
 Each entry is a set of Maven coordinates resolved together (with their runtime
 dependencies) into one cache directory by ``tools/kafka_reference.py``.
 """
+
 from __future__ import annotations
 
 # The reference: the broker the tests and benchmarks compare with, and the jars

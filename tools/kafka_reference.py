@@ -22,6 +22,7 @@ Failing to resolve raises :class:`KafkaUnavailable` with Maven's reason; the
 test fixtures turn that into a failure in CI (``CI`` set) and a skip with the
 reason elsewhere.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,23 +84,39 @@ def resolve(name: str = kafka_pins.BROKER) -> list[Path]:
                 # group:artifact:version, or group:artifact:version:classifier (e.g. a "test" jar)
                 deps = "\n".join(
                     f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId><version>{v}</version>"
-                    + "".join(f"<classifier>{c}</classifier>" for c in classifier) + "</dependency>"
-                    for g, a, v, *classifier in (c.split(":") for c in coordinates))
-                (work / "pom.xml").write_text(textwrap.dedent(f"""\
+                    + "".join(f"<classifier>{c}</classifier>" for c in classifier)
+                    + "</dependency>"
+                    for g, a, v, *classifier in (c.split(":") for c in coordinates)
+                )
+                (work / "pom.xml").write_text(
+                    textwrap.dedent(f"""\
                     <project xmlns="http://maven.apache.org/POM/4.0.0">
                       <modelVersion>4.0.0</modelVersion>
                       <groupId>dev.kafkawire</groupId><artifactId>reference</artifactId><version>1</version>
                       <dependencies>{deps}</dependencies>
                     </project>
-                    """))
+                    """)
+                )
                 staging = target.with_name(target.name + ".partial")
                 shutil.rmtree(staging, ignore_errors=True)
                 proc = subprocess.run(
-                    [mvn, "-B", "-q", "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
-                     "-DincludeScope=runtime"], cwd=work, capture_output=True, text=True, timeout=900)
+                    [
+                        mvn,
+                        "-B",
+                        "-q",
+                        "dependency:copy-dependencies",
+                        f"-DoutputDirectory={staging}",
+                        "-DincludeScope=runtime",
+                    ],
+                    cwd=work,
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                )
                 if proc.returncode != 0:
-                    raise KafkaUnavailable(f"mvn could not resolve {', '.join(coordinates)}:\n"
-                                           f"{(proc.stdout + proc.stderr)[-3000:]}")
+                    raise KafkaUnavailable(
+                        f"mvn could not resolve {', '.join(coordinates)}:\n{(proc.stdout + proc.stderr)[-3000:]}"
+                    )
                 shutil.rmtree(target, ignore_errors=True)
                 staging.rename(target)
                 (target / ".complete").write_text("\n".join(coordinates) + "\n")
@@ -111,7 +128,7 @@ def resolve(name: str = kafka_pins.BROKER) -> list[Path]:
 def jar(name: str, prefix: str) -> Path:
     """The one jar of set ``name`` whose file name starts with ``prefix-<digit>`` (e.g. ``kafka-clients``)."""
     for path in resolve(name):
-        rest = path.name[len(prefix):]
+        rest = path.name[len(prefix) :]
         if path.name.startswith(prefix) and rest[:1] == "-" and rest[1:2].isdigit():
             return path
     raise KafkaUnavailable(f"no {prefix} jar in {name}")
@@ -122,6 +139,7 @@ def classpath(name: str = kafka_pins.BROKER) -> str:
 
 
 # --------------------------------------------------------------------------- the broker
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -181,9 +199,16 @@ class ReferenceKafka:
     and benchmarks compare like with like.
     """
 
-    def __init__(self, data_dir: Path | str | None = None, *, port: int | None = None,
-                 config: dict[str, object] | None = None, heap: str = "768m", host: str = "127.0.0.1",
-                 jvm_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        data_dir: Path | str | None = None,
+        *,
+        port: int | None = None,
+        config: dict[str, object] | None = None,
+        heap: str = "768m",
+        host: str = "127.0.0.1",
+        jvm_args: tuple[str, ...] = (),
+    ):
         self._owned = data_dir is None
         self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-reference-"))
         self.host = host
@@ -241,16 +266,41 @@ class ReferenceKafka:
 
     def _format(self, config: Path) -> None:
         proc = subprocess.run(
-            [self._java(), "-Xmx256m", "-cp", classpath(), "kafka.tools.StorageTool", "format",
-             "-t", self.cluster_id, "-c", str(config), "--ignore-formatted"],
-            capture_output=True, text=True, timeout=120)
+            [
+                self._java(),
+                "-Xmx256m",
+                "-cp",
+                classpath(),
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                self.cluster_id,
+                "-c",
+                str(config),
+                "--ignore-formatted",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if proc.returncode != 0:
             raise KafkaUnavailable(f"kafka-storage format failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
     def command(self, config: Path) -> list[str]:
-        return [self._java(), f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                "-Djava.awt.headless=true", f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
-                *self.jvm_args, "-cp", classpath(), "kafka.Kafka", str(config)]
+        return [
+            self._java(),
+            f"-Xmx{self.heap}",
+            "-Xms128m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
+            *self.jvm_args,
+            "-cp",
+            classpath(),
+            "kafka.Kafka",
+            str(config),
+        ]
 
     def start(self, timeout: float = 120.0) -> ReferenceKafka:
         """Format (first start only) and start; returns once Metadata lists this broker."""
@@ -279,8 +329,14 @@ class ReferenceKafka:
         log = open(self.log_path, "ab")
         log.write(f"\n===== {' '.join(self.command(config)[:3])} ... kafka.Kafka {config}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(self.command(config), stdout=log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, cwd=self.data_dir, start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.command(config),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=self.data_dir,
+            start_new_session=True,
+        )
         log.close()
         if not self._atexit:
             atexit.register(self._terminate, signal.SIGKILL, 5.0)
@@ -299,8 +355,9 @@ class ReferenceKafka:
             except Exception as exc:  # refused while the JVM starts, or no broker registered yet
                 last = exc
             time.sleep(0.2)
-        raise KafkaUnavailable(f"Kafka on {self.bootstrap} not ready after {timeout:.0f}s "
-                               f"(last probe: {last!r}):\n{self.log_tail()}")
+        raise KafkaUnavailable(
+            f"Kafka on {self.bootstrap} not ready after {timeout:.0f}s (last probe: {last!r}):\n{self.log_tail()}"
+        )
 
     def _terminate(self, sig: int, grace: float = 30.0) -> int | None:
         proc, self.proc = self.proc, None
@@ -353,8 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     kafka = ReferenceKafka(args.data_dir, port=args.port)
     kafka.start()
-    print(f"Apache Kafka {kafka_pins.KAFKA} on {kafka.bootstrap} (log: {kafka.log_path}); Ctrl-C stops it",
-          flush=True)
+    print(f"Apache Kafka {kafka_pins.KAFKA} on {kafka.bootstrap} (log: {kafka.log_path}); Ctrl-C stops it", flush=True)
     try:
         while kafka.proc is not None and kafka.proc.poll() is None:
             time.sleep(0.5)

@@ -15,6 +15,7 @@ differs between targets. A report tool, not part of the pytest suite (a run take
 
 Usage: python tools/run_aiokafka_transactions.py [--target kafkawire,kafka] [--source DIR] [--timeout S] [-k EXPR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,7 +56,7 @@ def from_env():
     raise RuntimeError("this run has no docker: the broker under test is external")
 '''
 
-CONFTEST_OVERRIDES = '''
+CONFTEST_OVERRIDES = """
 
 # --- appended by kafkawire's tools/run_aiokafka_transactions.py: an external broker, no docker -------------
 @pytest.fixture(scope="session")
@@ -92,7 +93,7 @@ def kafka_config():
 @pytest.fixture(scope="class")
 def kerberos_utils():
     return None
-'''
+"""
 
 
 def fetch_tests(version: str, source: str | None, workdir: Path) -> Path:
@@ -101,12 +102,26 @@ def fetch_tests(version: str, source: str | None, workdir: Path) -> Path:
     suite.mkdir()
     if source is None:
         clone = workdir / "aiokafka.git"
-        subprocess.run(["git", "clone", "--quiet", "--bare", "--depth", "1", "--branch", f"v{version}",
-                        "https://github.com/aio-libs/aiokafka.git", str(clone)], check=True)
+        subprocess.run(
+            [
+                "git",
+                "clone",
+                "--quiet",
+                "--bare",
+                "--depth",
+                "1",
+                "--branch",
+                f"v{version}",
+                "https://github.com/aio-libs/aiokafka.git",
+                str(clone),
+            ],
+            check=True,
+        )
         source, rev = str(clone), "HEAD"
     else:
-        tags = subprocess.run(["git", "-C", source, "tag", "--list", f"v{version}"], capture_output=True,
-                              text=True, check=True).stdout.split()
+        tags = subprocess.run(
+            ["git", "-C", source, "tag", "--list", f"v{version}"], capture_output=True, text=True, check=True
+        ).stdout.split()
         rev = f"v{version}" if tags else "HEAD"
         if not tags:
             print(f"note: {source} has no tag v{version}; using its HEAD", flush=True)
@@ -134,11 +149,26 @@ def run_suite(target: str, args, suite: Path, workdir: Path):
     junit = workdir / f"junit-{target}.xml"
     try:
         print(f"broker: {target} on {broker.bootstrap}; aiokafka {args.aiokafka_version}", flush=True)
-        env = dict(os.environ, KAFKAWIRE_AIOKAFKA_BOOTSTRAP=broker.bootstrap,
-                   PYTHONPATH=os.pathsep.join([str(suite / "stubs"), os.environ.get("PYTHONPATH", "")]))
-        cmd = [sys.executable, "-m", "pytest", *args.tests, "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-               f"--timeout={args.timeout}", "--tb=short", f"--junitxml={junit}",
-               f"--docker-image=external:{args.kafka_version}"]
+        env = dict(
+            os.environ,
+            KAFKAWIRE_AIOKAFKA_BOOTSTRAP=broker.bootstrap,
+            PYTHONPATH=os.pathsep.join([str(suite / "stubs"), os.environ.get("PYTHONPATH", "")]),
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            *args.tests,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "addopts=",
+            f"--timeout={args.timeout}",
+            "--tb=short",
+            f"--junitxml={junit}",
+            f"--docker-image=external:{args.kafka_version}",
+        ]
         if args.keyword:
             cmd += ["-k", args.keyword]
         with open(log_path, "wb") as log:
@@ -147,8 +177,9 @@ def run_suite(target: str, args, suite: Path, workdir: Path):
         broker.stop()
     counts, problems, outcomes = summarize(junit)
     print(f"\naiokafka {args.aiokafka_version} transactional tests against {target}: {sum(counts.values())} tests")
-    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
-          f"{counts['skipped']} skipped")
+    print(
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
+    )
     for outcome, name, detail in problems:
         print(f"  {outcome.upper():6} {name}: {detail}")
     print(f"full log: {log_path}", flush=True)
@@ -161,10 +192,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="kafkawire,kafka", help="comma list of kafkawire, kafka")
     parser.add_argument("--source", help="a clone or bare git directory of aiokafka (default: clone from GitHub)")
-    parser.add_argument("--aiokafka-version", default=aiokafka.__version__,
-                        help="tag of the suite (default: the installed aiokafka, %(default)s)")
-    parser.add_argument("--kafka-version", default=kafka_pins.KAFKA,
-                        help="the version the suite's version checks see (default: %(default)s)")
+    parser.add_argument(
+        "--aiokafka-version",
+        default=aiokafka.__version__,
+        help="tag of the suite (default: the installed aiokafka, %(default)s)",
+    )
+    parser.add_argument(
+        "--kafka-version",
+        default=kafka_pins.KAFKA,
+        help="the version the suite's version checks see (default: %(default)s)",
+    )
     parser.add_argument("--tests", nargs="+", default=TRANSACTION_TESTS)
     parser.add_argument("--timeout", type=int, default=60, help="per-test timeout in seconds")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
@@ -178,8 +215,11 @@ def main() -> int:
     results = {t: run_suite(t, args, suite, workdir) for t in targets}
     if len(targets) > 1:
         names = sorted(set().union(*(outcomes for _, _, outcomes in results.values())))
-        differ = [(n, [results[t][2].get(n, "-") for t in targets]) for n in names
-                  if len({results[t][2].get(n, "-") for t in targets}) > 1]
+        differ = [
+            (n, [results[t][2].get(n, "-") for t in targets])
+            for n in names
+            if len({results[t][2].get(n, "-") for t in targets}) > 1
+        ]
         print(f"\n{len(differ)} tests whose outcome differs ({' / '.join(targets)}):")
         for name, row in differ:
             print(f"  {' / '.join(row)}  {name}")

@@ -30,6 +30,7 @@ Usage: python tools/run_kafka_python_integration.py [--target kafkawire,kafka,ta
            [--kafka-version X.Y.Z] [--kafka-python-version V] [--timeout SECONDS] [--keep] [-k EXPR]
            [--override KEY=VALUE ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,8 +85,22 @@ class SpawnedService:
 
 def fetch_sources(version: str, workdir: Path) -> Path:
     download = workdir / "download"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-                    f"kafka-python=={version}", "-d", str(download)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"kafka-python=={version}",
+            "-d",
+            str(download),
+        ],
+        check=True,
+    )
     (archive,) = [p for p in download.iterdir() if p.name.endswith((".tar.gz", ".zip"))]
     with tarfile.open(archive) as tar:
         tar.extractall(workdir / "src", filter="data")
@@ -99,10 +114,13 @@ def fetch_sources(version: str, workdir: Path) -> Path:
 
 
 def inferred_kafka_version(bootstrap: str, source_root: Path) -> str:
-    code = ("import sys; from kafka import KafkaAdminClient; a = KafkaAdminClient(bootstrap_servers=sys.argv[1]); "
-            "print('.'.join(map(str, a._manager.broker_version))); a.close()")
-    out = subprocess.run([sys.executable, "-c", code, bootstrap], capture_output=True, text=True, timeout=60,
-                         cwd=source_root, check=True)
+    code = (
+        "import sys; from kafka import KafkaAdminClient; a = KafkaAdminClient(bootstrap_servers=sys.argv[1]); "
+        "print('.'.join(map(str, a._manager.broker_version))); a.close()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, bootstrap], capture_output=True, text=True, timeout=60, cwd=source_root, check=True
+    )
     version = out.stdout.strip().splitlines()[-1]
     return version if version.count(".") >= 2 else version + ".0"
 
@@ -146,14 +164,31 @@ def run_suite(target: str, args, root: Path, workdir: Path, kafka_root: Path):
     try:
         version = args.kafka_version or inferred_kafka_version(broker.bootstrap, root)
         storage = "" if target == "kafka" else f" ({args.storage})"
-        print(f"broker: {target}{storage} on {broker.bootstrap}; KAFKA_VERSION={version}; "
-              f"kafka-python {args.kafka_python_version} from its source archive", flush=True)
+        print(
+            f"broker: {target}{storage} on {broker.bootstrap}; KAFKA_VERSION={version}; "
+            f"kafka-python {args.kafka_python_version} from its source archive",
+            flush=True,
+        )
         junit = workdir / f"junit-{target}.xml"
-        env = dict(os.environ, KAFKA_URI=f"PLAINTEXT://{broker.bootstrap}", KAFKA_VERSION=version,
-                   KAFKA_ROOT=str(kafka_root))
-        cmd = [sys.executable, "-m", "pytest", "test/integration", "-q", "-p", "no:cacheprovider",
-               f"--timeout={args.timeout}", "-o", "addopts=", "-o", "log_level=WARNING", "--tb=line",
-               f"--junitxml={junit}"]
+        env = dict(
+            os.environ, KAFKA_URI=f"PLAINTEXT://{broker.bootstrap}", KAFKA_VERSION=version, KAFKA_ROOT=str(kafka_root)
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test/integration",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--timeout={args.timeout}",
+            "-o",
+            "addopts=",
+            "-o",
+            "log_level=WARNING",
+            "--tb=line",
+            f"--junitxml={junit}",
+        ]
         if args.keyword:
             cmd += ["-k", args.keyword]
         with open(log_path, "wb") as log:
@@ -165,14 +200,17 @@ def run_suite(target: str, args, root: Path, workdir: Path, kafka_root: Path):
     counts, problems, outcomes = summarize(junit)
     total = sum(counts.values())
     print(f"\nkafka-python {args.kafka_python_version} integration tests against {target}: {total} tests")
-    print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
-          f"{counts['skipped']} skipped")
+    print(
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
+    )
     for outcome, name, detail in problems:
         print(f"  {outcome.upper():6} {name}: {detail}")
     spawned = [name for outcome, name, detail in problems if "servers/resources" in detail]
     if spawned:
-        print(f"({len(spawned)} of these set up their own Kafka from the suite's server resources, e.g. with TLS: "
-              f"they cannot use an external broker)")
+        print(
+            f"({len(spawned)} of these set up their own Kafka from the suite's server resources, e.g. with TLS: "
+            f"they cannot use an external broker)"
+        )
     print(f"full log: {log_path}", flush=True)
     return counts, problems, outcomes
 
@@ -181,17 +219,28 @@ def main() -> int:
     import kafka
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", default="kafkawire",
-                        help="comma list of kafkawire, kafka (the reference Apache Kafka), tansu (default: %(default)s)")
+    parser.add_argument(
+        "--target",
+        default="kafkawire",
+        help="comma list of kafkawire, kafka (the reference Apache Kafka), tansu (default: %(default)s)",
+    )
     parser.add_argument("--storage", choices=["disk", "memory"], default="disk")
     parser.add_argument("--kafka-version", help="KAFKA_VERSION for the suite (default: inferred from the broker)")
-    parser.add_argument("--kafka-python-version", default=kafka.__version__,
-                        help="source archive to test (default: the installed kafka-python, %(default)s)")
+    parser.add_argument(
+        "--kafka-python-version",
+        default=kafka.__version__,
+        help="source archive to test (default: the installed kafka-python, %(default)s)",
+    )
     parser.add_argument("--timeout", type=int, default=60, help="per-test timeout in seconds")
     parser.add_argument("--keep", action="store_true", help="keep the sources and broker data, not only the logs")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker setting for every target (repeatable), e.g. num.partitions=4")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker setting for every target (repeatable), e.g. num.partitions=4",
+    )
     args = parser.parse_args()
     if any("=" not in o for o in args.override):
         parser.error("--override takes KEY=VALUE")
@@ -209,8 +258,11 @@ def main() -> int:
     results = {target: run_suite(target, args, root, workdir, kafka_root) for target in targets}
     if len(targets) > 1:
         names = sorted(set().union(*(outcomes for _, _, outcomes in results.values())))
-        differ = [(n, [results[t][2].get(n, "-") for t in targets]) for n in names
-                  if len({results[t][2].get(n, "-") for t in targets}) > 1]
+        differ = [
+            (n, [results[t][2].get(n, "-") for t in targets])
+            for n in names
+            if len({results[t][2].get(n, "-") for t in targets}) > 1
+        ]
         print(f"\n{len(differ)} tests whose outcome differs ({' / '.join(targets)}):")
         for name, row in differ:
             print(f"  {' / '.join(row)}  {name}")

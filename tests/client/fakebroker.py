@@ -5,6 +5,7 @@
 ApiVersions and Metadata have defaults: every API in ``ranges`` and one
 broker (this one) leading every topic in ``topics``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,7 +22,7 @@ class FakeBroker:
         self.topics = dict(topics or {})
         self.topic_ids = {t: uuid.uuid4() for t in self.topics}
         self.handlers: dict = {}
-        self.requests: list[tuple[int, int, object]] = []   # (api_key, version, body)
+        self.requests: list[tuple[int, int, object]] = []  # (api_key, version, body)
         self.server: asyncio.base_events.Server | None = None
         self.port = 0
         self.in_flight = 0
@@ -99,7 +100,9 @@ class FakeBroker:
     # ApiVersions
     def _default_18(self, header, body, version):
         cls = message_class("ApiVersionsResponse")
-        keys = [cls.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(self.ranges.items())]
+        keys = [
+            cls.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(self.ranges.items())
+        ]
         lo, hi = self.ranges[18]
         code = 0 if lo <= version <= hi else kerrors.UNSUPPORTED_VERSION
         return cls(error_code=code, api_keys=keys)
@@ -112,16 +115,35 @@ class FakeBroker:
         for name in names:
             n = self.topics.get(name)
             if n is None:
-                topics.append(cls.MetadataResponseTopic(error_code=kerrors.UNKNOWN_TOPIC_OR_PARTITION, name=name,
-                                                        partitions=[]))
+                topics.append(
+                    cls.MetadataResponseTopic(error_code=kerrors.UNKNOWN_TOPIC_OR_PARTITION, name=name, partitions=[])
+                )
                 continue
-            topics.append(cls.MetadataResponseTopic(
-                error_code=0, name=name, topic_id=self.topic_ids[name], partitions=[
-                    cls.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=1, leader_epoch=0,
-                                                  replica_nodes=[1], isr_nodes=[1], offline_replicas=[])
-                    for i in range(n)]))
-        return cls(brokers=[cls.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=self.port)],
-                   cluster_id="fake", controller_id=1, topics=topics)
+            topics.append(
+                cls.MetadataResponseTopic(
+                    error_code=0,
+                    name=name,
+                    topic_id=self.topic_ids[name],
+                    partitions=[
+                        cls.MetadataResponsePartition(
+                            error_code=0,
+                            partition_index=i,
+                            leader_id=1,
+                            leader_epoch=0,
+                            replica_nodes=[1],
+                            isr_nodes=[1],
+                            offline_replicas=[],
+                        )
+                        for i in range(n)
+                    ],
+                )
+            )
+        return cls(
+            brokers=[cls.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=self.port)],
+            cluster_id="fake",
+            controller_id=1,
+            topics=topics,
+        )
 
     # InitProducerId
     def _default_22(self, header, body, version):

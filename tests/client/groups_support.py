@@ -11,6 +11,7 @@ when Kafka cannot run its tests fail under CI=true and skip elsewhere
 (each keeps heartbeating in the client's loop thread meanwhile) and records
 what each returned.
 """
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,13 @@ from peers.peer_harness import selected_targets, start_kafka
 TARGETS = [t for t in selected_targets() if t in ("kafkawire", "kafka")]
 
 # client timings that match the brokers' GROUP_OVERRIDES (group.min.session.timeout.ms=1000)
-FAST = dict(session_timeout_ms=6000, heartbeat_interval_ms=500, auto_offset_reset="earliest",
-            metadata_max_age=2.0, fetch_max_wait_ms=100)
+FAST = dict(
+    session_timeout_ms=6000,
+    heartbeat_interval_ms=500,
+    auto_offset_reset="earliest",
+    metadata_max_age=2.0,
+    fetch_max_wait_ms=100,
+)
 
 
 @pytest.fixture(params=TARGETS)
@@ -70,7 +76,7 @@ class Members:
     def __init__(self):
         self.consumers: dict[str, Consumer] = {}
         self.records: dict[str, list] = {}
-        self.events: list[tuple[str, str, list]] = []   # (member, "assigned"/"revoked"/"lost", partitions)
+        self.events: list[tuple[str, str, list]] = []  # (member, "assigned"/"revoked"/"lost", partitions)
 
     def add(self, name: str, bootstrap: str, topics=None, *, pattern=None, **options) -> Consumer:
         c = Consumer(bootstrap, **{**FAST, **options})
@@ -79,8 +85,14 @@ class Members:
 
         def note(kind):
             return lambda tps: self.events.append((name, kind, list(tps)))
-        c.subscribe(topics, pattern=pattern, on_partitions_assigned=note("assigned"),
-                    on_partitions_revoked=note("revoked"), on_partitions_lost=note("lost"))
+
+        c.subscribe(
+            topics,
+            pattern=pattern,
+            on_partitions_assigned=note("assigned"),
+            on_partitions_revoked=note("revoked"),
+            on_partitions_lost=note("lost"),
+        )
         return c
 
     def poll_round(self, timeout: float = 0.1) -> None:
@@ -94,8 +106,10 @@ class Members:
             value = predicate()
             if value:
                 return value
-        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; assignments "
-                             f"{self.assignments()}, values seen {len(self.seen())}")
+        raise AssertionError(
+            f"timed out after {timeout:.0f}s waiting for {what}; assignments "
+            f"{self.assignments()}, values seen {len(self.seen())}"
+        )
 
     def seen(self) -> Counter:
         return Counter(int(r.value) for recs in self.records.values() for r in recs)
@@ -104,7 +118,7 @@ class Members:
         return {n: sorted(c.assignment()) for n, c in self.consumers.items()}
 
     def close(self, name: str | None = None) -> None:
-        for n in ([name] if name else list(self.consumers)):
+        for n in [name] if name else list(self.consumers):
             c = self.consumers.pop(n, None)
             if c is not None:
                 c.close()
@@ -116,8 +130,18 @@ def covers(assignments, topic: str, partitions: int) -> bool:
     return sorted(owned) == [(topic, p) for p in range(partitions)]
 
 
-__all__ = ["FAST", "GROUP_OVERRIDES", "Members", "covers", "create_topics", "group_broker", "names",
-           "private_group_broker", "produce", "wait_for"]
+__all__ = [
+    "FAST",
+    "GROUP_OVERRIDES",
+    "Members",
+    "covers",
+    "create_topics",
+    "group_broker",
+    "names",
+    "private_group_broker",
+    "produce",
+    "wait_for",
+]
 
 
 @pytest.fixture(params=TARGETS)

@@ -1,4 +1,5 @@
 """Record sets and confluent-kafka (librdkafka) helpers for the cross-checks."""
+
 from __future__ import annotations
 
 import random
@@ -30,13 +31,21 @@ def make_records(n: int, *, seed: int = 1, keyed: bool = True) -> list[dict]:
     return out
 
 
-def confluent_consume_all(bootstrap: str, topic: str, partitions: list[int], expected: int,
-                          timeout: float = 60.0) -> dict[int, list]:
+def confluent_consume_all(
+    bootstrap: str, topic: str, partitions: list[int], expected: int, timeout: float = 60.0
+) -> dict[int, list]:
     """Every record of the partitions from offset 0, by partition, as dicts (offset, key, value, headers, ts)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{time.monotonic_ns()}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, p, 0) for p in partitions])
         out: dict[int, list] = {p: [] for p in partitions}
@@ -46,17 +55,24 @@ def confluent_consume_all(bootstrap: str, topic: str, partitions: list[int], exp
             for m in c.consume(1000, timeout=0.5):
                 if m.error():
                     raise RuntimeError(str(m.error()))
-                out[m.partition()].append({"offset": m.offset(), "key": m.key(), "value": m.value(),
-                                           "headers": [(k, v) for k, v in (m.headers() or [])],
-                                           "timestamp": m.timestamp()[1]})
+                out[m.partition()].append(
+                    {
+                        "offset": m.offset(),
+                        "key": m.key(),
+                        "value": m.value(),
+                        "headers": [(k, v) for k, v in (m.headers() or [])],
+                        "timestamp": m.timestamp()[1],
+                    }
+                )
                 got += 1
         return out
     finally:
         c.close()
 
 
-def confluent_produce(bootstrap: str, topic: str, records: list[dict], config: dict | None = None,
-                      partition: int | None = None) -> list[tuple[int, int]]:
+def confluent_produce(
+    bootstrap: str, topic: str, records: list[dict], config: dict | None = None, partition: int | None = None
+) -> list[tuple[int, int]]:
     """Produce with librdkafka; returns (partition, offset) per record, in order."""
     from confluent_kafka import Producer
 
@@ -72,6 +88,7 @@ def confluent_produce(bootstrap: str, topic: str, records: list[dict], config: d
                 errors.append(err)
             else:
                 results[i] = (msg.partition(), msg.offset())
+
         return report
 
     for i, r in enumerate(records):
@@ -82,8 +99,9 @@ def confluent_produce(bootstrap: str, topic: str, records: list[dict], config: d
             kw["headers"] = r["headers"]
         while True:
             try:
-                p.produce(topic, value=r["value"], key=r["key"], timestamp=r.get("timestamp", 0),
-                          on_delivery=cb(i), **kw)
+                p.produce(
+                    topic, value=r["value"], key=r["key"], timestamp=r.get("timestamp", 0), on_delivery=cb(i), **kw
+                )
                 break
             except BufferError:
                 p.poll(0.1)

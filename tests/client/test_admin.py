@@ -1,4 +1,5 @@
 """Admin operations against the broker; errors surface as KafkaError with Kafka's names and codes."""
+
 from __future__ import annotations
 
 import pytest

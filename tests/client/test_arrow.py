@@ -1,4 +1,5 @@
 """The Arrow decoding path, offline: it must agree with the records module's decoder on every shape."""
+
 from __future__ import annotations
 
 import random
@@ -16,8 +17,9 @@ def _records(n: int, seed: int):
     for _i in range(n):
         key = None if rnd.random() < 0.3 else rnd.randbytes(rnd.choice([0, 3, 70, 200]))
         value = None if rnd.random() < 0.1 else rnd.randbytes(rnd.choice([0, 5, 63, 64, 100, 300, 9000, 20000]))
-        headers = [] if rnd.random() < 0.7 else [("h%d" % j, None if j == 1 else rnd.randbytes(j * 3))
-                                                 for j in range(3)]
+        headers = (
+            [] if rnd.random() < 0.7 else [("h%d" % j, None if j == 1 else rnd.randbytes(j * 3)) for j in range(3)]
+        )
         out.append((key, value, headers, 1_700_000_000_000 + rnd.randint(-5000, 10_000_000)))
     return out
 
@@ -52,7 +54,7 @@ def test_agrees_with_the_records_decoder(codec, min_offset):
     recs = _records(2100, seed=len(codec))
     batches, off = [], 0
     for i in range(0, len(recs), 700):
-        chunk = recs[i:i + 700]
+        chunk = recs[i : i + 700]
         batches.append(build_batch(chunk, compression=codec, base_offset=off))
         off += len(chunk)
     rb, expected = _decode(b"".join(batches), min_offset)
@@ -70,8 +72,11 @@ def test_compacted_batches_with_offset_gaps():
 
 
 def test_log_append_time_and_no_headers_column():
-    buf = build_batch([(b"k", b"v", None, 5), (None, b"w", None, 6)], timestamp_type=LOG_APPEND_TIME,
-                      log_append_time=1_700_000_000_123)
+    buf = build_batch(
+        [(b"k", b"v", None, 5), (None, b"w", None, 6)],
+        timestamp_type=LOG_APPEND_TIME,
+        log_append_time=1_700_000_000_123,
+    )
     cols = ArrowColumns("topic", 3)
     for b in iter_batches(buf):
         cols.add_batch(b)
@@ -92,7 +97,7 @@ def test_all_null_keys_and_empty():
 
 def test_corrupt_records_section_is_an_error():
     buf = bytearray(build_batch([(b"k", b"value", None, 1)] * 3))
-    buf[-7] = 0x7F   # the last value's length varint now claims more bytes than there are
+    buf[-7] = 0x7F  # the last value's length varint now claims more bytes than there are
     cols = ArrowColumns("t", 0)
     with pytest.raises(CorruptRecordError):
         for b in iter_batches(bytes(buf)):
@@ -103,8 +108,14 @@ def test_null_key_batches_then_keyed_then_null_again():
     recs_null = [(None, b"v%d" % i, None, 1000 + i) for i in range(50)]
     recs_keyed = [(b"k%d" % i if i % 2 else None, b"w%d" % i, None, 2000 + i) for i in range(50)]
     recs_empty_keys = [(b"" if i % 3 == 0 else None, b"", None, 3000 + i) for i in range(30)]
-    buf = b"".join([build_batch(recs_null, base_offset=0), build_batch(recs_keyed, base_offset=50),
-                    build_batch(recs_null, base_offset=100), build_batch(recs_empty_keys, base_offset=150)])
+    buf = b"".join(
+        [
+            build_batch(recs_null, base_offset=0),
+            build_batch(recs_keyed, base_offset=50),
+            build_batch(recs_null, base_offset=100),
+            build_batch(recs_empty_keys, base_offset=150),
+        ]
+    )
     rb, expected = _decode(buf, headers=False)
     _check(rb, expected)
     assert rb.column("key").null_count == 50 + 25 + 50 + 20
@@ -119,8 +130,8 @@ def test_every_key_null_across_pieces():
 
 # -- runs of same-layout records (decoded with strided slices, no per-record Python) -----------------------
 
-def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_000_000_000, interrupt=None,
-                   vary=0):
+
+def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_000_000_000, interrupt=None, vary=0):
     recs = []
     for i in range(n):
         key = None if key_len is None else (b"%0*d" % (key_len, i))[-key_len:] if key_len else b""
@@ -141,25 +152,25 @@ def _uniform_batch(n, *, key_len=None, value_len=100, ts_step=1, base_ts=1_700_0
 
 
 SHAPES = [
-    dict(n=200),                                         # 1-byte ts and offset deltas, then 2-byte offset deltas
-    dict(n=9000, ts_step=3),                             # 3-byte offset deltas after 8191, 2/3-byte ts deltas
-    dict(n=300, ts_step=-1),                             # negative timestamp deltas
+    dict(n=200),  # 1-byte ts and offset deltas, then 2-byte offset deltas
+    dict(n=9000, ts_step=3),  # 3-byte offset deltas after 8191, 2/3-byte ts deltas
+    dict(n=300, ts_step=-1),  # negative timestamp deltas
     dict(n=300, ts_step=0),
-    dict(n=300, value_len=10),                           # 1-byte record lengths
-    dict(n=300, value_len=5000),                         # 2-byte value lengths
+    dict(n=300, value_len=10),  # 1-byte record lengths
+    dict(n=300, value_len=5000),  # 2-byte value lengths
     dict(n=300, value_len=200),
     dict(n=300, value_len=0),
     dict(n=300, key_len=8),
-    dict(n=300, key_len=0),                              # empty (not null) keys
-    dict(n=300, key_len=70),                             # 2-byte key lengths: one by one
+    dict(n=300, key_len=0),  # empty (not null) keys
+    dict(n=300, key_len=70),  # 2-byte key lengths: one by one
     dict(n=300, interrupt={5: "headers", 100: "null", 101: "longer", 200: "headers", 250: "key"}),
     dict(n=300, key_len=4, interrupt={40: "null", 41: "null", 150: "longer"}),
     # sizes that vary: fields line up before the value, which ends at each record's end
     dict(n=2000, value_len=100, vary=100),
     dict(n=2000, value_len=100, vary=100, key_len=6),
-    dict(n=600, value_len=40, vary=60),                 # 1- and 2-byte value lengths mixed
-    dict(n=600, value_len=100, vary=20000),             # 2- and 3-byte record lengths mixed
-    dict(n=600, value_len=0, vary=3),                   # tiny records
+    dict(n=600, value_len=40, vary=60),  # 1- and 2-byte value lengths mixed
+    dict(n=600, value_len=100, vary=20000),  # 2- and 3-byte record lengths mixed
+    dict(n=600, value_len=0, vary=3),  # tiny records
     dict(n=2000, value_len=150, vary=50, ts_step=40, interrupt={300: "headers", 301: "null", 1500: "key"}),
     dict(n=2000, value_len=150, vary=50, key_len=3, interrupt={10: "null", 900: "headers"}),
 ]

@@ -1,4 +1,5 @@
 """The client sub-commands of ``kafkawire``, run as subprocesses."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,8 +11,12 @@ from .helpers import confluent_consume_all, confluent_produce
 
 
 def kw(bootstrap, *args, input: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kafkawire", *args, "--bootstrap", bootstrap], input=input,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "kafkawire", *args, "--bootstrap", bootstrap],
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def test_topics_create_list_describe_delete(bootstrap, topic):
@@ -35,13 +40,13 @@ def test_topics_create_list_describe_delete(bootstrap, topic):
 def test_produce_lines_with_keys(bootstrap, make_topic, topic):
     make_topic(topic, 4)
     lines = [b"user-%d:value %d" % (i, i) for i in range(50)] + [b"no separator here"]
-    r = kw(bootstrap, "produce", topic, "--key-separator", ":", "--header", "src=cli",
-           input=b"\n".join(lines) + b"\n")
+    r = kw(bootstrap, "produce", topic, "--key-separator", ":", "--header", "src=cli", input=b"\n".join(lines) + b"\n")
     assert r.returncode == 0, r.stderr
     got = confluent_consume_all(bootstrap, topic, [0, 1, 2, 3], len(lines))
     records = {r["value"]: r for rs in got.values() for r in rs}
     assert len(records) == len(lines)
     from kafkawire.client.partitioner import partition_for_key
+
     for p, rs in got.items():
         for rec in rs:
             assert rec["headers"] == [("src", b"cli")]
@@ -59,8 +64,19 @@ def test_consume_options(bootstrap, make_topic, topic):
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().split() == [f"v{i}" for i in range(10)]
     assert b"Processed a total of 10 messages" in r.stderr
-    r = kw(bootstrap, "consume", topic, "--partition", "1", "--offset", "4", "--max-messages", "3",
-           "--print-key", "--print-offset")
+    r = kw(
+        bootstrap,
+        "consume",
+        topic,
+        "--partition",
+        "1",
+        "--offset",
+        "4",
+        "--max-messages",
+        "3",
+        "--print-key",
+        "--print-offset",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.decode().splitlines() == [f"1:{i}\tk{i}\tv{i}" for i in (4, 5, 6)]
     r = kw(bootstrap, "consume", topic, "--partition", "9", "--timeout", "1")
@@ -93,6 +109,7 @@ def test_apis(bootstrap):
 @pytest.mark.parametrize("command", [["apis"], ["topics", "list"], ["consume", "x", "--timeout", "1"]])
 def test_unreachable_broker_is_an_error(command):
     import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -103,7 +120,16 @@ def test_unreachable_broker_is_an_error(command):
 def test_consume_prints_headers_and_reads_committed(bootstrap, make_topic, topic):
     make_topic(topic, 1)
     confluent_produce(bootstrap, topic, [{"key": b"k", "value": b"v", "headers": [("a", b"1"), ("b", b"2")]}])
-    r = kw(bootstrap, "consume", topic, "--from-beginning", "--max-messages", "1", "--print-headers",
-           "--isolation-level", "read_committed")
+    r = kw(
+        bootstrap,
+        "consume",
+        topic,
+        "--from-beginning",
+        "--max-messages",
+        "1",
+        "--print-headers",
+        "--isolation-level",
+        "read_committed",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout == b"a=1,b=2\tv\n"

@@ -1,4 +1,5 @@
 """Connection behaviour against a scripted broker: negotiation, pipelining, timeouts, retries."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,7 +32,7 @@ def test_negotiates_highest_common_version_per_api():
             assert conn.versions[3] == 9
             assert conn.versions[0] == 7
             assert conn.versions[1] == OURS[1][1]  # the broker's max is above ours
-            assert 2 not in conn.versions           # not advertised by the broker
+            assert 2 not in conn.versions  # not advertised by the broker
             assert conn.broker_versions == ranges
             with pytest.raises(KafkaError) as info:
                 conn.version_for(2)
@@ -41,13 +42,14 @@ def test_negotiates_highest_common_version_per_api():
         finally:
             await conn.close()
             await broker.close()
+
     run(main())
 
 
 def test_apiversions_falls_back_to_the_brokers_version():
     async def main():
         ranges = dict(OURS)
-        ranges[18] = (0, 2)   # an older broker: answers our v3+/v4 with UNSUPPORTED_VERSION in a v0 body
+        ranges[18] = (0, 2)  # an older broker: answers our v3+/v4 with UNSUPPORTED_VERSION in a v0 body
         broker = await FakeBroker(ranges=ranges).start()
         conn = await Connection.open("127.0.0.1", broker.port)
         try:
@@ -58,6 +60,7 @@ def test_apiversions_falls_back_to_the_brokers_version():
         finally:
             await conn.close()
             await broker.close()
+
     run(main())
 
 
@@ -69,19 +72,22 @@ def test_pipelined_requests_match_their_responses():
         async def slow_metadata(header, body, version):
             await asyncio.sleep(0.05)
             return orig(header, body, version)
+
         broker.handlers[3] = slow_metadata
         conn = await Connection.open("127.0.0.1", broker.port)
         try:
             req = message_class("MetadataRequest")
-            answers = await asyncio.gather(*(
-                conn.request(req(topics=[req.MetadataRequestTopic(name=f"t{i}")])) for i in range(40)))
+            answers = await asyncio.gather(
+                *(conn.request(req(topics=[req.MetadataRequestTopic(name=f"t{i}")])) for i in range(40))
+            )
             for i, resp in enumerate(answers):
                 assert resp.topics[0].name == f"t{i}"
                 assert len(resp.topics[0].partitions) == i + 1
-            assert broker.max_in_flight > 10   # they really were in flight together
+            assert broker.max_in_flight > 10  # they really were in flight together
         finally:
             await conn.close()
             await broker.close()
+
     run(main())
 
 
@@ -91,6 +97,7 @@ def test_request_timeout_closes_the_connection():
 
         async def never(header, body, version):
             await asyncio.sleep(3600)
+
         broker.handlers[3] = never
         conn = await Connection.open("127.0.0.1", broker.port, request_timeout=0.3)
         try:
@@ -105,12 +112,14 @@ def test_request_timeout_closes_the_connection():
         finally:
             await conn.close()
             await broker.close()
+
     run(main())
 
 
 def test_connection_refused_is_a_connection_error():
     async def main():
         import socket
+
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -118,6 +127,7 @@ def test_connection_refused_is_a_connection_error():
             await Connection.open("127.0.0.1", port, connect_timeout=2)
         assert isinstance(info.value, KafkaError) and isinstance(info.value, OSError)
         assert (info.value.name, info.value.code, info.value.retriable) == ("NETWORK_EXCEPTION", 13, True)
+
     run(main())
 
 
@@ -128,8 +138,15 @@ def _produce_response(body, version, code_for):
         parts = []
         for p in t.partition_data:
             code = code_for(t.name, p.index)
-            parts.append(cls.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1 if code else 0,
-                                                      log_append_time_ms=-1, log_start_offset=0))
+            parts.append(
+                cls.PartitionProduceResponse(
+                    index=p.index,
+                    error_code=code,
+                    base_offset=-1 if code else 0,
+                    log_append_time_ms=-1,
+                    log_start_offset=0,
+                )
+            )
         topics.append(cls.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=parts))
     return cls(responses=topics)
 
@@ -146,18 +163,20 @@ def test_producer_retries_retriable_errors_and_refreshes_metadata():
                     seen_batches.extend(iter_batches(bytes(p.records)))
             code = answers.pop(0)
             return _produce_response(body, version, lambda t, p: code)
+
         broker.handlers[0] = produce
         p = AsyncProducer(broker.bootstrap, backoff=Backoff(0.01, 0.05), linger_ms=0)
         try:
             meta = await p.send_and_wait("t", b"v", b"k")
             assert (meta.topic, meta.partition, meta.offset) == ("t", 0, 0)
             assert broker.count(0) == 3
-            assert broker.count(3) >= 2   # NOT_LEADER_OR_FOLLOWER refreshed the metadata
+            assert broker.count(3) >= 2  # NOT_LEADER_OR_FOLLOWER refreshed the metadata
             # the retried batch is the same batch: same producer id, epoch and sequence
             assert {(b.producer_id, b.producer_epoch, b.base_sequence) for b in seen_batches} == {(1000, 0, 0)}
         finally:
             await p.close()
             await broker.close()
+
     run(main())
 
 
@@ -174,6 +193,7 @@ def test_producer_does_not_retry_fatal_errors():
         finally:
             await p.close()
             await broker.close()
+
     run(main())
 
 
@@ -186,10 +206,11 @@ def test_producer_waits_for_a_topic_being_created():
 
         def metadata(header, body, version):
             calls.append(body.allow_auto_topic_creation)
-            if len(calls) == 3:   # auto-created on the third look
+            if len(calls) == 3:  # auto-created on the third look
                 broker.topics["new"] = 2
                 broker.topic_ids["new"] = __import__("uuid").uuid4()
             return orig(header, body, version)
+
         broker.handlers[3] = metadata
         p = AsyncProducer(broker.bootstrap, backoff=Backoff(0.01, 0.05), linger_ms=0)
         try:
@@ -199,6 +220,7 @@ def test_producer_waits_for_a_topic_being_created():
         finally:
             await p.close()
             await broker.close()
+
     run(main())
 
 
@@ -214,6 +236,7 @@ def test_cluster_metadata_refresh_on_unknown_topic_gives_up_with_kafka_error():
         finally:
             await cluster.close()
             await broker.close()
+
     run(main())
 
 
@@ -233,10 +256,27 @@ def test_consumer_refreshes_metadata_on_not_leader_and_keeps_its_position():
             fetched_at.append(p.fetch_offset)
             code = errors.pop(0) if errors else 0
             data = log if code == 0 and p.fetch_offset < 10 else b""
-            return cls(responses=[cls.FetchableTopicResponse(
-                topic=body.topics[0].topic, topic_id=body.topics[0].topic_id, partitions=[cls.PartitionData(
-                    partition_index=0, error_code=code, high_watermark=10, last_stable_offset=10, log_start_offset=0,
-                    aborted_transactions=[], preferred_read_replica=-1, records=data)])])
+            return cls(
+                responses=[
+                    cls.FetchableTopicResponse(
+                        topic=body.topics[0].topic,
+                        topic_id=body.topics[0].topic_id,
+                        partitions=[
+                            cls.PartitionData(
+                                partition_index=0,
+                                error_code=code,
+                                high_watermark=10,
+                                last_stable_offset=10,
+                                log_start_offset=0,
+                                aborted_transactions=[],
+                                preferred_read_replica=-1,
+                                records=data,
+                            )
+                        ],
+                    )
+                ]
+            )
+
         broker.handlers[1] = fetch
         c = AsyncConsumer(broker.bootstrap, backoff=Backoff(0.01, 0.05), fetch_max_wait_ms=10)
         try:
@@ -246,12 +286,13 @@ def test_consumer_refreshes_metadata_on_not_leader_and_keeps_its_position():
                 got += await c.records(0.2)
                 if len(got) >= 7:
                     break
-            assert [r.offset for r in got] == list(range(3, 10))   # from the position, no duplicates
-            assert fetched_at[:3] == [3, 3, 3]                      # errors did not move the position
-            assert broker.count(3) >= 3                             # each stale-metadata error refreshed
+            assert [r.offset for r in got] == list(range(3, 10))  # from the position, no duplicates
+            assert fetched_at[:3] == [3, 3, 3]  # errors did not move the position
+            assert broker.count(3) >= 3  # each stale-metadata error refreshed
         finally:
             await c.close()
             await broker.close()
+
     run(main())
 
 
@@ -264,6 +305,7 @@ def test_producer_without_init_producer_id_falls_back_to_non_idempotent():
         def produce(header, body, version):
             batches.extend(iter_batches(bytes(body.topic_data[0].partition_data[0].records)))
             return _produce_response(body, version, lambda t, p: 0)
+
         broker.handlers[0] = produce
         p = AsyncProducer(broker.bootstrap, linger_ms=0)
         try:
@@ -272,6 +314,7 @@ def test_producer_without_init_producer_id_falls_back_to_non_idempotent():
         finally:
             await p.close()
             await broker.close()
+
     run(main())
 
 
@@ -280,7 +323,8 @@ def test_producer_starts_over_when_the_broker_lost_its_producer_state():
         broker = await FakeBroker(topics={"t": 1}).start()
         pids = iter([1000, 2000])
         broker.handlers[22] = lambda h, b, v: message_class("InitProducerIdResponse")(
-            error_code=0, producer_id=next(pids), producer_epoch=0)
+            error_code=0, producer_id=next(pids), producer_epoch=0
+        )
         answers = [0, kerrors.UNKNOWN_PRODUCER_ID, 0]
         seen = []
 
@@ -288,6 +332,7 @@ def test_producer_starts_over_when_the_broker_lost_its_producer_state():
             seen.extend(iter_batches(bytes(body.topic_data[0].partition_data[0].records)))
             code = answers.pop(0)
             return _produce_response(body, version, lambda t, p: code)
+
         broker.handlers[0] = produce
         p = AsyncProducer(broker.bootstrap, linger_ms=0, backoff=Backoff(0.01, 0.05))
         try:
@@ -298,4 +343,5 @@ def test_producer_starts_over_when_the_broker_lost_its_producer_state():
         finally:
             await p.close()
             await broker.close()
+
     run(main())

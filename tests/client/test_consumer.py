@@ -1,4 +1,5 @@
 """kafkawire's consumer reading what librdkafka (confluent-kafka) produced: records and Arrow paths."""
+
 from __future__ import annotations
 
 import time
@@ -46,8 +47,14 @@ def test_reads_librdkafka_records_exactly(bootstrap, make_topic, topic, codec):
         assert len(got) == len(records)
         for r in got:
             e = expected[(r.partition, r.offset)]
-            assert (r.topic, r.key, r.value, r.headers, r.timestamp, r.timestamp_type) == \
-                (topic, e["key"], e["value"], e["headers"], e["timestamp"], 0)
+            assert (r.topic, r.key, r.value, r.headers, r.timestamp, r.timestamp_type) == (
+                topic,
+                e["key"],
+                e["value"],
+                e["headers"],
+                e["timestamp"],
+                0,
+            )
         # per partition in offset order, nothing twice
         for p in range(3):
             offs = [r.offset for r in got if r.partition == p]
@@ -149,12 +156,13 @@ def test_roundtrip_with_own_producer_and_many_partitions(bootstrap, make_topic, 
         for i in range(n):
             p.produce(topic, b"value-%d" % i, key=b"k%d" % (i % 97))
         p.flush()
-    with Consumer(bootstrap, max_partition_fetch_bytes=16 << 10) as c:   # small fetches: many round trips
+    with Consumer(bootstrap, max_partition_fetch_bytes=16 << 10) as c:  # small fetches: many round trips
         c.assign([(topic, p) for p in range(4)], offset="earliest")
         rows = _arrow_all(c, n)
     assert sorted(int(r["value"][6:]) for r in rows) == list(range(n))
     for r in rows:
         from kafkawire.client.partitioner import partition_for_key
+
         assert r["partition"] == partition_for_key(r["key"], 4)
 
 
@@ -171,8 +179,8 @@ def test_poll_waits_at_most_its_timeout(bootstrap, make_topic, topic):
 def test_stop_at_reads_a_range_without_fetching_past_it(bootstrap, make_topic, topic):
     make_topic(topic, 1)
     recs = [{"key": None, "value": b"%d" % i, "headers": []} for i in range(300)]
-    for i in range(0, 300, 10):   # 30 batches of 10
-        confluent_produce(bootstrap, topic, recs[i:i + 10], partition=0)
+    for i in range(0, 300, 10):  # 30 batches of 10
+        confluent_produce(bootstrap, topic, recs[i : i + 10], partition=0)
     tp = (topic, 0)
     with Consumer(bootstrap) as c:
         c.assign({tp: 25})
@@ -180,8 +188,8 @@ def test_stop_at_reads_a_range_without_fetching_past_it(bootstrap, make_topic, t
         rows = _arrow_all(c, 70, timeout=10)
         offsets = [r["offset"] for r in rows]
         assert offsets[:70] == list(range(25, 95))
-        assert max(offsets) < 100      # nothing fetched beyond the batch holding offset 94
-        assert c.poll(0.5) == []       # and no more fetches
+        assert max(offsets) < 100  # nothing fetched beyond the batch holding offset 94
+        assert c.poll(0.5) == []  # and no more fetches
         c.stop_at(tp, None)
         assert _poll_all(c, 200)[-1].offset == 299
 
@@ -207,7 +215,7 @@ def test_max_records_pause_resume_and_async_api(bootstrap, make_topic, topic):
                 got += await c.records(0.3)
                 if len(got) >= 40:
                     break
-            assert sorted(int(r.value) for r in got) == list(range(40))   # nothing lost, nothing twice
+            assert sorted(int(r.value) for r in got) == list(range(40))  # nothing lost, nothing twice
             c.pause((topic, 1))
             async with AsyncProducer(bootstrap) as p:
                 await p.send_and_wait(topic, b"p0", partition=0)
@@ -223,4 +231,5 @@ def test_max_records_pause_resume_and_async_api(bootstrap, make_topic, topic):
                 if got:
                     break
             assert [r.value for r in got] == [b"p1"]
+
     asyncio.run(asyncio.wait_for(main(), 60))

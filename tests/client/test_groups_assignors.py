@@ -8,6 +8,7 @@ round its old owner still holds it, cover every subscribed partition once the wi
 and, when all members subscribe to the same topics, be balanced and keep as many owned partitions where they
 are as Kafka's. Plus small cases written out by hand with Kafka's documented answers.
 """
+
 from __future__ import annotations
 
 import random
@@ -40,11 +41,14 @@ def sub(mid, topics, owned=(), generation=-1, instance=None):
 
 # -- hand-written cases (Kafka's javadoc examples) ------------------------------------------------------
 
+
 def test_range_per_topic():
     """RangeAssignor's javadoc: C0, C1 on t0, t1 with three partitions each -> C0 [t0p0, t0p1, t1p0, t1p1]."""
     members = {"C0": sub("C0", ["t0", "t1"]), "C1": sub("C1", ["t0", "t1"])}
     assert RangeAssignor().assign(members, {"t0": 3, "t1": 3}) == {
-        "C0": [("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)], "C1": [("t0", 2), ("t1", 2)]}
+        "C0": [("t0", 0), ("t0", 1), ("t1", 0), ("t1", 1)],
+        "C1": [("t0", 2), ("t1", 2)],
+    }
 
 
 def test_roundrobin_across_topics():
@@ -52,10 +56,15 @@ def test_roundrobin_across_topics():
     C1 on t0 and t1, C2 on t0, t1, t2: C0 [t0p0], C1 [t1p0], C2 [t1p1, t2p0, t2p1, t2p2]."""
     members = {"C0": sub("C0", ["t0", "t1"]), "C1": sub("C1", ["t0", "t1"])}
     assert RoundRobinAssignor().assign(members, {"t0": 3, "t1": 3}) == {
-        "C0": [("t0", 0), ("t0", 2), ("t1", 1)], "C1": [("t0", 1), ("t1", 0), ("t1", 2)]}
+        "C0": [("t0", 0), ("t0", 2), ("t1", 1)],
+        "C1": [("t0", 1), ("t1", 0), ("t1", 2)],
+    }
     members = {"C0": sub("C0", ["t0"]), "C1": sub("C1", ["t0", "t1"]), "C2": sub("C2", ["t0", "t1", "t2"])}
     assert RoundRobinAssignor().assign(members, {"t0": 1, "t1": 2, "t2": 3}) == {
-        "C0": [("t0", 0)], "C1": [("t1", 0)], "C2": [("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)]}
+        "C0": [("t0", 0)],
+        "C1": [("t1", 0)],
+        "C2": [("t1", 1), ("t2", 0), ("t2", 1), ("t2", 2)],
+    }
 
 
 def test_static_members_are_ordered_by_instance_id():
@@ -95,6 +104,7 @@ def test_unknown_assignor_name():
 
 
 # -- against Kafka's assignors ---------------------------------------------------------------------------
+
 
 def random_group(rng: random.Random, name: str, with_owned: bool):
     topics = {f"topic{i}": rng.randint(1, 7) for i in range(rng.randint(1, 4))}
@@ -138,8 +148,11 @@ def kafka_answers(cases) -> list[dict]:
             current = {}
             continue
         _, mid, parts = line.split(" ")
-        current[mid] = sorted((t, int(p)) for t, p in (x.rsplit(":", 1) for x in parts.split(",")) if parts != "-") \
-            if parts != "-" else []
+        current[mid] = (
+            sorted((t, int(p)) for t, p in (x.rsplit(":", 1) for x in parts.split(",")) if parts != "-")
+            if parts != "-"
+            else []
+        )
     return answers
 
 
@@ -171,7 +184,8 @@ def test_cooperative_sticky_as_balanced_and_sticky_as_kafka():
         # and balanced once the withheld partitions are handed out: the eager form of the same assignment
         full = CooperativeStickyAssignor(cooperative=False).assign(members, topics)
         assert sorted(tp for tps in full.values() for tp in tps) == sorted(
-            (t, p) for t in {t for m in members.values() for t in m.topics} for p in range(topics[t])), text
+            (t, p) for t in {t for m in members.values() for t in m.topics} for p in range(topics[t])
+        ), text
         if all(m.topics == next(iter(members.values())).topics for m in members.values()):
             # one subscription for all (110 of the 150 cases): Kafka's answer is the optimum, balanced with the
             # most partitions kept; ours keeps exactly as many. (With different subscriptions Kafka's general

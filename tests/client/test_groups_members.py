@@ -3,6 +3,7 @@
 Every scenario runs on both brokers (``group_broker``). Waits are bounded; the
 members poll from this thread while their heartbeats run in the client's loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -83,8 +84,11 @@ def test_range_assignor_on_the_wire(group_broker, names):
         opts = dict(group_id=group, partition_assignment_strategy="range")
         m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
         m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
-        m.poll_until(lambda: all(m.assignments().values()) and
-                     sum(map(len, m.assignments().values())) == 6, 60, "six partitions assigned")
+        m.poll_until(
+            lambda: all(m.assignments().values()) and sum(map(len, m.assignments().values())) == 6,
+            60,
+            "six partitions assigned",
+        )
         assert m.assignments() == {"a": [(t1, 0), (t1, 1), (t2, 0), (t2, 1)], "b": [(t1, 2), (t2, 2)]}
     finally:
         m.close()
@@ -98,8 +102,11 @@ def test_roundrobin_assignor_on_the_wire(group_broker, names):
         opts = dict(group_id=group, partition_assignment_strategy="roundrobin")
         m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
         m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
-        m.poll_until(lambda: all(m.assignments().values()) and
-                     sum(map(len, m.assignments().values())) == 6, 60, "six partitions assigned")
+        m.poll_until(
+            lambda: all(m.assignments().values()) and sum(map(len, m.assignments().values())) == 6,
+            60,
+            "six partitions assigned",
+        )
         assert m.assignments() == {"a": [(t1, 0), (t1, 2), (t2, 1)], "b": [(t1, 1), (t2, 0), (t2, 2)]}
     finally:
         m.close()
@@ -226,7 +233,7 @@ def test_static_member_restart_keeps_its_assignment(group_broker, names, protoco
         before = m.assignments()
         b_meta = m.consumers["b"].group_metadata()
         m.events.clear()
-        m.close("a")          # static: commits, but does not leave the group
+        m.close("a")  # static: commits, but does not leave the group
         m.add("a2", bs, [topic], group_instance_id="static-a", **opts)
         m.poll_until(lambda: m.assignments()["a2"], 30, "the restarted static member's partitions")
         m.poll_round()
@@ -242,9 +249,26 @@ def test_static_member_restart_keeps_its_assignment(group_broker, names, protoco
 def _cli_member(bootstrap, topic, group, protocol, tmp_path, name):
     out = open(tmp_path / f"{name}.out", "wb")
     err = open(tmp_path / f"{name}.err", "wb")
-    cmd = [sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bootstrap, "--group", group,
-           "--group-protocol", protocol, "--from-beginning", "--print-offset", "--verbose",
-           "--consumer-property", "session.timeout.ms=6000", "--consumer-property", "heartbeat.interval.ms=500"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kafkawire",
+        "consume",
+        topic,
+        "--bootstrap",
+        bootstrap,
+        "--group",
+        group,
+        "--group-protocol",
+        protocol,
+        "--from-beginning",
+        "--print-offset",
+        "--verbose",
+        "--consumer-property",
+        "session.timeout.ms=6000",
+        "--consumer-property",
+        "heartbeat.interval.ms=500",
+    ]
     proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=dict(os.environ))
     out.close()
     err.close()
@@ -270,13 +294,19 @@ def test_killed_member_partitions_move_after_session_timeout(group_broker, names
     proc = _cli_member(bs, topic, group, protocol, tmp_path, "victim")
     m = Members()
     try:
-        wait_for(lambda: _cli_assignment(tmp_path / "victim.err") or proc.poll() is not None, 60,
-                 "the CLI member's first assignment")
+        wait_for(
+            lambda: _cli_assignment(tmp_path / "victim.err") or proc.poll() is not None,
+            60,
+            "the CLI member's first assignment",
+        )
         assert proc.poll() is None, (tmp_path / "victim.err").read_text()
         m.add("survivor", bs, [topic], group_id=group, group_protocol=protocol, partition_assignment_strategy="range")
         m.poll_until(lambda: len(m.assignments()["survivor"]) == 2, 60, "the partitions split two and two")
-        wait_for(lambda: (_cli_assignment(tmp_path / "victim.err") or "").count(f"{topic}-") == 2, 30,
-                 "the CLI member down to two partitions")
+        wait_for(
+            lambda: (_cli_assignment(tmp_path / "victim.err") or "").count(f"{topic}-") == 2,
+            30,
+            "the CLI member down to two partitions",
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
         killed = time.monotonic()
@@ -285,8 +315,9 @@ def test_killed_member_partitions_move_after_session_timeout(group_broker, names
         print(f"{protocol}: the survivor owned every partition {took:.1f}s after the SIGKILL")
         assert took < 6.0 + 10.0
         # the survivor reads what the victim did not commit (at least once: nothing is lost)
-        printed = {int(line.split("\t")[1]) for line in (tmp_path / "victim.out").read_text().splitlines()
-                   if "\t" in line}
+        printed = {
+            int(line.split("\t")[1]) for line in (tmp_path / "victim.out").read_text().splitlines() if "\t" in line
+        }
         m.poll_until(lambda: set(m.seen()) | printed >= set(range(200)), 60, "every record read by someone")
     finally:
         if proc.poll() is None:
@@ -303,9 +334,26 @@ def test_cli_group_consumer_resumes_where_it_left(group_broker, names):
     produce(bs, topic, range(40), 2)
 
     def run(n):
-        proc = subprocess.run([sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bs, "--group",
-                               group, "--from-beginning", "--max-messages", str(n), "--timeout", "30"],
-                              capture_output=True, timeout=90)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "consume",
+                topic,
+                "--bootstrap",
+                bs,
+                "--group",
+                group,
+                "--from-beginning",
+                "--max-messages",
+                str(n),
+                "--timeout",
+                "30",
+            ],
+            capture_output=True,
+            timeout=90,
+        )
         assert proc.returncode == 0, proc.stderr.decode()
         return [int(v) for v in proc.stdout.decode().split()]
 
@@ -327,6 +375,7 @@ def test_async_group_consumer(group_broker, names):
 
         async def on_assigned(tps):
             assigned.append(tps)
+
         async with AsyncConsumer(bs, group_id=group, enable_auto_commit=False, **FAST) as c:
             c.subscribe([topic], on_partitions_assigned=on_assigned)
             assert await c.wait_for_assignment(60) == [(topic, p) for p in range(3)]
@@ -360,7 +409,7 @@ def test_member_that_stops_polling_leaves_and_rejoins(group_broker, names, proto
         m.add("a", bs, [topic], **opts)
         m.add("b", bs, [topic], **opts)
         m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2], 60, "two partitions each")
-        stalled = m.consumers.pop("a")           # not polled from now on
+        stalled = m.consumers.pop("a")  # not polled from now on
         try:
             m.poll_until(lambda: len(m.consumers["b"].assignment()) == 4, 30, "b owning every partition")
             assert stalled.assignment() == []
@@ -406,8 +455,11 @@ def test_members_survive_a_broker_restart(private_group_broker, names, protocol)
     try:
         m.add("a", broker.bootstrap, [topic], group_id=group, **PROTOCOLS[protocol])
         m.add("b", broker.bootstrap, [topic], group_id=group, **PROTOCOLS[protocol])
-        m.poll_until(lambda: sorted(map(len, m.assignments().values())) == [2, 2] and len(m.seen()) == 100, 60,
-                     "two partitions each and all 100 records")
+        m.poll_until(
+            lambda: sorted(map(len, m.assignments().values())) == [2, 2] and len(m.seen()) == 100,
+            60,
+            "two partitions each and all 100 records",
+        )
         for c in m.consumers.values():
             c.commit()
         broker.restart()
@@ -437,8 +489,11 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(group_broker, names
         admin = AdminClient({"bootstrap.servers": bs})
         for f in admin.create_partitions([NewPartitions(topic, 4)]).values():
             f.result(30)
-        m.poll_until(lambda: covers(m.assignments().values(), topic, 4) and
-                     sorted(map(len, m.assignments().values())) == [2, 2], 60, "two partitions each")
+        m.poll_until(
+            lambda: covers(m.assignments().values(), topic, 4) and sorted(map(len, m.assignments().values())) == [2, 2],
+            60,
+            "two partitions each",
+        )
         produce(bs, topic, range(40), 4)
         m.poll_until(lambda: set(m.seen()) == set(range(40)), 60, "records of the new partitions")
     finally:
@@ -472,10 +527,28 @@ def test_cli_member_leaves_the_group_on_sigterm(group_broker, names, tmp_path):
     create_topics(bs, topic, partitions=2)
     produce(bs, topic, range(20), 2)
     err = open(tmp_path / "cli.err", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "consume", topic, "--bootstrap", bs, "--group", group,
-                             "--from-beginning", "-v", "--consumer-property", "session.timeout.ms=30000",
-                             "--consumer-property", "heartbeat.interval.ms=500"],
-                            stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "consume",
+            topic,
+            "--bootstrap",
+            bs,
+            "--group",
+            group,
+            "--from-beginning",
+            "-v",
+            "--consumer-property",
+            "session.timeout.ms=30000",
+            "--consumer-property",
+            "heartbeat.interval.ms=500",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+    )
     err.close()
     m = Members()
     try:
@@ -497,8 +570,13 @@ def test_cli_member_leaves_the_group_on_sigterm(group_broker, names, tmp_path):
 
 def test_cli_group_option_errors(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "kafkawire", "consume", *args, "--bootstrap", "127.0.0.1:1"],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "kafkawire", "consume", *args, "--bootstrap", "127.0.0.1:1"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
     bad = run("t", "--group", "g", "--consumer-property", "no.such.option=1")
     assert bad.returncode == 2 and "no_such_option" in bad.stderr
     both = run("t", "--group", "g", "--include", "x.*")

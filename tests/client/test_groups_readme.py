@@ -1,4 +1,5 @@
 """The README's consumer-group example (Client and command line, Consumer groups), run as written."""
+
 from __future__ import annotations
 
 import ast
@@ -25,5 +26,5 @@ def test_readme_group_example_runs():
     assert sorted(tp for member in split for tp in member) == [("orders", p) for p in range(4)]
     assert all(split), "a member ended up with no partition"
     committed = ast.literal_eval(next(line for line in lines if line.startswith("committed "))[10:])
-    assert sum(committed.values()) == 100   # every record read and committed on close
+    assert sum(committed.values()) == 100  # every record read and committed on close
     assert any(" got [" in line for line in lines)

@@ -1,4 +1,5 @@
 """The keyed partitioner is the Java client's: murmur2 checked against kafka-clients' own Utils.murmur2."""
+
 from __future__ import annotations
 
 import random
@@ -9,7 +10,6 @@ import pytest
 from kafkawire.client.partitioner import DefaultPartitioner, RoundRobinPartitioner, murmur2, partition_for_key
 
 JAVA_SOURCE = Path(__file__).parent / "java" / "Murmur2Tool.java"
-
 
 
 def _keys(n: int = 400, seed: int = 7) -> list[bytes]:
@@ -34,12 +34,17 @@ def test_murmur2_matches_java():
             assert partition_for_key(key, n) == int(p), (key, n)
 
 
-
-
 # Utils.murmur2 of kafka-clients 3.9.1 (as test_murmur2_matches_java computes at run time), so that these
 # fixed points are checked where no JDK is installed.
-JAVA_MURMUR2 = {b"": 275646681, b"a": -1563381124, b"abc": 479470107, b"abcd": -1323649548,
-                b"key-1": 193331640, b"user-1": 1404122828, b"\xff\xfe\x80\x00": -2030859805}
+JAVA_MURMUR2 = {
+    b"": 275646681,
+    b"a": -1563381124,
+    b"abc": 479470107,
+    b"abcd": -1323649548,
+    b"key-1": 193331640,
+    b"user-1": 1404122828,
+    b"\xff\xfe\x80\x00": -2030859805,
+}
 
 
 def test_known_values():

@@ -1,4 +1,5 @@
 """kafkawire's producer, read back by librdkafka (confluent-kafka) and checked field by field."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,10 @@ CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 def _produce(bootstrap, topic, records, **options):
     with Producer(bootstrap, **options) as p:
-        futs = [p.produce(topic, r["value"], r["key"], headers=r["headers"] or None, timestamp=r["timestamp"])
-                for r in records]
+        futs = [
+            p.produce(topic, r["value"], r["key"], headers=r["headers"] or None, timestamp=r["timestamp"])
+            for r in records
+        ]
         p.flush(60)
         return [f.result(0) for f in futs]
 
@@ -121,14 +124,20 @@ def test_delivery_callbacks_and_string_values(bootstrap, make_topic, topic):
     reports = []
     with Producer(bootstrap) as p:
         for i in range(10):
-            p.produce(topic, f"v{i}", key=f"k{i}", headers={"h": "x"},
-                      on_delivery=lambda meta, err: reports.append((meta, err)))
+            p.produce(
+                topic,
+                f"v{i}",
+                key=f"k{i}",
+                headers={"h": "x"},
+                on_delivery=lambda meta, err: reports.append((meta, err)),
+            )
         p.flush()
     assert len(reports) == 10 and all(err is None for _, err in reports)
     assert sorted(m.offset for m, _ in reports) == list(range(10))
     got = confluent_consume_all(bootstrap, topic, [0], 10)[0]
-    assert [(r["key"], r["value"], r["headers"]) for r in got] == \
-        [(f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")]) for i in range(10)]
+    assert [(r["key"], r["value"], r["headers"]) for r in got] == [
+        (f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")]) for i in range(10)
+    ]
 
 
 def test_large_volume_spans_many_batches(bootstrap, make_topic, topic):

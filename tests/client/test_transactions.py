@@ -14,6 +14,7 @@ AddOffsetsToTxn, EndTxn v4), as the Java 3.x client speaks it:
   PRODUCER_FENCED (or INVALID_PRODUCER_EPOCH) and which stays fenced; the open transaction it left is
   aborted by the new producer's InitProducerId.
 """
+
 from __future__ import annotations
 
 import time
@@ -58,8 +59,9 @@ def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, timeou
         return sorted(got)
 
 
-def assert_reads(bootstrap: str, topic: str, partitions: int, isolation: str, expected: list[int],
-                 timeout: float = 30) -> None:
+def assert_reads(
+    bootstrap: str, topic: str, partitions: int, isolation: str, expected: list[int], timeout: float = 30
+) -> None:
     """``read_all`` returns ``expected`` within ``timeout``: EndTxn answers once the coordinator has the
     decision, and the markers that move the last stable offset are written just after."""
     deadline = time.monotonic() + timeout
@@ -135,8 +137,14 @@ def test_consume_transform_produce(group_broker, names, tv, protocol):
     create_topics(group_broker.bootstrap, source, sink, partitions=2)
     with Producer(group_broker.bootstrap) as plain:
         produce_values(plain, source, range(20), 2)
-    consumer = Consumer(group_broker.bootstrap, group_id=group, enable_auto_commit=False,
-                        isolation_level="read_committed", group_protocol=protocol, **FAST)
+    consumer = Consumer(
+        group_broker.bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        group_protocol=protocol,
+        **FAST,
+    )
     tps = [(source, 0), (source, 1)]
     try:
         consumer.subscribe([source])
@@ -148,7 +156,7 @@ def test_consume_transform_produce(group_broker, names, tv, protocol):
             meta = consumer.group_metadata()
             with pytest.raises(KafkaError) as refused:
                 p.send_offsets_to_transaction({tp: 1 for tp in tps}, dict(meta, generation=meta["generation"] + 5), 60)
-            assert refused.value.code == kerrors.ILLEGAL_GENERATION   # Kafka 4.4's answer for both protocols
+            assert refused.value.code == kerrors.ILLEGAL_GENERATION  # Kafka 4.4's answer for both protocols
             with pytest.raises(KafkaError):
                 p.commit_transaction(60)
             p.abort_transaction(60)
@@ -195,8 +203,10 @@ def test_fenced_zombie(group_broker, names, tv):
         produce_values(zombie, topic, [1, 2], 1)
         with txn_producer(group_broker.bootstrap, txn_id, tv) as successor:
             # the successor's InitProducerId aborted the zombie's open transaction and bumped the epoch
-            assert (successor._core.producer_id, successor._core.producer_epoch) != \
-                (zombie._core.producer_id, zombie._core.producer_epoch)
+            assert (successor._core.producer_id, successor._core.producer_epoch) != (
+                zombie._core.producer_id,
+                zombie._core.producer_epoch,
+            )
             with pytest.raises(KafkaError) as fenced:
                 zombie.produce(topic, b"3", partition=0)
                 zombie.commit_transaction(60)
@@ -219,13 +229,13 @@ def test_state_errors(group_broker, names):
     create_topics(group_broker.bootstrap, topic, partitions=1)
     with Producer(group_broker.bootstrap, transactional_id=f"tx-{topic}") as p:
         with pytest.raises(TransactionStateError):
-            p.begin_transaction()            # before init_transactions
+            p.begin_transaction()  # before init_transactions
         p.init_transactions(60)
         with pytest.raises(TransactionStateError):
-            p.commit_transaction(10)         # no transaction
+            p.commit_transaction(10)  # no transaction
         fut = p.produce(topic, b"x", partition=0)
         p.flush(10)
         with pytest.raises(TransactionStateError):
-            fut.result(10)                   # a record outside a transaction
+            fut.result(10)  # a record outside a transaction
     with pytest.raises(ValueError):
         Producer(group_broker.bootstrap, transactional_id="x", acks=1)

@@ -7,6 +7,7 @@ kafkawire's consumers, and kafkawire's transactions read back by librdkafka's re
 * a zombie: a second producer with the same ``transactional.id`` fences the first, whose commit fails with
   a fatal error.
 """
+
 from __future__ import annotations
 
 import time
@@ -31,8 +32,15 @@ def ck_producer(bootstrap: str, txn_id: str):
 
 def ck_read_committed(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 30) -> list[int]:
     """librdkafka's read_committed consumer: ``count`` values, then nothing more for a second."""
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "isolation.level": "read_committed",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{topic}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in range(partitions)])
         got: list[int] = []
@@ -94,10 +102,17 @@ def test_send_offsets_to_transaction(group_broker, names):
         for v in range(20):
             plain.produce(source, str(v).encode(), partition=v % 2)
         plain.flush(30)
-    consumer = ck.Consumer({"bootstrap.servers": group_broker.bootstrap, "group.id": group,
-                            "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                            "isolation.level": "read_committed", "session.timeout.ms": 6000,
-                            "heartbeat.interval.ms": 500})
+    consumer = ck.Consumer(
+        {
+            "bootstrap.servers": group_broker.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+        }
+    )
     p = ck_producer(group_broker.bootstrap, f"tx-{source}")
     try:
         consumer.subscribe([source])
@@ -145,7 +160,9 @@ def test_fenced_zombie(group_broker, names):
         zombie.commit_transaction(30)
     err = fenced.value.args[0]
     assert err.fatal(), err
-    assert err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED, ck.KafkaError.INVALID_PRODUCER_EPOCH), err
+    assert err.code() in (ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED, ck.KafkaError.INVALID_PRODUCER_EPOCH), (
+        err
+    )
     successor.begin_transaction()
     successor.produce(topic, b"10", partition=0)
     successor.commit_transaction(60)

@@ -6,6 +6,7 @@ at most. The coordinator's answers are scripted per request; what the producer s
 the recorded requests: retries of CONCURRENT_TRANSACTIONS and of a moved coordinator, abortable errors
 (commit raises, abort recovers, the next transaction works) and fatal ones (the producer is done).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,10 +32,15 @@ class TxnBroker(FakeBroker):
         super().__init__(topics={TOPIC: 2})
         self.script: dict[int, list[int]] = {}
         self.produced = 0
-        for key, fn in {ApiKey.FIND_COORDINATOR: self.find, ApiKey.INIT_PRODUCER_ID: self.init_pid,
-                        ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions, ApiKey.PRODUCE: self.produce,
-                        ApiKey.END_TXN: self.end_txn, ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets,
-                        ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit}.items():
+        for key, fn in {
+            ApiKey.FIND_COORDINATOR: self.find,
+            ApiKey.INIT_PRODUCER_ID: self.init_pid,
+            ApiKey.ADD_PARTITIONS_TO_TXN: self.add_partitions,
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.END_TXN: self.end_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: self.add_offsets,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
+        }.items():
             self.handlers[int(key)] = fn
 
     def code(self, key) -> int:
@@ -48,31 +54,50 @@ class TxnBroker(FakeBroker):
         return [v for k, v, _ in self.requests if k == int(key)]
 
     def order(self) -> list[str]:
-        names = {int(ApiKey.ADD_PARTITIONS_TO_TXN): "add", int(ApiKey.PRODUCE): "produce",
-                 int(ApiKey.END_TXN): "end", int(ApiKey.ADD_OFFSETS_TO_TXN): "add_offsets",
-                 int(ApiKey.TXN_OFFSET_COMMIT): "offsets", int(ApiKey.INIT_PRODUCER_ID): "init"}
+        names = {
+            int(ApiKey.ADD_PARTITIONS_TO_TXN): "add",
+            int(ApiKey.PRODUCE): "produce",
+            int(ApiKey.END_TXN): "end",
+            int(ApiKey.ADD_OFFSETS_TO_TXN): "add_offsets",
+            int(ApiKey.TXN_OFFSET_COMMIT): "offsets",
+            int(ApiKey.INIT_PRODUCER_ID): "init",
+        }
         return [names[k] for k, _, _ in self.requests if k in names]
 
     def find(self, header, body, version):
         cls = message_class("FindCoordinatorResponse")
         code = self.code(ApiKey.FIND_COORDINATOR)
         if version >= 4:
-            return cls(coordinators=[cls.Coordinator(key=k, node_id=1, host="127.0.0.1", port=self.port,
-                                                     error_code=code, error_message=None)
-                                     for k in body.coordinator_keys])
+            return cls(
+                coordinators=[
+                    cls.Coordinator(
+                        key=k, node_id=1, host="127.0.0.1", port=self.port, error_code=code, error_message=None
+                    )
+                    for k in body.coordinator_keys
+                ]
+            )
         return fit(cls, version, error_code=code, node_id=1, host="127.0.0.1", port=self.port)
 
     def init_pid(self, header, body, version):
-        return message_class("InitProducerIdResponse")(error_code=self.code(ApiKey.INIT_PRODUCER_ID),
-                                                       producer_id=1000, producer_epoch=3)
+        return message_class("InitProducerIdResponse")(
+            error_code=self.code(ApiKey.INIT_PRODUCER_ID), producer_id=1000, producer_epoch=3
+        )
 
     def add_partitions(self, header, body, version):
         cls = message_class("AddPartitionsToTxnResponse")
         code = self.code(ApiKey.ADD_PARTITIONS_TO_TXN)
-        return cls(results_by_topic_v3_and_below=[
-            cls.AddPartitionsToTxnTopicResult(name=t.name, results_by_partition=[
-                cls.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
-                for p in t.partitions]) for t in body.v3_and_below_topics])
+        return cls(
+            results_by_topic_v3_and_below=[
+                cls.AddPartitionsToTxnTopicResult(
+                    name=t.name,
+                    results_by_partition=[
+                        cls.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.v3_and_below_topics
+            ]
+        )
 
     def produce(self, header, body, version):
         cls = message_class("ProduceResponse")
@@ -81,17 +106,29 @@ class TxnBroker(FakeBroker):
         for t in body.topic_data:
             parts = []
             for p in t.partition_data:
-                parts.append(cls.PartitionProduceResponse(index=p.index, error_code=code,
-                                                          base_offset=self.produced if not code else -1,
-                                                          log_append_time_ms=-1, log_start_offset=0,
-                                                          record_errors=[], error_message=None))
+                parts.append(
+                    cls.PartitionProduceResponse(
+                        index=p.index,
+                        error_code=code,
+                        base_offset=self.produced if not code else -1,
+                        log_append_time_ms=-1,
+                        log_start_offset=0,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                )
                 self.produced += 1
             out.append(cls.TopicProduceResponse(name=t.name, topic_id=t.topic_id, partition_responses=parts))
         return cls(responses=out)
 
     def end_txn(self, header, body, version):
-        return fit(message_class("EndTxnResponse"), version, error_code=self.code(ApiKey.END_TXN),
-                   producer_id=-1, producer_epoch=-1)
+        return fit(
+            message_class("EndTxnResponse"),
+            version,
+            error_code=self.code(ApiKey.END_TXN),
+            producer_id=-1,
+            producer_epoch=-1,
+        )
 
     def add_offsets(self, header, body, version):
         return message_class("AddOffsetsToTxnResponse")(error_code=self.code(ApiKey.ADD_OFFSETS_TO_TXN))
@@ -99,13 +136,23 @@ class TxnBroker(FakeBroker):
     def txn_offset_commit(self, header, body, version):
         cls = message_class("TxnOffsetCommitResponse")
         code = self.code(ApiKey.TXN_OFFSET_COMMIT)
-        return cls(topics=[cls.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
-            cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
-            for p in t.partitions]) for t in body.topics])
+        return cls(
+            topics=[
+                cls.TxnOffsetCommitResponseTopic(
+                    name=t.name,
+                    partitions=[
+                        cls.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code)
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ]
+        )
 
 
 def run(scenario, script: dict | None = None) -> TxnBroker:
     """``await scenario(broker)`` against a fresh scripted broker (``script``: {api key: [codes]}); the broker."""
+
     async def main():
         b = await TxnBroker().start()
         b.script.update({int(k): list(v) for k, v in (script or {}).items()})
@@ -114,6 +161,7 @@ def run(scenario, script: dict | None = None) -> TxnBroker:
         finally:
             await b.close()
         return b
+
     return asyncio.run(main())
 
 
@@ -126,10 +174,18 @@ def test_init_retries_concurrent_transactions_and_a_moved_coordinator():
         async with producer(b) as p:
             await p.init_transactions()
             assert (p.producer_id, p.producer_epoch) == (1000, 3)
-            assert p._txn.version == 1   # no finalized transaction.version
+            assert p._txn.version == 1  # no finalized transaction.version
 
-    b = run(scenario, {ApiKey.INIT_PRODUCER_ID: [kerrors.CONCURRENT_TRANSACTIONS, kerrors.COORDINATOR_LOAD_IN_PROGRESS,
-                                                 kerrors.NOT_COORDINATOR]})
+    b = run(
+        scenario,
+        {
+            ApiKey.INIT_PRODUCER_ID: [
+                kerrors.CONCURRENT_TRANSACTIONS,
+                kerrors.COORDINATOR_LOAD_IN_PROGRESS,
+                kerrors.NOT_COORDINATOR,
+            ]
+        },
+    )
     inits = b.sent(ApiKey.INIT_PRODUCER_ID)
     assert len(inits) == 4
     assert all(r.transactional_id == "tx" and r.transaction_timeout_ms == 60000 for r in inits)
@@ -170,7 +226,7 @@ def test_abortable_error_then_abort_then_a_new_transaction():
                 await p.commit_transaction()
             assert failed.value.code == kerrors.TOPIC_AUTHORIZATION_FAILED
             with pytest.raises(KafkaError):
-                await fut                               # the record was never written
+                await fut  # the record was never written
             assert p._txn.state is State.ABORTABLE_ERROR
             with pytest.raises(KafkaError):
                 await p.send(TOPIC, b"w", partition=0)  # nothing more until the abort
@@ -207,8 +263,9 @@ def test_refused_offsets_make_the_transaction_abortable():
     assert add.group_id == "g"
     (commit,) = b.sent(ApiKey.TXN_OFFSET_COMMIT)
     assert (commit.group_id, commit.member_id, commit.generation_id_or_member_epoch) == ("g", "m-1", 7)
-    assert [(t.name, [(q.partition_index, q.committed_offset) for q in t.partitions]) for t in commit.topics] == \
-        [(TOPIC, [(0, 42)])]
+    assert [(t.name, [(q.partition_index, q.committed_offset) for q in t.partitions]) for t in commit.topics] == [
+        (TOPIC, [(0, 42)])
+    ]
     assert [e.committed for e in b.sent(ApiKey.END_TXN)] == [False]
     assert max(b.versions(ApiKey.TXN_OFFSET_COMMIT)) <= 4
 
@@ -246,20 +303,27 @@ class TV2Broker(TxnBroker):
     def _default_18(self, header, body, version):
         resp = super()._default_18(header, body, version)
         cls = message_class("ApiVersionsResponse")
-        resp.finalized_features = [cls.FinalizedFeatureKey(name="transaction.version", max_version_level=2,
-                                                           min_version_level=2)]
+        resp.finalized_features = [
+            cls.FinalizedFeatureKey(name="transaction.version", max_version_level=2, min_version_level=2)
+        ]
         resp.finalized_features_epoch = 1
         return resp
 
     def end_txn(self, header, body, version):
         self.epoch += 1
-        return fit(message_class("EndTxnResponse"), version, error_code=self.code(ApiKey.END_TXN),
-                   producer_id=1000, producer_epoch=self.epoch)
+        return fit(
+            message_class("EndTxnResponse"),
+            version,
+            error_code=self.code(ApiKey.END_TXN),
+            producer_id=1000,
+            producer_epoch=self.epoch,
+        )
 
 
 def test_transaction_version_2():
     """No AddPartitionsToTxn (Produce v12+ adds the partition), no AddOffsetsToTxn (TxnOffsetCommit v5),
     EndTxn v5 and the epoch it answers used by the next transaction's batches."""
+
     async def scenario(b):
         async with producer(b) as p:
             await p.init_transactions()
@@ -284,12 +348,17 @@ def test_transaction_version_2():
     first_end = order.index("end")
     # each transaction: its batch and its offsets (in either order: the batch lingers), then EndTxn
     assert order[0] == "init" and order[-1] == "end"
-    assert sorted(order[1:first_end]) == sorted(order[first_end + 1:-1]) == ["offsets", "produce"]
+    assert sorted(order[1:first_end]) == sorted(order[first_end + 1 : -1]) == ["offsets", "produce"]
     assert min(b.versions(ApiKey.PRODUCE)) >= 12 and min(b.versions(ApiKey.END_TXN)) >= 5
     assert b.versions(ApiKey.TXN_OFFSET_COMMIT) == [5, 5]
     assert [(e.producer_epoch, e.committed) for e in b.sent(ApiKey.END_TXN)] == [(3, True), (4, True)]
     assert [c.producer_epoch for c in b.sent(ApiKey.TXN_OFFSET_COMMIT)] == [3, 4]
     # the second transaction's batch carries the epoch the first EndTxn answered
-    epochs = [batch.producer_epoch for body in b.sent(ApiKey.PRODUCE) for t in body.topic_data
-              for part in t.partition_data for batch in iter_batches(memoryview(part.records))]
+    epochs = [
+        batch.producer_epoch
+        for body in b.sent(ApiKey.PRODUCE)
+        for t in body.topic_data
+        for part in t.partition_data
+        for batch in iter_batches(memoryview(part.records))
+    ]
     assert epochs == [3, 4]

@@ -11,6 +11,7 @@ that and reads the topics once more with kafkawire's read_committed and read_unc
 * a zombie: a second producer with the transactional id fences the first (ProducerFencedException or
   InvalidProducerEpochException), whose open transaction is aborted.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -29,8 +30,7 @@ pytestmark = pytest.mark.timeout(240)
 SOURCE = Path(__file__).resolve().parent.parent / "client" / "java" / "TxnPeer.java"
 
 
-@pytest.fixture(scope="module", params=[None, kafka_pins.BROKER],
-                ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
+@pytest.fixture(scope="module", params=[None, kafka_pins.BROKER], ids=["clients-3.9.1", f"clients-{kafka_pins.KAFKA}"])
 def java_txn(request):
     return JavaProgram.require(SOURCE, clients=request.param)
 
@@ -47,8 +47,9 @@ def create(bootstrap: str, *topics: str, partitions: int) -> None:
         admin.create_topics([NewTopic(t, partitions) for t in topics])
 
 
-def kafkawire_read(bootstrap: str, topic: str, partitions: int, isolation: str, expected: list[int],
-                   timeout: float = 30) -> list[int]:
+def kafkawire_read(
+    bootstrap: str, topic: str, partitions: int, isolation: str, expected: list[int], timeout: float = 30
+) -> list[int]:
     """What kafkawire's consumer reads up to the end offsets, read again until it is ``expected`` or
     ``timeout`` passes (the markers that move the last stable offset follow EndTxn's answer)."""
     deadline = time.monotonic() + timeout
@@ -79,12 +80,29 @@ def marker_epochs(bootstrap: str, topic: str, partition: int) -> list[int]:
         conn = await Connection.open(host, int(port))
         try:
             cls = message_class("FetchRequest")
-            version = min(conn.version_for(ApiKey.FETCH), 12)   # topics by name
-            part = cls.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20,
-                                      current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
-            req = fit(cls, version, replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=1 << 20,
-                      isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                      topics=[cls.FetchTopic(topic=topic, partitions=[part])])
+            version = min(conn.version_for(ApiKey.FETCH), 12)  # topics by name
+            part = cls.FetchPartition(
+                partition=partition,
+                fetch_offset=0,
+                partition_max_bytes=1 << 20,
+                current_leader_epoch=-1,
+                log_start_offset=-1,
+                last_fetched_epoch=-1,
+            )
+            req = fit(
+                cls,
+                version,
+                replica_id=-1,
+                max_wait_ms=100,
+                min_bytes=1,
+                max_bytes=1 << 20,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                forgotten_topics_data=[],
+                rack_id="",
+                topics=[cls.FetchTopic(topic=topic, partitions=[part])],
+            )
             resp = await conn.request(req, version=version)
             records = resp.responses[0].partitions[0].records
             return [b.producer_epoch for b in iter_batches(memoryview(records)) if b.is_control]
@@ -121,16 +139,18 @@ def test_consume_transform_produce(txn_broker, topic, java_txn):
         for v in range(20):
             p.produce(source, str(v).encode(), partition=v % 2)
         p.flush(30)
-    out = lines(java_txn.run("TxnPeer", "ctp", txn_broker.bootstrap, source, sink, group, f"tx-{topic}", "20",
-                             timeout=180))
+    out = lines(
+        java_txn.run("TxnPeer", "ctp", txn_broker.bootstrap, source, sink, group, f"tx-{topic}", "20", timeout=180)
+    )
     assert out["offsets"] == ["0=10", "1=10"]
     with Consumer(txn_broker.bootstrap, group_id=group) as c:
         assert c.committed([(source, 0), (source, 1)]) == {(source, 0): 10, (source, 1): 10}
     expected = [v * 10 for v in range(20)]
     assert kafkawire_read(txn_broker.bootstrap, sink, 2, "read_committed", expected) == expected
     # the aborted round's output is in the log too, for read_uncommitted
-    assert kafkawire_read(txn_broker.bootstrap, sink, 2, "read_uncommitted", sorted(expected * 2)) == \
-        sorted(expected * 2)
+    assert kafkawire_read(txn_broker.bootstrap, sink, 2, "read_uncommitted", sorted(expected * 2)) == sorted(
+        expected * 2
+    )
 
 
 def test_fenced_zombie(txn_broker, topic, java_txn):

@@ -31,6 +31,20 @@ def test_ruff_finds_nothing():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_ruff_format_leaves_every_file_as_it_is():
+    # the layout is the formatter's (pyproject.toml [tool.ruff.format]); generated files are excluded there
+    result = _run(_tool("ruff"), "format", "--check", "--no-cache", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_format_check_reports_a_file_it_would_change(tmp_path):
+    # the check above can fail: hand alignment the formatter rewrites is reported
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = {'a': 1,\n     'b': 2}\n")
+    result = _run(_tool("ruff"), "format", "--check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad))
+    assert result.returncode == 1, result.stdout + result.stderr
+
+
 def test_ruff_with_the_project_rules_reports_a_finding(tmp_path):
     # the check above can fail: the configured rules do flag code
     bad = tmp_path / "bad.py"

@@ -1,6 +1,7 @@
 """Transactions through a running kafkawire broker (raw protocol): the handlers, the markers in the log, and
 restarts on the segments engine. Kafka's answers are compared in the conformance corpus
 (tools/conformance_suite/corpus/transactions.py)."""
+
 from __future__ import annotations
 
 import time
@@ -23,8 +24,12 @@ def data_dir(tmp_path):
 
 
 def start(data_dir, **props):
-    cfg = BrokerConfig(port=0, storage="segments", data_dir=data_dir,
-                       properties={k.replace("_", "."): str(v) for k, v in props.items()})
+    cfg = BrokerConfig(
+        port=0,
+        storage="segments",
+        data_dir=data_dir,
+        properties={k.replace("_", "."): str(v) for k, v in props.items()},
+    )
     return start_in_thread(cfg)
 
 
@@ -33,24 +38,39 @@ def find(c, tid):
 
 
 def init(c, tid, timeout=60000, version=5):
-    r = c.call(M("InitProducerIdRequest")(transactional_id=tid, transaction_timeout_ms=timeout, producer_id=-1,
-                                          producer_epoch=-1), version)
+    r = c.call(
+        M("InitProducerIdRequest")(
+            transactional_id=tid, transaction_timeout_ms=timeout, producer_id=-1, producer_epoch=-1
+        ),
+        version,
+    )
     assert r.error_code == 0, r
     return r.producer_id, r.producer_epoch
 
 
 def produce(c, tid, topic, partition, pid, epoch, seq, version):
     P = M("ProduceRequest")
-    batch = build_batch([(b"k", b"v%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                        transactional=True)
-    r = c.call(P(transactional_id=tid, acks=-1, timeout_ms=5000, topic_data=[P.TopicProduceData(
-        name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])]), version)
+    batch = build_batch(
+        [(b"k", b"v%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True
+    )
+    r = c.call(
+        P(
+            transactional_id=tid,
+            acks=-1,
+            timeout_ms=5000,
+            topic_data=[
+                P.TopicProduceData(name=topic, partition_data=[P.PartitionProduceData(index=partition, records=batch)])
+            ],
+        ),
+        version,
+    )
     return r.responses[0].partition_responses[0].error_code
 
 
 def end(c, tid, pid, epoch, commit, version=4):
-    return c.call(M("EndTxnRequest")(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
-                                     committed=commit), version)
+    return c.call(
+        M("EndTxnRequest")(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), version
+    )
 
 
 def describe(c, tid):
@@ -80,9 +100,15 @@ def test_tv1_commit_writes_markers_and_refuses_partitions_not_added(data_dir):
         find(c, "tx")
         pid, epoch = init(c, "tx")
         A = M("AddPartitionsToTxnRequest")
-        r = c.call(A(v3_and_below_transactional_id="tx", v3_and_below_producer_id=pid,
-                     v3_and_below_producer_epoch=epoch,
-                     v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0])]), 3)
+        r = c.call(
+            A(
+                v3_and_below_transactional_id="tx",
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[A.AddPartitionsToTxnTopic(name="t", partitions=[0])],
+            ),
+            3,
+        )
         assert r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == 0
         assert produce(c, "tx", "t", 0, pid, epoch, 0, 9) == 0
         assert produce(c, "tx", "t", 1, pid, epoch, 0, 9) == errors.INVALID_TXN_STATE
@@ -118,21 +144,45 @@ def test_transactional_offsets_are_unstable_until_commit(data_dir):
         find(c, "tx")
         c.call(M("FindCoordinatorRequest")(key_type=0, coordinator_keys=["g"]), 4)
         pid, epoch = init(c, "tx")
-        r = c.call(M("AddOffsetsToTxnRequest")(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
-                                               group_id="g"), 3)
+        r = c.call(
+            M("AddOffsetsToTxnRequest")(transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id="g"), 3
+        )
         assert r.error_code == 0
         T = M("TxnOffsetCommitRequest")
-        r = c.call(T(transactional_id="tx", group_id="g", producer_id=pid, producer_epoch=epoch,
-                     generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-                     topics=[T.TxnOffsetCommitRequestTopic(name="t", partitions=[T.TxnOffsetCommitRequestPartition(
-                         partition_index=0, committed_offset=7, committed_leader_epoch=-1,
-                         committed_metadata="")])]), 3)
+        r = c.call(
+            T(
+                transactional_id="tx",
+                group_id="g",
+                producer_id=pid,
+                producer_epoch=epoch,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=[
+                    T.TxnOffsetCommitRequestTopic(
+                        name="t",
+                        partitions=[
+                            T.TxnOffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata=""
+                            )
+                        ],
+                    )
+                ],
+            ),
+            3,
+        )
         assert r.topics[0].partitions[0].error_code == 0
         F = M("OffsetFetchRequest")
 
         def fetch(stable):
-            res = c.call(F(group_id="g", topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
-                           require_stable=stable), 7)
+            res = c.call(
+                F(
+                    group_id="g",
+                    topics=[F.OffsetFetchRequestTopic(name="t", partition_indexes=[0])],
+                    require_stable=stable,
+                ),
+                7,
+            )
             p = res.topics[0].partitions[0]
             return p.error_code, p.committed_offset
 
@@ -173,9 +223,12 @@ def test_a_batched_add_partitions_is_bounded(data_dir):
     with start(data_dir) as b:
         c = RawClient(b.address)
         A = M("AddPartitionsToTxnRequest")
-        many = [A.AddPartitionsToTxnTransaction(transactional_id=f"x{i}", producer_id=1, producer_epoch=0,
-                                                verify_only=True, topics=[])
-                for i in range(MAX_TRANSACTIONS_PER_REQUEST + 1)]
+        many = [
+            A.AddPartitionsToTxnTransaction(
+                transactional_id=f"x{i}", producer_id=1, producer_epoch=0, verify_only=True, topics=[]
+            )
+            for i in range(MAX_TRANSACTIONS_PER_REQUEST + 1)
+        ]
         r = c.call(A(transactions=many), 5)
         assert (r.error_code, r.results_by_transaction) == (errors.INVALID_REQUEST, [])
         r = c.call(A(transactions=many[:2]), 5)

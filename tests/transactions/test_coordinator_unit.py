@@ -1,4 +1,5 @@
 """The transaction coordinator driven directly: a memory storage, a fake clock, a fake marker writer."""
+
 from __future__ import annotations
 
 import itertools
@@ -53,8 +54,9 @@ def storage():
 
 def make(storage, clock=None, markers=None, groups=None, **cfg):
     ids = itertools.count(1000)
-    coord = TransactionCoordinator(storage, lambda: next(ids), markers or FakeMarkers(), TxnConfig(**cfg),
-                                   clock or FakeScheduler(), groups=groups)
+    coord = TransactionCoordinator(
+        storage, lambda: next(ids), markers or FakeMarkers(), TxnConfig(**cfg), clock or FakeScheduler(), groups=groups
+    )
     coord.start()
     return coord
 
@@ -66,6 +68,7 @@ def ended(coord, tid, pid, epoch, commit, tv2=False):
 
 
 # -- the state table -------------------------------------------------------------------------------------
+
 
 def test_the_table_has_kafkas_moves_and_refuses_others():
     TABLE.check("x", TxnState.ONGOING, TxnEvent.END, TxnState.PREPARE_COMMIT)
@@ -85,6 +88,7 @@ def test_status_bytes_are_kafkas():
 
 
 # -- InitProducerId ----------------------------------------------------------------------------------------
+
 
 def test_init_gives_epoch_0_then_bumps(storage):
     c = make(storage)
@@ -133,6 +137,7 @@ def test_init_while_ongoing_fences_and_aborts_the_old_incarnation(storage):
 
 # -- AddPartitionsToTxn -------------------------------------------------------------------------------------
 
+
 def test_add_partitions_errors(storage):
     markers = FakeMarkers()
     c = make(storage, markers=markers)
@@ -156,7 +161,9 @@ def test_verify_only_answers_per_partition(storage):
     assert c.verify_partitions("a", r.producer_id, 0, [("t", 0)]) == {("t", 0): errors.INVALID_TXN_STATE}
     c.add_partitions("a", r.producer_id, 0, [("t", 0)])
     assert c.verify_partitions("a", r.producer_id, 0, [("t", 0), ("t", 1)]) == {
-        ("t", 0): 0, ("t", 1): errors.INVALID_TXN_STATE}
+        ("t", 0): 0,
+        ("t", 1): errors.INVALID_TXN_STATE,
+    }
     assert c.verify_partitions("a", r.producer_id, 1, [("t", 0)]) == {("t", 0): errors.PRODUCER_FENCED}
     assert c.txns["a"].partitions == {("t", 0)}  # verifying adds nothing
 
@@ -174,6 +181,7 @@ def test_produce_check_tv1_verifies_tv2_adds(storage):
 
 
 # -- EndTxn ------------------------------------------------------------------------------------------------
+
 
 def test_end_txn_tv1(storage):
     markers = FakeMarkers()
@@ -221,6 +229,7 @@ def test_end_txn_tv2_bumps_the_epoch_and_accepts_a_retry(storage):
 
 # -- timeouts and expiration --------------------------------------------------------------------------------
 
+
 def test_a_timed_out_transaction_is_aborted_with_a_bumped_epoch(storage):
     clock, markers = FakeScheduler(), FakeMarkers()
     c = make(storage, clock=clock, markers=markers)
@@ -248,6 +257,7 @@ def test_idle_ids_expire(storage):
 
 # -- the log and restarts ------------------------------------------------------------------------------------
 
+
 def test_records_are_kafkas_transaction_log_format(storage):
     c = make(storage)
     pid = c.init_producer_id("a", TIMEOUT).producer_id
@@ -260,7 +270,11 @@ def test_records_are_kafkas_transaction_log_format(storage):
     assert decode_key(bytes(last.key)) == "a"
     txn = decode_value("a", bytes(last.value))
     assert (txn.producer_id, txn.state, txn.partitions, txn.timeout_ms) == (
-        pid, TxnState.ONGOING, {("t", 0), ("t", 2)}, TIMEOUT)
+        pid,
+        TxnState.ONGOING,
+        {("t", 0), ("t", 2)},
+        TIMEOUT,
+    )
     assert struct.unpack_from(">hqhih", bytes(last.value))[0] == 1  # value version 1
     assert storage.topics()[TOPIC].configs.get("cleanup.policy") == "compact"
 
@@ -314,6 +328,7 @@ def test_failed_markers_are_retried_at_the_next_check(storage):
 
 # -- ListTransactions -------------------------------------------------------------------------------------
 
+
 def test_list_filters(storage):
     clock = FakeScheduler()
     c = make(storage, clock=clock)
@@ -334,6 +349,7 @@ def test_list_filters(storage):
 
 # -- transactional offsets --------------------------------------------------------------------------------
 
+
 def test_transactional_offsets_are_visible_only_after_commit(storage):
     clock = FakeScheduler()
     groups = GroupCoordinator(storage, scheduler=clock)
@@ -346,7 +362,8 @@ def test_transactional_offsets_are_visible_only_after_commit(storage):
     groups.stage_txn_offsets(pid, "g", [CommitPartition("t", 0, 42)])
     assert groups.offset_fetch("g", [("t", [0])])[1] == [("t", [(0, -1, -1, "", 0)])]
     assert groups.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [
-        ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])]
+        ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])
+    ]
     assert ended(c, "a", pid, 0, True).error == 0
     assert groups.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]
 
@@ -377,7 +394,8 @@ def test_staged_offsets_survive_a_restart_and_commit_after_it(storage):
     groups2 = GroupCoordinator(storage, scheduler=clock)
     groups2.start()
     assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [
-        ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])]
+        ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])
+    ]
     make(storage, clock=clock, groups=lambda: groups2)  # finishes the commit
     assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]
     groups3 = GroupCoordinator(storage, scheduler=clock)
@@ -394,7 +412,8 @@ def test_the_log_is_compacted_and_replays_to_the_same_state(storage):
     assert plog.log_start_offset > 0  # records before the last snapshot are gone
     restarted = make(storage)
     assert {tid: (t.producer_id, t.producer_epoch) for tid, t in restarted.txns.items()} == {
-        tid: (r.producer_id, r.producer_epoch) for tid, r in pids.items()}
+        tid: (r.producer_id, r.producer_epoch) for tid, r in pids.items()
+    }
 
 
 def test_tv2_end_txn_at_an_exhausted_epoch_moves_to_a_new_producer_id(storage):

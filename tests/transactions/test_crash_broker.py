@@ -8,6 +8,7 @@ transaction never committed, a commit in doubt whole or not at all, and no trans
 Prepare* once the timeout has passed. Some rounds kill a producer with the broker; its next incarnation's
 init_transactions fences it and ends the transaction it left.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """kafkawire's ``__transaction_state`` is Kafka's format: Kafka 4.4's own DumpLogSegments, with its
 transaction log decoder, reads the log a kafkawire broker wrote (commits, aborts, a TV2 epoch bump, a fenced
 incarnation) and finds, record by record, the metadata the coordinator holds."""
+
 from __future__ import annotations
 
 import json
@@ -28,13 +29,17 @@ def test_dump_log_segments_reads_kafkawires_transaction_log(tmp_path):
         pid, epoch = init(c, "a")
         assert produce(c, "a", "t", 0, pid, epoch, 0, 12) == 0
         assert produce(c, "a", "t", 1, pid, epoch, 0, 12) == 0
-        assert end(c, "a", pid, epoch, True, version=5).error_code == 0   # TV2: epoch + 1
+        assert end(c, "a", pid, epoch, True, version=5).error_code == 0  # TV2: epoch + 1
         assert produce(c, "a", "t", 0, pid, epoch + 1, 0, 12) == 0
         assert end(c, "a", pid, epoch + 1, False, version=5).error_code == 0
         pid_b, epoch_b = init(c, "b")
         assert produce(c, "b", "t", 1, pid_b, epoch_b, 0, 12) == 0
-        fenced = c.call(message_class("InitProducerIdRequest")(
-            transactional_id="b", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 5)
+        fenced = c.call(
+            message_class("InitProducerIdRequest")(
+                transactional_id="b", transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1
+            ),
+            5,
+        )
         assert fenced.error_code == errors.CONCURRENT_TRANSACTIONS  # fences and aborts "b"
         c.close()
     log_file = next((tmp_path / "data" / f"{TOPIC}-0").glob("*.log"))
@@ -55,13 +60,29 @@ def test_dump_log_segments_reads_kafkawires_transaction_log(tmp_path):
         assert json.loads(rec["key"])["data"] == {"transactionalId": tid}
         data = json.loads(rec["payload"])["data"]
         partitions = {(p["topic"], i) for p in data["transactionPartitions"] or [] for i in p["partitionIds"]}
-        assert (data["producerId"], data["producerEpoch"], data["transactionTimeoutMs"], data["transactionStatus"],
-                partitions, data["transactionStartTimestampMs"], data["transactionLastUpdateTimestampMs"]) == (
-            txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state.status, txn.partitions,
-            txn.start_ms, txn.last_update_ms), offset
+        assert (
+            data["producerId"],
+            data["producerEpoch"],
+            data["transactionTimeoutMs"],
+            data["transactionStatus"],
+            partitions,
+            data["transactionStartTimestampMs"],
+            data["transactionLastUpdateTimestampMs"],
+        ) == (
+            txn.producer_id,
+            txn.producer_epoch,
+            txn.timeout_ms,
+            txn.state.status,
+            txn.partitions,
+            txn.start_ms,
+            txn.last_update_ms,
+        ), offset
         # the tagged fields of v1, absent at their defaults
-        assert (data.get("clientTransactionVersion", 0), data.get("previousProducerId", -1),
-                data.get("nextProducerId", -1)) == (txn.client_tv, txn.last_producer_id, txn.next_producer_id), offset
+        assert (
+            data.get("clientTransactionVersion", 0),
+            data.get("previousProducerId", -1),
+            data.get("nextProducerId", -1),
+        ) == (txn.client_tv, txn.last_producer_id, txn.next_producer_id), offset
         states.append((tid, data["transactionStatus"]))
     assert ("a", 4) in states and ("a", 5) in states  # CompleteCommit, CompleteAbort
     assert ("b", 3) in states  # PrepareAbort: the fenced incarnation's transaction

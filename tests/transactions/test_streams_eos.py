@@ -10,6 +10,7 @@ killed instance has written counts (changelog, output) for input it had not comm
 ``read_committed`` must then hold, for each word, counts that only rise and end at the exact count: a
 record processed twice (replayed after the crash without exactly-once) would count it twice.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ def word_count(tmp_path_factory):
         reference_unavailable(str(exc))
     classes = tmp_path_factory.mktemp("wordcount-classes")
     cp = os.pathsep.join(str(j) for j in jars)
-    proc = subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", cp, str(SOURCE)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(SOURCE)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return java, f"{classes}{os.pathsep}{cp}"
 
@@ -79,8 +81,17 @@ def eos_broker(request, tmp_path):
 
 class Instance:
     def __init__(self, word_count, bootstrap, app_id, state_dir: Path, log: Path, topics):
-        self.argv = [word_count[0], "-Xmx256m", "-cp", word_count[1], "WordCountEos", bootstrap, app_id,
-                     str(state_dir), *topics]
+        self.argv = [
+            word_count[0],
+            "-Xmx256m",
+            "-cp",
+            word_count[1],
+            "WordCountEos",
+            bootstrap,
+            app_id,
+            str(state_dir),
+            *topics,
+        ]
         self.log = log
         self.proc: subprocess.Popen | None = None
 
@@ -91,7 +102,7 @@ class Instance:
         return self
 
     def output(self) -> str:
-        return self.log.read_bytes()[self.log_offset:].decode(errors="replace")
+        return self.log.read_bytes()[self.log_offset :].decode(errors="replace")
 
     def wait_running(self, timeout=90):
         deadline = time.monotonic() + timeout
@@ -124,7 +135,7 @@ def produce(bootstrap, topic, lines, chunks=1, pause=0.0):
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "linger.ms": 5})
     size = -(-len(lines) // chunks)
     for start in range(0, len(lines), size):
-        for i, line in enumerate(lines[start:start + size], start):
+        for i, line in enumerate(lines[start : start + size], start):
             p.produce(topic, key=str(i).encode(), value=line.encode())
         assert p.flush(30) == 0
         progress[0] = min(start + size, len(lines))
@@ -134,8 +145,14 @@ def produce(bootstrap, topic, lines, chunks=1, pause=0.0):
 
 def read_counts(bootstrap, topic, idle_for: float = 3.0) -> dict[str, list[int]]:
     """word -> the counts read_committed shows for it, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-check", "isolation.level": "read_committed",
-                  "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "eos-check",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
         seen: dict[str, list[int]] = {}
@@ -164,8 +181,17 @@ def test_word_count_exactly_once_across_a_sigkill(word_count, eos_broker, tmp_pa
 
     fed.clear()
     progress[0] = 0
-    instances = [Instance(word_count, bootstrap, "eos-word-count", tmp_path / f"state-{i}",
-                          tmp_path / f"instance-{i}.log", (source, sink)) for i in range(2)]
+    instances = [
+        Instance(
+            word_count,
+            bootstrap,
+            "eos-word-count",
+            tmp_path / f"state-{i}",
+            tmp_path / f"instance-{i}.log",
+            (source, sink),
+        )
+        for i in range(2)
+    ]
     try:
         for inst in instances:
             inst.start()
@@ -180,8 +206,9 @@ def test_word_count_exactly_once_across_a_sigkill(word_count, eos_broker, tmp_pa
         # the other lines arrive over about 20 s, in 80 chunks; the kill comes once half of them were
         # written, so the instance dies while processing
         fed.clear()
-        feeder = threading.Thread(target=produce, args=(bootstrap, source, lines[1:]),
-                                  kwargs={"chunks": 80, "pause": 0.25}, daemon=True)
+        feeder = threading.Thread(
+            target=produce, args=(bootstrap, source, lines[1:]), kwargs={"chunks": 80, "pause": 0.25}, daemon=True
+        )
         feeder.start()
         deadline = time.monotonic() + 60
         while progress[0] < len(lines) // 2 and time.monotonic() < deadline:

@@ -6,6 +6,7 @@ A case describes a request once, as nested dicts of snake_case field names
 description serves every version of the API. A name the message does not have
 at any version is an error (a typo must not silently shrink a case).
 """
+
 from __future__ import annotations
 
 from kafkawire.protocol import api_by_name, message_class

@@ -1,12 +1,25 @@
 """Field-by-field differences between two normalised answers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 # Array elements are named by the first of these keys they carry, so that a path reads
 # ``topics[events].partitions[0].error_code`` rather than ``topics[3].partitions[0].error_code``.
-_ELEMENT_KEYS = ("name", "topic", "topic_name", "group_id", "resource_name", "partition_index", "partition",
-                 "api_key", "member_id", "key", "node_id", "broker_id")
+_ELEMENT_KEYS = (
+    "name",
+    "topic",
+    "topic_name",
+    "group_id",
+    "resource_name",
+    "partition_index",
+    "partition",
+    "api_key",
+    "member_id",
+    "key",
+    "node_id",
+    "broker_id",
+)
 
 
 @dataclass(frozen=True)

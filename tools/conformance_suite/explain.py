@@ -5,6 +5,7 @@ such as ``topics[*].partitions[*].error_code``: brackets literal, ``*`` within o
 pattern and the two values it expects, and a reason. An entry must not be a
 blanket: the path may not be ``*`` alone, and the reason must be written.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,10 +30,14 @@ class Explanation:
     used: int = 0
 
     def matches(self, api: str, version: int, case: str, path: str, kw, ka) -> bool:
-        return (api == self.api and self.versions[0] <= version <= self.versions[1]
-                and _glob(self.field).fullmatch(path) is not None and _glob(self.case).fullmatch(case) is not None
-                and (self.kafkawire is _UNSET or self.kafkawire == kw)
-                and (self.kafka is _UNSET or self.kafka == ka))
+        return (
+            api == self.api
+            and self.versions[0] <= version <= self.versions[1]
+            and _glob(self.field).fullmatch(path) is not None
+            and _glob(self.case).fullmatch(case) is not None
+            and (self.kafkawire is _UNSET or self.kafkawire == kw)
+            and (self.kafka is _UNSET or self.kafka == ka)
+        )
 
 
 @functools.cache
@@ -55,9 +60,17 @@ def load(path: Path = FILE) -> list[Explanation]:
         if entry["field"].strip("*.[]") == "" or not entry["reason"].strip():
             raise ValueError(f"{where}: a field path and a reason are required (no blanket entries)")
         lo, hi = entry["versions"]
-        out.append(Explanation(api=entry["api"], versions=(lo, hi), field=entry["field"], reason=entry["reason"],
-                               case=entry.get("case", "*"), kafkawire=_value(entry.get("kafkawire", _UNSET)),
-                               kafka=_value(entry.get("kafka", _UNSET))))
+        out.append(
+            Explanation(
+                api=entry["api"],
+                versions=(lo, hi),
+                field=entry["field"],
+                reason=entry["reason"],
+                case=entry.get("case", "*"),
+                kafkawire=_value(entry.get("kafkawire", _UNSET)),
+                kafka=_value(entry.get("kafka", _UNSET)),
+            )
+        )
     return out
 
 

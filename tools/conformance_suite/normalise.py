@@ -53,25 +53,48 @@ A step may also name the topics and groups a listing is limited to
 (``keep_names``): listings of a whole broker (Metadata of all topics,
 ListGroups, DescribeLogDirs) also show what other cases and earlier runs made.
 """
+
 from __future__ import annotations
 
 import base64
 import time
 import uuid
 
-NODE_FIELDS = frozenset({
-    "node_id", "leader_id", "controller_id", "broker_id", "replica_nodes", "isr_nodes", "offline_replicas",
-    "eligible_leader_replicas", "last_known_elr", "coordinator_id", "replicas", "adding_replicas",
-    "removing_replicas",
-})
+NODE_FIELDS = frozenset(
+    {
+        "node_id",
+        "leader_id",
+        "controller_id",
+        "broker_id",
+        "replica_nodes",
+        "isr_nodes",
+        "offline_replicas",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "coordinator_id",
+        "replicas",
+        "adding_replicas",
+        "removing_replicas",
+    }
+)
 MEMBER_FIELDS = frozenset({"member_id", "leader", "assigned_member_id"})
-TIME_FIELDS = frozenset({"log_append_time_ms", "last_fetch_timestamp", "last_caught_up_timestamp",
-                         "transaction_start_time_ms"})
+TIME_FIELDS = frozenset(
+    {"log_append_time_ms", "last_fetch_timestamp", "last_caught_up_timestamp", "transaction_start_time_ms"}
+)
 MESSAGE_FIELDS = frozenset({"error_message", "message"})
-HOST_CONFIGS = frozenset({
-    "listeners", "advertised.listeners", "log.dirs", "log.dir", "controller.quorum.voters",
-    "controller.quorum.bootstrap.servers", "metadata.log.dir", "node.id", "broker.id",
-})
+HOST_CONFIGS = frozenset(
+    {
+        "listeners",
+        "advertised.listeners",
+        "log.dirs",
+        "log.dir",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "metadata.log.dir",
+        "node.id",
+        "broker.id",
+    }
+)
 ZERO_UUID = uuid.UUID(int=0)
 # Collections of partitions, topics and groups: Kafka builds these answers from hash maps, so their
 # order is not part of the protocol (clients match answers by these keys).
@@ -95,9 +118,9 @@ class Normaliser:
 
     def __init__(self, node_id: int | None = None):
         self.node_id = node_id
-        self.topic_ids: dict[uuid.UUID, str] = {}   # id -> topic name
+        self.topic_ids: dict[uuid.UUID, str] = {}  # id -> topic name
         self.names_bound: set[str] = set()
-        self.sent_ids: set[uuid.UUID] = set()       # ids the case itself sent (kept raw)
+        self.sent_ids: set[uuid.UUID] = set()  # ids the case itself sent (kept raw)
         self.members: dict[str, int] = {}
         self.sessions: dict[int, int] = {}
         self.producers: dict[int, int] = {}
@@ -159,8 +182,11 @@ class Normaliser:
                     if not keys and f.attr in UNORDERED_ARRAYS:
                         keys = [k for k in UNORDERED_ARRAYS[f.attr] if any(x.attr == k for x in f.struct.fields)]
                     if not keys:
-                        keys = [k.attr for k in f.struct.fields if k.attr in IDENTITY_KEYS and k.present(version)
-                                and not k.is_array and k.struct is None][:1]
+                        keys = [
+                            k.attr
+                            for k in f.struct.fields
+                            if k.attr in IDENTITY_KEYS and k.present(version) and not k.is_array and k.struct is None
+                        ][:1]
                     if keys and f.attr not in ORDERED_ARRAYS:
                         items.sort(key=lambda d: tuple(repr(d.get(k)) for k in keys))
                     if keep_names is not None:

@@ -1,4 +1,5 @@
 """Run the corpus on both brokers, compare, tabulate."""
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -35,8 +36,10 @@ class Unexplained:
     kafka: object
 
     def line(self) -> str:
-        return (f"{self.api} v{self.version} {self.case} {self.path} "
-                f"kafkawire={_show(self.path, self.kafkawire)} kafka={_show(self.path, self.kafka)}")
+        return (
+            f"{self.api} v{self.version} {self.case} {self.path} "
+            f"kafkawire={_show(self.path, self.kafkawire)} kafka={_show(self.path, self.kafka)}"
+        )
 
 
 @dataclass
@@ -51,7 +54,7 @@ class Row:
 class Report:
     rows: dict[tuple[str, int], Row] = field(default_factory=dict)
     unexplained: list[Unexplained] = field(default_factory=list)
-    one_sided: dict[str, dict[str, list[int]]] = field(default_factory=dict)   # API -> broker -> versions
+    one_sided: dict[str, dict[str, list[int]]] = field(default_factory=dict)  # API -> broker -> versions
     common: dict[str, tuple[int, int]] = field(default_factory=dict)
     explanations_used: int = 0
     seconds: float = 0.0
@@ -62,16 +65,21 @@ class Report:
 
     def uncovered(self) -> list[tuple[str, int]]:
         """Versions both brokers serve without a compared pair."""
-        return [(name, v) for name, (lo, hi) in sorted(self.common.items()) for v in range(lo, hi + 1)
-                if not self.rows.get((name, v), Row()).pairs]
+        return [
+            (name, v)
+            for name, (lo, hi) in sorted(self.common.items())
+            for v in range(lo, hi + 1)
+            if not self.rows.get((name, v), Row()).pairs
+        ]
 
     def to_json(self) -> dict:
         return {
             "pairs": self.pairs,
             "seconds": round(self.seconds, 1),
             "table": [{"api": a, "version": v, **r.__dict__} for (a, v), r in sorted(self.rows.items(), key=_order)],
-            "unexplained": [u.__dict__ | {"kafkawire": repr(u.kafkawire), "kafka": repr(u.kafka)}
-                            for u in self.unexplained],
+            "unexplained": [
+                u.__dict__ | {"kafkawire": repr(u.kafkawire), "kafka": repr(u.kafka)} for u in self.unexplained
+            ],
             "one_sided": self.one_sided,
             "uncovered": [{"api": a, "version": v} for a, v in self.uncovered()],
         }
@@ -83,8 +91,9 @@ class Report:
             lines.append(f"{name:<28} {v:>3} {r.pairs:>6} {r.identical:>6} {r.explained:>5} {r.different:>5}")
             for k in totals.__dict__:
                 setattr(totals, k, getattr(totals, k) + getattr(r, k))
-        lines.append(f"{'total':<28} {'':>3} {totals.pairs:>6} {totals.identical:>6} {totals.explained:>5} "
-                     f"{totals.different:>5}")
+        lines.append(
+            f"{'total':<28} {'':>3} {totals.pairs:>6} {totals.identical:>6} {totals.explained:>5} {totals.different:>5}"
+        )
         return "\n".join(lines)
 
     def api_table(self) -> str:
@@ -101,12 +110,15 @@ class Report:
         lines = ["| API | versions | pairs | identical | explained | different |", "|---|---|---|---|---|---|"]
         for name in sorted(per, key=lambda n: _key_of(n)):
             r, vs = per[name], versions.get(name, [-1])
-            lines.append(f"| {name} | {min(vs)}-{max(vs)} | {r.pairs} | {r.identical} | {r.explained} | {r.different} |")
+            lines.append(
+                f"| {name} | {min(vs)}-{max(vs)} | {r.pairs} | {r.identical} | {r.explained} | {r.different} |"
+            )
         return "\n".join(lines)
 
 
 def _key_of(name: str) -> int:
     from kafkawire.protocol import api_by_name
+
     return api_by_name(name).key
 
 
@@ -125,11 +137,16 @@ def _show(path: str, value) -> str:
 
 # -- brokers ------------------------------------------------------------------
 
+
 def api_versions(host: str, port: int) -> tuple[dict[int, tuple[int, int]], int | None]:
     """The API ranges a broker advertises, and its node id (from Metadata)."""
     with Connection(host, port) as c:
-        av = c.request(message_class("ApiVersionsRequest")(client_software_name="kafkawire-conformance",
-                                                           client_software_version="1"), 3)
+        av = c.request(
+            message_class("ApiVersionsRequest")(
+                client_software_name="kafkawire-conformance", client_software_version="1"
+            ),
+            3,
+        )
         ranges = {k.api_key: (k.min_version, k.max_version) for k in av.api_keys}
         md = c.request(message_class("MetadataRequest")(topics=[]), 1)
         node = md.controller_id if md.controller_id >= 0 else (md.brokers[0].node_id if md.brokers else None)
@@ -177,13 +194,29 @@ def kafkawire_broker(node_id: int = 1):
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="conformance-kafkawire-") as data:
         log = open(Path(data) / "serve.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                                 "--data-dir", str(Path(data) / "data"), "--node-id", str(node_id),
-                                 # the reference runs its loggers at INFO (tools/kafka_reference.py), and
-                                 # DescribeConfigs of broker loggers reports the level in effect
-                                 "--log-level", "INFO",
-                                 *(f"--override={k}={v}" for k, v in KAFKAWIRE_OVERRIDES.items())],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=data)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kafkawire",
+                "serve",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--data-dir",
+                str(Path(data) / "data"),
+                "--node-id",
+                str(node_id),
+                # the reference runs its loggers at INFO (tools/kafka_reference.py), and
+                # DescribeConfigs of broker loggers reports the level in effect
+                "--log-level",
+                "INFO",
+                *(f"--override={k}={v}" for k, v in KAFKAWIRE_OVERRIDES.items()),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=data,
+        )
         try:
             deadline = time.monotonic() + 30
             while True:
@@ -192,7 +225,9 @@ def kafkawire_broker(node_id: int = 1):
                     break
                 except OSError:
                     if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"kafkawire did not start: {(Path(data) / 'serve.log').read_text()[-2000:]}") from None
+                        raise RuntimeError(
+                            f"kafkawire did not start: {(Path(data) / 'serve.log').read_text()[-2000:]}"
+                        ) from None
                     time.sleep(0.1)
             yield f"127.0.0.1:{port}"
         finally:
@@ -269,11 +304,11 @@ def broker(label: str, address: str) -> Broker:
 
 # -- running --------------------------------------------------------------------
 
+
 def select(cases: list[Case], api_filter: str | None, case_filter: str | None) -> list[Case]:
     out = []
     for c in cases:
-        if api_filter and not any(fnmatch.fnmatchcase(c.api.lower(), p.strip().lower())
-                                  for p in api_filter.split(",")):
+        if api_filter and not any(fnmatch.fnmatchcase(c.api.lower(), p.strip().lower()) for p in api_filter.split(",")):
             continue
         if case_filter and not fnmatch.fnmatchcase(c.name, case_filter) and case_filter not in c.name:
             continue
@@ -298,8 +333,9 @@ def _run_case(case: Case, b: Broker, common, prefix: str):
     return session.outcomes, error
 
 
-def run(kw: Broker, ka: Broker, *, api_filter=None, case_filter=None, jobs: int = 2,
-        explanations=None, progress=None) -> Report:
+def run(
+    kw: Broker, ka: Broker, *, api_filter=None, case_filter=None, jobs: int = 2, explanations=None, progress=None
+) -> Report:
     started = time.monotonic()
     explanations = explain.load() if explanations is None else explanations
     common, one_sided = common_ranges(kw.ranges, ka.ranges)
@@ -338,9 +374,16 @@ def _tally(report: Report, case: Case, out_a, out_b, err_a, err_b, explanations,
         ref = a or b
         name = case.name + (f"/{ref.label}" if ref.label else "")
         if a is None or b is None or (a.api, a.version) != (b.api, b.version):
-            report.unexplained.append(Unexplained(ref.api, ref.version, name, "<steps>",
-                                                  None if a is None else f"{a.api} v{a.version}",
-                                                  None if b is None else f"{b.api} v{b.version}"))
+            report.unexplained.append(
+                Unexplained(
+                    ref.api,
+                    ref.version,
+                    name,
+                    "<steps>",
+                    None if a is None else f"{a.api} v{a.version}",
+                    None if b is None else f"{b.api} v{b.version}",
+                )
+            )
             continue
         row = report.rows.setdefault((a.api, a.version), Row())
         row.pairs += 1

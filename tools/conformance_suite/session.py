@@ -9,6 +9,7 @@ of request:
   the other broker's answer to the same probe;
 - :meth:`Session.call`: set-up; the answer is only returned to the case.
 """
+
 from __future__ import annotations
 
 import struct
@@ -52,13 +53,13 @@ BASE_TIMESTAMP = 1_700_000_000_000  # record timestamps are fixed so that batche
 class Session:
     def __init__(self, broker: Broker, common: dict[str, tuple[int, int]], prefix: str):
         self.broker = broker
-        self.common = common      # API name -> (lo, hi) both brokers serve
-        self.prefix = prefix      # unique per run and case, identical on both brokers
+        self.common = common  # API name -> (lo, hi) both brokers serve
+        self.prefix = prefix  # unique per run and case, identical on both brokers
         self.norm = Normaliser(broker.node_id)
         self.outcomes: list[Outcome] = []
         self.conn = Connection(broker.host, broker.port)
         self._extra: list[Connection] = []
-        self.state: dict = {}     # the case's own per-broker values
+        self.state: dict = {}  # the case's own per-broker values
 
     def close(self) -> None:
         self.conn.close()
@@ -91,8 +92,9 @@ class Session:
         raise SetupError(f"no topic id known for {name}")
 
     # -- requests ---------------------------------------------------------
-    def call(self, api: str, version: int | None, data: dict, *, conn: Connection | None = None,
-             timeout: float | None = None):
+    def call(
+        self, api: str, version: int | None, data: dict, *, conn: Connection | None = None, timeout: float | None = None
+    ):
         """Set-up request (not compared). ``version`` None: the highest both serve."""
         version = self.top(api) if version is None else version
         body = build(api, version, data)
@@ -102,16 +104,35 @@ class Session:
         self.norm.learn(answer)
         return answer
 
-    def probe(self, api: str, version: int, data: dict, *, label: str = "", keep_names=None,
-              expect_answer: bool = True, conn: Connection | None = None, timeout: float | None = None):
+    def probe(
+        self,
+        api: str,
+        version: int,
+        data: dict,
+        *,
+        label: str = "",
+        keep_names=None,
+        expect_answer: bool = True,
+        conn: Connection | None = None,
+        timeout: float | None = None,
+    ):
         """A compared request; returns the answer (or an outcome value) for later steps."""
         body = build(api, version, data)
         answer = (conn or self.conn).request(body, version, expect_answer=expect_answer, timeout=timeout)
         self.outcomes.append(Outcome(api, version, label, self.norm.tree(answer, version, keep_names)))
         return answer
 
-    def probe_frame(self, api: str, header_version: int, body_version: int, data: dict, *, label: str,
-                    answer_version: int | None = None, mangle=None):
+    def probe_frame(
+        self,
+        api: str,
+        header_version: int,
+        body_version: int,
+        data: dict,
+        *,
+        label: str,
+        answer_version: int | None = None,
+        mangle=None,
+    ):
         """A request whose header claims ``header_version`` but whose body is encoded at
         ``body_version`` (versions the codec does not have, truncated or garbled bodies).
         ``mangle`` may rewrite the frame's payload (after the size)."""
@@ -119,8 +140,9 @@ class Session:
         body = build(api, body_version, data)
         conn = self.conn
         conn.correlation_id += 1
-        frame = bytearray(encode_request(request_header(info.key, body_version, conn.correlation_id,
-                                                        conn.client_id), body))
+        frame = bytearray(
+            encode_request(request_header(info.key, body_version, conn.correlation_id, conn.client_id), body)
+        )
         struct.pack_into(">h", frame, 6, header_version)
         if mangle is not None:
             payload = mangle(bytes(frame[4:]))
@@ -132,10 +154,21 @@ class Session:
 
     # -- common set-up ----------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, configs: dict | None = None, wait: bool = True):
-        answer = self.call("CreateTopics", None, {
-            "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout_ms": 30000})
+        answer = self.call(
+            "CreateTopics",
+            None,
+            {
+                "topics": [
+                    {
+                        "name": name,
+                        "num_partitions": partitions,
+                        "replication_factor": 1,
+                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                    }
+                ],
+                "timeout_ms": 30000,
+            },
+        )
         err = answer.topics[0].error_code
         if err:
             raise SetupError(f"CreateTopics {name}: error {err}")
@@ -149,11 +182,25 @@ class Session:
         while True:
             md = self.call("Metadata", None, {"topics": [{"name": name}], "allow_auto_topic_creation": False})
             t = md.topics[0]
-            if t.error_code == 0 and len(t.partitions) == partitions and all(
-                    p.leader_id >= 0 and p.error_code == 0 for p in t.partitions):
+            if (
+                t.error_code == 0
+                and len(t.partitions) == partitions
+                and all(p.leader_id >= 0 and p.error_code == 0 for p in t.partitions)
+            ):
                 # the metadata is there; the partitions are served once ListOffsets answers for them
-                lo = self.call("ListOffsets", None, {"replica_id": -1, "topics": [{"name": name, "partitions": [
-                    {"partition_index": i, "timestamp": -1} for i in range(partitions)]}]})
+                lo = self.call(
+                    "ListOffsets",
+                    None,
+                    {
+                        "replica_id": -1,
+                        "topics": [
+                            {
+                                "name": name,
+                                "partitions": [{"partition_index": i, "timestamp": -1} for i in range(partitions)],
+                            }
+                        ],
+                    },
+                )
                 if all(p.error_code == 0 for p in lo.topics[0].partitions):
                     return
             if time.monotonic() > deadline:
@@ -162,17 +209,32 @@ class Session:
 
     def batch(self, count: int = 3, *, first: int = 0, **kwargs) -> bytes:
         """A deterministic v2 batch: fixed keys, values and timestamps."""
-        return build_batch([(b"k%d" % i, b"value-%d" % i, [], BASE_TIMESTAMP + i)
-                            for i in range(first, first + count)], **kwargs)
+        return build_batch(
+            [(b"k%d" % i, b"value-%d" % i, [], BASE_TIMESTAMP + i) for i in range(first, first + count)], **kwargs
+        )
 
-    def produce(self, name: str, partition: int = 0, count: int = 3, *, first: int = 0, records: bytes = None,
-                **kwargs):
+    def produce(
+        self, name: str, partition: int = 0, count: int = 3, *, first: int = 0, records: bytes = None, **kwargs
+    ):
         deadline = time.monotonic() + 15
         while True:
-            answer = self.call("Produce", None, {
-                "acks": -1, "timeout_ms": 30000,
-                "topic_data": [{"name": name, "topic_id": self.tid(name), "partition_data": [
-                    {"index": partition, "records": records or self.batch(count, first=first, **kwargs)}]}]})
+            answer = self.call(
+                "Produce",
+                None,
+                {
+                    "acks": -1,
+                    "timeout_ms": 30000,
+                    "topic_data": [
+                        {
+                            "name": name,
+                            "topic_id": self.tid(name),
+                            "partition_data": [
+                                {"index": partition, "records": records or self.batch(count, first=first, **kwargs)}
+                            ],
+                        }
+                    ],
+                },
+            )
             err = answer.responses[0].partition_responses[0].error_code
             if not err:
                 return answer

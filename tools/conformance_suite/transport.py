@@ -5,6 +5,7 @@ A request either gets a decoded response, or the broker closes the connection
 or nothing arrives within the timeout. The last two are outcomes to compare,
 not exceptions: :class:`Closed` and :class:`NoAnswer`.
 """
+
 from __future__ import annotations
 
 import socket
@@ -69,8 +70,9 @@ class Connection:
     def __exit__(self, *exc):
         self.close()
 
-    def send_frame(self, frame: bytes, api_key: int, api_version: int, *, expect_answer: bool = True,
-                   timeout: float | None = None):
+    def send_frame(
+        self, frame: bytes, api_key: int, api_version: int, *, expect_answer: bool = True, timeout: float | None = None
+    ):
         """Send an encoded frame; the decoded response body or an outcome value."""
         sock = self._connect()
         try:
@@ -122,8 +124,7 @@ class Connection:
         self.correlation_id += 1
         header = request_header(body.spec.api_key, api_version, self.correlation_id, self.client_id)
         frame = encode_request(header, body)
-        return self.send_frame(frame, body.spec.api_key, api_version, expect_answer=expect_answer,
-                               timeout=timeout)
+        return self.send_frame(frame, body.spec.api_key, api_version, expect_answer=expect_answer, timeout=timeout)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes | None:

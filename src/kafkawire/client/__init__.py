@@ -33,6 +33,7 @@ murmur2), ``producer``, ``consumer``, ``arrow`` (Arrow decoding), ``offsets``
 (ListOffsets), ``admin``, ``sync``, ``groups`` (consumer group membership:
 classic and KIP-848 protocols, assignors, commits).
 """
+
 from __future__ import annotations
 
 from ..protocol import KafkaError
@@ -47,9 +48,30 @@ from .producer import AsyncProducer, DeliveryGroup, RecordFuture, RecordMetadata
 from .sync import Admin, Consumer, LoopThread, Producer
 
 __all__ = [
-    "Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Cluster", "CommitFailedError", "Connection",
-    "ConnectionClosed", "GroupError",
-    "Consumer", "ConsumerRecord", "DefaultPartitioner", "DeliveryGroup", "EARLIEST", "KafkaError", "LATEST", "LoopThread",
-    "NewTopic", "OffsetAndTimestamp", "Producer", "RecordFuture", "RecordMetadata", "RequestTimeout", "RoundRobinPartitioner",
-    "murmur2", "partition_for_key",
+    "Admin",
+    "AsyncAdmin",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "Cluster",
+    "CommitFailedError",
+    "Connection",
+    "ConnectionClosed",
+    "GroupError",
+    "Consumer",
+    "ConsumerRecord",
+    "DefaultPartitioner",
+    "DeliveryGroup",
+    "EARLIEST",
+    "KafkaError",
+    "LATEST",
+    "LoopThread",
+    "NewTopic",
+    "OffsetAndTimestamp",
+    "Producer",
+    "RecordFuture",
+    "RecordMetadata",
+    "RequestTimeout",
+    "RoundRobinPartitioner",
+    "murmur2",
+    "partition_for_key",
 ]

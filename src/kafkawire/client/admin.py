@@ -4,6 +4,7 @@ Every per-topic error in a response is raised as ``KafkaError`` with Kafka's
 name and code (``TOPIC_ALREADY_EXISTS (36)``...), unless the caller asks
 for the per-topic results.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,7 +29,7 @@ RESOURCE_BROKER = 4
 @dataclass
 class NewTopic:
     name: str
-    num_partitions: int = -1           # -1: the broker's default
+    num_partitions: int = -1  # -1: the broker's default
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
 
@@ -52,15 +53,32 @@ class AsyncAdmin:
 
     # -- topics ------------------------------------------------------------------
 
-    async def create_topics(self, topics: list[NewTopic | str], *, timeout: float = 30.0, validate_only: bool = False,
-                            raise_errors: bool = True, wait: bool = True) -> dict[str, KafkaError | None]:
+    async def create_topics(
+        self,
+        topics: list[NewTopic | str],
+        *,
+        timeout: float = 30.0,
+        validate_only: bool = False,
+        raise_errors: bool = True,
+        wait: bool = True,
+    ) -> dict[str, KafkaError | None]:
         """Create topics. ``wait``: return only once the metadata shows them with leaders."""
         cls = message_class("CreateTopicsRequest")
         items = [NewTopic(t) if isinstance(t, str) else t for t in topics]
-        req = cls(topics=[cls.CreatableTopic(
-            name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor, assignments=[],
-            configs=[cls.CreatableTopicConfig(name=k, value=str(v)) for k, v in t.configs.items()])
-            for t in items], timeout_ms=int(timeout * 1000), validate_only=validate_only)
+        req = cls(
+            topics=[
+                cls.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=[],
+                    configs=[cls.CreatableTopicConfig(name=k, value=str(v)) for k, v in t.configs.items()],
+                )
+                for t in items
+            ],
+            timeout_ms=int(timeout * 1000),
+            validate_only=validate_only,
+        )
         conn = await self.cluster.controller()
         resp = cast("CreateTopicsResponse", await conn.request(req, timeout=timeout + self.cluster.request_timeout))
         results = {r.name: (KafkaError(r.error_code, r.error_message) if r.error_code else None) for r in resp.topics}
@@ -71,12 +89,16 @@ class AsyncAdmin:
                 await self._wait_for(created, present=True, timeout=timeout)
         return results
 
-    async def delete_topics(self, names: list[str], *, timeout: float = 30.0, raise_errors: bool = True,
-                            wait: bool = True) -> dict[str, KafkaError | None]:
+    async def delete_topics(
+        self, names: list[str], *, timeout: float = 30.0, raise_errors: bool = True, wait: bool = True
+    ) -> dict[str, KafkaError | None]:
         cls = message_class("DeleteTopicsRequest")
         conn = await self.cluster.controller()
-        req = cls(topics=[cls.DeleteTopicState(name=n, topic_id=ZERO_UUID) for n in names],
-                  topic_names=list(names), timeout_ms=int(timeout * 1000))
+        req = cls(
+            topics=[cls.DeleteTopicState(name=n, topic_id=ZERO_UUID) for n in names],
+            topic_names=list(names),
+            timeout_ms=int(timeout * 1000),
+        )
         resp = cast("DeleteTopicsResponse", await conn.request(req, timeout=timeout + self.cluster.request_timeout))
         results = {}
         for r in resp.responses:
@@ -105,8 +127,10 @@ class AsyncAdmin:
         delay = 0.02
         while True:
             resp = await self.cluster.refresh(list(names), auto_create=False)
-            state = {t.name: (t.error_code == 0 and bool(t.partitions) and all(p.leader_id >= 0 for p in t.partitions))
-                     for t in resp.topics}
+            state = {
+                t.name: (t.error_code == 0 and bool(t.partitions) and all(p.leader_id >= 0 for p in t.partitions))
+                for t in resp.topics
+            }
             if all(state.get(n, False) == present for n in names):
                 return
             if loop.time() >= end:
@@ -131,26 +155,42 @@ class AsyncAdmin:
 
     async def describe_cluster(self) -> dict:
         await self.cluster.refresh()
-        return {"cluster_id": self.cluster.cluster_id, "controller_id": self.cluster.controller_id,
-                "brokers": sorted(self.cluster.brokers.values(), key=lambda b: b.node_id)}
+        return {
+            "cluster_id": self.cluster.cluster_id,
+            "controller_id": self.cluster.controller_id,
+            "brokers": sorted(self.cluster.brokers.values(), key=lambda b: b.node_id),
+        }
 
     # -- offsets and configs -----------------------------------------------------------
 
-    async def list_offsets(self, specs: dict[tuple[str, int], int | str], *,
-                           isolation_level: int = READ_UNCOMMITTED) -> dict[tuple[str, int], OffsetAndTimestamp]:
+    async def list_offsets(
+        self, specs: dict[tuple[str, int], int | str], *, isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[tuple[str, int], OffsetAndTimestamp]:
         """{(topic, partition): "earliest" | "latest" | "max_timestamp" | timestamp_ms} -> offsets."""
         return await list_offsets(self.cluster, specs, isolation_level=isolation_level)
 
-    async def describe_configs(self, name: str, *, resource_type: int = RESOURCE_TOPIC,
-                               keys: list[str] | None = None, with_details: bool = False) -> dict:
+    async def describe_configs(
+        self,
+        name: str,
+        *,
+        resource_type: int = RESOURCE_TOPIC,
+        keys: list[str] | None = None,
+        with_details: bool = False,
+    ) -> dict:
         """Configs of a topic (or, with ``resource_type=RESOURCE_BROKER``, a broker id as ``name``).
 
         -> {config name: value}, or with ``with_details`` {name: DescribeConfigsResourceResult}.
         """
         cls = message_class("DescribeConfigsRequest")
-        req = cls(resources=[cls.DescribeConfigsResource(resource_type=resource_type, resource_name=str(name),
-                                                         configuration_keys=keys)],
-                  include_synonyms=False, include_documentation=False)
+        req = cls(
+            resources=[
+                cls.DescribeConfigsResource(
+                    resource_type=resource_type, resource_name=str(name), configuration_keys=keys
+                )
+            ],
+            include_synonyms=False,
+            include_documentation=False,
+        )
         if resource_type == RESOURCE_BROKER:
             conn = await self.cluster.connection(int(name))
         else:

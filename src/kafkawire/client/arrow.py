@@ -36,6 +36,7 @@ Schema of the result (``SCHEMA``)::
     timestamp_type int8, key binary, value binary
     [, headers list<struct<key: string, value: binary>>]
 """
+
 from __future__ import annotations
 
 from array import array
@@ -90,8 +91,21 @@ class _KeyFound(Exception):
 class ArrowColumns:
     """Accumulates decoded records of one partition; ``to_batch()`` makes a ``pyarrow.RecordBatch``."""
 
-    __slots__ = ("topic", "partition", "headers", "offsets", "timestamps", "ts_types", "data", "positions",
-                 "mode", "key_empty", "value_nulls", "header_rows", "_pieces")
+    __slots__ = (
+        "topic",
+        "partition",
+        "headers",
+        "offsets",
+        "timestamps",
+        "ts_types",
+        "data",
+        "positions",
+        "mode",
+        "key_empty",
+        "value_nulls",
+        "header_rows",
+        "_pieces",
+    )
 
     def __init__(self, topic: str, partition: int, *, headers: bool = False):
         self.topic = topic
@@ -99,16 +113,16 @@ class ArrowColumns:
         self.headers = headers
         self.offsets = array("q")
         self.timestamps = array("q")
-        self.ts_types: list[tuple[int, int]] = []   # (row where a run starts, type), runs of one type
-        self.data = bytearray()                     # the records sections, one after the other
+        self.ts_types: list[tuple[int, int]] = []  # (row where a run starts, type), runs of one type
+        self.data = bytearray()  # the records sections, one after the other
         # per record: key start, key end, value start, value end (mode 4), or value start, value end (mode 2:
         # every key so far is null, the common case, which saves half the bookkeeping)
         self.positions = array("i", [0])
-        self.mode = 0                               # 0: nothing yet
-        self.key_empty: list[int] = []             # rows whose key is b"" (a null key is an empty span too)
+        self.mode = 0  # 0: nothing yet
+        self.key_empty: list[int] = []  # rows whose key is b"" (a null key is an empty span too)
         self.value_nulls: list[int] = []
         self.header_rows: dict[int, list] = {}
-        self._pieces: list = []                     # (mode, positions, data) of buffers already closed
+        self._pieces: list = []  # (mode, positions, data) of buffers already closed
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -177,15 +191,25 @@ class ArrowColumns:
         self.data = bytearray()
         self.mode = 0
 
-    def _decode(self, data, pos: int, end: int, count: int, base_offset: int, base_ts: int, log_append_ts,
-                min_offset: int, last_delta: int):
+    def _decode(
+        self,
+        data,
+        pos: int,
+        end: int,
+        count: int,
+        base_offset: int,
+        base_ts: int,
+        log_append_ts,
+        min_offset: int,
+        last_delta: int,
+    ):
         regular = count == last_delta + 1
         skipped = False
         if min_offset > base_offset:  # the fetch position is inside this batch: skip the records before it
             skip_below = min_offset - base_offset
             while count:
                 ln, p = _varint(data, pos)
-                _, q = _varint(data, p + 1)   # timestamp delta
+                _, q = _varint(data, p + 1)  # timestamp delta
                 od, _ = _varint(data, q)
                 if od >= skip_below:
                     break
@@ -208,7 +232,7 @@ class ArrowColumns:
             first_od, _ = _varint(data, p)
         i = 0
         short_runs = 0  # varied runs that did not pay for their Arrow calls; after a few, no more tries
-        hop = None      # record ends of this batch, found by the first varied run
+        hop = None  # record ends of this batch, found by the first varied run
         while i < count:
             if ods is None and count - i >= _MIN_RUN:
                 done, pos = self._uniform_run(data, pos, end, count - i, base_ts, row0 + i, keyed)
@@ -226,8 +250,9 @@ class ArrowColumns:
             pos = self._scalar(data, pos, i, step, base_ts, row0, keyed, ods)
             i = step
         if pos != end:
-            raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section",
-                                     base_offset=base_offset)
+            raise CorruptRecordError(
+                f"records end at byte {pos} of {end} in the records section", base_offset=base_offset
+            )
         if log_append_ts is not None:
             n = len(self.timestamps)
             del self.timestamps[row0:]
@@ -352,7 +377,7 @@ class ArrowColumns:
         firsts = data[pos:stop:size]
         m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
         if lsize == 2 and m:
-            seconds = data[pos + 1:stop:size][:m]
+            seconds = data[pos + 1 : stop : size][:m]
             m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
         m = min(m, left, (end - pos) // size)
         if m < _MIN_RUN:
@@ -364,7 +389,7 @@ class ArrowColumns:
         if _all_low(raw1):
             tsize, raw2 = 1, None
         elif _all_high(raw1):
-            raw2 = data[t + 1:span:size]
+            raw2 = data[t + 1 : span : size]
             if not _all_low(raw2):
                 return 0, pos
             tsize = 2
@@ -375,7 +400,7 @@ class ArrowColumns:
         od1 = data[o:span:size]
         if _all_low(od1):
             osize = 1
-        elif _all_high(od1) and _all_low(data[o + 1:span:size]):
+        elif _all_high(od1) and _all_low(data[o + 1 : span : size]):
             osize = 2
         else:
             return 0, pos
@@ -404,8 +429,11 @@ class ArrowColumns:
             if vb2 >= 0x80 or not _same(data, v + 1, span, size, vb2):
                 return 0, pos
             vsize, vl = 2, ((vb & 0x7F) | (vb2 << 7)) >> 1
-        if v + vsize + vl + 1 != pos + size or not _same(data, v, span, size, vb) or \
-                not _same(data, pos + size - 1, span, size, 0):
+        if (
+            v + vsize + vl + 1 != pos + size
+            or not _same(data, v, span, size, vb)
+            or not _same(data, pos + size - 1, span, size, 0)
+        ):
             return 0, pos
         # every field is where the first record has it: positions are arithmetic progressions
         vs = v + vsize
@@ -466,12 +494,12 @@ class ArrowColumns:
             j = bisect_left(all_ends, pos) + 1
             if j > len(all_ends) or all_ends[j - 1] != pos:
                 return 0, pos, hop
-        ends = all_ends[j:j + left]
+        ends = all_ends[j : j + left]
         n = len(ends)
         if n < _MIN_RUN:
             return 0, pos, hop
         rstarts = array("i", [pos])
-        rstarts.extend(ends[:n - 1])
+        rstarts.extend(ends[: n - 1])
         # check every record's layout in C; keep the longest prefix that fits
         buf = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
         R = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(rstarts)])
@@ -480,6 +508,7 @@ class ArrowColumns:
         A = pc.add(pc.add(R, _i32(1)), pc.greater_equal(pc.take(buf, R), pa.scalar(0x80, pa.uint8())).cast(pa.int32()))
 
         try:
+
             def at(offset):
                 return pc.take(buf, pc.add(A, _i32(offset)) if offset else A).cast(pa.int32())
 
@@ -498,8 +527,9 @@ class ArrowColumns:
             else:
                 v2 = at(v - a + 1)
                 ok = pc.and_(ok, pc.and_(pc.invert(low(v1)), low(v2)))
-                vl = pc.shift_right(pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))),
-                                    _i32(1))
+                vl = pc.shift_right(
+                    pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))), _i32(1)
+                )
             vs_off = v + vsize - a
             # the value (even length: not null) ends where the header count (0) is, the record's last byte
             last = pc.subtract(E, _i32(1))
@@ -526,7 +556,7 @@ class ArrowColumns:
             cols = (vs, ve)
         seg = array("i", bytes(4 * len(cols) * m))
         for j, col in enumerate(cols):
-            seg[j::len(cols)] = _int32s(col)
+            seg[j :: len(cols)] = _int32s(col)
         self.positions.extend(seg)
         words = bytearray(2 * m)
         words[0::2] = _bytes_of(t1)
@@ -546,7 +576,7 @@ class ArrowColumns:
             if positions is self.positions:
                 positions = array("i", positions)
                 positions.append(len(data))
-            count = len(positions) - 1     # 4 (or 2) per record + what follows the last value
+            count = len(positions) - 1  # 4 (or 2) per record + what follows the last value
             # elements 4i+1 / 4i+3 (2i+1) of this array are the keys / values; the rest is what lies between
             spans = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(positions), pa.py_buffer(data)])
             if mode == 4:
@@ -603,8 +633,9 @@ def _keys_column(parts: list, empty: list[int], n: int) -> pa.Array:
     for i in empty:
         bits[i >> 3] |= 1 << (i & 7)
     buffers = arr.buffers()
-    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]],
-                                 null_count=nulls, offset=arr.offset)
+    return pa.Array.from_buffers(
+        pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]], null_count=nulls, offset=arr.offset
+    )
 
 
 def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
@@ -619,13 +650,14 @@ def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
     for i in nulls:
         bits[i >> 3] &= ~(1 << (i & 7)) & 0xFF
     buffers = arr.buffers()
-    return pa.Array.from_buffers(pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]],
-                                 null_count=len(nulls), offset=arr.offset)
+    return pa.Array.from_buffers(
+        pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]], null_count=len(nulls), offset=arr.offset
+    )
 
 
-_MIN_RUN = 16        # shorter runs of same-layout records are not worth the strided checks
-_SCALAR_STEP = 32    # records decoded one by one before looking for a run again
-_MIN_VARIED = 256    # a varied run shorter than this hardly pays for its Arrow calls
+_MIN_RUN = 16  # shorter runs of same-layout records are not worth the strided checks
+_SCALAR_STEP = 32  # records decoded one by one before looking for a run again
+_MIN_VARIED = 256  # a varied run shorter than this hardly pays for its Arrow calls
 
 
 def _same(data, start: int, stop: int, step: int, value: int) -> bool:
@@ -661,7 +693,7 @@ def _all_high(raw) -> bool:
     return not raw.translate(None, _HIGH)
 
 
-_ZIGZAG16 = None   # zigzag value of a 2-byte varint, indexed by its two bytes read as a little-endian uint16
+_ZIGZAG16 = None  # zigzag value of a 2-byte varint, indexed by its two bytes read as a little-endian uint16
 
 
 def _timestamps(raw1, raw2, base_ts: int) -> bytes:
@@ -686,7 +718,7 @@ def _zigzag_timestamps(idx: pa.Array, base_ts: int) -> bytes:
         _ZIGZAG16 = pa.array(table, pa.int64())
     n = len(idx)
     ts = pc.add(pc.take(_ZIGZAG16, idx), pa.scalar(base_ts, pa.int64()))
-    return ts.buffers()[1].to_pybytes()[ts.offset * 8:(ts.offset + n) * 8]
+    return ts.buffers()[1].to_pybytes()[ts.offset * 8 : (ts.offset + n) * 8]
 
 
 def _hop(data, pos: int, end: int) -> array:
@@ -701,7 +733,7 @@ def _hop(data, pos: int, end: int) -> array:
                 pos += 1 + (b >> 1)
             else:
                 n = Z2[b - 128 + (data[pos + 1] << 7)]
-                if n < 0:   # corrupt: the one-by-one decoder will say where
+                if n < 0:  # corrupt: the one-by-one decoder will say where
                     break
                 pos += 2 + n
             app(pos)
@@ -715,14 +747,14 @@ def _hop(data, pos: int, end: int) -> array:
 def _int32s(arr: pa.Array) -> array:
     arr = arr.cast(pa.int32())
     out = array("i")
-    out.frombytes(arr.buffers()[1].to_pybytes()[arr.offset * 4:(arr.offset + len(arr)) * 4])
+    out.frombytes(arr.buffers()[1].to_pybytes()[arr.offset * 4 : (arr.offset + len(arr)) * 4])
     return out
 
 
 def _bytes_of(arr: pa.Array) -> bytes:
     """The values of an integer array (0-255) as bytes."""
     u8 = arr.cast(pa.uint8())
-    return u8.buffers()[1].to_pybytes()[u8.offset:u8.offset + len(u8)]
+    return u8.buffers()[1].to_pybytes()[u8.offset : u8.offset + len(u8)]
 
 
 def _repeat_string(s: str, n: int) -> pa.Array:
@@ -735,13 +767,13 @@ def _headers(data: bytes, pos: int) -> tuple[list, int]:
     out = []
     for _ in range(count):
         kl, pos = _varint(data, pos)
-        key = data[pos:pos + kl].decode()
+        key = data[pos : pos + kl].decode()
         pos += kl
         vl, pos = _varint(data, pos)
         if vl < 0:
             value = None
         else:
-            value = data[pos:pos + vl]
+            value = data[pos : pos + vl]
             pos += vl
         out.append((key, value))
     return out, pos
@@ -751,8 +783,9 @@ def _headers_column(n: int, rows: dict[int, list]) -> pa.Array:
     if not rows:
         ends = array("i", [0]) * (n + 1)
         empty = pa.StructArray.from_arrays([pa.array([], pa.string()), pa.array([], pa.binary())], ["key", "value"])
-        return pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(ends)]), empty,
-                                        type=HEADER_TYPE)
+        return pa.ListArray.from_arrays(
+            pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(ends)]), empty, type=HEADER_TYPE
+        )
     keys, values, ends = [], [], array("i", [0])
     total = 0
     for i in range(n):
@@ -764,8 +797,9 @@ def _headers_column(n: int, rows: dict[int, list]) -> pa.Array:
             total += len(hs)
         ends.append(total)
     items = pa.StructArray.from_arrays([pa.array(keys, pa.string()), pa.array(values, pa.binary())], ["key", "value"])
-    return pa.ListArray.from_arrays(pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(ends)]), items,
-                                    type=HEADER_TYPE)
+    return pa.ListArray.from_arrays(
+        pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(ends)]), items, type=HEADER_TYPE
+    )
 
 
 def empty_batch(headers: bool = False) -> pa.RecordBatch:

@@ -6,6 +6,7 @@ that means the cache is stale (``NOT_LEADER_OR_FOLLOWER``,
 ``UNKNOWN_TOPIC_OR_PARTITION``, ``LEADER_NOT_AVAILABLE``, ...) through
 ``invalidate``/``refresh``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -21,12 +22,22 @@ from .retry import Backoff, Deadline
 ZERO_UUID = uuid.UUID(int=0)
 
 # errors that mean "the metadata we acted on is stale: refresh and retry"
-STALE_METADATA = frozenset({
-    kerrors.NOT_LEADER_OR_FOLLOWER, kerrors.UNKNOWN_TOPIC_OR_PARTITION, kerrors.LEADER_NOT_AVAILABLE,
-    kerrors.FENCED_LEADER_EPOCH, kerrors.UNKNOWN_LEADER_EPOCH, kerrors.UNKNOWN_TOPIC_ID,
-    kerrors.INCONSISTENT_TOPIC_ID, kerrors.NOT_CONTROLLER, kerrors.BROKER_NOT_AVAILABLE,
-    kerrors.REPLICA_NOT_AVAILABLE, kerrors.KAFKA_STORAGE_ERROR, kerrors.OFFSET_NOT_AVAILABLE,
-})
+STALE_METADATA = frozenset(
+    {
+        kerrors.NOT_LEADER_OR_FOLLOWER,
+        kerrors.UNKNOWN_TOPIC_OR_PARTITION,
+        kerrors.LEADER_NOT_AVAILABLE,
+        kerrors.FENCED_LEADER_EPOCH,
+        kerrors.UNKNOWN_LEADER_EPOCH,
+        kerrors.UNKNOWN_TOPIC_ID,
+        kerrors.INCONSISTENT_TOPIC_ID,
+        kerrors.NOT_CONTROLLER,
+        kerrors.BROKER_NOT_AVAILABLE,
+        kerrors.REPLICA_NOT_AVAILABLE,
+        kerrors.KAFKA_STORAGE_ERROR,
+        kerrors.OFFSET_NOT_AVAILABLE,
+    }
+)
 
 
 def parse_bootstrap(bootstrap) -> list[tuple[str, int]]:
@@ -95,11 +106,19 @@ class Cluster:
     All methods run on one event loop; create, use and close it there.
     """
 
-    def __init__(self, bootstrap="127.0.0.1:9092", *, client_id: str = "kafkawire",
-                 request_timeout: float = 30.0, connect_timeout: float = 10.0,
-                 metadata_max_age: float = 300.0, backoff: Backoff | None = None,
-                 allow_auto_topic_creation: bool = False, max_versions: dict[int, int] | None = None,
-                 max_in_flight: int = 64):
+    def __init__(
+        self,
+        bootstrap="127.0.0.1:9092",
+        *,
+        client_id: str = "kafkawire",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        metadata_max_age: float = 300.0,
+        backoff: Backoff | None = None,
+        allow_auto_topic_creation: bool = False,
+        max_versions: dict[int, int] | None = None,
+        max_in_flight: int = 64,
+    ):
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -124,9 +143,14 @@ class Cluster:
     # -- connections -----------------------------------------------------------
 
     def _conn_kwargs(self, node_id):
-        return dict(client_id=self.client_id, request_timeout=self.request_timeout,
-                    connect_timeout=self.connect_timeout, node_id=node_id, max_versions=self.max_versions,
-                    max_in_flight=self.max_in_flight)
+        return dict(
+            client_id=self.client_id,
+            request_timeout=self.request_timeout,
+            connect_timeout=self.connect_timeout,
+            node_id=node_id,
+            max_versions=self.max_versions,
+            max_in_flight=self.max_in_flight,
+        )
 
     async def _open(self, key, host: str, port: int, node_id) -> Connection:
         conn = self._conns.get(key)
@@ -171,7 +195,8 @@ class Cluster:
         errors = []
         # (connection key, host, port, node id): a broker's key is its node id, a bootstrap server's its address
         candidates: list[tuple[object, str, int, int | None]] = [
-            (b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()]
+            (b.node_id, b.host, b.port, b.node_id) for b in self.brokers.values()
+        ]
         candidates += [(("bootstrap", h, p), h, p, None) for h, p in self.bootstrap]
         for key, host, port, node in candidates:
             try:
@@ -199,8 +224,9 @@ class Cluster:
     def metadata_age(self) -> float:
         return time.monotonic() - self._metadata_at
 
-    async def refresh(self, topics: list[str] | None = None, *, auto_create: bool | None = None,
-                      all_topics: bool = False):
+    async def refresh(
+        self, topics: list[str] | None = None, *, auto_create: bool | None = None, all_topics: bool = False
+    ):
         """Fetch metadata for ``topics`` (default: the topics already cached; ``all_topics``: every topic)."""
         if self._refresh_lock is None:
             self._refresh_lock = asyncio.Lock()
@@ -208,8 +234,7 @@ class Cluster:
             topics = list(self.topics)
         auto = self.allow_auto_topic_creation if auto_create is None else auto_create
         async with self._refresh_lock:
-            return await self._with_retries(lambda: self._refresh_once(topics, auto, all_topics),
-                                            attempts=3)
+            return await self._with_retries(lambda: self._refresh_once(topics, auto, all_topics), attempts=3)
 
     async def _with_retries(self, fn, attempts: int):
         for attempt in range(1, attempts + 1):
@@ -252,8 +277,13 @@ class Cluster:
             info = TopicInfo(t.name, t.topic_id or ZERO_UUID, is_internal=bool(t.is_internal), error_code=t.error_code)
             for p in t.partitions or []:
                 info.partitions[p.partition_index] = PartitionInfo(
-                    p.partition_index, p.leader_id, p.leader_epoch if p.leader_epoch is not None else -1,
-                    list(p.replica_nodes or []), list(p.isr_nodes or []), p.error_code)
+                    p.partition_index,
+                    p.leader_id,
+                    p.leader_epoch if p.leader_epoch is not None else -1,
+                    list(p.replica_nodes or []),
+                    list(p.isr_nodes or []),
+                    p.error_code,
+                )
             info.available_partitions = sorted(p for p, pi in info.partitions.items() if pi.leader >= 0)
             self.topics[t.name] = info
             if info.topic_id != ZERO_UUID:
@@ -279,8 +309,13 @@ class Cluster:
         while True:
             info = self.topics.get(name)
             fresh = self.metadata_age < self.metadata_max_age
-            if info is not None and fresh and info.error_code == 0 and info.partitions and \
-                    all(p.leader >= 0 for p in info.partitions.values()):
+            if (
+                info is not None
+                and fresh
+                and info.error_code == 0
+                and info.partitions
+                and all(p.leader >= 0 for p in info.partitions.values())
+            ):
                 return info
             if attempt:
                 code = self._errors.get(name, kerrors.LEADER_NOT_AVAILABLE)

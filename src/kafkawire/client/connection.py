@@ -17,6 +17,7 @@
 Requests whose API has no response on the wire (Produce with ``acks=0``)
 complete when written.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -76,17 +77,27 @@ class UnsupportedApi(KafkaError):
     """The broker supports no version of this API that we can speak."""
 
     def __init__(self, api_name: str, broker_range=None):
-        super().__init__(kerrors.UNSUPPORTED_VERSION,
-                         f"broker does not support {api_name}" + (f" (it has {broker_range})" if broker_range else ""))
+        super().__init__(
+            kerrors.UNSUPPORTED_VERSION,
+            f"broker does not support {api_name}" + (f" (it has {broker_range})" if broker_range else ""),
+        )
 
 
 class Connection:
     """A connection to one broker. Create with ``await Connection.open(host, port)``."""
 
-    def __init__(self, host: str, port: int, *, client_id: str | None = "kafkawire",
-                 request_timeout: float = 30.0, max_in_flight: int = 64,
-                 max_frame: int = DEFAULT_MAX_FRAME, node_id: int | None = None,
-                 max_versions: Mapping[int, int] | None = None):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str | None = "kafkawire",
+        request_timeout: float = 30.0,
+        max_in_flight: int = 64,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        node_id: int | None = None,
+        max_versions: Mapping[int, int] | None = None,
+    ):
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -124,7 +135,9 @@ class Connection:
 
     def __repr__(self):
         state = "closed" if self._closed else "open"
-        return f"<Connection {self.host}:{self.port} node={self.node_id} {state} in_flight={len(self._protocol.pending)}>"
+        return (
+            f"<Connection {self.host}:{self.port} node={self.node_id} {state} in_flight={len(self._protocol.pending)}>"
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -137,7 +150,8 @@ class Connection:
     async def _connect(self, connect_timeout: float) -> None:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), connect_timeout)
+                asyncio.open_connection(self.host, self.port, limit=1 << 20), connect_timeout
+            )
         except TimeoutError:
             raise RequestTimeout(f"connecting to {self.host}:{self.port} timed out after {connect_timeout}s") from None
         except OSError as exc:
@@ -223,8 +237,14 @@ class Connection:
         v = self.versions.get(api_key)
         return v is not None and v >= min_version
 
-    async def request(self, body: Message, *, version: int | None = None, timeout: float | None = None,
-                      expect_response: bool | None = None) -> Message | None:
+    async def request(
+        self,
+        body: Message,
+        *,
+        version: int | None = None,
+        timeout: float | None = None,
+        expect_response: bool | None = None,
+    ) -> Message | None:
         """Send ``body`` and return the decoded response body (None for a request without a response on
         the wire: Produce with ``acks=0``, or ``expect_response=False``).
 
@@ -261,8 +281,9 @@ class Connection:
                 return await asyncio.wait_for(asyncio.shield(fut), timeout)
             except TimeoutError:
                 self._protocol.forget(cid)
-                err = RequestTimeout(f"{api(key).name} v{version} to {self.host}:{self.port} "
-                                     f"got no response within {timeout}s")
+                err = RequestTimeout(
+                    f"{api(key).name} v{version} to {self.host}:{self.port} got no response within {timeout}s"
+                )
                 await self.close(err)
                 raise err from None
         finally:
@@ -308,9 +329,11 @@ class Connection:
         except asyncio.CancelledError:
             raise
         except (asyncio.IncompleteReadError, OSError) as exc:
-            err = ConnectionClosed(f"connection to {self.host}:{self.port} closed by the peer"
-                                   if isinstance(exc, asyncio.IncompleteReadError) else
-                                   f"connection to {self.host}:{self.port} failed: {exc}")
+            err = ConnectionClosed(
+                f"connection to {self.host}:{self.port} closed by the peer"
+                if isinstance(exc, asyncio.IncompleteReadError)
+                else f"connection to {self.host}:{self.port} failed: {exc}"
+            )
             self._closed = True
             self._close_reason = err
             self._fail_pending(err)

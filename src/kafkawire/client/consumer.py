@@ -25,6 +25,7 @@ last stable offset and records of aborted transactions are dropped (the
 Fetch response's aborted-transaction list, ended by the abort markers).
 Control batches are never returned.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -47,30 +48,40 @@ class ConsumerRecord(NamedTuple):
     partition: int
     offset: int
     timestamp: int
-    timestamp_type: int    # 0 create time, 1 log append time
+    timestamp_type: int  # 0 create time, 1 log append time
     key: bytes | None
     value: bytes | None
-    headers: list          # [(str, bytes | None)]
+    headers: list  # [(str, bytes | None)]
 
 
 class _Chunk(NamedTuple):
     """Fetched, still-encoded data of one partition."""
+
     tp: tuple[str, int]
-    epoch: int                 # the partition's seek epoch when fetched: a seek drops older chunks
-    data: memoryview           # complete batches only
-    min_offset: int            # records before it are dropped (a fetch inside a batch)
-    aborted: list | None       # [(producer_id, first_offset)] for READ_COMMITTED
+    epoch: int  # the partition's seek epoch when fetched: a seek drops older chunks
+    data: memoryview  # complete batches only
+    min_offset: int  # records before it are dropped (a fetch inside a batch)
+    aborted: list | None  # [(producer_id, first_offset)] for READ_COMMITTED
     high_watermark: int
-    end_offset: int = -1       # the offset after its last batch: the consumed position once it is returned
+    end_offset: int = -1  # the offset after its last batch: the consumed position once it is returned
 
 
 class _PartitionState:
-    __slots__ = ("position", "pending", "epoch", "high_watermark", "last_stable_offset", "log_start_offset",
-                 "max_bytes", "paused", "stop_at")
+    __slots__ = (
+        "position",
+        "pending",
+        "epoch",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "max_bytes",
+        "paused",
+        "stop_at",
+    )
 
     def __init__(self, pending):
         self.position: int | None = None
-        self.pending = pending      # an offset spec to resolve with ListOffsets, or None
+        self.pending = pending  # an offset spec to resolve with ListOffsets, or None
         self.epoch = 0
         self.high_watermark = -1
         self.last_stable_offset = -1
@@ -102,23 +113,41 @@ class AsyncConsumer:
     [auto.commit.interval.ms]. ``commit()``, ``commit_async()``, ``committed()``.
     """
 
-    def __init__(self, bootstrap="127.0.0.1:9092", *, auto_offset_reset: str = "latest",
-                 isolation_level: int | str = READ_UNCOMMITTED, fetch_max_wait_ms: int = 500,
-                 fetch_min_bytes: int = 1, fetch_max_bytes: int = 64 << 20,
-                 max_partition_fetch_bytes: int = 8 << 20, max_buffered_bytes: int = 64 << 20,
-                 check_crcs: bool = False, request_timeout: float = 30.0, client_id: str = "kafkawire-consumer",
-                 backoff: Backoff | None = None, cluster: Cluster | None = None,
-                 group_id: str | None = None, group_instance_id: str | None = None, group_protocol: str = "classic",
-                 partition_assignment_strategy=("range", "cooperative-sticky"),
-                 group_remote_assignor: str | None = None, session_timeout_ms: int = 45000,
-                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
-                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000, **cluster_options):
+    def __init__(
+        self,
+        bootstrap="127.0.0.1:9092",
+        *,
+        auto_offset_reset: str = "latest",
+        isolation_level: int | str = READ_UNCOMMITTED,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 64 << 20,
+        max_partition_fetch_bytes: int = 8 << 20,
+        max_buffered_bytes: int = 64 << 20,
+        check_crcs: bool = False,
+        request_timeout: float = 30.0,
+        client_id: str = "kafkawire-consumer",
+        backoff: Backoff | None = None,
+        cluster: Cluster | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        group_protocol: str = "classic",
+        partition_assignment_strategy=("range", "cooperative-sticky"),
+        group_remote_assignor: str | None = None,
+        session_timeout_ms: int = 45000,
+        heartbeat_interval_ms: int = 3000,
+        max_poll_interval_ms: int = 300000,
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        **cluster_options,
+    ):
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError("auto_offset_reset is 'earliest', 'latest' or 'none'")
         self.auto_offset_reset = auto_offset_reset
         if isinstance(isolation_level, str):
-            isolation_level = READ_COMMITTED if isolation_level.replace("-", "_") == "read_committed" \
-                else READ_UNCOMMITTED
+            isolation_level = (
+                READ_COMMITTED if isolation_level.replace("-", "_") == "read_committed" else READ_UNCOMMITTED
+            )
         self.isolation_level = isolation_level
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.fetch_min_bytes = fetch_min_bytes
@@ -128,8 +157,9 @@ class AsyncConsumer:
         self.check_crcs = check_crcs
         self.backoff = backoff or Backoff()
         self._own_cluster = cluster is None
-        self.cluster = cluster or Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                                          backoff=self.backoff, **cluster_options)
+        self.cluster = cluster or Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, backoff=self.backoff, **cluster_options
+        )
         self._parts: dict[tuple[str, int], _PartitionState] = {}
         self._chunks: deque[_Chunk] = deque()
         self._buffered = 0
@@ -143,20 +173,28 @@ class AsyncConsumer:
         self._partition_errors = False
         self._epochs = itertools.count(1)
         # consumer groups
-        self._consumed: dict[tuple[str, int], int] = {}     # next offset after what polls returned
+        self._consumed: dict[tuple[str, int], int] = {}  # next offset after what polls returned
         self._commit_ready: dict[tuple[str, int], int] = {}  # as of the start of the latest poll (auto-commit)
-        self._callback_runner = None   # the sync Consumer runs rebalance callbacks off the loop thread
+        self._callback_runner = None  # the sync Consumer runs rebalance callbacks off the loop thread
         self._subscribed = False
         self.group = None
         if group_id is not None:
             from .groups.membership import ClassicMembership, ConsumerMembership
 
-            common: dict = dict(instance_id=group_instance_id, session_timeout_ms=session_timeout_ms,
-                                heartbeat_interval_ms=heartbeat_interval_ms, rebalance_timeout_ms=max_poll_interval_ms,
-                                auto_commit=enable_auto_commit, auto_commit_interval_ms=auto_commit_interval_ms)
+            common: dict = dict(
+                instance_id=group_instance_id,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                rebalance_timeout_ms=max_poll_interval_ms,
+                auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms,
+            )
             if group_protocol == "classic":
-                strategy = [partition_assignment_strategy] if isinstance(partition_assignment_strategy, str) \
+                strategy = (
+                    [partition_assignment_strategy]
+                    if isinstance(partition_assignment_strategy, str)
                     else list(partition_assignment_strategy)
+                )
                 names = [n.strip() for item in strategy for n in item.split(",") if n.strip()]
                 self.group = ClassicMembership(self, group_id, assignors=names, **common)
             elif group_protocol == "consumer":
@@ -172,8 +210,16 @@ class AsyncConsumer:
 
     # -- consumer groups ---------------------------------------------------------------------
 
-    def subscribe(self, topics=None, *, pattern=None, listener=None, on_partitions_revoked=None,
-                  on_partitions_assigned=None, on_partitions_lost=None) -> None:
+    def subscribe(
+        self,
+        topics=None,
+        *,
+        pattern=None,
+        listener=None,
+        on_partitions_revoked=None,
+        on_partitions_assigned=None,
+        on_partitions_lost=None,
+    ) -> None:
         """Join the group (``group_id``) for ``topics`` (names) or the topics matching ``pattern``.
 
         The group decides which partitions this consumer reads; each starts at the group's committed
@@ -242,6 +288,7 @@ class AsyncConsumer:
             exc = None if t.cancelled() else t.exception()
             if callback is not None:
                 callback(offsets, exc)
+
         task.add_done_callback(done)
         return task
 
@@ -258,11 +305,16 @@ class AsyncConsumer:
         g = self.group
         if g is None:
             return {}
-        return {"group_id": g.group_id, "member_id": g.member_id, "instance_id": g.instance_id,
-                "protocol": g.protocol_name,
-                "generation": getattr(g, "generation", getattr(g, "epoch", -1)),
-                "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)), "rebalances": g.rebalances,
-                "leader": getattr(g, "leader", None)}
+        return {
+            "group_id": g.group_id,
+            "member_id": g.member_id,
+            "instance_id": g.instance_id,
+            "protocol": g.protocol_name,
+            "generation": getattr(g, "generation", getattr(g, "epoch", -1)),
+            "assignor": getattr(g, "chosen", getattr(g, "remote_assignor", None)),
+            "rebalances": g.rebalances,
+            "leader": getattr(g, "leader", None),
+        }
 
     async def wait_for_assignment(self, timeout: float | None = None) -> list[tuple[str, int]]:
         """Wait until the group has assigned partitions to this member at least once; its assignment."""
@@ -367,30 +419,33 @@ class AsyncConsumer:
     async def seek_to_timestamp(self, timestamp_ms: int, *tps) -> None:
         """Each partition to the earliest offset whose timestamp is >= ``timestamp_ms`` (the end if none)."""
         tps = [tuple(tp) for tp in (tps or list(self._parts))]
-        found = await list_offsets(self.cluster, {tp: int(timestamp_ms) for tp in tps},
-                                   isolation_level=self.isolation_level)
+        found = await list_offsets(
+            self.cluster, {tp: int(timestamp_ms) for tp in tps}, isolation_level=self.isolation_level
+        )
         for tp in tps:
             off = found[tp].offset
             self.seek(tp, off if off >= 0 else "latest")
 
     async def offsets_for_times(self, timestamps: dict) -> dict:
-        return await list_offsets(self.cluster, {tuple(tp): int(ts) for tp, ts in timestamps.items()},
-                                  isolation_level=self.isolation_level)
+        return await list_offsets(
+            self.cluster, {tuple(tp): int(ts) for tp, ts in timestamps.items()}, isolation_level=self.isolation_level
+        )
 
     async def beginning_offsets(self, tps) -> dict:
         found = await list_offsets(self.cluster, {tuple(tp): EARLIEST for tp in tps})
         return {tp: v.offset for tp, v in found.items()}
 
     async def end_offsets(self, tps) -> dict:
-        found = await list_offsets(self.cluster, {tuple(tp): LATEST for tp in tps},
-                                   isolation_level=self.isolation_level)
+        found = await list_offsets(
+            self.cluster, {tuple(tp): LATEST for tp in tps}, isolation_level=self.isolation_level
+        )
         return {tp: v.offset for tp, v in found.items()}
 
     async def position(self, tp) -> int:
         """The offset of the next record that will be returned for ``tp``."""
         tp = tuple(tp)
         state = self._state(tp)
-        for chunk in self._chunks:   # fetched but not yet returned
+        for chunk in self._chunks:  # fetched but not yet returned
             if chunk.tp == tp and chunk.epoch == state.epoch:
                 return chunk.min_offset
         if state.position is None:
@@ -471,8 +526,11 @@ class AsyncConsumer:
                 while self._buffered >= self.max_buffered_bytes:
                     self._room.clear()
                     await self._room.wait()
-                active = [tp for tp, s in self._parts.items() if not s.paused and
-                          (s.stop_at is None or s.position is None or s.position < s.stop_at)]
+                active = [
+                    tp
+                    for tp, s in self._parts.items()
+                    if not s.paused and (s.stop_at is None or s.position is None or s.position < s.stop_at)
+                ]
                 if not active:
                     self._changed.clear()
                     await self._changed.wait()
@@ -497,13 +555,15 @@ class AsyncConsumer:
                     continue
                 self._changed.clear()
                 self._partition_errors = False
-                results = await asyncio.gather(*(self._fetch(node, tps) for node, tps in by_node.items()),
-                                               return_exceptions=True)
+                results = await asyncio.gather(
+                    *(self._fetch(node, tps) for node, tps in by_node.items()), return_exceptions=True
+                )
                 got_any = False
                 for r in results:
                     if isinstance(r, BaseException):
-                        if isinstance(r, (ConnectionClosed, RequestTimeout, OSError, TimeoutError)) or \
-                                (isinstance(r, KafkaError) and (r.retriable or r.code in STALE_METADATA)):
+                        if isinstance(r, (ConnectionClosed, RequestTimeout, OSError, TimeoutError)) or (
+                            isinstance(r, KafkaError) and (r.retriable or r.code in STALE_METADATA)
+                        ):
                             self.cluster.invalidate()
                             continue
                         raise r
@@ -539,8 +599,7 @@ class AsyncConsumer:
         if not tps:
             return False
         version = conn.version_for(ApiKey.FETCH)
-        topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID)
-                     for t, _ in tps}
+        topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID) for t, _ in tps}
         if version >= 13 and any(i == ZERO_UUID for i in topic_ids.values()):
             version = 12  # topic ids unknown (old metadata): fetch by name
         cls = message_class("FetchRequest")
@@ -549,15 +608,31 @@ class AsyncConsumer:
         for tp in tps:
             state = self._parts[tp]
             epochs[tp] = state.epoch
-            topics.setdefault(tp[0], []).append(cls.FetchPartition(
-                partition=tp[1], current_leader_epoch=-1, fetch_offset=state.position, last_fetched_epoch=-1,
-                log_start_offset=-1, partition_max_bytes=max(state.max_bytes, self.max_partition_fetch_bytes)))
-        req = cls(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms, min_bytes=self.fetch_min_bytes,
-                  max_bytes=self.fetch_max_bytes, isolation_level=self.isolation_level, session_id=0,
-                  session_epoch=-1, forgotten_topics_data=[], rack_id="",
-                  topics=[cls.FetchTopic(topic=t, topic_id=topic_ids[t], partitions=ps) for t, ps in topics.items()])
-        resp = await conn.request(req, version=version,
-                                  timeout=self.cluster.request_timeout + self.fetch_max_wait_ms / 1000)
+            topics.setdefault(tp[0], []).append(
+                cls.FetchPartition(
+                    partition=tp[1],
+                    current_leader_epoch=-1,
+                    fetch_offset=state.position,
+                    last_fetched_epoch=-1,
+                    log_start_offset=-1,
+                    partition_max_bytes=max(state.max_bytes, self.max_partition_fetch_bytes),
+                )
+            )
+        req = cls(
+            replica_id=-1,
+            max_wait_ms=self.fetch_max_wait_ms,
+            min_bytes=self.fetch_min_bytes,
+            max_bytes=self.fetch_max_bytes,
+            isolation_level=self.isolation_level,
+            session_id=0,
+            session_epoch=-1,
+            forgotten_topics_data=[],
+            rack_id="",
+            topics=[cls.FetchTopic(topic=t, topic_id=topic_ids[t], partitions=ps) for t, ps in topics.items()],
+        )
+        resp = await conn.request(
+            req, version=version, timeout=self.cluster.request_timeout + self.fetch_max_wait_ms / 1000
+        )
         if resp.error_code:
             raise KafkaError(resp.error_code, "Fetch")
         got = False
@@ -642,7 +717,7 @@ class AsyncConsumer:
                 raise err
             chunks = []
             size = 0
-            held = []   # data of paused partitions stays buffered until they are resumed
+            held = []  # data of paused partitions stays buffered until they are resumed
             while self._chunks and (max_bytes is None or not chunks or size < max_bytes):
                 c = self._chunks.popleft()
                 state = self._parts.get(c.tp)
@@ -709,12 +784,14 @@ class AsyncConsumer:
             for r in batch.records():
                 if r.offset < c.min_offset:
                     continue
-                append(new(ConsumerRecord, (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value,
-                                            r.headers)))
+                append(
+                    new(ConsumerRecord, (topic, partition, r.offset, r.timestamp, ts_type, r.key, r.value, r.headers))
+                )
         return out
 
-    async def poll_arrow(self, timeout: float | None = 1.0, *, headers: bool = False,
-                         max_bytes: int | None = None) -> list:
+    async def poll_arrow(
+        self, timeout: float | None = 1.0, *, headers: bool = False, max_bytes: int | None = None
+    ) -> list:
         """Fetched records as ``pyarrow.RecordBatch`` es (one per partition and poll; schema ``arrow.SCHEMA``)."""
         chunks = await self._take(timeout, max_bytes)
         return decode_chunks_arrow(chunks, headers=headers)

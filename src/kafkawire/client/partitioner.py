@@ -10,6 +10,7 @@ Records with a null key: sticky, like the Java client since 2.4: all go to
 one partition until the producer closes a batch for it, then the next
 partition (round robin over the available partitions) is picked.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -24,6 +24,7 @@ a lost connection or a timeout) is retried with backoff, metadata refreshed
 first when the error says it is stale, until ``delivery_timeout`` passes.
 Other errors fail the batch's futures with ``KafkaError``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,8 @@ NO_TIMESTAMP = -1
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
-    offset: int        # -1 when unknown (acks=0, or a duplicate the broker had already written)
-    timestamp: int     # the record's timestamp, or the broker's log append time
+    offset: int  # -1 when unknown (acks=0, or a duplicate the broker had already written)
+    timestamp: int  # the record's timestamp, or the broker's log append time
 
 
 class RecordFuture:
@@ -97,6 +98,7 @@ class RecordFuture:
                     fn(self)
                 except Exception:  # a user callback must not break the producer
                     import logging
+
                     logging.getLogger("kafkawire.client").exception("delivery callback failed")
         if RecordFuture._waiters:
             with RecordFuture._cond:
@@ -140,7 +142,7 @@ class DeliveryGroup:
         self.count = count
         self.delivered = 0
         self.failed = 0
-        self.errors: list[tuple[int | None, BaseException]] = []   # (record index if known, error)
+        self.errors: list[tuple[int | None, BaseException]] = []  # (record index if known, error)
         self._done = count == 0
         self._waiters: list[asyncio.Future] = []
 
@@ -223,8 +225,20 @@ def _acks(value) -> int:
 
 
 class _Batch:
-    __slots__ = ("tp", "builder", "futures", "created", "closed", "attempts", "payload", "sequence",
-                 "deadline", "timestamps", "size", "pid")
+    __slots__ = (
+        "tp",
+        "builder",
+        "futures",
+        "created",
+        "closed",
+        "attempts",
+        "payload",
+        "sequence",
+        "deadline",
+        "timestamps",
+        "size",
+        "pid",
+    )
 
     def __init__(self, tp, builder, deadline):
         self.tp = tp
@@ -257,13 +271,30 @@ class AsyncProducer:
     (``metadata_max_age``, ``connect_timeout``, ``max_versions``, ...).
     """
 
-    def __init__(self, bootstrap="127.0.0.1:9092", *, acks="all", compression="none", batch_size: int = 1 << 20,
-                 linger_ms: float = 5, enable_idempotence: bool | None = None, delivery_timeout: float = 120.0,
-                 request_timeout: float = 30.0, buffer_memory: int = 64 << 20, partitioner=None,
-                 client_id: str = "kafkawire-producer", backoff: Backoff | None = None,
-                 max_request_size: int = 16 << 20, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, max_block: float = 60.0, transaction_version: int | None = None,
-                 cluster: Cluster | None = None, allow_auto_topic_creation: bool = True, **cluster_options):
+    def __init__(
+        self,
+        bootstrap="127.0.0.1:9092",
+        *,
+        acks="all",
+        compression="none",
+        batch_size: int = 1 << 20,
+        linger_ms: float = 5,
+        enable_idempotence: bool | None = None,
+        delivery_timeout: float = 120.0,
+        request_timeout: float = 30.0,
+        buffer_memory: int = 64 << 20,
+        partitioner=None,
+        client_id: str = "kafkawire-producer",
+        backoff: Backoff | None = None,
+        max_request_size: int = 16 << 20,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
+        max_block: float = 60.0,
+        transaction_version: int | None = None,
+        cluster: Cluster | None = None,
+        allow_auto_topic_creation: bool = True,
+        **cluster_options,
+    ):
         self.acks = _acks(acks)
         self.compression = Compression.parse(compression)
         if not codec_available(self.compression):
@@ -286,18 +317,23 @@ class AsyncProducer:
         self.partitioner = partitioner or DefaultPartitioner()
         self.backoff = backoff or Backoff()
         self._own_cluster = cluster is None
-        self.cluster = cluster or Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout,
-                                          backoff=self.backoff, allow_auto_topic_creation=allow_auto_topic_creation,
-                                          **cluster_options)
+        self.cluster = cluster or Cluster(
+            bootstrap,
+            client_id=client_id,
+            request_timeout=request_timeout,
+            backoff=self.backoff,
+            allow_auto_topic_creation=allow_auto_topic_creation,
+            **cluster_options,
+        )
         self.producer_id = -1
         self.producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
         self._in_flight: set[tuple[str, int]] = set()
-        self._waiting_meta: dict[str, list] = {}    # topic -> records waiting for its metadata
+        self._waiting_meta: dict[str, list] = {}  # topic -> records waiting for its metadata
         self._meta_tasks: dict[str, asyncio.Task] = {}
         self._buffered = 0
-        self._unfinished = 0                         # records sent but not yet completed
+        self._unfinished = 0  # records sent but not yet completed
         self._wakeup: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._space: asyncio.Event | None = None
@@ -307,8 +343,11 @@ class AsyncProducer:
         self._closed = False
         self._init_lock: asyncio.Lock | None = None
         self.transactional_id = transactional_id
-        self._txn = TransactionManager(self, transactional_id, transaction_timeout_ms, max_block,
-                                       transaction_version) if transactional_id is not None else None
+        self._txn = (
+            TransactionManager(self, transactional_id, transaction_timeout_ms, max_block, transaction_version)
+            if transactional_id is not None
+            else None
+        )
 
     async def __aenter__(self):
         await self.start()
@@ -348,12 +387,14 @@ class AsyncProducer:
                 if not conn.supports(ApiKey.INIT_PRODUCER_ID):
                     # a broker older than Kafka 0.11: no idempotence (the Java client would refuse)
                     logging.getLogger("kafkawire.client").warning(
-                        "broker %s:%s has no InitProducerId: producing without idempotence", conn.host, conn.port)
+                        "broker %s:%s has no InitProducerId: producing without idempotence", conn.host, conn.port
+                    )
                     self.idempotent = False
                     return
                 # the timeout is Integer.MAX_VALUE as the Java client sends it without a transactional id
-                resp = await conn.request(cls(transactional_id=None, transaction_timeout_ms=0x7FFFFFFF,
-                                              producer_id=-1, producer_epoch=-1))
+                resp = await conn.request(
+                    cls(transactional_id=None, transaction_timeout_ms=0x7FFFFFFF, producer_id=-1, producer_epoch=-1)
+                )
                 if resp.error_code:
                     raise KafkaError(resp.error_code, "InitProducerId")
                 self.producer_id, self.producer_epoch = resp.producer_id, resp.producer_epoch
@@ -417,8 +458,16 @@ class AsyncProducer:
 
     # -- appending -----------------------------------------------------------------
 
-    async def send(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                   timestamp: int | None = None, headers=None) -> asyncio.Future:
+    async def send(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers=None,
+    ) -> asyncio.Future:
         """Queue one record; returns a future of its ``RecordMetadata`` (or a ``KafkaError``).
 
         Waits only while more than ``buffer_memory`` bytes are queued.
@@ -433,15 +482,22 @@ class AsyncProducer:
     async def send_and_wait(self, topic: str, value=None, key=None, **kw) -> RecordMetadata:
         return await (await self.send(topic, value, key, **kw))
 
-    def send_nowait(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                    timestamp: int | None = None, headers=None) -> asyncio.Future:
+    def send_nowait(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers=None,
+    ) -> asyncio.Future:
         """Like ``send`` but never waits (call on the event loop's thread, after ``start()``)."""
         fut = asyncio.get_running_loop().create_future()
         self._enqueue(topic, value, key, partition, timestamp, headers, fut)
         return fut
 
-    def send_many(self, topic, values, keys=None, *, partitions=None, headers=None,
-                  timestamps=None) -> DeliveryGroup:
+    def send_many(self, topic, values, keys=None, *, partitions=None, headers=None, timestamps=None) -> DeliveryGroup:
         """Queue many records in one call (on the loop's thread); returns one ``DeliveryGroup`` for all.
 
         ``topic``: a name, or one per record; ``values`` a sequence; ``keys``, ``partitions``,
@@ -457,10 +513,15 @@ class AsyncProducer:
         single = isinstance(topic, str)
         for i in range(n):
             try:
-                enqueue(topic if single else topic[i], values[i], keys[i] if keys is not None else None,
-                        partitions[i] if partitions is not None else None,
-                        timestamps[i] if timestamps is not None else None,
-                        headers[i] if headers is not None else None, member)
+                enqueue(
+                    topic if single else topic[i],
+                    values[i],
+                    keys[i] if keys is not None else None,
+                    partitions[i] if partitions is not None else None,
+                    timestamps[i] if timestamps is not None else None,
+                    headers[i] if headers is not None else None,
+                    member,
+                )
             except Exception as exc:
                 group._fail(exc, i)
         return group
@@ -519,22 +580,32 @@ class AsyncProducer:
         if partition is None:
             partition = self.partitioner.partition(topic, key, info.num_partitions, info.available_partitions)
         elif partition not in info.partitions:
-            self._complete(fut, KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION,
-                                           f"{topic} has no partition {partition}"))
+            self._complete(fut, KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}"))
             return
         tp = (topic, partition)
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and not queue[-1].closed else None
-        if batch is not None and batch.builder._size + (len(value) if value else 0) + (len(key) if key else 0) + \
-                (_headers_size(headers) if headers else 0) + 32 > self.batch_size:
+        if (
+            batch is not None
+            and batch.builder._size
+            + (len(value) if value else 0)
+            + (len(key) if key else 0)
+            + (_headers_size(headers) if headers else 0)
+            + 32
+            > self.batch_size
+        ):
             self._close_batch(batch)
             batch = None
         if batch is None:
-            builder = BatchBuilder(compression=self.compression, producer_id=self.producer_id,
-                                   producer_epoch=self.producer_epoch, max_batch_size=self.batch_size,
-                                   transactional=self._txn is not None)
+            builder = BatchBuilder(
+                compression=self.compression,
+                producer_id=self.producer_id,
+                producer_epoch=self.producer_epoch,
+                max_batch_size=self.batch_size,
+                transactional=self._txn is not None,
+            )
             batch = _Batch(tp, builder, time.monotonic() + self.delivery_timeout)
             queue.append(batch)
             if len(queue) == 1:
@@ -687,8 +758,9 @@ class AsyncProducer:
             if part is None or part.leader < 0:
                 batch.attempts += 1
                 if time.monotonic() >= batch.deadline:
-                    self._fail_batch(batch, KafkaError(kerrors.LEADER_NOT_AVAILABLE,
-                                                       f"{batch.tp[0]}-{batch.tp[1]} has no leader"))
+                    self._fail_batch(
+                        batch, KafkaError(kerrors.LEADER_NOT_AVAILABLE, f"{batch.tp[0]}-{batch.tp[1]} has no leader")
+                    )
                     return
                 await asyncio.sleep(self.backoff.delay(batch.attempts))
         finally:
@@ -716,13 +788,18 @@ class AsyncProducer:
         try:
             topics: dict[str, list] = {}
             for b in batches:
-                topics.setdefault(b.tp[0], []).append(
-                    cls.PartitionProduceData(index=b.tp[1], records=self._payload(b)))
+                topics.setdefault(b.tp[0], []).append(cls.PartitionProduceData(index=b.tp[1], records=self._payload(b)))
                 b.attempts += 1
             infos = {t: self.cluster.topics.get(t) for t in topics}
-            req = cls(transactional_id=self.transactional_id, acks=self.acks, timeout_ms=int(self.request_timeout * 1000),
-                      topic_data=[cls.TopicProduceData(name=t, topic_id=infos[t].topic_id if infos[t] else None,
-                                                       partition_data=ps) for t, ps in topics.items()])
+            req = cls(
+                transactional_id=self.transactional_id,
+                acks=self.acks,
+                timeout_ms=int(self.request_timeout * 1000),
+                topic_data=[
+                    cls.TopicProduceData(name=t, topic_id=infos[t].topic_id if infos[t] else None, partition_data=ps)
+                    for t, ps in topics.items()
+                ],
+            )
             try:
                 conn = await self.cluster.connection(node)
                 version = self._txn.produce_version(conn) if self._txn is not None else None
@@ -755,8 +832,13 @@ class AsyncProducer:
                 else:
                     msg = p.error_message
                     if p.record_errors:
-                        msg = (msg or "") + " " + "; ".join(
-                            f"record {e.batch_index}: {e.batch_index_error_message}" for e in p.record_errors)
+                        msg = (
+                            (msg or "")
+                            + " "
+                            + "; ".join(
+                                f"record {e.batch_index}: {e.batch_index_error_message}" for e in p.record_errors
+                            )
+                        )
                     self._retry_or_fail(b, KafkaError(p.error_code, msg), stale=p.error_code in STALE_METADATA)
         except Exception as exc:  # a bug or an encode error must not leave futures hanging
             for b in batches:
@@ -769,12 +851,19 @@ class AsyncProducer:
         self._dequeue(batch)
         topic, partition = batch.tp
         for i, (fut, ts) in enumerate(zip(batch.futures, batch.timestamps)):
-            if type(fut) is _Member:   # a send_many record: counted, no metadata object
+            if type(fut) is _Member:  # a send_many record: counted, no metadata object
                 fut.group._ok()
                 self._unfinished -= 1
                 continue
-            self._complete(fut, RecordMetadata(topic, partition, base_offset + i if base_offset >= 0 else -1,
-                                               log_append_time if log_append_time not in (None, -1) else ts))
+            self._complete(
+                fut,
+                RecordMetadata(
+                    topic,
+                    partition,
+                    base_offset + i if base_offset >= 0 else -1,
+                    log_append_time if log_append_time not in (None, -1) else ts,
+                ),
+            )
         if self._unfinished <= 0:
             self._unfinished = 0
             self._idle.set()

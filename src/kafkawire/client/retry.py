@@ -5,6 +5,7 @@ Retriable: a ``KafkaError`` whose code Kafka marks retriable
 The Java client's defaults: ``retry.backoff.ms=100``,
 ``retry.backoff.max.ms=1000``, jitter of +-20%.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,9 @@ class Deadline:
         return self.at is not None and time.monotonic() >= self.at
 
 
-async def retry_async(fn, *, retries: int = 5, backoff: Backoff | None = None, timeout: float | None = None,
-                      on_retry=None):
+async def retry_async(
+    fn, *, retries: int = 5, backoff: Backoff | None = None, timeout: float | None = None, on_retry=None
+):
     """Call ``await fn()`` until it succeeds, a non-retriable error, ``retries`` or ``timeout`` run out.
 
     ``on_retry(exc, attempt)`` (may be async) runs before each retry, e.g. to refresh metadata.

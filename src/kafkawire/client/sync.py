@@ -11,6 +11,7 @@ clients created before the fork must not be used in the child.
 are queued in a thread-safe deque and the loop thread drains it in bursts,
 so producing from a plain thread costs a few microseconds per record.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -130,8 +131,17 @@ class Producer(_SyncBase):
         self._qlock = threading.Lock()
         self._run(self._core.start())
 
-    def produce(self, topic: str, value=None, key=None, *, partition: int | None = None,
-                timestamp: int | None = None, headers=None, on_delivery=None) -> RecordFuture:
+    def produce(
+        self,
+        topic: str,
+        value=None,
+        key=None,
+        *,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        headers=None,
+        on_delivery=None,
+    ) -> RecordFuture:
         """Queue one record; returns its ``RecordFuture`` (``.result(timeout)`` -> ``RecordMetadata``)."""
         core = self._core
         if core is None:
@@ -140,8 +150,13 @@ class Producer(_SyncBase):
             self._run(self._wait_for_space())
         fut = RecordFuture()
         if on_delivery is not None:
-            fut.add_done_callback(lambda f: on_delivery(None, f._result) if isinstance(f._result, BaseException)
-                                  else on_delivery(f._result, None))
+            fut.add_done_callback(
+                lambda f: (
+                    on_delivery(None, f._result)
+                    if isinstance(f._result, BaseException)
+                    else on_delivery(f._result, None)
+                )
+            )
         self._queue.append((topic, value, key, partition, timestamp, headers, fut))
         if not self._scheduled:
             with self._qlock:
@@ -176,8 +191,9 @@ class Producer(_SyncBase):
             except Exception as exc:
                 item[6]._set(exc)
 
-    def produce_many(self, topic, values, keys=None, *, partitions=None, headers=None,
-                     timestamps=None) -> DeliveryGroup:
+    def produce_many(
+        self, topic, values, keys=None, *, partitions=None, headers=None, timestamps=None
+    ) -> DeliveryGroup:
         """Queue many records with one call into the client's thread (see ``AsyncProducer.send_many``).
 
         Returns a ``DeliveryGroup``: ``group.result(timeout)`` waits until every record has its result,
@@ -270,17 +286,32 @@ class Consumer(_SyncBase):
             # rebalance callbacks run on a worker thread while the loop waits for them: a callback may
             # call this consumer's blocking methods (commit, position...) as Kafka's Java listeners do
             await loop.run_in_executor(None, fn, tps)
+
         self._core._callback_runner = run_callback
 
     # -- consumer groups ------------------------------------------------------------------------
 
-    def subscribe(self, topics=None, *, pattern=None, listener=None, on_partitions_revoked=None,
-                  on_partitions_assigned=None, on_partitions_lost=None) -> None:
+    def subscribe(
+        self,
+        topics=None,
+        *,
+        pattern=None,
+        listener=None,
+        on_partitions_revoked=None,
+        on_partitions_assigned=None,
+        on_partitions_lost=None,
+    ) -> None:
         """Join the group for ``topics`` or ``pattern`` (see ``AsyncConsumer.subscribe``); polls read what
         the group assigns. Callbacks run on a worker thread, between polls' fetches, and may call this consumer."""
-        self._call(self._core.subscribe, topics, pattern=pattern, listener=listener,
-                   on_partitions_revoked=on_partitions_revoked, on_partitions_assigned=on_partitions_assigned,
-                   on_partitions_lost=on_partitions_lost)
+        self._call(
+            self._core.subscribe,
+            topics,
+            pattern=pattern,
+            listener=listener,
+            on_partitions_revoked=on_partitions_revoked,
+            on_partitions_assigned=on_partitions_assigned,
+            on_partitions_lost=on_partitions_lost,
+        )
 
     def subscription(self) -> list[str]:
         return self._core.subscription()
@@ -296,12 +327,15 @@ class Consumer(_SyncBase):
     def commit_async(self, offsets: dict | None = None, callback=None) -> concurrent.futures.Future:
         """Commit without waiting; a ``concurrent.futures.Future``; ``callback(offsets, error_or_None)``
         runs on the client's loop thread when the commit is done."""
+
         async def start():
             return self._core.commit_async(offsets, callback)
+
         task = self._run(start())
 
         async def wait():
             return await task
+
         return asyncio.run_coroutine_threadsafe(wait(), self._loop_thread.loop)
 
     def committed(self, tps, timeout: float | None = None) -> dict:
@@ -317,6 +351,7 @@ class Consumer(_SyncBase):
     def _call(self, fn, *args, **kw):
         async def call():
             return fn(*args, **kw)
+
         return self._run(call())
 
     def assign(self, partitions, offset=None) -> None:
@@ -369,8 +404,7 @@ class Consumer(_SyncBase):
         """Records fetched so far as one list of ``ConsumerRecord`` (waiting up to ``timeout`` for some)."""
         return [r for recs in self.getmany(timeout, max_records).values() for r in recs]
 
-    def poll_arrow(self, timeout: float | None = 1.0, *, headers: bool = False,
-                   max_bytes: int | None = None) -> list:
+    def poll_arrow(self, timeout: float | None = 1.0, *, headers: bool = False, max_bytes: int | None = None) -> list:
         """Fetched records as ``pyarrow.RecordBatch`` es; decoded on the caller's thread.
 
         Fetching continues in the loop thread while this thread decodes.
@@ -405,6 +439,7 @@ class Admin(_SyncBase):
 
         def call(*args, **kw):
             return self._run(attr(*args, **kw))
+
         call.__name__ = name
         call.__doc__ = attr.__doc__
         return call

@@ -22,6 +22,7 @@ It follows what Kafka's Java producer does (the wire behaviour, not its code):
   could not be written, a refused partition or offset commit) is *abortable*: ``commit_transaction``
   raises it and ``abort_transaction`` makes the producer usable again.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -43,19 +44,33 @@ TP = tuple[str, int]
 TV1_PRODUCE_MAX = 11
 TV1_END_TXN_MAX = 4
 TV1_TXN_OFFSET_COMMIT_MAX = 4
-ADD_PARTITIONS_CLIENT_MAX = 3      # v4+ is for brokers (verification), not producers
-TXN_OFFSET_COMMIT_MAX = 5          # v6 names topics by id; v5 is what TV2 needs
+ADD_PARTITIONS_CLIENT_MAX = 3  # v4+ is for brokers (verification), not producers
+TXN_OFFSET_COMMIT_MAX = 5  # v6 names topics by id; v5 is what TV2 needs
 
-FATAL = frozenset({
-    kerrors.PRODUCER_FENCED, kerrors.INVALID_PRODUCER_EPOCH, kerrors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    kerrors.INVALID_TXN_STATE, kerrors.TRANSACTION_COORDINATOR_FENCED, kerrors.INVALID_PRODUCER_ID_MAPPING,
-    kerrors.UNSUPPORTED_VERSION, kerrors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-})
+FATAL = frozenset(
+    {
+        kerrors.PRODUCER_FENCED,
+        kerrors.INVALID_PRODUCER_EPOCH,
+        kerrors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        kerrors.INVALID_TXN_STATE,
+        kerrors.TRANSACTION_COORDINATOR_FENCED,
+        kerrors.INVALID_PRODUCER_ID_MAPPING,
+        kerrors.UNSUPPORTED_VERSION,
+        kerrors.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    }
+)
 # answers of the transaction or group coordinator that mean: find it again, then retry
 COORDINATOR_MOVED = frozenset({kerrors.COORDINATOR_NOT_AVAILABLE, kerrors.NOT_COORDINATOR})
 # answers that mean: the same request again after a short while
-RETRY = frozenset({kerrors.CONCURRENT_TRANSACTIONS, kerrors.COORDINATOR_LOAD_IN_PROGRESS,
-                   kerrors.UNKNOWN_TOPIC_OR_PARTITION, kerrors.REQUEST_TIMED_OUT, kerrors.NETWORK_EXCEPTION})
+RETRY = frozenset(
+    {
+        kerrors.CONCURRENT_TRANSACTIONS,
+        kerrors.COORDINATOR_LOAD_IN_PROGRESS,
+        kerrors.UNKNOWN_TOPIC_OR_PARTITION,
+        kerrors.REQUEST_TIMED_OUT,
+        kerrors.NETWORK_EXCEPTION,
+    }
+)
 
 
 class State(enum.Enum):
@@ -80,23 +95,29 @@ def is_fatal(code: int) -> bool:
 class TransactionManager:
     """The transaction state of one producer; every method runs on the producer's event loop."""
 
-    def __init__(self, producer: AsyncProducer, transactional_id: str, timeout_ms: int, max_block: float,
-                 version: int | None = None):
+    def __init__(
+        self,
+        producer: AsyncProducer,
+        transactional_id: str,
+        timeout_ms: int,
+        max_block: float,
+        version: int | None = None,
+    ):
         self.producer = producer
         self.transactional_id = transactional_id
         self.timeout_ms = timeout_ms
         self.max_block = max_block
         self.state = State.UNINITIALIZED
         self.error: KafkaError | None = None
-        self.version = 1                       # transaction.version in use: the broker's, at most ``forced``
-        self.forced = version                  # the producer's ``transaction_version`` option
-        self.partitions: set[TP] = set()       # in the open transaction (added, or sent with TV2)
-        self.pending: set[TP] = set()          # waiting for AddPartitionsToTxn
+        self.version = 1  # transaction.version in use: the broker's, at most ``forced``
+        self.forced = version  # the producer's ``transaction_version`` option
+        self.partitions: set[TP] = set()  # in the open transaction (added, or sent with TV2)
+        self.pending: set[TP] = set()  # waiting for AddPartitionsToTxn
         self._adding: asyncio.Task | None = None
         self._coordinator: Connection | None = None
         self._groups: dict[str, Connection] = {}
-        self._offsets_sent = False             # the transaction has offsets (so EndTxn is needed)
-        self._bump_epoch = False               # TV1: the producer's sequences broke; new epoch after the abort
+        self._offsets_sent = False  # the transaction has offsets (so EndTxn is needed)
+        self._bump_epoch = False  # TV1: the producer's sequences broke; new epoch after the abort
 
     # -- state ---------------------------------------------------------------------------------------------
 
@@ -105,8 +126,9 @@ class TransactionManager:
         return self.version >= 2
 
     def _check(self, *allowed: State, what: str) -> None:
-        if self.state is State.FATAL_ERROR or (self.state is State.ABORTABLE_ERROR
-                                               and State.ABORTABLE_ERROR not in allowed):
+        if self.state is State.FATAL_ERROR or (
+            self.state is State.ABORTABLE_ERROR and State.ABORTABLE_ERROR not in allowed
+        ):
             assert self.error is not None
             raise self.error
         if self.state not in allowed:
@@ -173,8 +195,9 @@ class TransactionManager:
         cls = message_class("FindCoordinatorRequest")
         any_conn = await self.producer.cluster.any_connection()
         version = any_conn.version_for(ApiKey.FIND_COORDINATOR)
-        resp: Any = await any_conn.request(fit(cls, version, key=key, key_type=key_type, coordinator_keys=[key]),
-                                           version=version)
+        resp: Any = await any_conn.request(
+            fit(cls, version, key=key, key_type=key_type, coordinator_keys=[key]), version=version
+        )
         if version >= 4:
             c = resp.coordinators[0]
             code, node, host, port = c.error_code, c.node_id, c.host, c.port
@@ -228,8 +251,11 @@ class TransactionManager:
                 if not (moved or code in RETRY) or time.monotonic() >= deadline:
                     raise
                 # CONCURRENT_TRANSACTIONS is usually the previous EndTxn still writing its markers: soon done
-                delay = 0.02 if code == kerrors.CONCURRENT_TRANSACTIONS and attempt < 5 \
+                delay = (
+                    0.02
+                    if code == kerrors.CONCURRENT_TRANSACTIONS and attempt < 5
                     else self.producer.backoff.delay(attempt)
+                )
                 await asyncio.sleep(delay)
 
     # -- init ----------------------------------------------------------------------------------------------
@@ -238,8 +264,9 @@ class TransactionManager:
         """The broker's finalized ``transaction.version`` (0 when it has none: an older broker)."""
         cls = message_class("ApiVersionsRequest")
         version = conn.version_for(ApiKey.API_VERSIONS)
-        resp: Any = await conn.request(fit(cls, version, client_software_name="kafkawire-python",
-                                           client_software_version="0"), version=version)
+        resp: Any = await conn.request(
+            fit(cls, version, client_software_name="kafkawire-python", client_software_version="0"), version=version
+        )
         for f in resp.finalized_features or ():
             if f.name == "transaction.version":
                 return int(f.max_version_level)
@@ -266,8 +293,14 @@ class TransactionManager:
 
         def build(conn):
             version = conn.version_for(ApiKey.INIT_PRODUCER_ID)
-            return fit(cls, version, transactional_id=self.transactional_id, transaction_timeout_ms=self.timeout_ms,
-                       producer_id=pid, producer_epoch=epoch), version
+            return fit(
+                cls,
+                version,
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.timeout_ms,
+                producer_id=pid,
+                producer_epoch=epoch,
+            ), version
 
         def check(resp):
             if resp.error_code:
@@ -286,8 +319,7 @@ class TransactionManager:
         tv, conn = found["tv"], found["conn"]
         if self.forced is not None:
             tv = min(tv, self.forced)
-        self.version = tv if tv >= 2 and conn.supports(ApiKey.PRODUCE, 12) and conn.supports(ApiKey.END_TXN, 5) \
-            else 1
+        self.version = tv if tv >= 2 and conn.supports(ApiKey.PRODUCE, 12) and conn.supports(ApiKey.END_TXN, 5) else 1
         p.producer_id, p.producer_epoch = resp.producer_id, resp.producer_epoch
         p._sequences.clear()
         self._bump_epoch = False
@@ -313,14 +345,21 @@ class TransactionManager:
 
             def build(conn, topics=topics):
                 version = min(conn.version_for(ApiKey.ADD_PARTITIONS_TO_TXN), ADD_PARTITIONS_CLIENT_MAX)
-                return cls(v3_and_below_transactional_id=self.transactional_id,
-                           v3_and_below_producer_id=p.producer_id, v3_and_below_producer_epoch=p.producer_epoch,
-                           v3_and_below_topics=[cls.AddPartitionsToTxnTopic(name=t, partitions=ps)
-                                                for t, ps in topics.items()]), version
+                return cls(
+                    v3_and_below_transactional_id=self.transactional_id,
+                    v3_and_below_producer_id=p.producer_id,
+                    v3_and_below_producer_epoch=p.producer_epoch,
+                    v3_and_below_topics=[
+                        cls.AddPartitionsToTxnTopic(name=t, partitions=ps) for t, ps in topics.items()
+                    ],
+                ), version
 
             def check(resp):
-                codes = {(t.name, r.partition_index): r.partition_error_code
-                         for t in resp.results_by_topic_v3_and_below for r in t.results_by_partition}
+                codes = {
+                    (t.name, r.partition_index): r.partition_error_code
+                    for t in resp.results_by_topic_v3_and_below
+                    for r in t.results_by_partition
+                }
                 bad = {c for c in codes.values() if c and c != kerrors.OPERATION_NOT_ATTEMPTED}
                 retry = bad & (RETRY | COORDINATOR_MOVED)
                 if retry and retry == bad:
@@ -361,31 +400,47 @@ class TransactionManager:
                 add_cls = message_class("AddOffsetsToTxnRequest")
 
                 def build_add(conn):
-                    return add_cls(transactional_id=self.transactional_id, producer_id=p.producer_id,
-                                   producer_epoch=p.producer_epoch, group_id=group_id), None
+                    return add_cls(
+                        transactional_id=self.transactional_id,
+                        producer_id=p.producer_id,
+                        producer_epoch=p.producer_epoch,
+                        group_id=group_id,
+                    ), None
 
                 def check_add(resp):
                     if resp.error_code:
                         raise KafkaError(resp.error_code, f"AddOffsetsToTxn for group {group_id!r}")
+
                 await self._call("AddOffsetsToTxn", self._txn_coordinator, build_add, check_add)
             self._offsets_sent = True
             cls = message_class("TxnOffsetCommitRequest")
             by_topic: dict[str, list] = {}
             for (topic, partition), value in sorted(offsets.items()):
                 offset, metadata = (value, "") if isinstance(value, int) else (value[0], value[1])
-                by_topic.setdefault(topic, []).append(cls.TxnOffsetCommitRequestPartition(
-                    partition_index=partition, committed_offset=offset, committed_leader_epoch=-1,
-                    committed_metadata=metadata))
+                by_topic.setdefault(topic, []).append(
+                    cls.TxnOffsetCommitRequestPartition(
+                        partition_index=partition,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata=metadata,
+                    )
+                )
 
             def build(conn):
                 top = TXN_OFFSET_COMMIT_MAX if self.tv2 else TV1_TXN_OFFSET_COMMIT_MAX
                 version = min(conn.version_for(ApiKey.TXN_OFFSET_COMMIT), top)
-                return fit(cls, version, transactional_id=self.transactional_id, group_id=group_id,
-                           producer_id=p.producer_id, producer_epoch=p.producer_epoch,
-                           generation_id_or_member_epoch=generation, member_id=member_id,
-                           group_instance_id=instance_id,
-                           topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps)
-                                   for t, ps in by_topic.items()]), version
+                return fit(
+                    cls,
+                    version,
+                    transactional_id=self.transactional_id,
+                    group_id=group_id,
+                    producer_id=p.producer_id,
+                    producer_epoch=p.producer_epoch,
+                    generation_id_or_member_epoch=generation,
+                    member_id=member_id,
+                    group_instance_id=instance_id,
+                    topics=[cls.TxnOffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                ), version
 
             def check(resp):
                 codes = [q.error_code for t in resp.topics for q in t.partitions if q.error_code]
@@ -427,8 +482,12 @@ class TransactionManager:
             version = conn.version_for(ApiKey.END_TXN)
             if not self.tv2:
                 version = min(version, TV1_END_TXN_MAX)
-            return cls(transactional_id=self.transactional_id, producer_id=p.producer_id,
-                       producer_epoch=p.producer_epoch, committed=commit), version
+            return cls(
+                transactional_id=self.transactional_id,
+                producer_id=p.producer_id,
+                producer_epoch=p.producer_epoch,
+                committed=commit,
+            ), version
 
         def check(resp):
             if resp.error_code:

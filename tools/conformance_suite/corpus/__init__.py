@@ -10,6 +10,7 @@ and identical on both brokers.
 
 The modules of this package register the cases by API family.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -53,8 +54,9 @@ def case(api: str, name: str, *, setup: Callable | None = None, min_version: int
     return register
 
 
-def for_each(api: str, variants: dict, *, setup: Callable | None = None, min_version: int = 0,
-             max_version: int = 1 << 15):
+def for_each(
+    api: str, variants: dict, *, setup: Callable | None = None, min_version: int = 0, max_version: int = 1 << 15
+):
     """One case per variant: ``variants`` maps a case name to ``fn(s, v)``."""
     for name, fn in variants.items():
         case(api, name, setup=setup, min_version=min_version, max_version=max_version)(fn)

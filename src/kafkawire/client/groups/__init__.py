@@ -5,6 +5,7 @@ with client-side assignors, or KIP-848 ConsumerGroupHeartbeat), ``assignors``
 holds range, roundrobin and cooperative-sticky, ``protocol`` the consumer
 protocol's subscription and assignment encoding.
 """
+
 from __future__ import annotations
 
 from .assignors import (
@@ -17,6 +18,16 @@ from .assignors import (
 )
 from .membership import ClassicMembership, CommitFailedError, ConsumerMembership, GroupError, Listener
 
-__all__ = ["ASSIGNORS", "Assignor", "ClassicMembership", "CommitFailedError", "ConsumerMembership",
-           "CooperativeStickyAssignor", "GroupError", "Listener", "MemberSubscription", "RangeAssignor",
-           "RoundRobinAssignor"]
+__all__ = [
+    "ASSIGNORS",
+    "Assignor",
+    "ClassicMembership",
+    "CommitFailedError",
+    "ConsumerMembership",
+    "CooperativeStickyAssignor",
+    "GroupError",
+    "Listener",
+    "MemberSubscription",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+]

@@ -19,6 +19,7 @@ partitions a Java or librdkafka leader would for range and roundrobin.
   (incremental cooperative rebalancing, KIP-429). When two members claim one
   partition the claim of the higher generation wins.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -42,9 +43,11 @@ class MemberSubscription:
 
 def member_order(members: dict[str, MemberSubscription]) -> list[str]:
     """Member ids in the Java client's order: static members by instance id first, then by member id."""
+
     def key(mid: str):
         inst = members[mid].instance_id
         return (0, inst, mid) if inst is not None else (1, mid, mid)
+
     return sorted(members, key=key)
 
 
@@ -175,5 +178,13 @@ def assignor(name: str) -> Assignor:
         raise ValueError(f"unknown assignor {name!r} (known: {', '.join(ASSIGNORS)})") from None
 
 
-__all__ = ["ASSIGNORS", "Assignor", "CooperativeStickyAssignor", "MemberSubscription", "RangeAssignor",
-           "RoundRobinAssignor", "assignor", "member_order"]
+__all__ = [
+    "ASSIGNORS",
+    "Assignor",
+    "CooperativeStickyAssignor",
+    "MemberSubscription",
+    "RangeAssignor",
+    "RoundRobinAssignor",
+    "assignor",
+    "member_order",
+]

@@ -26,6 +26,7 @@ partitions lost, rejoin (as a new member for an unknown id); KIP-848
 FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID -> partitions lost, rejoin at epoch 0;
 FENCED_INSTANCE_ID and configuration errors are fatal: raised by the next poll.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -64,16 +65,28 @@ log = logging.getLogger("kafkawire.client.groups")
 OFFSETS_BY_NAME = 9  # OffsetCommit/OffsetFetch v10 name topics by id: v9 is the last with names, enough here
 
 COORDINATOR_GONE = frozenset({kerrors.COORDINATOR_NOT_AVAILABLE, kerrors.NOT_COORDINATOR})
-FATAL_CLASSIC = frozenset({
-    kerrors.FENCED_INSTANCE_ID, kerrors.GROUP_AUTHORIZATION_FAILED, kerrors.INCONSISTENT_GROUP_PROTOCOL,
-    kerrors.GROUP_MAX_SIZE_REACHED, kerrors.INVALID_SESSION_TIMEOUT, kerrors.INVALID_GROUP_ID,
-    kerrors.UNSUPPORTED_VERSION,
-})
-FATAL_CONSUMER = frozenset({
-    kerrors.FENCED_INSTANCE_ID, kerrors.GROUP_AUTHORIZATION_FAILED, kerrors.UNSUPPORTED_ASSIGNOR,
-    kerrors.INVALID_REQUEST, kerrors.GROUP_MAX_SIZE_REACHED, kerrors.UNSUPPORTED_VERSION,
-    kerrors.INVALID_GROUP_ID,
-})
+FATAL_CLASSIC = frozenset(
+    {
+        kerrors.FENCED_INSTANCE_ID,
+        kerrors.GROUP_AUTHORIZATION_FAILED,
+        kerrors.INCONSISTENT_GROUP_PROTOCOL,
+        kerrors.GROUP_MAX_SIZE_REACHED,
+        kerrors.INVALID_SESSION_TIMEOUT,
+        kerrors.INVALID_GROUP_ID,
+        kerrors.UNSUPPORTED_VERSION,
+    }
+)
+FATAL_CONSUMER = frozenset(
+    {
+        kerrors.FENCED_INSTANCE_ID,
+        kerrors.GROUP_AUTHORIZATION_FAILED,
+        kerrors.UNSUPPORTED_ASSIGNOR,
+        kerrors.INVALID_REQUEST,
+        kerrors.GROUP_MAX_SIZE_REACHED,
+        kerrors.UNSUPPORTED_VERSION,
+        kerrors.INVALID_GROUP_ID,
+    }
+)
 
 
 def fit(cls, version: int, **fields):
@@ -97,8 +110,16 @@ class NoOffsetForPartitionError(KafkaError):
     (Kafka's NoOffsetForPartitionException); those partitions are not read."""
 
 
-REBALANCED = frozenset({kerrors.ILLEGAL_GENERATION, kerrors.UNKNOWN_MEMBER_ID, kerrors.REBALANCE_IN_PROGRESS,
-                        kerrors.FENCED_MEMBER_EPOCH, kerrors.STALE_MEMBER_EPOCH, kerrors.FENCED_INSTANCE_ID})
+REBALANCED = frozenset(
+    {
+        kerrors.ILLEGAL_GENERATION,
+        kerrors.UNKNOWN_MEMBER_ID,
+        kerrors.REBALANCE_IN_PROGRESS,
+        kerrors.FENCED_MEMBER_EPOCH,
+        kerrors.STALE_MEMBER_EPOCH,
+        kerrors.FENCED_INSTANCE_ID,
+    }
+)
 
 
 class Listener:
@@ -109,8 +130,9 @@ class Listener:
     belong to another member).
     """
 
-    def __init__(self, on_partitions_revoked=None, on_partitions_assigned=None, on_partitions_lost=None,
-                 listener: Any = None):
+    def __init__(
+        self, on_partitions_revoked=None, on_partitions_assigned=None, on_partitions_lost=None, listener: Any = None
+    ):
         self.revoked = on_partitions_revoked or getattr(listener, "on_partitions_revoked", None)
         self.assigned = on_partitions_assigned or getattr(listener, "on_partitions_assigned", None)
         self.lost = on_partitions_lost or getattr(listener, "on_partitions_lost", None) or self.revoked
@@ -121,9 +143,18 @@ class Membership:
 
     protocol_name = ""
 
-    def __init__(self, consumer: AsyncConsumer, group_id: str, *, instance_id: str | None,
-                 session_timeout_ms: int, heartbeat_interval_ms: int, rebalance_timeout_ms: int,
-                 auto_commit: bool, auto_commit_interval_ms: int):
+    def __init__(
+        self,
+        consumer: AsyncConsumer,
+        group_id: str,
+        *,
+        instance_id: str | None,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
+        rebalance_timeout_ms: int,
+        auto_commit: bool,
+        auto_commit_interval_ms: int,
+    ):
         self.consumer = consumer
         self.cluster = consumer.cluster
         self.group_id = group_id
@@ -134,12 +165,12 @@ class Membership:
         self.auto_commit = auto_commit
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.listener = Listener()
-        self.topics: set[str] = set()         # the subscription as topic names (a pattern resolved)
+        self.topics: set[str] = set()  # the subscription as topic names (a pattern resolved)
         self.pattern = None
         self.member_id = ""
         self.owned: set[TP] = set()
-        self.committed: dict[TP, int] = {}    # what we last committed or found committed
-        self.rebalances = 0                   # completed assignments (for tests and metrics)
+        self.committed: dict[TP, int] = {}  # what we last committed or found committed
+        self.rebalances = 0  # completed assignments (for tests and metrics)
         self._coordinator: Connection | None = None
         self._coordinator_id = -1
         self._task: asyncio.Task | None = None
@@ -147,11 +178,11 @@ class Membership:
         self._wake = asyncio.Event()
         self._stopping = False
         self._attempt = 0
-        self._changed = asyncio.Event()       # set whenever the assignment changes (wait_for_assignment)
+        self._changed = asyncio.Event()  # set whenever the assignment changes (wait_for_assignment)
         self._metadata_checked = 0.0
         self.last_poll = time.monotonic()
-        self.poll_expired = False             # left the group: no poll within max_poll_interval_ms
-        self._known_counts: dict[str, int] | None = None   # partitions per subscribed topic at the last check
+        self.poll_expired = False  # left the group: no poll within max_poll_interval_ms
+        self._known_counts: dict[str, int] | None = None  # partitions per subscribed topic at the last check
 
     # -- lifecycle ---------------------------------------------------------------------------------------
 
@@ -178,8 +209,11 @@ class Membership:
         """No poll within max_poll_interval_ms: as Kafka's client, leave the group so that live members get
         our partitions (a static member only gives them up: its session timeout decides). They are lost to
         us (no commit: the application has stopped consuming them); the next poll joins again."""
-        log.warning("group %s: no poll within max_poll_interval_ms (%d ms): leaving the group until the next poll",
-                    self.group_id, self.rebalance_timeout_ms)
+        log.warning(
+            "group %s: no poll within max_poll_interval_ms (%d ms): leaving the group until the next poll",
+            self.group_id,
+            self.rebalance_timeout_ms,
+        )
         self.poll_expired = True
         try:
             await self._leave("consumer poll timeout has expired")
@@ -207,7 +241,7 @@ class Membership:
                 if not self.poll_expired and time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
                     await self._poll_timeout()
                 if self.poll_expired:
-                    await self._sleep(1.0)   # until the next poll wakes us
+                    await self._sleep(1.0)  # until the next poll wakes us
                     continue
                 await self._step()
                 self._attempt = 0
@@ -223,8 +257,9 @@ class Membership:
                     self.consumer._fail(exc)
                 return
             except (KafkaError, OSError, TimeoutError) as exc:
-                if isinstance(exc, (ConnectionClosed, RequestTimeout, OSError)) or \
-                        (isinstance(exc, KafkaError) and exc.code in COORDINATOR_GONE):
+                if isinstance(exc, (ConnectionClosed, RequestTimeout, OSError)) or (
+                    isinstance(exc, KafkaError) and exc.code in COORDINATOR_GONE
+                ):
                     await self._coordinator_lost()
                 self._attempt += 1
                 log.info("group %s: %s (retrying)", self.group_id, exc)
@@ -333,8 +368,9 @@ class Membership:
             except CommitFailedError:
                 raise
             except (KafkaError, OSError, TimeoutError) as exc:
-                retriable = isinstance(exc, (OSError, TimeoutError)) or (isinstance(exc, KafkaError) and
-                                                                          (exc.retriable or exc.code in COORDINATOR_GONE))
+                retriable = isinstance(exc, (OSError, TimeoutError)) or (
+                    isinstance(exc, KafkaError) and (exc.retriable or exc.code in COORDINATOR_GONE)
+                )
                 if isinstance(exc, KafkaError) and exc.code in COORDINATOR_GONE:
                     await self._coordinator_lost()
                 if not retriable or attempt == 5:
@@ -345,13 +381,20 @@ class Membership:
         generation, member_id = self._commit_identity()
         by_topic: dict[str, list] = {}
         for (t, p), off in sorted(offsets.items()):
-            by_topic.setdefault(t, []).append(OffsetCommitRequest.OffsetCommitRequestPartition(
-                partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""))
+            by_topic.setdefault(t, []).append(
+                OffsetCommitRequest.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=off, committed_leader_epoch=-1, committed_metadata=""
+                )
+            )
         resp = await self.request(
-            OffsetCommitRequest, max_version=OFFSETS_BY_NAME,
-            group_id=self.group_id, generation_id_or_member_epoch=generation, member_id=member_id,
+            OffsetCommitRequest,
+            max_version=OFFSETS_BY_NAME,
+            group_id=self.group_id,
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
             group_instance_id=self.instance_id,
-            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+        )
         first = 0
         for t in resp.topics:
             for p in t.partitions:
@@ -407,18 +450,37 @@ class Membership:
         out: dict[TP, int | None] = {}
         if version >= 8:
             G = OffsetFetchRequest.OffsetFetchRequestGroup
-            resp = await self.request(OffsetFetchRequest, max_version=OFFSETS_BY_NAME, require_stable=True, groups=[G(
-                group_id=self.group_id, member_id=None, member_epoch=-1,
-                topics=[OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
-                        for t, ps in by_topic.items()])])
+            resp = await self.request(
+                OffsetFetchRequest,
+                max_version=OFFSETS_BY_NAME,
+                require_stable=True,
+                groups=[
+                    G(
+                        group_id=self.group_id,
+                        member_id=None,
+                        member_epoch=-1,
+                        topics=[
+                            OffsetFetchRequest.OffsetFetchRequestTopics(name=t, partition_indexes=ps)
+                            for t, ps in by_topic.items()
+                        ],
+                    )
+                ],
+            )
             group = resp.groups[0]
             if group.error_code:
                 raise KafkaError(group.error_code, f"OffsetFetch of group {self.group_id!r}")
             topics = group.topics
         else:
-            resp = await self.request(OffsetFetchRequest, max_version=OFFSETS_BY_NAME, group_id=self.group_id,
-                                      require_stable=True, topics=[
-                OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
+            resp = await self.request(
+                OffsetFetchRequest,
+                max_version=OFFSETS_BY_NAME,
+                group_id=self.group_id,
+                require_stable=True,
+                topics=[
+                    OffsetFetchRequest.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()
+                ],
+            )
             if version >= 2 and resp.error_code:
                 raise KafkaError(resp.error_code, f"OffsetFetch of group {self.group_id!r}")
             topics = resp.topics
@@ -483,8 +545,11 @@ class Membership:
                 missing = sorted(tp for tp, off in starts.items() if off is None)
                 if missing:
                     starts = {tp: off for tp, off in starts.items() if off is not None}
-                    self.consumer._fail(NoOffsetForPartitionError(
-                        kerrors.OFFSET_OUT_OF_RANGE, f"no committed offset and auto_offset_reset='none': {missing}"))
+                    self.consumer._fail(
+                        NoOffsetForPartitionError(
+                            kerrors.OFFSET_OUT_OF_RANGE, f"no committed offset and auto_offset_reset='none': {missing}"
+                        )
+                    )
             self.consumer._group_assign(starts)
         self.rebalances += 1
         self._changed.set()
@@ -506,8 +571,7 @@ class Membership:
             self._known_counts = counts
             return changed
         await self.cluster.refresh(all_topics=True)
-        found = {t for t, info in self.cluster.topics.items()
-                 if not info.is_internal and self.pattern.fullmatch(t)}
+        found = {t for t, info in self.cluster.topics.items() if not info.is_internal and self.pattern.fullmatch(t)}
         if found != self.topics:
             self.topics = found
             return True
@@ -567,8 +631,13 @@ class ClassicMembership(Membership):
             await self._sleep(self.heartbeat_interval_ms / 1000)
 
     async def _heartbeat(self) -> None:
-        resp = await self.request(HeartbeatRequest, group_id=self.group_id, generation_id=self.generation,
-                                  member_id=self.member_id, group_instance_id=self.instance_id)
+        resp = await self.request(
+            HeartbeatRequest,
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+        )
         code = resp.error_code
         if not code:
             return
@@ -591,23 +660,33 @@ class ClassicMembership(Membership):
 
     def _metadata(self) -> list:
         owned = sorted(self.owned)
-        return [JoinGroupRequest.JoinGroupRequestProtocol(
-            name=a.name, metadata=encode_subscription(self.topics, owned, self.generation)) for a in self.assignors]
+        return [
+            JoinGroupRequest.JoinGroupRequestProtocol(
+                name=a.name, metadata=encode_subscription(self.topics, owned, self.generation)
+            )
+            for a in self.assignors
+        ]
 
     async def _join(self) -> None:
         if self.owned and (self.rebalance_protocol == EAGER or not self._valid()):
             if self._valid():
-                await self.revoke(set(self.owned))   # eager: everything goes back before joining
+                await self.revoke(set(self.owned))  # eager: everything goes back before joining
             else:
                 await self.lose()
         if self.pattern is not None and not self.topics:
             await self.resolve_subscription(force=True)
         # the coordinator holds a JoinGroup until every member has joined (up to the rebalance timeout)
         resp = await self.request(
-            JoinGroupRequest, timeout=self.rebalance_timeout_ms / 1000 + 5 + self.cluster.request_timeout,
-            group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-            rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-            group_instance_id=self.instance_id, protocol_type="consumer", protocols=self._metadata())
+            JoinGroupRequest,
+            timeout=self.rebalance_timeout_ms / 1000 + 5 + self.cluster.request_timeout,
+            group_id=self.group_id,
+            session_timeout_ms=self.session_timeout_ms,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocol_type="consumer",
+            protocols=self._metadata(),
+        )
         code = resp.error_code
         if code == kerrors.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
@@ -628,10 +707,16 @@ class ClassicMembership(Membership):
         if self.leader and not getattr(resp, "skip_assignment", False):
             assignments = await self._assign(resp.members)
         sresp = await self.request(
-            SyncGroupRequest, timeout=self.rebalance_timeout_ms / 1000 + 5 + self.cluster.request_timeout,
-            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
-            group_instance_id=self.instance_id, protocol_type="consumer", protocol_name=self.chosen,
-            assignments=assignments)
+            SyncGroupRequest,
+            timeout=self.rebalance_timeout_ms / 1000 + 5 + self.cluster.request_timeout,
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.instance_id,
+            protocol_type="consumer",
+            protocol_name=self.chosen,
+            assignments=assignments,
+        )
         code = sresp.error_code
         if code == kerrors.REBALANCE_IN_PROGRESS:
             return  # another round: join again (need_rejoin is still set)
@@ -649,8 +734,9 @@ class ClassicMembership(Membership):
             await self.revoke(revoked)
             self.need_rejoin = True
         await self.add(assigned - self.owned)
-        log.info("group %s: generation %d member %s: %s", self.group_id, self.generation, self.member_id,
-                 sorted(self.owned))
+        log.info(
+            "group %s: generation %d member %s: %s", self.group_id, self.generation, self.member_id, sorted(self.owned)
+        )
 
     async def _assign(self, members) -> list:
         chosen = next((a for a in self.assignors if a.name == self.chosen), None)
@@ -666,18 +752,26 @@ class ClassicMembership(Membership):
         await self.cluster.refresh(sorted(set(self.cluster.topics) | set(topics)))
         counts = {t: self._partition_count(t) for t in topics}
         result = chosen.assign(subs, counts)
-        log.info("group %s: leader of generation %d assigns with %s: %s", self.group_id, self.generation,
-                 chosen.name, result)
-        return [SyncGroupRequest.SyncGroupRequestAssignment(
-            member_id=m, assignment=encode_assignment(result.get(m, []), versions[m])) for m in subs]
+        log.info(
+            "group %s: leader of generation %d assigns with %s: %s", self.group_id, self.generation, chosen.name, result
+        )
+        return [
+            SyncGroupRequest.SyncGroupRequestAssignment(
+                member_id=m, assignment=encode_assignment(result.get(m, []), versions[m])
+            )
+            for m in subs
+        ]
 
     async def _leave(self, reason: str = "the consumer is closing") -> None:
         if self.instance_id is not None or not self.member_id:
             return  # a static member keeps its place until its session times out (KIP-345)
-        resp = await self.request(LeaveGroupRequest, timeout=5.0, group_id=self.group_id, member_id=self.member_id,
-                                  members=[LeaveGroupRequest.MemberIdentity(member_id=self.member_id,
-                                                                            group_instance_id=None,
-                                                                            reason=reason)])
+        resp = await self.request(
+            LeaveGroupRequest,
+            timeout=5.0,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            members=[LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=None, reason=reason)],
+        )
         if resp.error_code and resp.error_code not in (kerrors.UNKNOWN_MEMBER_ID,):
             log.info("group %s: LeaveGroup: %s", self.group_id, KafkaError(resp.error_code).name)
         self.generation, self.member_id = -1, ""
@@ -695,9 +789,9 @@ class ConsumerMembership(Membership):
         # KIP-848 (Kafka 4.0+, ConsumerGroupHeartbeat v1): the member picks its own id
         self.member_id = str(uuid.uuid4())
         self.epoch = 0
-        self.interval = self.heartbeat_interval_ms / 1000   # until the coordinator tells us its own
-        self._ack = False          # owned partitions changed: say so in the next heartbeat at once
-        self._pending: set[tuple[Any, int]] | None = None   # a target assignment with topic ids not yet resolved
+        self.interval = self.heartbeat_interval_ms / 1000  # until the coordinator tells us its own
+        self._ack = False  # owned partitions changed: say so in the next heartbeat at once
+        self._pending: set[tuple[Any, int]] | None = None  # a target assignment with topic ids not yet resolved
 
     def _valid(self) -> bool:
         return self.epoch > 0
@@ -734,11 +828,17 @@ class ConsumerMembership(Membership):
         self._ack = False
         resp = await self.request(
             ConsumerGroupHeartbeatRequest,
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.epoch, instance_id=self.instance_id,
-            rack_id=None, rebalance_timeout_ms=self.rebalance_timeout_ms,
-            subscribed_topic_names=sorted(self.topics), subscribed_topic_regex=None,
-            server_assignor=self.remote_assignor, topic_partitions=[T(topic_id=i, partitions=ps)
-                                                                     for i, ps in owned.items()])
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.epoch,
+            instance_id=self.instance_id,
+            rack_id=None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            subscribed_topic_names=sorted(self.topics),
+            subscribed_topic_regex=None,
+            server_assignor=self.remote_assignor,
+            topic_partitions=[T(topic_id=i, partitions=ps) for i, ps in owned.items()],
+        )
         code = resp.error_code
         if code in (kerrors.FENCED_MEMBER_EPOCH, kerrors.UNKNOWN_MEMBER_ID):
             log.info("group %s: %s: partitions lost, rejoining at epoch 0", self.group_id, KafkaError(code).name)
@@ -781,20 +881,35 @@ class ConsumerMembership(Membership):
             await self.add(added)
         if revoked or added:
             self._ack = True
-            log.info("group %s: epoch %d member %s: %s", self.group_id, self.epoch, self.member_id,
-                     sorted(self.owned))
+            log.info("group %s: epoch %d member %s: %s", self.group_id, self.epoch, self.member_id, sorted(self.owned))
 
     async def _leave(self, reason: str = "the consumer is closing") -> None:
         if not self.epoch and not self.owned:
             return
-        epoch = -2 if self.instance_id is not None else -1   # -2: a static member leaves for now (KIP-848)
+        epoch = -2 if self.instance_id is not None else -1  # -2: a static member leaves for now (KIP-848)
         await self.request(
-            ConsumerGroupHeartbeatRequest, timeout=5.0,
-            group_id=self.group_id, member_id=self.member_id, member_epoch=epoch, instance_id=self.instance_id,
-            rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
-            server_assignor=None, topic_partitions=None)
+            ConsumerGroupHeartbeatRequest,
+            timeout=5.0,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=epoch,
+            instance_id=self.instance_id,
+            rack_id=None,
+            rebalance_timeout_ms=-1,
+            subscribed_topic_names=None,
+            subscribed_topic_regex=None,
+            server_assignor=None,
+            topic_partitions=None,
+        )
         self.epoch = 0
 
 
-__all__ = ["ClassicMembership", "CommitFailedError", "ConsumerMembership", "GroupError", "Listener", "Membership",
-           "NoOffsetForPartitionError"]
+__all__ = [
+    "ClassicMembership",
+    "CommitFailedError",
+    "ConsumerMembership",
+    "GroupError",
+    "Listener",
+    "Membership",
+    "NoOffsetForPartitionError",
+]
