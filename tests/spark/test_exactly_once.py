@@ -4,6 +4,7 @@ Each test replays a micro-batch the way a crash makes Spark replay it: by restar
 checkpoint after removing the batch's entry from the commit log (a crash after the tasks committed their
 transactions but before Spark recorded the batch), or after a task failed in the middle of its write.
 """
+
 from __future__ import annotations
 
 import collections
@@ -14,8 +15,9 @@ import pytest
 from .test_read import produce
 
 
-def read_topic(bootstrap: str, topic: str, isolation: str, *, partitions: int, expected: int,
-               max_polls: int = 240) -> list[tuple[bytes | None, bytes]]:
+def read_topic(
+    bootstrap: str, topic: str, isolation: str, *, partitions: int, expected: int, max_polls: int = 240
+) -> list[tuple[bytes | None, bytes]]:
     """(key, value) of every record of ``topic`` with kafkawire's client; stops at ``expected`` plus one
     more poll so that a duplicate is seen."""
     from kafkawire.client import Consumer
@@ -33,14 +35,33 @@ def read_topic(bootstrap: str, topic: str, isolation: str, *, partitions: int, e
     return out
 
 
-def start_query(spark, broker, src: str, dst: str, checkpoint: str, *, per_trigger: int = 100, transform=None,
-                extra: dict | None = None):
-    df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("subscribe", src).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", str(per_trigger)).load())
+def start_query(
+    spark,
+    broker,
+    src: str,
+    dst: str,
+    checkpoint: str,
+    *,
+    per_trigger: int = 100,
+    transform=None,
+    extra: dict | None = None,
+):
+    df = (
+        spark.readStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(per_trigger))
+        .load()
+    )
     out = transform(df) if transform is not None else df.selectExpr("key", "value")
-    w = (out.writeStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-         .option("topic", dst).option("exactlyOnce", "true").option("checkpointLocation", checkpoint))
+    w = (
+        out.writeStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", dst)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", checkpoint)
+    )
     for k, v in (extra or {}).items():
         w = w.option(k, v)
     return w.trigger(availableNow=True).start()
@@ -48,8 +69,10 @@ def start_query(spark, broker, src: str, dst: str, checkpoint: str, *, per_trigg
 
 def source_records(broker, n: int, partitions: int = 2) -> tuple[str, list]:
     src = broker.new_topic("eos-in", partitions=partitions)
-    recs = [{"key": f"k{i % 13}".encode(), "value": f"v{i}".encode(), "headers": None,
-             "timestamp": 1_700_000_000_000 + i} for i in range(n)]
+    recs = [
+        {"key": f"k{i % 13}".encode(), "value": f"v{i}".encode(), "headers": None, "timestamp": 1_700_000_000_000 + i}
+        for i in range(n)
+    ]
     produce(broker, src, recs)
     return src, recs
 
@@ -129,13 +152,27 @@ def test_task_failing_mid_write_leaves_no_duplicate(spark, broker, tmp_path):
     udf = F.udf(fail_once, BinaryType())
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
     try:
-        q = start_query(spark, broker, src, dst, str(tmp_path / "ck"), per_trigger=600,
-                        transform=lambda df: df.select("key", udf("value").alias("value")))
+        q = start_query(
+            spark,
+            broker,
+            src,
+            dst,
+            str(tmp_path / "ck"),
+            per_trigger=600,
+            transform=lambda df: df.select("key", udf("value").alias("value")),
+        )
         with pytest.raises(Exception, match="injected failure"):
             q.awaitTermination(180)
         assert flag.exists()
-        q = start_query(spark, broker, src, dst, str(tmp_path / "ck"), per_trigger=600,
-                        transform=lambda df: df.select("key", udf("value").alias("value")))
+        q = start_query(
+            spark,
+            broker,
+            src,
+            dst,
+            str(tmp_path / "ck"),
+            per_trigger=600,
+            transform=lambda df: df.select("key", udf("value").alias("value")),
+        )
         assert q.awaitTermination(180) and q.exception() is None
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")

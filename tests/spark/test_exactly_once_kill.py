@@ -1,6 +1,7 @@
 """The exactly-once sink with its driver killed (SIGKILL) at random points and restarted from the
 checkpoint, 3 times (``tools/spark_eos_kill.py --rounds 10`` for more): a read_committed consumer sees
 every input record exactly once."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,9 @@ def load_tool():
 def test_driver_killed_three_times(broker, tmp_path):
     tool = load_tool()
     seed = random.randrange(1 << 30)
-    result = tool.run(broker.bootstrap, rounds=3, records=10000, per_trigger=500, workdir=str(tmp_path),
-                      seed=seed, timeout=240)
+    result = tool.run(
+        broker.bootstrap, rounds=3, records=10000, per_trigger=500, workdir=str(tmp_path), seed=seed, timeout=240
+    )
     print(result)
     log = Path(result["driver_log"]).read_text(errors="replace")[-3000:]
     assert result["final"] == "finished", log

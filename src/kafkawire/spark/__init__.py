@@ -1,11 +1,12 @@
 """kafkawire.spark: a PySpark data source for Kafka-protocol brokers, with Spark's Kafka conventions.
 
-    from kafkawire.spark import register
-    register(spark)                      # spark.dataSource.register(KafkaWireDataSource)
-    df = (spark.read.format("kafkawire")
-          .option("kafka.bootstrap.servers", "localhost:9092")
-          .option("subscribe", "events").load())
+from kafkawire.spark import register
+register(spark)                      # spark.dataSource.register(KafkaWireDataSource)
+df = (spark.read.format("kafkawire")
+      .option("kafka.bootstrap.servers", "localhost:9092")
+      .option("subscribe", "events").load())
 """
+
 from __future__ import annotations
 
 from .options import KafkaWireOptionError

@@ -12,6 +12,7 @@ Options: every ``kafka.<name>`` option of the data source arrives here as ``<nam
 (Java client spelling) and is mapped to the client's keyword arguments; names the
 client does not have are logged and ignored, as the Java client does with unknown configs.
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,11 +45,13 @@ def data_loss(message: str, fail: bool) -> None:
         raise DataLossError(
             message + ". Some data may have been lost because it is no longer available in Kafka (deleted by "
             "retention or the topic was recreated). If you want the query to go on with what is left, "
-            "set the option 'failOnDataLoss' to 'false'.")
+            "set the option 'failOnDataLoss' to 'false'."
+        )
     log.warning("%s; going on since failOnDataLoss is false", message)
 
 
 # -- client settings ---------------------------------------------------------------------------
+
 
 def _ms(v):
     return float(v) / 1000.0
@@ -94,7 +97,8 @@ def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
     proto = str(conf.get("security.protocol", "PLAINTEXT")).upper()
     if proto != "PLAINTEXT":
         raise KafkaAccessError(
-            f"kafka.security.protocol={proto} is not supported: the kafkawire client speaks PLAINTEXT only")
+            f"kafka.security.protocol={proto} is not supported: the kafkawire client speaks PLAINTEXT only"
+        )
     table = dict(_COMMON)
     if role == "consumer":
         table.update(_CONSUMER)
@@ -108,16 +112,18 @@ def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
                 kwargs[key] = conv(raw)
             except ValueError:
                 raise KafkaAccessError(f"option 'kafka.{name}' has an invalid value {raw!r}") from None
-        elif name not in _IGNORED_QUIETLY and name not in _COMMON and name not in _CONSUMER \
-                and name not in _PRODUCER:
+        elif name not in _IGNORED_QUIETLY and name not in _COMMON and name not in _CONSUMER and name not in _PRODUCER:
             log.warning("option 'kafka.%s' is not a setting of the kafkawire client; ignored", name)
     if role == "producer":
         acks = kwargs.get("acks")
         if acks is not None and acks not in ("all", "-1") and "enable_idempotence" not in kwargs:
             kwargs["enable_idempotence"] = False  # idempotence needs acks=all, as in the Java client
     if role == "admin":
-        kwargs = {k: v for k, v in kwargs.items() if k in ("client_id", "request_timeout", "metadata_max_age",
-                                                           "connect_timeout")}
+        kwargs = {
+            k: v
+            for k, v in kwargs.items()
+            if k in ("client_id", "request_timeout", "metadata_max_age", "connect_timeout")
+        }
     return conf["bootstrap.servers"], kwargs
 
 
@@ -126,6 +132,7 @@ def _errtext(exc: BaseException) -> str:
 
 
 # -- driver side -------------------------------------------------------------------------------
+
 
 class Admin:
     """Driver-side metadata and offset look-ups."""
@@ -160,8 +167,11 @@ class Admin:
             infos = self._admin.describe_topics()
         except Exception as exc:
             raise KafkaAccessError(f"could not fetch the metadata of {self._bootstrap}: {_errtext(exc)}") from None
-        return {name: sorted(info.partitions) for name, info in infos.items()
-                if not info.is_internal and not info.error_code and not name.startswith("__")}
+        return {
+            name: sorted(info.partitions)
+            for name, info in infos.items()
+            if not info.is_internal and not info.error_code and not name.startswith("__")
+        }
 
     def partitions_of(self, selection) -> list[tuple[str, int]]:
         """The (topic, partition) pairs a topic selection stands for, sorted."""
@@ -171,7 +181,8 @@ class Admin:
             if missing:
                 raise UnknownTopicError(
                     f"topic(s) {', '.join(repr(t) for t in missing)} do not exist on the broker(s) "
-                    f"{self._bootstrap} (subscribe={','.join(selection.topics)})")
+                    f"{self._bootstrap} (subscribe={','.join(selection.topics)})"
+                )
             return sorted((t, p) for t in selection.topics for p in topics[t])
         if selection.kind == "subscribePattern":
             rx = re.compile(selection.pattern)
@@ -179,12 +190,14 @@ class Admin:
         out = []
         for t, p in selection.assignment:
             if t not in topics:
-                raise UnknownTopicError(f"topic {t!r} of option 'assign' does not exist on the broker(s) "
-                                        f"{self._bootstrap}")
+                raise UnknownTopicError(
+                    f"topic {t!r} of option 'assign' does not exist on the broker(s) {self._bootstrap}"
+                )
             if p not in topics[t]:
                 raise UnknownTopicError(
                     f"partition {p} of topic {t!r} (option 'assign') does not exist; the topic has "
-                    f"partitions {topics[t]}")
+                    f"partitions {topics[t]}"
+                )
             out.append((t, p))
         return sorted(out)
 
@@ -231,9 +244,15 @@ def to_spark_batch(batch: pa.RecordBatch, schema: pa.Schema, include_headers: bo
     names = batch.schema.names
     ts = col(names.index("timestamp")).cast(pa.int64())
     ts_us = pc.multiply(ts, pa.scalar(1000, pa.int64())).cast(_TS_US_UTC)
-    cols = [col(names.index("key")), col(names.index("value")), col(names.index("topic")),
-            col(names.index("partition")), col(names.index("offset")), ts_us,
-            col(names.index("timestamp_type")).cast(pa.int32())]
+    cols = [
+        col(names.index("key")),
+        col(names.index("value")),
+        col(names.index("topic")),
+        col(names.index("partition")),
+        col(names.index("offset")),
+        ts_us,
+        col(names.index("timestamp_type")).cast(pa.int32()),
+    ]
     if include_headers:
         h = col(names.index("headers"))
         target = schema.field("headers").type
@@ -252,8 +271,18 @@ def _slice_below(batch: pa.RecordBatch, end: int) -> pa.RecordBatch:
     return batch.slice(0, keep)
 
 
-def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, include_headers: bool,
-               fail_on_data_loss: bool, max_records: int = 65536, idle_polls: int = 120) -> Iterator[pa.RecordBatch]:
+def read_range(
+    conf: dict,
+    topic: str,
+    partition: int,
+    start: int,
+    end: int,
+    *,
+    include_headers: bool,
+    fail_on_data_loss: bool,
+    max_records: int = 65536,
+    idle_polls: int = 120,
+) -> Iterator[pa.RecordBatch]:
     """The records of ``topic``-``partition`` with ``start <= offset < end`` as Arrow batches.
 
     Offsets that are no longer in the log follow ``fail_on_data_loss``. Offsets of control records and of
@@ -279,12 +308,17 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
         lo = consumer.beginning_offsets([tp])[tp]
         hi = consumer.end_offsets([tp])[tp]
         if start < lo:
-            data_loss(f"{topic}-{partition}: offsets {start}..{min(lo, end) - 1} were asked for but the earliest "
-                      f"available offset is now {lo}", fail_on_data_loss)
+            data_loss(
+                f"{topic}-{partition}: offsets {start}..{min(lo, end) - 1} were asked for but the earliest "
+                f"available offset is now {lo}",
+                fail_on_data_loss,
+            )
             start = lo
         if hi < end:
-            data_loss(f"{topic}-{partition}: offsets up to {end - 1} were asked for but the latest offset is now "
-                      f"{hi}", fail_on_data_loss)
+            data_loss(
+                f"{topic}-{partition}: offsets up to {end - 1} were asked for but the latest offset is now {hi}",
+                fail_on_data_loss,
+            )
             end = hi
         if start >= end:
             return
@@ -324,8 +358,10 @@ def read_range(conf: dict, topic: str, partition: int, start: int, end: int, *, 
                     break
                 idle += 1
                 if idle >= idle_polls:
-                    raise KafkaAccessError(f"{topic}-{partition}: no records arrived for offsets "
-                                           f"{consumer.position(tp)}..{end - 1} in {idle_polls} polls")
+                    raise KafkaAccessError(
+                        f"{topic}-{partition}: no records arrived for offsets "
+                        f"{consumer.position(tp)}..{end - 1} in {idle_polls} polls"
+                    )
         if seen >= hi:
             _warn_if_end_offset_wrong(consumer, tp, hi, seen)
     finally:
@@ -343,12 +379,18 @@ def _warn_if_end_offset_wrong(consumer, tp, told: int, seen: int) -> None:
         log.debug("%s-%d: could not ask for the end offset again: %s", tp[0], tp[1], _errtext(exc))
         return
     if now <= seen:
-        log.warning("%s-%d: the broker reported end offset %d but returned records up to offset %d; ranges "
-                    "planned from its end offsets leave those records out (its ListOffsets answer looks wrong)",
-                    tp[0], tp[1], told, seen)
+        log.warning(
+            "%s-%d: the broker reported end offset %d but returned records up to offset %d; ranges "
+            "planned from its end offsets leave those records out (its ListOffsets answer looks wrong)",
+            tp[0],
+            tp[1],
+            told,
+            seen,
+        )
 
 
 # -- executor side: writes ---------------------------------------------------------------------
+
 
 def _column(batch: pa.RecordBatch, names: dict, name: str, as_binary: bool = False):
     i = names.get(name)
@@ -405,8 +447,10 @@ class ArrowProducer:
         parts = _column(batch, names, "partition")
         headers = None
         if "headers" in names and batch.column(names["headers"]).null_count < n:
-            headers = [[(h["key"], h["value"]) for h in row] if row else None
-                       for row in batch.column(names["headers"]).to_pylist()]
+            headers = [
+                [(h["key"], h["value"]) for h in row] if row else None
+                for row in batch.column(names["headers"]).to_pylist()
+            ]
         self._pending.append(self._producer.produce_many(topics, values, keys, partitions=parts, headers=headers))
         self.sent += n
         self._check(final=False)
@@ -455,6 +499,7 @@ def write_batches(conf: dict, topic: str | None, batches: Iterable[pa.RecordBatc
 
 # -- executor side: exactly-once writes ----------------------------------------------------------
 
+
 def _first_topic(batch: pa.RecordBatch, topic: str | None) -> str:
     if topic is not None:
         return topic
@@ -484,8 +529,15 @@ def committed_batch(conf: dict, group: str, tp: tuple[str, int]) -> int | None:
         consumer.close()
 
 
-def write_batches_exactly_once(conf: dict, topic: str | None, batches: Iterable[pa.RecordBatch], *,
-                               transactional_id: str, batch_id: int, description: str) -> tuple[int, bool]:
+def write_batches_exactly_once(
+    conf: dict,
+    topic: str | None,
+    batches: Iterable[pa.RecordBatch],
+    *,
+    transactional_id: str,
+    batch_id: int,
+    description: str,
+) -> tuple[int, bool]:
     """Write one task's part of micro-batch ``batch_id`` in one transaction: (records written, skipped).
 
     The transaction also commits the offset ``batch_id + 1`` of partition 0 of the first topic written,

@@ -22,6 +22,7 @@ between the two by changing the format name only:
 Every mistake is reported as :class:`KafkaWireOptionError` whose message
 names the option and what was expected.
 """
+
 from __future__ import annotations
 
 import json
@@ -89,23 +90,32 @@ def _lower_map(options: Mapping[str, str]) -> dict:
 def client_conf(options: Mapping[str, str]) -> dict:
     """``kafka.*`` options without their prefix; checks the bootstrap servers are given."""
     opts = _lower_map(options)
-    conf = {k[len("kafka."):]: str(v) for k, v in opts.items() if k.startswith("kafka.")}
+    conf = {k[len("kafka.") :]: str(v) for k, v in opts.items() if k.startswith("kafka.")}
     servers = conf.get("bootstrap.servers", "").strip()
     if not servers:
         raise KafkaWireOptionError(
             "option 'kafka.bootstrap.servers' is required: the broker(s) to connect to, e.g. "
-            ".option('kafka.bootstrap.servers', 'localhost:9092')")
+            ".option('kafka.bootstrap.servers', 'localhost:9092')"
+        )
     if "group.id" in conf:
         # accepted for compatibility with Spark's connector; offsets live in Spark's checkpoint, so no
         # consumer group is joined and nothing is committed to the broker
         log.warning("option 'kafka.group.id' is ignored: kafkawire reads assigned partitions, no group")
         conf.pop("group.id")
-    for name in ("auto.offset.reset", "key.deserializer", "value.deserializer",
-                 "key.serializer", "value.serializer", "enable.auto.commit", "interceptor.classes"):
+    for name in (
+        "auto.offset.reset",
+        "key.deserializer",
+        "value.deserializer",
+        "key.serializer",
+        "value.serializer",
+        "enable.auto.commit",
+        "interceptor.classes",
+    ):
         if name in conf:
             raise KafkaWireOptionError(
                 f"option 'kafka.{name}' is not supported: the kafkawire data source manages it itself "
-                "(offsets are tracked by Spark, keys and values are binary)")
+                "(offsets are tracked by Spark, keys and values are binary)"
+            )
     return conf
 
 
@@ -147,7 +157,8 @@ def parse_selection(opts: dict) -> TopicSelection:
         what = "none was given" if not given else f"got {', '.join(given)}"
         raise KafkaWireOptionError(
             "exactly one of the options 'subscribe', 'subscribePattern' or 'assign' must say which "
-            f"topics to read; {what}")
+            f"topics to read; {what}"
+        )
     kind = given[0]
     raw = str(opts[kind.lower()])
     if kind == "subscribe":
@@ -165,13 +176,15 @@ def parse_selection(opts: dict) -> TopicSelection:
         return TopicSelection("subscribePattern", pattern=raw)
     data = _json(raw, "assign", 'like {"topicA":[0,1],"topicB":[2,4]}')
     if not isinstance(data, dict) or not data:
-        raise KafkaWireOptionError(f'option \'assign\' must be a JSON object like {{"topicA":[0,1]}}, got {raw!r}')
+        raise KafkaWireOptionError(f"option 'assign' must be a JSON object like {{\"topicA\":[0,1]}}, got {raw!r}")
     pairs = []
     for topic, parts in data.items():
-        if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) and p >= 0
-                                                  for p in parts):
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
+        ):
             raise KafkaWireOptionError(
-                f"option 'assign': topic {topic!r} must map to a list of partition numbers, got {parts!r}")
+                f"option 'assign': topic {topic!r} must map to a list of partition numbers, got {parts!r}"
+            )
         pairs.extend((topic, p) for p in parts)
     return TopicSelection("assign", assignment=tuple(sorted(set(pairs))))
 
@@ -180,12 +193,16 @@ def _json(raw: str, name: str, example: str):
     try:
         return json.loads(raw)
     except ValueError as exc:
-        raise KafkaWireOptionError(f"option '{name}' is not valid JSON ({exc}); expected {example}, got {raw!r}") from None
+        raise KafkaWireOptionError(
+            f"option '{name}' is not valid JSON ({exc}); expected {example}, got {raw!r}"
+        ) from None
 
 
 def parse_partition_map(raw: str, name: str, *, allow_special: bool = True) -> dict:
     """JSON ``{"topic": {"0": 23}}`` -> ``{topic: {0: 23}}`` with every value checked."""
-    example = '{"topicA":{"0":23,"1":-2}} (-2: earliest, -1: latest)' if allow_special else '{"topicA":{"0":1700000000000}}'
+    example = (
+        '{"topicA":{"0":23,"1":-2}} (-2: earliest, -1: latest)' if allow_special else '{"topicA":{"0":1700000000000}}'
+    )
     data = _json(raw, name, example)
     if not isinstance(data, dict) or not data:
         raise KafkaWireOptionError(f"option '{name}' must be a JSON object {example}, got {raw!r}")
@@ -193,22 +210,30 @@ def parse_partition_map(raw: str, name: str, *, allow_special: bool = True) -> d
     for topic, parts in data.items():
         if not isinstance(parts, dict):
             raise KafkaWireOptionError(
-                f"option '{name}': topic {topic!r} must map to an object of partition -> offset, got {parts!r}")
+                f"option '{name}': topic {topic!r} must map to an object of partition -> offset, got {parts!r}"
+            )
         per: dict = {}
         for key, value in parts.items():
             try:
                 partition = int(key)
             except (TypeError, ValueError):
-                raise KafkaWireOptionError(f"option '{name}': {key!r} of topic {topic!r} is not a partition number") from None
+                raise KafkaWireOptionError(
+                    f"option '{name}': {key!r} of topic {topic!r} is not a partition number"
+                ) from None
             if partition < 0 or not isinstance(value, int) or isinstance(value, bool):
                 raise KafkaWireOptionError(
-                    f"option '{name}': topic {topic!r} partition {key!r} must map to an integer, got {value!r}")
+                    f"option '{name}': topic {topic!r} partition {key!r} must map to an integer, got {value!r}"
+                )
             low = -2 if allow_special else 0
             if value < low:
-                what = "offsets are >= 0, or -2 for earliest, -1 for latest" if allow_special \
+                what = (
+                    "offsets are >= 0, or -2 for earliest, -1 for latest"
+                    if allow_special
                     else "timestamps are milliseconds >= 0"
+                )
                 raise KafkaWireOptionError(
-                    f"option '{name}': topic {topic!r} partition {partition} has invalid value {value} ({what})")
+                    f"option '{name}': topic {topic!r} partition {partition} has invalid value {value} ({what})"
+                )
             per[partition] = value
         out[topic] = per
     return out
@@ -226,7 +251,8 @@ def _offsets(opts: dict, name: str, default: str, *, forbid: str | None, forbid_
     if not text.startswith("{"):
         raise KafkaWireOptionError(
             f"option '{name}' must be 'earliest', 'latest' or a JSON object like "
-            f'{{"topicA":{{"0":23,"1":-2}}}}, got {raw!r}')
+            f'{{"topicA":{{"0":23,"1":-2}}}}, got {raw!r}'
+        )
     parsed = parse_partition_map(text, name)
     if forbid_code is not None:
         for topic, parts in parsed.items():
@@ -234,7 +260,8 @@ def _offsets(opts: dict, name: str, default: str, *, forbid: str | None, forbid_
                 if offset == forbid_code:
                     raise KafkaWireOptionError(
                         f"option '{name}': {forbid_code} ({forbid}) is not allowed for topic {topic!r} "
-                        f"partition {partition} in batch queries")
+                        f"partition {partition} in batch queries"
+                    )
     return parsed
 
 
@@ -266,35 +293,48 @@ def parse_source(options: Mapping[str, str], *, streaming: bool) -> SourceOption
     starting_ts = _timestamp(opts, "startingTimestamp")
     by_ts = None
     if "startingoffsetsbytimestamp" in opts:
-        by_ts = parse_partition_map(str(opts["startingoffsetsbytimestamp"]), "startingOffsetsByTimestamp",
-                                    allow_special=False)
+        by_ts = parse_partition_map(
+            str(opts["startingoffsetsbytimestamp"]), "startingOffsetsByTimestamp", allow_special=False
+        )
     ending_ts = _timestamp(opts, "endingTimestamp")
     ending_by_ts = None
     if "endingoffsetsbytimestamp" in opts:
-        ending_by_ts = parse_partition_map(str(opts["endingoffsetsbytimestamp"]), "endingOffsetsByTimestamp",
-                                           allow_special=False)
+        ending_by_ts = parse_partition_map(
+            str(opts["endingoffsetsbytimestamp"]), "endingOffsetsByTimestamp", allow_special=False
+        )
     if streaming and (ending_ts is not None or ending_by_ts is not None):
-        raise KafkaWireOptionError("options 'endingTimestamp' and 'endingOffsetsByTimestamp' are for batch queries only")
+        raise KafkaWireOptionError(
+            "options 'endingTimestamp' and 'endingOffsetsByTimestamp' are for batch queries only"
+        )
     strategy = str(opts.get("startingoffsetsbytimestampstrategy", "error")).strip().lower()
     if strategy not in ("error", "latest"):
         raise KafkaWireOptionError(
-            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}")
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', got {strategy!r}"
+        )
     if selection.kind == "assign" and isinstance(starting, dict):
         assigned = set(selection.assignment)
         named = {(t, p) for t, parts in starting.items() for p in parts}
         if named != assigned:
             raise KafkaWireOptionError(
                 "option 'startingOffsets' must name exactly the partitions of 'assign': "
-                f"assigned {sorted(assigned)}, startingOffsets names {sorted(named)}")
+                f"assigned {sorted(assigned)}, startingOffsets names {sorted(named)}"
+            )
     max_per_trigger = _positive_int(opts, "maxOffsetsPerTrigger")
     min_partitions = _positive_int(opts, "minPartitions")
     max_per_partition = _positive_int(opts, "maxRecordsPerPartition")
     fetch_max = _positive_int(opts, "fetchMaxRecords") or 65536
     return SourceOptions(
-        client_conf=conf, selection=selection, starting=starting, ending=ending,
-        starting_timestamp=starting_ts, starting_by_timestamp=by_ts, timestamp_strategy=strategy,
-        ending_timestamp=ending_ts, ending_by_timestamp=ending_by_ts,
-        max_offsets_per_trigger=max_per_trigger, min_partitions=min_partitions,
+        client_conf=conf,
+        selection=selection,
+        starting=starting,
+        ending=ending,
+        starting_timestamp=starting_ts,
+        starting_by_timestamp=by_ts,
+        timestamp_strategy=strategy,
+        ending_timestamp=ending_ts,
+        ending_by_timestamp=ending_by_ts,
+        max_offsets_per_trigger=max_per_trigger,
+        min_partitions=min_partitions,
         max_records_per_partition=max_per_partition,
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         include_headers=_bool(opts, "includeHeaders", False),
@@ -317,14 +357,18 @@ def parse_sink(options: Mapping[str, str]) -> SinkOptions:
         if not prefix:
             raise KafkaWireOptionError("option 'transactionalIdPrefix' is empty")
         if not exactly_once:
-            raise KafkaWireOptionError("option 'transactionalIdPrefix' is for exactly-once writes: "
-                                       "set 'exactlyOnce' to 'true' as well")
+            raise KafkaWireOptionError(
+                "option 'transactionalIdPrefix' is for exactly-once writes: set 'exactlyOnce' to 'true' as well"
+            )
     if exactly_once:
         acks = conf.get("acks")
         if acks is not None and acks.strip() not in ("all", "-1"):
-            raise KafkaWireOptionError(f"option 'exactlyOnce' writes in transactions, which need acks=all; "
-                                       f"'kafka.acks' is {acks!r}")
+            raise KafkaWireOptionError(
+                f"option 'exactlyOnce' writes in transactions, which need acks=all; 'kafka.acks' is {acks!r}"
+            )
         if conf.get("enable.idempotence", "true").strip().lower() in ("false", "0", "no"):
-            raise KafkaWireOptionError("option 'exactlyOnce' writes in transactions, which need an idempotent "
-                                       "producer; 'kafka.enable.idempotence' is false")
+            raise KafkaWireOptionError(
+                "option 'exactlyOnce' writes in transactions, which need an idempotent "
+                "producer; 'kafka.enable.idempotence' is false"
+            )
     return SinkOptions(client_conf=conf, topic=topic, exactly_once=exactly_once, transactional_id_prefix=prefix)

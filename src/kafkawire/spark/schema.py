@@ -1,4 +1,5 @@
 """Spark and Arrow schemas of the data source: Spark's Kafka source schema, sink columns."""
+
 from __future__ import annotations
 
 import functools
@@ -56,15 +57,15 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
     if "value" not in by_name:
         raise SinkSchemaError(
             "the DataFrame written to kafkawire needs a 'value' column (string or binary); "
-            f"it has {[f.name for f in schema.fields]}")
+            f"it has {[f.name for f in schema.fields]}"
+        )
     for name in ("key", "value"):
         f = by_name.get(name)
         if f is not None and not _is(f.dataType, StringType, BinaryType):
             raise SinkSchemaError(f"column '{f.name}' must be string or binary, not {f.dataType.simpleString()}")
     t = by_name.get("topic")
     if t is None and topic_option is None:
-        raise SinkSchemaError(
-            "no topic to write to: add a 'topic' column (string) or set the option 'topic'")
+        raise SinkSchemaError("no topic to write to: add a 'topic' column (string) or set the option 'topic'")
     if t is not None and not _is(t.dataType, StringType):
         raise SinkSchemaError(f"column 'topic' must be string, not {t.dataType.simpleString()}")
     p = by_name.get("partition")
@@ -72,11 +73,14 @@ def check_sink_schema(schema: StructType, topic_option: str | None) -> None:
         raise SinkSchemaError(f"column 'partition' must be int, not {p.dataType.simpleString()}")
     h = by_name.get("headers")
     if h is not None:
-        ok = (isinstance(h.dataType, ArrayType) and isinstance(h.dataType.elementType, StructType)
-              and [f.name for f in h.dataType.elementType.fields] == ["key", "value"]
-              and _is(h.dataType.elementType.fields[0].dataType, StringType)
-              and _is(h.dataType.elementType.fields[1].dataType, BinaryType, StringType))
+        ok = (
+            isinstance(h.dataType, ArrayType)
+            and isinstance(h.dataType.elementType, StructType)
+            and [f.name for f in h.dataType.elementType.fields] == ["key", "value"]
+            and _is(h.dataType.elementType.fields[0].dataType, StringType)
+            and _is(h.dataType.elementType.fields[1].dataType, BinaryType, StringType)
+        )
         if not ok:
             raise SinkSchemaError(
-                "column 'headers' must be array<struct<key:string,value:binary>>, "
-                f"not {h.dataType.simpleString()}")
+                f"column 'headers' must be array<struct<key:string,value:binary>>, not {h.dataType.simpleString()}"
+            )

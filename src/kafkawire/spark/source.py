@@ -25,6 +25,7 @@ aborted records; a task left open by a killed run whose partition no later run w
 read_committed consumers of its partitions until ``kafka.transaction.timeout.ms`` (60 s by default).
 Batch writes (``write``) do not take the option: a batch job has no id to find its markers by again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -138,11 +139,11 @@ def resolve(admin: kafka_access.Admin, tps: list, spec, name: str, *, default_mi
     unknown = sorted(named - known)
     if unknown:
         raise KafkaWireOptionError(
-            f"option '{name}' names partitions that are not being read (or do not exist): {unknown}")
+            f"option '{name}' names partitions that are not being read (or do not exist): {unknown}"
+        )
     missing = sorted(known - named)
     if missing and default_missing is None:
-        raise KafkaWireOptionError(
-            f"option '{name}' must give an offset for every partition read; missing: {missing}")
+        raise KafkaWireOptionError(f"option '{name}' must give an offset for every partition read; missing: {missing}")
     want = {tp: spec[tp[0]][tp[1]] if tp in named else default_missing for tp in tps}
     out = {tp: off for tp, off in want.items() if off >= 0}
     early = [tp for tp, off in want.items() if off == EARLIEST]
@@ -166,13 +167,15 @@ def starting_offsets(admin, tps: list, opts: SourceOptions) -> dict:
                 for p, ts in parts.items():
                     if (t, p) not in set(tps):
                         raise KafkaWireOptionError(
-                            f"option 'startingOffsetsByTimestamp' names {t}-{p}, which is not being read")
+                            f"option 'startingOffsetsByTimestamp' names {t}-{p}, which is not being read"
+                        )
                     wanted[(t, p)] = ts
             missing = sorted(set(tps) - set(wanted))
             if missing:
                 raise KafkaWireOptionError(
                     f"option 'startingOffsetsByTimestamp' must give a timestamp for every partition read; "
-                    f"missing: {missing}")
+                    f"missing: {missing}"
+                )
             name = "startingOffsetsByTimestamp"
         found = admin.for_timestamps(wanted)
         none = sorted(tp for tp, off in found.items() if off is None)
@@ -181,7 +184,8 @@ def starting_offsets(admin, tps: list, opts: SourceOptions) -> dict:
             if opts.timestamp_strategy == "error":
                 raise kafka_access.KafkaAccessError(
                     f"{name}: no record at or after the timestamp in partitions {none}; set "
-                    "'startingOffsetsByTimestampStrategy' to 'latest' to start those at the latest offset")
+                    "'startingOffsetsByTimestampStrategy' to 'latest' to start those at the latest offset"
+                )
             out.update(admin.latest(none))
         return out
     return resolve(admin, tps, opts.starting, "startingOffsets")
@@ -202,12 +206,14 @@ def ending_offsets(admin, tps: list, opts: SourceOptions) -> dict:
             for p, ts in parts.items():
                 if (t, p) not in set(tps):
                     raise KafkaWireOptionError(
-                        f"option 'endingOffsetsByTimestamp' names {t}-{p}, which is not being read")
+                        f"option 'endingOffsetsByTimestamp' names {t}-{p}, which is not being read"
+                    )
                 wanted[(t, p)] = ts
         missing = sorted(set(tps) - set(wanted))
         if missing:
             raise KafkaWireOptionError(
-                f"option 'endingOffsetsByTimestamp' must give a timestamp for every partition read; missing: {missing}")
+                f"option 'endingOffsetsByTimestamp' must give a timestamp for every partition read; missing: {missing}"
+            )
     found = admin.for_timestamps(wanted)
     out = {tp: off for tp, off in found.items() if off is not None}
     none = [tp for tp, off in found.items() if off is None]
@@ -217,9 +223,16 @@ def ending_offsets(admin, tps: list, opts: SourceOptions) -> dict:
 
 
 def _read(opts: SourceOptions, part: KafkaRange):
-    return kafka_access.read_range(opts.client_conf, part.topic, part.partition, part.start, part.end,
-                                   include_headers=opts.include_headers,
-                                   fail_on_data_loss=opts.fail_on_data_loss, max_records=opts.fetch_max_records)
+    return kafka_access.read_range(
+        opts.client_conf,
+        part.topic,
+        part.partition,
+        part.start,
+        part.end,
+        include_headers=opts.include_headers,
+        fail_on_data_loss=opts.fail_on_data_loss,
+        max_records=opts.fetch_max_records,
+    )
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -239,7 +252,8 @@ class KafkaBatchReader(DataSourceReader):
             s, e = start[tp], end[tp]
             if s > e:
                 raise kafka_access.KafkaAccessError(
-                    f"{tp[0]}-{tp[1]}: the starting offset {s} is after the ending offset {e}")
+                    f"{tp[0]}-{tp[1]}: the starting offset {s} is after the ending offset {e}"
+                )
             ranges.append(KafkaRange(tp[0], tp[1], s, e))
         return split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
 
@@ -288,8 +302,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = [tp for tp in tps if tp in self._target]
         gone = sorted(set(start) - set(tps))
         if gone and self._target is None:
-            kafka_access.data_loss(f"partitions {gone} were being read but no longer exist",
-                                   self.opts.fail_on_data_loss)
+            kafka_access.data_loss(
+                f"partitions {gone} were being read but no longer exist", self.opts.fail_on_data_loss
+            )
         latest = self.admin.latest(tps)
         if self._target is not None:
             latest = {tp: min(off, self._target[tp]) for tp, off in latest.items()}
@@ -301,7 +316,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if latest[tp] < full[tp]:
                 kafka_access.data_loss(
                     f"{tp[0]}-{tp[1]}: the latest offset {latest[tp]} is below the offset {full[tp]} already read "
-                    "(was the topic recreated?)", self.opts.fail_on_data_loss)
+                    "(was the topic recreated?)",
+                    self.opts.fail_on_data_loss,
+                )
                 full[tp] = latest[tp]
         return full, latest
 
@@ -394,12 +411,14 @@ def task_identity(prefix: str | None) -> tuple[str, int, int]:
     if batch is None:
         raise kafka_access.KafkaAccessError(
             f"exactlyOnce: the task has no '{BATCH_ID_PROPERTY}' property: not a micro-batch of a streaming query "
-            "(continuous processing is not supported)")
+            "(continuous processing is not supported)"
+        )
     if prefix is None:
         query = ctx.getLocalProperty(QUERY_ID_PROPERTY)
         if query is None:
             raise kafka_access.KafkaAccessError(
-                f"exactlyOnce: the task has no '{QUERY_ID_PROPERTY}' property; set 'transactionalIdPrefix'")
+                f"exactlyOnce: the task has no '{QUERY_ID_PROPERTY}' property; set 'transactionalIdPrefix'"
+            )
         prefix = f"kafkawire-spark-{query}"
     return prefix, int(batch), ctx.partitionId()
 
@@ -427,8 +446,13 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
         prefix, batch, partition = task_identity(self.prefix)
         txid = transactional_id(prefix, partition)
         sent, skipped = kafka_access.write_batches_exactly_once(
-            self.conf, self.topic, iterator, transactional_id=txid, batch_id=batch,
-            description=f"{prefix} batch {batch} partition {partition}")
+            self.conf,
+            self.topic,
+            iterator,
+            transactional_id=txid,
+            batch_id=batch,
+            description=f"{prefix} batch {batch} partition {partition}",
+        )
         return KafkaTxnCommit(sent, skipped, txid)
 
     def commit(self, messages, batchId: int) -> None:
@@ -463,8 +487,9 @@ class KafkaWireDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool):
         opts = self._sink(schema)
         if opts.exactly_once:
-            raise KafkaWireOptionError("option 'exactlyOnce' is for streaming writes (writeStream); a batch "
-                                       "write is at least once")
+            raise KafkaWireOptionError(
+                "option 'exactlyOnce' is for streaming writes (writeStream); a batch write is at least once"
+            )
         return KafkaBatchWriter(opts.client_conf, opts.topic)
 
     def streamWriter(self, schema: StructType, overwrite: bool):
