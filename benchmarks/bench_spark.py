@@ -14,6 +14,7 @@ Figures (records/s, best of --repeat runs after one warm-up run):
 
 The records are loaded with confluent-kafka's producer (not measured).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,24 @@ def free_port() -> int:
 def start_broker(tmp: str, storage: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = open(os.path.join(tmp, "broker.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--data-dir", os.path.join(tmp, "data"), "--storage", storage, "--log-level", "WARNING"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            os.path.join(tmp, "data"),
+            "--storage",
+            storage,
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     for _ in range(300):
         if proc.poll() is not None:
             raise RuntimeError(f"broker exited with {proc.returncode}, see {tmp}/broker.log")
@@ -59,9 +75,16 @@ def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         f.result(60)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
-                  "queue.buffering.max.messages": 1_000_000, "compression.type": "none",
-                  "partitioner": "murmur2_random"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+            "partitioner": "murmur2_random",
+        }
+    )
     t0 = time.perf_counter()
     body = bytearray(os.urandom(VALUE_SIZE))
     for i in range(n):
@@ -83,8 +106,9 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check"})
     try:
-        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
-                   for p in range(partitions))
+        return sum(
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1] for p in range(partitions)
+        )
     finally:
         c.close()
 
@@ -116,8 +140,12 @@ def main(argv=None) -> int:
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--bootstrap", help="existing broker (default: start kafkawire serve)")
-    ap.add_argument("--storage", default="memory", choices=("memory", "segments"),
-                    help="storage of the broker started here (default memory)")
+    ap.add_argument(
+        "--storage",
+        default="memory",
+        choices=("memory", "segments"),
+        help="storage of the broker started here (default memory)",
+    )
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per figure, best kept (default 2)")
     ap.add_argument("--skip-write", action="store_true")
@@ -132,23 +160,36 @@ def main(argv=None) -> int:
             proc, bootstrap = start_broker(tmp, args.storage)
         topic = f"bench-{os.getpid()}"
         load_s = load(bootstrap, topic, n, args.partitions)
-        print(f"loaded {n:,} records of {VALUE_SIZE} bytes into {args.partitions} partitions in {load_s:.1f} s "
-              f"({n / load_s:,.0f}/s, confluent-kafka producer)", flush=True)
+        print(
+            f"loaded {n:,} records of {VALUE_SIZE} bytes into {args.partitions} partitions in {load_s:.1f} s "
+            f"({n / load_s:,.0f}/s, confluent-kafka producer)",
+            flush=True,
+        )
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession, functions as F
 
         from kafkawire.spark import register
 
-        spark = (SparkSession.builder.master(args.master).appName("bench-spark")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "4g").getOrCreate())
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("bench-spark")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "4g")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
 
         def kafka_df():
-            return (spark.read.format("kafkawire").option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic).load())
+            return (
+                spark.read.format("kafkawire")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", topic)
+                .load()
+            )
 
         def agg(df):
             row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
@@ -175,18 +216,31 @@ def main(argv=None) -> int:
                 state["i"] += 1
                 out = f"{topic}-out{state['i']}"
                 from confluent_kafka.admin import AdminClient, NewTopic
+
                 admin = AdminClient({"bootstrap.servers": bootstrap})
                 for f in admin.create_topics([NewTopic(out, args.partitions, 1)]).values():
                     f.result(60)
-                (kafka_df().select("key", "value").write.mode("append").format("kafkawire")
-                 .option("kafka.bootstrap.servers", bootstrap).option("topic", out).save())
+                (
+                    kafka_df()
+                    .select("key", "value")
+                    .write.mode("append")
+                    .format("kafkawire")
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("topic", out)
+                    .save()
+                )
                 got = end_offsets(bootstrap, out, args.partitions)
                 assert got == n, (got, n)
+
             results.append(("spark read+write (kafkawire)", timed(write, 1)))
             print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
 
-        results.append(("confluent-kafka consumer", min(confluent_read(bootstrap, topic, args.partitions, n)
-                                                        for _ in range(args.repeat))))
+        results.append(
+            (
+                "confluent-kafka consumer",
+                min(confluent_read(bootstrap, topic, args.partitions, n) for _ in range(args.repeat)),
+            )
+        )
         print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
 
         pq = os.path.join(tmp, "parquet")

@@ -24,6 +24,7 @@ The last event of the generator is a marker one hour after the others: it moves 
 every window so all of them close; the marker's own window never closes, so it is in no output.
 With ``--bootstrap``, use new topics (``--topics IN,OUT``): records already in them are read too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,8 @@ COUNTRIES = ["DE", "FR", "US", "BR", "JP", "IN", "NG", "ES"]
 BASE_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MARKER_PAGE = "__watermark__"
 DEFAULT_OUT = "kafkawire-pipeline-out"
-OUT_MARK = ".kafkawire-pipeline"   # in an output directory this script made (and may replace)
-MIN_JAVA = 17                      # Spark 4
+OUT_MARK = ".kafkawire-pipeline"  # in an output directory this script made (and may replace)
+MIN_JAVA = 17  # Spark 4
 
 
 def _quiet(*_args, **_kw) -> None:
@@ -54,16 +55,19 @@ def _quiet(*_args, **_kw) -> None:
 
 # ---------------------------------------------------------------------------------- Java
 
+
 def java_problem() -> str | None:
     """None when a Java runtime Spark can use is found, else what is wrong and how to get one."""
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    how = (f"Spark needs a Java runtime, {MIN_JAVA} or later. Install one, e.g.\n"
-           f"  Debian/Ubuntu: sudo apt-get install openjdk-{MIN_JAVA}-jre-headless\n"
-           f"  Fedora:        sudo dnf install java-{MIN_JAVA}-openjdk-headless\n"
-           f"  macOS:         brew install openjdk@{MIN_JAVA}\n"
-           "  or any JDK distribution (Temurin, Zulu, Corretto),\n"
-           "then put its java on PATH or set JAVA_HOME to its directory.")
+    how = (
+        f"Spark needs a Java runtime, {MIN_JAVA} or later. Install one, e.g.\n"
+        f"  Debian/Ubuntu: sudo apt-get install openjdk-{MIN_JAVA}-jre-headless\n"
+        f"  Fedora:        sudo dnf install java-{MIN_JAVA}-openjdk-headless\n"
+        f"  macOS:         brew install openjdk@{MIN_JAVA}\n"
+        "  or any JDK distribution (Temurin, Zulu, Corretto),\n"
+        "then put its java on PATH or set JAVA_HOME to its directory."
+    )
     if home and not os.path.isfile(java):
         return f"JAVA_HOME is {home}, but {java} does not exist.\n{how}"
     if not java:
@@ -74,13 +78,14 @@ def java_problem() -> str | None:
         return f"{java} -version failed: {exc}\n{how}"
     m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
     if m:
-        major = int(m.group(2)) if m.group(1) == "1" else int(m.group(1))   # "1.8.0" is Java 8
+        major = int(m.group(2)) if m.group(1) == "1" else int(m.group(1))  # "1.8.0" is Java 8
         if major < MIN_JAVA:
             return f"{java} is Java {major}; this Spark needs {MIN_JAVA} or later.\n{how}"
     return None
 
 
 # ---------------------------------------------------------------------------------- the events
+
 
 def generate_events(n: int, *, seed: int = 7, minutes: int | None = None) -> list[dict]:
     """``n`` page views over ``minutes`` of event time, up to 20 s out of order (less than the watermark)."""
@@ -91,21 +96,22 @@ def generate_events(n: int, *, seed: int = 7, minutes: int | None = None) -> lis
     out = []
     for i in range(n):
         ts = BASE_MS + i * span // n + rng.randint(-20_000, 0)
-        out.append({
-            "event_id": i,
-            "user_id": f"u{rng.randrange(users):06d}",
-            "page": rng.choices(PAGES, weights=[30, 20, 10, 10, 10, 8, 5, 7])[0],
-            "country": rng.choice(COUNTRIES),
-            "ts": max(BASE_MS, ts),
-            "duration_ms": int(rng.expovariate(1 / 4000)),
-        })
+        out.append(
+            {
+                "event_id": i,
+                "user_id": f"u{rng.randrange(users):06d}",
+                "page": rng.choices(PAGES, weights=[30, 20, 10, 10, 10, 8, 5, 7])[0],
+                "country": rng.choice(COUNTRIES),
+                "ts": max(BASE_MS, ts),
+                "duration_ms": int(rng.expovariate(1 / 4000)),
+            }
+        )
     return out
 
 
 def marker_event(events: list[dict]) -> dict:
     last = max(e["ts"] for e in events) if events else BASE_MS
-    return {"event_id": -1, "user_id": "", "page": MARKER_PAGE, "country": "", "ts": last + 3_600_000,
-            "duration_ms": 0}
+    return {"event_id": -1, "user_id": "", "page": MARKER_PAGE, "country": "", "ts": last + 3_600_000, "duration_ms": 0}
 
 
 def expected_windows(events: list[dict]) -> dict:
@@ -120,6 +126,7 @@ def expected_windows(events: list[dict]) -> dict:
 
 
 # ---------------------------------------------------------------------------------- the broker
+
 
 def start_broker():
     """A kafkawire broker on a free 127.0.0.1 port, data on disk in a temporary directory (``.stop()`` removes it)."""
@@ -148,8 +155,7 @@ def produce_events(bootstrap: str, events: list[dict], topic: str = IN_TOPIC, pr
     next_report = t0 + 2.0
     with Producer(bootstrap, linger_ms=20, compression="lz4") as p:
         for i, e in enumerate(todo, 1):
-            p.produce(topic, dumps(e, separators=(",", ":")).encode(), e["user_id"].encode(),
-                      timestamp=e["ts"])
+            p.produce(topic, dumps(e, separators=(",", ":")).encode(), e["user_id"].encode(), timestamp=e["ts"])
             if i % 1000 == 0 and time.perf_counter() >= next_report:
                 now = time.perf_counter()
                 progress(f"producing: {i:,} of {len(todo):,} events sent ({i / (now - t0):,.0f}/s)")
@@ -162,56 +168,102 @@ def produce_events(bootstrap: str, events: list[dict], topic: str = IN_TOPIC, pr
 
 # ---------------------------------------------------------------------------------- the job
 
+
 def spark_session(master: str = "local[2]"):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from kafkawire.spark import register
 
-    spark = (SparkSession.builder.master(master).appName("kafkawire-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "4")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master(master)
+        .appName("kafkawire-pipeline")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
 
 
-def run_job(spark, bootstrap: str, out_dir: str, *, max_per_trigger: int | None = None, in_topic: str = IN_TOPIC,
-            out_topic: str = OUT_TOPIC, progress=_quiet, timeout: float = 1800.0) -> dict:
+def run_job(
+    spark,
+    bootstrap: str,
+    out_dir: str,
+    *,
+    max_per_trigger: int | None = None,
+    in_topic: str = IN_TOPIC,
+    out_topic: str = OUT_TOPIC,
+    progress=_quiet,
+    timeout: float = 1800.0,
+) -> dict:
     """The streaming job: Kafka -> parse -> windowed aggregate -> Kafka + Parquet. Returns progress figures."""
     from pyspark.sql import functions as F
 
-    schema = ("event_id BIGINT, user_id STRING, page STRING, country STRING, ts BIGINT, duration_ms BIGINT")
-    reader = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", in_topic).option("startingOffsets", "earliest"))
+    schema = "event_id BIGINT, user_id STRING, page STRING, country STRING, ts BIGINT, duration_ms BIGINT"
+    reader = (
+        spark.readStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", in_topic)
+        .option("startingOffsets", "earliest")
+    )
     if max_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
-    views = (reader.load()
-             .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
-             .select("e.*")
-             .withColumn("event_time", F.timestamp_millis("ts"))
-             .withWatermark("event_time", "2 minutes"))
-    per_minute = (views.groupBy(F.window("event_time", "1 minute").alias("w"), "page")
-                  .agg(F.count("*").alias("views"), F.size(F.collect_set("user_id")).alias("users"),
-                       F.sum("duration_ms").alias("total_duration_ms"))
-                  .select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"), "page",
-                          "views", "users", "total_duration_ms",
-                          F.round(F.col("total_duration_ms") / F.col("views"), 1).alias("avg_duration_ms")))
+    views = (
+        reader.load()
+        .select(F.from_json(F.col("value").cast("string"), schema).alias("e"))
+        .select("e.*")
+        .withColumn("event_time", F.timestamp_millis("ts"))
+        .withWatermark("event_time", "2 minutes")
+    )
+    per_minute = (
+        views.groupBy(F.window("event_time", "1 minute").alias("w"), "page")
+        .agg(
+            F.count("*").alias("views"),
+            F.size(F.collect_set("user_id")).alias("users"),
+            F.sum("duration_ms").alias("total_duration_ms"),
+        )
+        .select(
+            F.col("w.start").alias("window_start"),
+            F.col("w.end").alias("window_end"),
+            "page",
+            "views",
+            "users",
+            "total_duration_ms",
+            F.round(F.col("total_duration_ms") / F.col("views"), 1).alias("avg_duration_ms"),
+        )
+    )
     # the marker is not filtered out (Spark would push the filter below the watermark): its window,
     # the latest of all, stays open and is never written
 
     out = Path(out_dir)
     t0 = time.perf_counter()
-    to_parquet = (per_minute.writeStream.format("parquet").outputMode("append")
-                  .option("path", str(out / "parquet")).option("checkpointLocation", str(out / "ck-parquet"))
-                  .trigger(availableNow=True).start())
-    to_kafka = (per_minute.select(F.col("page").cast("binary").alias("key"),
-                                  F.to_json(F.struct("window_start", "window_end", "page", "views", "users",
-                                                     "avg_duration_ms")).alias("value"))
-                .writeStream.format("kafkawire").outputMode("append").option("kafka.bootstrap.servers", bootstrap)
-                .option("topic", out_topic).option("checkpointLocation", str(out / "ck-kafka"))
-                .trigger(availableNow=True).start())
+    to_parquet = (
+        per_minute.writeStream.format("parquet")
+        .outputMode("append")
+        .option("path", str(out / "parquet"))
+        .option("checkpointLocation", str(out / "ck-parquet"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    to_kafka = (
+        per_minute.select(
+            F.col("page").cast("binary").alias("key"),
+            F.to_json(F.struct("window_start", "window_end", "page", "views", "users", "avg_duration_ms")).alias(
+                "value"
+            ),
+        )
+        .writeStream.format("kafkawire")
+        .outputMode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", out_topic)
+        .option("checkpointLocation", str(out / "ck-kafka"))
+        .trigger(availableNow=True)
+        .start()
+    )
     queries = {"parquet": to_parquet, "kafka": to_kafka}
     watch_progress(queries, t0, progress, timeout)
     for q in queries.values():
@@ -241,11 +293,13 @@ def watch_progress(queries: dict, t0: float, progress, timeout: float) -> None:
                 break
         for name, q in queries.items():
             done = q.recentProgress
-            for p in done[reported[name]:]:
+            for p in done[reported[name] :]:
                 rate = p.get("processedRowsPerSecond") or 0.0
                 secs = p.get("durationMs", {}).get("triggerExecution", 0) / 1000
-                progress(f"micro-batch {p['batchId']} to {name} done: {p['numInputRows']:,} records in "
-                         f"{secs:.1f} s ({rate:,.0f} records/s)")
+                progress(
+                    f"micro-batch {p['batchId']} to {name} done: {p['numInputRows']:,} records in "
+                    f"{secs:.1f} s ({rate:,.0f} records/s)"
+                )
                 quiet_since = time.perf_counter()
             reported[name] = max(reported[name], len(done))
         if time.perf_counter() - quiet_since >= 15:
@@ -273,9 +327,20 @@ def read_output_topic(bootstrap: str, topic: str = OUT_TOPIC) -> list[dict]:
 
 # ---------------------------------------------------------------------------------- main
 
-def run(spark, bootstrap: str, events: int, out_dir: str, *, partitions: int = 3, seed: int = 7,
-        in_topic: str = IN_TOPIC, out_topic: str = OUT_TOPIC, max_per_trigger: int | None = None,
-        progress=_quiet) -> dict:
+
+def run(
+    spark,
+    bootstrap: str,
+    events: int,
+    out_dir: str,
+    *,
+    partitions: int = 3,
+    seed: int = 7,
+    in_topic: str = IN_TOPIC,
+    out_topic: str = OUT_TOPIC,
+    max_per_trigger: int | None = None,
+    progress=_quiet,
+) -> dict:
     """Generate, produce, run the job; returns figures (records in, windows out, seconds...)."""
     t = time.perf_counter()
     evs = generate_events(events, seed=seed)
@@ -283,12 +348,24 @@ def run(spark, bootstrap: str, events: int, out_dir: str, *, partitions: int = 3
     create_topics(bootstrap, partitions, (in_topic, out_topic))
     produce_s = produce_events(bootstrap, evs, in_topic, progress)
     progress("streaming job started (Trigger.AvailableNow: it reads what is in the topic, then stops)")
-    stats = run_job(spark, bootstrap, out_dir, max_per_trigger=max_per_trigger, in_topic=in_topic,
-                    out_topic=out_topic, progress=progress)
+    stats = run_job(
+        spark,
+        bootstrap,
+        out_dir,
+        max_per_trigger=max_per_trigger,
+        in_topic=in_topic,
+        out_topic=out_topic,
+        progress=progress,
+    )
     windows = spark.read.parquet(str(Path(out_dir) / "parquet")).count()
     topic_rows = read_output_topic(bootstrap, out_topic)
-    stats.update(events=events, produce_seconds=produce_s, windows_out=windows, topic_windows=len(topic_rows),
-                 records_per_second=stats["records_in"] / stats["seconds"] if stats["seconds"] else 0.0)
+    stats.update(
+        events=events,
+        produce_seconds=produce_s,
+        windows_out=windows,
+        topic_windows=len(topic_rows),
+        records_per_second=stats["records_in"] / stats["seconds"] if stats["seconds"] else 0.0,
+    )
     return stats
 
 
@@ -310,8 +387,11 @@ def main(argv=None) -> int:
     ap.add_argument("--bootstrap", help="an existing broker, host:port (default: start a kafkawire broker)")
     ap.add_argument("--events", type=int, default=200_000, help="page views to generate (default 200000)")
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the topics (default 3)")
-    ap.add_argument("--out", default=DEFAULT_OUT,
-                    help=f"output directory, kept after the run and replaced by the next one (default ./{DEFAULT_OUT})")
+    ap.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"output directory, kept after the run and replaced by the next one (default ./{DEFAULT_OUT})",
+    )
     ap.add_argument("--discard-output", action="store_true", help="remove the output directory at the end")
     ap.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
     ap.add_argument("--max-per-trigger", type=int, help="maxOffsetsPerTrigger (default: all in one micro-batch)")
@@ -341,19 +421,35 @@ def main(argv=None) -> int:
         progress(f"starting Spark ({args.master}); its JVM takes a few seconds")
         spark = spark_session(args.master)
         try:
-            s = run(spark, bootstrap, args.events, out_dir, partitions=args.partitions,
-                    max_per_trigger=args.max_per_trigger, in_topic=in_topic, out_topic=out_topic, progress=progress)
+            s = run(
+                spark,
+                bootstrap,
+                args.events,
+                out_dir,
+                partitions=args.partitions,
+                max_per_trigger=args.max_per_trigger,
+                in_topic=in_topic,
+                out_topic=out_topic,
+                progress=progress,
+            )
         finally:
             spark.stop()
-        where = (f"Parquet {out_dir}/parquet (removed: --discard-output)" if args.discard_output
-                 else f"Parquet {out_dir}/parquet")
+        where = (
+            f"Parquet {out_dir}/parquet (removed: --discard-output)"
+            if args.discard_output
+            else f"Parquet {out_dir}/parquet"
+        )
         print(f"records in:      {s['records_in'] - 1} page views (+1 watermark marker) from topic {in_topic!r}")
-        print(f"windows out:     {s['windows_out']} (page x 1-minute window) to {where} "
-              f"and {s['topic_windows']} to topic {out_topic!r}")
+        print(
+            f"windows out:     {s['windows_out']} (page x 1-minute window) to {where} "
+            f"and {s['topic_windows']} to topic {out_topic!r}"
+        )
         print(f"late dropped:    {s['late_dropped']}")
         print(f"produce:         {s['events'] / s['produce_seconds']:,.0f} events/s")
-        print(f"streaming job:   {s['seconds']:.1f} s, {s['micro_batches']} micro-batches, "
-              f"{s['records_per_second']:,.0f} records/s")
+        print(
+            f"streaming job:   {s['seconds']:.1f} s, {s['micro_batches']} micro-batches, "
+            f"{s['records_per_second']:,.0f} records/s"
+        )
         if not args.discard_output:
             print(f"output kept in:  {out_dir} (read it with spark.read.parquet('{out_dir}/parquet'))")
         if s["records_in"] != s["events"] + 1:
@@ -362,7 +458,7 @@ def main(argv=None) -> int:
         return 0 if s["windows_out"] == s["topic_windows"] else 1
     finally:
         if broker is not None:
-            broker.stop()   # and its temporary data directory
+            broker.stop()  # and its temporary data directory
         if args.discard_output:
             shutil.rmtree(out, ignore_errors=True)
 

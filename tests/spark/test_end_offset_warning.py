@@ -3,6 +3,7 @@
 The end offset is faked by patching the client's ``Consumer.end_offsets``; the broker itself is kafkawire
 and its fetch answers (records and high watermark) are real.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,8 +30,11 @@ def full_partition(broker):
 
 
 def _read(broker, topic, start, end):
-    batches = list(kafka_access.read_range({"bootstrap.servers": broker.bootstrap}, topic, 0, start, end,
-                                           include_headers=False, fail_on_data_loss=True))
+    batches = list(
+        kafka_access.read_range(
+            {"bootstrap.servers": broker.bootstrap}, topic, 0, start, end, include_headers=False, fail_on_data_loss=True
+        )
+    )
     return pa.Table.from_batches(batches, schema=kafka_access.arrow_read_schema(False))
 
 
@@ -44,9 +48,9 @@ def test_records_past_a_wrong_end_offset_are_warned_about(broker, full_partition
     monkeypatch.setattr(Consumer, "end_offsets", lambda self, tps: {tuple(tp): 3 for tp in tps})
     caplog.set_level(logging.WARNING, logger="kafkawire.spark")
     table = _read(broker, full_partition, 0, 3)
-    assert table.column("offset").to_pylist() == [0, 1, 2]   # the range asked for, nothing more
+    assert table.column("offset").to_pylist() == [0, 1, 2]  # the range asked for, nothing more
     [w] = _warnings(caplog)
-    assert w.args == (full_partition, 0, 3, N - 1)         # partition, the end it was told, what exists
+    assert w.args == (full_partition, 0, 3, N - 1)  # partition, the end it was told, what exists
     assert f"{full_partition}-0" in w.getMessage() and "end offset 3" in w.getMessage()
 
 
@@ -63,7 +67,7 @@ def test_a_topic_that_grew_meanwhile_is_not_warned_about(broker, full_partition,
     caplog.set_level(logging.WARNING, logger="kafkawire.spark")
     table = _read(broker, full_partition, 0, 3)
     assert table.column("offset").to_pylist() == [0, 1, 2]
-    assert len(answers) == 2      # asked again once, having seen records past 3
+    assert len(answers) == 2  # asked again once, having seen records past 3
     assert _warnings(caplog) == []
 
 

@@ -1,4 +1,5 @@
 """Option parsing and planning helpers, and bad options through Spark failing with a clear message."""
+
 from __future__ import annotations
 
 import json
@@ -12,39 +13,49 @@ BS = {"kafka.bootstrap.servers": "127.0.0.1:1"}
 
 
 def test_parse_defaults_and_kafka_options():
-    o = parse_source({**BS, "subscribe": "a, b", "kafka.fetch.max.bytes": "1000", "INCLUDEHEADERS": "TRUE",
-                      "kafka.group.id": "ignored"}, streaming=False)
+    o = parse_source(
+        {
+            **BS,
+            "subscribe": "a, b",
+            "kafka.fetch.max.bytes": "1000",
+            "INCLUDEHEADERS": "TRUE",
+            "kafka.group.id": "ignored",
+        },
+        streaming=False,
+    )
     assert o.selection.topics == ("a", "b")
     assert o.starting == "earliest" and o.ending == "latest"
     assert o.client_conf == {"bootstrap.servers": "127.0.0.1:1", "fetch.max.bytes": "1000"}
     assert o.include_headers and o.fail_on_data_loss
     s = parse_source({**BS, "subscribePattern": "t.*", "maxOffsetsPerTrigger": "10"}, streaming=True)
     assert s.starting == "latest" and s.ending is None and s.max_offsets_per_trigger == 10
-    a = parse_source({**BS, "assign": '{"t": [1, 0]}', "startingOffsets": '{"t": {"0": 5, "1": -2}}'},
-                     streaming=True)
+    a = parse_source({**BS, "assign": '{"t": [1, 0]}', "startingOffsets": '{"t": {"0": 5, "1": -2}}'}, streaming=True)
     assert a.selection.assignment == (("t", 0), ("t", 1))
     assert a.starting == {"t": {0: 5, 1: -2}}
 
 
-@pytest.mark.parametrize("opts, message", [
-    ({"subscribe": "t"}, "kafka.bootstrap.servers' is required"),
-    ({**BS}, "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
-    ({**BS, "subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of"),
-    ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"0": 1'}, "startingOffsets' is not valid JSON"),
-    ({**BS, "subscribe": "t", "startingOffsets": "first"}, "must be 'earliest', 'latest' or a JSON object"),
-    ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"x": 1}}'}, "is not a partition number"),
-    ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "invalid value -3"),
-    ({**BS, "subscribe": "t", "startingOffsets": "latest"}, "can't be 'latest' for batch"),
-    ({**BS, "subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, "-2 (earliest) is not allowed"),
-    ({**BS, "assign": "[0]"}, "option 'assign' must be a JSON object"),
-    ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
-    ({**BS, "subscribe": "t", "minPartitions": "0"}, "'minPartitions' must be a positive integer"),
-    ({**BS, "subscribe": "t", "failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
-    ({**BS, "subscribe": "t", "endingTimestamp": "soon"}, "'endingTimestamp' must be a timestamp in milliseconds"),
-    ({**BS, "subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": -1}}'}, "invalid value -1"),
-    ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset' is not supported"),
-    ({**BS, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
-])
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        ({"subscribe": "t"}, "kafka.bootstrap.servers' is required"),
+        ({**BS}, "exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
+        ({**BS, "subscribe": "t", "assign": '{"t":[0]}'}, "exactly one of"),
+        ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"0": 1'}, "startingOffsets' is not valid JSON"),
+        ({**BS, "subscribe": "t", "startingOffsets": "first"}, "must be 'earliest', 'latest' or a JSON object"),
+        ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"x": 1}}'}, "is not a partition number"),
+        ({**BS, "subscribe": "t", "startingOffsets": '{"t": {"0": -3}}'}, "invalid value -3"),
+        ({**BS, "subscribe": "t", "startingOffsets": "latest"}, "can't be 'latest' for batch"),
+        ({**BS, "subscribe": "t", "endingOffsets": '{"t": {"0": -2}}'}, "-2 (earliest) is not allowed"),
+        ({**BS, "assign": "[0]"}, "option 'assign' must be a JSON object"),
+        ({**BS, "subscribePattern": "("}, "not a valid regular expression"),
+        ({**BS, "subscribe": "t", "minPartitions": "0"}, "'minPartitions' must be a positive integer"),
+        ({**BS, "subscribe": "t", "failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
+        ({**BS, "subscribe": "t", "endingTimestamp": "soon"}, "'endingTimestamp' must be a timestamp in milliseconds"),
+        ({**BS, "subscribe": "t", "endingOffsetsByTimestamp": '{"t": {"0": -1}}'}, "invalid value -1"),
+        ({**BS, "subscribe": "t", "kafka.auto.offset.reset": "earliest"}, "'kafka.auto.offset.reset' is not supported"),
+        ({**BS, "subscribe": "t", "kafka.value.deserializer": "x"}, "'kafka.value.deserializer' is not supported"),
+    ],
+)
 def test_bad_source_options(opts, message):
     with pytest.raises(KafkaWireOptionError) as info:
         parse_source(opts, streaming=False)
@@ -95,8 +106,9 @@ def test_rate_limit_is_exact_and_proportional():
     taken = {tp: end[tp] - {**start, ("t", 3): 0}[tp] for tp in end}
     assert sum(taken.values()) == 13
     assert taken[("t", 2)] == 0 and taken[("t", 0)] > taken[("t", 1)] > 0
-    assert rate_limit(start, {k: v for k, v in latest.items() if k in start}, 1000) == \
-        {k: v for k, v in latest.items() if k in start}
+    assert rate_limit(start, {k: v for k, v in latest.items() if k in start}, 1000) == {
+        k: v for k, v in latest.items() if k in start
+    }
 
 
 def _read(spark, **options):
@@ -113,27 +125,48 @@ def test_errors_through_spark(spark, broker):
     with pytest.raises(Exception, match="do not exist on the broker"):
         _read(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "no-such-topic-x"}).collect()
     with pytest.raises(Exception, match="startingOffsets' is not valid JSON"):
-        _read(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
-                        "startingOffsets": "{" + topic}).collect()
+        _read(
+            spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, "startingOffsets": "{" + topic}
+        ).collect()
     with pytest.raises(Exception, match="must give an offset for every partition"):
-        _read(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
-                        "startingOffsets": json.dumps({topic: {"0": 0}})}).collect()
+        _read(
+            spark,
+            **{
+                "kafka.bootstrap.servers": broker.bootstrap,
+                "subscribe": topic,
+                "startingOffsets": json.dumps({topic: {"0": 0}}),
+            },
+        ).collect()
     with pytest.raises(Exception, match="partition 7 of topic"):
         _read(spark, **{"kafka.bootstrap.servers": broker.bootstrap, "assign": json.dumps({topic: [7]})}).collect()
     with pytest.raises(Exception, match="kafka.bootstrap.servers' is required"):
         spark.readStream.format("kafkawire").option("subscribe", topic).load().writeStream.format(
-            "console").start().awaitTermination(60)
+            "console"
+        ).start().awaitTermination(60)
 
 
 def test_kafka_options_map_to_client_settings():
     from kafkawire.spark.kafka_access import KafkaAccessError, client_kwargs
 
-    conf = {"bootstrap.servers": "h:1", "linger.ms": "20", "compression.type": "zstd", "acks": "1",
-            "fetch.max.wait.ms": "100", "request.timeout.ms": "5000", "client.id": "me"}
+    conf = {
+        "bootstrap.servers": "h:1",
+        "linger.ms": "20",
+        "compression.type": "zstd",
+        "acks": "1",
+        "fetch.max.wait.ms": "100",
+        "request.timeout.ms": "5000",
+        "client.id": "me",
+    }
     bs, kw = client_kwargs(conf, "producer")
     assert bs == "h:1"
-    assert kw == {"linger_ms": 20.0, "compression": "zstd", "acks": "1", "request_timeout": 5.0,
-                  "client_id": "me", "enable_idempotence": False}  # idempotence needs acks=all
+    assert kw == {
+        "linger_ms": 20.0,
+        "compression": "zstd",
+        "acks": "1",
+        "request_timeout": 5.0,
+        "client_id": "me",
+        "enable_idempotence": False,
+    }  # idempotence needs acks=all
     _, kw = client_kwargs(conf, "consumer")
     assert kw == {"fetch_max_wait_ms": 100, "request_timeout": 5.0, "client_id": "me"}
     _, kw = client_kwargs(conf, "admin")

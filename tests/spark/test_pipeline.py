@@ -1,4 +1,5 @@
 """The example pipeline (examples/pipeline.py) end to end on a small input, its outputs checked."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -32,8 +33,9 @@ def test_pipeline_outputs(spark, broker, pipeline, tmp_path):
     n = 2000
     suffix = uuid.uuid4().hex[:6]
     in_topic, out_topic = f"pv-{suffix}", f"pv-min-{suffix}"
-    stats = pipeline.run(spark, broker.bootstrap, n, str(tmp_path / "out"), in_topic=in_topic, out_topic=out_topic,
-                         max_per_trigger=1000)
+    stats = pipeline.run(
+        spark, broker.bootstrap, n, str(tmp_path / "out"), in_topic=in_topic, out_topic=out_topic, max_per_trigger=1000
+    )
     want = pipeline.expected_windows(pipeline.generate_events(n))
     assert stats["records_in"] == n + 1  # and the watermark marker
     assert stats["micro_batches"] >= 3  # 2001 records, at most 1000 per trigger
@@ -51,8 +53,12 @@ def test_pipeline_outputs(spark, broker, pipeline, tmp_path):
 
     topic_rows = pipeline.read_output_topic(broker.bootstrap, out_topic)
     assert len(topic_rows) == len(want) == stats["topic_windows"]
-    from_topic = {(_ms(dt.datetime.fromisoformat(t["window_start"].replace("Z", "+00:00")).replace(tzinfo=None)),
-                   t["page"]): t["views"] for t in topic_rows}
+    from_topic = {
+        (_ms(dt.datetime.fromisoformat(t["window_start"].replace("Z", "+00:00")).replace(tzinfo=None)), t["page"]): t[
+            "views"
+        ]
+        for t in topic_rows
+    }
     assert from_topic == {k: v[0] for k, v in want.items()}
 
 
@@ -61,8 +67,13 @@ def test_pipeline_command(tmp_path):
     out = tmp_path / "cli-out"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     # a broker of its own: the example names its topics pageviews / pageviews-per-minute
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--events", "500", "--out", str(out)],
-                          capture_output=True, text=True, timeout=280, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--events", "500", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "records in:      500 page views" in proc.stdout
     windows = int(proc.stdout.split("windows out:")[1].split()[0])

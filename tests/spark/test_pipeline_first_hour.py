@@ -1,5 +1,6 @@
 """examples/pipeline.py for a newcomer: Java checked first, output kept (and replaced only when its own), broker
 data removed. No Spark session here: these run the script's pieces and the script up to its Java check."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,7 +33,7 @@ def _fake_java(tmp_path: Path, version_line: str) -> Path:
 
 def test_no_java_at_all_says_how_to_get_one(pipeline, monkeypatch, tmp_path):
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))          # no java on it
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java on it
     problem = pipeline.java_problem()
     assert "JAVA_HOME is not set" in problem and "no java on PATH" in problem
     assert "apt-get install openjdk-17" in problem and "brew install openjdk@17" in problem
@@ -55,18 +56,24 @@ def test_old_java_is_refused_and_new_java_accepted(pipeline, monkeypatch, tmp_pa
 def test_script_stops_before_anything_when_java_is_missing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
     env["PATH"] = str(tmp_path)
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--events", "10", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--events", "10", "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     assert "Spark needs a Java runtime" in proc.stderr
-    assert not (tmp_path / "out").exists()             # nothing started, nothing made
+    assert not (tmp_path / "out").exists()  # nothing started, nothing made
 
 
 def test_output_dir_is_replaced_only_when_the_script_made_it(pipeline, tmp_path):
     out = pipeline.prepare_out_dir(str(tmp_path / "o"))
     (out / "parquet").mkdir()
     (out / "parquet" / "old.parquet").write_bytes(b"x")
-    again = pipeline.prepare_out_dir(str(out))          # the next run: its own directory, emptied
+    again = pipeline.prepare_out_dir(str(out))  # the next run: its own directory, emptied
     assert again == out and sorted(p.name for p in out.iterdir()) == [pipeline.OUT_MARK]
     foreign = tmp_path / "mine"
     foreign.mkdir()

@@ -1,4 +1,5 @@
 """Batch reads of topics produced by confluent-kafka: every record, field by field."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -85,8 +86,14 @@ def test_schema_is_sparks_kafka_schema(spark, broker, produced):
     topic, _ = produced
     df = read(spark, broker, subscribe=topic)
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
-        ("key", "binary"), ("value", "binary"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
-        ("timestamp", "timestamp"), ("timestampType", "int")]
+        ("key", "binary"),
+        ("value", "binary"),
+        ("topic", "string"),
+        ("partition", "int"),
+        ("offset", "bigint"),
+        ("timestamp", "timestamp"),
+        ("timestampType", "int"),
+    ]
     df = read(spark, broker, subscribe=topic, includeHeaders="true")
     assert df.schema.fields[-1].dataType.simpleString() == "array<struct<key:string,value:binary>>"
 
@@ -122,11 +129,11 @@ def test_offset_ranges_and_assign(spark, broker, produced):
     counts = {p: sum(1 for r in recs if r["partition"] == p) for p in range(3)}
     start = {topic: {"0": 2, "1": -2, "2": 1}}
     end = {topic: {"0": 5, "1": 3, "2": -1}}
-    rows = as_dicts(read(spark, broker, subscribe=topic, startingOffsets=json.dumps(start),
-                         endingOffsets=json.dumps(end)))
+    rows = as_dicts(
+        read(spark, broker, subscribe=topic, startingOffsets=json.dumps(start), endingOffsets=json.dumps(end))
+    )
     got = sorted((r["partition"], r["offset"]) for r in rows)
-    want = sorted([(0, o) for o in range(2, 5)] + [(1, o) for o in range(0, 3)] +
-                  [(2, o) for o in range(1, counts[2])])
+    want = sorted([(0, o) for o in range(2, 5)] + [(1, o) for o in range(0, 3)] + [(2, o) for o in range(1, counts[2])])
     assert got == want
     # values match what was produced at those offsets
     by_pos = {(r["partition"], r["offset"]): r["value"] for r in recs}
@@ -183,8 +190,11 @@ def test_ending_timestamp(spark, broker, produced):
     # past every record: the end is the latest offset
     ends = {topic: {"0": BASE_TS, "1": BASE_TS + 10**9, "2": hi}}
     rows = as_dicts(read(spark, broker, subscribe=topic, endingOffsetsByTimestamp=json.dumps(ends)))
-    want = sorted((r["partition"], r["offset"]) for r in recs
-                  if r["partition"] == 1 or (r["partition"] == 2 and r["timestamp"] < hi))
+    want = sorted(
+        (r["partition"], r["offset"])
+        for r in recs
+        if r["partition"] == 1 or (r["partition"] == 2 and r["timestamp"] < hi)
+    )
     assert sorted((r["partition"], r["offset"]) for r in rows) == want
 
 

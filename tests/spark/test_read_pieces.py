@@ -1,4 +1,5 @@
 """``kafka_access.read_range`` reads a partition in small fetches, one fetched piece per poll (no Spark)."""
+
 from __future__ import annotations
 
 import pyarrow as pa
@@ -22,15 +23,24 @@ def big_partition(broker):
 
 
 def _read(broker, topic, start, end, **conf):
-    return list(kafka_access.read_range(dict({"bootstrap.servers": broker.bootstrap}, **conf), topic, 0, start, end,
-                                        include_headers=False, fail_on_data_loss=True))
+    return list(
+        kafka_access.read_range(
+            dict({"bootstrap.servers": broker.bootstrap}, **conf),
+            topic,
+            0,
+            start,
+            end,
+            include_headers=False,
+            fail_on_data_loss=True,
+        )
+    )
 
 
 @pytest.mark.parametrize("fetch_bytes", [None, "20000"])
 def test_range_read_in_pieces_is_exact(broker, big_partition, fetch_bytes):
     topic, values = big_partition
     conf = {} if fetch_bytes is None else {"max.partition.fetch.bytes": fetch_bytes}
-    start, end = 123, 3877   # both inside producer batches
+    start, end = 123, 3877  # both inside producer batches
     batches = _read(broker, topic, start, end, **conf)
     schema = arrow_read_schema(False)
     assert all(b.schema.equals(schema) for b in batches)
@@ -48,8 +58,9 @@ def test_range_read_in_pieces_is_exact(broker, big_partition, fetch_bytes):
 
 def test_default_fetch_size_is_bounded_but_overridable():
     _, kwargs = kafka_access.client_kwargs({"bootstrap.servers": "x:1"}, "consumer")
-    assert "max_partition_fetch_bytes" not in kwargs   # the reader sets its own default
+    assert "max_partition_fetch_bytes" not in kwargs  # the reader sets its own default
     assert kafka_access.READ_PARTITION_FETCH_BYTES <= 8 << 20
-    _, kwargs = kafka_access.client_kwargs({"bootstrap.servers": "x:1", "max.partition.fetch.bytes": "4096"},
-                                           "consumer")
+    _, kwargs = kafka_access.client_kwargs(
+        {"bootstrap.servers": "x:1", "max.partition.fetch.bytes": "4096"}, "consumer"
+    )
     assert kwargs["max_partition_fetch_bytes"] == 4096

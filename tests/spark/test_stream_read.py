@@ -1,4 +1,5 @@
 """Streaming reads: rate limit, checkpointed offsets, stop and restart, exactly once across runs."""
+
 from __future__ import annotations
 
 import collections
@@ -13,21 +14,33 @@ from .test_read import produce
 
 
 def values(n0: int, n1: int) -> list[dict]:
-    return [{"key": f"k{i % 5}".encode(), "value": f"rec-{i}".encode(), "headers": None,
-             "timestamp": 1_700_000_000_000 + i} for i in range(n0, n1)]
+    return [
+        {"key": f"k{i % 5}".encode(), "value": f"rec-{i}".encode(), "headers": None, "timestamp": 1_700_000_000_000 + i}
+        for i in range(n0, n1)
+    ]
 
 
 def stream(spark, broker, topic, **options):
-    r = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-         .option("subscribe", topic).option("startingOffsets", "earliest"))
+    r = (
+        spark.readStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+    )
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
 
 
 def to_parquet(df, out, ck, **trigger):
-    return (df.selectExpr("CAST(value AS STRING) AS v", "partition", "offset").writeStream.format("parquet")
-            .option("path", out).option("checkpointLocation", ck).trigger(**trigger).start())
+    return (
+        df.selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", ck)
+        .trigger(**trigger)
+        .start()
+    )
 
 
 def finished(q, seconds=180) -> None:
@@ -101,13 +114,21 @@ def test_new_partition_assignment_json_offsets(spark, broker, tmp_path):
     recs = produce(broker, topic, values(0, 60))
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
     start = {topic: {"0": 3, "2": -2}}
-    df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("assign", json.dumps({topic: [0, 2]})).option("startingOffsets", json.dumps(start)).load())
+    df = (
+        spark.readStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("assign", json.dumps({topic: [0, 2]}))
+        .option("startingOffsets", json.dumps(start))
+        .load()
+    )
     q = to_parquet(df, out, ck, availableNow=True)
     finished(q)
     got = sorted((r.partition, r.offset, r.v) for r in spark.read.parquet(out).collect())
-    want = sorted((r["partition"], r["offset"], r["value"].decode()) for r in recs
-                  if r["partition"] == 2 or (r["partition"] == 0 and r["offset"] >= 3))
+    want = sorted(
+        (r["partition"], r["offset"], r["value"].decode())
+        for r in recs
+        if r["partition"] == 2 or (r["partition"] == 0 and r["offset"] >= 3)
+    )
     assert got == want
 
 
@@ -118,8 +139,13 @@ def test_pattern_picks_up_new_topics_from_earliest(spark, broker, tmp_path):
     out, ck = str(tmp_path / "out"), str(tmp_path / "ck")
 
     def run():
-        df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-              .option("subscribePattern", f"{base}-.*").option("startingOffsets", "earliest").load())
+        df = (
+            spark.readStream.format("kafkawire")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribePattern", f"{base}-.*")
+            .option("startingOffsets", "earliest")
+            .load()
+        )
         finished(to_parquet(df, out, ck, availableNow=True))
 
     run()
@@ -147,9 +173,14 @@ def test_batch_data_loss_follows_fail_on_data_loss(spark, broker, fail):
     topic = broker.new_topic("loss", partitions=1)
     produce(broker, topic, values(0, 20))
     delete_records(broker, topic, 0, 8)
-    df = (spark.read.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": 2}}))
-          .option("failOnDataLoss", str(fail).lower()).load())
+    df = (
+        spark.read.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", json.dumps({topic: {"0": 2}}))
+        .option("failOnDataLoss", str(fail).lower())
+        .load()
+    )
     if fail:
         with pytest.raises(Exception, match="failOnDataLoss"):
             df.collect()

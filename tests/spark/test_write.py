@@ -1,4 +1,5 @@
 """Batch and streaming writes, read back with confluent-kafka."""
+
 from __future__ import annotations
 
 import collections
@@ -10,12 +11,15 @@ from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, St
 from .conftest import consume_all
 from .test_read import produce
 
-SINK_SCHEMA = StructType([
-    StructField("key", StringType()),
-    StructField("value", BinaryType()),
-    StructField("headers", ArrayType(StructType([StructField("key", StringType()),
-                                                 StructField("value", BinaryType())]))),
-])
+SINK_SCHEMA = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("value", BinaryType()),
+        StructField(
+            "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+        ),
+    ]
+)
 
 
 def confluent_partitions(broker, keys: list[bytes], partitions: int) -> dict[bytes, int]:
@@ -35,8 +39,14 @@ def test_batch_write_complete_and_java_partitioned(spark, broker):
         headers = [("trace", f"t{i}".encode()), ("empty", None)] if i % 4 == 0 else None
         rows.append((key, value, headers))
     df = spark.createDataFrame(rows, SINK_SCHEMA).repartition(3)
-    (df.write.mode("append").format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap).option("topic", topic)
-     .mode("append").save())
+    (
+        df.write.mode("append")
+        .format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
 
     got = consume_all(broker.bootstrap, topic, n, partitions=5)
     assert len(got) == n
@@ -67,22 +77,43 @@ def test_topic_and_partition_columns(spark, broker):
 def test_stream_write_from_stream_read(spark, broker, tmp_path):
     src = broker.new_topic("s-in", partitions=2)
     dst = broker.new_topic("s-out", partitions=4)
-    recs = [{"key": f"k{i % 9}".encode(), "value": f"{i}".encode(), "headers": [("n", f"{i}".encode())],
-             "timestamp": 1_700_000_000_000 + i} for i in range(200)]
+    recs = [
+        {
+            "key": f"k{i % 9}".encode(),
+            "value": f"{i}".encode(),
+            "headers": [("n", f"{i}".encode())],
+            "timestamp": 1_700_000_000_000 + i,
+        }
+        for i in range(200)
+    ]
     produce(broker, src, recs)
-    df = (spark.readStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("subscribe", src).option("startingOffsets", "earliest").option("includeHeaders", "true")
-          .option("maxOffsetsPerTrigger", "64").load())
-    out = df.selectExpr("key", "CAST(CAST(value AS STRING) AS INT) * 2 AS doubled", "headers") \
-        .selectExpr("key", "CAST(CAST(doubled AS STRING) AS BINARY) AS value", "headers")
-    q = (out.writeStream.format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap)
-         .option("topic", dst).option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    df = (
+        spark.readStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", src)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .option("maxOffsetsPerTrigger", "64")
+        .load()
+    )
+    out = df.selectExpr("key", "CAST(CAST(value AS STRING) AS INT) * 2 AS doubled", "headers").selectExpr(
+        "key", "CAST(CAST(doubled AS STRING) AS BINARY) AS value", "headers"
+    )
+    q = (
+        out.writeStream.format("kafkawire")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", dst)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     assert q.awaitTermination(180)
     assert q.exception() is None
     got = consume_all(broker.bootstrap, dst, 200, partitions=4)
     assert len(got) == 200
     assert collections.Counter((m.key(), m.value(), tuple(m.headers())) for m in got) == collections.Counter(
-        (r["key"], str(2 * int(r["value"])).encode(), tuple(r["headers"])) for r in recs)
+        (r["key"], str(2 * int(r["value"])).encode(), tuple(r["headers"])) for r in recs
+    )
     ref = confluent_partitions(broker, sorted({r["key"] for r in recs}), 4)
     assert all(m.partition() == ref[m.key()] for m in got)
 
@@ -91,7 +122,8 @@ def test_sink_needs_value_and_topic(spark, broker):
     df = spark.createDataFrame([("a",)], "key string")
     with pytest.raises(Exception, match="needs a 'value' column"):
         df.write.mode("append").format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap).option(
-            "topic", "x").save()
+            "topic", "x"
+        ).save()
     df = spark.createDataFrame([("a",)], "value string")
     with pytest.raises(Exception, match="no topic to write to"):
         df.write.mode("append").format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap).save()
