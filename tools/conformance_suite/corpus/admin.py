@@ -226,3 +226,52 @@ for_each(
         "fenced": lambda s, v: _cluster(s, v, fenced=True) if v >= 2 else None,
     },
 )
+
+
+def _scram_upsert(name, mechanism=1, iterations=4096, salt=b"salt-of-sixteen!", password=b"p" * 32):
+    return {
+        "name": name,
+        "mechanism": mechanism,
+        "iterations": iterations,
+        "salt": salt,
+        "salted_password": password,
+    }
+
+
+def _alter_scram(s, v, upsertions=(), deletions=()):
+    return s.probe("AlterUserScramCredentials", v, {"deletions": list(deletions), "upsertions": list(upsertions)})
+
+
+def _upsert_then_describe(s, v):
+    user = s.name("scram")
+    _alter_scram(s, v, [_scram_upsert(user)])
+    return s.probe("DescribeUserScramCredentials", 0, {"users": [{"name": user}]})
+
+
+for_each(
+    "AlterUserScramCredentials",
+    {
+        "upsert-then-describe": _upsert_then_describe,
+        "too-few-iterations": lambda s, v: _alter_scram(s, v, [_scram_upsert(s.name("few"), iterations=100)]),
+        "unknown-mechanism": lambda s, v: _alter_scram(s, v, [_scram_upsert(s.name("mech"), mechanism=0)]),
+        "empty-name": lambda s, v: _alter_scram(s, v, [_scram_upsert("")]),
+        "delete-unknown-user": lambda s, v: _alter_scram(s, v, deletions=[{"name": s.name("gone"), "mechanism": 1}]),
+        "upsert-and-delete-same-user": lambda s, v: _alter_scram(
+            s, v, [_scram_upsert(s.name("both"))], [{"name": s.name("both"), "mechanism": 1}]
+        ),
+        "nothing": lambda s, v: _alter_scram(s, v),
+    },
+)
+
+for_each(
+    "DescribeUserScramCredentials",
+    {
+        "unknown-user": lambda s, v: s.probe(
+            "DescribeUserScramCredentials", v, {"users": [{"name": s.name("nobody")}]}
+        ),
+        "same-user-twice": lambda s, v: s.probe(
+            "DescribeUserScramCredentials", v, {"users": [{"name": s.name("twice")}, {"name": s.name("twice")}]}
+        ),
+        "empty-list": lambda s, v: s.probe("DescribeUserScramCredentials", v, {"users": []}),
+    },
+)

@@ -125,14 +125,15 @@ def describe_user_scram_credentials(broker, ctx, body):
                 R.DescribeUserScramCredentialsResult(
                     user=name,
                     error_code=0,
-                    error_message=None,
+                    error_message="",  # Kafka's generated default (a string field defaults to "")
                     credential_infos=[
                         R.CredentialInfo(mechanism=MECHANISMS[m][0], iterations=i)
                         for m, i in sorted(known[name].items())
                     ],
                 )
             )
-    return R(throttle_time_ms=0, error_code=0, error_message=None, results=results)
+    # the top-level message is Kafka's generated default too: "" rather than null
+    return R(throttle_time_ms=0, error_code=0, error_message="", results=results)
 
 
 @handles("AlterUserScramCredentials", 0, 0)
@@ -140,13 +141,17 @@ def alter_user_scram_credentials(broker, ctx, body):
     R = AlterUserScramCredentialsResponse
     store = broker.scram_credentials
     names = [d.name for d in body.deletions] + [u.name for u in body.upsertions]
-    duplicates = {n for n in names if names.count(n) > 1}
+    # Entries are checked in request order, deletions first, and a user's first failure is its answer, as
+    # Kafka 4.4's controller does: a deletion of a credential that does not exist is RESOURCE_NOT_FOUND even
+    # when the same user is also upserted (the conformance corpus case upsert-and-delete-same-user); a user
+    # named again after a valid entry is DUPLICATE_RESOURCE.
     failed: dict[str, tuple[int, str]] = {}
-    deletes: set[tuple[str, str]] = set()
-    upserts = {}
+    duplicate = (errors.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+    deletes: dict[str, tuple[str, str]] = {}
+    upserts: dict[str, tuple[tuple[str, str], object]] = {}
     for d in body.deletions:
         mech = MECHANISM_BY_ID.get(d.mechanism)
-        if d.name in duplicates or d.name in failed:
+        if d.name in failed:
             continue
         if not d.name:
             failed[d.name] = (errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
@@ -154,13 +159,20 @@ def alter_user_scram_credentials(broker, ctx, body):
             failed[d.name] = (errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
         elif store.get(d.name, mech) is None:
             failed[d.name] = (errors.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
+        elif d.name in deletes:
+            del deletes[d.name]
+            failed[d.name] = duplicate
         else:
-            deletes.add((d.name, mech))
+            deletes[d.name] = (d.name, mech)
     for u in body.upsertions:
         mech = MECHANISM_BY_ID.get(u.mechanism)
-        if u.name in duplicates or u.name in failed:
+        if u.name in failed:
             continue
-        if not u.name:
+        if u.name in deletes or u.name in upserts:
+            deletes.pop(u.name, None)
+            upserts.pop(u.name, None)
+            failed[u.name] = duplicate
+        elif not u.name:
             failed[u.name] = (errors.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         elif mech is None:
             failed[u.name] = (errors.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism")
@@ -172,16 +184,15 @@ def alter_user_scram_credentials(broker, ctx, body):
         elif not u.salt or not u.salted_password:
             failed[u.name] = (errors.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty")
         else:
-            upserts[(u.name, mech)] = credential_from_salted(
-                mech, bytes(u.salted_password), bytes(u.salt), u.iterations
+            upserts[u.name] = (
+                (u.name, mech),
+                credential_from_salted(mech, bytes(u.salted_password), bytes(u.salt), u.iterations),
             )
-    for name in duplicates:
-        failed[name] = (errors.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
     # a user with any failed entry changes nothing
-    deletes = {k for k in deletes if k[0] not in failed}
-    upserts = {k: v for k, v in upserts.items() if k[0] not in failed}
-    if deletes or upserts:
-        store.apply(upserts, deletes)
+    to_delete = {k for name, k in deletes.items() if name not in failed}
+    to_upsert = {k: v for name, (k, v) in upserts.items() if name not in failed}
+    if to_delete or to_upsert:
+        store.apply(to_upsert, to_delete)
     results = []
     for name in dict.fromkeys(names):
         code, message = failed.get(name, (0, None))
