@@ -44,3 +44,13 @@ def reference_kafka(tmp_path_factory):
         reference_unavailable(str(exc))
     yield kafka
     kafka.close()
+
+
+def pytest_configure(config):
+    # registered here, not in tests/groups/conftest.py: tests/client imports group scenarios that carry it
+    # before pytest reaches tests/groups
+    config.addinivalue_line(
+        "markers",
+        "restarts_broker: the test restarts or kills its broker, so on Kafka it gets a private node instead "
+        "of the shared one",
+    )

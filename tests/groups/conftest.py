@@ -57,11 +57,6 @@ def pytest_configure(config):
         "kafkawire_gap(reason): the scenario passes on Apache Kafka but kafkawire "
         "fails it; expected to fail (strictly) only when the target is kafkawire",
     )
-    config.addinivalue_line(
-        "markers",
-        "restarts_broker: the test restarts or kills its broker, so on Kafka "
-        "it gets a private node instead of the shared one",
-    )
 
 
 def pytest_collection_modifyitems(config, items):
