@@ -19,6 +19,7 @@ import collections
 import concurrent.futures
 import os
 import threading
+from typing import Any
 
 from .admin import AsyncAdmin, NewTopic
 from .consumer import AsyncConsumer
@@ -87,7 +88,8 @@ class LoopThread:
 
 
 class _SyncBase:
-    _core = None
+    # the async client wrapped; each subclass declares its class. None once closed (close() is idempotent).
+    _core: Any = None
 
     def __init__(self):
         self._loop_thread = LoopThread.get()
@@ -125,7 +127,7 @@ class Producer(_SyncBase):
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
         super().__init__()
-        self._core = AsyncProducer(bootstrap, **options)
+        self._core: AsyncProducer = AsyncProducer(bootstrap, **options)  # None after close(): a later call fails
         self._queue: collections.deque = collections.deque()
         self._scheduled = False
         self._qlock = threading.Lock()
@@ -279,7 +281,7 @@ class Consumer(_SyncBase):
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
         super().__init__()
-        self._core = AsyncConsumer(bootstrap, **options)
+        self._core: AsyncConsumer = AsyncConsumer(bootstrap, **options)  # None after close(): a later call fails
         loop = self._loop_thread.loop
 
         async def run_callback(fn, tps):
@@ -428,7 +430,7 @@ class Admin(_SyncBase):
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
         super().__init__()
-        self._core = AsyncAdmin(bootstrap, **options)
+        self._core: AsyncAdmin = AsyncAdmin(bootstrap, **options)  # None after close(): a later call fails
 
     def __getattr__(self, name):
         if name.startswith("_"):
