@@ -47,6 +47,10 @@ class Entries:
     source: str | tuple[str, ...]
     since: int = 0
     until: int = 1 << 15
+    # a tuple of sources is alternatives (the first one the version has), unless ``users``: then one entry per
+    # distinct name over all of them, sorted (AlterUserScramCredentials' getErrorResponse answers the set of
+    # users named by its deletions and upsertions)
+    users: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,7 +131,9 @@ SHAPES: dict[int, Shape] = {
     ApiKey.SASL_AUTHENTICATE: Shape(message="null"),
     # one result per user asked about, its name left empty (as Kafka's getErrorResponse builds it)
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: Shape({"results": Entries("users")}, {"user": ""}, message="null"),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape({"results": Entries(("deletions", "upsertions"))}, message="null"),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: Shape(
+        {"results": Entries(("deletions", "upsertions"), users=True)}, message="null"
+    ),
     ApiKey.CREATE_PARTITIONS: Shape({"results": Entries("topics")}),
     ApiKey.DELETE_GROUPS: Shape({"results": Entries("groups_names")}),
     ApiKey.ELECT_LEADERS: Shape(
@@ -221,6 +227,9 @@ class _Builder:
         rule = self.shape.entries.get(at)
         if rule is None or not rule.since <= self.version <= rule.until:
             return None
+        if rule.users:
+            named = [x for source in rule.source for x in (getattr(request, source, None) or [])]
+            return sorted({x.name: x for x in reversed(named)}.values(), key=lambda x: x.name)
         for source in (rule.source,) if isinstance(rule.source, str) else rule.source:
             steps = source.split(".")
             if not any(g.attr == steps[0] and g.present(self.version) for g in request._fields):
