@@ -23,13 +23,14 @@ import queue
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
+
+from kafkawire.testing import KafkaBroker
 
 STARTED = "EOS-QUERY-STARTED"
 BATCH = "EOS-BATCH-DONE"
@@ -91,43 +92,6 @@ def driver(bootstrap: str, src: str, dst: str, checkpoint: str, per_trigger: int
 
 
 # -- the harness -----------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_broker(tmp: str) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    log = open(os.path.join(tmp, "broker.log"), "wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafkawire",
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            os.path.join(tmp, "data"),
-            "--storage",
-            "memory",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    for _ in range(300):
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited with code {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return proc, f"127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the broker did not listen")
 
 
 def _prepare(bootstrap: str, records: int) -> tuple[str, str]:
@@ -309,7 +273,9 @@ def main(argv=None) -> int:
     try:
         bootstrap = args.bootstrap
         if bootstrap is None:
-            broker, bootstrap = _start_broker(tmp)
+            # the one launcher of kafkawire.testing (free port, readiness probe, log, stop)
+            broker = KafkaBroker(storage="memory", data_dir=os.path.join(tmp, "data")).start()
+            bootstrap = broker.bootstrap
         result = run(
             bootstrap,
             rounds=args.rounds,
@@ -323,12 +289,7 @@ def main(argv=None) -> int:
         return 0 if result["ok"] else 1
     finally:
         if broker is not None:
-            broker.terminate()
-            try:
-                broker.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                broker.kill()
-                broker.wait()
+            broker.stop()
         if "KAFKAWIRE_KEEP" not in os.environ:
             shutil.rmtree(tmp, ignore_errors=True)
 
