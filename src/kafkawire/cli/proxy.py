@@ -67,6 +67,18 @@ def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
     )
     out.add_argument("--quiet", action="store_true", help="no lines, the summary only")
     out.add_argument("--pcap", metavar="FILE", help="write the client-side conversations to FILE (pcapng)")
+    ui = parser.add_argument_group("console")
+    ui.add_argument(
+        "--ui",
+        metavar="HOST:PORT",
+        help="serve the web console (live protocol view, the upstream's topics and groups) at http://HOST:PORT/; "
+        "needs kafkawire[ui]",
+    )
+    ui.add_argument(
+        "--ui-token",
+        metavar="TOKEN",
+        help="token the console asks for (default: $KAFKAWIRE_UI_TOKEN); required to bind beyond loopback",
+    )
 
 
 def _contexts(args):
@@ -112,13 +124,22 @@ def run(args) -> int:
         args.max_frame or DEFAULT_MAX_FRAME,
         args.max_connections or MAX_CONNECTIONS,
     )
+    ui = None
+    if args.ui:
+        from kafkawire.ui.options import console_options
+
+        try:
+            ui = console_options(args.ui, args.ui_token)
+        except ValueError as exc:
+            print(f"kafkawire proxy: {exc}", file=sys.stderr)
+            return 2
     pcap_file = None
     try:
         if args.pcap:
             pcap_file = open(args.pcap, "wb")
         pcap = PcapngWriter(pcap_file.write) if pcap_file is not None else None
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(_serve(config, reporter, pcap))
+            return runner.run(_serve(config, reporter, pcap, ui))
     except OSError as exc:
         print(f"kafkawire proxy: {exc}", file=sys.stderr)
         return 2
@@ -138,11 +159,25 @@ def _loop_factory():
     return uvloop.new_event_loop
 
 
-async def _serve(config, reporter, pcap) -> int:
+async def _serve(config, reporter, pcap, ui=None) -> int:
     from kafkawire.proxy import Proxy
 
     proxy = Proxy(config, reporter, pcap)
     await proxy.start()
+    console = None
+    if ui is not None:
+        from kafkawire.ui.server import Console
+        from kafkawire.ui.tap import Tap
+
+        proxy.tap = Tap()
+        ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
+        console = Console(proxy.tap, None if config.upstream_ssl else ups, token=ui.token, kind="proxy")
+        try:
+            await console.start(ui.host, ui.port)
+        except (OSError, ValueError):
+            await proxy.close()
+            raise
+        print(f"kafkawire proxy: console on {console.url}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -158,5 +193,7 @@ async def _serve(config, reporter, pcap) -> int:
     try:
         await stop.wait()
     finally:
+        if console is not None:
+            await console.close()
         await proxy.close()
     return 0

@@ -30,6 +30,17 @@ def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
         help="serve Prometheus metrics at http://HOST:PORT/metrics (needs kafkawire[metrics]; off by default)",
     )
     parser.add_argument(
+        "--ui",
+        metavar="HOST:PORT",
+        help="serve the web console (live protocol view, topics, records, groups) at http://HOST:PORT/; "
+        "needs kafkawire[ui]",
+    )
+    parser.add_argument(
+        "--ui-token",
+        metavar="TOKEN",
+        help="token the console asks for (default: $KAFKAWIRE_UI_TOKEN); required to bind beyond loopback",
+    )
+    parser.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="set a server.properties key (repeatable)"
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
@@ -107,6 +118,15 @@ def run(args) -> int:
         except MetricsUnavailable as exc:
             log.error("%s", exc)
             return 2
+    ui = None
+    if getattr(args, "ui", None):  # checked before anything starts: an open console fails the command
+        from kafkawire.ui.options import console_options
+
+        try:
+            ui = console_options(args.ui, args.ui_token)
+        except ValueError as exc:
+            log.error("%s", exc)
+            return 2
     raise_open_file_limit(log)
     loop_name = install_event_loop_policy()
 
@@ -118,18 +138,39 @@ def run(args) -> int:
                 loop.add_signal_handler(sig, stop.set)
             except (NotImplementedError, RuntimeError):
                 signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
+        console = None
         try:
             broker = Broker(cfg)
+            if ui is not None:
+                from kafkawire.ui import broker_tap
+                from kafkawire.ui.server import Console
+                from kafkawire.ui.tap import Tap
+
+                tap = Tap()
+                broker_tap.install(broker, tap)  # the listeners take the wrapped handler at start
             await broker.start()
         except Exception as exc:  # port in use, data directory locked or unreadable, bad configuration
             log.error("cannot start: %s", exc)
             return 1
+        if ui is not None:
+            host, port = broker.advertised
+            console = Console(tap, f"{host}:{port}", token=ui.token, kind="broker")
+            try:
+                await console.start(ui.host, ui.port)
+            except Exception as exc:  # the console's port in use: stop, as for the broker's own
+                log.error("cannot start the console: %s", exc)
+                await console.close()
+                await asyncio.wait_for(broker.stop(), 1.5)
+                return 1
+            log.info("console on %s", console.url)
         scrub = getattr(cfg, "scrub_bytes_per_sec", 0)
         if scrub and hasattr(broker.storage, "start_scrubber"):
             broker.storage.start_scrubber(scrub)  # its own thread; stopped when the storage closes
         log.info("started in %.0f ms (%s event loop)", (time.monotonic() - started) * 1000, loop_name)
         await stop.wait()
         log.info("shutting down")
+        if console is not None:
+            await console.close()
         try:
             await asyncio.wait_for(broker.stop(), 1.5)
         except TimeoutError:

@@ -100,6 +100,7 @@ class Proxy:
         self.reporter = reporter
         self.pcap = pcap
         self.clock = clock
+        self.tap = None  # a kafkawire.ui.Tap when the console runs: each pair is published to it as well
         advertised = config.advertised_host or config.listen_host
         self.addresses = AddressMap(advertised, self._bind_broker)
         self._servers: list[asyncio.Server] = []
@@ -272,6 +273,20 @@ class _Session:
 
     def _report(self, ex: Exchange) -> None:
         """Describing is best effort: bytes that break a describer must not break the connection."""
+        tap = self.proxy.tap
+        if tap is not None:  # before the reporter describes: the console describes on its own, later
+            tap.publish(
+                ex.connection,
+                ex.request_payload,
+                ex.response_payload,
+                time_ns=ex.time_ns,
+                latency_ns=ex.latency_ns,
+                api_key=ex.api_key,
+                api_version=ex.api_version,
+                correlation_id=ex.correlation_id,
+                problem=ex.problem,
+                rewritten=ex.rewritten,
+            )
         try:
             self.proxy.reporter.exchange(ex)
         except Exception as exc:  # any peer input that trips the describer: report, go on
