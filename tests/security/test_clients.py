@@ -479,10 +479,6 @@ def test_java_client_produces_and_consumes(target, java_peer, tmp_path, listener
 def test_java_client_is_refused_with_its_normal_error(
     target, java_peer, tmp_path, what, listener, mechanism, user, password, cert, words
 ):
-    if what.startswith("no certificate") and target.name == "kafkawire":
-        # refused (the TLS handshake fails), but asyncio's TLS drops the connection without flushing the alert
-        # OpenSSL wrote, so this client sees a closed connection and retries until its timeout
-        pytest.xfail("asyncio does not send the TLS alert of a failed server handshake")
     out = java_peer.run(
         "SecurePeer",
         "refused",

@@ -52,7 +52,10 @@ from kafkawire.protocol.connection import (
     Violation,
 )
 
+from .tls import tls_protocol_factory
+
 log = logging.getLogger("kafkawire.net")
+TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a TLS client has to finish its handshake
 
 _SIZE_VIOLATIONS = (Violation.NEGATIVE_SIZE, Violation.FRAME_TOO_LARGE)
 MAX_IN_FLIGHT = 256
@@ -483,14 +486,17 @@ class FramedServer:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         host = self.host or None  # "" binds every interface
+        factory = lambda: Connection(self)  # noqa: E731
+        tls: dict = {}
+        if self.ssl_context is not None:
+            # TLS that sends the alert of a failed handshake (net/tls.py), else asyncio's own
+            alerting = tls_protocol_factory(factory, self.ssl_context, TLS_HANDSHAKE_TIMEOUT)
+            if alerting is not None:
+                factory = alerting
+            else:
+                tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": TLS_HANDSHAKE_TIMEOUT}
         self._server = await loop.create_server(
-            lambda: Connection(self),
-            host,
-            self.port,
-            reuse_address=True,
-            backlog=self.backlog,
-            ssl=self.ssl_context,
-            ssl_handshake_timeout=10.0 if self.ssl_context else None,
+            factory, host, self.port, reuse_address=True, backlog=self.backlog, **tls
         )
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
