@@ -45,6 +45,20 @@ class FakeMarkers:
             done(None)
 
 
+class StorageMarkers(FakeMarkers):
+    """Appends each marker to its partition, as the broker's marker writer does (the group coordinator's
+    staged offsets in ``__consumer_offsets`` are committed by the marker there)."""
+
+    def __init__(self, storage):
+        super().__init__()
+        self.storage = storage
+
+    def write(self, pid, epoch, commit, partitions, done):
+        for topic, partition in partitions:
+            self.storage.append_txn_marker(topic, partition, pid, epoch, commit, 0)
+        super().write(pid, epoch, commit, partitions, done)
+
+
 @pytest.fixture
 def storage():
     s = MemoryStorage({})
@@ -396,7 +410,7 @@ def test_staged_offsets_survive_a_restart_and_commit_after_it(storage):
     assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [
         ("t", [(0, -1, -1, "", errors.UNSTABLE_OFFSET_COMMIT)])
     ]
-    make(storage, clock=clock, groups=lambda: groups2)  # finishes the commit
+    make(storage, clock=clock, markers=StorageMarkers(storage), groups=lambda: groups2)  # finishes the commit
     assert groups2.offset_fetch("g", [("t", [0])], require_stable=True)[1] == [("t", [(0, 42, -1, "", 0)])]
     groups3 = GroupCoordinator(storage, scheduler=clock)
     groups3.start()

@@ -31,7 +31,17 @@ from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerProtocol, HeartbeatResult
 from .mixed import ClassicMembers, Conversions
 from .offsets import OffsetEntry
-from .persistence import TOPIC, GroupLog, GroupLogError, group_key, offset_key, offset_value, txn_offset_key
+from .persistence import (
+    TOPIC,
+    GroupLog,
+    GroupLogError,
+    GroupRecord,
+    OffsetRecord,
+    StagedOffset,
+    group_tombstones,
+    offset_key,
+    offset_value,
+)
 from .states import GroupEvent, GroupState, move_group, settle_consumer_group
 from .store import GroupStore
 
@@ -93,36 +103,24 @@ class GroupCoordinator:
             return
         group_docs: dict[str, dict | None] = {}
         n = 0
-        for key, value in self.store.log.replay():
+        for item in self.store.log.replay():
             n += 1
-            if not isinstance(key, list) or not key:
-                continue
-            if key[0] == "offset" and len(key) == 4:
-                _, g, t, p = key
-                if value is None:
-                    self.offsets.delete(g, t, int(p))
+            if isinstance(item, OffsetRecord):
+                if item.entry is None:
+                    self.offsets.delete(item.group, item.topic, item.partition)
                 else:
-                    self.offsets.put(g, t, int(p), OffsetEntry.from_json(value))
-            elif key[0] == "group" and len(key) == 2:
-                group_docs[key[1]] = value
-            elif key[0] == "txn-offset" and len(key) == 5:
-                _, pid, g, t, p = key
-                if value is None:
-                    self.store.take_txn_offset(int(pid), g, t, int(p))
-                else:
-                    self.store.stage_txn_offset(
-                        int(pid),
-                        g,
-                        t,
-                        int(p),
-                        CommitPartition(
-                            t,
-                            int(p),
-                            int(value["offset"]),
-                            int(value.get("leader_epoch", -1)),
-                            value.get("metadata", ""),
-                        ),
-                    )
+                    self.offsets.put(item.group, item.topic, item.partition, item.entry)
+            elif isinstance(item, GroupRecord):
+                group_docs[item.group] = item.doc
+            elif isinstance(item, StagedOffset):
+                e = item.entry
+                self.store.stage_txn_offset(
+                    item.producer_id,
+                    item.group,
+                    item.topic,
+                    item.partition,
+                    CommitPartition(item.topic, item.partition, e.offset, e.leader_epoch, e.metadata),
+                )
         now = self.scheduler.now_ms()
         for gid, doc in group_docs.items():
             if doc is None:
@@ -154,6 +152,7 @@ class GroupCoordinator:
         for gid in self.offsets.groups():
             if gid not in self.groups:
                 self.groups[gid] = ClassicGroup(gid, now)
+        self.store.migrate_legacy()
         log.info(
             "loaded %d groups and %d committed offsets from %d records of %s",
             len(self.groups),
@@ -183,12 +182,13 @@ class GroupCoordinator:
         offsets is then forgotten. Groups with members keep their offsets. Offsets of deleted topics go too."""
         now = self.scheduler.now_ms()
         retention = self.config.offsets_retention_minutes * 60_000
-        records, expired = [], 0
+        records: dict[str, list] = {}
+        expired = 0
         existing = self.topics() if self.storage is not None else None
         for gid, topic, partition, _ in list(self.offsets.items()):
             if existing is not None and topic not in existing:  # offsets of deleted topics
                 self.offsets.delete(gid, topic, partition)
-                records.append((offset_key(gid, topic, partition), None))
+                records.setdefault(gid, []).append((offset_key(gid, topic, partition), None))
         for gid in self.offsets.groups():
             group = self.groups.get(gid)
             if group is not None and not group.is_empty():
@@ -197,13 +197,14 @@ class GroupCoordinator:
             for (topic, partition), entry in self.offsets.group(gid).items():
                 if now - max(entry.commit_timestamp, became_empty) >= retention:
                     self.offsets.delete(gid, topic, partition)
-                    records.append((offset_key(gid, topic, partition), None))
+                    records.setdefault(gid, []).append((offset_key(gid, topic, partition), None))
                     expired += 1
         for gid, group in list(self.groups.items()):
             if group.is_empty() and not self.offsets.has_group(gid) and now - group.state_timestamp >= retention:
                 del self.groups[gid]
-                records.append((group_key(gid), None))
-        self.store.write(records)
+                records.setdefault(gid, []).extend(group_tombstones(gid))
+        for gid, group_records in records.items():
+            self.store.write(gid, group_records)
         if expired:
             log.info("expired %d committed offsets", expired)
         return expired
@@ -435,7 +436,7 @@ class GroupCoordinator:
             )
             out.append(0)
         try:
-            self.store.write(records)
+            self.store.write(group_id, records)
         except GroupLogError as exc:  # not written, so not committed: Kafka answers NOT_COORDINATOR
             log.warning("offset commit of group %s failed: %s", group_id, exc)
             for topic, partition, entry in reversed(previous):
@@ -465,38 +466,42 @@ class GroupCoordinator:
         return errors.ILLEGAL_GENERATION if generation != group.generation_id else 0
 
     def commit_transactional_offsets(self, group_id: str, partitions: list[CommitPartition]) -> None:
-        """Make offsets staged by a committed transaction visible (EndTxn COMMIT); no membership checks."""
+        """Make offsets staged by a committed transaction visible (EndTxn COMMIT); no membership checks. Nothing
+        is written: the transaction's COMMIT marker in the group's partition commits its staged records."""
         if group_id not in self.groups:
             self.groups[group_id] = ClassicGroup(group_id, self.scheduler.now_ms())
         now = self.scheduler.now_ms()
-        records = []
         for cp in partitions:
             metadata = cp.metadata if cp.metadata is not None else ""
             self.offsets.put(group_id, cp.topic, cp.partition, OffsetEntry(cp.offset, cp.leader_epoch, metadata, now))
-            records.append(
-                (offset_key(group_id, cp.topic, cp.partition), offset_value(cp.offset, cp.leader_epoch, metadata, now))
-            )
-        self.store.write(records)
 
-    def stage_txn_offsets(self, producer_id: int, group_id: str, partitions: list[CommitPartition]) -> int:
+    def stage_txn_offsets(
+        self, producer_id: int, group_id: str, partitions: list[CommitPartition], producer_epoch: int = -1
+    ) -> int:
         """TxnOffsetCommit: offsets held for the producer's transaction, invisible until it commits, and written
-        to ``__consumer_offsets`` so that a restart keeps them; 0, or NOT_COORDINATOR when they could not be
-        written (nothing staged). A group that does not exist is created empty, as for a manual OffsetCommit."""
+        to ``__consumer_offsets`` as the producer's transactional batch (its marker, written there by the
+        transaction coordinator, commits or aborts them), so that a restart keeps them; 0, or NOT_COORDINATOR
+        when they could not be written (nothing staged). A group that does not exist is created empty, as for
+        a manual OffsetCommit."""
         staged = [
             CommitPartition(
                 cp.topic, cp.partition, cp.offset, cp.leader_epoch, cp.metadata if cp.metadata is not None else ""
             )
             for cp in partitions
         ]
+        now = self.scheduler.now_ms()
         try:
-            self.store.write(
+            self.store.write_staged(
+                producer_id,
+                producer_epoch,
+                group_id,
                 [
                     (
-                        txn_offset_key(producer_id, group_id, cp.topic, cp.partition),
-                        offset_value(cp.offset, cp.leader_epoch, cp.metadata, -1),
+                        offset_key(group_id, cp.topic, cp.partition),
+                        offset_value(cp.offset, cp.leader_epoch, cp.metadata, now),
                     )
                     for cp in staged
-                ]
+                ],
             )
         except GroupLogError as exc:
             log.warning("transactional offset commit of group %s failed: %s", group_id, exc)
@@ -508,15 +513,12 @@ class GroupCoordinator:
         return 0
 
     def complete_transaction(self, producer_id: int, commit: bool) -> None:
-        """The producer's transaction ended (its markers are written): its staged offsets become committed
-        offsets (commit) or are dropped (abort)."""
+        """The producer's transaction ended (its markers are written, in ``__consumer_offsets`` too): its staged
+        offsets become committed offsets (commit) or are dropped (abort)."""
         done = self.store.take_txn_offsets(producer_id)
         for group_id, staged in done.items():
             if commit:
                 self.commit_transactional_offsets(group_id, list(staged.values()))
-        self.store.write(
-            [(txn_offset_key(producer_id, g, t, p), None) for g, staged in done.items() for t, p in staged]
-        )
 
     # -- OffsetFetch --------------------------------------------------------------------------
     def offset_fetch(
@@ -589,7 +591,7 @@ class GroupCoordinator:
                     records.append((offset_key(group_id, topic, p), None))
                 rows.append((p, 0))
             out.append((topic, rows))
-        self.store.write(records)
+        self.store.write(group_id, records)
         return 0, out
 
     # -- ListGroups / DescribeGroups / DeleteGroups ----------------------------------------------------
@@ -627,7 +629,7 @@ class GroupCoordinator:
                     timer.cancel()
             del self.groups[gid]
             self.store.delete_offsets(gid)
-            self.store.write([(group_key(gid), None)])
+            self.store.write(gid, group_tombstones(gid))
             log.info("group %s deleted", gid)
             out.append(0)
         return out

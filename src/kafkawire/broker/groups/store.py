@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .config import GroupConfig
 from .offsets import OffsetStore
-from .persistence import GroupLog, encode_value, group_key, offset_key, offset_value, txn_offset_key
+from .persistence import GroupLog, group_record, group_tombstones, offset_key, offset_value
 
 
 class GroupStore:
@@ -63,35 +63,41 @@ class GroupStore:
     def txn_offset_pending(self, group: str, topic: str, partition: int) -> bool:
         return (group, topic, partition) in self._txn_pending
 
-    def write(self, records) -> None:
+    def write(self, group_id: str, records) -> None:
+        """Append one group's records to its partition of ``__consumer_offsets``."""
         if self.log is None or not records:
             return
-        self.log.append(records)
+        self.log.append(group_id, records)
         self.maybe_compact()
 
+    def write_staged(self, producer_id: int, producer_epoch: int, group_id: str, records) -> None:
+        """Append a transaction's offsets (TxnOffsetCommit) as the producer's transactional batch."""
+        if self.log is None or not records:
+            return
+        self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
+
     def persist(self, group) -> None:
-        self.write([(group_key(group.group_id), encode_value(group.to_json()))])
+        key, value = group_record(group)
+        self.write(group.group_id, [(key, value)])
 
     def drop(self, group) -> None:
         """Forget a group's membership state (its offsets stay)."""
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-        self.write([(group_key(group.group_id), None)])
+        self.write(group.group_id, group_tombstones(group.group_id))
 
     def delete_offsets(self, gid: str) -> None:
-        self.write([(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])
+        self.write(gid, [(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])
 
-    def live_records(self):
-        out = [(offset_key(g, t, p), encode_value(e.to_json())) for g, t, p, e in self.offsets.items()]
-        out += [
-            (txn_offset_key(pid, g, t, p), offset_value(e.offset, e.leader_epoch, e.metadata, -1))
-            for pid, groups in self.txn_offsets.items()
-            for g, parts in groups.items()
-            for (t, p), e in parts.items()
+    def live_records(self) -> list[tuple[str, bytes, bytes | None]]:
+        """(group id, key, value) of every committed offset and group with state worth keeping."""
+        out = [
+            (g, offset_key(g, t, p), offset_value(e.offset, e.leader_epoch, e.metadata, e.commit_timestamp))
+            for g, t, p, e in self.offsets.items()
         ]
         for gid, group in self.groups.items():
             if group.kind == "consumer" or group.members or group.generation_id:
-                out.append((group_key(gid), encode_value(group.to_json())))
+                out.append((gid, *group_record(group)))
         return out
 
     def maybe_compact(self) -> None:
@@ -103,3 +109,12 @@ class GroupStore:
         live = self.live_records()
         if self.log.records_written > len(live) + threshold // 2:
             self.log.compact(live)
+
+    def migrate_legacy(self) -> None:
+        """The last replay met kafkawire's JSON layout: write the live state in Kafka's records once and move
+        the log start past the JSON (staged transactional offsets of the old layout are not carried over: a
+        transaction open across the upgrade is aborted by its timeout, as after a coordinator move)."""
+        if self.log is None or not self.log.legacy_records:
+            return
+        legacy = self.log.legacy_records
+        self.log.compact(self.live_records(), reason=f"rewrote {legacy} kafkawire JSON records of")

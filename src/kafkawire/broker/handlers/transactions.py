@@ -222,7 +222,7 @@ def txn_offset_commit(broker, ctx, body):
                     )
                 )
         codes.append(row)
-    code = groups.stage_txn_offsets(body.producer_id, body.group_id, staged) if staged else 0
+    code = groups.stage_txn_offsets(body.producer_id, body.group_id, staged, body.producer_epoch) if staged else 0
     if code:
         return everywhere(code)
     return answer(codes)

@@ -82,14 +82,6 @@ class MarkerWriter:
         raise NotImplementedError
 
 
-def _java_hash(text: str) -> int:
-    """Kafka's ``Utils.abs(groupId.hashCode())``: the partition of ``__consumer_offsets`` a group lives in."""
-    h = 0
-    for unit in text.encode("utf-16-be").hex(" ", 2).split():
-        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-    return h & 0x7FFFFFFF
-
-
 def _exhausted(epoch: int) -> bool:
     # Kafka keeps the last value free so that a fence can still bump once more
     return epoch >= MAX_EPOCH - 1
@@ -346,11 +338,12 @@ class TransactionCoordinator:
         return self.add_partitions(tid, pid, epoch, [(OFFSETS_TOPIC, self.offsets_partition(group_id))])
 
     def offsets_partition(self, group_id: str) -> int:
+        """The group's partition of ``__consumer_offsets``, as the group coordinator writes it."""
         groups = self.groups()
-        count = getattr(getattr(groups, "config", None), "offsets_topic_partitions", 1) or 1
-        if count == 1:
+        group_log = getattr(getattr(groups, "store", None), "log", None)
+        if group_log is None:
             return 0
-        return _java_hash(group_id) % count
+        return group_log.partition_for(group_id)
 
     def offset_commit_check(self, tid: str, pid: int, epoch: int, group_id: str, add_implicitly: bool) -> int:
         """TxnOffsetCommit: the group's offsets partition must be in the transaction (TV1: AddOffsetsToTxn
@@ -436,9 +429,8 @@ class TransactionCoordinator:
         groups_offsets = False
         for topic, partition in sorted(txn.partitions):
             if topic == OFFSETS_TOPIC:
-                groups_offsets = True  # staged offsets are the group coordinator's (kafkawire's own log)
-            else:
-                targets.append((topic, partition))
+                groups_offsets = True  # the group coordinator applies its staged offsets once the markers are in
+            targets.append((topic, partition))
         pid, epoch = txn.producer_id, txn.producer_epoch
         if txn.tv2 and epoch == 0 and txn.last_producer_id not in (NO_PRODUCER_ID, pid):
             # this EndTxn's bump exhausted the epoch and moved the producer to a new id: the transaction's
