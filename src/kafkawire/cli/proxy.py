@@ -177,7 +177,6 @@ async def _serve(config, reporter, pcap, ui=None) -> int:
         except (OSError, ValueError):
             await proxy.close()
             raise
-        print(f"kafkawire proxy: console on {console.url}", file=sys.stderr, flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -190,6 +189,8 @@ async def _serve(config, reporter, pcap, ui=None) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if console is not None:  # after the line above, which scripts read for the port
+        print(f"kafkawire proxy: console on {console.url}", file=sys.stderr, flush=True)
     try:
         await stop.wait()
     finally:
