@@ -103,9 +103,9 @@ class Console:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Console:
         check_bind(host, self.token)
         self._worker = asyncio.ensure_future(self.tap.run())
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, host, port)
         await site.start()
         server = site._server
         sockets = getattr(server, "sockets", None) or []
