@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..protocol import KafkaError, errors as kerrors
 from ..protocol.messages import message_class
+from ..security.client import ClientSecurity
 from .connection import Connection, ConnectionClosed, RequestTimeout
 from .retry import Backoff, Deadline
 
@@ -118,8 +120,12 @@ class Cluster:
         allow_auto_topic_creation: bool = False,
         max_versions: dict[int, int] | None = None,
         max_in_flight: int = 64,
+        security: ClientSecurity | Mapping[str, object] | None = None,
     ):
         self.bootstrap = parse_bootstrap(bootstrap)
+        # TLS and SASL from Kafka's client properties (security.protocol, ssl.*, sasl.*), checked here, before
+        # any connection
+        self.security = security if isinstance(security, ClientSecurity) else ClientSecurity.from_config(security)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -150,6 +156,7 @@ class Cluster:
             node_id=node_id,
             max_versions=self.max_versions,
             max_in_flight=self.max_in_flight,
+            security=self.security,
         )
 
     async def _open(self, key, host: str, port: int, node_id) -> Connection:

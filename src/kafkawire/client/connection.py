@@ -12,7 +12,17 @@
   we ask again at the highest version it supports;
 * timeouts: a request that gets no answer within its timeout raises
   ``RequestTimeout`` and closes the connection (what the Java client does:
-  a connection that lost a response cannot be trusted to be in sync).
+  a connection that lost a response cannot be trusted to be in sync);
+* security (``security``: a ``kafkawire.security.client.ClientSecurity``,
+  read from Kafka's client properties): TLS around the socket, then after
+  ApiVersions a SASL login (SaslHandshake v1, SaslAuthenticate carrying the
+  mechanism's tokens, the mechanisms sans-IO in ``security/sasl_client.py``).
+  When the broker gives the session a lifetime (KIP-368,
+  ``connections.max.reauth.ms``), the first request after 85-95% of it
+  waits for those in flight, logs in again on the same connection, and
+  goes on: as the Java client, which re-authenticates before it sends.
+  A refused login or TLS handshake raises ``AuthenticationFailed``, which
+  is not retried.
 
 Requests whose API has no response on the wire (Produce with ``acks=0``)
 complete when written.
@@ -21,6 +31,9 @@ complete when written.
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
+import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, cast
 
@@ -37,11 +50,16 @@ from ..protocol.connection import (
 from ..protocol.framing import DEFAULT_MAX_FRAME
 from ..protocol.messages import Message, message_class
 from ..protocol.negotiation import negotiate, ranges_from_response, supported_ranges
+from ..security.client import ClientSecurity
+from ..security.sasl_client import SaslClientError
 
 if TYPE_CHECKING:  # built at run time by message_class()
     from ..protocol.messages import ApiVersionsResponse
 
 API_VERSIONS = ApiKey.API_VERSIONS
+SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
+log = logging.getLogger("kafkawire.client")
 _READ_SIZE = 1 << 20  # bytes asked of the stream per read (its buffer limit)
 
 CLIENT_SOFTWARE_NAME = "kafkawire-python"
@@ -73,6 +91,15 @@ class RequestTimeout(KafkaError, TimeoutError):
         KafkaError.__init__(self, kerrors.REQUEST_TIMED_OUT, message)
 
 
+class AuthenticationFailed(KafkaError):
+    """The broker refused the login (SASL) or the TLS handshake failed: not retriable, as Kafka's
+    AuthenticationException. ``code`` is SASL_AUTHENTICATION_FAILED, or UNSUPPORTED_SASL_MECHANISM /
+    ILLEGAL_SASL_STATE as the broker answered. The connection it happened on is closed."""
+
+    def __init__(self, message: str, code: int = kerrors.SASL_AUTHENTICATION_FAILED):
+        super().__init__(code, message)
+
+
 class UnsupportedApi(KafkaError):
     """The broker supports no version of this API that we can speak."""
 
@@ -97,6 +124,7 @@ class Connection:
         max_frame: int = DEFAULT_MAX_FRAME,
         node_id: int | None = None,
         max_versions: Mapping[int, int] | None = None,
+        security: ClientSecurity | None = None,
     ):
         self.host = host
         self.port = port
@@ -114,6 +142,11 @@ class Connection:
         self.broker_versions: dict[int, tuple[int, int]] = {}
         #: {api_key: version} negotiated: the highest version both sides support
         self.versions: dict[int, int] = {}
+        self.security = security
+        #: the SASL principal's session: logins on this connection, and when the next one is due (loop time)
+        self.logins = 0
+        self._reauth_at: float | None = None
+        self._reauthenticating: asyncio.Task | None = None
 
     @property
     def client_id(self) -> str | None:
@@ -148,20 +181,89 @@ class Connection:
         return conn
 
     async def _connect(self, connect_timeout: float) -> None:
+        security = self.security
+        tls: dict = {}
+        if security is not None and security.ssl_context is not None:
+            tls = {"ssl": security.ssl_context, "server_hostname": self.host, "ssl_handshake_timeout": connect_timeout}
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), connect_timeout
+                asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls), connect_timeout
             )
         except TimeoutError:
             raise RequestTimeout(f"connecting to {self.host}:{self.port} timed out after {connect_timeout}s") from None
+        except ssl.SSLError as exc:  # a refused certificate (either side), or no TLS at the other end
+            raise AuthenticationFailed(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
         except OSError as exc:
+            if tls and isinstance(exc, ConnectionResetError):  # the broker dropped the handshake
+                raise AuthenticationFailed(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
             raise ConnectionClosed(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
         try:
             await self._negotiate()
+            if security is not None and security.sasl:
+                await self._authenticate()
+        except ConnectionClosed as exc:
+            await self.close()
+            if tls and not self.versions:  # TLS accepted, then closed before ApiVersions: a refused certificate
+                raise AuthenticationFailed(f"{self.host}:{self.port} closed the TLS connection: {exc}") from exc
+            raise
         except BaseException:
             await self.close()
             raise
+
+    async def _authenticate(self) -> None:
+        """One SASL login: SaslHandshake, then SaslAuthenticate until the mechanism is done."""
+        security = self.security
+        assert security is not None and security.mechanism is not None
+        where = f"{self.host}:{self.port}"
+        if not self.supports(SASL_HANDSHAKE, 1) or not self.supports(SASL_AUTHENTICATE):
+            raise AuthenticationFailed(f"{where} has no SaslHandshake v1 and SaslAuthenticate")
+        handshake = await self._send(message_class("SaslHandshakeRequest")(mechanism=security.mechanism))
+        if handshake.error_code:
+            enabled = ", ".join(handshake.mechanisms or [])
+            raise AuthenticationFailed(
+                f"{where} does not enable SASL mechanism {security.mechanism} (it enables: {enabled})",
+                handshake.error_code,
+            )
+        mechanism = security.sasl_client()
+        token: bytes | None = mechanism.first()
+        auth_cls = message_class("SaslAuthenticateRequest")
+        lifetime_ms = 0
+        while token is not None:
+            resp = await self._send(auth_cls(auth_bytes=token))
+            if resp.error_code:
+                raise AuthenticationFailed(
+                    resp.error_message or f"{security.mechanism} login to {where} refused", resp.error_code
+                )
+            lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
+            try:
+                token = mechanism.step(resp.auth_bytes or b"")
+            except SaslClientError as exc:
+                raise AuthenticationFailed(f"{security.mechanism} login to {where}: {exc}") from None
+        self.logins += 1
+        if lifetime_ms > 0:
+            # as the Java client: again after 85-95% of the session, so that logins of many connections spread out
+            self._reauth_at = asyncio.get_running_loop().time() + lifetime_ms / 1000.0 * random.uniform(0.85, 0.95)
+        else:
+            self._reauth_at = None
+
+    async def _reauthenticate(self) -> None:
+        """Let the requests in flight finish (new ones wait for this), then log in again (KIP-368)."""
+        try:
+            waiting = [p.tag for p in self._protocol.pending.values() if p.tag is not None]
+            if waiting:
+                await asyncio.wait(waiting)
+            await self._authenticate()
+            log.debug("re-authenticated to %s:%d (login %d)", self.host, self.port, self.logins)
+        except BaseException as exc:
+            await self.close(exc if isinstance(exc, Exception) else None)
+            raise
+        finally:
+            self._reauthenticating = None
+
+    async def _send(self, body: Message):
+        """A request that bypasses the re-authentication gate: the login's own requests."""
+        return await self._request(body, None, None, None)
 
     async def _negotiate(self) -> None:
         info = api(API_VERSIONS)
@@ -254,6 +356,18 @@ class Connection:
         """
         if self._closed:
             raise self._closed_error()
+        if self._reauthenticating is not None or (
+            self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at
+        ):
+            if self._reauthenticating is None:
+                self._reauth_at = None
+                self._reauthenticating = asyncio.get_running_loop().create_task(self._reauthenticate())
+            await asyncio.shield(self._reauthenticating)
+            if self._closed:
+                raise self._closed_error()
+        return await self._request(body, version, timeout, expect_response)
+
+    async def _request(self, body: Message, version, timeout, expect_response) -> Message | None:
         key = body.api_key
         assert key is not None, f"{body.name} is not a request"  # headers and data payloads have no API key
         if version is None:
