@@ -219,6 +219,16 @@ def _decode_offset_value(value) -> OffsetEntry:
     return OffsetEntry(v.offset, v.leader_epoch if version >= 3 else -1, v.metadata, v.commit_timestamp)
 
 
+def _legacy_entry(value: dict) -> OffsetEntry:
+    entry = OffsetEntry.from_json(value)
+    # Kafka's OffsetCommitValue has no null metadata: the JSON layout's null is read as "", as it is written
+    return (
+        entry
+        if entry.metadata is not None
+        else OffsetEntry(entry.offset, entry.leader_epoch, "", entry.commit_timestamp)
+    )
+
+
 def _decode_legacy(key: bytes, value: bytes | None):
     """kafkawire's JSON records (before Kafka's layout, and consumer groups' documents still)."""
     k = json.loads(key)
@@ -226,12 +236,12 @@ def _decode_legacy(key: bytes, value: bytes | None):
     if not isinstance(k, list) or not k:
         return None
     if k[0] == "offset" and len(k) == 4:
-        return OffsetRecord(k[1], k[2], int(k[3]), None if v is None else OffsetEntry.from_json(v))
+        return OffsetRecord(k[1], k[2], int(k[3]), None if v is None else _legacy_entry(v))
     if k[0] == "group" and len(k) == 2:
         return GroupRecord(k[1], v)
     if k[0] == "txn-offset" and len(k) == 5:
         pid, g, t, p = int(k[1]), k[2], k[3], int(k[4])
-        return ("txn-offset", pid, g, t, p, None if v is None else OffsetEntry.from_json(v))
+        return ("txn-offset", pid, g, t, p, None if v is None else _legacy_entry(v))
     return None
 
 
