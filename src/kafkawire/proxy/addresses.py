@@ -135,8 +135,44 @@ def rewrite_response(api_key: int, api_version: int, payload, addresses: Address
     return Rewrite(new, changed)
 
 
+# Responses whose broker addresses are KIP-951's NodeEndpoints, a top-level tagged field (tag 0): the last
+# bytes of the body, so that a large response can go on while it arrives with only its tail held back
+# (see withdraw_node_endpoints). ShareFetch and ShareAcknowledge carry them as a plain field: not streamed.
+TAIL_ENDPOINTS: dict[int, int] = {int(ApiKey.PRODUCE): 10, int(ApiKey.FETCH): 16}
+WITHDRAWN_TAG = 0x7F  # a tag number no schema uses, one byte as a uvarint like tag 0: same frame length
+
+
+def endpoints_in_tail(api_key: int, api_version: int) -> bool:
+    first = TAIL_ENDPOINTS.get(api_key)
+    return first is not None and api_version >= first
+
+
+def withdraw_node_endpoints(api_key: int, api_version: int, payload) -> int:
+    """For a response already partly forwarded, whose NodeEndpoints (tag 0 of the top-level tagged fields)
+    would need rewriting: the payload offset of the byte that holds that tag number. Renaming it to
+    ``WITHDRAWN_TAG`` keeps the frame's length (already sent) and leaves the client without KIP-951's leader
+    hint, so it refreshes its metadata (which the proxy rewrites) as it would without the hint. Raises
+    ProtocolError when the tagged fields are not exactly that one tag."""
+    view = memoryview(payload)
+    header_version = response_header_version(api_key, api_version)
+    _header, pos = message_class("ResponseHeader").decode_from(view, 0, header_version)
+    body, end = message_class(api(api_key).response).decode_from(view, pos, api_version)
+    if getattr(body, "_unknown_tags", None):
+        raise ProtocolError("the response has tagged fields the proxy does not know")
+    body.node_endpoints = []
+    without = body.encode(api_version)  # the same body with no tagged field: its last byte is the count 0
+    tags_at = pos + len(without) - 1
+    if without[-1] != 0 or bytes(view[pos:tags_at]) != without[:-1] or view[tags_at : tags_at + 2] != b"\x01\x00":
+        raise ProtocolError("the response's tagged fields are not its NodeEndpoints alone")
+    return tags_at + 1
+
+
 __all__ = [
     "REWRITTEN",
+    "TAIL_ENDPOINTS",
+    "WITHDRAWN_TAG",
+    "endpoints_in_tail",
+    "withdraw_node_endpoints",
     "AddressMap",
     "Rewrite",
     "TooManyBrokers",

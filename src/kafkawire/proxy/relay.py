@@ -3,7 +3,11 @@
 Requests go upstream exactly as they arrive, chunk by chunk, as soon as they arrive. Responses are
 forwarded frame by frame, as the observer side of a :class:`~kafkawire.protocol.connection.ProtocolConnection`
 fed with both directions finds them and pairs them with their requests; those that carry broker addresses
-(:mod:`kafkawire.proxy.addresses`) are rewritten, every other frame goes on as the bytes that came. A frame
+(:mod:`kafkawire.proxy.addresses`) are rewritten, every other frame goes on as the bytes that came. A
+response of ``STREAM_MIN`` bytes or more is not held: its bytes go on as they arrive, but for the last
+``TAIL_HELD`` of a Produce or Fetch whose KIP-951 NodeEndpoints (its last bytes) may need rewriting; when
+they do, the frame's length is already sent, so the hint is withdrawn (its tag renamed, same length) and
+the client refreshes its metadata, which the proxy rewrites. A frame
 that does not decode is forwarded untouched and reported; only a stream whose framing is lost (an
 impossible size) ends the connection, as the broker or client would end it.
 
@@ -41,11 +45,24 @@ from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.primitives import ProtocolError
 from kafkawire.tools.pcap import Connection
 
-from .addresses import AddressMap, TooManyBrokers, rewrite_response
+from .addresses import (
+    WITHDRAWN_TAG,
+    AddressMap,
+    TooManyBrokers,
+    endpoints_in_tail,
+    rewrite_response,
+    rewrites,
+    withdraw_node_endpoints,
+)
 from .pcapng import Flow, PcapngWriter
 from .report import Exchange, Reporter, api_name
 
 CHUNK = 1024 * 1024
+# Responses this large go on to the client while they arrive (a Fetch of megabytes would otherwise reach
+# the client only after the proxy had all of it: twice the transfer time). Those that may carry broker
+# addresses in their tail (KIP-951) keep their last TAIL_HELD bytes until the whole frame is in.
+STREAM_MIN = 256 * 1024
+TAIL_HELD = 64 * 1024
 MAX_IN_FLIGHT = 1024
 MAX_CONNECTIONS = 4096  # client connections at once; more are closed on accept (each holds an upstream socket)
 DEFAULT_MAX_FRAME = 128 * 1024 * 1024  # responses (a Fetch) can be far larger than a request
@@ -253,6 +270,8 @@ class _Session:
         self.server_tokens_left: int | None = None
         self.to_client: list[bytes] = []
         self.closing: str | None = None
+        self.streamed: dict[int, int] = {}  # correlation id -> bytes of its frame held back (the tail)
+        self.responses = _ResponseFrames(self._stream_decision, proxy.config.max_frame)
 
     async def run(self) -> None:
         up = asyncio.ensure_future(self._client_to_upstream())
@@ -340,6 +359,7 @@ class _Session:
     async def _upstream_to_client(self) -> None:
         ureader, writer, observer = self.ureader, self.writer, self.observer
         flow = self.flow
+        frames = self.responses
         try:
             while True:
                 data = await ureader.read(CHUNK)
@@ -348,15 +368,47 @@ class _Session:
                     self._events()
                     self._flush(writer, flow)
                     return
-                observer.receive_data(data, from_client=False)
-                self._events()
+                wrote = False
+                # piece by piece: a streamed frame's bytes go out after every frame completed before them
+                for piece, forward in frames.split(data):
+                    if forward:
+                        self._flush(writer, flow)
+                        writer.write(forward)
+                        if flow is not None:
+                            flow.data(False, bytes(forward), self.proxy.clock())
+                        wrote = True
+                    observer.receive_data(piece, from_client=False)
+                    self._events()
+                    if self.closing:
+                        break
                 if self.to_client:
                     self._flush(writer, flow)
+                    wrote = True
+                if wrote:
                     await writer.drain()
                 if self.closing:
                     return
         except (ConnectionError, OSError, ssl.SSLError) as exc:
             self.closing = self.closing or f"upstream connection failed: {exc}"
+
+    def _stream_decision(self, correlation_id: int, size: int) -> int | None:
+        """Called by :class:`_ResponseFrames` when a response frame's size and correlation id are in: the
+        bytes of it to hold back until it is whole (0: none), or None to hold it all (not streamed)."""
+        if size < STREAM_MIN or self.observer.sasl_tokens or self.server_tokens_left is not None:
+            return None
+        pending = self.requests.get(correlation_id)
+        if pending is None or correlation_id in self.sasl_mechanism:
+            return None
+        payload = pending[1]
+        key, version = int.from_bytes(payload[0:2], "big", signed=True), int.from_bytes(payload[2:4], "big")
+        if not rewrites(key, version):
+            held = 0
+        elif endpoints_in_tail(key, version):
+            held = TAIL_HELD
+        else:
+            return None
+        self.streamed[correlation_id] = held
+        return held
 
     def _flush(self, writer, flow: Flow | None) -> None:
         out, self.to_client = self.to_client, []
@@ -426,16 +478,42 @@ class _Session:
         except Exception as exc:  # a body that does not decode or re-encode goes on untouched
             ex.problem = f"response not rewritten, forwarded as received: {type(exc).__name__}: {exc}"
             rewrite = None
-        if rewrite is not None:
-            ex.rewritten = rewrite.changed
-            payload = rewrite.payload
-        self.to_client += (frame_size_prefix(len(payload)), payload)  # two buffers, one writelines
+        held = self.streamed.pop(event.correlation_id, None)
+        if held is not None:  # its first bytes went on as they came: the held tail goes now
+            tail = payload[len(payload) - held :] if held else b""
+            if rewrite is not None:
+                tail = self._withdraw(event, payload, held, ex)
+            if tail:
+                self.to_client.append(tail)
+        else:
+            if rewrite is not None:
+                ex.rewritten = rewrite.changed
+                payload = rewrite.payload
+            self.to_client += (frame_size_prefix(len(payload)), payload)  # two buffers, one writelines
         ex.response_payload = payload
         mechanism = self.sasl_mechanism.pop(event.correlation_id, None)
         if mechanism is not None and len(payload) >= 6 and payload[4:6] == b"\0\0":  # error_code 0
             self.observer.start_sasl_tokens()  # SaslHandshake v0 accepted: bare tokens follow
             self.server_tokens_left = _SERVER_TOKENS.get(mechanism.upper())
         self._report(ex)
+
+    def _withdraw(self, event: ResponseReceived, payload, held: int, ex: Exchange) -> bytes:
+        """The held tail of a streamed response whose NodeEndpoints needed rewriting, with them withdrawn."""
+        try:
+            at = withdraw_node_endpoints(event.api_key, event.api_version, payload)
+        except Exception as exc:  # cannot be made right at the same length: the client must not be misled
+            self.closing = f"a streamed response's broker addresses cannot be rewritten ({exc}): connection closed"
+            ex.problem = self.closing
+            return b""
+        start = len(payload) - held
+        if at < start:
+            self.closing = "a streamed response's broker addresses begin before its held tail: connection closed"
+            ex.problem = self.closing
+            return b""
+        tail = bytearray(payload[start:])
+        tail[at - start] = WITHDRAWN_TAG
+        ex.problem = "NodeEndpoints withdrawn (the response was streamed): the client refreshes its metadata"
+        return bytes(tail)
 
     def _token(self, event: SaslTokenReceived) -> None:
         self.proxy.reporter.sasl_tokens += 1
@@ -467,6 +545,66 @@ class _Session:
         )
         if event.fatal:
             self.closing = f"{who} broke the framing: {event.message}"
+
+
+class _ResponseFrames:
+    """Where each response frame starts and ends in the upstream's byte stream, so that a large one can be
+    forwarded while it arrives. ``split(data)`` yields (piece, bytes to forward now) in stream order; the
+    caller feeds each piece to the observer after forwarding, so the decision for a frame (``decide``,
+    called once its size and correlation id are in) sees every event of the frames before it. Framing
+    problems are the observer's to report: a size out of bounds stops streaming for the connection."""
+
+    __slots__ = ("decide", "max_frame", "head", "left", "forward", "broken")
+
+    def __init__(self, decide: Callable[[int, int], int | None], max_frame: int):
+        self.decide = decide
+        self.max_frame = max_frame
+        self.head = bytearray()  # the first 8 bytes of the frame (size, correlation id) while they come
+        self.left = 0  # bytes of the current frame not yet seen (after its head)
+        self.forward = 0  # of those, how many go on as they come
+        self.broken = False
+
+    def split(self, data):
+        if self.broken:
+            yield data, b""
+            return
+        view = memoryview(data)
+        pos, n = 0, len(view)
+        while pos < n:
+            if self.left == 0 and len(self.head) < 8:
+                take = view[pos : pos + 8 - len(self.head)]
+                self.head += take
+                pos += len(take)
+                if len(self.head) < 8:
+                    yield take, b""
+                    return
+                size = int.from_bytes(self.head[0:4], "big", signed=True)
+                if size < 4 or size > self.max_frame:
+                    self.broken = True
+                    yield bytes(take), b""
+                    yield view[pos:], b""
+                    return
+                held = self.decide(int.from_bytes(self.head[4:8], "big", signed=True), size)
+                self.left = size - 4
+                if held is None:
+                    self.forward = 0
+                    head_out = b""
+                else:
+                    self.forward = size + 4 - held - 8
+                    head_out = bytes(self.head)
+                self.head.clear()
+                yield take, head_out
+                if self.left == 0:
+                    continue
+            take = view[pos : pos + self.left]
+            pos += len(take)
+            self.left -= len(take)
+            if self.forward > 0:
+                out = take[: self.forward]
+                self.forward -= len(out)
+                yield take, out
+            else:
+                yield take, b""
 
 
 __all__ = ["CHUNK", "DEFAULT_MAX_FRAME", "Proxy", "ProxyConfig", "parse_address", "api_name"]
