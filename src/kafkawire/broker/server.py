@@ -143,7 +143,7 @@ class Broker:
     def advertised_for(self, conn) -> tuple[str, int]:
         """The address a client reaches this broker at on the listener it came in through."""
         server = getattr(conn, "server", None)
-        if server is None or server is self.server or getattr(server, "security", None) is None:
+        if server is None or getattr(server, "security", None) is None:
             return self.advertised
         from kafkawire.security.serving import advertised_address
 

@@ -219,12 +219,14 @@ class Connection:
         if not self.supports(SASL_HANDSHAKE, 1) or not self.supports(SASL_AUTHENTICATE):
             raise AuthenticationFailed(f"{where} has no SaslHandshake v1 and SaslAuthenticate")
         handshake = await self._send(message_class("SaslHandshakeRequest")(mechanism=security.mechanism))
-        if handshake.error_code:
+        if handshake.error_code == kerrors.UNSUPPORTED_SASL_MECHANISM:
             enabled = ", ".join(handshake.mechanisms or [])
             raise AuthenticationFailed(
                 f"{where} does not enable SASL mechanism {security.mechanism} (it enables: {enabled})",
                 handshake.error_code,
             )
+        if handshake.error_code:  # ILLEGAL_SASL_STATE: a listener that is not SASL, or a login out of turn
+            raise AuthenticationFailed(f"{where} refused SaslHandshake", handshake.error_code)
         mechanism = security.sasl_client()
         token: bytes | None = mechanism.first()
         auth_cls = message_class("SaslAuthenticateRequest")

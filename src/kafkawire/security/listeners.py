@@ -63,6 +63,10 @@ SASL_KEYS = frozenset(
         "sasl.oauthbearer.jwks.endpoint.url",
         "sasl.oauthbearer.expected.issuer",
         "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.sub.claim.name",
+        "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms",
     }
 )
 OTHER_KEYS = frozenset(
@@ -295,18 +299,34 @@ def _configure_sasl(listener: Listener, look: _Lookup) -> None:
         listener.plain_users = users
 
 
+# Kafka's validator of signed tokens, under its current and its former package
+JWKS_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+)
+
+
 def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
-    """Unsecured tokens only (Kafka's default validator); anything asking for verified tokens fails closed."""
+    """Verified tokens when the listener names Kafka's validator (its callback handler class) with a JWKS URL;
+    else Kafka's unsecured development tokens. A JWKS URL without the validator class (Kafka would ignore the
+    URL and accept unsecured tokens: surely not what was meant), another handler class, or a key set that
+    cannot be read refuses to start."""
     name = listener.name.lower()
-    for key in (
-        f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class",
-        look.key("sasl.oauthbearer.jwks.endpoint.url"),
-    ):
-        if look.props.get(key, "").strip():
-            raise ListenerError(
-                f"{key}: verified OAUTHBEARER tokens (JWKS) are not implemented by kafkawire; "
-                "only Kafka's unsecured development tokens are"
-            )
+    handler_key = f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class"
+    handler = look.props.get(handler_key, "").strip()
+    jwks_url = look.get("sasl.oauthbearer.jwks.endpoint.url")
+    if handler and handler not in JWKS_HANDLERS:
+        raise ListenerError(f"{handler_key}: {handler} is not implemented by kafkawire (it has {JWKS_HANDLERS[0]})")
+    if handler and not jwks_url:
+        raise ListenerError(f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: {handler} needs the JWKS URL")
+    if jwks_url and not handler:
+        raise ListenerError(
+            f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: set {handler_key}={JWKS_HANDLERS[0]} to verify "
+            "tokens with these keys (without it Kafka accepts unsecured tokens)"
+        )
+    if jwks_url:
+        _configure_jwks(listener, look, jwks_url)
+        return
     jaas_key = f"listener.name.{name}.oauthbearer.sasl.jaas.config"
     options: dict[str, str] = {}
     if look.props.get(jaas_key, "").strip():
@@ -334,6 +354,30 @@ def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
         "listener %s accepts unsecured OAUTHBEARER tokens (alg none): anyone can mint one; for development only",
         listener.name,
     )
+
+
+def _configure_jwks(listener: Listener, look: _Lookup, jwks_url: str) -> None:
+    try:
+        from .oauthbearer import JwksValidator
+
+        audience = look.get("sasl.oauthbearer.expected.audience")
+        validator = JwksValidator(
+            jwks_url,
+            issuer=look.get("sasl.oauthbearer.expected.issuer"),
+            audience=tuple(a.strip() for a in (audience or "").split(",") if a.strip()),
+            clock_skew_s=_int(look, "sasl.oauthbearer.clock.skew.seconds", 30),
+            principal_claim=look.get("sasl.oauthbearer.sub.claim.name", "sub") or "sub",
+            scope_claim=look.get("sasl.oauthbearer.scope.claim.name", "scope") or "scope",
+            refresh_ms=_int(look, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3_600_000),
+        )
+    except ImportError:
+        raise ListenerError(
+            f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: verified tokens need PyJWT "
+            "(pip install 'kafkawire[oauth]')"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ListenerError(f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: {exc}") from None
+    listener.oauth_options = {"validator": validator}
 
 
 # ------------------------------------------------------------------------------------------------ TLS

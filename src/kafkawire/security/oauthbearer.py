@@ -1,7 +1,16 @@
-"""SASL/OAUTHBEARER (RFC 7628) with Kafka's unsecured JWS tokens, for development: the token is a JWS with
-``"alg": "none"`` and no signature, as Kafka's OAuthBearerUnsecuredValidatorCallbackHandler accepts it.
-Anyone can mint one: never use it where authentication matters (kafkawire has no JWKS-verified tokens yet,
-and a listener configured for them refuses to start).
+"""SASL/OAUTHBEARER (RFC 7628) with Kafka's two validators:
+
+* verified tokens (:class:`JwksValidator`, Kafka's OAuthBearerValidatorCallbackHandler): a JWS signed by one of
+  the keys of ``sasl.oauthbearer.jwks.endpoint.url`` (a ``file:`` URL, read again every
+  ``sasl.oauthbearer.jwks.endpoint.refresh.ms``, or an https URL, fetched off the event loop by PyJWT's
+  client), with ``exp`` and ``iat`` required, ``sasl.oauthbearer.expected.issuer`` and
+  ``sasl.oauthbearer.expected.audience`` checked when set, ``sasl.oauthbearer.clock.skew.seconds`` (30) of
+  slack, the principal in ``sasl.oauthbearer.sub.claim.name`` (sub) and the scopes in
+  ``sasl.oauthbearer.scope.claim.name`` (scope). ``alg: none`` and HMAC algorithms are refused (a public
+  key must never be usable as an HMAC secret);
+* Kafka's unsecured JWS tokens, for development: ``"alg": "none"`` and no signature, as Kafka's
+  OAuthBearerUnsecuredValidatorCallbackHandler accepts them. Anyone can mint one: never use it where
+  authentication matters.
 
 Exchange: the client's initial response ``n,[a=authzid],^Aauth=Bearer <token>^A[key=value^A]...^A``; an
 accepted token is answered with nothing. A refused one is answered with ``{"status":"invalid_token"}``; the
@@ -18,10 +27,14 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import threading
 import time
+from dataclasses import dataclass, field
 
 from .sasl import AuthenticationFailed, SaslServer
 
+log = logging.getLogger("kafkawire.security")
 INVALID_TOKEN = b'{"status":"invalid_token"}'
 
 
@@ -70,15 +83,137 @@ def validate_unsecured(
     return principal
 
 
+# asymmetric signatures only: Kafka's validator (jose4j) takes the key's algorithm from the JWKS; an HMAC
+# algorithm would let anyone holding the public key sign
+SIGNATURE_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+MAX_JWKS_BYTES = 1 << 20  # a JWKS file larger than this is refused (keys are a few hundred bytes each)
+
+
+@dataclass
+class JwksValidator:
+    """Kafka's verified-token validator for one listener; ``validate(token)`` is the principal and scopes, or
+    ``ValueError`` saying why the token is refused. The keys are read when the listener is configured (a
+    missing or unreadable key set stops ``serve`` with the key named) and read again in a background thread
+    once ``refresh_ms`` has passed or a token names a key not yet known (at most once a second): validation
+    itself never waits for a file or the network, and a failed refresh keeps the keys already read."""
+
+    jwks_url: str
+    issuer: str | None = None
+    audience: tuple[str, ...] = ()
+    clock_skew_s: int = 30
+    principal_claim: str = "sub"
+    scope_claim: str = "scope"
+    refresh_ms: int = 3_600_000
+    _keys: dict = field(default_factory=dict, repr=False)
+    _loaded_at: float = 0.0
+    _refreshing: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self):
+        if not self.jwks_url.startswith(("file:", "https://")):
+            raise ValueError(f"{self.jwks_url!r} is neither a file: nor an https:// URL")
+        self._keys = self._read_keys()
+        self._loaded_at = time.monotonic()
+
+    def _read_keys(self) -> dict:
+        import jwt  # PyJWT[crypto], the oauth extra
+
+        if self.jwks_url.startswith("file:"):
+            from urllib.parse import unquote, urlparse
+
+            source = unquote(urlparse(self.jwks_url).path)
+            with open(source, "rb") as f:
+                data = f.read(MAX_JWKS_BYTES + 1)
+            if len(data) > MAX_JWKS_BYTES:
+                raise ValueError(f"{source} is larger than {MAX_JWKS_BYTES} bytes")
+            text = data.decode("utf-8", "replace")
+            try:
+                keys = jwt.PyJWKSet.from_json(text).keys
+            except (jwt.exceptions.PyJWTError, ValueError) as exc:
+                raise ValueError(f"{source} is not a JSON Web Key Set: {exc}") from None
+        else:
+            source = self.jwks_url
+            try:
+                keys = jwt.PyJWKClient(source, cache_jwk_set=False, timeout=10).get_signing_keys()
+            except jwt.exceptions.PyJWTError as exc:
+                raise ValueError(f"cannot read the JSON Web Key Set at {source}: {exc}") from None
+        usable = {k.key_id: k for k in keys if k.public_key_use in (None, "sig")}
+        if not usable:
+            raise ValueError(f"{source} holds no signing key")
+        return usable
+
+    def _refresh_soon(self, unknown_key: bool) -> None:
+        age = time.monotonic() - self._loaded_at
+        if age < (1.0 if unknown_key else self.refresh_ms / 1000.0) or not self._refreshing.acquire(blocking=False):
+            return
+
+        def refresh():
+            try:
+                self._keys = self._read_keys()
+            except (OSError, ValueError) as exc:  # keep the keys already read: a rotation half-written must not
+                log.warning("JWKS %s not refreshed, keeping the keys read before: %s", self.jwks_url, exc)
+            finally:
+                self._loaded_at = time.monotonic()
+                self._refreshing.release()
+
+        threading.Thread(target=refresh, name="kafkawire-jwks-refresh", daemon=True).start()
+
+    def _key_for(self, token: str):
+        import jwt
+
+        self._refresh_soon(unknown_key=False)
+        kid = jwt.get_unverified_header(token).get("kid")
+        keys = self._keys
+        if kid in keys:
+            return keys[kid]
+        if kid is None and len(keys) == 1:
+            return next(iter(keys.values()))
+        self._refresh_soon(unknown_key=True)
+        raise ValueError(f"no key {kid!r} in the JWKS")
+
+    def validate(self, token: str) -> tuple[str, list[str]]:
+        import jwt
+
+        try:
+            algorithm = jwt.get_unverified_header(token).get("alg")
+            if algorithm not in SIGNATURE_ALGORITHMS:
+                raise ValueError(f"the token's algorithm {algorithm!r} is not an accepted signature algorithm")
+            key = self._key_for(token)
+            options = {"require": ["exp", "iat"], "verify_aud": bool(self.audience)}
+            claims = jwt.decode(
+                token,
+                key.key,
+                algorithms=[algorithm],
+                audience=list(self.audience) or None,
+                issuer=self.issuer or None,
+                leeway=self.clock_skew_s,
+                options=options,  # type: ignore[arg-type]
+            )
+        except jwt.exceptions.PyJWTError as exc:
+            raise ValueError(str(exc) or type(exc).__name__) from None
+        principal = claims.get(self.principal_claim)
+        if not isinstance(principal, str) or not principal:
+            raise ValueError(f"no {self.principal_claim} claim")
+        scope = claims.get(self.scope_claim, [])
+        scopes = scope.split() if isinstance(scope, str) else [s for s in scope if isinstance(s, str)]
+        return principal, scopes
+
+
 class OAuthBearerServer(SaslServer):
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, principal_claim: str = "sub", required_scope: tuple[str, ...] = (), clock_skew_ms: int = 0):
+    def __init__(
+        self,
+        principal_claim: str = "sub",
+        required_scope: tuple[str, ...] = (),
+        clock_skew_ms: int = 0,
+        validator: JwksValidator | None = None,
+    ):
         self._options = {
             "principal_claim": principal_claim,
             "required_scope": required_scope,
             "clock_skew_ms": clock_skew_ms,
         }
+        self._validator = validator
         self._refused: str | None = None
 
     def step(self, token: bytes) -> bytes:
@@ -98,8 +233,12 @@ class OAuthBearerServer(SaslServer):
         auth = fields.get("auth", "")
         if not auth.startswith("Bearer "):
             raise AuthenticationFailed("Invalid OAUTHBEARER client first message: no Bearer token")
+        token = auth[len("Bearer ") :].strip()
         try:
-            principal = validate_unsecured(auth[len("Bearer ") :].strip(), **self._options)  # type: ignore[arg-type]
+            if self._validator is not None:
+                principal, _scopes = self._validator.validate(token)
+            else:
+                principal = validate_unsecured(token, **self._options)  # type: ignore[arg-type]
         except ValueError as exc:
             self._refused = str(exc)
             return INVALID_TOKEN
