@@ -196,3 +196,32 @@ def test_security_configuration_errors_name_the_key(certs):
         with pytest.raises(ValueError) as info:
             ClientSecurity.from_config(props)
         assert key in str(info.value), (props, info.value)
+
+
+def test_cli_commands_take_a_command_config_file_and_x_properties(target, tmp_path):
+    """``kafkawire produce`` with a client.properties file (SASL_SSL, SCRAM-SHA-512 in Kafka's JAAS form, a
+    PKCS12 truststore), ``kafkawire consume`` with the same settings as ``-X`` options."""
+    import subprocess
+    import sys
+
+    props = client_properties(target, "SASL_SSL", "SCRAM-SHA-512", jaas=True)
+    config = tmp_path / "client.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    topic = f"kw-cli-{uuid.uuid4().hex[:8]}"
+
+    def kw(*args, input=None):
+        return subprocess.run(
+            [sys.executable, "-m", "kafkawire", *args, "--bootstrap", target.bootstrap("SASL_SSL")],
+            input=input,
+            capture_output=True,
+            timeout=90,
+        )
+
+    produced = kw("produce", topic, "--command-config", str(config), input=b"a\nb\nc\n")
+    assert produced.returncode == 0, produced.stderr.decode()
+    x_options = [arg for k, v in props.items() for arg in ("-X", f"{k}={v}")]
+    consumed = kw("consume", topic, "--from-beginning", "--max-messages", "3", "--timeout", "20", *x_options)
+    assert consumed.returncode == 0, consumed.stderr.decode()
+    assert consumed.stdout.split() == [b"a", b"b", b"c"]
+    refused = kw("apis", "-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanism=PLAIN", *x_options[2:6])
+    assert refused.returncode != 0 and b"sasl.username" in refused.stderr, refused.stderr

@@ -7,7 +7,9 @@
     kafkawire topics list | create NAME [--partitions N] | delete NAME... | describe [NAME...]
     kafkawire apis
 
-All take ``--bootstrap HOST:PORT[,HOST:PORT...]`` (default 127.0.0.1:9092).
+All take ``--bootstrap HOST:PORT[,HOST:PORT...]`` (default 127.0.0.1:9092), and TLS/SASL settings with
+Kafka's client property names: ``--command-config FILE`` (a ``client.properties`` file, as Kafka's tools
+take it) and ``-X KEY=VALUE`` (as kcat; repeatable, after the file).
 Broker errors print as ``error: NAME (code): message`` and exit with 1.
 """
 
@@ -27,6 +29,20 @@ def configure(parser: argparse.ArgumentParser, name: str) -> None:
         default=DEFAULT_BOOTSTRAP,
         metavar="HOST:PORT",
         help=f"broker(s) to bootstrap from (default {DEFAULT_BOOTSTRAP})",
+    )
+    parser.add_argument(
+        "--command-config",
+        "--command.config",
+        metavar="FILE",
+        help="client properties (security.protocol, ssl.*, sasl.*), as Kafka's tools read them",
+    )
+    parser.add_argument(
+        "-X",
+        dest="client_properties",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a client property (repeatable; overrides --command-config)",
     )
     parser.add_argument(
         "--request-timeout",
@@ -140,6 +156,11 @@ def run(args: argparse.Namespace) -> int:
 
     handler = {"produce": _produce, "consume": _consume, "topics": _topics, "apis": _apis}[args.command]
     try:
+        args.security = client_security(args)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         return handler(args)
     except KafkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -147,6 +168,25 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def client_security(args):
+    """The ``ClientSecurity`` of ``--command-config`` and ``-X`` (``ValueError`` naming a bad key). Properties
+    that are not about security are reported and ignored: these commands have their own options."""
+    from ..broker.config import parse_properties
+    from ..security.client import ClientSecurity, is_security_key
+
+    props: dict[str, str] = {}
+    if args.command_config:
+        with open(args.command_config, encoding="utf-8") as f:
+            props.update(parse_properties(f.read()))
+    props.update(_pairs(args.client_properties, "-X"))
+    ignored = sorted(k for k in props if not is_security_key(k) and k != "bootstrap.servers")
+    if ignored:
+        print(f"warning: client properties ignored (not security settings): {', '.join(ignored)}", file=sys.stderr)
+    if "bootstrap.servers" in props and args.bootstrap == DEFAULT_BOOTSTRAP:
+        args.bootstrap = props["bootstrap.servers"]
+    return ClientSecurity.from_config({k: v for k, v in props.items() if is_security_key(k)})
 
 
 def _pairs(items: list[str], what: str) -> list[tuple[str, str]]:
@@ -178,6 +218,7 @@ def _produce(args) -> int:
 
     with Producer(
         args.bootstrap,
+        security=args.security,
         acks=args.acks,
         compression=args.compression,
         linger_ms=args.linger_ms,
@@ -220,7 +261,7 @@ def _consume(args) -> int:
     if args.offset is not None and not args.partition:
         print("error: --offset needs --partition", file=sys.stderr)
         return 2
-    with Admin(args.bootstrap, request_timeout=args.request_timeout) as admin:
+    with Admin(args.bootstrap, request_timeout=args.request_timeout, security=args.security) as admin:
         info = admin.describe_topics([args.topic])[args.topic]
     partitions = args.partition or sorted(info.partitions)
     missing = [p for p in partitions if p not in info.partitions]
@@ -236,6 +277,7 @@ def _consume(args) -> int:
     seen = 0
     with Consumer(
         args.bootstrap,
+        security=args.security,
         isolation_level=args.isolation_level,
         request_timeout=args.request_timeout,
         fetch_max_wait_ms=200,
@@ -328,6 +370,7 @@ def _consume_group(args) -> int:
     try:
         consumer = Consumer(
             args.bootstrap,
+            security=args.security,
             group_id=args.group,
             group_protocol=args.group_protocol,
             group_instance_id=args.group_instance_id,
@@ -387,7 +430,7 @@ def _consume_group(args) -> int:
 def _topics(args) -> int:
     from ..client import Admin, NewTopic
 
-    with Admin(args.bootstrap, request_timeout=args.request_timeout) as admin:
+    with Admin(args.bootstrap, request_timeout=args.request_timeout, security=args.security) as admin:
         if args.action == "list":
             for name in admin.list_topics(include_internal=args.include_internal):
                 print(name)
@@ -444,7 +487,7 @@ def _apis(args) -> int:
 
     ours = supported_ranges()
     known = all_apis()
-    with Admin(args.bootstrap, request_timeout=args.request_timeout) as admin:
+    with Admin(args.bootstrap, request_timeout=args.request_timeout, security=args.security) as admin:
         cluster = admin.cluster
 
         async def gather():
