@@ -14,7 +14,11 @@ being read until other requests free it (as Kafka mutes channels when its
 memory pool is empty). A frame is let in whenever anything is left of the
 budget, so one larger than it still goes through alone. The handler returns:
 
-- a list of buffers (written with ``transport.writelines``, nothing joined),
+- a list of buffers (written with ``transport.writelines``, nothing joined); a
+  buffer may also be a file range (an object with ``fileno()``, ``position``,
+  ``len()`` and ``tobytes()``, as the broker's stored segments give), which a
+  plaintext connection sends with ``os.sendfile`` (see ``_send_direct``) and a
+  TLS one reads into memory,
 - ``None`` when the request gets no response (Kafka's acks=0 produce),
 - an awaitable resolving to either of those (long polls, slow storage),
 
@@ -35,9 +39,11 @@ connection, as Kafka does.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import itertools
 import logging
+import os
 import socket
 import time
 from collections import deque
@@ -62,7 +68,16 @@ MAX_IN_FLIGHT = 256
 COALESCE_BELOW = (
     16 * 1024
 )  # response pieces smaller than this are joined before writing  # requests buffered per connection before reading pauses
+# file ranges shorter than this are read into memory and written with the rest (a sendfile call costs more
+# than copying a few pages)
+SENDFILE_MIN = 32 * 1024
+_IOV_MAX = 1024  # buffers per writev call (Linux's IOV_MAX)
+_BYTES_TYPES = (bytes, bytearray, memoryview)
 _ids = itertools.count(1)
+
+
+def _is_file_range(buf) -> bool:
+    return type(buf) not in _BYTES_TYPES and hasattr(buf, "fileno") and hasattr(buf, "position")
 
 
 class CloseConnection(Exception):
@@ -104,6 +119,8 @@ class Connection(asyncio.Protocol):
         self.attributes: dict = {}  # per-connection state handlers may keep (e.g. SASL, client software)
         self._close_requested: str | None = None  # close_after_response() during the handler's call
         self._close_delay = 0.0
+        # the socket's descriptor when file ranges may go out with os.sendfile (plaintext), else None
+        self.sendfile_fd: int | None = None
 
     # -- asyncio.Protocol ---------------------------------------------------
     def connection_made(self, transport):
@@ -116,6 +133,11 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
+            if self.server.ssl_context is None and hasattr(os, "sendfile"):
+                try:
+                    self.sendfile_fd = sock.fileno()
+                except (AttributeError, OSError):
+                    self.sendfile_fd = None
         self.server._connections.add(self)
         self.server.connections_opened += 1
         log.info(
@@ -366,15 +388,30 @@ class Connection(asyncio.Protocol):
             self._write_out()
         # else: _process writes and updates reading once it has handled every buffered request
 
+    @property
+    def sendfile(self) -> bool:
+        """Whether file ranges in responses go out with ``os.sendfile`` (plaintext connections)."""
+        return self.sendfile_fd is not None
+
     def _write_out(self) -> None:
         """Hand pending response buffers to the transport: small pieces joined (fewer, larger writes), large
-        ones (stored record batches) passed as they are."""
+        ones (stored record batches) passed as they are; file ranges sent from their file (``_send_direct``)
+        or read into memory."""
         out = self._out
         if not out or self.closed or self.transport is None:
             out.clear()
             return
         self._out = []
         self.last_active = time.monotonic()
+        ranges = [i for i, b in enumerate(out) if type(b) not in _BYTES_TYPES and _is_file_range(b)]
+        if ranges:
+            if self.sendfile_fd is not None and self.transport.get_write_buffer_size() == 0:
+                out = self._send_direct(out)
+                if not out or self.closed:
+                    return
+            for i, b in enumerate(out):
+                if type(b) not in _BYTES_TYPES and _is_file_range(b):
+                    out[i] = b.tobytes()
         if len(out) == 1:
             self.server.bytes_sent += len(out[0])
             self.transport.write(out[0])
@@ -398,6 +435,57 @@ class Connection(asyncio.Protocol):
             self.transport.write(merged[0])
         else:
             self.transport.writelines(merged)
+
+    def _send_direct(self, out: list) -> list:
+        """Write ``out`` straight to the socket while the kernel takes it: bytes with ``writev``, long file
+        ranges with ``os.sendfile`` (page cache to socket, no copy through Python); returns what is left,
+        for the transport to buffer. Only called when the transport's buffer is empty, so nothing it holds
+        can be overtaken; once the socket is full the rest goes through the transport as usual."""
+        fd = self.sendfile_fd
+        pending: list = []  # bytes not yet written, in order
+        sent = 0
+        try:
+            for k, b in enumerate(out):
+                if type(b) in _BYTES_TYPES or not _is_file_range(b):
+                    pending.append(b)
+                    continue
+                if len(b) < SENDFILE_MIN:
+                    pending.append(b.tobytes())
+                    continue
+                if pending:
+                    n, left = _writev_all(fd, pending)
+                    sent += n
+                    if left:
+                        self.server.bytes_sent += sent
+                        return left + out[k:]
+                    pending = []
+                position, length = b.position, len(b)
+                done = 0
+                while done < length:
+                    try:
+                        n = os.sendfile(fd, b.fileno(), position + done, length - done)
+                    except BlockingIOError:
+                        break
+                    if n == 0:
+                        break
+                    done += n
+                sent += done
+                if done < length:  # the socket is full: the rest of the range as bytes, after it the rest
+                    self.server.bytes_sent += sent
+                    rest = b.tobytes()[done:]
+                    return [rest, *out[k + 1 :]]
+            if pending:
+                n, left = _writev_all(fd, pending)
+                sent += n
+                self.server.bytes_sent += sent
+                return left
+            self.server.bytes_sent += sent
+            return []
+        except OSError as exc:
+            self.server.bytes_sent += sent
+            kind = "peer" if exc.errno in (errno.EPIPE, errno.ECONNRESET) else "io_error"
+            self.abort(f"sending a response failed: {exc}", kind=kind)
+            return []
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
@@ -428,6 +516,27 @@ class Connection(asyncio.Protocol):
                 self.transport.close()  # written responses still go out
             else:
                 self.transport.abort()
+
+
+def _writev_all(fd: int, buffers: list) -> tuple[int, list]:
+    """``os.writev`` until done or the socket is full: (bytes written, the buffers not written)."""
+    written_total = 0
+    views = buffers
+    while views:
+        try:
+            n = os.writev(fd, views[:_IOV_MAX])
+        except BlockingIOError:
+            return written_total, views
+        written_total += n
+        i = 0
+        while i < len(views) and n >= len(views[i]):
+            n -= len(views[i])
+            i += 1
+        views = views[i:]
+        if n:
+            views[0] = memoryview(views[0])[n:]
+            return written_total, views  # a short write: the socket is full
+    return written_total, []
 
 
 class FramedServer:

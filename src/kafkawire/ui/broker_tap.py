@@ -26,6 +26,8 @@ def _payload(buffers, limit: int) -> bytes:
     bytes (one byte more is kept, so that the tap sees it was cut)."""
     out = bytearray()
     for buf in buffers or ():
+        if not isinstance(buf, (bytes, bytearray, memoryview)) and hasattr(buf, "tobytes"):
+            buf = buf.tobytes()  # a file range of a segment (Fetch on a plaintext connection sends it with sendfile)
         out += memoryview(buf)[: limit + 5 - len(out)]
         if len(out) >= limit + 5:
             break

@@ -1,4 +1,5 @@
-"""Fetch: stored batches go into the response as they are (no re-encoding), written with ``writelines``.
+"""Fetch: stored batches go into the response as they are (no re-encoding): on plaintext connections as file
+ranges of the segments, which the net layer sends with ``sendfile``; otherwise as views written with ``writelines``.
 
 Long polling: when fewer than MinBytes are available the request waits (up to
 MaxWaitMs) for a produce to one of its partitions. The first batch is
@@ -116,10 +117,17 @@ def _partitions_of(broker, body, version: int) -> list[CachedPartition]:
 
 
 def _read_all(
-    broker, version: int, parts: list[CachedPartition], max_bytes: int, metas: dict, committed: bool = False
+    broker,
+    version: int,
+    parts: list[CachedPartition],
+    max_bytes: int,
+    metas: dict,
+    committed: bool = False,
+    regions: bool = False,
 ) -> tuple[list, int]:
     """One pass over the partitions: (reads, bytes found, any error). ``committed`` (read_committed) reads
-    below each partition's last stable offset, with the aborted transactions of what it read."""
+    below each partition's last stable offset, with the aborted transactions of what it read. ``regions``:
+    the records may be file ranges of the segments (``FileRegion``), for connections that sendfile them."""
     by_id = version >= 13
     remaining = max_bytes
     min_one = True
@@ -155,11 +163,15 @@ def _read_all(
                     r.data = plog.read(r.diverging[1], 0, min_one=False)  # the offsets, no records
                     continue
             limit = min(cp.max_bytes, remaining)
-            read = plog.read_committed if committed else plog.read
             if limit <= 0 and not min_one:
-                r.data = read(cp.fetch_offset, 0, min_one=False)
+                r.data = (plog.read_committed if committed else plog.read)(cp.fetch_offset, 0, min_one=False)
                 continue
-            result = read(cp.fetch_offset, max(limit, 0), min_one=min_one)
+            if committed:
+                result = plog.read_committed(cp.fetch_offset, max(limit, 0), min_one=min_one, regions=regions)
+            elif regions:
+                result = plog.read_regions(cp.fetch_offset, max(limit, 0), min_one=min_one)
+            else:
+                result = plog.read(cp.fetch_offset, max(limit, 0), min_one=min_one)
         except sb.OffsetOutOfRangeError:
             r.error = errors.OFFSET_OUT_OF_RANGE
             continue
@@ -307,11 +319,18 @@ def fetch(broker, ctx, body):
     max_bytes = body.max_bytes if version >= 3 else INT32_MAX
     metas: dict = {}
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
-    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed)
+    regions = _sends_files(ctx, version)
+    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed, regions)
     errored = any(r.error or r.diverging is not None for r in reads)  # answered at once, as Kafka does
     if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
         return _respond(broker, ctx, body, fctx, reads)
     return _long_poll(broker, ctx, body, fctx, max_bytes, metas)
+
+
+def _sends_files(ctx, version: int) -> bool:
+    """Whether the records go out as segment file ranges (sendfile, no copy through Python): on connections
+    whose transport can sendfile (plaintext), for v4+ (v0-3 get message sets converted in memory)."""
+    return version >= 4 and getattr(ctx.connection, "sendfile", False) is True
 
 
 def _respond(broker, ctx, body, fctx, reads):
@@ -329,6 +348,7 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
     offset passes new records."""
     version = ctx.api_version
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
+    regions = _sends_files(ctx, version)
     deadline = time.monotonic() + body.max_wait_ms / 1000.0
     keys = []
     for cp in fctx.partitions:
@@ -346,12 +366,12 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
             except TimeoutError:
                 break
             event.clear()
-            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed)
+            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions)
             if total >= body.min_bytes or any(r.error or r.diverging is not None for r in reads):
                 return _respond(broker, ctx, body, fctx, reads)
             if broker.server is None:
                 break
     finally:
         broker.waiters.unregister(event)
-    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed)
+    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions)
     return _respond(broker, ctx, body, fctx, reads)
