@@ -171,7 +171,12 @@ def test_kafka_options_map_to_client_settings():
     assert kw == {"fetch_max_wait_ms": 100, "request_timeout": 5.0, "client_id": "me"}
     _, kw = client_kwargs(conf, "admin")
     assert kw == {"request_timeout": 5.0, "client_id": "me"}
-    with pytest.raises(KafkaAccessError, match="security.protocol=SSL is not supported"):
-        client_kwargs({"bootstrap.servers": "h:1", "security.protocol": "SSL"}, "consumer")
+    sasl = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "sasl.username": "u", "sasl.password": "p"}
+    _, kw = client_kwargs({"bootstrap.servers": "h:1", **sasl}, "admin")  # security options go to the client
+    assert kw == {"security": sasl}
+    with pytest.raises(KafkaAccessError, match="sasl.username"):
+        client_kwargs(
+            {"bootstrap.servers": "h:1", "security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "consumer"
+        )
     with pytest.raises(KafkaAccessError, match="'kafka.batch.size' has an invalid value"):
         client_kwargs({"bootstrap.servers": "h:1", "batch.size": "big"}, "producer")

@@ -94,11 +94,15 @@ _IGNORED_QUIETLY = {"bootstrap.servers", "security.protocol"}
 
 def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
     """(bootstrap, keyword arguments) of a kafkawire client for ``role`` admin/consumer/producer."""
-    proto = str(conf.get("security.protocol", "PLAINTEXT")).upper()
-    if proto != "PLAINTEXT":
-        raise KafkaAccessError(
-            f"kafka.security.protocol={proto} is not supported: the kafkawire client speaks PLAINTEXT only"
-        )
+    from ..security.client import ClientSecurity, is_security_key
+
+    # TLS and SASL: the kafka.-prefixed security options (Spark's convention) go to the client as they are,
+    # checked here so that a bad one names its option before any task runs
+    security = {name: raw for name, raw in conf.items() if is_security_key(name)}
+    try:
+        ClientSecurity.from_config(security)
+    except ValueError as exc:
+        raise KafkaAccessError(f"kafka.* security options: {exc}") from None
     table = dict(_COMMON)
     if role == "consumer":
         table.update(_CONSUMER)
@@ -112,6 +116,8 @@ def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
                 kwargs[key] = conv(raw)
             except ValueError:
                 raise KafkaAccessError(f"option 'kafka.{name}' has an invalid value {raw!r}") from None
+        elif name in security:
+            continue
         elif name not in _IGNORED_QUIETLY and name not in _COMMON and name not in _CONSUMER and name not in _PRODUCER:
             log.warning("option 'kafka.%s' is not a setting of the kafkawire client; ignored", name)
     if role == "producer":
@@ -124,6 +130,8 @@ def client_kwargs(conf: dict, role: str) -> tuple[str, dict]:
             for k, v in kwargs.items()
             if k in ("client_id", "request_timeout", "metadata_max_age", "connect_timeout")
         }
+    if security:
+        kwargs["security"] = security
     return conf["bootstrap.servers"], kwargs
 
 
