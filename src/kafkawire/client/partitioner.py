@@ -16,6 +16,10 @@ from __future__ import annotations
 import itertools
 import random
 import struct
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -98,3 +102,59 @@ class RoundRobinPartitioner(DefaultPartitioner):
         if key is not None:
             return partition_for_key(key, num_partitions)
         return self._next(topic, num_partitions, available)
+
+
+def murmur2_column(keys) -> np.ndarray:
+    """``murmur2`` of every key of an Arrow binary column at once (numpy, uint32; nulls give 0).
+
+    Keys are grouped by length; for each length the 4-byte words of all its keys are mixed column by
+    column, so the Python work is per distinct key length and per word, not per key. numpy's uint32
+    arithmetic wraps as Java's int arithmetic does.
+    """
+    import numpy as np
+
+    n = len(keys)
+    out = np.zeros(n, np.uint32)
+    if n == 0 or keys.null_count == n:
+        return out
+    bufs = keys.buffers()
+    offsets = np.frombuffer(bufs[1], np.int32, n + 1, keys.offset * 4).astype(np.int64)
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    valid = np.ones(n, bool) if keys.null_count == 0 else np.asarray(keys.is_valid().to_numpy(zero_copy_only=False))
+    m = np.uint32(_M)
+    for length in np.unique(lengths[valid]):
+        length = int(length)
+        rows = np.nonzero((lengths == length) & valid)[0]
+        starts = offsets[rows]
+        h = np.full(len(rows), (_SEED ^ length) & _MASK, np.uint32)
+        n4 = length & ~3
+        if n4:
+            words = np.ascontiguousarray(data[starts[:, None] + np.arange(n4)]).view("<u4")
+            for c in range(n4 // 4):
+                k = words[:, c] * m
+                k ^= k >> np.uint32(24)
+                k *= m
+                h = (h * m) ^ k
+        rest = length & 3
+        if rest == 3:
+            h ^= data[starts + n4 + 2].astype(np.uint32) << np.uint32(16)
+        if rest >= 2:
+            h ^= data[starts + n4 + 1].astype(np.uint32) << np.uint32(8)
+        if rest >= 1:
+            h ^= data[starts + n4].astype(np.uint32)
+            h *= m
+        h ^= h >> np.uint32(13)
+        h *= m
+        h ^= h >> np.uint32(15)
+        out[rows] = h
+    return out
+
+
+def partitions_for_keys(keys, num_partitions: int) -> np.ndarray:
+    """``partition_for_key`` of every key of an Arrow binary column (int64; meaningless where a key is null)."""
+    import numpy as np
+
+    if num_partitions <= 0:
+        raise ValueError("a topic has at least one partition")
+    return ((murmur2_column(keys) & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int64)

@@ -37,6 +37,7 @@ from typing import NamedTuple
 from ..protocol import ApiKey, KafkaError, errors as kerrors
 from ..protocol.messages import message_class
 from ..protocol.records import BatchBuilder, Compression, codec_available
+from ..protocol.records.batch import HEADER_SIZE
 from .cluster import STALE_METADATA, Cluster, TopicInfo
 from .connection import ConnectionClosed, RequestTimeout
 from .partitioner import DefaultPartitioner
@@ -161,6 +162,19 @@ class DeliveryGroup:
         if self.delivered + self.failed >= self.count:
             self._finish()
 
+    def _ok_many(self, count: int) -> None:
+        """``count`` records of one batch delivered (the Arrow path: one call per batch, not per record)."""
+        self.delivered += count
+        if self.delivered + self.failed >= self.count:
+            self._finish()
+
+    def _fail_many(self, exc: BaseException, count: int) -> None:
+        self.failed += count
+        if len(self.errors) < self.MAX_ERRORS:
+            self.errors.append((None, exc))
+        if self.delivered + self.failed >= self.count:
+            self._finish()
+
     def _finish(self) -> None:
         self._done = True
         for w in self._waiters:
@@ -224,6 +238,44 @@ def _acks(value) -> int:
     return int(value)
 
 
+class _ColumnarJob(NamedTuple):
+    """Records of one ``send_many`` call with Arrow columns, for one topic."""
+
+    records: object  # protocol.records.columnar.ColumnarRecords
+    partitions: object  # numpy int64 array (-1: choose), or None
+    group: DeliveryGroup
+
+
+def _is_arrow(obj) -> bool:
+    return type(obj).__module__.startswith("pyarrow")
+
+
+def _as_pylist(col, n: int) -> list:
+    if _is_arrow(col):
+        return col.to_pylist()
+    return list(col) if len(col) == n else [col] * n
+
+
+def _int_column(col, n: int, null: int):
+    """An int64 numpy array of ``col`` (Arrow array or sequence; nulls/None become ``null``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if _is_arrow(col):
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("ms")).cast(pa.int64())
+        col = pc.fill_null(col.cast(pa.int64()), null)
+        out = np.array(col.to_numpy(zero_copy_only=False), np.int64)
+    else:
+        out = np.array([null if v is None else v for v in col], np.int64)
+    if len(out) != n:
+        raise ValueError("one partition/timestamp per record")
+    return out
+
+
 class _Batch:
     __slots__ = (
         "tp",
@@ -238,12 +290,16 @@ class _Batch:
         "timestamps",
         "size",
         "pid",
+        "bulk",
     )
 
     def __init__(self, tp, builder, deadline):
         self.tp = tp
         self.builder = builder
         self.futures: list[asyncio.Future] = []
+        # records appended from columns (send_many with Arrow arrays), after any in ``futures``:
+        # (DeliveryGroup, how many), completed once per batch
+        self.bulk: list[tuple[DeliveryGroup, int]] = []
         self.timestamps: list[int] = []
         self.created = time.monotonic()
         self.closed = False
@@ -453,6 +509,7 @@ class AsyncProducer:
                 self._buffered -= batch.size
                 for fut in batch.futures:
                     self._complete(fut, exc)
+                self._complete_bulk(batch, exc)
         if self._space is not None and self._buffered <= self.buffer_memory:
             self._space.set()
 
@@ -505,7 +562,12 @@ class AsyncProducer:
         per-record future or metadata object is made: the group counts deliveries and keeps the
         first errors (``await group.wait()`` or, from another thread, ``group.result(timeout)``).
         Queues past ``buffer_memory`` (callers bound what they hand over).
+
+        With ``values`` a pyarrow array (and ``keys``, ``partitions``, ``timestamps`` arrays or ``None``),
+        the records go the columnar way (``_send_columns``): no per-record Python.
         """
+        if _is_arrow(values):
+            return self._send_columns(topic, values, keys, partitions, headers, timestamps)
         n = len(values)
         group = DeliveryGroup(n)
         member = _Member(group)
@@ -558,6 +620,202 @@ class AsyncProducer:
             return
         self._append(topic, info, rec)
 
+    # -- appending from columns (the Arrow path) ------------------------------------------------
+
+    def _send_columns(self, topic, values, keys, partitions, headers, timestamps) -> DeliveryGroup:
+        """``send_many`` with Arrow columns: partitions (murmur2 over the key column, sticky for null keys),
+        record batches and delivery counts are computed per column and per batch, not per record.
+
+        The result is what the per-record path makes of the same records: the same partitions and
+        batches byte for byte (tests/client/test_columnar_producer.py). Headers (``headers``: a list
+        column, or one list per row) are the one per-record step, for the rows that have some.
+        """
+        import numpy as np
+        import pyarrow as pa
+
+        from ..protocol.records.columnar import ColumnarRecords
+
+        n = len(values)
+        group = DeliveryGroup(n)
+        if n == 0:
+            return group
+        if self._closed:
+            raise RuntimeError("producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
+        if self._wakeup is None:
+            self._ensure_loop_objects()
+        if timestamps is None:
+            ts = np.full(n, int(time.time() * 1000), np.int64)
+        else:
+            ts = _int_column(timestamps, n, -1)
+            if (ts < 0).any():
+                ts[ts < 0] = int(time.time() * 1000)
+        if headers is not None and _is_arrow(headers):
+            if isinstance(headers, pa.ChunkedArray):
+                headers = headers.combine_chunks()
+            headers = headers.to_pylist() if headers.null_count < n else None
+        parts = None if partitions is None else _int_column(partitions, n, -1)
+        records = ColumnarRecords(keys, values, ts, headers)
+        self._unfinished += n
+        self._idle.clear()
+        if isinstance(topic, str):
+            self._route_columns(topic, _ColumnarJob(records, parts, group))
+        else:  # a topic per row: one job per topic, its rows in their order
+            names = np.asarray(_as_pylist(topic, n), dtype=object)
+            for name in dict.fromkeys(names.tolist()):
+                rows = np.nonzero(names == name)[0]
+                job = _ColumnarJob(records.take(rows), None if parts is None else parts[rows], group)
+                if name is None:
+                    self._fail_rows(group, len(rows), ValueError("a record has no topic"))
+                else:
+                    self._route_columns(name, job)
+        return group
+
+    def _route_columns(self, topic: str, job: _ColumnarJob) -> None:
+        info = self.cluster.topics.get(topic)
+        if info is None or not info.partitions or topic in self._waiting_meta:
+            waiting = self._waiting_meta.get(topic)
+            if waiting is None:
+                waiting = self._waiting_meta[topic] = []
+                self._spawn(self._fetch_metadata(topic))
+            waiting.append(job)
+            return
+        self._append_columns(topic, info, job)
+
+    def _fail_rows(self, group: DeliveryGroup, count: int, exc: BaseException) -> None:
+        group._fail_many(exc, count)
+        self._unfinished -= count
+        if self._unfinished <= 0:
+            self._unfinished = 0
+            self._idle.set()
+
+    def _append_columns(self, topic: str, info: TopicInfo, job: _ColumnarJob) -> None:
+        import numpy as np
+
+        from .partitioner import partitions_for_keys
+
+        records, group = job.records, job.group
+        n = len(records)
+        chosen = np.full(n, -1, np.int64) if job.partitions is None else job.partitions.copy()
+        given = chosen >= 0
+        if given.any():
+            unknown = given & ~np.isin(chosen, np.fromiter(info.partitions, np.int64))
+            if unknown.any():
+                bad = int(chosen[unknown][0])
+                err = KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {bad}")
+                self._fail_rows(group, int(unknown.sum()), err)
+                chosen[unknown] = -2  # left out
+        keyed = (chosen == -1) & (records.klen >= 0)
+        if keyed.any():
+            chosen[keyed] = partitions_for_keys(records.keys, info.num_partitions)[keyed]
+        unkeyed = np.nonzero(chosen == -1)[0]
+        if len(unkeyed):
+            chosen[unkeyed] = self._sticky_partitions(topic, info, records.take(unkeyed))
+        kept = np.nonzero(chosen >= 0)[0]
+        order = kept[np.argsort(chosen[kept], kind="stable")]
+        by_partition = chosen[order]
+        cuts = np.nonzero(np.diff(by_partition))[0] + 1
+        # the sticky choice above told the partitioner of the batches it closes; told twice, it would
+        # move on from a partition it has just picked again
+        notify = not len(unkeyed)
+        for rows in np.split(order, cuts):
+            if len(rows):
+                one = records if len(rows) == n else records.take(rows)
+                self._append_rows((topic, int(chosen[rows[0]])), one, group, notify)
+
+    def _open_state(self, tp) -> tuple[int, bool, int, int | None]:
+        """(size, not empty, next offset delta, base timestamp) of the batch the next record of ``tp`` joins."""
+        queue = self._queues.get(tp)
+        batch = queue[-1] if queue and not queue[-1].closed else None
+        if batch is None:
+            return HEADER_SIZE, False, 0, None
+        b = batch.builder
+        return b._size, b._count > 0, b._last_delta + 1, b._base_ts
+
+    def _fill(self, state, records, start: int, stop: int):
+        """How many of ``records[start:stop]`` the batch in ``state`` (``_open_state``) takes, as ``_append``
+        decides one record at a time: a record that would take the batch past ``batch_size`` (by the same
+        estimate) closes it first, and a batch that reached ``batch_size`` closes after the record.
+
+        Returns (count, closed before record ``start + count``, closed after it, encoded size of each
+        record taken, their body lengths, base timestamp)."""
+        import numpy as np
+
+        size0, nonempty, delta0, base_ts = state
+        limit = self.batch_size
+        # a record takes at least 7 bytes: the window never needs to reach further
+        cap = min(stop, start + max(1, (limit - size0) // 7 + 2))
+        bts = int(records.timestamps[start]) if base_ts is None else base_ts
+        enc, body = records.sizes(start, cap, delta0, bts)
+        total = np.cumsum(enc)
+        too_big = size0 + (total - enc) + records.room[start:cap] > limit
+        if not nonempty:
+            too_big[0] = False
+        full = size0 + total >= limit
+        width = cap - start
+        before = int(np.argmax(too_big)) if too_big.any() else width
+        after = int(np.argmax(full)) + 1 if full.any() else width
+        count = min(before, after, width)
+        return count, count == before < width, count == after and full.any(), enc[:count], body[:count], bts
+
+    def _sticky_partitions(self, topic: str, info: TopicInfo, records):
+        """Partitions of null-key records as ``DefaultPartitioner`` picks them one by one: the sticky
+        partition until its batch closes (the record that closes it before itself still goes there)."""
+        import numpy as np
+
+        out = np.empty(len(records), np.int64)
+        states: dict = {}
+        start, n = 0, len(records)
+        while start < n:
+            p = self.partitioner.partition(topic, None, info.num_partitions, info.available_partitions)
+            state = states.get(p) or self._open_state((topic, p))
+            count, before, after, enc, _, bts = self._fill(state, records, start, n)
+            out[start : start + count] = p
+            state = (state[0] + int(enc.sum()), state[1] or count > 0, state[2] + count, bts)
+            start += count
+            if before or after:
+                self.partitioner.on_batch_closed(topic, p)
+                state = (HEADER_SIZE, False, 0, None)
+                if before:  # the record that did not fit opens the next batch of the same partition
+                    count, _, after, enc, _, bts = self._fill(state, records, start, start + 1)
+                    out[start] = p
+                    start += 1
+                    state = (HEADER_SIZE, False, 0, None) if after else (HEADER_SIZE + int(enc[0]), True, 1, bts)
+            states[p] = state
+        return out
+
+    def _append_rows(self, tp: tuple[str, int], records, group: DeliveryGroup, notify: bool = True) -> None:
+        """Append every record of ``records`` (one partition's, in order) to the batches of ``tp``."""
+        queue = self._queues.get(tp)
+        if queue is None:
+            queue = self._queues[tp] = deque()
+        start, n = 0, len(records)
+        while start < n:
+            batch = queue[-1] if queue and not queue[-1].closed else None
+            if batch is None:
+                batch = self._new_batch(tp)
+                queue.append(batch)
+                if len(queue) == 1:
+                    self._wakeup.set()  # the sender arms its linger timer
+            b = batch.builder
+            count, before, after, enc, body, bts = self._fill(
+                (b._size, b._count > 0, b._last_delta + 1, b._base_ts), records, start, n
+            )
+            if count:
+                size = int(enc.sum())
+                section = records.encode(start, start + count, b._last_delta + 1, bts, body)
+                b.append_section(section, count, size, bts, int(records.timestamps[start : start + count].max()))
+                batch.size += size
+                self._buffered += size
+                if batch.bulk and batch.bulk[-1][0] is group:
+                    batch.bulk[-1] = (group, batch.bulk[-1][1] + count)
+                else:
+                    batch.bulk.append((group, count))
+                start += count
+            if before or after:
+                self._close_batch(batch, notify)
+
     def _spawn(self, coro):
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -569,10 +827,16 @@ class AsyncProducer:
             info = await self.cluster.topic(topic, timeout=min(self.delivery_timeout, self.request_timeout * 2))
         except Exception as exc:
             for rec in self._waiting_meta.pop(topic, []):
-                self._complete(rec[5], exc)
+                if type(rec) is _ColumnarJob:
+                    self._fail_rows(rec.group, len(rec.records), exc)
+                else:
+                    self._complete(rec[5], exc)
             return
         for rec in self._waiting_meta.pop(topic, []):
-            self._append(topic, info, rec)
+            if type(rec) is _ColumnarJob:
+                self._append_columns(topic, info, rec)
+            else:
+                self._append(topic, info, rec)
         self._wakeup.set()
 
     def _append(self, topic: str, info: TopicInfo, rec) -> None:
@@ -587,6 +851,9 @@ class AsyncProducer:
         if queue is None:
             queue = self._queues[tp] = deque()
         batch = queue[-1] if queue and not queue[-1].closed else None
+        if batch is not None and batch.bulk:  # a future's index is its offset delta: none after columnar rows
+            self._close_batch(batch)
+            batch = None
         if (
             batch is not None
             and batch.builder._size
@@ -599,14 +866,7 @@ class AsyncProducer:
             self._close_batch(batch)
             batch = None
         if batch is None:
-            builder = BatchBuilder(
-                compression=self.compression,
-                producer_id=self.producer_id,
-                producer_epoch=self.producer_epoch,
-                max_batch_size=self.batch_size,
-                transactional=self._txn is not None,
-            )
-            batch = _Batch(tp, builder, time.monotonic() + self.delivery_timeout)
+            batch = self._new_batch(tp)
             queue.append(batch)
             if len(queue) == 1:
                 self._wakeup.set()  # the sender arms its linger timer
@@ -627,10 +887,21 @@ class AsyncProducer:
         if builder._size >= self.batch_size:
             self._close_batch(batch)
 
-    def _close_batch(self, batch: _Batch) -> None:
+    def _new_batch(self, tp) -> _Batch:
+        builder = BatchBuilder(
+            compression=self.compression,
+            producer_id=self.producer_id,
+            producer_epoch=self.producer_epoch,
+            max_batch_size=self.batch_size,
+            transactional=self._txn is not None,
+        )
+        return _Batch(tp, builder, time.monotonic() + self.delivery_timeout)
+
+    def _close_batch(self, batch: _Batch, notify: bool = True) -> None:
         if not batch.closed:
             batch.closed = True
-            self.partitioner.on_batch_closed(*batch.tp)
+            if notify:
+                self.partitioner.on_batch_closed(*batch.tp)
             self._wakeup.set()
 
     def _complete(self, fut, result) -> None:
@@ -683,6 +954,7 @@ class AsyncProducer:
                 for batch in queue:
                     for fut in batch.futures:
                         self._complete(fut, err)
+                    self._complete_bulk(batch, err)
             self._queues.clear()
             if self._own_cluster:
                 await self.cluster.close()
@@ -864,7 +1136,22 @@ class AsyncProducer:
                     log_append_time if log_append_time not in (None, -1) else ts,
                 ),
             )
+        if batch.bulk:
+            self._complete_bulk(batch, None)
         if self._unfinished <= 0:
+            self._unfinished = 0
+            self._idle.set()
+
+    def _complete_bulk(self, batch: _Batch, exc: BaseException | None) -> None:
+        """The columnar rows of ``batch``: one count per ``send_many`` call, not one call per record."""
+        bulk, batch.bulk = batch.bulk, []
+        for group, count in bulk:
+            if exc is None:
+                group._ok_many(count)
+            else:
+                group._fail_many(exc, count)
+            self._unfinished -= count
+        if bulk and self._unfinished <= 0:
             self._unfinished = 0
             self._idle.set()
 
@@ -885,6 +1172,7 @@ class AsyncProducer:
         self._dequeue(batch)
         for fut in batch.futures:
             self._complete(fut, exc)
+        self._complete_bulk(batch, exc)
 
     def _retry_or_fail(self, batch: _Batch, exc: KafkaError, stale: bool = False) -> None:
         if self._txn is not None and exc.code in _PRODUCER_STATE_LOST:

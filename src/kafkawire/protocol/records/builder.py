@@ -242,6 +242,25 @@ class BatchBuilder:
         """Append many records (see :func:`build_batch` for the accepted shapes)."""
         _append_all(self, records)
 
+    def append_section(self, section, count: int, size: int, base_ts: int, max_ts: int) -> None:
+        """Append ``count`` records already encoded (``columnar.ColumnarRecords.encode``) with offset deltas
+        from ``next_offset - base_offset`` on and timestamp deltas from ``base_ts`` (the batch's base
+        timestamp: the one it already has, or the first record's); ``size`` is their encoded size."""
+        if count <= 0:
+            return
+        if self._base_ts is None:
+            self._base_ts = base_ts
+        elif base_ts != self._base_ts:
+            raise ValueError("records encoded against another base timestamp")
+        if self._last_delta + count > _INT32_MAX:
+            raise ValueError("offset delta exceeds int32")
+        self._parts.append(section)
+        self._size += size
+        self._count += count
+        self._last_delta += count
+        if max_ts > self._max_ts:
+            self._max_ts = max_ts
+
     # ------------------------------------------------------------- build
 
     def attributes(self, *, compressed: bool = True) -> int:

@@ -1,0 +1,206 @@
+"""Records of v2 batches encoded from Arrow columns, with no per-record Python.
+
+The producer's Arrow path (Spark's sink, ``send_many`` with Arrow arrays) hands whole columns here.
+Every varint of every record (length, timestamp delta, offset delta, key and value lengths) is
+computed at once with numpy; the bytes before the key, between key and value, and after the value
+become three Arrow binary columns, and one ``binary_join_element_wise`` (C) lays out
+``prefix | key | value length | value | headers`` for each record in one buffer: the records
+section of a batch, byte for byte what ``BatchBuilder.append`` makes of the same records.
+
+Headers are the exception: rows that have some are encoded one by one (``builder._encode_headers``);
+rows without take the one-byte count 0 from a constant column.
+
+Needs numpy and pyarrow (the ``arrow`` extra); nothing else in ``kafkawire.protocol`` imports this.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .builder import _encode_headers
+
+# bytes the producer adds to a record's key, value and header sizes when it checks whether the
+# record still fits its open batch (``AsyncProducer._append``: ``len(value) + len(key) + headers + 32``)
+ROOM_CHECK_OVERHEAD = 32
+
+
+def zigzag(x: np.ndarray) -> np.ndarray:
+    """Zigzag of int64 values, as uint64."""
+    x = x.astype(np.int64, copy=False)
+    return ((x << 1) ^ (x >> 63)).view(np.uint64)
+
+
+def varint_widths(u: np.ndarray) -> np.ndarray:
+    """Bytes of the varint of each (zigzagged) value."""
+    w = np.ones(len(u), np.int64)
+    for k in range(1, 10):
+        more = u >= np.uint64(1 << (7 * k))
+        if not more.any():
+            break
+        w += more
+    return w
+
+
+def _varint_matrix(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, valid) matrices of shape (n, widest): row i's first w[i] bytes are u[i]'s varint."""
+    widest = int(w.max()) if len(w) else 1
+    out = np.empty((len(u), widest), np.uint8)
+    for b in range(widest):
+        low7 = ((u >> np.uint64(7 * b)) & np.uint64(0x7F)).astype(np.uint8)
+        out[:, b] = low7 | ((w > b + 1).astype(np.uint8) << 7)
+    return out, np.arange(widest) < w[:, None]
+
+
+def _binary_from_fields(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
+    """A binary column whose row i is the varints ``fields[0][i], fields[1][i], ...`` one after the other."""
+    mats, masks, total = [], [], None
+    for u, w in fields:
+        m, valid = _varint_matrix(u, w)
+        mats.append(m)
+        masks.append(valid)
+        total = w if total is None else total + w
+    data = np.hstack(mats)[np.hstack(masks)]  # row-major: each row's bytes in field order
+    offsets = np.zeros(len(total) + 1, np.int32)
+    np.cumsum(total, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(total), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _lengths(col: pa.Array) -> np.ndarray:
+    """Byte length of each element, -1 for null (a varint of -1 is Kafka's null)."""
+    lengths = pc.binary_length(col)
+    return np.asarray(pc.fill_null(lengths, -1).to_numpy(zero_copy_only=False), np.int64)
+
+
+def as_binary(col) -> pa.Array:
+    """An Arrow column of keys or values as ``binary`` (strings are their UTF-8 bytes, as ``send`` encodes)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if not isinstance(col, pa.Array):
+        raise TypeError(f"expected a pyarrow Array, not {type(col).__name__}")
+    t = col.type
+    if pa.types.is_binary(t):
+        return col
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return col.cast(pa.binary())
+    if pa.types.is_null(t):
+        return pa.nulls(len(col), pa.binary())
+    raise TypeError(f"record keys and values must be binary or string columns, not {t}")
+
+
+class ColumnarRecords:
+    """Records as columns: keys, values, encoded headers and timestamps, plus the sizes the producer uses.
+
+    ``keys``/``values``: Arrow binary (or string) arrays, nulls allowed; ``headers``: ``None`` or one
+    list of ``(key, value)`` per row (``None``/empty for none), already in Python because only rows with
+    headers cost anything; ``timestamps``: int64 milliseconds, one per row.
+    """
+
+    __slots__ = ("keys", "values", "timestamps", "klen", "vlen", "headers", "hlen", "room")
+
+    def __init__(self, keys: pa.Array | None, values: pa.Array, timestamps: np.ndarray, headers=None):
+        n = len(values)
+        self.values = as_binary(values)
+        self.keys = pa.nulls(n, pa.binary()) if keys is None else as_binary(keys)
+        if len(self.keys) != n or len(timestamps) != n:
+            raise ValueError("keys, values and timestamps must have one entry per record")
+        self.timestamps = np.asarray(timestamps, np.int64)
+        self.klen = _lengths(self.keys)
+        self.vlen = _lengths(self.values)
+        # what the producer's room check counts per record (see ROOM_CHECK_OVERHEAD)
+        self.room = np.maximum(self.klen, 0) + np.maximum(self.vlen, 0) + ROOM_CHECK_OVERHEAD
+        self.headers, self.hlen = self._encode_headers(headers, n)
+
+    def _encode_headers(self, headers, n: int) -> tuple[pa.Array, np.ndarray]:
+        hlen = np.ones(n, np.int64)
+        rows = [] if headers is None else [i for i, h in enumerate(headers) if h]
+        if not rows:
+            offsets = np.arange(n + 1, dtype=np.int32)
+            return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(bytes(n))]), hlen
+        encoded = {}
+        for i in rows:  # only the rows that have headers: Python per header, as in BatchBuilder.append
+            hs = headers[i]
+            if isinstance(hs, dict):
+                hs = list(hs.items())
+            hs = [(k, v.encode() if isinstance(v, str) else v) for k, v in hs]
+            encoded[i], hlen[i] = _encode_headers(hs)
+            self.room[i] += sum(len(k) * 3 + (len(v) if v is not None else 0) + 10 for k, v in hs) + 5
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(hlen, out=offsets[1:])
+        data = bytearray(int(offsets[-1]))
+        for i, b in encoded.items():
+            data[offsets[i] : offsets[i + 1]] = b
+        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(bytes(data))]), hlen
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def take(self, rows: np.ndarray) -> ColumnarRecords:
+        """The records at ``rows`` (in that order)."""
+        out = ColumnarRecords.__new__(ColumnarRecords)
+        idx = pa.array(rows, pa.int64())
+        out.keys = self.keys.take(idx)
+        out.values = self.values.take(idx)
+        out.headers = self.headers.take(idx)
+        out.timestamps = self.timestamps[rows]
+        out.klen = self.klen[rows]
+        out.vlen = self.vlen[rows]
+        out.hlen = self.hlen[rows]
+        out.room = self.room[rows]
+        return out
+
+    def sizes(self, start: int, stop: int, first_delta: int, base_ts: int) -> tuple[np.ndarray, np.ndarray]:
+        """(encoded size of each record ``start:stop``, its body length) when the first is at offset delta
+        ``first_delta`` of a batch whose base timestamp is ``base_ts``."""
+        n = stop - start
+        tsd = zigzag(self.timestamps[start:stop] - base_ts)
+        od = zigzag(np.arange(first_delta, first_delta + n, dtype=np.int64))
+        kl, vl = self.klen[start:stop], self.vlen[start:stop]
+        body = (
+            1  # attributes
+            + varint_widths(tsd)
+            + varint_widths(od)
+            + varint_widths(zigzag(kl))
+            + np.maximum(kl, 0)
+            + varint_widths(zigzag(vl))
+            + np.maximum(vl, 0)
+            + self.hlen[start:stop]
+        )
+        return body + varint_widths(zigzag(body)), body
+
+    def encode(self, start: int, stop: int, first_delta: int, base_ts: int, body: np.ndarray | None = None):
+        """The records section of records ``start:stop`` (offset deltas from ``first_delta``), as a buffer."""
+        n = stop - start
+        if body is None:
+            body = self.sizes(start, stop, first_delta, base_ts)[1]
+        tsd = zigzag(self.timestamps[start:stop] - base_ts)
+        od = zigzag(np.arange(first_delta, first_delta + n, dtype=np.int64))
+        zb = zigzag(body)
+        zk = zigzag(self.klen[start:stop])
+        zv = zigzag(self.vlen[start:stop])
+        zero = np.zeros(n, np.uint64)
+        one = np.ones(n, np.int64)
+        prefix = _binary_from_fields(
+            [
+                (zb, varint_widths(zb)),
+                (zero, one),  # attributes
+                (tsd, varint_widths(tsd)),
+                (od, varint_widths(od)),
+                (zk, varint_widths(zk)),
+            ]
+        )
+        middle = _binary_from_fields([(zv, varint_widths(zv))])
+        joined = pc.binary_join_element_wise(
+            prefix,
+            self.keys.slice(start, n),
+            middle,
+            self.values.slice(start, n),
+            self.headers.slice(start, n),
+            b"",
+            null_handling="replace",
+            null_replacement="",
+        )
+        offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
+        data = joined.buffers()[2]
+        return memoryview(data)[offsets[0] : offsets[n]]
