@@ -102,7 +102,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
         _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
         _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
-        _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire compacts none: accepted, no effect)."),
+        _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire runs one, whatever the value)."),
         _d("log.segment.delete.delay.ms", LONG, "60000", "Time to wait before deleting a file."),
         _d("log.index.interval.bytes", INT, "4096", "Interval at which an entry is added to the offset index."),
         _d("log.index.size.max.bytes", INT, "10485760", "The maximum size in bytes of the offset index."),
@@ -645,6 +645,9 @@ def pick_listener(value: str) -> tuple[str, int] | None:
     return parse_host_port(chosen)
 
 
+AUTHORIZER_KEYS = ("authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found")
+
+
 def is_security_key(key: str) -> bool:
     from kafkawire.security.listeners import is_security_key as known
 
@@ -779,8 +782,9 @@ class BrokerConfig:
                 key not in BROKER_CONFIGS
                 and key not in QUIET_KEYS
                 and key not in TOPIC_CONFIGS
-                and not is_security_key(key)
-            ):  # read by kafkawire.security.listeners
+                and not is_security_key(key)  # read by kafkawire.security.listeners
+                and key not in AUTHORIZER_KEYS  # read by kafkawire.security.authorizer
+            ):
                 cfg.unknown_keys.append(key)
         try:
             if "listeners" in props:

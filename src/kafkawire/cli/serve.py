@@ -166,6 +166,13 @@ def run(args) -> int:
         scrub = getattr(cfg, "scrub_bytes_per_sec", 0)
         if scrub and hasattr(broker.storage, "start_scrubber"):
             broker.storage.start_scrubber(scrub)  # its own thread; stopped when the storage closes
+        props = getattr(cfg, "properties", {}) or {}
+        if hasattr(broker.storage, "start_cleaner") and props.get("log.cleaner.enable", "true").strip() != "false":
+            # Kafka's log cleaner: compacts topics with cleanup.policy=compact; its own thread, stopped with the storage
+            broker.storage.start_cleaner(
+                backoff_ms=int(props.get("log.cleaner.backoff.ms", "15000")),
+                bytes_per_sec=int(float(props.get("log.cleaner.io.max.bytes.per.second", "0"))),
+            )
         log.info("started in %.0f ms (%s event loop)", (time.monotonic() - started) * 1000, loop_name)
         await stop.wait()
         log.info("shutting down")

@@ -43,6 +43,16 @@ def _timestamp_type(key: str, value) -> str:
     return text
 
 
+def _as_ratio(key: str, value) -> float:
+    try:
+        ratio = float(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigError(f"{key}={value!r} is not a number") from None
+    if not 0.0 <= ratio <= 1.0:
+        raise InvalidConfigError(f"{key}={value!r} must be in [0, 1]")
+    return ratio
+
+
 def _cleanup_policy(key: str, value) -> str:
     """A list of delete and compact; empty (as Kafka 4.4 allows) means neither: segments are never deleted."""
     parts = [p.strip() for p in str(value).split(",") if p.strip()]
@@ -64,6 +74,11 @@ class TopicSettings:
     flush_ms: int | None
     message_timestamp_type: str
     cleanup_policy: str
+    # log compaction (storage/cleaner.py), Kafka's topic keys and defaults
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     @property
     def log_append_time(self) -> bool:
@@ -85,6 +100,10 @@ _TOPIC_KEYS = {
     "flush.ms": ("flush_ms", _as_int),
     "message.timestamp.type": ("message_timestamp_type", _timestamp_type),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "delete.retention.ms": ("delete_retention_ms", _as_int),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _as_int),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _as_int),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _as_ratio),
 }
 TOPIC_CONFIG_KEYS = frozenset(_TOPIC_KEYS)
 

@@ -70,7 +70,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from . import _batch, metadata, recovery, snapshot, topics, txn
+from . import _batch, cleaner, metadata, recovery, snapshot, topics, txn
 from .base import (
     AppendResult,
     InvalidPartitionsError,
@@ -761,6 +761,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             metadata.fsync_dir(self.data_dir)
         if metadata.read_partition_topic_id(directory) is None:
             metadata.write_partition_metadata(directory, meta.topic_id)
+        cleaner.complete_swaps(directory, settings().index_interval_bytes, now)  # a cleaning cut short by a stop
         segments = load_segments(directory, settings().index_interval_bytes, now)
         if not segments:
             segment = LogSegment(directory, max(log_start, 0), created_ms=now)
@@ -1096,7 +1097,16 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         self._scrubber.start()
         log.info("scrubber verifies sealed segments at up to %d bytes/s", bytes_per_sec)
 
+    def start_cleaner(self, *, backoff_ms: int = 15000, bytes_per_sec: int = 0) -> cleaner.CleanerThread:
+        """Compact the topics with cleanup.policy compact in a background thread (Kafka's log cleaner)."""
+        if getattr(self, "_cleaner", None) is None:
+            self._cleaner = cleaner.CleanerThread(self, backoff_ms=backoff_ms, bytes_per_sec=bytes_per_sec)
+            self._cleaner.start()
+        return self._cleaner
+
     def close(self) -> None:
+        if getattr(self, "_cleaner", None) is not None:
+            self._cleaner.stop()  # a pass in progress finishes its segment group first
         self._scrub_stop.set()
         if self._scrubber is not None:
             self._scrubber.join(timeout=5)

@@ -1,0 +1,280 @@
+"""Log compaction of the segments engine (``storage/cleaner.py``), checked against a model of Kafka's rules, by
+Kafka 4.4's own classes and consumers (Java and librdkafka), and across interrupted passes."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from kafkawire.broker.storage import cleaner
+from kafkawire.broker.storage.segments import SegmentStorage
+from kafkawire.protocol.records import build_batch, iter_batches
+
+from support.java import JavaProgram  # tests/ is on sys.path (tests/conftest.py)
+
+HERE = Path(__file__).resolve().parent
+DAY_MS = 86_400_000
+
+
+def _workload(plog, seed: int, batches: int, keys: int, *, ts: int, tombstones: float = 0.1):
+    """Appends keyed batches (updates, tombstones, every fifth gzip); returns the model: key -> (offset, value)
+    of its last record, and the number of records written."""
+    rng = random.Random(seed)
+    model, offset = {}, plog.log_end_offset
+    for i in range(batches):
+        records = []
+        for _ in range(rng.randint(1, 5)):
+            key = f"key-{rng.randrange(keys)}".encode()
+            value = None if rng.random() < tombstones else f"value-{offset}".encode()
+            records.append((key, value, [], ts + offset))
+            model[key] = (offset, value)
+            offset += 1
+        plog.append(build_batch(records, compression="gzip" if i % 5 == 0 else 0))
+    return model, offset
+
+
+def _read_all(plog) -> list[tuple[int, bytes, bytes | None]]:
+    data = b"".join(bytes(c) for c in plog.read(plog.log_start_offset, 1 << 26).chunks)
+    out = []
+    for batch in iter_batches(data):
+        batch.validate_crc()
+        if batch.is_control:
+            continue
+        out += [(r.offset, bytes(r.key), None if r.value is None else bytes(r.value)) for r in batch.records()]
+    return out
+
+
+def _latest(model: dict, *, tombstones: bool) -> list[tuple[int, bytes, bytes | None]]:
+    return sorted((o, k, v) for k, (o, v) in model.items() if tombstones or v is not None)
+
+
+def _compacted_topic(tmp_path, **configs):
+    storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+    storage.create_topic("c", 1, {"cleanup.policy": "compact", **configs})
+    return storage, storage.partition("c", 0)
+
+
+def test_compaction_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path):
+    storage, plog = _compacted_topic(tmp_path)
+    now = int(time.time() * 1000)
+    model, end = _workload(plog, 1, 400, 40, ts=now - 2 * DAY_MS)
+    plog.roll()  # everything is in sealed segments: all of it is cleanable
+    before = len(plog.segments)
+    work = cleaner.Cleaner(str(tmp_path / "data"))
+    stats = work.clean_partition(plog, plog._settings(), now_ms=now)
+    assert stats is not None and stats.records_read == end
+    # exactly the last record of each key, tombstones included (they have not been through a cleaning yet)
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    assert len(plog.segments) < before and plog.log_end_offset == end
+    # the second pass finds nothing dirty; a forced one drops tombstones older than delete.retention.ms
+    assert work.clean_partition(plog, plog._settings(), now_ms=now) is None
+    storage.close()
+    storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})  # the checkpoint was kept
+    plog = storage.partition("c", 0)
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    more, end = _workload(plog, 2, 50, 40, ts=now - 2 * DAY_MS, tombstones=0.0)
+    plog.roll()
+    model.update(more)
+    work = cleaner.Cleaner(str(tmp_path / "data"))
+    assert work.clean_partition(plog, plog._settings(), now_ms=now, force=True) is not None
+    assert _read_all(plog) == _latest(model, tombstones=False)
+    storage.close()
+
+
+def test_tombstones_stay_for_delete_retention_ms(tmp_path):
+    storage, plog = _compacted_topic(tmp_path, **{"delete.retention.ms": str(DAY_MS)})
+    now = int(time.time() * 1000)
+    model, _ = _workload(plog, 3, 200, 20, ts=now - 1000, tombstones=0.3)
+    plog.roll()
+    work = cleaner.Cleaner(str(tmp_path / "data"))
+
+    def another_pass(seed, at):
+        more, _ = _workload(plog, seed, 1, 20, ts=now, tombstones=0.0)  # something dirty, so that a pass runs
+        model.update(more)
+        plog.roll()
+        assert work.clean_partition(plog, plog._settings(), now_ms=at, force=True) is not None
+
+    assert work.clean_partition(plog, plog._settings(), now_ms=now, force=True) is not None
+    another_pass(4, now)
+    # the tombstones are a second old, not a day: still there after two cleanings
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    assert any(v is None for _, _, v in _read_all(plog))
+    # two days later they are gone, the rest stays
+    another_pass(5, now + 2 * DAY_MS)
+    assert _read_all(plog) == _latest(model, tombstones=False)
+    storage.close()
+
+
+def test_dirty_ratio_and_compaction_lags_decide_when_to_clean(tmp_path):
+    storage, plog = _compacted_topic(tmp_path, **{"min.cleanable.dirty.ratio": "0.5", "min.compaction.lag.ms": "60000"})
+    now = int(time.time() * 1000)
+    _workload(plog, 5, 100, 1000, ts=now)  # fresh records (younger than min.compaction.lag.ms), keys mostly distinct
+    plog.roll()
+    work = cleaner.Cleaner(str(tmp_path / "data"))
+    assert not work.needs_cleaning(plog, plog._settings(), now)
+    assert work.needs_cleaning(plog, plog._settings(), now + 120_000)
+    work.clean_partition(plog, plog._settings(), now_ms=now + 120_000)
+    _workload(plog, 6, 3, 1000, ts=now)  # a little dirt over a clean log: below the ratio
+    plog.roll()
+    assert not work.needs_cleaning(plog, plog._settings(), now + 120_000)
+    storage.set_topic_configs("c", {"max.compaction.lag.ms": "1000"})  # ...but overdue
+    assert work.needs_cleaning(plog, plog._settings(), now + 120_000)
+    storage.close()
+
+
+def test_aborted_transactions_go_and_producers_keep_their_last_batch(tmp_path):
+    storage, plog = _compacted_topic(tmp_path)
+    now = int(time.time() * 1000)
+
+    def txn(pid, seq, key, value):
+        plog.append(
+            build_batch(
+                [(key, value, [], now)], producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True
+            )
+        )
+
+    txn(7, 0, b"a", b"committed")  # 0
+    storage.append_txn_marker("c", 0, 7, 0, True, 0)  # 1
+    txn(8, 0, b"a", b"aborted")  # 2
+    storage.append_txn_marker("c", 0, 8, 0, False, 0)  # 3
+    plog.append(build_batch([(b"b", b"idempotent", [], now)], producer_id=9, producer_epoch=0, base_sequence=0))
+    plog.append(build_batch([(b"b", b"newer", [], now)]))  # 5: supersedes producer 9's only batch
+    plog.append(build_batch([(None, b"no key", [], now)]))  # 6
+    plog.roll()
+    cleaner.Cleaner(str(tmp_path / "data")).clean_partition(plog, plog._settings(), now_ms=now, force=True)
+    data = b"".join(bytes(c) for c in plog.read(0, 1 << 20).chunks)
+    batches = list(iter_batches(data))
+    for b in batches:
+        b.validate_crc()
+    records = [(r.offset, r.key, r.value) for b in batches if not b.is_control for r in b.records()]
+    assert records == [(0, b"a", b"committed"), (5, b"b", b"newer")]  # the aborted and keyless records are gone
+    assert [(b.base_offset, b.is_control) for b in batches if b.is_control] == [(1, True), (3, True)]
+    kept9 = [b for b in batches if b.producer_id == 9]
+    assert [(b.base_offset, b.last_offset, b.record_count, b.base_sequence) for b in kept9] == [(4, 4, 0, 0)]
+    storage.close()
+
+
+def test_a_pass_cut_short_is_finished_or_dropped_at_start(tmp_path):
+    storage, plog = _compacted_topic(tmp_path)
+    now = int(time.time() * 1000)
+    model, _ = _workload(plog, 7, 300, 30, ts=now - 2 * DAY_MS)
+    plog.roll()
+    directory = plog.directory
+    # a copy of the directory as it was, to replay each crash point from
+    storage.close()
+    pristine = tmp_path / "pristine"
+    shutil.copytree(directory, pristine)
+    storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+    plog = storage.partition("c", 0)
+    work = cleaner.Cleaner(str(tmp_path / "data"))
+    work.clean_partition(plog, plog._settings(), now_ms=now)
+    cleaned = sorted(os.listdir(directory))
+    group_base = min(s.base_offset for s in plog.segments)
+    storage.close()
+    name = f"{group_base:020d}.log"
+    swap = (Path(directory) / name).read_bytes()
+
+    for crash in ("cleaned", "swap", "swap-after-deletes"):
+        shutil.rmtree(directory)
+        shutil.copytree(pristine, directory)
+        if crash == "cleaned":
+            (Path(directory) / (name + ".cleaned")).write_bytes(swap[: len(swap) // 2])  # torn, uncommitted
+        else:
+            (Path(directory) / (name + ".swap")).write_bytes(swap)
+            if crash == "swap-after-deletes":
+                for f in sorted(Path(directory).glob("*.log"))[1:-1]:
+                    f.rename(str(f) + ".deleted")
+        storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+        plog = storage.partition("c", 0)
+        got = _read_all(plog)
+        if crash == "cleaned":
+            assert {k: (o, v) for o, k, v in got} == model  # the old log, whole
+            assert not any(n.endswith(".cleaned") for n in os.listdir(directory))
+        else:
+            assert got == _latest(model, tombstones=True)
+            assert sorted(n for n in os.listdir(directory) if not n.endswith(".snapshot")) == sorted(
+                n for n in cleaned if not n.endswith(".snapshot")
+            )
+        storage.close()
+
+
+# -- Kafka 4.4 and clients read what the cleaner wrote ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def kafka_reader(tmp_path_factory):
+    from conftest import reference_unavailable  # tests/conftest.py
+    from kafka_reference import KafkaUnavailable, classpath  # tools/
+
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        reference_unavailable("no JDK (javac/java) on PATH")
+    try:
+        cp = classpath()
+    except KafkaUnavailable as exc:
+        reference_unavailable(str(exc))
+    classes = tmp_path_factory.mktemp("kafka-compacted-reader")
+    proc = subprocess.run(
+        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaCompactedReader.java")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return JavaProgram(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+
+
+def _recs(out: str) -> list[tuple[int, bytes, bytes | None]]:
+    rows = []
+    for line in out.splitlines():
+        if line.startswith("rec "):
+            _, offset, key, value = line.split(" ", 3)
+            rows.append((int(offset), key.encode(), None if value == "-" else value.encode()))
+    return rows
+
+
+def test_kafka_and_its_clients_read_the_compacted_log(kafka_reader, tmp_path):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from kafkawire.testing import KafkaBroker
+
+    data = tmp_path / "broker"
+    storage = SegmentStorage(data, {"log.segment.bytes": "3000"})
+    storage.create_topic("compacted", 1, {"cleanup.policy": "compact"})
+    plog = storage.partition("compacted", 0)
+    now = int(time.time() * 1000)
+    model, end = _workload(plog, 11, 500, 60, ts=now - 2 * DAY_MS)
+    plog.roll()
+    cleaner.Cleaner(str(data)).clean_partition(plog, plog._settings(), now_ms=now)
+    expected = _latest(model, tombstones=True)
+    segments = [s.log_path for s in plog.segments if s.size]
+    storage.close()
+
+    # Kafka's FileRecords reads the segment files: every batch valid, the records and offsets of the model
+    assert _recs(kafka_reader.run("KafkaCompactedReader", "files", *segments)) == expected
+
+    broker = KafkaBroker(storage="segments", data_dir=data)
+    broker.start()
+    try:
+        java = _recs(
+            kafka_reader.run("KafkaCompactedReader", "consume", broker.bootstrap, "compacted", str(len(expected)))
+        )
+        assert java == expected
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "compacted-reader", "enable.auto.commit": False}
+        )
+        try:
+            consumer.assign([confluent_kafka.TopicPartition("compacted", 0, confluent_kafka.OFFSET_BEGINNING)])
+            got, deadline = [], time.monotonic() + 30
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is not None and m.error() is None:
+                    got.append((m.offset(), m.key(), m.value()))
+        finally:
+            consumer.close()
+        assert got == expected
+    finally:
+        broker.stop()
