@@ -54,3 +54,7 @@ def pytest_configure(config):
         "restarts_broker: the test restarts or kills its broker, so on Kafka it gets a private node instead "
         "of the shared one",
     )
+    config.addinivalue_line(
+        "markers",
+        "kafka_cluster: the test uses the three-node Kafka 4.4 cluster of tests/cluster (tools/kafka_cluster.py)",
+    )

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""A three-node Apache Kafka cluster on loopback, for the day a kafkawire user outgrows one node.
+
+kafkawire promises that the client, the CLI and the Spark data source work unchanged against a
+real Kafka cluster. :class:`ReferenceKafkaCluster` runs the pinned Kafka release
+(``tools/kafka_pins.py``, jars from :func:`kafka_reference.resolve`) as ``size`` KRaft nodes that
+are each broker and controller (one quorum of three voters: the smallest layout where a node can
+stop and both the controller quorum and ``min.insync.replicas=2`` survive). Heaps are small
+(``-Xmx256m``) because the test machine has two cores shared with other JVMs.
+
+Each node is a :class:`kafka_reference.ReferenceKafka` with its own node id, log directory and
+ports, so ``cluster.nodes[i].stop()/kill()/restart()`` act on one broker.
+
+Command line::
+
+    python tools/kafka_cluster.py serve [--size 3]    # a cluster until Ctrl-C; prints the bootstrap
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import kafka_reference  # noqa: E402  (tools/ is not a package)
+from kafka_reference import KafkaUnavailable, ReferenceKafka, free_port  # noqa: E402
+
+
+class ClusterNode(ReferenceKafka):
+    """One voter-and-broker of a :class:`ReferenceKafkaCluster` (ports fixed by the cluster)."""
+
+    def __init__(self, cluster: ReferenceKafkaCluster, node_id: int, data_dir: Path, **kw):
+        super().__init__(data_dir, **kw)
+        self.cluster = cluster
+        self.node_id = node_id
+        self.cluster_id = cluster.cluster_id
+        self.port = free_port(self.host)
+        self.controller_port = free_port(self.host)
+
+    def properties(self) -> dict[str, object]:
+        props = super().properties()
+        props["controller.quorum.voters"] = self.cluster.voters
+        return {**props, **self.cluster.shared_config, **self.extra_config}
+
+    def _wait_ready(self, timeout: float) -> None:
+        # a node of a cluster is ready when its Metadata lists itself (registered, metadata log caught
+        # up): the base probe's "any broker" would pass as soon as another node is known
+        deadline = time.monotonic() + timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.proc is None or self.proc.poll() is not None:
+                code = None if self.proc is None else self.proc.returncode
+                raise KafkaUnavailable(f"Kafka node {self.node_id} exited with code {code}:\n{self.log_tail()}")
+            try:
+                if self.node_id in _metadata_broker_ids(self.host, self.port, 2.0):
+                    return
+            except Exception as exc:  # refused while the JVM starts, or not registered yet
+                last = exc
+            time.sleep(0.25)
+        raise KafkaUnavailable(
+            f"Kafka node {self.node_id} on {self.bootstrap} not ready after {timeout:.0f}s "
+            f"(last probe: {last!r}):\n{self.log_tail()}"
+        )
+
+
+def _metadata_broker_ids(host: str, port: int, timeout: float) -> set[int]:
+    from kafkawire.protocol import decode_response, encode_request, message_class, request_header
+
+    request = message_class("MetadataRequest")(topics=[], allow_auto_topic_creation=False)
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.sendall(encode_request(request_header(3, 12, 1, "kafkawire-cluster-probe"), request))
+        size = int.from_bytes(kafka_reference._recv_exact(sock, 4), "big")
+        payload = kafka_reference._recv_exact(sock, size)
+    return {b.node_id for b in decode_response(size.to_bytes(4, "big") + payload, 3, 12).body.brokers}
+
+
+class ReferenceKafkaCluster:
+    """``size`` Kafka 4.4 nodes (KRaft, each broker and controller) on 127.0.0.1.
+
+    ``config`` adds or overrides ``server.properties`` keys on every node. The defaults are those
+    of a small production-like cluster: replication factor 3 for new topics and the internal ones,
+    ``min.insync.replicas=2``, so that one node can be stopped without losing an acknowledged write.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path | str | None = None,
+        *,
+        size: int = 3,
+        config: dict[str, object] | None = None,
+        heap: str = "256m",
+        host: str = "127.0.0.1",
+    ):
+        self._owned = data_dir is None
+        self.data_dir = Path(data_dir) if data_dir is not None else Path(tempfile.mkdtemp(prefix="kafka-cluster-"))
+        self.host = host
+        self.cluster_id = uuid.UUID(int=uuid.uuid4().int).bytes.hex()[:22]
+        replicas = min(3, size)
+        self.shared_config: dict[str, object] = {
+            "num.partitions": 3,
+            "default.replication.factor": replicas,
+            "min.insync.replicas": min(2, replicas),
+            "offsets.topic.replication.factor": replicas,
+            "offsets.topic.num.partitions": 10,
+            "transaction.state.log.replication.factor": replicas,
+            "transaction.state.log.min.isr": min(2, replicas),
+            "transaction.state.log.num.partitions": 5,
+            "share.coordinator.state.topic.replication.factor": replicas,
+            "share.coordinator.state.topic.min.isr": min(2, replicas),
+            # a stopped node's partitions move to the others at once, and come back soon after it does
+            "leader.imbalance.check.interval.seconds": 10,
+            "controlled.shutdown.enable": True,
+            # the JVMs share two cores: no background threads beyond what a test needs
+            "num.network.threads": 2,
+            "num.io.threads": 2,
+            "num.replica.fetchers": 1,
+            "background.threads": 2,
+            "log.cleaner.threads": 1,
+            **dict(config or {}),
+        }
+        self.nodes = [
+            ClusterNode(self, node_id, self.data_dir / f"node-{node_id}", heap=heap, host=host)
+            for node_id in range(1, size + 1)
+        ]
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def node(self, node_id: int) -> ClusterNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def start(self, timeout: float = 180.0) -> ReferenceKafkaCluster:
+        """Start every node (in parallel: a quorum needs a majority up before any broker is ready)."""
+        try:
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                list(pool.map(lambda n: n._format(n._write_config()), self.nodes))
+            for node in self.nodes:
+                node._spawn(node.data_dir / "server.properties")
+            with ThreadPoolExecutor(len(self.nodes)) as pool:
+                list(pool.map(lambda n: n._wait_ready(timeout), self.nodes))
+            self.wait_all_brokers(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def wait_all_brokers(self, timeout: float = 120.0) -> None:
+        """Until every running node's Metadata lists every running node."""
+        deadline = time.monotonic() + timeout
+        want = {n.node_id for n in self.nodes if n.proc is not None}
+        while True:
+            seen = []
+            for n in self.nodes:
+                if n.proc is None:
+                    continue
+                try:
+                    seen.append(_metadata_broker_ids(n.host, n.port, 2.0))
+                except OSError:
+                    seen.append(set())
+            if all(want <= s for s in seen):
+                return
+            if time.monotonic() > deadline:
+                raise KafkaUnavailable(f"cluster brokers {want} not all registered after {timeout:.0f}s: {seen}")
+            time.sleep(0.25)
+
+    def kill(self) -> None:
+        for node in self.nodes:
+            node._terminate(signal.SIGKILL, 5.0)
+
+    def stop(self) -> None:
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.stop(), self.nodes))
+
+    def close(self) -> None:
+        self.stop()
+        if self._owned:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def __enter__(self) -> ReferenceKafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a cluster until Ctrl-C")
+    serve.add_argument("--size", type=int, default=3)
+    serve.add_argument("--data-dir", type=Path)
+    args = parser.parse_args(argv)
+    with ReferenceKafkaCluster(args.data_dir, size=args.size) as cluster:
+        print(cluster.bootstrap, flush=True)
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
