@@ -400,16 +400,6 @@ def _warn_if_end_offset_wrong(consumer, tp, told: int, seen: int) -> None:
 # -- executor side: writes ---------------------------------------------------------------------
 
 
-def _column(batch: pa.RecordBatch, names: dict, name: str, as_binary: bool = False):
-    i = names.get(name)
-    if i is None:
-        return None
-    a = batch.column(i)
-    if as_binary and (pa.types.is_string(a.type) or pa.types.is_large_string(a.type)):
-        a = a.cast(pa.binary())
-    return a.to_pylist()
-
-
 class ArrowProducer:
     """Writes Arrow batches whose columns follow Spark's Kafka sink (topic, key, value, headers, partition).
 
@@ -444,15 +434,21 @@ class ArrowProducer:
         if n == 0:
             return
         names = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-        values = _column(batch, names, "value", as_binary=True)
-        keys = _column(batch, names, "key", as_binary=True)
+
+        def column(name):
+            i = names.get(name)
+            return None if i is None else batch.column(i)
+
+        # Arrow columns straight to the producer's columnar path: no per-record Python but for headers
+        values = column("value")
+        keys = column("key")
         if self._topic is not None:
             topics = self._topic
         else:
             if batch.column(names["topic"]).null_count:
                 raise KafkaAccessError("a row has a null topic and the option 'topic' is not set")
-            topics = _column(batch, names, "topic")
-        parts = _column(batch, names, "partition")
+            topics = column("topic")
+        parts = column("partition")
         headers = None
         if "headers" in names and batch.column(names["headers"]).null_count < n:
             headers = [
