@@ -129,6 +129,8 @@ class Broker:
         self.server: FramedServer | None = None  # the first listener's (the one --listen sets)
         self.servers: list[FramedServer] = []  # one per listener
         self.scram_credentials = _credential_store(config, self.storage)
+        # ACLs (kafkawire.security.authorizer) when authorizer.class.name names Kafka's StandardAuthorizer
+        self.authorizer = _authorizer(config, self.storage)
         self._background: list[asyncio.Task] = []
         self.metrics = None  # a metrics.BrokerMetrics while kafkawire.metrics.listener / --metrics is set
 
@@ -205,6 +207,10 @@ class Broker:
                 f"{spec.name} v{version} request (correlation id {correlation_id}) does not decode: {exc}"
             ) from None
         ctx = RequestContext(request.header, version, conn)
+        if self.authorizer is not None:
+            refused = self._refused(spec, ctx, request.body)
+            if refused is not None:
+                return refused
         metrics = self.metrics
         started = time.perf_counter() if metrics is not None else 0.0
         try:
@@ -236,6 +242,18 @@ class Broker:
         if self.metrics is not None and started:
             self.metrics.request_done(spec.api_key, ctx.api_version, started, request, response, answer)
         return answer
+
+    def _refused(self, spec, ctx, request):
+        """The error answer of a request the authorizer's whole-request checks deny (Kafka's code for the
+        resource: CLUSTER_, GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED); None when it may run."""
+        from kafkawire.security.authorizer.rules import denied
+
+        code = denied(self, ctx, spec.name, request)
+        if code is None:
+            return None
+        log.info("%s v%d denied to %s: %s", spec.name, ctx.api_version, getattr(ctx.connection, "peer", "?"), code)
+        body = dispatch.error_response(spec.api_key, ctx.api_version, request, code)
+        return encode_response_parts(ctx.correlation_id, body, ctx.api_version) if body is not None else None
 
     def _encode(self, spec, ctx, request, response):
         if response is None or isinstance(response, list):
@@ -491,6 +509,19 @@ def _credential_store(config: BrokerConfig, storage: Storage):
     if not storage.blocking:
         return CredentialStore(None)
     return CredentialStore(os.path.join(config.data_dir, "__kafkawire_meta", "scram-credentials.json"))
+
+
+def _authorizer(config: BrokerConfig, storage: Storage):
+    """The StandardAuthorizer when ``authorizer.class.name`` names it (ACLs beside the SCRAM credentials, in
+    memory for the memory engine); None otherwise, and ACL requests answer SECURITY_DISABLED, as Kafka's."""
+    from kafkawire.security.authorizer import AclStore, StandardAuthorizer
+    from kafkawire.security.authorizer.standard import configured
+    from kafkawire.security.authorizer.store import FILE_NAME
+
+    if not configured(config.properties):
+        return None
+    path = os.path.join(config.data_dir, "__kafkawire_meta", FILE_NAME) if storage.blocking else None
+    return StandardAuthorizer.from_properties(config.properties, AclStore(path))
 
 
 class BrokerThread:

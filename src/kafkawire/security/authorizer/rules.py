@@ -1,0 +1,118 @@
+"""What each API checks before it runs, as data: Kafka's KafkaApis checks that decide a request as a whole.
+
+``WHOLE_REQUEST`` lists, per API, the operation on the resource the request names (the cluster, or the group
+or transactional id in one of its fields) and the error Kafka answers when it is denied: the request's error
+answer (``kafkawire.broker.error_answers``, Kafka's ``getErrorResponse``) with that code. The broker applies
+the table before the handler runs (:func:`denied`). Checks that decide per topic or per group of a request
+(Metadata's filtering, CreateTopics, ...) are thin calls from those handlers to the helpers here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kafkawire.protocol import errors
+
+from .model import CLUSTER_NAME, AclOperation, ResourceType
+
+Op = AclOperation
+
+
+@dataclass(frozen=True)
+class Check:
+    operation: AclOperation
+    resource_type: ResourceType = ResourceType.CLUSTER
+    field: str | None = None  # the request field naming the resource; None: the cluster
+    error: int = errors.CLUSTER_AUTHORIZATION_FAILED
+    skip_empty: bool = False  # no check when the field is empty or null (InitProducerId without a transactional id)
+
+
+def _group(op: AclOperation, field: str = "group_id") -> Check:
+    return Check(op, ResourceType.GROUP, field, errors.GROUP_AUTHORIZATION_FAILED)
+
+
+def _txn(op: AclOperation, **kw) -> Check:
+    return Check(
+        op, ResourceType.TRANSACTIONAL_ID, "transactional_id", errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, **kw
+    )
+
+
+WHOLE_REQUEST: dict[str, tuple[Check, ...]] = {
+    "DescribeAcls": (Check(Op.DESCRIBE),),
+    "CreateAcls": (Check(Op.ALTER),),
+    "DeleteAcls": (Check(Op.ALTER),),
+    "AlterPartitionReassignments": (Check(Op.ALTER),),
+    "ListPartitionReassignments": (Check(Op.DESCRIBE),),
+    "DescribeUserScramCredentials": (Check(Op.DESCRIBE),),
+    "AlterUserScramCredentials": (Check(Op.ALTER),),
+    "UpdateFeatures": (Check(Op.ALTER),),
+    "DescribeClientQuotas": (Check(Op.DESCRIBE_CONFIGS),),
+    "AlterClientQuotas": (Check(Op.ALTER_CONFIGS),),
+    "ElectLeaders": (Check(Op.ALTER),),
+    "DescribeLogDirs": (Check(Op.DESCRIBE),),
+    "DescribeQuorum": (Check(Op.DESCRIBE),),
+    "JoinGroup": (_group(Op.READ),),
+    "SyncGroup": (_group(Op.READ),),
+    "Heartbeat": (_group(Op.READ),),
+    "LeaveGroup": (_group(Op.READ),),
+    "ConsumerGroupHeartbeat": (_group(Op.READ),),
+    "EndTxn": (_txn(Op.WRITE),),
+    "AddOffsetsToTxn": (_txn(Op.WRITE), _group(Op.READ)),
+    "InitProducerId": (_txn(Op.WRITE, skip_empty=True),),
+}
+
+
+def principal(ctx) -> str:
+    """The request's principal ("User:name"): the connection's, User:ANONYMOUS where none authenticated."""
+    conn = ctx.connection
+    attrs = getattr(conn, "attributes", None) or {}
+    return attrs.get("principal") or "User:ANONYMOUS"
+
+
+def host(ctx) -> str:
+    """The client's address, as Kafka compares it with an ACL's host."""
+    peer = getattr(ctx.connection, "peer", "") or ""
+    address = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return address.strip("[]")
+
+
+def allowed(broker, ctx, operation: int, resource_type: int = ResourceType.CLUSTER, name: str = CLUSTER_NAME) -> bool:
+    """Whether the request may do ``operation`` on the resource; always, without an authorizer."""
+    authz = broker.authorizer
+    return authz is None or authz.authorize(principal(ctx), host(ctx), operation, resource_type, name)
+
+
+def operations(broker, ctx, resource_type: int, name: str = CLUSTER_NAME) -> int:
+    """The authorized-operations bitfield of a resource for this request (all supported ones without an
+    authorizer, as Kafka)."""
+    from .model import all_operations_bitfield
+
+    authz = broker.authorizer
+    if authz is None:
+        return all_operations_bitfield(ResourceType(resource_type))
+    return authz.authorized_operations(principal(ctx), host(ctx), resource_type, name)
+
+
+def denied(broker, ctx, api_name: str, body) -> int | None:
+    """The error code of the first ``WHOLE_REQUEST`` check the request fails, or None."""
+    authz = broker.authorizer
+    if authz is None:
+        return None
+    checks = WHOLE_REQUEST.get(api_name)
+    if not checks:
+        return None
+    who, where = principal(ctx), host(ctx)
+    for check in checks:
+        name = CLUSTER_NAME if check.field is None else getattr(body, check.field, None)
+        if check.field is not None and not name:
+            if check.skip_empty:
+                continue
+            name = name or ""
+        if not authz.authorize(who, where, check.operation, check.resource_type, name):
+            return check.error
+    if api_name == "InitProducerId" and not getattr(body, "transactional_id", None):
+        # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 2.8+)
+        if not authz.authorize_cluster(who, where, Op.IDEMPOTENT_WRITE) and not authz.authorize_by_resource_type(
+            who, where, Op.WRITE, ResourceType.TOPIC
+        ):
+            return errors.CLUSTER_AUTHORIZATION_FAILED
+    return None
