@@ -72,6 +72,28 @@ def _create_scram_user(bootstrap: str, mechanism: str) -> None:
         future.result(30)
 
 
+def _wait_for_login(port: int, transport: str, mechanism: str, ca: Path, timeout: float = 60.0) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    conf = {
+        "bootstrap.servers": f"127.0.0.1:{port}",
+        "security.protocol": transport,
+        "sasl.mechanism": mechanism,
+        "sasl.username": USER,
+        "sasl.password": PASSWORD,
+    }
+    if transport == "SASL_SSL":
+        conf["ssl.ca.location"] = str(ca)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            AdminClient(conf).list_topics(timeout=3)
+            return
+        except Exception:
+            time.sleep(0.5)
+    raise RuntimeError(f"the SCRAM user never could log in on 127.0.0.1:{port}")
+
+
 class _Logs:
     def __init__(self, path: Path):
         self.path = path
@@ -152,8 +174,8 @@ def _secured_fixture_class(base):
             self._broker = broker
             if self.sasl_mechanism and self.sasl_mechanism.startswith("SCRAM"):
                 _create_scram_user(f"127.0.0.1:{admin_port}", self.sasl_mechanism)
-                if self.target == "kafka":
-                    time.sleep(1.0)  # Kafka applies the credential from its metadata log just after answering
+                # Kafka applies the credential from its metadata log a little after answering: wait for a login
+                _wait_for_login(self.port, self.transport, self.sasl_mechanism, certs / "ca.pem")
             self.running = True
             return True
 
