@@ -404,19 +404,47 @@ PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 
 @contextlib.contextmanager
 def running(target: Target):
-    """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit."""
+    """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit: (bootstrap, a
+    function giving the broker process's CPU seconds so far, or None where it cannot be read)."""
     if target.kind == "kafka":
         from kafka_reference import ReferenceKafka
 
         kafka = ReferenceKafka()
         try:
             kafka.start()
-            yield kafka.bootstrap
+            yield kafka.bootstrap, lambda: cpu_seconds(kafka.proc)
         finally:
             kafka.close()
     else:
         with BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args) as broker:
-            yield broker.bootstrap
+            yield broker.bootstrap, lambda: cpu_seconds(broker.proc)
+
+
+def cpu_seconds(proc) -> float | None:
+    """CPU seconds of a running process's live threads, from /proc (Linux; threads that ended are not
+    counted). On a machine whose cores are shared this stays meaningful where throughput does not: it counts
+    the broker's own work, not the time it waited for a core."""
+    try:
+        tasks = list(Path(f"/proc/{proc.pid}/task").iterdir())
+    except (AttributeError, OSError):
+        return None
+    total = 0
+    for task in tasks:  # schedstat: nanoseconds on a CPU, per thread (finer than the clock ticks of stat)
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
+
+
+def timed_by_cpu(cpu, phase, *args) -> dict:
+    """``phase(*args)``, with the broker's CPU seconds during it added to the result (``broker_cpu_s``)."""
+    before = cpu()
+    result = phase(*args)
+    after = cpu()
+    if before is not None and after is not None:
+        result = dict(result, broker_cpu_s=after - before)
+    return result
 
 
 def median_run(runs: list[dict]) -> dict:
@@ -429,6 +457,8 @@ def median_run(runs: list[dict]) -> dict:
 
 def fmt_phase(r: dict, size: int) -> str:
     text = f"{r['records_per_s']:,.0f} rec/s {r['records_per_s'] * size / MB:.1f} MB/s"
+    if r.get("broker_cpu_s") is not None and r.get("records"):
+        text += f", broker CPU {r['broker_cpu_s'] * 1000 / (r['records'] * size / MB):.2f} ms/MB"
     if r.get("p99_ms") is not None:
         text += f", avg {r['avg_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms"
     if not r.get("complete", True):
@@ -438,7 +468,7 @@ def fmt_phase(r: dict, size: int) -> str:
 
 def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
     results: dict = {"load_at_start": os.getloadavg()}
-    with running(target) as bootstrap:
+    with running(target) as (bootstrap, cpu):
         log(f"[{target.name}] on {bootstrap}; {machine_state()}")
         tc = target.topic_config
         seq = iter(range(1_000_000))
@@ -474,8 +504,8 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                     t = topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
                     create_topic(bootstrap, t, case.partitions, tc)
                     if gen == "librdkafka":
-                        p = rdkafka_produce(bootstrap, t, args.records, case)
-                        c = rdkafka_consume(bootstrap, t, case.partitions, p["records"])
+                        p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, args.records, case)
+                        c = timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"])
                     else:
                         p = perf.produce(
                             bootstrap,

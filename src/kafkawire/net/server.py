@@ -16,9 +16,9 @@ budget, so one larger than it still goes through alone. The handler returns:
 
 - a list of buffers (written with ``transport.writelines``, nothing joined); a
   buffer may also be a file range (an object with ``fileno()``, ``position``,
-  ``len()`` and ``tobytes()``, as the broker's stored segments give), which a
-  plaintext connection sends with ``os.sendfile`` (see ``_send_direct``) and a
-  TLS one reads into memory,
+  ``len()`` and ``view()`` or ``tobytes()``, as the broker's stored segments
+  give), which a plaintext connection sends with ``os.sendfile`` (see
+  ``_send_direct``) and a TLS one maps into memory,
 - ``None`` when the request gets no response (Kafka's acks=0 produce),
 - an awaitable resolving to either of those (long polls, slow storage),
 
@@ -78,6 +78,12 @@ _ids = itertools.count(1)
 
 def _is_file_range(buf) -> bool:
     return type(buf) not in _BYTES_TYPES and hasattr(buf, "fileno") and hasattr(buf, "position")
+
+
+def _in_memory(region):
+    """A file range as a buffer for the transport: mapped (``view()``, no copy) where it can be, else read."""
+    view = getattr(region, "view", None)
+    return view() if view is not None else region.tobytes()
 
 
 class CloseConnection(Exception):
@@ -411,7 +417,7 @@ class Connection(asyncio.Protocol):
                     return
             for i, b in enumerate(out):
                 if type(b) not in _BYTES_TYPES and _is_file_range(b):
-                    out[i] = b.tobytes()
+                    out[i] = _in_memory(b)
         if len(out) == 1:
             self.server.bytes_sent += len(out[0])
             self.transport.write(out[0])
@@ -450,7 +456,7 @@ class Connection(asyncio.Protocol):
                     pending.append(b)
                     continue
                 if len(b) < SENDFILE_MIN:
-                    pending.append(b.tobytes())
+                    pending.append(_in_memory(b))
                     continue
                 if pending:
                     n, left = _writev_all(fd, pending)
@@ -472,8 +478,7 @@ class Connection(asyncio.Protocol):
                 sent += done
                 if done < length:  # the socket is full: the rest of the range as bytes, after it the rest
                     self.server.bytes_sent += sent
-                    rest = b.tobytes()[done:]
-                    return [rest, *out[k + 1 :]]
+                    return [_in_memory(b)[done:], *out[k + 1 :]]
             if pending:
                 n, left = _writev_all(fd, pending)
                 sent += n

@@ -27,6 +27,7 @@ Contract every engine keeps:
 from __future__ import annotations
 
 import abc
+import mmap
 import os
 import uuid
 from collections.abc import Sequence
@@ -147,8 +148,17 @@ class FileRegion:
     def __bytes__(self) -> bytes:
         return self.tobytes()
 
+    def view(self) -> memoryview:
+        """The region mapped read-only, without copying (for a transport that buffers it until the socket
+        takes it); the mapping lives as long as the view."""
+        if self.length == 0:
+            return memoryview(b"")
+        start = self.position - self.position % mmap.ALLOCATIONGRANULARITY
+        mapped = mmap.mmap(self.fileno(), self.position + self.length - start, access=mmap.ACCESS_READ, offset=start)
+        return memoryview(mapped)[self.position - start :]
+
     def tobytes(self) -> bytes:
-        """Copy the region into memory (for transports that cannot sendfile)."""
+        """Copy the region into memory."""
         parts, pos, end = [], self.position, self.position + self.length
         while pos < end:
             chunk = os.pread(self.fileno(), end - pos, pos)
