@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
-"""Spark through kafkawire: read N 100-byte records from the broker into Spark and write them back.
+"""Spark through kafkawire against Spark's own JVM Kafka connector: same broker, same records, one run.
 
     python benchmarks/bench_spark.py                    # 5,000,000 records, kafkawire broker, local[2]
     python benchmarks/bench_spark.py --records 500000
     python benchmarks/bench_spark.py --bootstrap host:port   # an existing broker
+    python benchmarks/bench_spark.py --jvm-connector none    # kafkawire only
 
-Figures (records/s, best of --repeat runs after one warm-up run):
+Figures (records/s, best of --repeat runs after one warm-up run of each):
 
 * spark read (kafkawire)   spark.read.format("kafkawire") -> count(*) and sum(length(value))
-* spark write (kafkawire)  the same read, then df.write.format("kafkawire") to a second topic
+* spark read (jvm kafka)   the same with spark.read.format("kafka") (spark-sql-kafka-0-10 from Maven Central)
+* spark write (kafkawire)  the records' key and value from a local Parquet copy -> df.write.format("kafkawire")
+* spark write (jvm kafka)  the same -> df.write.format("kafka")
 * confluent-kafka consumer one librdkafka consumer process reading every partition (reference)
-* spark read (parquet)     the same records from a local Parquet copy, same aggregation (reference)
+* spark read (parquet)     the same records from the Parquet copy, same aggregation (reference)
 
-The records are loaded with confluent-kafka's producer (not measured).
+Ratios kafkawire / JVM connector are printed for read and write. The connector's version is the
+installed pyspark's when Maven Central serves it, else ``--jvm-connector`` (default: the newest release
+of the same major version that Maven serves, 4.2.0 for pyspark 4.3.0); the line printed says which.
+The records are loaded with confluent-kafka's producer (not measured); each write goes to a new topic
+whose end offsets are checked.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import tempfile
 import time
 
 VALUE_SIZE = 100
+# Maven Central has no spark-sql-kafka-0-10 4.3.0 (the installed pyspark) yet; 4.2.0 is the newest release
+JVM_CONNECTOR = "4.2.0"
 
 
 def free_port() -> int:
@@ -149,6 +158,11 @@ def main(argv=None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per figure, best kept (default 2)")
     ap.add_argument("--skip-write", action="store_true")
+    ap.add_argument(
+        "--jvm-connector",
+        default=JVM_CONNECTOR,
+        help="spark-sql-kafka-0-10_2.13 version to compare with ('none': skip; default %(default)s)",
+    )
     args = ap.parse_args(argv)
     n = args.records
 
@@ -171,25 +185,25 @@ def main(argv=None) -> int:
 
         from kafkawire.spark import register
 
-        spark = (
+        jvm = args.jvm_connector if args.jvm_connector != "none" else None
+        builder = (
             SparkSession.builder.master(args.master)
             .appName("bench-spark")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.memory", "4g")
-            .getOrCreate()
         )
+        if jvm:
+            builder = builder.config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{jvm}")
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
+        if jvm:
+            print(f"Spark {spark.version}, JVM connector spark-sql-kafka-0-10_2.13:{jvm}", flush=True)
 
-        def kafka_df():
-            return (
-                spark.read.format("kafkawire")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", topic)
-                .load()
-            )
+        def kafka_df(fmt="kafkawire"):
+            return spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
 
         def agg(df):
             row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
@@ -204,56 +218,67 @@ def main(argv=None) -> int:
                 best = dt if best is None else min(best, dt)
             return best
 
-        results = []
-        agg(kafka_df())  # warm-up: JVM, Python workers
-        results.append(("spark read (kafkawire)", timed(lambda: agg(kafka_df()), args.repeat)))
-        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+        def report(name, secs):
+            results.append((name, secs))
+            print(f"{name:28s} {n / secs:>12,.0f} records/s", flush=True)
 
+        results: list = []
+        formats = ["kafkawire"] + (["kafka"] if jvm else [])
+        label = {"kafkawire": "kafkawire", "kafka": "jvm kafka"}
+        for fmt in formats:
+            agg(kafka_df(fmt))  # warm-up: JVM, Python workers, the connector's classes
+        for fmt in formats:
+            report(f"spark read ({label[fmt]})", timed(lambda fmt=fmt: agg(kafka_df(fmt)), args.repeat))
+
+        pq = os.path.join(tmp, "parquet")
+        kafka_df().select("key", "value").write.mode("overwrite").parquet(pq)
         if not args.skip_write:
+            from confluent_kafka.admin import AdminClient, NewTopic
+
             state = {"i": 0}
 
-            def write():
+            def write(fmt):
                 state["i"] += 1
                 out = f"{topic}-out{state['i']}"
-                from confluent_kafka.admin import AdminClient, NewTopic
-
                 admin = AdminClient({"bootstrap.servers": bootstrap})
                 for f in admin.create_topics([NewTopic(out, args.partitions, 1)]).values():
                     f.result(60)
+                t0 = time.perf_counter()
                 (
-                    kafka_df()
-                    .select("key", "value")
+                    spark.read.parquet(pq)
                     .write.mode("append")
-                    .format("kafkawire")
+                    .format(fmt)
                     .option("kafka.bootstrap.servers", bootstrap)
                     .option("topic", out)
                     .save()
                 )
+                dt = time.perf_counter() - t0
                 got = end_offsets(bootstrap, out, args.partitions)
                 assert got == n, (got, n)
+                return dt
 
-            results.append(("spark read+write (kafkawire)", timed(write, 1)))
-            print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+            for fmt in formats:
+                write(fmt)  # warm-up
+            for fmt in formats:
+                report(f"spark write ({label[fmt]})", min(write(fmt) for _ in range(args.repeat)))
 
-        results.append(
-            (
-                "confluent-kafka consumer",
-                min(confluent_read(bootstrap, topic, args.partitions, n) for _ in range(args.repeat)),
-            )
+        report(
+            "confluent-kafka consumer",
+            min(confluent_read(bootstrap, topic, args.partitions, n) for _ in range(args.repeat)),
         )
-        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
-
-        pq = os.path.join(tmp, "parquet")
-        kafka_df().write.mode("overwrite").parquet(pq)
         agg(spark.read.parquet(pq))
-        results.append(("spark read (parquet)", timed(lambda: agg(spark.read.parquet(pq)), args.repeat)))
-        print(f"{results[-1][0]:28s} {n / results[-1][1]:>12,.0f} records/s", flush=True)
+        report("spark read (parquet)", timed(lambda: agg(spark.read.parquet(pq)), args.repeat))
 
         spark.stop()
         print()
         print(f"{'':28s} {'seconds':>9s} {'records/s':>12s}   ({n:,} records x {VALUE_SIZE} B, {args.master})")
         for name, secs in results:
             print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f}")
+        figures = dict(results)
+        for what in ("read", "write"):
+            ours, theirs = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (jvm kafka)")
+            if ours and theirs:
+                print(f"{what}: kafkawire / JVM connector = {theirs / ours:.2f} (same broker, records, {args.master})")
         return 0
     finally:
         if proc is not None:
