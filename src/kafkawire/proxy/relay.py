@@ -377,8 +377,9 @@ class _Session:
                         if flow is not None:
                             flow.data(False, bytes(forward), self.proxy.clock())
                         wrote = True
-                    observer.receive_data(piece, from_client=False)
-                    self._events()
+                    if piece:
+                        observer.receive_data(piece, from_client=False)
+                        self._events()
                     if self.closing:
                         break
                 if self.to_client:
@@ -554,7 +555,7 @@ class _ResponseFrames:
     called once its size and correlation id are in) sees every event of the frames before it. Framing
     problems are the observer's to report: a size out of bounds stops streaming for the connection."""
 
-    __slots__ = ("decide", "max_frame", "head", "left", "forward", "broken")
+    __slots__ = ("decide", "max_frame", "head", "left", "forward", "broken", "body", "filled")
 
     def __init__(self, decide: Callable[[int, int], int | None], max_frame: int):
         self.decide = decide
@@ -563,6 +564,10 @@ class _ResponseFrames:
         self.left = 0  # bytes of the current frame not yet seen (after its head)
         self.forward = 0  # of those, how many go on as they come
         self.broken = False
+        # a streamed frame's bytes after its head, gathered here and given to the observer whole: one copy
+        # into a buffer of the right size, where feeding them piece by piece would regrow the observer's
+        self.body: bytearray | None = None
+        self.filled = 0
 
     def split(self, data):
         if self.broken:
@@ -592,6 +597,7 @@ class _ResponseFrames:
                 else:
                     self.forward = size + 4 - held - 8
                     head_out = bytes(self.head)
+                    self.body, self.filled = bytearray(self.left), 0
                 self.head.clear()
                 yield take, head_out
                 if self.left == 0:
@@ -599,12 +605,21 @@ class _ResponseFrames:
             take = view[pos : pos + self.left]
             pos += len(take)
             self.left -= len(take)
+            out = b""
             if self.forward > 0:
                 out = take[: self.forward]
                 self.forward -= len(out)
+            body = self.body
+            if body is None:
                 yield take, out
+                continue
+            body[self.filled : self.filled + len(take)] = take
+            self.filled += len(take)
+            if self.left:
+                yield b"", out
             else:
-                yield take, b""
+                self.body = None
+                yield body, out
 
 
 __all__ = ["CHUNK", "DEFAULT_MAX_FRAME", "Proxy", "ProxyConfig", "parse_address", "api_name"]
