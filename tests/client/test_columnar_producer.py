@@ -19,7 +19,7 @@ pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 
 from kafkawire.client.cluster import PartitionInfo, TopicInfo  # noqa: E402
-from kafkawire.client.partitioner import DefaultPartitioner, murmur2, murmur2_column  # noqa: E402
+from kafkawire.client.partitioner import DefaultPartitioner, murmur2, murmur2_column, partitions_for_keys  # noqa: E402
 from kafkawire.client.producer import AsyncProducer  # noqa: E402
 from kafkawire.protocol.records import iter_batches  # noqa: E402
 
@@ -209,3 +209,49 @@ def test_murmur2_column_equals_per_key_murmur2():
     want = np.array([0 if k is None else murmur2(k) & 0xFFFFFFFF for k in keys], np.uint32)
     assert (got == want).all()
     assert (murmur2_column(col.slice(11, 500)) == want[11:511]).all()  # an Arrow slice (non-zero offset)
+
+
+def _peer_keys() -> list[bytes]:
+    rnd = random.Random(21)
+    keys = [b"user-%d" % i for i in range(80)] + [bytes([i]) * i for i in range(1, 20)] + [b"\xff\x00\x80", b""]
+    return keys + [rnd.randbytes(rnd.randrange(1, 50)) for _ in range(150)]
+
+
+def test_murmur2_column_matches_java():
+    from .test_partitioner import JAVA_SOURCE
+    from support.java import JavaProgram
+
+    tool = JavaProgram.require(str(JAVA_SOURCE))
+    keys = _peer_keys()
+    col = pa.array(keys, pa.binary())
+    for n in (1, 7, 64):
+        out = tool.run("Murmur2Tool", str(n), input="".join(k.hex() + "\n" for k in keys))
+        rows = [line.split() for line in out.splitlines()]
+        assert len(rows) == len(keys)
+        hashes = murmur2_column(col).astype(np.int64)
+        hashes[hashes >= 1 << 31] -= 1 << 32
+        assert hashes.tolist() == [int(h) for h, _ in rows]
+        assert partitions_for_keys(col, n).tolist() == [int(p) for _, p in rows]
+
+
+def test_columnar_keys_land_where_librdkafka_murmur2_random_puts_them(bootstrap, make_topic, topic):
+    from kafkawire.client import Producer
+
+    from .helpers import confluent_consume_all, confluent_produce
+
+    partitions = 7
+    make_topic(topic, partitions)
+    keys = _peer_keys()
+    theirs = confluent_produce(
+        bootstrap, topic, [{"key": k, "value": b"rd"} for k in keys], {"partitioner": "murmur2_random"}
+    )
+    with Producer(bootstrap) as p:
+        group = p.produce_many(topic, pa.array([b"kw"] * len(keys)), pa.array(keys, pa.binary()))
+        p.flush(60)
+        group.result(60).raise_first()
+    by_part = confluent_consume_all(bootstrap, topic, list(range(partitions)), 2 * len(keys))
+    where = {(r["key"] or b"", r["value"]): part for part, rs in by_part.items() for r in rs}
+    assert len(where) == len(set(keys)) * 2
+    for key, (their_partition, _) in zip(keys, theirs):
+        assert where[(key, b"rd")] == their_partition
+        assert where[(key, b"kw")] == their_partition, key
