@@ -248,11 +248,18 @@ class Broker:
         resource: CLUSTER_, GROUP_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED); None when it may run."""
         from kafkawire.security.authorizer.rules import denied
 
-        code = denied(self, ctx, spec.name, request)
-        if code is None:
+        refusal = denied(self, ctx, spec.name, request)
+        if refusal is None:
             return None
-        log.info("%s v%d denied to %s: %s", spec.name, ctx.api_version, getattr(ctx.connection, "peer", "?"), code)
-        body = dispatch.error_response(spec.api_key, ctx.api_version, request, code)
+        code, message = refusal
+        log.info(
+            "%s v%d denied to %s: %s",
+            spec.name,
+            ctx.api_version,
+            getattr(ctx.connection, "peer", "?"),
+            errors.error_for(code).name,
+        )
+        body = dispatch.error_response(spec.api_key, ctx.api_version, request, code, message)
         return encode_response_parts(ctx.correlation_id, body, ctx.api_version) if body is not None else None
 
     def _encode(self, spec, ctx, request, response):

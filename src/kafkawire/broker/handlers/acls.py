@@ -21,6 +21,7 @@ creation or filter with one."""
 
 from __future__ import annotations
 
+import logging
 from itertools import groupby
 
 from kafkawire.net.server import CloseConnection
@@ -39,6 +40,7 @@ from kafkawire.security.authorizer.model import (
 from ..dispatch import handles
 
 NO_AUTHORIZER = "No Authorizer is configured."
+log = logging.getLogger("kafkawire.authorizer")
 UNKNOWN = 0  # the UNKNOWN value of ResourceType, PatternType, AclOperation and AclPermissionType
 
 
@@ -62,6 +64,15 @@ def _filter(entry, type_field: str, name_field: str, pattern_field: str, princip
         getattr(entry, host_field),
         known(AclOperation, entry.operation),
         known(AclPermissionType, entry.permission_type),
+    )
+
+
+def _names_any(creation) -> bool:
+    return (
+        creation.resource_type == ResourceType.ANY
+        or creation.resource_pattern_type in (PatternType.ANY, PatternType.MATCH)
+        or creation.operation == AclOperation.ANY
+        or creation.permission_type == AclPermissionType.ANY
     )
 
 
@@ -93,7 +104,7 @@ def describe_acls(broker, ctx, body):
                 ],
             )
         )
-    return R(throttle_time_ms=0, error_code=errors.NONE, error_message=None, resources=resources)
+    return R(throttle_time_ms=0, error_code=errors.NONE, error_message="", resources=resources)
 
 
 @handles("CreateAcls", 0, 3)
@@ -108,6 +119,23 @@ async def create_acls(broker, ctx, body):
             results=[
                 R.AclCreationResult(error_code=errors.SECURITY_DISABLED, error_message=NO_AUTHORIZER)
                 for _ in body.creations
+            ],
+        )
+    unreadable = [c for c in body.creations if _names_any(c)]
+    if unreadable:
+        # Kafka cannot make an ACL binding of an ANY (or MATCH) value: the request fails as a whole
+        log.warning(
+            "CreateAcls v%d (correlation id %d): a creation names ANY or MATCH (%d of %d); answering "
+            "UNKNOWN_SERVER_ERROR for all, as Kafka does",
+            ctx.api_version,
+            ctx.correlation_id,
+            len(unreadable),
+            len(body.creations),
+        )
+        return R(
+            throttle_time_ms=0,
+            results=[
+                R.AclCreationResult(error_code=errors.UNKNOWN_SERVER_ERROR, error_message=None) for _ in body.creations
             ],
         )
     acls = [
@@ -126,7 +154,7 @@ async def create_acls(broker, ctx, body):
     return R(
         throttle_time_ms=0,
         results=[
-            R.AclCreationResult(error_code=errors.NONE, error_message=None)
+            R.AclCreationResult(error_code=errors.NONE, error_message="")
             if err is None
             else R.AclCreationResult(error_code=err.code, error_message=err.message)
             for err in outcomes

@@ -8,9 +8,10 @@ import shutil
 
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import DescribeClusterResponse, DescribeLogDirsResponse
+from kafkawire.security.authorizer import rules as acl
 
 from ..dispatch import handles
-from ._common import CLUSTER_OPERATIONS, INT32_MIN
+from ._common import INT32_MIN
 
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 
@@ -51,7 +52,9 @@ def describe_cluster(broker, ctx, body):
                 broker_id=broker.node_id, host=host, port=port, rack=broker.config.rack, is_fenced=False
             )
         ],
-        cluster_authorized_operations=CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else INT32_MIN,
+        cluster_authorized_operations=acl.operations(broker, ctx, acl.CLUSTER)
+        if body.include_cluster_authorized_operations
+        else INT32_MIN,
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import MetadataResponse
+from kafkawire.security.authorizer import rules as acl
 
 from ..dispatch import handles
 from ..storage import base as sb
@@ -131,21 +132,41 @@ def metadata(broker, ctx, body):
     host, port = broker.advertised_for(ctx.connection)
     with_ops = bool(body.include_topic_authorized_operations) if version >= 8 else False
     requested = body.topics
+    denied: list = []  # topics the principal may not describe (or create), with ACLs
     if requested is None or (version == 0 and not requested):
         # internal topics (the coordinators' logs) are listed too, flagged is_internal, as Kafka does;
         # clients leave them out themselves (exclude.internal.topics)
-        topics = [topic_metadata(broker, m, with_ops) for m in broker.storage.topics().values()]
+        listed = broker.storage.topics().values()
+        if broker.authorizer is not None:  # a listing leaves out what the principal may not describe
+            listed = [m for m in listed if acl.allowed(broker, ctx, acl.Op.DESCRIBE, acl.TOPIC, m.name)]
+        topics = [topic_metadata(broker, m, with_ops) for m in listed]
     elif version >= 10 and version < 12 and any(t.name is None or t.topic_id != ZERO_UUID for t in requested):
         return request_error(requested, errors.INVALID_REQUEST)
     elif version >= 12 and any(t.topic_id != ZERO_UUID for t in requested):
         topics = _by_id(broker, requested, with_ops)
+        if broker.authorizer is not None:
+            denied = [t for t in topics if t.name is not None and not acl.may_describe_topic(broker, ctx, t.name)]
+            topics = [t for t in topics if t not in denied]
+            denied = [
+                Topic(error_code=errors.TOPIC_AUTHORIZATION_FAILED, name=None, topic_id=t.topic_id) for t in denied
+            ]
     elif any(t.name is None for t in requested):
         return request_error(requested, errors.UNKNOWN_SERVER_ERROR)
     else:
+        if broker.authorizer is not None:
+            may_create = broker.config.auto_create_topics and (version < 4 or body.allow_auto_topic_creation)
+            requested, denied = acl.metadata_topics(broker, ctx, requested, may_create, INTERNAL_TOPICS)
         topics = _by_name(broker, version, body, requested, with_ops)
     cluster_ops = INT32_MIN
     if 8 <= version <= 10 and body.include_cluster_authorized_operations:
         cluster_ops = CLUSTER_OPERATIONS
+    if broker.authorizer is not None:
+        if with_ops:  # Kafka's authorized operations of each topic it answers for
+            for t in topics:
+                t.topic_authorized_operations = acl.operations(broker, ctx, acl.TOPIC, t.name)
+        if cluster_ops != INT32_MIN:
+            cluster_ops = acl.operations(broker, ctx, acl.CLUSTER) if acl.allowed(broker, ctx, acl.Op.DESCRIBE) else 0
+        topics = topics + denied
     return MetadataResponse(
         throttle_time_ms=0,
         brokers=[Broker(node_id=broker.node_id, host=host, port=port, rack=broker.config.rack)],

@@ -14,11 +14,12 @@ from kafkawire.protocol.messages import (
     DeleteTopicsResponse,
     DescribeTopicPartitionsResponse,
 )
+from kafkawire.security.authorizer import rules as acl
 
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_config
 from ..dispatch import handles
 from ..storage import base as sb
-from ._common import INT32_MIN, TOPIC_OPERATIONS, ZERO_UUID, log, storage_error_code, topic_name_problem
+from ._common import INT32_MIN, ZERO_UUID, log, storage_error_code, topic_name_problem
 
 MAX_PARTITIONS = 1_000_000
 MAX_RECORDS_PER_OPERATION = 10_000  # Kafka's controller: metadata records one request may create
@@ -518,6 +519,9 @@ def describe_topic_partitions(broker, ctx, body):
         names = sorted({t.name for t in body.topics})
     else:
         names = sorted(all_topics)
+    denied = []  # with ACLs: what the principal may not describe (left out of a listing, refused by name)
+    if broker.authorizer is not None:
+        names, denied = acl.split_describable(broker, ctx, names, listing=not body.topics)
     cursor = body.cursor
 
     def request_error(code):
@@ -558,7 +562,7 @@ def describe_topic_partitions(broker, ctx, body):
                     topic_id=ZERO_UUID,
                     is_internal=name in INTERNAL_TOPICS,
                     partitions=[],
-                    topic_authorized_operations=TOPIC_OPERATIONS,
+                    topic_authorized_operations=acl.operations(broker, ctx, acl.TOPIC, name),
                 )
             )
             continue
@@ -589,10 +593,20 @@ def describe_topic_partitions(broker, ctx, body):
                 topic_id=meta.topic_id,
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=parts,
-                topic_authorized_operations=TOPIC_OPERATIONS,
+                topic_authorized_operations=acl.operations(broker, ctx, acl.TOPIC, name),
             )
         )
         if end < meta.partitions:
             next_cursor = R.Cursor(topic_name=name, partition_index=end)
             break
+    topics += [
+        R.DescribeTopicPartitionsResponseTopic(
+            error_code=errors.TOPIC_AUTHORIZATION_FAILED,
+            name=name,
+            topic_id=ZERO_UUID,
+            partitions=[],
+            topic_authorized_operations=INT32_MIN,
+        )
+        for name in denied
+    ]
     return R(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)

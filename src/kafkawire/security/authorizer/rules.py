@@ -8,6 +8,7 @@ the table before the handler runs (:func:`denied`). Checks that decide per topic
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from kafkawire.protocol import errors
@@ -24,6 +25,12 @@ class Check:
     field: str | None = None  # the request field naming the resource; None: the cluster
     error: int = errors.CLUSTER_AUTHORIZATION_FAILED
     skip_empty: bool = False  # no check when the field is empty or null (InitProducerId without a transactional id)
+    says_why: bool = False  # the answer carries a message (Kafka throws, and the error answer takes its text)
+
+
+def _cluster(op: AclOperation) -> Check:
+    """A check that Kafka makes with ``authorizeClusterOperation``: denied, the error answer says why."""
+    return Check(op, says_why=True)
 
 
 def _group(op: AclOperation, field: str = "group_id") -> Check:
@@ -37,13 +44,13 @@ def _txn(op: AclOperation, **kw) -> Check:
 
 
 WHOLE_REQUEST: dict[str, tuple[Check, ...]] = {
-    "DescribeAcls": (Check(Op.DESCRIBE),),
-    "CreateAcls": (Check(Op.ALTER),),
-    "DeleteAcls": (Check(Op.ALTER),),
-    "AlterPartitionReassignments": (Check(Op.ALTER),),
-    "ListPartitionReassignments": (Check(Op.DESCRIBE),),
+    "DescribeAcls": (_cluster(Op.DESCRIBE),),
+    "CreateAcls": (_cluster(Op.ALTER),),
+    "DeleteAcls": (_cluster(Op.ALTER),),
+    "AlterPartitionReassignments": (_cluster(Op.ALTER),),
+    "ListPartitionReassignments": (_cluster(Op.DESCRIBE),),
     "DescribeUserScramCredentials": (Check(Op.DESCRIBE),),
-    "AlterUserScramCredentials": (Check(Op.ALTER),),
+    "AlterUserScramCredentials": (_cluster(Op.ALTER),),
     "UpdateFeatures": (Check(Op.ALTER),),
     "DescribeClientQuotas": (Check(Op.DESCRIBE_CONFIGS),),
     "AlterClientQuotas": (Check(Op.ALTER_CONFIGS),),
@@ -92,8 +99,8 @@ def operations(broker, ctx, resource_type: int, name: str = CLUSTER_NAME) -> int
     return authz.authorized_operations(principal(ctx), host(ctx), resource_type, name)
 
 
-def denied(broker, ctx, api_name: str, body) -> int | None:
-    """The error code of the first ``WHOLE_REQUEST`` check the request fails, or None."""
+def denied(broker, ctx, api_name: str, body) -> tuple[int, str | None] | None:
+    """The error code and message of the first ``WHOLE_REQUEST`` check the request fails, or None."""
     authz = broker.authorizer
     if authz is None:
         return None
@@ -108,11 +115,65 @@ def denied(broker, ctx, api_name: str, body) -> int | None:
                 continue
             name = name or ""
         if not authz.authorize(who, where, check.operation, check.resource_type, name):
-            return check.error
+            why = None
+            if check.says_why:
+                why = f"{api_name} from {who} at {where} needs {check.operation.name} permission on the cluster"
+            return check.error, why
     if api_name == "InitProducerId" and not getattr(body, "transactional_id", None):
         # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 2.8+)
         if not authz.authorize_cluster(who, where, Op.IDEMPOTENT_WRITE) and not authz.authorize_by_resource_type(
             who, where, Op.WRITE, ResourceType.TOPIC
         ):
-            return errors.CLUSTER_AUTHORIZATION_FAILED
+            return errors.CLUSTER_AUTHORIZATION_FAILED, None
     return None
+
+
+# -- the per-topic checks of Metadata ---------------------------------------------------------------------
+TOPIC, GROUP, CLUSTER = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
+
+
+def may_describe_topic(broker, ctx, name: str) -> bool:
+    return allowed(broker, ctx, Op.DESCRIBE, TOPIC, name)
+
+
+def metadata_topics(broker, ctx, requested: list, may_create: bool, internal: tuple[str, ...]):
+    """Kafka's Metadata checks of named topics: (the requested topics it goes on to answer, the answers of
+    those it may not). A topic the principal may not describe is TOPIC_AUTHORIZATION_FAILED whether or not it
+    exists (its existence is not disclosed); one that does not exist and would be created needs CREATE on
+    the cluster or on the topic, else TOPIC_AUTHORIZATION_FAILED."""
+    from kafkawire.protocol.messages import MetadataResponse
+
+    Topic = MetadataResponse.MetadataResponseTopic
+    zero = uuid.UUID(int=0)
+    kept, no_create, no_describe, seen = [], [], [], set()
+    create_on_cluster = None
+    topics = broker.storage.topics()
+    for t in requested:
+        if t.name in seen:
+            continue
+        seen.add(t.name)
+        if not may_describe_topic(broker, ctx, t.name):
+            no_describe.append(Topic(error_code=errors.TOPIC_AUTHORIZATION_FAILED, name=t.name, topic_id=zero))
+            continue
+        if may_create and t.name not in topics:
+            if create_on_cluster is None:
+                create_on_cluster = allowed(broker, ctx, Op.CREATE)
+            if not create_on_cluster and not allowed(broker, ctx, Op.CREATE, TOPIC, t.name):
+                no_create.append(
+                    Topic(
+                        error_code=errors.TOPIC_AUTHORIZATION_FAILED,
+                        name=t.name,
+                        topic_id=zero,
+                        is_internal=t.name in internal,
+                    )
+                )
+                continue
+        kept.append(t)
+    return kept, no_create + no_describe
+
+
+def split_describable(broker, ctx, names: list[str], listing: bool) -> tuple[list[str], list[str]]:
+    """(the topic names the principal may describe, those it may not: none when ``listing``, where Kafka
+    leaves them out rather than refusing them)."""
+    ok = [n for n in names if may_describe_topic(broker, ctx, n)]
+    return ok, [] if listing else [n for n in names if n not in set(ok)]
