@@ -258,6 +258,9 @@ async def _create_topics(broker, ctx, body):
             results.append(res)
             continue
         results.append(res)
+        if not acl.may_on_topic(broker, ctx, acl.Op.CREATE, t.name, or_cluster=True):
+            res.error_code, res.error_message = errors.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            continue
         try:
             partitions, configs = _validate_create(broker, t, existing)
             todo.append((res, t, partitions, configs))
@@ -304,6 +307,7 @@ async def _create_topics(broker, ctx, body):
                 )
     throttle = await admission.finish()
     ok = [(res, p, c) for res, _t, p, c in accepted if not res.error_code]
+    ok = acl.configs_visible(broker, ctx, ok)  # with ACLs: DESCRIBE_CONFIGS on each topic, else not described
     # the per-topic config listings are the bulk of a large answer: built in the controller thread
     await _controller(broker, _describe_created, broker, ok, version)
     for res in results:
@@ -383,13 +387,26 @@ async def _delete_topics(broker, ctx, body):
         meta = by_id.get(topic_id)
         if meta is None:
             answer(None, topic_id, errors.UNKNOWN_TOPIC_ID, f"No topic has id {topic_id}.")
+        elif not acl.may_on_topic(
+            broker, ctx, acl.Op.DELETE, meta.name, or_cluster=True
+        ):  # the name only if describable
+            shown = (
+                meta.name
+                if acl.may_on_topic(broker, ctx, acl.Op.DESCRIBE, meta.name, or_cluster_op=acl.Op.DELETE)
+                else None
+            )
+            answer(shown, topic_id, errors.TOPIC_AUTHORIZATION_FAILED, acl.TOPIC_DENIED)
         else:
             chosen[topic_id] = (None, meta)
     for name, times in names.items():
         if times > 1:
             continue
         meta = existing.get(name)
-        if meta is None:
+        if not acl.may_on_topic(broker, ctx, acl.Op.DESCRIBE, name, or_cluster_op=acl.Op.DELETE) or (
+            meta is not None and not acl.may_on_topic(broker, ctx, acl.Op.DELETE, name, or_cluster=True)
+        ):  # with ACLs: whether it exists is not disclosed to whoever may not describe it
+            answer(name, ZERO_UUID, errors.TOPIC_AUTHORIZATION_FAILED, acl.TOPIC_DENIED)
+        elif meta is None:
             answer(name, ZERO_UUID, errors.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         elif meta.topic_id in spoiled or meta.topic_id in chosen:
             chosen.pop(meta.topic_id, None)

@@ -177,3 +177,34 @@ def split_describable(broker, ctx, names: list[str], listing: bool) -> tuple[lis
     leaves them out rather than refusing them)."""
     ok = [n for n in names if may_describe_topic(broker, ctx, n)]
     return ok, [] if listing else [n for n in names if n not in set(ok)]
+
+
+# -- the per-topic checks of CreateTopics and DeleteTopics -------------------------------------------------
+TOPIC_DENIED = "Topic authorization failed."
+
+
+def may_on_topic(
+    broker, ctx, operation: int, name: str, *, or_cluster: bool = False, or_cluster_op: int | None = None
+) -> bool:
+    """``operation`` on the topic, or (``or_cluster``) the same operation on the cluster, or (``or_cluster_op``)
+    another one on the cluster: Kafka's controller lets CREATE or DELETE on the cluster stand for every topic."""
+    if broker.authorizer is None:
+        return True
+    cluster_op = operation if or_cluster else or_cluster_op
+    if cluster_op is not None and allowed(broker, ctx, cluster_op):
+        return True
+    return allowed(broker, ctx, operation, TOPIC, name)
+
+
+def configs_visible(broker, ctx, created: list) -> list:
+    """The created topics (``(result, ...)`` tuples) whose configs the principal may describe; the others get
+    ``topic_config_error_code`` TOPIC_AUTHORIZATION_FAILED and no partition count, factor or configs."""
+    if broker.authorizer is None:
+        return created
+    kept = []
+    for item in created:
+        if allowed(broker, ctx, Op.DESCRIBE_CONFIGS, TOPIC, item[0].name):
+            kept.append(item)
+        else:
+            item[0].topic_config_error_code = errors.TOPIC_AUTHORIZATION_FAILED
+    return kept
