@@ -21,7 +21,6 @@ import os
 import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -141,28 +140,17 @@ def handshakes(certs: Path, port: int, seconds: float) -> float:
     return done / (time.perf_counter() - started)
 
 
-def start_kafkawire(props: dict, workdir: Path):
+def start_kafkawire(props: dict, port: int, workdir: Path):
+    """``kafkawire serve`` through the project's launcher (kafkawire.testing's BrokerProcess: ready once its
+    PLAINTEXT listener answers ApiVersions, stopped with SIGTERM)."""
+    from kafkawire.testing._process import BrokerProcess
+
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / "kafkawire.properties"
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kafkawire",
-            "serve",
-            str(path),
-            "--data-dir",
-            str(workdir / "kafkawire-data"),
-            "--storage",
-            "memory",
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=open(workdir / "kafkawire.log", "wb"),
-    )
-    return proc
+    argv = [sys.executable, "-m", "kafkawire", "serve", str(path), "--data-dir", str(workdir / "kafkawire-data")]
+    argv += ["--storage", "memory", "--log-level", "WARNING"]
+    return BrokerProcess(lambda _bootstrap: argv, workdir / "kafkawire.log", port=port).start()
 
 
 def run_target(name: str, certs: Path, args, workdir: Path) -> dict:
@@ -171,7 +159,7 @@ def run_target(name: str, certs: Path, args, workdir: Path) -> dict:
     props = properties(certs, ports, controller)
     kafka = proc = None
     if name == "kafkawire":
-        proc = start_kafkawire(props, workdir)
+        proc = start_kafkawire(props, ports["PLAINTEXT"], workdir)
     else:
         from kafka_reference import ReferenceKafka
 
@@ -196,12 +184,7 @@ def run_target(name: str, certs: Path, args, workdir: Path) -> dict:
         return out
     finally:
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            proc.stop()
         if kafka is not None:
             kafka.close()
 
