@@ -271,7 +271,9 @@ class _Session:
         self.to_client: list[bytes] = []
         self.closing: str | None = None
         self.streamed: dict[int, int] = {}  # correlation id -> bytes of its frame held back (the tail)
-        self.responses = _ResponseFrames(self._stream_decision, proxy.config.max_frame)
+        self.responses = _Frames(self._stream_decision, proxy.config.max_frame)
+        # requests go upstream as they arrive anyway: a large one is only gathered for the observer
+        self.requests_in = _Frames(lambda _corr, size: 0 if size >= STREAM_MIN else None, proxy.config.max_frame)
 
     async def run(self) -> None:
         up = asyncio.ensure_future(self._client_to_upstream())
@@ -347,10 +349,12 @@ class _Session:
                 uwriter.write(data)
                 if flow is not None:
                     flow.data(True, data, self.proxy.clock())
-                observer.receive_data(data, from_client=True)
-                self._events()
-                if self.closing:
-                    return
+                for piece, _sent in self.requests_in.split(data):
+                    if piece:
+                        observer.receive_data(piece, from_client=True)
+                        self._events()
+                        if self.closing:
+                            return
                 await uwriter.drain()
         except (ConnectionError, OSError, ssl.SSLError) as exc:
             self.closing = self.closing or f"client connection failed: {exc}"
@@ -393,7 +397,7 @@ class _Session:
             self.closing = self.closing or f"upstream connection failed: {exc}"
 
     def _stream_decision(self, correlation_id: int, size: int) -> int | None:
-        """Called by :class:`_ResponseFrames` when a response frame's size and correlation id are in: the
+        """Called by :class:`_Frames` when a response frame's size and correlation id are in: the
         bytes of it to hold back until it is whole (0: none), or None to hold it all (not streamed)."""
         if size < STREAM_MIN or self.observer.sasl_tokens or self.server_tokens_left is not None:
             return None
@@ -548,9 +552,9 @@ class _Session:
             self.closing = f"{who} broke the framing: {event.message}"
 
 
-class _ResponseFrames:
-    """Where each response frame starts and ends in the upstream's byte stream, so that a large one can be
-    forwarded while it arrives. ``split(data)`` yields (piece, bytes to forward now) in stream order; the
+class _Frames:
+    """Where each frame starts and ends in one direction's byte stream, so that a large response can be
+    forwarded while it arrives, and a large frame either way reaches the observer in one piece. ``split(data)`` yields (piece, bytes to forward now) in stream order; the
     caller feeds each piece to the observer after forwarding, so the decision for a frame (``decide``,
     called once its size and correlation id are in) sees every event of the frames before it. Framing
     problems are the observer's to report: a size out of bounds stops streaming for the connection."""
