@@ -4,6 +4,8 @@
   responses that carry broker addresses (the only frames the proxy re-encodes);
 * :mod:`.relay` -- the asyncio listeners and the two byte pumps of each connection, around the observer
   side of :class:`kafkawire.protocol.connection.ProtocolConnection`;
+* :mod:`.pipe` -- one socket as an asyncio protocol that is its own reader and writer, without the
+  copies of asyncio's streams;
 * :mod:`.report` -- one line (or JSON object, or annotated tree) per request/response pair, the filters
   and the summary printed on exit;
 * :mod:`.pcapng` -- a pcapng file of the client-side conversations.

@@ -14,8 +14,10 @@ impossible size) ends the connection, as the broker or client would end it.
 One listener takes bootstrap connections (to the first upstream address that accepts); one more per
 upstream node id, bound when a response first names that node, leads to that node's upstream address.
 
-Bounded: each read takes at most ``CHUNK`` bytes, a frame at most ``max_frame``, each writer is drained
-before the next read (asyncio's write buffer limits), and a connection with more than ``MAX_IN_FLIGHT``
+Each socket is a :class:`~kafkawire.proxy.pipe.Pipe` (a protocol that hands on the ``bytes`` it is given,
+without asyncio streams' two extra copies). Bounded: a socket stops reading with ``CHUNK`` bytes
+unread, a frame is at most ``max_frame``, each writer is drained before the next read (asyncio's write
+buffer limits), and a connection with more than ``MAX_IN_FLIGHT``
 unanswered requests is closed, as is a connection beyond ``max_connections``. A client can hold at most one
 frame per direction in the proxy's memory.
 """
@@ -55,6 +57,7 @@ from .addresses import (
     withdraw_node_endpoints,
 )
 from .pcapng import Flow, PcapngWriter
+from .pipe import Pipe
 from .report import Exchange, Reporter, api_name
 
 CHUNK = 1024 * 1024
@@ -130,11 +133,7 @@ class Proxy:
     async def start(self) -> Proxy:
         sock = self._listen_socket(self.config.listen_port)
         self.port = sock.getsockname()[1]
-        self._servers.append(
-            await asyncio.start_server(
-                lambda r, w: self._accept(r, w, None), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK
-            )
-        )
+        self._servers.append(await self._serve(sock, None))
         return self
 
     def _listen_socket(self, port: int) -> socket.socket:
@@ -162,10 +161,15 @@ class Proxy:
         return port
 
     async def _serve_broker(self, sock: socket.socket, node_id: int) -> None:
-        server = await asyncio.start_server(
-            lambda r, w: self._accept(r, w, node_id), sock=sock, ssl=self.config.listen_ssl, limit=CHUNK
+        self._servers.append(await self._serve(sock, node_id))
+
+    async def _serve(self, sock: socket.socket, node_id: int | None) -> asyncio.Server:
+        def accepted(pipe: Pipe) -> None:
+            self._accept(pipe, pipe, node_id)
+
+        return await asyncio.get_running_loop().create_server(
+            lambda: Pipe(CHUNK, accepted), sock=sock, ssl=self.config.listen_ssl
         )
-        self._servers.append(server)
 
     async def close(self) -> None:
         for task in self._pending_servers:
@@ -181,7 +185,7 @@ class Proxy:
             with contextlib.suppress(Exception):
                 await server.wait_closed()
 
-    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node_id: int | None) -> None:
+    def _accept(self, reader: Pipe, writer: Pipe, node_id: int | None) -> None:
         if len(self._sessions) >= self.config.max_connections:
             peer = writer.get_extra_info("peername") or ("?", 0)
             self.reporter.note(f"{_label(peer[:2])}: refused, {len(self._sessions)} connections already")
@@ -200,22 +204,22 @@ class Proxy:
         problems = []
         for host, port in targets:
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(
+                _transport, pipe = await asyncio.wait_for(
+                    asyncio.get_running_loop().create_connection(
+                        lambda: Pipe(CHUNK),
                         host,
                         port,
                         ssl=self.config.upstream_ssl,
                         server_hostname=host if self.config.upstream_ssl else None,
-                        limit=CHUNK,
                     ),
                     CONNECT_TIMEOUT,
                 )
-                return (host, port), reader, writer
+                return (host, port), pipe, pipe
             except (OSError, TimeoutError, ssl.SSLError) as exc:
                 problems.append(f"{_label((host, port))}: {exc}")
         raise ConnectionError("; ".join(problems) or f"no upstream address known for node {node_id}")
 
-    async def _session(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, node_id: int | None) -> None:
+    async def _session(self, reader: Pipe, writer: Pipe, node_id: int | None) -> None:
         self._ids += 1
         cid = self._ids
         peer = writer.get_extra_info("peername") or ("?", 0)
@@ -248,7 +252,7 @@ class Proxy:
                 flow.close(self.clock())
 
 
-def _set_nodelay(writer: asyncio.StreamWriter) -> None:
+def _set_nodelay(writer: Pipe) -> None:
     sock = writer.get_extra_info("socket")
     if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
         with contextlib.suppress(OSError):
