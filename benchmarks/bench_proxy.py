@@ -13,7 +13,9 @@ its own, in each ``--modes``: ``quiet`` (the summary only; every exchange is sti
 * consume throughput: the same records read back by an assigned consumer from offset 0.
 
 Direct and proxied runs alternate, ``--repeat`` times each; the medians are printed with the ratios
-(proxied/direct) and the issue's targets (< 0.5 ms added p50, >= 70% of direct throughput). The machine's
+(proxied/direct) and the issue's targets (< 0.5 ms added p50, >= 70% of direct throughput), and the proxy
+process's CPU time per 100 MB relayed (produce / consume; steadier than throughput when the machine is
+shared). The machine's
 core count and load average are printed first and last: on a small shared machine read the figures with them.
 
 Usage: python benchmarks/bench_proxy.py [--quick] [--records N] [--size B] [--rate R] [--latency-records N]
@@ -252,17 +254,35 @@ def consume_throughput(bootstrap: str, topic: str, n: int) -> float:
     return n / elapsed
 
 
-def run_once(bootstrap: str, args) -> dict[str, float]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_once(bootstrap: str, args, pid: int | None = None) -> dict[str, float]:
+    """``pid``: the proxy's process, whose CPU time during the two throughput runs is measured (per 100 MB:
+    on a shared machine a steadier figure of what the proxy costs than its throughput)."""
     topic = create_topic(bootstrap)
     lat = sorted(produce_latency(bootstrap, topic, args.latency_records, args.rate))
     tput_topic = create_topic(bootstrap)
+    cpu0 = cpu_seconds(pid) if pid else 0.0
     produced = produce_throughput(bootstrap, tput_topic, args.records, args.size)
+    cpu1 = cpu_seconds(pid) if pid else 0.0
     consumed = consume_throughput(bootstrap, tput_topic, args.records + 1)
+    cpu2 = cpu_seconds(pid) if pid else 0.0
+    per_100mb = 100e6 / (args.records * args.size)
     return {
         "p50_ms": statistics.median(lat) * 1e3,
         "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1e3,
         "produce_rps": produced,
         "consume_rps": consumed,
+        "produce_cpu": (cpu1 - cpu0) * per_100mb,
+        "consume_cpu": (cpu2 - cpu1) * per_100mb,
     }
 
 
@@ -294,13 +314,13 @@ def main(argv=None) -> int:
                 results["direct"].append(run_once(upstream.bootstrap, args))
                 for mode in modes:
                     with ProxyProcess(upstream.bootstrap, mode) as proxy:
-                        results[mode].append(run_once(proxy.bootstrap, args))
+                        results[mode].append(run_once(proxy.bootstrap, args, proxy.proc.pid))
             med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in results.items()}
             for mode, figures in med.items():
                 rows.append((name, mode, figures, med["direct"]))
     print(
         f"{'upstream':<10} {'path':<14} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} "
-        f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6}"
+        f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6} {'proxy CPU s/100 MB':>19}"
     )
     verdicts = []
     for name, mode, f, d in rows:
@@ -310,7 +330,8 @@ def main(argv=None) -> int:
         print(
             f"{name:<10} {path:<14} {f['p50_ms']:>8.3f} {f['p99_ms']:>8.3f} "
             f"{'' if mode == 'direct' else f'{added50:+.3f}':>8} {'' if mode == 'direct' else f'{added99:+.3f}':>8} "
-            f"{f['produce_rps']:>14,.0f} {pr:>6.2f} {f['consume_rps']:>14,.0f} {cr:>6.2f}"
+            f"{f['produce_rps']:>14,.0f} {pr:>6.2f} {f['consume_rps']:>14,.0f} {cr:>6.2f} "
+            + ("" if mode == "direct" else f"{f['produce_cpu']:>8.3f} / {f['consume_cpu']:.3f}")
         )
         if mode != "direct":
             verdicts.append(
