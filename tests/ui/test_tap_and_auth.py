@@ -8,8 +8,6 @@ import sys
 
 import pytest
 
-pytest.importorskip("aiohttp")
-
 from kafkawire.protocol import encode_request, message_class, request_header
 from kafkawire.tools.pcap import Connection
 from kafkawire.ui.options import console_options
