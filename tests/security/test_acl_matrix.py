@@ -223,7 +223,9 @@ def _join(group: str) -> dict:
     }
 
 
-# label -> (API, data); sent as alice and as bob
+SOME = ["acl-read", "acl-pfx-1", "acl-hidden", "acl-missing"]  # granted READ, granted WRITE, nothing, absent
+
+# label -> (API, data[, version]); sent as alice and as bob, at the highest version both serve unless given
 PROBES: dict[str, tuple[str, dict]] = {
     "metadata-all": (
         "Metadata",
@@ -326,6 +328,173 @@ PROBES: dict[str, tuple[str, dict]] = {
         "AddOffsetsToTxn",
         {"transactional_id": "acl-txn", "producer_id": 1, "producer_epoch": 0, "group_id": "acl-other-group"},
     ),
+    "produce": (
+        "Produce",
+        {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [{"name": n, "partition_data": [{"index": 0, "records": _records()}]} for n in SOME],
+        },
+        12,  # by name (v13 names topics by id)
+    ),
+    "fetch": (
+        "Fetch",
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic": n,
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": 0,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+                for n in SOME
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+        12,  # by name (v13 names topics by id)
+    ),
+    "list-offsets": (
+        "ListOffsets",
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": [
+                {"name": n, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}
+                for n in SOME
+            ],
+            "timeout_ms": 1000,
+        },
+    ),
+    "offset-for-leader-epoch": (
+        "OffsetForLeaderEpoch",
+        {
+            "replica_id": -1,
+            "topics": [
+                {"topic": n, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}
+                for n in SOME
+            ],
+        },
+    ),
+    "offset-commit": (
+        "OffsetCommit",
+        {
+            "group_id": "acl-group",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [
+                {
+                    "name": n,
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 0,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+                for n in SOME
+            ],
+        },
+        9,  # by name (v10 names topics by id)
+    ),
+    "offset-commit-other-group": (
+        "OffsetCommit",
+        {
+            "group_id": "acl-other-group",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [],
+        },
+        9,
+    ),
+    "offset-fetch": (
+        "OffsetFetch",
+        {
+            "groups": [
+                {"group_id": "acl-group", "topics": [{"name": n, "partition_indexes": [0]} for n in SOME]},
+                {"group_id": "acl-group", "topics": None},
+                {"group_id": "acl-other-group", "topics": None},
+            ],
+            "require_stable": False,
+        },
+        8,  # by name
+    ),
+    "find-group-coordinators": ("FindCoordinator", {"key_type": 0, "coordinator_keys": ["acl-group", "acl-other"]}),
+    "find-txn-coordinators": ("FindCoordinator", {"key_type": 1, "coordinator_keys": ["acl-txn", "acl-other-txn"]}),
+    "describe-groups": (
+        "DescribeGroups",
+        {"groups": ["acl-group", "acl-other-group"], "include_authorized_operations": True},
+    ),
+    "list-groups": ("ListGroups", {"states_filter": [], "types_filter": []}),
+    "delete-groups": ("DeleteGroups", {"groups_names": ["acl-other-group", "acl-group"]}),
+    "describe-configs": (
+        "DescribeConfigs",
+        {
+            "resources": [
+                {"resource_type": 2, "resource_name": n, "configuration_keys": ["cleanup.policy"]}
+                for n in ("acl-conf", "acl-read", "acl-hidden")
+            ]
+            + [{"resource_type": 4, "resource_name": "1", "configuration_keys": ["log.retention.hours"]}],
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    ),
+    "incremental-alter-configs": (
+        "IncrementalAlterConfigs",
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": n,
+                    "configs": [{"name": "retention.ms", "config_operation": 0, "value": "100000"}],
+                }
+                for n in ("acl-conf", "acl-read")
+            ],
+            "validate_only": True,
+        },
+    ),
+    "create-partitions": (
+        "CreatePartitions",
+        {
+            "topics": [{"name": n, "count": 2, "assignments": None} for n in SOME],
+            "timeout_ms": 5000,
+            "validate_only": True,
+        },
+    ),
+    "delete-records": (
+        "DeleteRecords",
+        {
+            "topics": [{"name": n, "partitions": [{"partition_index": 0, "offset": 0}]} for n in SOME],
+            "timeout_ms": 5000,
+        },
+    ),
+    "describe-producers": ("DescribeProducers", {"topics": [{"name": n, "partition_indexes": [0]} for n in SOME]}),
+    "describe-transactions": ("DescribeTransactions", {"transactional_ids": ["acl-txn", "acl-other-txn"]}),
+    "list-transactions": (
+        "ListTransactions",
+        {"state_filters": [], "producer_id_filters": [], "duration_filter": -1, "transactional_id_pattern": None},
+    ),
     # last: creates a topic that later listings would show
     "metadata-auto-create": (
         "Metadata",
@@ -403,8 +572,10 @@ def _run(peer: Peer, versions: dict[int, int]) -> dict[str, object]:
         v = versions[api_by_name(api).key]
         out[f"admin/{label}"] = _tree(peer, peer.call("admin", api, v, data), v)
     for who in ("alice", "bob"):
-        for label, (api, data) in PROBES.items():
+        for label, (api, data, *pinned) in PROBES.items():
             v = versions.get(api_by_name(api).key)
+            if v is not None and pinned:
+                v = min(v, pinned[0])
             if v is None:
                 out[f"{who}/{label}"] = f"{api} is not served by both brokers"
                 continue

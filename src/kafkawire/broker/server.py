@@ -207,14 +207,18 @@ class Broker:
                 f"{spec.name} v{version} request (correlation id {correlation_id}) does not decode: {exc}"
             ) from None
         ctx = RequestContext(request.header, version, conn)
+        handler, body_in = spec.fn, request.body
         if self.authorizer is not None:
             refused = self._refused(spec, ctx, request.body)
             if refused is not None:
                 return refused
+            from kafkawire.security.authorizer.entries import narrow
+
+            body_in, handler = narrow(self, ctx, spec, request.body, handler)  # denied entries answered apart
         metrics = self.metrics
         started = time.perf_counter() if metrics is not None else 0.0
         try:
-            body = spec.fn(self, ctx, request.body)
+            body = handler(self, ctx, body_in)
         except CloseConnection:
             raise
         except Exception as exc:

@@ -19,6 +19,7 @@ from kafkawire.protocol.apis import response_header_version
 from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.messages import FetchResponse
 from kafkawire.protocol.records import batches_to_message_set
+from kafkawire.security.authorizer.entries import merge as merge_denied
 
 from ..dispatch import handles
 from ..fetch_sessions import CachedPartition, FetchContext
@@ -335,6 +336,7 @@ def _sends_files(ctx, version: int) -> bool:
 
 def _respond(broker, ctx, body, fctx, reads):
     response = _build(broker, ctx.api_version, body, fctx, reads)
+    response = merge_denied(ctx, response)  # with ACLs: the answers of the topics the principal may not read
     return _Encoded(encode_fetch_response(ctx.correlation_id, response, ctx.api_version))
 
 
