@@ -55,12 +55,13 @@ def _varint_matrix(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def _binary_from_fields(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
     """A binary column whose row i is the varints ``fields[0][i], fields[1][i], ...`` one after the other."""
-    mats, masks, total = [], [], None
+    mats, masks = [], []
+    total = np.zeros(len(fields[0][0]), np.int64)
     for u, w in fields:
         m, valid = _varint_matrix(u, w)
         mats.append(m)
         masks.append(valid)
-        total = w if total is None else total + w
+        total += w
     data = np.hstack(mats)[np.hstack(masks)]  # row-major: each row's bytes in field order
     offsets = np.zeros(len(total) + 1, np.int32)
     np.cumsum(total, out=offsets[1:])
