@@ -430,15 +430,27 @@ def test_directories_of_no_topic_are_left_in_place_not_loaded(open_storage, data
     assert storage.partition("ghost", 0).log_end_offset == 0
 
 
-def test_metadata_files_are_replaced_atomically(open_storage, data_dir, monkeypatch):
+def test_a_topic_change_is_one_batch_appended_to_the_metadata_log(open_storage, data_dir):
+    """Topics live in the KRaft metadata log: a creation appends one batch (all its records or none after a
+    crash), nothing is rewritten in place."""
+    from kafkawire.broker.storage.kraft.log import decode_batch_records
+    from kafkawire.protocol.records import iter_batches
+
     storage = open_storage()
     storage.create_topic("t", 1)
-    renames = []
-    real_replace = os.replace
-    monkeypatch.setattr(os, "replace", lambda a, b: (renames.append((str(a), str(b))), real_replace(a, b)))
-    storage.create_topic("u", 1)
-    topics_json = str(data_dir / "__kafkawire_meta" / "topics.json")
-    assert (topics_json + ".tmp", topics_json) in renames
+    log_file = data_dir / "__cluster_metadata-0" / "00000000000000000000.log"
+    before = log_file.read_bytes()
+    storage.create_topic("u", 2, {"retention.ms": "1000"})
+    after = log_file.read_bytes()
+    assert after.startswith(before)
+    (batch,) = iter_batches(after[len(before) :], check_crc=True)
+    decoded = [(name, m) for _, name, m in decode_batch_records(batch)]
+    assert [(n, m.partition_id if n == "PartitionRecord" else m.name) for n, m in decoded] == [
+        ("TopicRecord", "u"),
+        ("ConfigRecord", "retention.ms"),
+        ("PartitionRecord", 0),
+        ("PartitionRecord", 1),
+    ]
 
 
 def test_a_torn_sealed_segment_loses_only_its_tail(open_storage, data_dir, caplog):

@@ -1,9 +1,10 @@
 """Nothing in a data directory is moved or deleted because kafkawire does not understand it.
 
-Entries no kafkawire topic owns (a Kafka data directory's ``__cluster_metadata-0``, its partitions and
-checkpoints, another tool's files) are left in place byte for byte, listed once in the log per start, and
-listed by ``kafkawire check``; a topic whose partition directory is taken by one is refused rather than
-moving it. kafkawire's own repairs (quarantine of damaged segments, ``-delete`` directories of its own
+A Kafka data directory's metadata log, topics and checkpoints are kafkawire's too (it reads the KRaft
+metadata log; test_kafka_dir.py has both brokers take turns on one directory). Entries no topic of the
+metadata log owns (a partition of a topic the log does not have, another tool's files) are left in place
+byte for byte, listed once in the log per start, and listed by ``kafkawire check``; a topic whose partition
+directory is taken by one is refused rather than moving it. kafkawire's own repairs (quarantine of damaged segments, ``-delete`` directories of its own
 deletions) are tested in test_segment_damage.py and test_segment_storage.py.
 """
 
@@ -19,22 +20,41 @@ from pathlib import Path
 import pytest
 from storage_batches import build_batch
 
+from kafkawire.broker.storage.base import TopicExistsError
+from kafkawire.broker.storage.kraft import uuid_text
 from kafkawire.broker.storage.recovery import DirectoryTakenError
 from kafkawire.broker.storage.segments import SegmentStorage
 from kafkawire.cli.main import main
 
 from conftest import reference_unavailable
 
+# what the metadata log of kafka_like_dir does not account for
 KAFKA_ENTRIES = [
-    "__cluster_metadata-0/",
     "__consumer_offsets-7/",
     "bootstrap.checkpoint",
-    "cleaner-offset-checkpoint",
-    "orders-0/",
-    "recovery-point-offset-checkpoint",
-    "replication-offset-checkpoint",
     "tool-notes.txt",
 ]
+ORDERS_ID = "H7FPGHPKTY6BWwlboUewwQ"
+
+
+def metadata_log_batch() -> bytes:
+    """A metadata log as Kafka's controller writes one: a topic ``orders`` of one partition."""
+    from kafkawire.broker.storage.kraft import parse_uuid, records
+
+    topic_id = parse_uuid(ORDERS_ID)
+    body = [
+        records.new("TopicRecord", name="orders", topic_id=topic_id),
+        records.new(
+            "PartitionRecord",
+            partition_id=0,
+            topic_id=topic_id,
+            replicas=[1],
+            isr=[1],
+            leader=1,
+            directories=[parse_uuid("uxxIj45-vFcYPiw2sh_ATA")],
+        ),
+    ]
+    return build_batch([records.encode(m) for m in body])
 
 
 def tree(root: Path) -> dict[str, str]:
@@ -63,18 +83,20 @@ def kafka_like_dir(root: Path) -> Path:
     (root / "bootstrap.checkpoint").write_bytes(build_batch([b"bootstrap"]))
     (root / "tool-notes.txt").write_text("someone else's file\n")
     for part, records in (
-        ("__cluster_metadata-0", [b"\x01\x02\x00x"]),
+        ("__cluster_metadata-0", None),
         ("orders-0", [b"a", b"b", b"c"]),
         ("__consumer_offsets-7", []),
     ):
         d = root / part
         d.mkdir()
-        (d / "00000000000000000000.log").write_bytes(build_batch(records) if records else b"")
+        (d / "00000000000000000000.log").write_bytes(
+            metadata_log_batch() if records is None else build_batch(records) if records else b""
+        )
         (d / "00000000000000000000.index").write_bytes(bytes(80))  # preallocated, as a running Kafka has it
         (d / "00000000000000000000.timeindex").write_bytes(struct.pack(">qi", 1_700_000_000_000, 0))
         (d / "00000000000000000003.snapshot").write_bytes(bytes(10))
         (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
-        (d / "partition.metadata").write_text("version: 0\ntopic_id: H7FPGHPKTY6BWwlboUewwQ\n")
+        (d / "partition.metadata").write_text(f"version: 0\ntopic_id: {ORDERS_ID}\n")
     (root / "__cluster_metadata-0" / "quorum-state").write_text('{"leaderId":1,"leaderEpoch":1}')
     return root
 
@@ -90,24 +112,34 @@ def test_a_kafka_data_dir_survives_a_kafkawire_start_byte_for_byte(tmp_path, cap
     storage = SegmentStorage(root, {"node.id": "1"})
     (line,) = unknown_lines(caplog)  # one line for all of them
     assert line.endswith("left in place, untouched: " + " ".join(KAFKA_ENTRIES)), line
-    assert not storage.topics()
+    assert list(storage.topics()) == ["orders"]
+    assert storage.partition("orders", 0).log_end_offset == 3
     storage.create_topic("mine", 1)
     storage.partition("mine", 0).append(build_batch([b"x"]))
-    with pytest.raises(DirectoryTakenError, match="orders-0"):
+    with pytest.raises(TopicExistsError):
         storage.create_topic("orders", 1)
     with pytest.raises(DirectoryTakenError, match="__consumer_offsets-7"):
         storage.create_topic("__consumer_offsets", 8)
     storage.close()
     after = tree(root)
-    assert {k: after.get(k) for k in before} == before  # every file and directory, byte for byte
+    # kafkawire appended its topic to the metadata log and rebuilt what it derives from orders-0's records
+    # (indexes, producer snapshot: the fixture's are placeholders); nothing else that was there changed
+    derived = (".index", ".timeindex", ".snapshot")
+    changed = sorted(k for k in before if after.get(k) != before[k])
+    assert [k for k in changed if not (k.startswith("orders-0/") and k.endswith(derived))] == [
+        "__cluster_metadata-0/00000000000000000000.log"
+    ], changed
     assert all(k == ".lock" or k.startswith(("mine-0/", "__kafkawire_meta/")) for k in set(after) - set(before)), (
         sorted(set(after) - set(before))
     )
     caplog.clear()
     storage = SegmentStorage(root, {"node.id": "1"})  # and again, once more, once
     assert len(unknown_lines(caplog)) == 1
+    assert sorted(storage.topics()) == ["mine", "orders"]
     storage.close()
-    assert {k: tree(root).get(k) for k in before} == before
+    assert {k: tree(root).get(k) for k in KAFKA_ENTRIES if not k.endswith("/")} == {
+        k: before[k] for k in KAFKA_ENTRIES if not k.endswith("/")
+    }
 
 
 def test_log_start_entries_of_partitions_left_in_place_are_kept(tmp_path):
@@ -129,7 +161,7 @@ def test_an_empty_partition_of_kafkawire_left_by_a_failed_creation_is_replaced(t
     (leftover / "00000000000000000000.log").write_bytes(b"")
     storage = SegmentStorage(data_dir, {})
     meta = storage.create_topic("t", 1)
-    assert str(meta.topic_id) in (leftover / "partition.metadata").read_text()
+    assert (leftover / "partition.metadata").read_text() == f"version: 0\ntopic_id: {uuid_text(meta.topic_id)}\n"
     (leftover2 := data_dir / "t-1").mkdir()
     (leftover2 / "00000000000000000000.log").write_bytes(build_batch([b"data"]))
     with pytest.raises(DirectoryTakenError, match="t-1"):
@@ -160,7 +192,7 @@ def test_check_lists_entries_that_are_not_kafkawire_s(tmp_path, capsys):
     assert main(["check", str(root)]) == 0
     out = capsys.readouterr().out
     assert "not kafkawire's (left alone): " + " ".join(KAFKA_ENTRIES) in out
-    assert "1 partitions checked, 0 damaged" in out
+    assert "2 partitions checked, 0 damaged" in out
     assert main(["check", "--json", str(root)]) == 0
     assert json.loads(capsys.readouterr().out)["unknown"] == KAFKA_ENTRIES
 
@@ -213,15 +245,15 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
         log_text = broker.log_path.read_text(errors="replace")
     finally:
         broker.stop()
-    lines = [line for line in log_text.splitlines() if "not kafkawire's" in line]
-    # one line per start of the storage (the harness starts again on another port if one was taken)
-    starts = [line for line in log_text.splitlines() if "segments hold open files at once" in line]
-    assert lines and len(lines) == len(starts), log_text[-3000:]
-    for entry in ("__cluster_metadata-0/", "orders-0/", "orders-1/", "recovery-point-offset-checkpoint"):
-        assert entry in lines[0].split("untouched: ")[1].split()
+    # everything Kafka left is accounted for: the metadata log, its topics' partitions, its checkpoints
+    assert not [line for line in log_text.splitlines() if "not kafkawire's" in line], log_text[-3000:]
     after = tree(log_dir)
     changed = sorted(k for k in before if after.get(k) != before[k])
-    assert not changed, changed
+    # the records Kafka wrote stay byte for byte; kafkawire appended its topic to the metadata log, rewrote
+    # the directory's checkpoints and took down Kafka's clean-shutdown marker (it changed the logs after it)
+    kept = [k for k in before if k.endswith(".log") and not k.startswith("__cluster_metadata-0/")]
+    assert kept and not [k for k in kept if k in changed], changed
+    assert "__cluster_metadata-0/00000000000000000000.log" in changed and ".kafka_cleanshutdown" not in after
     assert all(
         k == ".lock" or k.startswith(("kafkawire-own-0/", "__kafkawire_meta/")) for k in set(after) - set(before)
     ), sorted(set(after) - set(before))

@@ -1,10 +1,13 @@
 """Small files that describe a data directory, each replaced atomically.
 
-- ``meta.properties``: ``cluster.id``, ``node.id``, ``version`` (Kafka's names), created on first start.
-- ``__kafkawire_meta/topics.json``: every topic's name, id, partition count and explicit configs.
+- ``meta.properties``: ``node.id``, ``directory.id``, ``version``, ``cluster.id`` as Kafka 4.4 writes them,
+  created on first start (``directory.id`` added to one an older kafkawire wrote).
+- ``__cluster_metadata-0``: the KRaft metadata log (``kraft/``) holding every topic's name, id, partitions
+  and explicit configs; ``__kafkawire_meta/topics.json``, where older kafkawire kept them, is migrated into
+  it once (and renamed ``topics.json.migrated``).
 - ``log-start-offset-checkpoint``: Kafka's checkpoint format (version line, count line, then
   ``topic partition offset`` lines), written whenever DeleteRecords or retention moves a log start.
-- ``<topic>-<partition>/partition.metadata``: the owning topic's id, as Kafka writes it, so that a
+- ``<topic>-<partition>/partition.metadata``: the owning topic's id in Kafka's base64 form, so that a
   directory left from a deleted topic is never mistaken for a new topic of the same name.
 
 A write goes to a temporary file that is fsynced, renamed over the old one,
@@ -15,17 +18,22 @@ content is there, never a mix.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
 import time
 import uuid
 
 from .base import StorageError, TopicMeta
+
+log = logging.getLogger(__name__)
 
 META_DIR = "__kafkawire_meta"
 TOPICS_FILE = "topics.json"
 META_PROPERTIES = "meta.properties"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
+KAFKA_CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
 
 
 def fsync_dir(path: str) -> None:
@@ -74,7 +82,10 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_or_create_meta_properties(data_dir: str, new_cluster_id: str, node_id: int | None) -> dict[str, str]:
-    """The directory's identity; a node id that disagrees with the recorded one is refused (as Kafka does)."""
+    """The directory's identity; a node id that disagrees with the recorded one is refused (as Kafka does).
+    A file without ``directory.id`` (older kafkawire) gets one: Kafka 4.4 refuses to start without it."""
+    from .kraft import uuid_text
+
     path = os.path.join(data_dir, META_PROPERTIES)
     text = _read_text(path)
     if text is not None:
@@ -83,17 +94,96 @@ def load_or_create_meta_properties(data_dir: str, new_cluster_id: str, node_id: 
             raise StorageError(f"{path} has no cluster.id")
         if node_id is not None and props.get("node.id") not in (None, str(node_id)):
             raise StorageError(f"{path} belongs to node.id={props['node.id']}, this broker is node.id={node_id}")
-        return props
-    props = {"cluster.id": new_cluster_id, "node.id": str(node_id if node_id is not None else 1), "version": "1"}
+        if props.get("directory.id"):
+            return props
+    else:
+        props = {"cluster.id": new_cluster_id, "node.id": str(node_id if node_id is not None else 1), "version": "1"}
+    props.setdefault("node.id", str(node_id if node_id is not None else 1))
+    props["directory.id"] = uuid_text(uuid.uuid4())
+    props["version"] = "1"
+    # Kafka's order (node.id, directory.id, version, cluster.id), then anything else the file had
+    order = ["node.id", "directory.id", "version", "cluster.id"]
+    keys = order + sorted(k for k in props if k not in order)
     header = f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
-    write_atomically(path, (header + "".join(f"{k}={v}\n" for k, v in props.items())).encode())
+    write_atomically(path, (header + "".join(f"{k}={props[k]}\n" for k in keys)).encode())
     return props
 
 
 # ---------------------------------------------------------------- topics.json
 
 
+_logs: dict[str, object] = {}  # data directory -> its open MetadataLog, from the last load_topics
+_logs_lock = threading.Lock()
+
+
+def _open_metadata_log(data_dir: str):
+    from .kraft import MetadataLog, parse_uuid
+
+    props = parse_properties(_read_text(os.path.join(data_dir, META_PROPERTIES)) or "")
+    try:
+        node_id = int(props.get("node.id", "1"))
+        directory_id = parse_uuid(props["directory.id"]) if props.get("directory.id") else uuid.UUID(int=0)
+    except ValueError as exc:
+        raise StorageError(f"{os.path.join(data_dir, META_PROPERTIES)} is unreadable: {exc}") from exc
+    try:
+        return MetadataLog(data_dir, node_id, directory_id).load()
+    except (ValueError, OSError) as exc:
+        raise StorageError(f"the metadata log of {data_dir} is unreadable: {exc}") from exc
+
+
 def load_topics(data_dir: str) -> dict[str, TopicMeta]:
+    """Every topic of the metadata log, read from disk (a start). A directory without one but with an older
+    kafkawire's ``topics.json`` is migrated: its topics are written to a new metadata log, once."""
+    metadata_log = _open_metadata_log(data_dir)
+    with _logs_lock:
+        _logs[os.path.realpath(data_dir)] = metadata_log
+    marker = os.path.join(data_dir, KAFKA_CLEAN_SHUTDOWN)
+    if os.path.exists(marker):
+        # Kafka's "logs are as I left them": kafkawire is about to append past Kafka's recovery points, so
+        # Kafka must recover (rebuild indexes, producer state, epochs) from them on its next start
+        os.unlink(marker)
+        fsync_dir(data_dir)
+    if not metadata_log.exists():
+        legacy = load_legacy_topics(data_dir)
+        if legacy:
+            metadata_log.save_topics(legacy)
+            path = os.path.join(data_dir, META_DIR, TOPICS_FILE)
+            os.replace(path, path + ".migrated")
+            fsync_dir(os.path.dirname(path))
+            log.info(
+                "%s: %d topics moved from %s into the KRaft metadata log (%s); the old file is kept as %s.migrated",
+                data_dir,
+                len(legacy),
+                path,
+                metadata_log.directory,
+                TOPICS_FILE,
+            )
+    return metadata_log.topics()
+
+
+def save_topics(data_dir: str, topics: dict[str, TopicMeta]) -> None:
+    """Append to the metadata log what makes its topics ``topics``."""
+    key = os.path.realpath(data_dir)
+    with _logs_lock:
+        metadata_log = _logs.get(key)
+        if metadata_log is None:
+            metadata_log = _logs[key] = _open_metadata_log(data_dir)
+        metadata_log.save_topics(topics)
+
+
+def metadata_log_of(data_dir: str):
+    """The data directory's MetadataLog (as the last load_topics read it), for other owners of metadata
+    records (SCRAM credentials, ACLs): ``.image`` to read, ``.append([records])`` to write."""
+    key = os.path.realpath(data_dir)
+    with _logs_lock:
+        metadata_log = _logs.get(key)
+        if metadata_log is None:
+            metadata_log = _logs[key] = _open_metadata_log(data_dir)
+        return metadata_log
+
+
+def load_legacy_topics(data_dir: str) -> dict[str, TopicMeta]:
+    """The topics of an older kafkawire's ``topics.json`` (empty when there is none)."""
     path = os.path.join(data_dir, META_DIR, TOPICS_FILE)
     text = _read_text(path)
     if text is None:
@@ -112,18 +202,6 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
         return topics
     except (ValueError, KeyError, TypeError) as exc:
         raise StorageError(f"{path} is unreadable: {exc}") from exc
-
-
-def save_topics(data_dir: str, topics: dict[str, TopicMeta]) -> None:
-    os.makedirs(os.path.join(data_dir, META_DIR), exist_ok=True)
-    doc = {
-        "version": 1,
-        "topics": [
-            {"name": m.name, "topic_id": str(m.topic_id), "partitions": m.partitions, "configs": dict(m.configs)}
-            for m in sorted(topics.values(), key=lambda m: m.name)
-        ],
-    }
-    write_atomically(os.path.join(data_dir, META_DIR, TOPICS_FILE), json.dumps(doc, indent=1, sort_keys=True).encode())
 
 
 # ----------------------------------------------------- log start checkpoint
@@ -158,8 +236,14 @@ def save_log_start_offsets(data_dir: str, offsets: dict[tuple[str, int], int]) -
 # --------------------------------------------------------- partition.metadata
 
 
+def partition_metadata_bytes(topic_id: uuid.UUID) -> bytes:
+    from .kraft import uuid_text
+
+    return f"version: 0\ntopic_id: {uuid_text(topic_id)}\n".encode()
+
+
 def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
-    write_atomically(os.path.join(partition_dir, PARTITION_METADATA), f"version: 0\ntopic_id: {topic_id}\n".encode())
+    write_atomically(os.path.join(partition_dir, PARTITION_METADATA), partition_metadata_bytes(topic_id))
 
 
 def read_partition_topic_id(partition_dir: str) -> uuid.UUID | None:
@@ -169,8 +253,10 @@ def read_partition_topic_id(partition_dir: str) -> uuid.UUID | None:
     for line in text.splitlines():
         key, _, value = line.partition(":")
         if key.strip() == "topic_id":
+            from .kraft import parse_uuid
+
             try:
-                return uuid.UUID(value.strip())
+                return parse_uuid(value)
             except ValueError:
                 return None
     return None

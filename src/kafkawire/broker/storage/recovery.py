@@ -487,7 +487,20 @@ def _reseal(segment: LogSegment) -> None:
 
 # What kafkawire itself keeps at the top of a data directory, besides its topics' partition directories
 # (metadata.py), and what write_atomically leaves of them after a crash.
-OWN_ENTRIES = frozenset({"meta.properties", ".lock", "log-start-offset-checkpoint", "__kafkawire_meta"})
+OWN_ENTRIES = frozenset(
+    {
+        "meta.properties",
+        ".lock",
+        "log-start-offset-checkpoint",
+        "__kafkawire_meta",
+        "__cluster_metadata-0",  # the KRaft metadata log (kraft/)
+        # Kafka's own checkpoints of the directory, which Kafka rewrites on its next start
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+        "cleaner-offset-checkpoint",
+        ".kafka_cleanshutdown",
+    }
+)
 _PARTITION_NAME = re.compile(r"(.+)-(\d+)")
 _EMPTY_PARTITION_FILE = re.compile(r"\d{20}\.(log|index|timeindex|txnindex|snapshot)|partition\.metadata")
 

@@ -877,7 +877,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         """Directories, partition.metadata and an empty first segment for partitions [first, end) (no fsync)."""
         settings = self._settings_for(meta.name)
         now = self._clock()
-        body = f"version: 0\ntopic_id: {meta.topic_id}\n".encode()
+        body = metadata.partition_metadata_bytes(meta.topic_id)
         out = []
         for p in range(first, end):
             directory = self._partition_dir(meta.name, p)

@@ -1,0 +1,114 @@
+"""One data directory, two brokers: Kafka 4.4 (the reference) and ``kafkawire serve`` taking turns on it.
+
+For the round-trip tests of test_kafka_dir.py and for anyone who extends them (committed group offsets,
+transactions, SCRAM users): ``kafka_on(root)`` is a reference Kafka whose ``log.dirs`` is ``root/logs``,
+``kafkawire_on(root)`` a kafkawire broker serving the same ``root/logs``; ``produce`` and ``read_all``
+speak librdkafka to either and return what landed where, as {(partition, offset): (key, value)}.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def kafka_on(root: Path):
+    """A started Kafka 4.4 node on ``root/logs`` (formatted on the first start only); fails in CI when
+    Kafka cannot run, skips elsewhere."""
+    from conftest import reference_unavailable
+    from kafka_reference import KafkaUnavailable, ReferenceKafka
+
+    kafka = ReferenceKafka(root, heap="384m")
+    try:
+        return kafka.start()
+    except KafkaUnavailable as exc:
+        tail = kafka.log_tail()
+        kafka.close()
+        if (root / "logs" / "meta.properties").exists() and "Address already in use" not in str(exc):
+            raise AssertionError(f"Kafka 4.4 did not start on the directory: {exc}\n{tail}") from exc
+        reference_unavailable(str(exc))
+
+
+def kafkawire_on(root: Path, **config):
+    from kafkawire.testing import KafkaBroker
+
+    return KafkaBroker(storage="segments", data_dir=root / "logs", config={"node.id": "1", **config}).start()
+
+
+def create_topics(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, 1, config=configs) for name, (partitions, configs) in topics.items()]
+    )
+    for future in futures.values():
+        future.result(30)
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's explicitly set configs (DescribeConfigs, source DYNAMIC_TOPIC_CONFIG)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource("topic", topic)]).values()
+    entries = future.result(30)
+    return {k: e.value for k, e in entries.items() if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+
+
+def produce(bootstrap: str, topic: str, count: int, *, tag: str) -> dict[tuple[int, int], tuple[bytes, bytes]]:
+    """``count`` keyed records per codec from librdkafka's idempotent producer; where each landed."""
+    from confluent_kafka import Producer
+
+    landed: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+    for codec in CODECS:
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "compression.codec": codec,
+                "linger.ms": 5,
+            }
+        )
+        errors = []
+
+        def delivered(err, msg):
+            if err is not None:
+                errors.append(err)
+            else:
+                landed[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+
+        for i in range(count):
+            producer.produce(
+                topic, key=f"{tag}-{codec}-{i}".encode(), value=f"{codec}:{i}".encode() * 3, on_delivery=delivered
+            )
+        assert producer.flush(30) == 0, "records left undelivered"
+        assert not errors, errors
+    return landed
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0):
+    """Every record of the topic from the beginning, {(partition, offset): (key, value)}."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}", "enable.auto.commit": False}
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        out: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        deadline = time.monotonic() + timeout
+        while len(out) < expected and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                pytest.fail(f"consumer error: {msg.error()}")
+            out[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+        return out
+    finally:
+        consumer.close()

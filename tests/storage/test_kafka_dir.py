@@ -1,0 +1,78 @@
+"""A data directory that Kafka 4.4 and kafkawire take turns on, each serving what the other wrote.
+
+Kafka keeps topics, partitions, ids and configs in its KRaft metadata log (``__cluster_metadata-0``);
+kafkawire reads that log on start and appends its own changes to it in Kafka's format, so either broker
+finds every topic, config and record at its offset.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kafka_dir import create_topics, kafka_on, kafkawire_on, produce, read_all, topic_configs
+
+pytest.importorskip("confluent_kafka")
+
+ALPHA_CONFIGS = {"retention.ms": "86400000", "max.message.bytes": "500000"}
+
+
+def _check(bootstrap, topic, partitions, expected):
+    got = read_all(bootstrap, topic, partitions, len(expected))
+    assert got == expected
+
+
+def test_kafka_then_kafkawire_then_kafka(tmp_path):
+    kafka = kafka_on(tmp_path)
+    try:
+        create_topics(kafka.bootstrap, {"alpha": (3, ALPHA_CONFIGS), "beta": (1, {})})
+        alpha = produce(kafka.bootstrap, "alpha", 40, tag="kafka")
+        beta = produce(kafka.bootstrap, "beta", 10, tag="kafka")
+    finally:
+        kafka.stop()
+
+    wire = kafkawire_on(tmp_path)
+    try:
+        _check(wire.bootstrap, "alpha", 3, alpha)
+        _check(wire.bootstrap, "beta", 1, beta)
+        assert topic_configs(wire.bootstrap, "alpha") == ALPHA_CONFIGS
+        alpha.update(produce(wire.bootstrap, "alpha", 20, tag="kafkawire"))
+        create_topics(wire.bootstrap, {"gamma": (2, {"cleanup.policy": "compact"})})
+        gamma = produce(wire.bootstrap, "gamma", 10, tag="kafkawire")
+    finally:
+        wire.stop()
+
+    kafka = kafka_on(tmp_path)
+    try:
+        _check(kafka.bootstrap, "alpha", 3, alpha)
+        _check(kafka.bootstrap, "beta", 1, beta)
+        _check(kafka.bootstrap, "gamma", 2, gamma)
+        assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
+        assert topic_configs(kafka.bootstrap, "gamma") == {"cleanup.policy": "compact"}
+    finally:
+        kafka.stop()
+
+
+def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
+    wire = kafkawire_on(tmp_path)
+    try:
+        create_topics(wire.bootstrap, {"alpha": (2, ALPHA_CONFIGS)})
+        alpha = produce(wire.bootstrap, "alpha", 30, tag="kafkawire")
+    finally:
+        wire.stop()
+
+    kafka = kafka_on(tmp_path)
+    try:
+        _check(kafka.bootstrap, "alpha", 2, alpha)
+        assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
+        alpha.update(produce(kafka.bootstrap, "alpha", 20, tag="kafka"))
+        create_topics(kafka.bootstrap, {"beta": (1, {"retention.ms": "3600000"})})
+        beta = produce(kafka.bootstrap, "beta", 10, tag="kafka")
+    finally:
+        kafka.stop()
+
+    wire = kafkawire_on(tmp_path)
+    try:
+        _check(wire.bootstrap, "alpha", 2, alpha)
+        _check(wire.bootstrap, "beta", 1, beta)
+        assert topic_configs(wire.bootstrap, "beta") == {"retention.ms": "3600000"}
+    finally:
+        wire.stop()
