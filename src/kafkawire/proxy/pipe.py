@@ -104,10 +104,11 @@ class Pipe(asyncio.Protocol):
         self.transport.writelines(data)  # type: ignore[union-attr]
 
     async def drain(self) -> None:
+        """Waits while the write buffer is full; raises once the connection is closing (as
+        ``StreamWriter.drain`` does), so that a pump whose peer has gone stops instead of writing on."""
         if self.transport is None or self.transport.is_closing():
-            if self._error is not None:
-                raise ConnectionResetError(str(self._error))
-            return
+            await asyncio.sleep(0)  # let connection_lost run, as asyncio's streams do
+            raise ConnectionResetError(str(self._error) if self._error is not None else "Connection lost")
         if self._writing_paused:
             self._drain_waiter = asyncio.get_running_loop().create_future()
             await self._drain_waiter
