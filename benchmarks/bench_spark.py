@@ -77,6 +77,30 @@ def start_broker(tmp: str, storage: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("broker did not listen")
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its descendants, those reaped included (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, list[int]] = {}
+    stats: dict[int, list[str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(entry)] = fields
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        fields = stats.get(p)
+        if fields is not None:
+            total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+        todo.extend(parents.get(p, []))
+    return total / tick
+
+
 def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -209,26 +233,40 @@ def main(argv=None) -> int:
             row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
             assert row.n == n and row.bytes == n * VALUE_SIZE, (row, n)
 
-        def timed(fn, runs):
-            best = None
-            for _ in range(runs):
-                t0 = time.perf_counter()
-                fn()
-                dt = time.perf_counter() - t0
-                best = dt if best is None else min(best, dt)
-            return best
+        # CPU seconds of the Spark JVM and the broker, each with its descendants (Python workers), for a
+        # second view that the other loads of a shared machine disturb less than wall time
+        trees = [spark.sparkContext._gateway.proc.pid] + ([proc.pid] if proc is not None else [])
 
-        def report(name, secs):
-            results.append((name, secs))
-            print(f"{name:28s} {n / secs:>12,.0f} records/s", flush=True)
+        def measure(fn):
+            c0 = sum(tree_cpu_seconds(pid) for pid in trees)
+            t0 = time.perf_counter()
+            took = fn()
+            wall = time.perf_counter() - t0 if took is None else took
+            return wall, sum(tree_cpu_seconds(pid) for pid in trees) - c0
+
+        def timed(fn, runs):
+            return min(measure(fn) for _ in range(runs))
+
+        def report(name, wall_cpu):
+            results.append((name, *wall_cpu))
+            cpu = f"  {wall_cpu[1]:.1f} CPU s (Spark + broker)" if wall_cpu[1] else ""
+            print(f"{name:28s} {n / wall_cpu[0]:>12,.0f} records/s{cpu}", flush=True)
+
+        def side_by_side(what, fn):
+            """Each format once per round, rounds alternating which goes first; best wall kept."""
+            runs: dict = {fmt: [] for fmt in formats}
+            for i in range(args.repeat):
+                for fmt in formats if i % 2 == 0 else formats[::-1]:
+                    runs[fmt].append(measure(lambda fmt=fmt: fn(fmt)))
+            for fmt in formats:
+                report(f"spark {what} ({label[fmt]})", min(runs[fmt]))
 
         results: list = []
         formats = ["kafkawire"] + (["kafka"] if jvm else [])
         label = {"kafkawire": "kafkawire", "kafka": "jvm kafka"}
         for fmt in formats:
             agg(kafka_df(fmt))  # warm-up: JVM, Python workers, the connector's classes
-        for fmt in formats:
-            report(f"spark read ({label[fmt]})", timed(lambda fmt=fmt: agg(kafka_df(fmt)), args.repeat))
+        side_by_side("read", lambda fmt: agg(kafka_df(fmt)))
 
         pq = os.path.join(tmp, "parquet")
         kafka_df().select("key", "value").write.mode("overwrite").parquet(pq)
@@ -259,26 +297,31 @@ def main(argv=None) -> int:
 
             for fmt in formats:
                 write(fmt)  # warm-up
-            for fmt in formats:
-                report(f"spark write ({label[fmt]})", min(write(fmt) for _ in range(args.repeat)))
+            side_by_side("write", write)
 
         report(
             "confluent-kafka consumer",
-            min(confluent_read(bootstrap, topic, args.partitions, n) for _ in range(args.repeat)),
+            (min(confluent_read(bootstrap, topic, args.partitions, n) for _ in range(args.repeat)), 0.0),
         )
         agg(spark.read.parquet(pq))
         report("spark read (parquet)", timed(lambda: agg(spark.read.parquet(pq)), args.repeat))
 
         spark.stop()
         print()
-        print(f"{'':28s} {'seconds':>9s} {'records/s':>12s}   ({n:,} records x {VALUE_SIZE} B, {args.master})")
-        for name, secs in results:
-            print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f}")
-        figures = dict(results)
+        print(
+            f"{'':28s} {'seconds':>9s} {'records/s':>12s} {'CPU s':>7s}   ({n:,} records x {VALUE_SIZE} B, {args.master})"
+        )
+        for name, secs, cpu in results:
+            print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f} {cpu:7.1f}")
+        figures = {name: (secs, cpu) for name, secs, cpu in results}
         for what in ("read", "write"):
             ours, theirs = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (jvm kafka)")
             if ours and theirs:
-                print(f"{what}: kafkawire / JVM connector = {theirs / ours:.2f} (same broker, records, {args.master})")
+                print(
+                    f"{what}: kafkawire / JVM connector = {theirs[0] / ours[0]:.2f} records/s, "
+                    f"{theirs[1] / ours[1]:.2f} per CPU second (same broker, records, {args.master}; load "
+                    f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+                )
         return 0
     finally:
         if proc is not None:
