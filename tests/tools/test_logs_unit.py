@@ -267,15 +267,16 @@ def test_summary_of_a_kafkawire_data_dir(tmp_path, capsys):
     code, out, _ = _cli(capsys, "--json", str(data_dir))
     assert code == 0
     items = [json.loads(line) for line in out.splitlines()]
-    assert items[0]["layout"] == "kafkawire"
+    assert items[0]["layout"] == "kafka"  # kafkawire keeps its topics in Kafka's metadata log
     topics = {i["name"]: i for i in items if i["kind"] == "topic"}
+    assert {t["source"] for t in topics.values()} == {"__cluster_metadata-0"}
     assert topics["orders"]["partitions"] == 2 and topics["orders"]["configs"] == {"retention.ms": "1000"}
     parts = {i["name"]: i for i in items if i["kind"] == "partition"}
     assert parts["orders-1"]["records"] == 2 and parts["orders-0"]["first_offset"] is None
     assert [i for i in items if i["kind"] == "consumer_offsets"][0]["groups"] == {"g1": {"orders-1": 2}}
     assert [i for i in items if i["kind"] == "unknown_entries"][0]["names"] == ["something-else/"]
     code, out, _ = _cli(capsys, str(data_dir))
-    assert code == 0 and "kafkawire data directory" in out and "g1: orders-1=2" in out
+    assert code == 0 and "kafka data directory" in out and "g1: orders-1=2" in out
     assert "not kafkawire's or Kafka's (left alone): something-else/" in out
     seg = data_dir / "orders-1" / "00000000000000000000.log"
     seg.write_bytes(seg.read_bytes()[:-3])
