@@ -1,0 +1,128 @@
+"""The KRaft metadata log as kafkawire reads and writes it (storage/kraft): replay of snapshots and log
+batches, metadata transactions, a torn append, the migration of an older kafkawire's ``topics.json``.
+Kafka 4.4 reading what kafkawire writes, and the reverse, is test_kafka_dir.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+from kafkawire.broker.storage import metadata
+from kafkawire.broker.storage.kraft import MetadataLog, parse_uuid, records, uuid_text
+from kafkawire.broker.storage.kraft.log import METADATA_DIR, decode_batch_records
+from kafkawire.broker.storage.segments import SegmentStorage
+from kafkawire.protocol.records import build_batch, iter_batches
+from kafkawire.protocol.records.control import build_control_batch
+from kafkawire.protocol.records.model import ControlRecordType
+
+TOPIC_ID = uuid.UUID("0f0e0d0c-0b0a-0908-0706-050403020100")
+
+
+def _topic(name, topic_id, partitions):
+    out = [records.new("TopicRecord", name=name, topic_id=topic_id)]
+    out += [
+        records.new("PartitionRecord", partition_id=p, topic_id=topic_id, replicas=[1], isr=[1], leader=1)
+        for p in range(partitions)
+    ]
+    return out
+
+
+def _batch(messages, base_offset, epoch=3):
+    return build_batch(
+        [(None, records.encode(m)) for m in messages], base_offset=base_offset, partition_leader_epoch=epoch
+    )
+
+
+def test_uuid_text_is_kafkas_base64():
+    assert uuid_text(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"  # Kafka's Uuid.METADATA_TOPIC_ID.toString()
+    assert parse_uuid("AAAAAAAAAAAAAAAAAAAAAQ") == uuid.UUID(int=1)
+    assert parse_uuid(str(TOPIC_ID)) == TOPIC_ID  # what older kafkawire wrote in partition.metadata
+
+
+def test_a_snapshot_then_the_log_after_it(tmp_path):
+    """Records at offsets the snapshot covers are in it; replay starts there; an aborted metadata
+    transaction leaves nothing; appends continue at the log end in the log's epoch."""
+    d = tmp_path / METADATA_DIR
+    d.mkdir()
+    snapshot = b"".join(
+        (
+            build_control_batch(
+                ControlRecordType.SNAPSHOT_HEADER,
+                producer_id=-1,
+                producer_epoch=-1,
+                value=records.new("SnapshotHeaderRecord", version=0, last_contained_log_timestamp=0).encode(0),
+            ),
+            _batch(_topic("old", TOPIC_ID, 2), 1),
+        )
+    )
+    (d / "00000000000000000005-0000000002.checkpoint").write_bytes(snapshot)
+    other = uuid.uuid4()
+    log = b"".join(
+        (
+            _batch(_topic("covered-by-the-snapshot", uuid.uuid4(), 1) + [records.new("NoOpRecord")], 2),  # 2..4
+            _batch(
+                [
+                    records.new("ConfigRecord", resource_type=2, resource_name="old", name="retention.ms", value="9"),
+                    records.new("PartitionRecord", partition_id=2, topic_id=TOPIC_ID, replicas=[1], isr=[1], leader=1),
+                ],
+                5,
+            ),
+            _batch(
+                [
+                    records.new("BeginTransactionRecord", name="x"),
+                    *_topic("aborted", other, 1),
+                    records.new("AbortTransactionRecord"),
+                ],
+                7,
+            ),
+            _batch(
+                [
+                    records.new("BeginTransactionRecord", name="y"),
+                    *_topic("kept", other, 1),
+                    records.new("EndTransactionRecord"),
+                ],
+                11,
+            ),
+        )
+    )
+    (d / "00000000000000000002.log").write_bytes(log + b"\x00\x00\x00\x00\x00\x00\x00\x10\x00\x00")  # a torn append
+    mlog = MetadataLog(str(tmp_path), 1, uuid.uuid4()).load()
+    topics = mlog.topics()
+    assert sorted(topics) == ["kept", "old"]
+    assert topics["old"].partitions == 3 and topics["old"].configs == {"retention.ms": "9"}
+    assert (mlog.end_offset, mlog.epoch) == (15, 3)
+    assert (d / "00000000000000000002.log").read_bytes() == log  # the torn tail is gone
+    mlog.save_topics({**topics, "new": metadata.TopicMeta("new", uuid.uuid4(), 1, {})})
+    *_, last = iter_batches((d / "00000000000000000002.log").read_bytes(), check_crc=True)
+    assert (last.base_offset, last.partition_leader_epoch) == (15, 3)
+    assert [n for _, n, _ in decode_batch_records(last)] == ["TopicRecord", "PartitionRecord"]
+    assert sorted(MetadataLog(str(tmp_path), 1, uuid.uuid4()).load().topics()) == ["kept", "new", "old"]
+
+
+def test_topics_json_of_an_older_kafkawire_is_migrated_once(tmp_path, caplog):
+    data_dir = tmp_path / "data"
+    (data_dir / "__kafkawire_meta").mkdir(parents=True)
+    doc = {
+        "version": 1,
+        "topics": [{"name": "t", "topic_id": str(TOPIC_ID), "partitions": 2, "configs": {"retention.ms": "5"}}],
+    }
+    (data_dir / "__kafkawire_meta" / "topics.json").write_text(json.dumps(doc))
+    (data_dir / "meta.properties").write_text("cluster.id=abc\nnode.id=1\nversion=1\n")  # no directory.id
+    (data_dir / "t-0").mkdir()
+    (data_dir / "t-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {TOPIC_ID}\n")
+    caplog.set_level(logging.INFO)
+    storage = SegmentStorage(data_dir, {})
+    assert storage.topics()["t"] == metadata.TopicMeta("t", TOPIC_ID, 2, {"retention.ms": "5"})
+    storage.close()
+    assert [r for r in caplog.records if "moved from" in r.getMessage()]
+    assert not (data_dir / "__kafkawire_meta" / "topics.json").exists()
+    props = metadata.parse_properties((data_dir / "meta.properties").read_text())
+    assert props["cluster.id"] == "abc" and len(props["directory.id"]) == 22
+    caplog.clear()
+    storage = SegmentStorage(data_dir, {})
+    assert storage.topics()["t"].partitions == 2
+    storage.close()
+    assert not [r for r in caplog.records if "moved from" in r.getMessage()]
+    mlog = MetadataLog(str(data_dir), 1, parse_uuid(props["directory.id"])).load()
+    assert mlog.image.features["metadata.version"] == 33  # the log a new Kafka 4.4 node starts with
