@@ -99,9 +99,11 @@ def test_tagged_nullable_struct():
     # tag 0, size 8: present marker 1, compact "x", int32 1, struct tag byte
     assert data.endswith(bytes.fromhex("0100080102780000000100"))
     assert NullableStructs.decode(data, 1) == m
-    # NullableStruct4 has no default: its default is a non-null struct, so null must be written
+    # NullableStruct4 has no default: its default is a non-null struct, so null must be written; in a tagged
+    # field Kafka writes the null marker as an unsigned varint 0 (kafka-clients 4.3.1's NullableStructMessageData
+    # writes 01 01 01 00 here and fails on ff with a BufferUnderflowException)
     m4 = NullableStructs(nullable_struct4=None)
-    assert m4.encode(1).endswith(bytes.fromhex("010101ff"))
+    assert m4.encode(1).endswith(bytes.fromhex("01010100"))
     assert NullableStructs.decode(m4.encode(1), 1).nullable_struct4 is None
 
 

@@ -157,7 +157,7 @@ class _Walker:
                         f"tag {tag}, size {size}",
                         depth + 1,
                     )
-                    out[known.attr] = self.field(known, version, flexible, True, sub, depth + 1)
+                    out[known.attr] = self.field(known, version, flexible, True, sub, depth + 1, tagged=True)
                     if self.pos != end:
                         self.fail(
                             f"tagged field {tag}: declared size {size} does not match its content", sub, tag_start
@@ -168,7 +168,7 @@ class _Walker:
                 out["_unknown_tags"] = unknown
         return out
 
-    def field(self, f: FieldSpec, version: int, flexible: bool, compact: bool, path: str, depth: int):
+    def field(self, f: FieldSpec, version: int, flexible: bool, compact: bool, path: str, depth: int, tagged=False):
         nullable = f.is_nullable(version)
         if f.is_array:
             start = self.pos
@@ -197,7 +197,7 @@ class _Walker:
         if f.struct is not None and nullable:
             start = self.take(1, path, "struct presence marker")
             (marker,) = struct.unpack_from(">b", self.buf, start)
-            if marker < 0:
+            if (marker == 0) if tagged else (marker < 0):  # in a tagged field Kafka writes 0 for null, else -1
                 self.emit(start, 1, path, "nullable_struct", None, depth, "null")
                 return None
             head = self.emit(start, None, path, "nullable_struct", None, depth, "present")

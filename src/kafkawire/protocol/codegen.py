@@ -436,7 +436,9 @@ class _Compiler:
                 s(self.describe(f))
                 if checked:
                     s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
+                self.in_tag = True
                 self.emit_decode_value(f, values[f.attr], compact=True, checked=checked)
+                self.in_tag = False
                 s(
                     f"if pos != {end}: raise _DecodeError('tagged field %d: declared size %d does not match its content' % ({tag}, {size}), offset=pos)"
                 )
@@ -638,8 +640,10 @@ class _Compiler:
             return
         t = f.type
         if f.struct is not None:
+            tagged, self.in_tag = getattr(self, "in_tag", False), False
             if nullable:
-                s("if _I8(buf, pos)[0] < 0:")
+                # in a tagged field Kafka's presence is an unsigned varint (0: null), elsewhere an int8 (< 0: null)
+                s("if buf[pos] == 0:" if tagged else "if _I8(buf, pos)[0] < 0:")
                 s.indent()
                 s("pos += 1")
                 s(f"{var} = None")
@@ -835,7 +839,9 @@ class _Compiler:
                 s(f"if {self.default_compare(f, var)}:")
                 s.indent()
                 s(f"{sub} = []")
+                self.in_tag = True  # a nullable struct's presence is written as Kafka writes it in a tagged field
                 self.emit_encode_value(f, var, True, f"{sub}.append")
+                self.in_tag = False
                 s(f"if {t} is None: {t} = []")
                 s(f"{t}.append(({f.tag}, b''.join({sub})))")
                 s.dedent()
@@ -904,8 +910,11 @@ class _Compiler:
         if f.struct is not None:
             var = self.tmp(f"{f.attr}_")
             s(f"{var} = {expr}")
+            tagged, self.in_tag = getattr(self, "in_tag", False), False
             if f.is_nullable(self.version) and not element:
-                s(f"if {var} is None: {w}(b'\\xff')")
+                # Kafka's generated code: -1 (int8) for null, but in a tagged field an unsigned varint, 0 for null
+                null = b"\x00" if tagged else b"\xff"
+                s(f"if {var} is None: {w}({null!r})")
                 s("else:")
                 s.indent()
                 s(f"{w}(b'\\x01')")
