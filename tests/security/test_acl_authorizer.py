@@ -156,3 +156,18 @@ def test_acls_are_kept_across_a_restart(tmp_path):
     again = StandardAuthorizer(AclStore(path))
     assert may(again, Op.READ, "t") and not may(again, Op.READ, "g", rtype=GROUP)
     assert again.acls(AclFilter(Res.ANY, None, Pat.ANY, None, None, Op.ANY, Perm.ANY)) == [acl("t", Op.READ)]
+
+
+def test_the_authorizer_is_kafkas_class_or_nothing():
+    import pytest
+
+    from kafkawire.security.authorizer.standard import configured
+
+    assert not configured({})
+    assert configured({"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    with pytest.raises(ValueError, match="authorizer.class.name"):
+        configured({"authorizer.class.name": "com.example.MyAuthorizer"})
+    a = StandardAuthorizer.from_properties(
+        {"super.users": "User:admin; User:ops", "allow.everyone.if.no.acl.found": "true"}, AclStore(None)
+    )
+    assert a.super_users == {"User:admin", "User:ops"} and a.allow_if_no_acl

@@ -52,6 +52,13 @@ def _group(op: AclOperation):
     return lambda body, e: (GROUP, e if isinstance(e, str) else e.group_id, op, errors.GROUP_AUTHORIZATION_FAILED)
 
 
+def _transactional_id(op: AclOperation):
+    def decide(body, transactional_id) -> Decision:
+        return TXN, transactional_id, op, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    return decide
+
+
 def _coordinator(body, key) -> Decision:
     if body.key_type == 1:
         return TXN, key, Op.DESCRIBE, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -86,11 +93,7 @@ PER_ENTRY: dict[str, PerEntry] = {
     "DescribeConfigs": PerEntry("resources", "results", _config(Op.DESCRIBE_CONFIGS)),
     "AlterConfigs": PerEntry("resources", "responses", _config(Op.ALTER_CONFIGS)),
     "IncrementalAlterConfigs": PerEntry("resources", "responses", _config(Op.ALTER_CONFIGS), says_why=True),
-    "DescribeTransactions": PerEntry(
-        "transactional_ids",
-        "transaction_states",
-        lambda body, e: (TXN, e, Op.DESCRIBE, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-    ),
+    "DescribeTransactions": PerEntry("transactional_ids", "transaction_states", _transactional_id(Op.DESCRIBE)),
 }
 
 

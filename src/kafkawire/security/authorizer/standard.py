@@ -40,8 +40,6 @@ log = logging.getLogger("kafkawire.authorizer")
 
 AUTHORIZER_CLASS_KEY = "authorizer.class.name"
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-# older Kafka's ZooKeeper authorizer: its ACL semantics are the same, so the name is accepted too
-ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 SUPER_USERS_KEY = "super.users"
 ALLOW_IF_NO_ACL_KEY = "allow.everyone.if.no.acl.found"
 KEYS = (AUTHORIZER_CLASS_KEY, SUPER_USERS_KEY, ALLOW_IF_NO_ACL_KEY)
@@ -93,7 +91,7 @@ def configured(properties: dict[str, str]) -> bool:
     name = (properties.get(AUTHORIZER_CLASS_KEY) or "").strip()
     if not name:
         return False
-    if name not in (STANDARD_AUTHORIZER, ACL_AUTHORIZER):
+    if name != STANDARD_AUTHORIZER:
         raise ValueError(
             f"{AUTHORIZER_CLASS_KEY}={name}: kafkawire implements {STANDARD_AUTHORIZER} only; refusing to start "
             f"with an authorizer it cannot apply"
