@@ -23,6 +23,7 @@ import org.apache.kafka.coordinator.group.generated.OffsetCommitValue;
  *   marker  P  producerId  COMMIT|ABORT
  *   offset  P  txn|plain  producerId  group  topic  partition  hashPartition  offset|-  leaderEpoch  metadata  commitTs  valueVersion
  *   group   P  group  hashPartition  protocolType|-  generation  protocol  leader  valueVersion  members...
+ *   consumer  P  group  hashPartition  key  value|-  valueVersion   (the consumer protocol's records, as Kafka prints them)
  *   other   P  keyClass
  *
  * Arguments: the partition count, then (partition, segment file) pairs. hashPartition is
@@ -83,6 +84,11 @@ public class KafkaOffsetsRecords {
                                 }
                             }
                             System.out.println(line);
+                        } else if (r.key().getClass().getSimpleName().startsWith("ConsumerGroup")) {
+                            String group = (String) r.key().getClass().getMethod("groupId").invoke(r.key());
+                            int hash = Utils.abs(group.hashCode()) % partitions;
+                            System.out.println("consumer\t" + p + "\t" + group + "\t" + hash + "\t" + r.key()
+                                + "\t" + (r.value() == null ? "-" : r.value().message() + "\t" + r.value().version()));
                         } else {
                             System.out.println("other\t" + p + "\t" + r.key().getClass().getSimpleName());
                         }

@@ -29,7 +29,7 @@ from kafkawire.protocol import errors
 from kafkawire.protocol.messages import CreateTopicsRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafkawire.protocol.records import build_batch, iter_batches
 
-from .test_coordinator_unit import join_new, sync
+from .test_coordinator_unit import hb, join_new, sync
 from .test_offsets_topic import _find
 from .wire import WireClient
 from support.java import JavaProgram  # tests/ is on sys.path (tests/conftest.py)
@@ -73,7 +73,7 @@ def _segments(data_dir: Path) -> list[str]:
 def _kafka_view(lines: list[list[str]]):
     """The committed offsets and groups Kafka's loader makes of the records: last value per key, a transaction's
     offsets applied by its COMMIT marker in the same partition, dropped by ABORT."""
-    offsets, groups, pending = {}, {}, {}
+    offsets, groups, pending, consumer = {}, {}, {}, {}
     for line in lines:
         kind, partition = line[0], int(line[1])
         if kind == "marker":
@@ -96,9 +96,13 @@ def _kafka_view(lines: list[list[str]]):
         elif kind == "group":
             assert int(line[3]) == partition, line
             groups[line[2]] = None if line[4] == "-" else line[4:]
+        elif kind == "consumer":
+            assert int(line[3]) == partition, line
+            consumer[line[4]] = None if line[5] == "-" else line[5]
         else:
             raise AssertionError(f"a record Kafka's group coordinator would not load: {line}")
-    return offsets, {g: v for g, v in groups.items() if v is not None}
+    live_consumer = {k: v for k, v in consumer.items() if v is not None}
+    return offsets, {g: v for g, v in groups.items() if v is not None}, live_consumer
 
 
 def test_kafka_reads_the_offsets_kafkawire_writes(kafka_offsets_reader, tmp_path):
@@ -118,6 +122,11 @@ def test_kafka_reads_the_offsets_kafkawire_writes(kafka_offsets_reader, tmp_path
         assert coord.offset_commit("my-group", -1, "", None, 8, [CommitPartition("t", 0, 7, 5, "again")]) == [0]
         assert coord.offset_delete("my-group", [("t", [2])])[1] == [("t", [(2, 0)])]
         a, b = _classic_pair(coord, clock)
+        # a consumer-protocol group: two members, one of them gone again (its records deleted)
+        first = hb(coord, "m1", 0)
+        hb(coord, "m2", 0)
+        assert hb(coord, "m2", -1).error == 0  # leaves
+        cg = coord.groups["cg"]
         # a committed transaction and an aborted one, each with its marker in the group's partition
         txn_partition = partition_for("txn-group", PARTITIONS)
         assert coord.stage_txn_offsets(5000, "txn-group", [CommitPartition("t", 4, 40, 1, "tx")], 3) == 0
@@ -133,7 +142,7 @@ def test_kafka_reads_the_offsets_kafkawire_writes(kafka_offsets_reader, tmp_path
         storage.close()
 
     out = kafka_offsets_reader.run("KafkaOffsetsRecords", str(PARTITIONS), *_segments(tmp_path / "data"))
-    offsets, groups = _kafka_view([line.split("\t") for line in out.splitlines() if line])
+    offsets, groups, consumer = _kafka_view([line.split("\t") for line in out.splitlines() if line])
     assert offsets == expected
     assert offsets[("my-group", "t", 0)] == (7, 5, "again") and ("my-group", "t", 2) not in offsets
     assert offsets[("txn-group", "t", 4)] == (40, 1, "tx") and ("txn-group", "t", 5) not in offsets
@@ -146,6 +155,19 @@ def test_kafka_reads_the_offsets_kafkawire_writes(kafka_offsets_reader, tmp_path
         assert subscription == "bWV0YS1y"  # the member's metadata for the chosen protocol: b"meta-r"
         assert assignment == ("QQ==" if member_id == a else "Qg==")  # b"A", b"B"
 
+    # the consumer group's live records as Kafka's serde reads them: m1's three, the group's three; m2's are gone
+    assert sorted(k.split("(")[0] for k in consumer) == sorted(
+        ["ConsumerGroupMemberMetadataKey", "ConsumerGroupTargetAssignmentMemberKey"]
+        + ["ConsumerGroupCurrentMemberAssignmentKey", "ConsumerGroupPartitionMetadataKey"]
+        + ["ConsumerGroupTargetAssignmentMetadataKey", "ConsumerGroupMetadataKey"]
+    )
+    assert all("memberId='m1'" in k for k in consumer if "Member" in k)
+    assert consumer["ConsumerGroupMetadataKey(groupId='cg')"].startswith(
+        f"ConsumerGroupMetadataValue(epoch={cg.group_epoch}"
+    )
+    current = consumer["ConsumerGroupCurrentMemberAssignmentKey(groupId='cg', memberId='m1')"]
+    assert f"memberEpoch={cg.members['m1'].member_epoch}," in current and first.error == 0
+
     # and kafkawire replays the same files to the same state
     storage = SegmentStorage(tmp_path / "data")
     try:
@@ -154,6 +176,8 @@ def test_kafka_reads_the_offsets_kafkawire_writes(kafka_offsets_reader, tmp_path
         got = {(g, t, p): (e.offset, e.leader_epoch, e.metadata) for g, t, p, e in again.offsets.items() if g != "g"}
         assert got == expected
         assert again.groups["g"].generation_id == 1 and sorted(again.groups["g"].members) == sorted([a, b])
+        cg2 = again.groups["cg"]
+        assert cg2.to_json() | {"assignor": None} == cg.to_json() | {"assignor": None}
     finally:
         storage.close()
 

@@ -38,7 +38,6 @@ from .persistence import (
     GroupRecord,
     OffsetRecord,
     StagedOffset,
-    group_tombstones,
     offset_key,
     offset_value,
 )
@@ -127,6 +126,7 @@ class GroupCoordinator:
                 continue
             if doc.get("type") == "consumer":
                 group = ConsumerGroup.from_json(gid, doc, now)
+                self.store.written_members[gid] = set(group.members) | set(group.target)
                 settle_consumer_group(group, GroupEvent.LOADED, now)
                 self.groups[gid] = group
                 for m in group.members.values():
@@ -202,7 +202,7 @@ class GroupCoordinator:
         for gid, group in list(self.groups.items()):
             if group.is_empty() and not self.offsets.has_group(gid) and now - group.state_timestamp >= retention:
                 del self.groups[gid]
-                records.setdefault(gid, []).extend(group_tombstones(gid))
+                records.setdefault(gid, []).extend(self.store.tombstones(gid))
         for gid, group_records in records.items():
             self.store.write(gid, group_records)
         if expired:
@@ -629,7 +629,7 @@ class GroupCoordinator:
                     timer.cancel()
             del self.groups[gid]
             self.store.delete_offsets(gid)
-            self.store.write(gid, group_tombstones(gid))
+            self.store.write(gid, self.store.tombstones(gid))
             log.info("group %s deleted", gid)
             out.append(0)
         return out

@@ -16,21 +16,25 @@ producer's ``OffsetCommit`` records in a transactional batch (its producer id an
 the transaction marker the transaction coordinator appends to the same partition: a COMMIT makes them
 committed offsets, an ABORT drops them. Replay resolves them per partition, as Kafka's loader does.
 
-Consumer-protocol groups (KIP-848) are still written as kafkawire's own JSON document under the JSON
-key ``["group", id]`` (``LEGACY_GROUP``): Kafka's loader skips a key of a record type it does not
-know (it logs it), so their committed offsets move to Kafka and back; their membership does not (the
-members rejoin, as after a coordinator move). Kafka's ``ConsumerGroup*`` records are not written yet.
+Consumer-protocol groups (KIP-848) are written as Kafka's ``ConsumerGroup*`` records (types 3 to 8, v0):
+the group's epoch, the subscribed topics' metadata, the target assignment's epoch, and per member its
+metadata, target assignment and current assignment (a member gone gets tombstones for its three; a group
+deleted or changing kind, for all of them). A static member that left for a while is at epoch -2, as in
+Kafka, with its own epoch kept in ``previousMemberEpoch``. Replay assembles a partition's records into each
+group's last state (the last kind written wins). Share and streams groups' records are skipped.
 
 Before this layout kafkawire wrote JSON records (keys ``["offset", group, topic, partition]``,
-``["group", group]``, ``["txn-offset", pid, group, topic, partition]``) to partition 0. Replay reads
-them too; ``GroupStore`` then rewrites the live state in Kafka's records once (a log line says so) and
-moves the log start past the JSON.
+``["group", group]`` with a classic or consumer group's document, ``["txn-offset", pid, group, topic,
+partition]``) to partition 0. Replay reads them too; ``GroupStore`` then rewrites the live state in
+Kafka's records once (a log line says so) and moves the log start past the JSON.
 
 The log is compacted by rewriting: when it holds ``compact_after_records`` records more than the live
 state, the coordinator appends a snapshot of every live key and then moves each partition's log start
 past everything before the snapshot (``delete_records_before``). A crash in between leaves a log that
 still replays to the same state (the snapshot records only repeat values). Staged transactional offsets
-are not part of the snapshot: a partition's start moves no further than its first open transaction.
+are not part of the snapshot: a partition's start moves no further than its first open transaction. On
+the segments engine the log cleaner (``storage/cleaner.py``) also compacts the topic (cleanup.policy=compact),
+as Kafka's does.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import base64
 import json
 import logging
 import struct
+import uuid
 from dataclasses import dataclass
 
 from kafkawire.protocol import message_class
@@ -57,6 +62,15 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "s
 
 OFFSET_COMMIT = 1  # record types: the int16 that starts a key
 GROUP_METADATA = 2
+CONSUMER_GROUP = 3  # the consumer protocol's (KIP-848) records, all at version 0
+CONSUMER_PARTITION_METADATA = 4
+CONSUMER_MEMBER = 5
+CONSUMER_TARGET = 6
+CONSUMER_TARGET_MEMBER = 7
+CONSUMER_CURRENT_ASSIGNMENT = 8
+# Kafka's MemberState bytes (org.apache.kafka.coordinator.group.modern.MemberState)
+MEMBER_STATES = {"stable": 0, "unrevoked_partitions": 1, "unreleased_partitions": 2}
+LEAVE_STATIC_EPOCH = -2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 READ_CHUNK = 4 * 1024 * 1024
@@ -66,6 +80,18 @@ _OffsetValue = message_class("OffsetCommitValue")
 _GroupKey = message_class("GroupMetadataKey")
 _GroupValue = message_class("GroupMetadataValue")
 _TYPE = struct.Struct(">h")
+_CONSUMER = {
+    t: (message_class(f"ConsumerGroup{n}Key"), message_class(f"ConsumerGroup{n}Value"))
+    for t, n in (
+        (CONSUMER_GROUP, "Metadata"),
+        (CONSUMER_PARTITION_METADATA, "PartitionMetadata"),
+        (CONSUMER_MEMBER, "MemberMetadata"),
+        (CONSUMER_TARGET, "TargetAssignmentMetadata"),
+        (CONSUMER_TARGET_MEMBER, "TargetAssignmentMember"),
+        (CONSUMER_CURRENT_ASSIGNMENT, "CurrentMemberAssignment"),
+    )
+}
+_MEMBER_RECORDS = (CONSUMER_MEMBER, CONSUMER_TARGET_MEMBER, CONSUMER_CURRENT_ASSIGNMENT)
 
 
 class GroupLogError(sb.StorageError):
@@ -109,11 +135,6 @@ def group_key(group: str) -> bytes:
     return _TYPE.pack(GROUP_METADATA) + _GroupKey(group=group).encode(0)
 
 
-def legacy_group_key(group: str) -> bytes:
-    """The JSON key a consumer-protocol group's document is kept under (see the module docstring)."""
-    return json.dumps(["group", group], separators=(",", ":")).encode()
-
-
 def classic_group_value(group) -> bytes:
     """``GroupMetadataValue`` of a classic group: each member's subscription is its metadata for the group's
     chosen protocol, as Kafka stores it."""
@@ -143,15 +164,120 @@ def classic_group_value(group) -> bytes:
     return _TYPE.pack(GROUP_VALUE_VERSION) + value.encode(GROUP_VALUE_VERSION)
 
 
-def group_record(group) -> tuple[bytes, bytes | None]:
+def _ckey(record_type: int, group_id: str, member_id: str | None = None) -> bytes:
+    key_class = _CONSUMER[record_type][0]
+    fields = {"group_id": group_id} if member_id is None else {"group_id": group_id, "member_id": member_id}
+    return _TYPE.pack(record_type) + key_class(**fields).encode(0)
+
+
+def _cvalue(record_type: int, **fields) -> bytes:
+    return _TYPE.pack(0) + _CONSUMER[record_type][1](**fields).encode(0)
+
+
+def _topic_partitions(struct_class, tps) -> list:
+    by_topic: dict = {}
+    for topic_id, partition in tps:
+        by_topic.setdefault(topic_id, []).append(partition)
+    return [
+        struct_class(topic_id=t, partitions=sorted(ps)) for t, ps in sorted(by_topic.items(), key=lambda x: str(x[0]))
+    ]
+
+
+def consumer_member_records(group_id: str, member, target) -> list[tuple[bytes, bytes]]:
+    """A consumer group member's three records: its metadata, its target assignment, its current assignment."""
+    member_value = _CONSUMER[CONSUMER_MEMBER][1]
+    classic = None
+    if member.classic is not None:
+        classic = member_value.ClassicMemberMetadata(
+            session_timeout_ms=member.classic.session_timeout_ms,
+            supported_protocols=[member_value.ClassicProtocol(name=n, metadata=m) for n, m in member.classic.protocols],
+        )
+    current = _CONSUMER[CONSUMER_CURRENT_ASSIGNMENT][1]
+    target_value = _CONSUMER[CONSUMER_TARGET_MEMBER][1]
+    # a static member gone for a while is at Kafka's epoch -2; its own epoch goes in previousMemberEpoch
+    epoch, previous = member.member_epoch, member.previous_epoch
+    if member.static_left:
+        epoch, previous = LEAVE_STATIC_EPOCH, member.member_epoch
+    mid = member.member_id
+    return [
+        (
+            _ckey(CONSUMER_MEMBER, group_id, mid),
+            _cvalue(
+                CONSUMER_MEMBER,
+                instance_id=member.instance_id,
+                rack_id=member.rack_id,
+                client_id=member.client_id or "",
+                client_host=member.client_host or "",
+                subscribed_topic_names=list(member.subscribed_names or ()),
+                subscribed_topic_regex=member.subscribed_regex,
+                rebalance_timeout_ms=member.rebalance_timeout_ms,
+                server_assignor=member.server_assignor,
+                classic_member_metadata=classic,
+            ),
+        ),
+        (
+            _ckey(CONSUMER_TARGET_MEMBER, group_id, mid),
+            _cvalue(CONSUMER_TARGET_MEMBER, topic_partitions=_topic_partitions(target_value.TopicPartition, target)),
+        ),
+        (
+            _ckey(CONSUMER_CURRENT_ASSIGNMENT, group_id, mid),
+            _cvalue(
+                CONSUMER_CURRENT_ASSIGNMENT,
+                member_epoch=epoch,
+                previous_member_epoch=previous,
+                state=MEMBER_STATES.get(str(member.state.value), 0),
+                assigned_partitions=_topic_partitions(current.TopicPartitions, member.assigned),
+                partitions_pending_revocation=_topic_partitions(current.TopicPartitions, member.pending_revocation),
+            ),
+        ),
+    ]
+
+
+def consumer_group_records(group) -> list[tuple[bytes, bytes]]:
+    """Kafka's records of a consumer-protocol group: every member's, the subscribed topics' metadata, the target
+    assignment's epoch and the group's epoch."""
+    gid = group.group_id
+    out = []
+    for mid, member in group.members.items():
+        out += consumer_member_records(gid, member, group.target.get(mid, set()))
+    partition_value = _CONSUMER[CONSUMER_PARTITION_METADATA][1]
+    topics = [
+        partition_value.TopicMetadata(
+            topic_id=uuid.UUID(str(topic_id)), topic_name=name, num_partitions=int(count), partition_metadata=[]
+        )
+        for name, (topic_id, count) in sorted(group.subscription_metadata.items())
+    ]
+    out.append((_ckey(CONSUMER_PARTITION_METADATA, gid), _cvalue(CONSUMER_PARTITION_METADATA, topics=topics)))
+    out.append(
+        (
+            _ckey(CONSUMER_TARGET, gid),
+            _cvalue(
+                CONSUMER_TARGET,
+                assignment_epoch=group.assignment_epoch,
+                assignment_timestamp=group.assignment_timestamp,
+            ),
+        )
+    )
+    out.append((_ckey(CONSUMER_GROUP, gid), _cvalue(CONSUMER_GROUP, epoch=group.group_epoch)))
+    return out
+
+
+def consumer_member_tombstones(group_id: str, member_id: str) -> list[tuple[bytes, None]]:
+    return [(_ckey(t, group_id, member_id), None) for t in _MEMBER_RECORDS]
+
+
+def group_records(group) -> list[tuple[bytes, bytes | None]]:
     if group.kind == "classic":
-        return group_key(group.group_id), classic_group_value(group)
-    return legacy_group_key(group.group_id), json.dumps(group.to_json(), separators=(",", ":")).encode()
+        return [(group_key(group.group_id), classic_group_value(group))]
+    return consumer_group_records(group)
 
 
-def group_tombstones(group_id: str) -> list[tuple[bytes, None]]:
-    """Every key a group's metadata may be under (a group can change kind)."""
-    return [(group_key(group_id), None), (legacy_group_key(group_id), None)]
+def group_tombstones(group_id: str, member_ids=()) -> list[tuple[bytes, None]]:
+    """Every key a group's metadata may be under (a group can change kind): its consumer members' first, as
+    Kafka deletes a consumer group."""
+    out = [t for mid in member_ids for t in consumer_member_tombstones(group_id, mid)]
+    out += [(_ckey(t, group_id), None) for t in (CONSUMER_PARTITION_METADATA, CONSUMER_TARGET, CONSUMER_GROUP)]
+    return out + [(group_key(group_id), None)]
 
 
 def classic_group_doc(value: bytes) -> dict:
@@ -211,6 +337,88 @@ class GroupRecord:
 
     group: str
     doc: dict | None
+
+
+@dataclass(frozen=True)
+class ConsumerPart:
+    """One of a consumer group's records (value None: a tombstone); replay assembles them per group."""
+
+    record_type: int
+    group: str
+    member_id: str | None
+    value: object
+
+
+def _tps_json(items) -> list:
+    return [[str(tp.topic_id), p] for tp in items or () for p in tp.partitions]
+
+
+class _ConsumerRecords:
+    """A consumer group's live records during replay: record type -> value, and per member the same."""
+
+    def __init__(self):
+        self.group: dict[int, object] = {}
+        self.members: dict[str, dict[int, object]] = {}
+
+
+def _consumer_group_doc(parts: _ConsumerRecords) -> dict | None:
+    """The ``ConsumerGroup.to_json`` form of a consumer group's records, or None if its group record is gone."""
+    meta = parts.group.get(CONSUMER_GROUP)
+    if meta is None:
+        return None
+    target_meta = parts.group.get(CONSUMER_TARGET)
+    partition_meta = parts.group.get(CONSUMER_PARTITION_METADATA)
+    states = {b: name for name, b in MEMBER_STATES.items()}
+    members, target = [], {}
+    for mid, records in parts.members.items():
+        if CONSUMER_TARGET_MEMBER in records:
+            target[mid] = _tps_json(records[CONSUMER_TARGET_MEMBER].topic_partitions)
+        md, cur = records.get(CONSUMER_MEMBER), records.get(CONSUMER_CURRENT_ASSIGNMENT)
+        if md is None:
+            continue
+        epoch = cur.member_epoch if cur is not None else 0
+        previous = cur.previous_member_epoch if cur is not None else -1
+        static_left = epoch == LEAVE_STATIC_EPOCH
+        if static_left:
+            epoch = previous
+        classic = md.classic_member_metadata
+        members.append(
+            {
+                "member_id": mid,
+                "instance_id": md.instance_id,
+                "rack_id": md.rack_id,
+                "client_id": md.client_id,
+                "client_host": md.client_host,
+                "rebalance_timeout_ms": md.rebalance_timeout_ms,
+                "subscribed_names": list(md.subscribed_topic_names or ()),
+                "subscribed_regex": md.subscribed_topic_regex,
+                "server_assignor": md.server_assignor,
+                "member_epoch": epoch,
+                "previous_epoch": previous,
+                "state": states.get(cur.state if cur is not None else 0, "stable"),
+                "static_left": static_left,
+                "classic": None
+                if classic is None
+                else {
+                    "session_timeout_ms": classic.session_timeout_ms,
+                    "protocols": [[p.name, base64.b64encode(p.metadata).decode()] for p in classic.supported_protocols],
+                },
+                "assigned": _tps_json(cur.assigned_partitions if cur is not None else ()),
+                "pending_revocation": _tps_json(cur.partitions_pending_revocation if cur is not None else ()),
+            }
+        )
+    return {
+        "type": "consumer",
+        "group_epoch": meta.epoch,
+        "assignment_epoch": target_meta.assignment_epoch if target_meta is not None else 0,
+        "assignment_timestamp": target_meta.assignment_timestamp if target_meta is not None else 0,
+        "assignor": None,
+        "subscription_metadata": {
+            t.topic_name: [str(t.topic_id), t.num_partitions] for t in (partition_meta.topics if partition_meta else ())
+        },
+        "members": members,
+        "target": target,
+    }
 
 
 def _decode_offset_value(value) -> OffsetEntry:
@@ -319,6 +527,7 @@ class GroupLog:
         plog = self._partition(index)
         offset, end = plog.log_start_offset, plog.log_end_offset
         open_txns: dict[int, list[StagedOffset]] = {}  # producer id -> its offsets in this partition
+        groups: dict[str, object] = {}  # group id -> its last metadata: a document, consumer records, None
         while offset < end:
             data = b"".join(bytes(c) for c in plog.read(offset, READ_CHUNK, min_one=True).chunks)
             progressed = False
@@ -355,6 +564,11 @@ class GroupLog:
                                 item.entry,
                             )
                         )
+                    elif isinstance(item, GroupRecord):  # a classic group's (or the old layout's document)
+                        if item.doc is not None or not isinstance(groups.get(item.group), _ConsumerRecords):
+                            groups[item.group] = item.doc
+                    elif isinstance(item, ConsumerPart):
+                        self._take_consumer_part(groups, item)
                     elif isinstance(item, tuple):  # the old layout's staged offsets, keyed by producer id
                         _, pid, g, t, p, entry = item
                         staged = [s for s in open_txns.get(pid, []) if (s.group, s.topic, s.partition) != (g, t, p)]
@@ -367,6 +581,29 @@ class GroupLog:
                 break
         for staged in open_txns.values():
             yield from staged
+        for gid, state in groups.items():
+            yield GroupRecord(gid, _consumer_group_doc(state) if isinstance(state, _ConsumerRecords) else state)
+
+    @staticmethod
+    def _take_consumer_part(groups: dict, part: ConsumerPart) -> None:
+        state = groups.get(part.group)
+        if not isinstance(state, _ConsumerRecords):
+            if part.value is None:
+                return  # a tombstone of a consumer group this partition does not hold (it changed kind)
+            state = groups[part.group] = _ConsumerRecords()  # replaces a classic group's document
+        if part.member_id is None:
+            if part.value is None:
+                state.group.pop(part.record_type, None)
+            else:
+                state.group[part.record_type] = part.value
+            return
+        records = state.members.setdefault(part.member_id, {})
+        if part.value is None:
+            records.pop(part.record_type, None)
+            if not records:
+                del state.members[part.member_id]
+        else:
+            records[part.record_type] = part.value
 
     @staticmethod
     def _marker_type(batch) -> int | None:
@@ -380,10 +617,8 @@ class GroupLog:
             return None
         key, value = bytes(key), None if value is None else bytes(value)
         if key[:1] == b"[":  # JSON: kafkawire's own layout
-            item = _decode_legacy(key, value)
-            if not (isinstance(item, GroupRecord) and item.doc and item.doc.get("type") == "consumer"):
-                self.legacy_records += 1  # consumer groups' documents are still written so (see docstring)
-            return item
+            self.legacy_records += 1
+            return _decode_legacy(key, value)
         (record_type,) = _TYPE.unpack_from(key)
         if record_type in (0, OFFSET_COMMIT):  # 0: Kafka's legacy offset key, the same fields
             k = _OffsetKey.decode(memoryview(key)[2:], 0)
@@ -391,7 +626,15 @@ class GroupLog:
         if record_type == GROUP_METADATA:
             k = _GroupKey.decode(memoryview(key)[2:], 0)
             return GroupRecord(k.group, None if value is None else classic_group_doc(value))
-        return None  # consumer/share/streams group records: Kafka's, not kept by kafkawire (see docstring)
+        classes = _CONSUMER.get(record_type)
+        if classes is not None:
+            k = classes[0].decode(memoryview(key)[2:], 0)
+            v = None
+            if value is not None:
+                (version,) = _TYPE.unpack_from(value)
+                v = classes[1].decode(memoryview(value)[2:], version)
+            return ConsumerPart(record_type, k.group_id, getattr(k, "member_id", None), v)
+        return None  # share and streams groups' records: kafkawire has no such groups
 
     # -- writing -------------------------------------------------------------------------------------------
     def append(

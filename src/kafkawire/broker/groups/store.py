@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from .config import GroupConfig
 from .offsets import OffsetStore
-from .persistence import GroupLog, group_record, group_tombstones, offset_key, offset_value
+from .persistence import (
+    GroupLog,
+    consumer_member_tombstones,
+    group_records,
+    group_tombstones,
+    offset_key,
+    offset_value,
+)
 
 
 class GroupStore:
@@ -23,6 +30,8 @@ class GroupStore:
         # -> entry; they become committed offsets when the transaction commits, and vanish when it aborts
         self.txn_offsets: dict[int, dict[str, dict[tuple[str, int], object]]] = {}
         self._txn_pending: dict[tuple[str, str, int], int] = {}  # (group, topic, partition) -> producers staging
+        # consumer group id -> the member ids whose records are in the log (a member gone gets tombstones)
+        self.written_members: dict[str, set[str]] = {}
 
     def stage_txn_offset(self, producer_id: int, group: str, topic: str, partition: int, entry) -> None:
         staged = self.txn_offsets.setdefault(producer_id, {}).setdefault(group, {})
@@ -77,14 +86,26 @@ class GroupStore:
         self.log.append(group_id, records, producer_id=producer_id, producer_epoch=producer_epoch)
 
     def persist(self, group) -> None:
-        key, value = group_record(group)
-        self.write(group.group_id, [(key, value)])
+        gid = group.group_id
+        records = group_records(group)
+        if group.kind == "consumer":
+            members = set(group.members) | set(group.target)
+            gone = self.written_members.get(gid, set()) - members
+            records = [t for mid in sorted(gone) for t in consumer_member_tombstones(gid, mid)] + records
+            self.written_members[gid] = members
+        elif gid in self.written_members:  # it was a consumer group: its records go
+            records = self.tombstones(gid) + records
+        self.write(gid, records)
+
+    def tombstones(self, gid: str) -> list:
+        """Tombstones for every record of the group's metadata (either kind)."""
+        return group_tombstones(gid, sorted(self.written_members.pop(gid, ())))
 
     def drop(self, group) -> None:
         """Forget a group's membership state (its offsets stay)."""
         if self.groups.get(group.group_id) is group:
             del self.groups[group.group_id]
-        self.write(group.group_id, group_tombstones(group.group_id))
+        self.write(group.group_id, self.tombstones(group.group_id))
 
     def delete_offsets(self, gid: str) -> None:
         self.write(gid, [(offset_key(gid, t, p), None) for t, p in self.offsets.delete_group(gid)])
@@ -97,7 +118,7 @@ class GroupStore:
         ]
         for gid, group in self.groups.items():
             if group.kind == "consumer" or group.members or group.generation_id:
-                out.append((gid, *group_record(group)))
+                out += [(gid, key, value) for key, value in group_records(group)]
         return out
 
     def maybe_compact(self) -> None:
