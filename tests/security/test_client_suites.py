@@ -14,7 +14,7 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "run_client_security_suit
 
 def test_kafka_python_ssl_and_sasl_suites_pass_on_kafkawire():
     run = subprocess.run(
-        [sys.executable, str(TOOL), "--target", "kafkawire", "--transport", "SASL_SSL", "--timeout", "60"],
+        [sys.executable, str(TOOL), "--target", "kafkawire", "--transport", "SASL_SSL", "--timeout", "120"],
         capture_output=True,
         text=True,
         timeout=600,
