@@ -157,6 +157,17 @@ def test_aborted_transactions_go_and_producers_keep_their_last_batch(tmp_path):
     assert [(b.base_offset, b.is_control) for b in batches if b.is_control] == [(1, True), (3, True)]
     kept9 = [b for b in batches if b.producer_id == 9]
     assert [(b.base_offset, b.last_offset, b.record_count, b.base_sequence) for b in kept9] == [(4, 4, 0, 0)]
+    # a later pass, past delete.retention.ms: the aborted transaction's marker goes (none of its records is
+    # left), the committed one's stays (its record is)
+    plog.append(build_batch([(b"c", b"dirt", [], now)]))
+    plog.roll()
+    cleaner.Cleaner(str(tmp_path / "data")).clean_partition(plog, plog._settings(), now_ms=now + 2 * DAY_MS, force=True)
+    batches = list(iter_batches(b"".join(bytes(c) for c in plog.read(0, 1 << 20).chunks)))
+    assert [b.base_offset for b in batches if b.is_control] == [1]
+    assert [(r.offset, r.value) for b in batches if not b.is_control for r in b.records()][:2] == [
+        (0, b"committed"),
+        (5, b"newer"),
+    ]
     storage.close()
 
 

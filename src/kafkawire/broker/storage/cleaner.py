@@ -19,7 +19,8 @@ A pass over one partition, as Kafka's ``Cleaner.clean`` does it:
    the map; the records of aborted transactions and records without a key are removed; a tombstone (null value) is kept until it
    has been through a cleaning and ``delete.retention.ms`` has passed since the newest record of its
    segment (the horizon Kafka's cleaner uses for batches that carry no delete horizon of their own;
-   kafkawire does not stamp one); control batches (transaction markers) are kept. Offsets never change:
+   kafkawire does not stamp one); a transaction marker goes when no record of its transaction is left and
+   it is as old as a tombstone that may go. Offsets never change:
    a batch keeps its base offset, last offset delta, timestamps' base and producer fields (so a
    producer's sequence state survives), and a batch left with no record is dropped unless it is its
    producer's last one, which stays as an empty batch, as Kafka's cleaner keeps it. Retained records
@@ -369,11 +370,12 @@ class Cleaner:
         group: list[LogSegment] = []
         out: list[bytes] = []
         out_size = 0
+        txn_kept: dict[int, bool] = {}  # producer id -> records of its current transaction were kept
         for seg in segments:
             # tombstones go once they have been through a cleaning (below the first dirty offset) and their
             # segment's newest record is older than delete.retention.ms
             drop_tombstones = seg.next_offset <= first_dirty and 0 <= seg.max_timestamp < horizon
-            kept = self._filter_segment(seg, offset_map, aborted, last_of_producer, drop_tombstones, stats)
+            kept = self._filter_segment(seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats)
             kept_size = sum(len(b) for b in kept)
             span_ok = group and seg.next_offset - group[0].base_offset < 2**31
             if group and (out_size + kept_size > settings.segment_bytes or not span_ok):
@@ -386,7 +388,9 @@ class Cleaner:
             self._swap_in(plog, group, out, stats)
         stats.segments_after = len(stats.groups)
 
-    def _filter_segment(self, seg, offset_map, aborted, last_of_producer, drop_tombstones, stats) -> list[bytes]:
+    def _filter_segment(
+        self, seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats
+    ) -> list[bytes]:
         buf = seg.buffer()
         kept_batches: list[bytes] = []
         for info in _batch.iter_infos(buf, 0, seg.size):
@@ -395,7 +399,10 @@ class Cleaner:
             attributes, base_ts, max_ts, pid, count = h[5], h[7], h[8], h[9], h[12]
             stats.bytes_read += size
             if attributes & _ATTR_CONTROL:
-                kept_batches.append(bytes(memoryview(buf)[pos : pos + size]))
+                # a transaction marker goes, as Kafka's cleaner removes it, once no record of its transaction is
+                # left and it is as old as a tombstone that may go
+                if txn_kept.pop(pid, False) or not drop_tombstones or not attributes & _ATTR_TRANSACTIONAL:
+                    kept_batches.append(bytes(memoryview(buf)[pos : pos + size]))
                 continue
             aborted_batch = bool(attributes & _ATTR_TRANSACTIONAL) and self._is_aborted(aborted, pid, info.base_offset)
             payload, codec = _payload(buf, pos, size, attributes)
@@ -417,6 +424,8 @@ class Cleaner:
                 if ts > new_max:
                     new_max = ts
             stats.records_kept += len(kept)
+            if kept and attributes & _ATTR_TRANSACTIONAL:
+                txn_kept[pid] = True
             if len(kept) == count:
                 kept_batches.append(bytes(memoryview(buf)[pos : pos + size]))
             elif kept:
