@@ -30,7 +30,9 @@ NOW = int(time.time() * 1000)
 
 @pytest.fixture
 def broker_config(tmp_path):
-    return BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"))
+    cfg = BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"))
+    cfg.fetch_sendfile = True  # off by default (see BrokerConfig.fetch_sendfile)
+    return cfg
 
 
 @pytest.fixture
@@ -261,3 +263,21 @@ def certs_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("certs")
     create(str(directory), password="kafkawire")
     return directory
+
+
+def test_fetch_does_not_sendfile_unless_configured(tmp_path, sendfile_calls):
+    """BrokerConfig.fetch_sendfile is off by default (on loopback writev from the mapped segment costs less:
+    benchmarks/bench_fetch_path.py), so a default broker answers from its mapped segments."""
+    from kafkawire.broker.server import start_in_thread
+
+    broker = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data")))
+    try:
+        client = RawClient(broker.address)
+        create_topic(client, "d")
+        broker.broker.storage.partition("d", 0).append(plain(values(2, 60_000, seed=1)))
+        p = client.call(fetch_request([("d", 0, 0)]), 12).responses[0].partitions[0]
+        assert len(list(iter_batches(bytes(p.records)))) == 1
+        client.close()
+    finally:
+        broker.stop()
+    assert sendfile_calls == []

@@ -673,6 +673,9 @@ class BrokerConfig:
     controller_quota_window_num: int = 11
     controller_quota_window_size_seconds: int = 1
     acks_all_fsync: bool = True
+    # Fetch sends segment ranges with os.sendfile on plaintext connections; off by default: on loopback it
+    # costs more than writev from the mapped segment (benchmarks/bench_fetch_path.py)
+    fetch_sendfile: bool = False
     scrub_bytes_per_sec: int = 0  # kafkawire.log.scrub.bytes.per.sec; 0: no background verification
     storage: str = "segments"  # or "memory"
     metrics_listener: tuple[str, int] | None = None  # kafkawire.metrics.listener / --metrics; None: off

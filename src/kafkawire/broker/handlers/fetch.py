@@ -1,5 +1,6 @@
-"""Fetch: stored batches go into the response as they are (no re-encoding): on plaintext connections as file
-ranges of the segments, which the net layer sends with ``sendfile``; otherwise as views written with ``writelines``.
+"""Fetch: stored batches go into the response as they are (no re-encoding): views of the mapped segments written
+with ``writelines``, or, with ``fetch_sendfile`` on a plaintext connection, file ranges the net layer sends with
+``os.sendfile``.
 
 Long polling: when fewer than MinBytes are available the request waits (up to
 MaxWaitMs) for a produce to one of its partitions. The first batch is
@@ -320,7 +321,7 @@ def fetch(broker, ctx, body):
     max_bytes = body.max_bytes if version >= 3 else INT32_MAX
     metas: dict = {}
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
-    regions = _sends_files(ctx, version)
+    regions = _sends_files(broker, ctx, version)
     reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed, regions)
     errored = any(r.error or r.diverging is not None for r in reads)  # answered at once, as Kafka does
     if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
@@ -328,10 +329,17 @@ def fetch(broker, ctx, body):
     return _long_poll(broker, ctx, body, fctx, max_bytes, metas)
 
 
-def _sends_files(ctx, version: int) -> bool:
-    """Whether the records go out as segment file ranges (sendfile, no copy through Python): on connections
-    whose transport can sendfile (plaintext), for v4+ (v0-3 get message sets converted in memory)."""
-    return version >= 4 and getattr(ctx.connection, "sendfile", False) is True
+def _sends_files(broker, ctx, version: int) -> bool:
+    """Whether the records go out as segment file ranges for os.sendfile: when the broker is configured so
+    (``fetch_sendfile``, off by default: on loopback a sendfile costs more than writev from the mapped
+    segment, measured by benchmarks/bench_fetch_path.py), on connections whose transport can sendfile
+    (plaintext), for v4+ (v0-3 get message sets converted in memory). Otherwise the records go out as views
+    of the mapped segments, written with writev: no copy through Python either way."""
+    return (
+        version >= 4
+        and getattr(broker.config, "fetch_sendfile", False) is True
+        and getattr(ctx.connection, "sendfile", False) is True
+    )
 
 
 def _respond(broker, ctx, body, fctx, reads):
@@ -350,7 +358,7 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
     offset passes new records."""
     version = ctx.api_version
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
-    regions = _sends_files(ctx, version)
+    regions = _sends_files(broker, ctx, version)
     deadline = time.monotonic() + body.max_wait_ms / 1000.0
     keys = []
     for cp in fctx.partitions:

@@ -138,6 +138,9 @@ class FileRegion:
     file: Any  # has fileno()
     position: int
     length: int
+    #: the whole file mapped, when the engine keeps such a mapping: ``view`` slices it instead of mapping the
+    #: range anew (a fresh mapping costs a page fault per page on every use)
+    mapping: Any = None
 
     def fileno(self) -> int:
         return self.file.fileno()
@@ -153,6 +156,8 @@ class FileRegion:
         takes it); the mapping lives as long as the view."""
         if self.length == 0:
             return memoryview(b"")
+        if self.mapping is not None:
+            return memoryview(self.mapping)[self.position : self.position + self.length]
         start = self.position - self.position % mmap.ALLOCATIONGRANULARITY
         mapped = mmap.mmap(self.fileno(), self.position + self.length - start, access=mmap.ACCESS_READ, offset=start)
         return memoryview(mapped)[self.position - start :]

@@ -254,7 +254,10 @@ class LogSegment:
         return memoryview(buf)[position : position + length]
 
     def region(self, position: int, length: int) -> FileRegion:
-        return FileRegion(self.file, position, length)
+        # with the mapping the views use, for the part a socket does not take at once (see FileRegion.view);
+        # without it when open files are scarce, as view() copies then
+        file = self.file
+        return FileRegion(file, position, length, None if open_handles.crowded else self.buffer())
 
     # -------------------------------------------------------------- writes
 
