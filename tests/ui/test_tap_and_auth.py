@@ -73,6 +73,7 @@ def test_console_options_read_the_environment_token(monkeypatch):
         console_options("0.0.0.0:8080", None)
     with pytest.raises(ValueError, match="HOST:PORT"):
         console_options("nonsense", None)
+    assert console_options("8080", None).host == "127.0.0.1"  # a port alone binds loopback
 
 
 @pytest.mark.parametrize("command", ["serve", "proxy"])

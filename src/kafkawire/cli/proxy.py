@@ -70,8 +70,9 @@ def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
     ui = parser.add_argument_group("console")
     ui.add_argument(
         "--ui",
-        metavar="HOST:PORT",
-        help="serve the web console (live protocol view, the upstream's topics and groups) at http://HOST:PORT/; "
+        metavar="[HOST:]PORT",
+        help="serve the web console (live protocol view, the upstream's topics and groups) at http://HOST:PORT/ "
+        "(HOST 127.0.0.1 unless given); "
         "needs kafkawire[ui]",
     )
     ui.add_argument(

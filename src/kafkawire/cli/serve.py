@@ -32,8 +32,9 @@ def configure(parser: argparse.ArgumentParser, name: str = "serve") -> None:
     )
     parser.add_argument(
         "--ui",
-        metavar="HOST:PORT",
-        help="serve the web console (live protocol view, topics, records, groups) at http://HOST:PORT/; "
+        metavar="[HOST:]PORT",
+        help="serve the web console (live protocol view, topics, records, groups) at http://HOST:PORT/ "
+        "(HOST 127.0.0.1 unless given); "
         "needs kafkawire[ui]",
     )
     parser.add_argument(

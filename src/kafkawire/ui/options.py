@@ -15,9 +15,11 @@ class ConsoleOptions:
 
 
 def console_options(address: str, token: str | None) -> ConsoleOptions:
-    """Raises ValueError (naming the option) for a bad address, a missing aiohttp, or a non-loopback bind
+    """``address``: HOST:PORT, or a port alone for 127.0.0.1. Raises ValueError (naming the option) for a bad address, a missing aiohttp, or a non-loopback bind
     without a token."""
     text = address.strip()
+    if text.isdigit():  # a port alone: loopback
+        text = f"127.0.0.1:{text}"
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
         port_text = rest[1:] if rest.startswith(":") else ""
