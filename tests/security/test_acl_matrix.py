@@ -17,6 +17,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,7 @@ ACLS = [
     _acl(TOPIC, "acl-conf", ALTER_CONFIGS),
     _acl(TOPIC, "acl-host", READ, host="10.1.2.3"),
     _acl(GROUP, "acl-group", READ),
+    _acl(GROUP, "acl-group", DELETE),
     _acl(TXN, "acl-txn", WRITE),
     _acl(CLUSTER, "kafka-cluster", DESCRIBE),
 ]
@@ -122,6 +124,14 @@ class Peer:
         if not isinstance(answer, (Closed, NoAnswer, Undecodable)):
             self.norm.learn(answer)
         return answer
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """This broker's id of topic ``name`` (learned from its answers); for a topic it lacks, an id no
+        broker has."""
+        for topic_id, bound in self.norm.topic_ids.items():
+            if bound == name:
+                return topic_id
+        return uuid.UUID(int=0x5EED)
 
     def close(self) -> None:
         for c in self.conns.values():
@@ -204,10 +214,10 @@ def _filter(**kw) -> dict:
     return base
 
 
-def _records(topic_value: bytes = b"v") -> bytes:
+def _records(**batch) -> bytes:
     from kafkawire.protocol.records import build_batch
 
-    return build_batch([(None, topic_value)], base_timestamp=1_700_000_000_000)
+    return build_batch([(None, b"v")], base_timestamp=1_700_000_000_000, base_sequence=0 if batch else -1, **batch)
 
 
 def _join(group: str) -> dict:
@@ -338,6 +348,27 @@ PROBES: dict[str, tuple[str, dict]] = {
         },
         12,  # by name (v13 names topics by id)
     ),
+    "produce-transactional-other-txn": (
+        "Produce",
+        {
+            "transactional_id": "acl-other-txn",
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [
+                {
+                    "name": "acl-pfx-1",
+                    "partition_data": [
+                        {"index": 0, "records": _records(producer_id=1, producer_epoch=0, transactional=True)}
+                    ],
+                }
+            ],
+        },
+        12,
+    ),
+    "offset-delete": (
+        "OffsetDelete",
+        {"group_id": "acl-group", "topics": [{"name": n, "partitions": [{"partition_index": 0}]} for n in SOME]},
+    ),
     "fetch": (
         "Fetch",
         {
@@ -368,6 +399,47 @@ PROBES: dict[str, tuple[str, dict]] = {
             "rack_id": "",
         },
         12,  # by name (v13 names topics by id)
+    ),
+    "fetch-by-id": (
+        "Fetch",
+        lambda peer: {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [
+                {
+                    "topic_id": peer.topic_id(n),
+                    "partitions": [
+                        {
+                            "partition": 0,
+                            "current_leader_epoch": -1,
+                            "fetch_offset": 0,
+                            "last_fetched_epoch": -1,
+                            "log_start_offset": -1,
+                            "partition_max_bytes": 1 << 20,
+                        }
+                    ],
+                }
+                for n in SOME
+            ],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        },
+    ),
+    "produce-by-id": (
+        "Produce",
+        lambda peer: {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": 5000,
+            "topic_data": [
+                {"topic_id": peer.topic_id(n), "partition_data": [{"index": 0, "records": _records()}]} for n in SOME
+            ],
+        },
     ),
     "list-offsets": (
         "ListOffsets",
@@ -579,6 +651,8 @@ def _run(peer: Peer, versions: dict[int, int]) -> dict[str, object]:
             if v is None:
                 out[f"{who}/{label}"] = f"{api} is not served by both brokers"
                 continue
+            if callable(data):  # data naming this broker's topic ids
+                data = data(peer)
             out[f"{who}/{label}"] = _tree(peer, peer.call(who, api, v, data), v)
     return out
 

@@ -38,35 +38,91 @@ Decision = tuple[int, str, int, int]  # resource type, name, operation, error co
 class PerEntry:
     request_field: str
     response_field: str
-    decide: Callable[[object, object], Decision | None]  # (request, entry) -> what to check; None: nothing
+    decide: Callable[[object, object, object], Decision | None]  # (broker, request, entry) -> what to check or None
     since: int = 0  # the first version the request has the array
     until: int = 1 << 15  # the last one
     says_why: bool = False  # a denied entry carries the error's text (Kafka builds it from the exception)
+    # the answers of denied entries, where the API's error answer has none per entry: (entries, code) -> answers
+    answer: Callable[[list, int], list] | None = None
 
 
 def _topic(op: AclOperation, attr: str = "name"):
-    return lambda body, e: (TOPIC, getattr(e, attr), op, errors.TOPIC_AUTHORIZATION_FAILED)
+    """A topic entry, named (``attr``) or, in newer versions, given by id: an id no topic has is left to the
+    handler (UNKNOWN_TOPIC_ID, as Kafka answers before any authorization)."""
+
+    def decide(broker, body, e) -> Decision | None:
+        name = _topic_name(broker, e, attr)
+        return None if name is None else (TOPIC, name, op, errors.TOPIC_AUTHORIZATION_FAILED)
+
+    return decide
 
 
 def _group(op: AclOperation):
-    return lambda body, e: (GROUP, e if isinstance(e, str) else e.group_id, op, errors.GROUP_AUTHORIZATION_FAILED)
+    return lambda broker, body, e: (
+        GROUP,
+        e if isinstance(e, str) else e.group_id,
+        op,
+        errors.GROUP_AUTHORIZATION_FAILED,
+    )
 
 
 def _transactional_id(op: AclOperation):
-    def decide(body, transactional_id) -> Decision:
+    def decide(broker, body, transactional_id) -> Decision:
         return TXN, transactional_id, op, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     return decide
 
 
-def _coordinator(body, key) -> Decision:
+def _fetch_answers(topics: list, code: int) -> list:
+    """Fetch's denied topics, by name or by id (its error answer has no entries from v13, where a whole-request
+    failure is the top-level code alone)."""
+    from kafkawire.protocol.messages import FetchResponse as R
+
+    return [
+        R.FetchableTopicResponse(
+            topic=t.topic,
+            topic_id=t.topic_id,
+            partitions=[
+                R.PartitionData(
+                    partition_index=p.partition,
+                    error_code=code,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=[],
+                    preferred_read_replica=-1,
+                    records=b"",
+                )
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def _offset_delete_answers(topics: list, code: int) -> list:
+    from kafkawire.protocol.messages import OffsetDeleteResponse as R
+
+    return [
+        R.OffsetDeleteResponseTopic(
+            name=t.name,
+            partitions=[
+                R.OffsetDeleteResponsePartition(partition_index=p.partition_index, error_code=code)
+                for p in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+def _coordinator(broker, body, key) -> Decision:
     if body.key_type == 1:
         return TXN, key, Op.DESCRIBE, errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     return GROUP, key, Op.DESCRIBE, errors.GROUP_AUTHORIZATION_FAILED
 
 
 def _config(op: AclOperation):
-    def decide(body, e) -> Decision | None:
+    def decide(broker, body, e) -> Decision | None:
         found = _CONFIG_RESOURCES.get(e.resource_type)
         if found is None:
             return None
@@ -78,12 +134,13 @@ def _config(op: AclOperation):
 
 PER_ENTRY: dict[str, PerEntry] = {
     "Produce": PerEntry("topic_data", "responses", _topic(Op.WRITE)),
-    "Fetch": PerEntry("topics", "responses", _topic(Op.READ, "topic")),
+    "Fetch": PerEntry("topics", "responses", _topic(Op.READ, "topic"), answer=_fetch_answers),
     "ListOffsets": PerEntry("topics", "topics", _topic(Op.DESCRIBE)),
     "OffsetForLeaderEpoch": PerEntry("topics", "topics", _topic(Op.DESCRIBE, "topic")),
     "OffsetCommit": PerEntry("topics", "topics", _topic(Op.READ)),
     "TxnOffsetCommit": PerEntry("topics", "topics", _topic(Op.READ)),
     "DeleteRecords": PerEntry("topics", "topics", _topic(Op.DELETE)),
+    "OffsetDelete": PerEntry("topics", "topics", _topic(Op.READ), answer=_offset_delete_answers),
     "CreatePartitions": PerEntry("topics", "results", _topic(Op.ALTER)),
     "DescribeProducers": PerEntry("topics", "topics", _topic(Op.READ), says_why=True),
     "OffsetFetch": PerEntry("topics", "topics", _topic(Op.DESCRIBE), until=7),
@@ -138,7 +195,7 @@ def narrow(broker, ctx, spec, body, fn):
         return body, fn
     kept, denied = [], {}  # code -> entries
     for item in items:
-        decision = rule.decide(body, item)
+        decision = rule.decide(broker, body, item)
         if decision is None or allowed(broker, ctx, decision[2], decision[0], decision[1]):
             kept.append(item)
         else:
@@ -149,6 +206,9 @@ def narrow(broker, ctx, spec, body, fn):
 
     answers = []
     for code, entries in denied.items():
+        if rule.answer is not None:
+            answers.extend(rule.answer(entries, code))
+            continue
         only_denied = copy.copy(body)
         setattr(only_denied, rule.request_field, entries)
         why = errors.error_for(code).message if rule.says_why else None
@@ -267,15 +327,21 @@ def _narrow_offset_fetch(broker, ctx, body, fn):
     return request, handler
 
 
-def _topic_name(broker, t) -> str | None:
-    name = getattr(t, "name", None)
+def _topic_name(broker, t, attr: str = "name") -> str | None:
+    """The name of a request's topic entry: its name, or the name of the topic its id names (None: no such
+    topic)."""
+    name = getattr(t, attr, None)
     if name:
         return name
     topic_id = getattr(t, "topic_id", None)
-    for meta in broker.storage.topics().values():
-        if meta.topic_id == topic_id:
-            return meta.name
-    return None
+    if topic_id is None or topic_id.int == 0:
+        return None
+    from kafkawire.broker.storage.base import UnknownTopicError
+
+    try:
+        return broker.storage.topic_by_id(topic_id).name
+    except UnknownTopicError:  # an id no topic has: the handler answers it
+        return None
 
 
 def _may_describe(broker, ctx, t) -> bool:

@@ -62,6 +62,9 @@ WHOLE_REQUEST: dict[str, tuple[Check, ...]] = {
     "Heartbeat": (_group(Op.READ),),
     "LeaveGroup": (_group(Op.READ),),
     "ConsumerGroupHeartbeat": (_group(Op.READ),),
+    # a transactional producer's batches: WRITE on its transactional id (Kafka checks the batches' flag; clients
+    # name a transactional id exactly when they send transactional batches)
+    "Produce": (_txn(Op.WRITE, skip_empty=True),),
     "OffsetCommit": (_group(Op.READ),),
     "OffsetDelete": (_group(Op.DELETE),),
     "TxnOffsetCommit": (_txn(Op.WRITE), _group(Op.READ)),
