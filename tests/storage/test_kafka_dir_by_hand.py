@@ -17,8 +17,7 @@ from storage_batches import build_batch
 
 from kafkawire.broker.storage.kraft import records
 from kafkawire.protocol import decode_response, encode_request, message_class, request_header
-from kafkawire.protocol.records import build_batch as build_records
-from kafkawire.protocol.records import iter_batches
+from kafkawire.protocol.records import build_batch as build_records, iter_batches
 from kafkawire.testing._process import BrokerProcess
 
 from support.java import JavaProgram
