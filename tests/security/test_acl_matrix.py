@@ -365,6 +365,33 @@ PROBES: dict[str, tuple[str, dict]] = {
         },
         12,
     ),
+    "add-partitions-to-txn": (
+        "AddPartitionsToTxn",
+        {
+            "v3_and_below_transactional_id": "acl-txn",
+            "v3_and_below_producer_id": 1,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": n, "partitions": [0]} for n in ("acl-pfx-1", "acl-read")],
+        },
+        3,  # as producers send it (v4+ is for brokers)
+    ),
+    "alter-replica-log-dirs": ("AlterReplicaLogDirs", {"dirs": []}),
+    "list-config-resources": ("ListConfigResources", {"resource_types": []}),
+    "consumer-group-heartbeat": (
+        "ConsumerGroupHeartbeat",
+        {
+            "group_id": "acl-group",
+            "member_id": "Xn7Jb3DJRRKcgGmWqUuZ3g",
+            "member_epoch": 0,
+            "instance_id": None,
+            "rack_id": None,
+            "rebalance_timeout_ms": 5000,
+            "subscribed_topic_names": ["acl-read", "acl-hidden"],
+            "subscribed_topic_regex": None,
+            "server_assignor": None,
+            "topic_partitions": [],
+        },
+    ),
     "offset-delete": (
         "OffsetDelete",
         {"group_id": "acl-group", "topics": [{"name": n, "partitions": [{"partition_index": 0}]} for n in SOME]},

@@ -185,6 +185,8 @@ def narrow(broker, ctx, spec, body, fn):
     listed = LISTED.get(spec.name)
     if listed is not None:
         fn = _listing(broker, listed, fn)
+    if spec.name == "AddPartitionsToTxn" and ctx.api_version <= 3:
+        return _narrow_add_partitions(broker, ctx, spec, body, fn)
     if spec.name == "OffsetFetch" and ctx.api_version >= 8:
         return _narrow_offset_fetch(broker, ctx, body, fn)
     rule = PER_ENTRY.get(spec.name)
@@ -325,6 +327,25 @@ def _narrow_offset_fetch(broker, ctx, body, fn):
         return merged(result)
 
     return request, handler
+
+
+def _narrow_add_partitions(broker, ctx, spec, body, fn):
+    """AddPartitionsToTxn v0-3: WRITE on every topic, or nothing is added: the topics the producer may not
+    write get TOPIC_AUTHORIZATION_FAILED and the others OPERATION_NOT_ATTEMPTED (Kafka's answer)."""
+    refused = {t.name for t in body.v3_and_below_topics if not allowed(broker, ctx, Op.WRITE, TOPIC, t.name)}
+    if not refused:
+        return body, fn
+    from kafkawire.broker.dispatch import error_response
+
+    def handler(broker_, ctx_, body_):
+        answer = error_response(spec.api_key, ctx_.api_version, body_, errors.OPERATION_NOT_ATTEMPTED)
+        for topic in answer.results_by_topic_v3_and_below:
+            if topic.name in refused:
+                for p in topic.results_by_partition:
+                    p.partition_error_code = errors.TOPIC_AUTHORIZATION_FAILED
+        return answer
+
+    return body, handler
 
 
 def _topic_name(broker, t, attr: str = "name") -> str | None:

@@ -26,6 +26,8 @@ class Check:
     error: int = errors.CLUSTER_AUTHORIZATION_FAILED
     skip_empty: bool = False  # no check when the field is empty or null (InitProducerId without a transactional id)
     says_why: bool = False  # the answer carries a message (Kafka throws, and the error answer takes its text)
+    since: int = 0  # the versions the check applies to
+    until: int = 1 << 15
 
 
 def _cluster(op: AclOperation) -> Check:
@@ -57,6 +59,19 @@ WHOLE_REQUEST: dict[str, tuple[Check, ...]] = {
     "ElectLeaders": (Check(Op.ALTER),),
     "DescribeLogDirs": (Check(Op.DESCRIBE),),
     "DescribeQuorum": (Check(Op.DESCRIBE),),
+    "AlterReplicaLogDirs": (Check(Op.ALTER),),
+    "ListConfigResources": (Check(Op.DESCRIBE_CONFIGS),),
+    # v4+ is sent by brokers only; v0-3 by producers, whose topics are checked in entries.py
+    "AddPartitionsToTxn": (
+        Check(Op.CLUSTER_ACTION, since=4),
+        Check(
+            Op.WRITE,
+            ResourceType.TRANSACTIONAL_ID,
+            "v3_and_below_transactional_id",
+            errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            until=3,
+        ),
+    ),
     "JoinGroup": (_group(Op.READ),),
     "SyncGroup": (_group(Op.READ),),
     "Heartbeat": (_group(Op.READ),),
@@ -115,6 +130,8 @@ def denied(broker, ctx, api_name: str, body) -> tuple[int, str | None] | None:
         return None
     who, where = principal(ctx), host(ctx)
     for check in checks:
+        if not check.since <= ctx.api_version <= check.until:
+            continue
         name = CLUSTER_NAME if check.field is None else getattr(body, check.field, None)
         if check.field is not None and not name:
             if check.skip_empty:
@@ -125,6 +142,12 @@ def denied(broker, ctx, api_name: str, body) -> tuple[int, str | None] | None:
             if check.says_why:
                 why = f"{api_name} from {who} at {where} needs {check.operation.name} permission on the cluster"
             return check.error, why
+    if api_name == "ConsumerGroupHeartbeat" and body.subscribed_topic_names:
+        # a member may subscribe only to topics it may describe: one it may not fails the heartbeat
+        if not all(
+            authz.authorize(who, where, Op.DESCRIBE, ResourceType.TOPIC, n) for n in body.subscribed_topic_names
+        ):
+            return errors.TOPIC_AUTHORIZATION_FAILED, None
     if api_name == "InitProducerId" and not getattr(body, "transactional_id", None):
         # an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 2.8+)
         if not authz.authorize_cluster(who, where, Op.IDEMPOTENT_WRITE) and not authz.authorize_by_resource_type(
