@@ -171,3 +171,71 @@ def test_the_authorizer_is_kafkas_class_or_nothing():
         {"super.users": "User:admin; User:ops", "allow.everyone.if.no.acl.found": "true"}, AclStore(None)
     )
     assert a.super_users == {"User:admin", "User:ops"} and a.allow_if_no_acl
+
+
+def _broker(data_dir, **props):
+    from kafkawire.broker.config import BrokerConfig
+    from kafkawire.broker.server import start_in_thread
+
+    cfg = BrokerConfig.from_properties(
+        {"listeners": "PLAINTEXT://127.0.0.1:0", "authorizer.class.name": STANDARD, **props}
+    )
+    cfg.data_dir = str(data_dir)
+    return start_in_thread(cfg)
+
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ANY_ACL = {
+    "resource_type_filter": Res.ANY,
+    "resource_name_filter": None,
+    "pattern_type_filter": Pat.ANY,
+    "principal_filter": None,
+    "host_filter": None,
+    "operation": Op.ANY,
+    "permission_type": Perm.ANY,
+}
+
+
+def _call(broker, api, data, version=3):
+    import sys
+    from pathlib import Path
+
+    tools = str(Path(__file__).resolve().parents[2] / "tools")
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    from conformance_suite.build import build
+    from conformance_suite.transport import Connection
+
+    with Connection("127.0.0.1", broker.port) as conn:
+        return conn.request(build(api, version, data), version)
+
+
+def test_the_broker_keeps_acls_across_a_restart_and_refuses_who_may_not(tmp_path):
+    creation = {
+        "resource_type": Res.TOPIC,
+        "resource_name": "orders",
+        "resource_pattern_type": Pat.PREFIXED,
+        "principal": ALICE,
+        "host": "*",
+        "operation": Op.WRITE,
+        "permission_type": Perm.ALLOW,
+    }
+    broker = _broker(tmp_path, **{"super.users": "User:ANONYMOUS"})
+    try:
+        created = _call(broker, "CreateAcls", {"creations": [creation]})
+        assert [(r.error_code, r.error_message) for r in created.results] == [(0, "")]
+    finally:
+        broker.stop()
+    broker = _broker(tmp_path, **{"super.users": "User:ANONYMOUS"})
+    try:
+        described = _call(broker, "DescribeAcls", ANY_ACL)
+        assert [(r.resource_name, r.pattern_type, [a.principal for a in r.acls]) for r in described.resources] == [
+            ("orders", Pat.PREFIXED, [ALICE])
+        ]
+    finally:
+        broker.stop()
+    broker = _broker(tmp_path)  # no super user: the same connection may not describe the cluster's ACLs
+    try:
+        assert _call(broker, "DescribeAcls", ANY_ACL).error_code == errors.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        broker.stop()
