@@ -112,3 +112,27 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout
         return out
     finally:
         consumer.close()
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit ``offsets`` ({(topic, partition): offset}) for ``group`` (librdkafka, synchronous)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        done = consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        assert all(tp.error is None for tp in done), done
+    finally:
+        consumer.close()
+
+
+def committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """The group's committed offsets (OffsetFetch) of ``partitions``; -1001 where none."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+    finally:
+        consumer.close()

@@ -8,7 +8,7 @@ finds every topic, config and record at its offset.
 from __future__ import annotations
 
 import pytest
-from kafka_dir import create_topics, kafka_on, kafkawire_on, produce, read_all, topic_configs
+from kafka_dir import commit, committed, create_topics, kafka_on, kafkawire_on, produce, read_all, topic_configs
 
 pytest.importorskip("confluent_kafka")
 
@@ -26,14 +26,24 @@ def test_kafka_then_kafkawire_then_kafka(tmp_path):
         create_topics(kafka.bootstrap, {"alpha": (3, ALPHA_CONFIGS), "beta": (1, {})})
         alpha = produce(kafka.bootstrap, "alpha", 40, tag="kafka")
         beta = produce(kafka.bootstrap, "beta", 10, tag="kafka")
+        commit(kafka.bootstrap, "g-kafka", {("alpha", 0): 7, ("alpha", 2): 11, ("beta", 0): 3})
     finally:
         kafka.stop()
+    alpha_beta = [("alpha", 0), ("alpha", 1), ("alpha", 2), ("beta", 0)]
 
     wire = kafkawire_on(tmp_path)
     try:
         _check(wire.bootstrap, "alpha", 3, alpha)
         _check(wire.bootstrap, "beta", 1, beta)
         assert topic_configs(wire.bootstrap, "alpha") == ALPHA_CONFIGS
+        assert committed(wire.bootstrap, "g-kafka", alpha_beta) == {
+            ("alpha", 0): 7,
+            ("alpha", 1): -1001,
+            ("alpha", 2): 11,
+            ("beta", 0): 3,
+        }
+        commit(wire.bootstrap, "g-kafka", {("alpha", 1): 5})
+        commit(wire.bootstrap, "g-wire", {("beta", 0): 9})
         alpha.update(produce(wire.bootstrap, "alpha", 20, tag="kafkawire"))
         create_topics(wire.bootstrap, {"gamma": (2, {"cleanup.policy": "compact"})})
         gamma = produce(wire.bootstrap, "gamma", 10, tag="kafkawire")
@@ -47,6 +57,13 @@ def test_kafka_then_kafkawire_then_kafka(tmp_path):
         _check(kafka.bootstrap, "gamma", 2, gamma)
         assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
         assert topic_configs(kafka.bootstrap, "gamma") == {"cleanup.policy": "compact"}
+        assert committed(kafka.bootstrap, "g-kafka", alpha_beta) == {
+            ("alpha", 0): 7,
+            ("alpha", 1): 5,
+            ("alpha", 2): 11,
+            ("beta", 0): 3,
+        }
+        assert committed(kafka.bootstrap, "g-wire", [("beta", 0)]) == {("beta", 0): 9}
     finally:
         kafka.stop()
 
@@ -56,6 +73,7 @@ def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
     try:
         create_topics(wire.bootstrap, {"alpha": (2, ALPHA_CONFIGS)})
         alpha = produce(wire.bootstrap, "alpha", 30, tag="kafkawire")
+        commit(wire.bootstrap, "g-wire", {("alpha", 0): 4, ("alpha", 1): 6})
     finally:
         wire.stop()
 
@@ -63,6 +81,8 @@ def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
     try:
         _check(kafka.bootstrap, "alpha", 2, alpha)
         assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
+        assert committed(kafka.bootstrap, "g-wire", [("alpha", 0), ("alpha", 1)]) == {("alpha", 0): 4, ("alpha", 1): 6}
+        commit(kafka.bootstrap, "g-wire", {("alpha", 0): 8})
         alpha.update(produce(kafka.bootstrap, "alpha", 20, tag="kafka"))
         create_topics(kafka.bootstrap, {"beta": (1, {"retention.ms": "3600000"})})
         beta = produce(kafka.bootstrap, "beta", 10, tag="kafka")
@@ -74,5 +94,6 @@ def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
         _check(wire.bootstrap, "alpha", 2, alpha)
         _check(wire.bootstrap, "beta", 1, beta)
         assert topic_configs(wire.bootstrap, "beta") == {"retention.ms": "3600000"}
+        assert committed(wire.bootstrap, "g-wire", [("alpha", 0), ("alpha", 1)]) == {("alpha", 0): 8, ("alpha", 1): 6}
     finally:
         wire.stop()
