@@ -367,32 +367,46 @@ class Cleaner:
         segments = [s for s in segments if s.base_offset < map_end]
         stats.segments_before = len(segments)
         horizon = now - settings.delete_retention_ms
-        group: list[LogSegment] = []
-        out: list[bytes] = []
-        out_size = 0
         txn_kept: dict[int, bool] = {}  # producer id -> records of its current transaction were kept
-        for seg in segments:
-            # tombstones go once they have been through a cleaning (below the first dirty offset) and their
-            # segment's newest record is older than delete.retention.ms
-            drop_tombstones = seg.next_offset <= first_dirty and 0 <= seg.max_timestamp < horizon
-            kept = self._filter_segment(seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats)
-            kept_size = sum(len(b) for b in kept)
-            span_ok = group and seg.next_offset - group[0].base_offset < 2**31
-            if group and (out_size + kept_size > settings.segment_bytes or not span_ok):
-                self._swap_in(plog, group, out, stats)
-                group, out, out_size = [], [], 0
-            group.append(seg)
-            out += kept
-            out_size += kept_size
-        if group:
-            self._swap_in(plog, group, out, stats)
+        for group in self._groups(segments, settings.segment_bytes):
+            cleaned = group[0].log_path + CLEANED_SUFFIX
+            infos, position = [], 0
+            # the retained batches go to the file as they come: memory holds one batch at a time
+            with open(cleaned, "wb") as f:
+                for seg in group:
+                    # tombstones go once they have been through a cleaning (below the first dirty offset) and
+                    # their segment's newest record is older than delete.retention.ms
+                    drop_tombstones = seg.next_offset <= first_dirty and 0 <= seg.max_timestamp < horizon
+                    for batch in self._filter_segment(
+                        seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats
+                    ):
+                        f.write(batch)
+                        info = _batch.read_info(batch, 0)
+                        infos.append(info._replace(position=position))
+                        position += len(batch)
+                f.flush()
+                os.fsync(f.fileno())
+            self._swap_in(plog, group, cleaned, infos, stats)
         stats.segments_after = len(stats.groups)
 
-    def _filter_segment(
-        self, seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats
-    ) -> list[bytes]:
+    @staticmethod
+    def _groups(segments: list[LogSegment], max_bytes: int):
+        """Consecutive segments whose sizes add up to at most ``max_bytes`` (at least one each) and whose offsets
+        a segment can index (Kafka's groupSegmentsBySize): each group becomes one cleaned segment."""
+        group: list[LogSegment] = []
+        size = 0
+        for seg in segments:
+            if group and (size + seg.size > max_bytes or seg.next_offset - group[0].base_offset >= 2**31):
+                yield group
+                group, size = [], 0
+            group.append(seg)
+            size += seg.size
+        if group:
+            yield group
+
+    def _filter_segment(self, seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats):
+        """Yield the batches of ``seg`` that stay, as they stay."""
         buf = seg.buffer()
-        kept_batches: list[bytes] = []
         for info in _batch.iter_infos(buf, 0, seg.size):
             pos, size = info.position, info.size
             h = HEADER.unpack_from(buf, pos)
@@ -402,7 +416,7 @@ class Cleaner:
                 # a transaction marker goes, as Kafka's cleaner removes it, once no record of its transaction is
                 # left and it is as old as a tombstone that may go
                 if txn_kept.pop(pid, False) or not drop_tombstones or not attributes & _ATTR_TRANSACTIONAL:
-                    kept_batches.append(bytes(memoryview(buf)[pos : pos + size]))
+                    yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
                 continue
             aborted_batch = bool(attributes & _ATTR_TRANSACTIONAL) and self._is_aborted(aborted, pid, info.base_offset)
             payload, codec = _payload(buf, pos, size, attributes)
@@ -427,31 +441,23 @@ class Cleaner:
             if kept and attributes & _ATTR_TRANSACTIONAL:
                 txn_kept[pid] = True
             if len(kept) == count:
-                kept_batches.append(bytes(memoryview(buf)[pos : pos + size]))
+                yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
             elif kept:
-                kept_batches.append(_rebuild(buf, pos, kept, payload, codec, max_ts if log_append else new_max))
+                yield _rebuild(buf, pos, kept, payload, codec, max_ts if log_append else new_max)
             elif pid >= 0 and last_of_producer.get(pid) == info.base_offset:
                 # the producer's last batch stays, empty, so its sequence and epoch survive (as Kafka)
-                kept_batches.append(_rebuild(buf, pos, [], payload, codec, max_ts))
+                yield _rebuild(buf, pos, [], payload, codec, max_ts)
         if self.throttle is not None:
             self.throttle(seg.size)
-        return kept_batches
 
-    def _swap_in(self, plog, group: list[LogSegment], batches: list[bytes], stats: CleanStats) -> None:
-        """Replace the ``group`` of segments by one holding ``batches``, by the .cleaned/.swap protocol."""
+    def _swap_in(self, plog, group: list[LogSegment], cleaned: str, infos: list, stats: CleanStats) -> None:
+        """Replace the ``group`` of segments by the fsynced ``cleaned`` file (its batches ``infos``), by the
+        .cleaned/.swap protocol."""
         first = group[0]
         directory = plog.directory
-        cleaned = first.log_path + CLEANED_SUFFIX
         swap = first.log_path + SWAP_SUFFIX
-        with open(cleaned, "wb") as f:
-            for b in batches:
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(cleaned, swap)  # the commit point: a restart finishes the swap
         metadata.fsync_dir(directory)
-        data = b"".join(batches)
-        infos = list(_batch.iter_infos(data, 0, len(data)))
         settings = plog._settings()
         with plog._write_lock, plog._state_lock:
             at = plog._segments.index(first) if first in plog._segments else -1
