@@ -169,6 +169,11 @@ print(time.perf_counter() - t0, n, size)
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--cluster" in argv:  # three Kafka brokers and a Spark standalone cluster: bench_spark_cluster.py
+        from bench_spark_cluster import main as cluster_main
+
+        return cluster_main([a for a in argv if a != "--cluster"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=5_000_000)
     ap.add_argument("--partitions", type=int, default=4)

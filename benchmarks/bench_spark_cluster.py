@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Spark read and write throughput on a three-broker Kafka 4.4 and a Spark standalone cluster, kafkawire's
+data source beside Spark's own JVM Kafka connector in one run.
+
+    python benchmarks/bench_spark_cluster.py [--records 500000] [--partitions 6] [--repeat 2]
+    python benchmarks/bench_spark.py --cluster [same options]      # the same
+
+Starts ``tools/kafka_cluster.py``'s three nodes (replication factor 3, ``min.insync.replicas=2``) and
+``tools/spark_cluster.py``'s master with two workers (one core, 1 GB each), loads ``--records`` records of
+100 bytes (confluent-kafka, ``acks=all``) into a topic whose partitions are led by all three brokers, then
+for each figure runs the two connectors alternately ``--repeat`` times and keeps the best:
+
+* read: ``spark.read.format(F)...load()`` aggregated (count and total value length) on the executors;
+* write: ``--records`` generated rows written with ``df.write.format(F)`` to a new topic (acks=all).
+
+Prints records/s per connector and kafkawire's ratio to the JVM connector. The executors run this
+environment's Python; the JVM connector comes from Maven Central (``spark.jars.packages``, the version
+``bench_spark.JVM_CONNECTOR``). Everything listens on 127.0.0.1 and is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+VALUE_SIZE = 100
+
+
+def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
+    from confluent_kafka import Producer
+
+    from kafkawire.client import Admin, NewTopic
+
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 3)])
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 50,
+            "batch.size": 1 << 20,
+            "queue.buffering.max.messages": 1_000_000,
+            "partitioner": "murmur2_random",
+        }
+    )
+    t0 = time.perf_counter()
+    body = bytearray(os.urandom(VALUE_SIZE))
+    for i in range(n):
+        body[:8] = i.to_bytes(8, "big")
+        while True:
+            try:
+                p.produce(topic, bytes(body), b"k%07d" % (i % 100_000))
+                break
+            except BufferError:
+                p.poll(0.05)
+    if p.flush(600):
+        raise RuntimeError("records not delivered")
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    from bench_spark import JVM_CONNECTOR
+    from kafka_cluster import ReferenceKafkaCluster
+    from spark_cluster import SparkStandalone
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per connector and figure, best kept")
+    ap.add_argument("--jvm-connector", default=JVM_CONNECTOR, help="spark-sql-kafka-0-10_2.13 version")
+    args = ap.parse_args(argv)
+    n = args.records
+
+    work = Path(tempfile.mkdtemp(prefix="kafkawire-bench-spark-cluster-"))
+    kafka = ReferenceKafkaCluster(work / "kafka")
+    spark_cluster = SparkStandalone(work / "spark", workers=2, cores=1, memory="1g")
+    spark = None
+    try:
+        t0 = time.perf_counter()
+        kafka.start()
+        spark_cluster.start()
+        print(f"3 Kafka 4.4 brokers and a Spark master with 2 workers up in {time.perf_counter() - t0:.0f} s")
+        topic = f"bench-{uuid.uuid4().hex[:8]}"
+        took = load(kafka.bootstrap, topic, n, args.partitions)
+        print(f"loaded {n:,} records of {VALUE_SIZE} bytes into {args.partitions} partitions in {took:.1f} s")
+
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        from pyspark.sql import SparkSession, functions as F
+
+        from kafkawire.spark import register
+
+        spark = (
+            SparkSession.builder.master(spark_cluster.master_url)
+            .appName("bench-spark-cluster")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.executor.memory", "768m")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{args.jvm_connector}")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        print(f"Spark {spark.version} on {spark_cluster.master_url}, JVM connector {args.jvm_connector}")
+
+        def read(fmt: str) -> None:
+            df = (
+                spark.read.format(fmt)
+                .option("kafka.bootstrap.servers", kafka.bootstrap)
+                .option("subscribe", topic)
+                .load()
+            )
+            count, size = df.agg(F.count("*"), F.sum(F.length("value"))).first()
+            assert count == n and size == n * VALUE_SIZE, (fmt, count, size)
+
+        def write(fmt: str) -> None:
+            target = f"{topic}-{fmt}-{uuid.uuid4().hex[:4]}"
+            with_admin_topic(kafka.bootstrap, target, args.partitions)
+            rows = spark.range(n, numPartitions=args.partitions).selectExpr(
+                "CAST(id % 100000 AS STRING) AS key", f"CAST(repeat('x', {VALUE_SIZE}) AS BINARY) AS value"
+            )
+            rows.write.format(fmt).mode("append").option("kafka.bootstrap.servers", kafka.bootstrap).option(
+                "topic", target
+            ).save()
+
+        for what, fn in (("read", read), ("write", write)):
+            fn("kafkawire")  # warm-up of both: the first job pays for the executors' start and class loading
+            fn("kafka")
+            best = {"kafkawire": float("inf"), "kafka": float("inf")}
+            for _ in range(args.repeat):
+                for fmt in ("kafkawire", "kafka"):
+                    t = time.perf_counter()
+                    fn(fmt)
+                    best[fmt] = min(best[fmt], time.perf_counter() - t)
+            ours, theirs = n / best["kafkawire"], n / best["kafka"]
+            print(
+                f"spark {what:5}  kafkawire {ours:>12,.0f} records/s   jvm kafka {theirs:>12,.0f} records/s   "
+                f"ratio {ours / theirs:.2f}",
+                flush=True,
+            )
+        return 0
+    finally:
+        if spark is not None:
+            spark.stop()
+        spark_cluster.stop()
+        kafka.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def with_admin_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from kafkawire.client import Admin, NewTopic
+
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, 3)])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
