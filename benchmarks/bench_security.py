@@ -130,6 +130,27 @@ def consume(conf: dict, topic: str, records: int) -> float:
     return records / elapsed
 
 
+def kafkawire_client_produce(conf: dict, topic: str, records: int, size: int) -> float:
+    """kafkawire's own client (the same security settings, Kafka's names): produce_many in chunks, acks=all."""
+    from kafkawire.client import Producer
+
+    security = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
+    value = os.urandom(size)
+    with Producer(conf["bootstrap.servers"], security=security, linger_ms=5, enable_idempotence=False) as p:
+        p.produce(topic, value, partition=0).result(30)  # creates the topic and connects; not timed
+        started = time.perf_counter()
+        chunk = 1000
+        groups = []
+        for i in range(0, records, chunk):
+            n = min(chunk, records - i)
+            groups.append(p.produce_many(topic, [value] * n, partitions=[0] * n))
+        p.flush()
+        for group in groups:
+            group.result(120)
+            group.raise_first()
+        return records / (time.perf_counter() - started)
+
+
 def handshakes(certs: Path, port: int, seconds: float) -> float:
     ctx = ssl.create_default_context(cafile=str(certs / "ca.pem"))
     done = 0
@@ -180,6 +201,10 @@ def run_target(name: str, certs: Path, args, workdir: Path) -> dict:
                 prod.append(produce(conf, topic, args.records, args.size))
                 cons.append(consume(conf, topic, args.records))
             out[listener] = (statistics.median(prod), statistics.median(cons))
+            topic = f"bench-kw-{listener.lower()}-{uuid.uuid4().hex[:8]}"
+            out["kafkawire-client", listener] = statistics.median(
+                kafkawire_client_produce(conf, topic, args.records, args.size) for _ in range(args.repeat)
+            )
         out["handshakes"] = {lst: handshakes(certs, ports[lst], args.seconds) for lst in ("SSL", "SASL_SSL")}
         return out
     finally:
@@ -226,6 +251,16 @@ def main() -> int:
                 f"{name:10} {listener:10} {p:14,.0f} {p * mb:7.1f} {p / base_p:9.2f} {c:14,.0f} {c * mb:7.1f} "
                 f"{c / base_c:9.2f}"
             )
+    print("\nkafkawire's own client, produce rec/s (acks=all, linger 5 ms), and its ratio to PLAINTEXT")
+    for name, res in results.items():
+        base = res["kafkawire-client", "PLAINTEXT"]
+        print(
+            f"{name:10} "
+            + "  ".join(
+                f"{lst} {res['kafkawire-client', lst]:,.0f} ({res['kafkawire-client', lst] / base:.2f})"
+                for lst in LISTENERS
+            )
+        )
     print("\nTLS handshakes per second (one client at a time, full handshakes)")
     for name, res in results.items():
         print(f"{name:10} " + "  ".join(f"{lst} {v:,.0f}/s" for lst, v in res["handshakes"].items()))
