@@ -157,6 +157,7 @@ def test_listener_configuration_fails_closed_naming_the_key(keys, tmp_path):
         ({"sasl.oauthbearer.jwks.endpoint.url": ""}, "sasl.oauthbearer.jwks.endpoint.url"),
         ({handler_key: "com.example.MyHandler"}, handler_key),
         ({handler_key: ""}, "sasl.oauthbearer.jwks.endpoint.url"),  # a JWKS URL without the validator class
+        ({"sasl.oauthbearer.expected.audience": ""}, "sasl.oauthbearer.expected.audience"),  # Kafka 4.4 refuses too
     ]
     for change, key in cases:
         props = _props(keys)
@@ -312,3 +313,10 @@ def test_librdkafka_with_a_signed_token_and_a_forged_one(broker, keys):
     assert _confluent_error(broker, keys.token("alice", kid="ec-1")) is None
     error = _confluent_error(broker, keys.token("mallory", key=keys.forger))
     assert error is not None and "SASL authentication error" in error, error
+
+
+def test_allow_unverified_audience_accepts_any_aud(keys):
+    props = _props(keys, **{"sasl.oauthbearer.allow.unverified.audience": "true"})
+    del props["sasl.oauthbearer.expected.audience"]
+    [listener] = parse_listeners(props)
+    assert listener.oauth_options["validator"].validate(keys.token(aud="anyone"))[0] == "alice"

@@ -67,6 +67,7 @@ SASL_KEYS = frozenset(
         "sasl.oauthbearer.sub.claim.name",
         "sasl.oauthbearer.scope.claim.name",
         "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.allow.unverified.audience",
     }
 )
 OTHER_KEYS = frozenset(
@@ -357,10 +358,16 @@ def _configure_oauthbearer(listener: Listener, look: _Lookup) -> None:
 
 
 def _configure_jwks(listener: Listener, look: _Lookup, jwks_url: str) -> None:
+    audience = look.get("sasl.oauthbearer.expected.audience")
+    unverified = (look.get("sasl.oauthbearer.allow.unverified.audience", "false") or "").lower() == "true"
+    if not audience and not unverified:  # as Kafka 4.4, which refuses to start: a token's aud must be checked
+        raise ListenerError(
+            f"{look.key('sasl.oauthbearer.expected.audience')}: verified OAUTHBEARER tokens need the expected "
+            "audience, so that a token's aud claim is checked (or sasl.oauthbearer.allow.unverified.audience=true)"
+        )
     try:
         from .oauthbearer import JwksValidator
 
-        audience = look.get("sasl.oauthbearer.expected.audience")
         validator = JwksValidator(
             jwks_url,
             issuer=look.get("sasl.oauthbearer.expected.issuer"),
@@ -375,6 +382,8 @@ def _configure_jwks(listener: Listener, look: _Lookup, jwks_url: str) -> None:
             f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: verified tokens need PyJWT "
             "(pip install 'kafkawire[oauth]')"
         ) from None
+    except ListenerError:
+        raise
     except (OSError, ValueError) as exc:
         raise ListenerError(f"{look.key('sasl.oauthbearer.jwks.endpoint.url')}: {exc}") from None
     listener.oauth_options = {"validator": validator}
