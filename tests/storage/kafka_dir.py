@@ -116,11 +116,27 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout
 
 def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Commit ``offsets`` ({(topic, partition): offset}) for ``group`` (librdkafka, synchronous)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    loading = {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        done = consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                done = consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                )
+                break
+            except KafkaException as exc:  # the coordinator of a new __consumer_offsets is still loading
+                if exc.args[0].code() not in loading or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         assert all(tp.error is None for tp in done), done
     finally:
         consumer.close()

@@ -127,8 +127,16 @@ def test_a_kafka_data_dir_survives_a_kafkawire_start_byte_for_byte(tmp_path, cap
     derived = (".index", ".timeindex", ".snapshot")
     changed = sorted(k for k in before if after.get(k) != before[k])
     assert [k for k in changed if not (k.startswith("orders-0/") and k.endswith(derived))] == [
-        "__cluster_metadata-0/00000000000000000000.log"
+        "__cluster_metadata-0/00000000000000000000.log",
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
     ], changed
+    # a clean stop leaves Kafka's recovery points and high watermarks at the log ends; the recovery points
+    # Kafka left were dropped on start (a partition without one is recovered whole: safe), the rest kept
+    assert (root / "recovery-point-offset-checkpoint").read_text() == "0\n2\nmine 0 1\norders 0 3\n"
+    assert (
+        root / "replication-offset-checkpoint"
+    ).read_text() == "0\n3\n__consumer_offsets 7 0\nmine 0 1\norders 0 3\n"
     assert all(k == ".lock" or k.startswith(("mine-0/", "__kafkawire_meta/")) for k in set(after) - set(before)), (
         sorted(set(after) - set(before))
     )

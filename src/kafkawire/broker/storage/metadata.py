@@ -34,6 +34,8 @@ META_PROPERTIES = "meta.properties"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 KAFKA_CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 
 
 def fsync_dir(path: str) -> None:
@@ -137,12 +139,6 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
     metadata_log = _open_metadata_log(data_dir)
     with _logs_lock:
         _logs[os.path.realpath(data_dir)] = metadata_log
-    marker = os.path.join(data_dir, KAFKA_CLEAN_SHUTDOWN)
-    if os.path.exists(marker):
-        # Kafka's "logs are as I left them": kafkawire is about to append past Kafka's recovery points, so
-        # Kafka must recover (rebuild indexes, producer state, epochs) from them on its next start
-        os.unlink(marker)
-        fsync_dir(data_dir)
     if not metadata_log.exists():
         legacy = load_legacy_topics(data_dir)
         if legacy:
@@ -159,6 +155,21 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
                 TOPICS_FILE,
             )
     return metadata_log.topics()
+
+
+def drop_kafka_recovery_marks(data_dir: str) -> None:
+    """Called once a start is accepted, before anything is written. Kafka's ``.kafka_cleanshutdown`` ("logs are
+    as I left them") and its recovery points ("nothing below these needs recovery") go: kafkawire is about to
+    write past them, so until its own clean stop writes recovery points again, a Kafka node starting on the
+    directory (after a crash of kafkawire, say) recovers every log from its start."""
+    gone = False
+    for name in (KAFKA_CLEAN_SHUTDOWN, RECOVERY_POINT_CHECKPOINT):
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            os.unlink(path)
+            gone = True
+    if gone:
+        fsync_dir(data_dir)
 
 
 def save_topics(data_dir: str, topics: dict[str, TopicMeta]) -> None:
@@ -229,8 +240,39 @@ def load_log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
 
 
 def save_log_start_offsets(data_dir: str, offsets: dict[tuple[str, int], int]) -> None:
+    save_offsets_checkpoint(os.path.join(data_dir, LOG_START_CHECKPOINT), offsets)
+
+
+def save_offsets_checkpoint(path: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Kafka's OffsetCheckpointFile: version 0, the count, then ``topic partition offset`` lines."""
     lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
-    write_atomically(os.path.join(data_dir, LOG_START_CHECKPOINT), ("\n".join(lines) + "\n").encode())
+    write_atomically(path, ("\n".join(lines) + "\n").encode())
+
+
+def save_clean_stop_checkpoints(data_dir: str, ends: dict[tuple[str, int], int]) -> None:
+    """On a clean stop, with every partition flushed up to ``ends``: Kafka's recovery points (nothing below
+    them needs recovery) and high watermarks (a single node's are its log ends), so that Kafka starting on
+    the directory recovers nothing kafkawire wrote."""
+    for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_CHECKPOINT):
+        path = os.path.join(data_dir, name)
+        offsets = {tp: o for tp, o in _load_offsets(path).items() if (tp[0], tp[1]) not in ends}  # others' kept
+        offsets.update(ends)
+        save_offsets_checkpoint(path, offsets)
+
+
+def _load_offsets(path: str) -> dict[tuple[str, int], int]:
+    text = _read_text(path)
+    if text is None:
+        return {}
+    lines = text.splitlines()
+    out = {}
+    try:
+        for line in lines[2 : 2 + int(lines[1])]:
+            topic, partition, offset = line.split()
+            out[(topic, int(partition))] = int(offset)
+    except (IndexError, ValueError):
+        return {}  # rewritten whole below
+    return out
 
 
 # --------------------------------------------------------- partition.metadata

@@ -673,6 +673,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
             starts = metadata.load_log_start_offsets(self.data_dir)
             self._sweep_directories(starts)
+            metadata.drop_kafka_recovery_marks(self.data_dir)
             for meta in self._topics.values():
                 self._logs[meta.name] = [
                     self._open_partition(meta, p, starts.get((meta.name, p), 0)) for p in range(meta.partitions)
@@ -1115,7 +1116,14 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                 return
             self._closed = True
             try:
-                for log_ in [log_ for logs in self._logs.values() for log_ in logs]:
+                closed = [log_ for logs in self._logs.values() for log_ in logs]
+                for log_ in closed:
                     log_.close()
+                try:
+                    metadata.save_clean_stop_checkpoints(
+                        self.data_dir, {(log_.topic, log_.partition): log_.log_end_offset for log_ in closed}
+                    )
+                except OSError as exc:
+                    log.warning("cannot write the recovery point checkpoints: %s", exc)
             finally:
                 self._release()
