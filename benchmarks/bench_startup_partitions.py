@@ -6,8 +6,8 @@ partition.metadata) holding one topic of --partitions partitions and --gb GiB of
 to its first answered ApiVersions (kafkawire.testing's launcher), --runs times, and the same for an empty
 directory of the same partitions: the ratio shows what the bytes cost. Start-up replays the metadata log and
 opens each partition's active segment; sealed segments are opened lazily, so the target is under 2 s
-whatever --gb is. With --kafka, Kafka 4.4 starts on the same directory afterwards (twice: the first start
-recovers what kafkawire wrote, the second follows Kafka's own clean stop) and the ratios are printed.
+whatever --gb is. With --kafka, Kafka 4.4 starts on the same directory afterwards (twice: after kafkawire's
+clean stop, then after Kafka's own) and the ratios are printed.
 
     python benchmarks/bench_startup_partitions.py                   # 1,000 partitions, 1 GiB (quick)
     python benchmarks/bench_startup_partitions.py --gb 10 --kafka   # the documented full run (~12 GB of disk)
@@ -104,6 +104,7 @@ def main(argv=None) -> int:
         full_dir = root / "full" / "logs"
         build(empty_dir, args.partitions, 0, args.segment_mib)
         took, written = build(full_dir, args.partitions, args.gb, args.segment_mib)
+        os.sync()  # the build's dirty pages written back now, not during (and into) the first timed start
         print(
             f"built: {args.partitions} partitions, {written / 1024**3:.2f} GiB of records in {args.segment_mib} MiB "
             f"segments ({du(full_dir) / 1024**3:.2f} GiB on disk) in {took:.1f} s"
