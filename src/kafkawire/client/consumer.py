@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from collections import deque
 from typing import NamedTuple
@@ -41,6 +42,8 @@ from .cluster import STALE_METADATA, ZERO_UUID, Cluster
 from .connection import ConnectionClosed, RequestTimeout
 from .offsets import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offsets, offset_spec
 from .retry import Backoff
+
+_log = logging.getLogger("kafkawire.client")
 
 
 class ConsumerRecord(NamedTuple):
@@ -77,6 +80,8 @@ class _PartitionState:
         "max_bytes",
         "paused",
         "stop_at",
+        "record_epoch",
+        "validated_epoch",
     )
 
     def __init__(self, pending):
@@ -89,6 +94,10 @@ class _PartitionState:
         self.max_bytes = 0
         self.paused = False
         self.stop_at: int | None = None  # no fetches once the position reaches it
+        # KIP-320: the leader epoch of the last batch read, and the leader epoch under which the position was
+        # last known to be on the leader's log (checked with OffsetForLeaderEpoch when the leader changes)
+        self.record_epoch = -1
+        self.validated_epoch = -1
 
 
 class AsyncConsumer:
@@ -598,6 +607,9 @@ class AsyncConsumer:
         tps = [tp for tp in tps if tp in self._parts and self._parts[tp].position is not None]
         if not tps:
             return False
+        tps = await self._validate_positions(conn, tps)
+        if not tps:
+            return False
         version = conn.version_for(ApiKey.FETCH)
         topic_ids = {t: (self.cluster.topics[t].topic_id if t in self.cluster.topics else ZERO_UUID) for t, _ in tps}
         if version >= 13 and any(i == ZERO_UUID for i in topic_ids.values()):
@@ -611,7 +623,9 @@ class AsyncConsumer:
             topics.setdefault(tp[0], []).append(
                 cls.FetchPartition(
                     partition=tp[1],
-                    current_leader_epoch=-1,
+                    # the leader answers FENCED_LEADER_EPOCH to a client with older metadata, UNKNOWN_LEADER_EPOCH
+                    # when it is behind: both refresh metadata (STALE_METADATA), as the Java consumer does
+                    current_leader_epoch=self._leader_epoch(tp),
                     fetch_offset=state.position,
                     last_fetched_epoch=-1,
                     log_start_offset=-1,
@@ -647,6 +661,80 @@ class AsyncConsumer:
         if got:
             self._data.set()
         return got
+
+    def _leader_epoch(self, tp) -> int:
+        info = self.cluster.topics.get(tp[0])
+        part = info.partitions.get(tp[1]) if info is not None else None
+        return part.leader_epoch if part is not None and part.leader_epoch is not None else -1
+
+    async def _validate_positions(self, conn, tps: list) -> list:
+        """KIP-320, as the Java consumer: after the leader epoch of a partition changes, ask the leader
+        (OffsetForLeaderEpoch) where the epoch of the last batch read ends on its log. If it ends before the
+        position, the log was truncated under the consumer (an unclean leader election): the position moves
+        back to where the logs diverge (with ``auto_offset_reset`` "none": an error). Returns the partitions
+        that may be fetched now."""
+        todo = {}
+        for tp in tps:
+            state = self._parts[tp]
+            current = self._leader_epoch(tp)
+            if current > state.validated_epoch:
+                if state.record_epoch < 0 or current < 0:
+                    state.validated_epoch = current  # nothing read yet: nothing to check
+                else:
+                    todo[tp] = (state, current)
+        if not todo:
+            return tps
+        cls = message_class("OffsetForLeaderEpochRequest")
+        topics: dict[str, list] = {}
+        for (topic, partition), (state, current) in todo.items():
+            topics.setdefault(topic, []).append(
+                cls.OffsetForLeaderPartition(
+                    partition=partition, current_leader_epoch=current, leader_epoch=state.record_epoch
+                )
+            )
+        version = min(conn.version_for(ApiKey.OFFSET_FOR_LEADER_EPOCH), 4)
+        req = cls(replica_id=-1, topics=[cls.OffsetForLeaderTopic(topic=t, partitions=ps) for t, ps in topics.items()])
+        resp = await conn.request(req, version=version)
+        retry = set()
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = (t.topic, p.partition)
+                if tp not in todo:
+                    continue
+                state, current = todo[tp]
+                if state is not self._parts.get(tp):
+                    continue  # unassigned meanwhile
+                if p.error_code:
+                    if p.error_code in STALE_METADATA or KafkaError(p.error_code).retriable:
+                        self.cluster.handle_error(p.error_code, tp[0])
+                        self._partition_errors = True
+                        retry.add(tp)
+                        continue
+                    raise KafkaError(p.error_code, f"OffsetForLeaderEpoch {tp[0]}-{tp[1]}")
+                state.validated_epoch = current
+                if p.end_offset < 0 or p.leader_epoch < 0:  # the leader knows no such epoch: reset by policy
+                    if self.auto_offset_reset == "none":
+                        raise KafkaError(kerrors.OFFSET_OUT_OF_RANGE, f"{tp[0]}-{tp[1]} epoch {state.record_epoch}")
+                    self._set_start(state, self.auto_offset_reset)
+                    self._drop_chunks(tp)
+                    retry.add(tp)
+                elif state.position is not None and p.end_offset < state.position:
+                    if self.auto_offset_reset == "none":
+                        raise KafkaError(
+                            kerrors.OFFSET_OUT_OF_RANGE,
+                            f"{tp[0]}-{tp[1]}: log truncated at {p.end_offset} below position {state.position}",
+                        )
+                    _log.warning(
+                        "truncation detected on %s-%d at offset %d: resetting to %d, where the logs diverge",
+                        tp[0],
+                        tp[1],
+                        state.position,
+                        p.end_offset,
+                    )
+                    self.seek(tp, p.end_offset)
+                    state.validated_epoch, state.record_epoch = current, p.leader_epoch
+                    retry.add(tp)
+        return [tp for tp in tps if tp not in retry]
 
     def _handle_partition(self, tp, state: _PartitionState, p) -> bool:
         code = p.error_code
@@ -688,6 +776,7 @@ class AsyncConsumer:
         state.max_bytes = 0
         start = state.position
         state.position = max(next_offset, start)
+        state.record_epoch = batch.partition_leader_epoch
         aborted = None
         if self.isolation_level == READ_COMMITTED and p.aborted_transactions:
             aborted = sorted((a.producer_id, a.first_offset) for a in p.aborted_transactions)
