@@ -294,3 +294,51 @@ def test_kafka_and_its_clients_read_the_compacted_log(kafka_reader, tmp_path):
         assert got == expected
     finally:
         broker.stop()
+
+
+def test_the_broker_compacts_a_topic_by_itself(tmp_path):
+    """``kafkawire serve`` runs the cleaner thread: a compacted topic written by librdkafka shrinks to its keys."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkawire.testing import KafkaBroker
+
+    configs = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"}
+    broker = KafkaBroker(storage="segments", data_dir=tmp_path / "data", config={"log.cleaner.backoff.ms": "100"})
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("auto", 1, 1, config=configs)])["auto"].result(30)
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        last = {}
+        for i in range(600):
+            key = f"k{i % 20}".encode()
+            producer.produce("auto", f"v{i}".encode(), key)
+            last[key] = f"v{i}".encode()
+            if i % 20 == 19:
+                assert producer.flush(30) == 0  # batches of 20: the 2,000-byte segments roll
+        consumer = confluent_kafka.Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "auto-reader", "enable.auto.commit": False}
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while True:  # until a pass has run: everything below the active segment is one record per key
+                consumer.assign([confluent_kafka.TopicPartition("auto", 0, confluent_kafka.OFFSET_BEGINNING)])
+                got = []
+                while True:
+                    m = consumer.poll(1.0)
+                    if m is None:
+                        break
+                    if m.error() is None:
+                        got.append((m.offset(), m.key(), m.value()))
+                if len(got) < 600 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+        finally:
+            consumer.close()
+        assert len(got) < 600, "the cleaner never ran"
+        offsets = [o for o, _, _ in got]
+        assert offsets == sorted(offsets) and offsets[-1] == 599  # offsets kept, the last record there
+        assert {k: v for _, k, v in got} == last  # each key's last value survives
+    finally:
+        broker.stop()

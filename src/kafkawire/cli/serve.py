@@ -173,7 +173,7 @@ def run(args) -> int:
             # Kafka's log cleaner: compacts topics with cleanup.policy=compact; its own thread, stopped with the storage
             broker.storage.start_cleaner(
                 backoff_ms=int(props.get("log.cleaner.backoff.ms", "15000")),
-                bytes_per_sec=int(float(props.get("log.cleaner.io.max.bytes.per.second", "0"))),
+                bytes_per_sec=int(min(float(props.get("log.cleaner.io.max.bytes.per.second", "0")), 2**62)),
             )
         # everything made while starting (codecs, configuration, the logs' state) leaves the collector's
         # generations: a full collection under traffic then does not walk it on the event loop (measured with
