@@ -126,3 +126,34 @@ def test_topics_json_of_an_older_kafkawire_is_migrated_once(tmp_path, caplog):
     assert not [r for r in caplog.records if "moved from" in r.getMessage()]
     mlog = MetadataLog(str(data_dir), 1, parse_uuid(props["directory.id"])).load()
     assert mlog.image.features["metadata.version"] == 33  # the log a new Kafka 4.4 node starts with
+
+
+def test_scram_credentials_are_user_scram_credential_records(tmp_path):
+    """SCRAM credentials live in the metadata log as Kafka keeps them (UserScramCredentialRecord, mechanism
+    ids 1 and 2; RemoveUserScramCredentialRecord); an older kafkawire's JSON file is moved in once."""
+    from kafkawire.security.scram import CredentialStore, ScramServer, make_credential
+
+    data_dir = tmp_path / "data"
+    legacy = CredentialStore(str(data_dir / "__kafkawire_meta" / "scram-credentials.json"))
+    legacy.apply({("old", "SCRAM-SHA-256"): make_credential("SCRAM-SHA-256", "pw-old", 4096)}, set())
+    SegmentStorage(data_dir, {}).close()
+    storage = SegmentStorage(data_dir, {})
+    store = CredentialStore(legacy.path, metadata_log=metadata.metadata_log_of(str(data_dir)))
+    assert store.users() == {"old": {"SCRAM-SHA-256": 4096}}
+    assert not (data_dir / "__kafkawire_meta" / "scram-credentials.json").exists()
+    store.apply(
+        {("alice", "SCRAM-SHA-512"): make_credential("SCRAM-SHA-512", "pw-alice", 8192)},
+        {("old", "SCRAM-SHA-256")},
+    )
+    storage.close()
+    mlog = MetadataLog(str(data_dir), 1, uuid.uuid4()).load()
+    assert set(mlog.scram_credentials()) == {("alice", 2)}
+    batches = list(iter_batches((data_dir / METADATA_DIR / "00000000000000000000.log").read_bytes()))
+    assert [n for _, n, _ in decode_batch_records(batches[-1])] == [
+        "RemoveUserScramCredentialRecord",
+        "UserScramCredentialRecord",
+    ]
+    again = CredentialStore(legacy.path, metadata_log=mlog)
+    server = ScramServer("SCRAM-SHA-512", again)
+    server.step(b"n,,n=alice,r=abc")
+    assert server.user == "alice" and again.get("alice", "SCRAM-SHA-512").iterations == 8192

@@ -513,13 +513,18 @@ class Broker:
 
 
 def _credential_store(config: BrokerConfig, storage: Storage):
-    """SCRAM credentials beside the topics' metadata (``__kafkawire_meta``) for engines that keep files,
-    in memory for the memory engine."""
+    """SCRAM credentials in the data directory's KRaft metadata log, as Kafka keeps them, for engines that keep
+    files (an older kafkawire's ``__kafkawire_meta/scram-credentials.json`` moved there once); in memory for
+    the memory engine."""
+    from kafkawire.broker.storage.metadata import metadata_log_of
     from kafkawire.security.scram import CredentialStore
 
     if not storage.blocking:
         return CredentialStore(None)
-    return CredentialStore(os.path.join(config.data_dir, "__kafkawire_meta", "scram-credentials.json"))
+    return CredentialStore(
+        os.path.join(config.data_dir, "__kafkawire_meta", "scram-credentials.json"),
+        metadata_log=metadata_log_of(config.data_dir),
+    )
 
 
 def _authorizer(config: BrokerConfig, storage: Storage):

@@ -17,6 +17,7 @@ import base64
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
@@ -25,6 +26,8 @@ from dataclasses import dataclass
 from .sasl import AuthenticationFailed, SaslServer
 
 # Kafka's ScramMechanism: its id in AlterUserScramCredentials, hash, and the iteration bounds it accepts
+log = logging.getLogger(__name__)
+
 MECHANISMS = {"SCRAM-SHA-256": (1, "sha256", 4096, 16384), "SCRAM-SHA-512": (2, "sha512", 4096, 16384)}
 MECHANISM_BY_ID = {v[0]: k for k, v in MECHANISMS.items()}
 DEFAULT_ITERATIONS = 8192
@@ -67,10 +70,17 @@ class CredentialStore:
     atomically (fsynced, renamed) before it is visible, so an acknowledged AlterUserScramCredentials
     survives a crash; without one (the memory engine) they live as long as the process."""
 
-    def __init__(self, path: str | None = None):
+    def __init__(self, path: str | None = None, *, metadata_log=None):
         self.path = path
         self._lock = threading.Lock()
         self._creds: dict[tuple[str, str], ScramCredential] = {}
+        # With the data directory's KRaft metadata log (storage.metadata.metadata_log_of), credentials are
+        # UserScramCredentialRecords there, as in Kafka; ``path`` is then an older kafkawire's file, moved
+        # into the log once.
+        self._metadata_log = metadata_log
+        if metadata_log is not None:
+            self._load_from_metadata_log(metadata_log)
+            return
         if path is not None and os.path.exists(path):
             with open(path, encoding="utf-8") as f:
                 for entry in json.load(f)["credentials"]:
@@ -98,9 +108,30 @@ class CredentialStore:
             for key in deletes:
                 creds.pop(key, None)
             creds.update(upserts)
-            if self.path is not None:
+            if self._metadata_log is not None:
+                self._metadata_log.save_scram(
+                    {
+                        (u, MECHANISMS[m][0]): (c.salt, c.iterations, c.stored_key, c.server_key)
+                        for (u, m), c in upserts.items()
+                    },
+                    {(u, MECHANISMS[m][0]) for u, m in deletes if m in MECHANISMS},
+                )
+            elif self.path is not None:
                 self._write(creds)
             self._creds = creds
+
+    def _load_from_metadata_log(self, metadata_log) -> None:
+        for (user, mech), r in metadata_log.scram_credentials().items():
+            if mech in MECHANISM_BY_ID:
+                self._creds[(user, MECHANISM_BY_ID[mech])] = ScramCredential(
+                    bytes(r.salt), r.iterations, bytes(r.stored_key), bytes(r.server_key)
+                )
+        if self.path is not None and os.path.exists(self.path):
+            legacy = CredentialStore(self.path)._creds
+            if legacy and not self._creds:
+                self.apply(legacy, set())
+                log.info("%d SCRAM credentials moved from %s into the KRaft metadata log", len(legacy), self.path)
+            os.replace(self.path, self.path + ".migrated")
 
     def _write(self, creds) -> None:
         from kafkawire.broker.storage.metadata import write_atomically

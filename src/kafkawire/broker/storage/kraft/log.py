@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 
@@ -80,6 +81,7 @@ class MetadataLog:
         self.end_offset = 0
         self.epoch = 0
         self._active: str | None = None
+        self._lock = threading.RLock()  # the topics' and the credentials' appends share the log
 
     # ---------------------------------------------------------------- reading
 
@@ -131,17 +133,18 @@ class MetadataLog:
         """One batch of metadata records at the log end, fsynced before returning."""
         if not messages:
             return
-        if self._active is None:
-            self._create()
-        batch = build_batch(
-            [(None, records.encode(m)) for m in messages],
-            base_offset=self.end_offset,
-            partition_leader_epoch=self.epoch,
-        )
-        self._write(batch)
-        for m in messages:
-            self.image.apply(type(m).spec.name, m)
-        self.end_offset += len(messages)
+        with self._lock:
+            if self._active is None:
+                self._create()
+            batch = build_batch(
+                [(None, records.encode(m)) for m in messages],
+                base_offset=self.end_offset,
+                partition_leader_epoch=self.epoch,
+            )
+            self._write(batch)
+            for m in messages:
+                self.image.apply(type(m).spec.name, m)
+            self.end_offset += len(messages)
 
     def _write(self, batch: bytes) -> None:
         fd = os.open(self._active, os.O_WRONLY | os.O_APPEND)
@@ -235,6 +238,10 @@ class MetadataLog:
 
     def save_topics(self, wanted: dict[str, TopicMeta]) -> None:
         """Append the records that turn the log's topics into ``wanted``, in one batch."""
+        with self._lock:
+            self._save_topics(wanted)
+
+    def _save_topics(self, wanted: dict[str, TopicMeta]) -> None:
         current = self.image.topic_metas()
         out: list = []
         for name, meta in current.items():
@@ -260,6 +267,35 @@ class MetadataLog:
                     )
             for p in range(before.partitions if before is not None else 0, meta.partitions):
                 out.append(self._partition_record(meta.topic_id, p))
+        self.append(out)
+
+    # ---------------------------------------------------------------- SCRAM credentials
+
+    def scram_credentials(self) -> dict[tuple[str, int], object]:
+        """(user, Kafka's mechanism id) -> UserScramCredentialRecord."""
+        with self._lock:
+            return dict(self.image.scram)
+
+    def save_scram(self, upserts: dict[tuple[str, int], tuple[bytes, int, bytes, bytes]], deletes) -> None:
+        """One batch: UserScramCredentialRecord per (user, mechanism id) -> (salt, iterations, stored key,
+        server key) of ``upserts``, RemoveUserScramCredentialRecord per existing one of ``deletes``."""
+        out = [
+            records.new("RemoveUserScramCredentialRecord", name=user, mechanism=mech)
+            for user, mech in sorted(deletes)
+            if (user, mech) in self.image.scram and (user, mech) not in upserts
+        ]
+        for (user, mech), (salt, iterations, stored_key, server_key) in sorted(upserts.items()):
+            out.append(
+                records.new(
+                    "UserScramCredentialRecord",
+                    name=user,
+                    mechanism=mech,
+                    salt=salt,
+                    stored_key=stored_key,
+                    server_key=server_key,
+                    iterations=iterations,
+                )
+            )
         self.append(out)
 
     def _partition_record(self, topic_id: uuid.UUID, partition: int):
