@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         if args.kafka:
             first, clean = time_kafka(root / "full")
             print(
-                f"Kafka 4.4 on the same directory: first start {first:.2f} s (recovers what kafkawire wrote), "
+                f"Kafka 4.4 on the same directory: first start {first:.2f} s (after kafkawire's clean stop), "
                 f"after its own clean stop {clean:.2f} s"
             )
             print(f"ratio kafkawire / Kafka (clean start): {f / clean:.2f}")
