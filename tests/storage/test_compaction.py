@@ -342,3 +342,19 @@ def test_the_broker_compacts_a_topic_by_itself(tmp_path):
         assert {k: v for _, k, v in got} == last  # each key's last value survives
     finally:
         broker.stop()
+
+
+def test_broker_log_cleaner_defaults_apply_unless_a_topic_sets_its_own(tmp_path):
+    storage = SegmentStorage(
+        tmp_path / "data", {"log.cleaner.delete.retention.ms": "5000", "log.cleaner.min.cleanable.ratio": "0.2"}
+    )
+    try:
+        storage.create_topic("a", 1, {"cleanup.policy": "compact"})
+        storage.create_topic(
+            "b", 1, {"cleanup.policy": "compact", "delete.retention.ms": "7", "min.cleanable.dirty.ratio": "0.9"}
+        )
+        a, b = storage.partition("a", 0)._settings(), storage.partition("b", 0)._settings()
+        assert (a.delete_retention_ms, a.min_cleanable_dirty_ratio) == (5000, 0.2)
+        assert (b.delete_retention_ms, b.min_cleanable_dirty_ratio) == (7, 0.9)
+    finally:
+        storage.close()

@@ -124,6 +124,11 @@ class StorageConfig:
     # kafkawire's own: fsync before acknowledging acks=all produce requests.
     # A single node has no replicas, so the disk is the only copy (see segments).
     fsync_acks_all: bool = True  # kafkawire.log.fsync.acks.all
+    # the log cleaner's defaults for the topic keys of compaction (log.cleaner.*)
+    delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms
+    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # log.cleaner.max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio
     node_id: int | None = None  # node.id, recorded in meta.properties
 
     @classmethod
@@ -165,6 +170,17 @@ class StorageConfig:
         key, value = first("log.cleanup.policy")
         if key:
             values["cleanup_policy"] = _cleanup_policy(key, value)
+        for prop, name in (
+            ("log.cleaner.delete.retention.ms", "delete_retention_ms"),
+            ("log.cleaner.min.compaction.lag.ms", "min_compaction_lag_ms"),
+            ("log.cleaner.max.compaction.lag.ms", "max_compaction_lag_ms"),
+        ):
+            key, value = first(prop)
+            if key:
+                values[name] = _as_int(key, value)
+        key, value = first("log.cleaner.min.cleanable.ratio")
+        if key:
+            values["min_cleanable_dirty_ratio"] = _as_ratio(key, value)
         key, value = first("kafkawire.log.fsync.acks.all")
         if key:
             values["fsync_acks_all"] = _as_bool(key, value)
@@ -200,6 +216,10 @@ class StorageConfig:
             flush_ms=self.flush_interval_ms,
             message_timestamp_type=self.message_timestamp_type,
             cleanup_policy=self.cleanup_policy,
+            delete_retention_ms=self.delete_retention_ms,
+            min_compaction_lag_ms=self.min_compaction_lag_ms,
+            max_compaction_lag_ms=self.max_compaction_lag_ms,
+            min_cleanable_dirty_ratio=self.min_cleanable_dirty_ratio,
         )
 
     def for_topic(self, topic_configs: Mapping[str, str] | None) -> TopicSettings:
