@@ -358,3 +358,30 @@ def test_broker_log_cleaner_defaults_apply_unless_a_topic_sets_its_own(tmp_path)
         assert (b.delete_retention_ms, b.min_cleanable_dirty_ratio) == (7, 0.9)
     finally:
         storage.close()
+
+
+def test_offset_gaps_of_a_compacted_log_are_not_damage(tmp_path):
+    """Every check that reads batches (the scrubber, a start that rebuilds indexes, ``kafkawire check``) takes the
+    cleaner's offset gaps for what they are: the compacted log stays whole."""
+    from kafkawire.cli.check import check
+
+    storage, plog = _compacted_topic(tmp_path)
+    now = int(time.time() * 1000)
+    model, _ = _workload(plog, 13, 300, 7, ts=now - 2 * DAY_MS)  # few keys: whole batches and segments go
+    plog.roll()
+    cleaner.Cleaner(str(tmp_path / "data")).clean_partition(plog, plog._settings(), now_ms=now)
+    expected = _latest(model, tombstones=True)
+    assert _read_all(plog) == expected
+    assert storage.verify()["damaged"] == []
+    directory = Path(plog.directory)
+    storage.close()
+    for index in directory.glob("*.index"):  # the next start checks every batch of every segment
+        index.unlink()
+    storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+    try:
+        assert _read_all(storage.partition("c", 0)) == expected
+        assert not list(directory.glob("*.quarantine"))
+    finally:
+        storage.close()
+    report = check(str(tmp_path / "data"))
+    assert [p["problems"] for p in report["partitions"]] == [[]]

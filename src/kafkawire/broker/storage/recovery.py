@@ -149,14 +149,16 @@ def scan(
     base_offset: int,
     max_last: int | None = None,
     *,
-    allow_gaps: bool = False,
+    allow_gaps: bool | str = False,
     pace: Callable[[int], None] | None = None,
 ) -> Scan:
     """Check every batch of a segment's bytes: length, magic, CRC-32C and offsets.
 
     Offsets must follow each other densely (the CRC does not cover the base offset, so density is
     what catches a damaged one), except after damaged bytes and, when ``allow_gaps`` (the segment
-    was repaired before: it has quarantine files), across a gap confirmed by the batch after it.
+    was repaired before: it has quarantine files), across a gap confirmed by the batch after it
+    (starting right after the jumping one; with ``allow_gaps="compacted"``, a log the cleaner rewrote,
+    anywhere after it: the next batch may follow a gap too).
     ``max_last``: the next segment's base offset - 1 (no offset of this one may reach it).
     ``pace(bytes)`` is called after about every ``PACE_BYTES`` read (the scrubber sleeps in it).
     """
@@ -174,7 +176,9 @@ def scan(
             elif info is not None and info.base_offset > expect:
                 after = info.position + info.size
                 nxt = _valid_batch(buf, view, after, size, info.last_offset + 1, max_last) if after < size else None
-                if after < size and (nxt is None or nxt.base_offset != info.last_offset + 1):
+                if after < size and (
+                    nxt is None or (nxt.base_offset != info.last_offset + 1 and allow_gaps != "compacted")
+                ):
                     info = None  # a jump nothing confirms: the base offset itself may be damaged
             if info is not None:
                 infos.append(info)
@@ -207,15 +211,17 @@ def scan_segment(
     *,
     pace: Callable[[int], None] | None = None,
     repaired: bool | None = None,
+    compacted: bool = False,
 ) -> Scan:
-    """``repaired``: whether the segment has quarantine files (looked up when None)."""
+    """``repaired``: whether the segment has quarantine files (looked up when None). ``compacted``: the log
+    cleaner may have removed batches (storage/cleaner.py), so offsets may jump wherever a valid batch follows."""
     size = segment.file_size()
     if not size:
         return Scan([], [], None)
     gaps = bool(quarantined(segment.directory, segment.base_offset)) if repaired is None else repaired
     buf = _mapped(segment.log_path, size, whole=pace is None)
     try:
-        return scan(buf, size, segment.base_offset, max_last, allow_gaps=gaps, pace=pace)
+        return scan(buf, size, segment.base_offset, max_last, allow_gaps="compacted" if compacted else gaps, pace=pace)
     finally:
         buf.close()
 
@@ -314,7 +320,7 @@ def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repa
 # ------------------------------------------------------------------ loading
 
 
-def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> list[LogSegment]:
+def load_segments(directory: str, index_interval_bytes: int, now_ms: int, compacted: bool = False) -> list[LogSegment]:
     """The partition's segments, oldest first, with the active one recovered; [] if there are none."""
     bases, others, repaired = set(), [], set()
     for name in os.listdir(directory):
@@ -338,7 +344,9 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int) -> lis
             _unlink_quietly(path)
     segments = [LogSegment(directory, base, created_ms=now_ms) for base in sorted(bases)]
     for i, segment in enumerate(segments[:-1]):
-        _load_sealed(segment, index_interval_bytes, segments[i + 1].base_offset - 1, segment.base_offset in repaired)
+        _load_sealed(
+            segment, index_interval_bytes, segments[i + 1].base_offset - 1, segment.base_offset in repaired, compacted
+        )
     if segments:
         _recover(segments[-1], index_interval_bytes, None, active=True, repaired=segments[-1].base_offset in repaired)
     return segments
@@ -351,7 +359,9 @@ def _unlink_quietly(path: str) -> None:
         log.warning("cannot remove %s: %s", path, exc)
 
 
-def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, repaired: bool) -> bool:
+def _load_sealed(
+    segment: LogSegment, index_interval_bytes: int, max_last: int, repaired: bool, compacted: bool = False
+) -> bool:
     """Load a sealed segment cheaply; False if a full check found damage."""
     size = segment.file_size()
     try:
@@ -388,7 +398,7 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, 
             buf.close()
     except (IndexCorruptError, CorruptBatchError) as exc:
         log.warning("segment %s needs a full check: %s", segment.log_path, exc)
-        return _recover(segment, index_interval_bytes, max_last, active=False, repaired=repaired)
+        return _recover(segment, index_interval_bytes, max_last, active=False, repaired=repaired, compacted=compacted)
     segment.size = size
     segment.next_offset = tail[-1].last_offset + 1
     segment.first_batch_timestamp = first.max_timestamp
@@ -402,10 +412,16 @@ def _load_sealed(segment: LogSegment, index_interval_bytes: int, max_last: int, 
 
 
 def _recover(
-    segment: LogSegment, index_interval_bytes: int, max_last: int | None, *, active: bool, repaired: bool
+    segment: LogSegment,
+    index_interval_bytes: int,
+    max_last: int | None,
+    *,
+    active: bool,
+    repaired: bool,
+    compacted: bool = False,
 ) -> bool:
     """Check every batch of the segment and repair what is damaged. True if nothing was."""
-    found = scan_segment(segment, max_last, repaired=repaired)
+    found = scan_segment(segment, max_last, repaired=repaired, compacted=compacted)
     size = segment.file_size()
     if found.clean:
         segment.rebuild_from(found.infos, index_interval_bytes, write=active)

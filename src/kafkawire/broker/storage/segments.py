@@ -584,7 +584,8 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                 return None
             max_last = self._segments[self._segments.index(segment) + 1].base_offset - 1
         try:
-            found = recovery.scan_segment(segment, max_last, pace=pace)  # sealed: immutable, read without locks
+            compacted = "compact" in self._settings().cleanup_policy.split(",")
+            found = recovery.scan_segment(segment, max_last, pace=pace, compacted=compacted)  # sealed: no locks
         except FileNotFoundError:
             return None  # retention deleted it meanwhile
         if found.clean:
@@ -763,7 +764,8 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         if metadata.read_partition_topic_id(directory) is None:
             metadata.write_partition_metadata(directory, meta.topic_id)
         cleaner.complete_swaps(directory, settings().index_interval_bytes, now)  # a cleaning cut short by a stop
-        segments = load_segments(directory, settings().index_interval_bytes, now)
+        compacted = "compact" in settings().cleanup_policy.split(",")  # the cleaner leaves offset gaps
+        segments = load_segments(directory, settings().index_interval_bytes, now, compacted)
         if not segments:
             segment = LogSegment(directory, max(log_start, 0), created_ms=now)
             segment.create()
