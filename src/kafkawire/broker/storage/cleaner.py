@@ -249,7 +249,10 @@ class Cleaner:
 
     def dirty_ratio(self, plog, settings, now_ms: int) -> tuple[float, bool, int, int]:
         """(dirty bytes / cleanable bytes, max.compaction.lag.ms exceeded, first dirty, first uncleanable)."""
-        first_dirty = max(self.checkpoints.get((plog.topic, plog.partition), 0), plog.log_start_offset)
+        checkpoint = self.checkpoints.get((plog.topic, plog.partition), 0)
+        if checkpoint > plog.log_end_offset:  # a topic of that name deleted and created again: start over
+            checkpoint = 0
+        first_dirty = max(checkpoint, plog.log_start_offset)
         end = self.first_uncleanable(plog, settings, now_ms)
         clean_bytes = dirty_bytes = 0
         overdue = False
