@@ -157,3 +157,17 @@ def test_scram_credentials_are_user_scram_credential_records(tmp_path):
     server = ScramServer("SCRAM-SHA-512", again)
     server.step(b"n,,n=alice,r=abc")
     assert server.user == "alice" and again.get("alice", "SCRAM-SHA-512").iterations == 8192
+
+
+def test_a_reader_changes_nothing(tmp_path):
+    """``kafkawire check`` (metadata.read_topics) may look at a directory a broker is appending to: a tail it
+    cannot read yet is skipped, not truncated, and nothing is migrated."""
+    data_dir = tmp_path / "data"
+    storage = SegmentStorage(data_dir, {})
+    storage.create_topic("t", 1)
+    storage.close()
+    log_file = data_dir / METADATA_DIR / "00000000000000000000.log"
+    torn = log_file.read_bytes() + _batch(_topic("later", uuid.uuid4(), 1), 100)[:30]
+    log_file.write_bytes(torn)
+    assert list(metadata.read_topics(str(data_dir))) == ["t"]
+    assert log_file.read_bytes() == torn

@@ -133,11 +133,11 @@ def check_partition(directory: str, compacted: bool = False) -> dict:
 
 
 def check(data_dir: str, partitions: list[str] | None = None) -> dict:
-    """Check the partition directories of the topics in ``topics.json``; everything else that is not
+    """Check the partition directories of the topics in the metadata log; everything else that is not
     kafkawire's is listed under ``unknown``, as the broker's start lists it, and not read."""
     from kafkawire.broker.storage import metadata, recovery
 
-    topics = metadata.load_topics(data_dir)
+    topics = metadata.read_topics(data_dir)
     owned, unknown = recovery.sort_entries(data_dir, topics)
     names = [name for name in owned if not partitions or name in partitions]
 

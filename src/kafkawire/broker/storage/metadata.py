@@ -118,7 +118,7 @@ _logs: dict[str, object] = {}  # data directory -> its open MetadataLog, from th
 _logs_lock = threading.Lock()
 
 
-def _open_metadata_log(data_dir: str):
+def _open_metadata_log(data_dir: str, *, repair: bool = True):
     from .kraft import MetadataLog, parse_uuid
 
     props = parse_properties(_read_text(os.path.join(data_dir, META_PROPERTIES)) or "")
@@ -128,7 +128,7 @@ def _open_metadata_log(data_dir: str):
     except ValueError as exc:
         raise StorageError(f"{os.path.join(data_dir, META_PROPERTIES)} is unreadable: {exc}") from exc
     try:
-        return MetadataLog(data_dir, node_id, directory_id).load()
+        return MetadataLog(data_dir, node_id, directory_id).load(repair=repair)
     except (ValueError, OSError) as exc:
         raise StorageError(f"the metadata log of {data_dir} is unreadable: {exc}") from exc
 
@@ -170,6 +170,13 @@ def drop_kafka_recovery_marks(data_dir: str) -> None:
             gone = True
     if gone:
         fsync_dir(data_dir)
+
+
+def read_topics(data_dir: str) -> dict[str, TopicMeta]:
+    """The topics of the metadata log (or of an older kafkawire's ``topics.json``), changing nothing: for
+    tools that read a directory a broker may be serving."""
+    metadata_log = _open_metadata_log(data_dir, repair=False)
+    return metadata_log.topics() if metadata_log.exists() else load_legacy_topics(data_dir)
 
 
 def save_topics(data_dir: str, topics: dict[str, TopicMeta]) -> None:

@@ -82,13 +82,17 @@ class MetadataLog:
         self.epoch = 0
         self._active: str | None = None
         self._lock = threading.RLock()  # the topics' and the credentials' appends share the log
+        self._repair = True
 
     # ---------------------------------------------------------------- reading
 
     def exists(self) -> bool:
         return self._active is not None
 
-    def load(self) -> MetadataLog:
+    def load(self, *, repair: bool = True) -> MetadataLog:
+        """Replay the directory's log. With ``repair`` (a broker's start, holding the directory's lock) a torn
+        last append is truncated; without (a reader such as ``kafkawire check``) it is only skipped."""
+        self._repair = repair
         if not os.path.isdir(self.directory):
             return self
         names = os.listdir(self.directory)
@@ -121,7 +125,7 @@ class MetadataLog:
                 if record.offset >= min_offset:
                     name, _version, message = records.decode(record.value)
                     self.image.apply(name, message)
-        if reader.partial_tail_bytes and not snapshot:
+        if reader.partial_tail_bytes and not snapshot and self._repair:
             # an append a crash cut short: never acknowledged, so dropped (Kafka's recovery does the same)
             log.warning("%s: %d bytes of a partial batch at the end, truncated", path, reader.partial_tail_bytes)
             with open(path, "r+b") as f:
