@@ -385,3 +385,36 @@ def test_offset_gaps_of_a_compacted_log_are_not_damage(tmp_path):
         storage.close()
     report = check(str(tmp_path / "data"))
     assert [p["problems"] for p in report["partitions"]] == [[]]
+
+
+@pytest.mark.parametrize("target", ["kafkawire", "kafka"])
+def test_a_compacted_topic_refuses_records_without_a_key(target, request, tmp_path):
+    """As Kafka's LogValidator: INVALID_RECORD for a batch with a keyless record; keyed records go in."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkawire.testing import KafkaBroker
+
+    broker = None
+    if target == "kafka":
+        bootstrap = request.getfixturevalue("reference_kafka").bootstrap
+    else:
+        broker = KafkaBroker(storage="segments", data_dir=tmp_path / "data")
+        broker.start()
+        bootstrap = broker.bootstrap
+    try:
+        topic = f"keyless-{time.monotonic_ns()}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
+        outcomes = []
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 0, "retries": 0, "enable.idempotence": False}
+        )
+        for key in (b"k", None):
+            producer.produce(topic, b"v", key, on_delivery=lambda err, msg: outcomes.append(err))
+            assert producer.flush(30) == 0
+        assert outcomes[0] is None
+        assert outcomes[1] is not None and outcomes[1].code() == confluent_kafka.KafkaError.INVALID_RECORD
+    finally:
+        if broker is not None:
+            broker.stop()

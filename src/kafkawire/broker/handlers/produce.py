@@ -36,6 +36,7 @@ def _rules(broker, meta) -> validation.TopicRules:
         int(value(configs, "message.timestamp.before.max.ms")),
         int(value(configs, "message.timestamp.after.max.ms")),
         value(configs, "compression.type"),
+        "compact" in str(value(configs, "cleanup.policy")).split(","),
     )
 
 

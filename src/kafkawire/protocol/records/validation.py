@@ -92,6 +92,7 @@ class TopicRules(NamedTuple):
     timestamp_before_max_ms: int = _LONG_MAX  # message.timestamp.before.max.ms
     timestamp_after_max_ms: int = _LONG_MAX  # message.timestamp.after.max.ms
     compression_type: str = "producer"  # compression.type
+    compacted: bool = False  # cleanup.policy holds compact: every record needs a key
 
 
 def frames(records) -> tuple[list[Frame], str | None]:
@@ -263,6 +264,10 @@ def validate(
                 f"invalid sequence number {h.base_sequence} for producer {h.producer_id}",
                 validated=True,
             )
+        if rules.compacted:
+            refusal = _check_keys(view[pos : pos + size])
+            if refusal is not None:
+                return refusal
         if check_ts and (before_max < _LONG_MAX or h.max_timestamp > now + after_max):
             refusal = _check_timestamps(view[pos : pos + size], now, before_max, after_max)
             if refusal is not None:
@@ -282,6 +287,28 @@ def validate(
     if len(entries) > 1 or header is None or header.producer_id < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return tuple.__new__(Accepted, (buf, header))  # (Accepted() is slower, per partition of every request)
+
+
+def _check_keys(batch) -> Refusal | None:
+    """Kafka's LogValidator for a compacted topic: a record without a key is refused (INVALID_RECORD, a record
+    error per such record); the log cleaner could not keep it."""
+    try:
+        records = RecordBatch(batch).records()
+        bad = tuple(
+            (index, "Compacted topic cannot accept message without key.")
+            for index, r in enumerate(records)
+            if r.key is None
+        )
+    except CorruptRecordError as exc:
+        return Refusal(errors.CORRUPT_MESSAGE, str(exc))
+    if bad:
+        return Refusal(
+            errors.INVALID_RECORD,
+            f"{len(bad)} record(s) without a key for a compacted topic",
+            validated=True,
+            record_errors=bad,
+        )
+    return None
 
 
 def _check_timestamps(batch, now: int, before_max: int, after_max: int) -> Refusal | None:
