@@ -171,3 +171,21 @@ def test_a_reader_changes_nothing(tmp_path):
     log_file.write_bytes(torn)
     assert list(metadata.read_topics(str(data_dir))) == ["t"]
     assert log_file.read_bytes() == torn
+
+
+def test_kafkawire_logs_replays_metadata_transactions_as_the_broker_does(tmp_path):
+    """``kafkawire logs DIR`` lists the topics the broker would serve: an aborted metadata transaction's
+    topic is not one of them, a committed one's is."""
+    from kafkawire.tools.logdump import metadata_topics
+
+    d = tmp_path / METADATA_DIR
+    d.mkdir()
+    (d / "00000000000000000000.log").write_bytes(
+        _batch([records.new("BeginTransactionRecord", name="x"), *_topic("aborted", uuid.uuid4(), 1)], 0)
+        + _batch([records.new("AbortTransactionRecord")], 3)
+        + _batch([records.new("BeginTransactionRecord", name="y"), *_topic("kept", TOPIC_ID, 2)], 4)
+        + _batch([records.new("EndTransactionRecord")], 8)
+    )
+    topics, _, problems = metadata_topics(str(d))
+    assert not problems and list(topics) == ["kept"] and len(topics["kept"]["partitions"]) == 2
+    assert sorted(MetadataLog(str(tmp_path), 1, uuid.uuid4()).load().topics()) == ["kept"]

@@ -812,6 +812,7 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
     by_id: dict[str, str] = {}
     count = 0
     problems: list[dict] = []
+    pending: list[dict] | None = None  # records of an open metadata transaction
     files, log_from = _metadata_files(directory)
     for path in files:
         snapshot = KRAFT_SNAPSHOT_FILE.fullmatch(os.path.basename(path)) is not None
@@ -829,34 +830,52 @@ def metadata_topics(directory: str) -> tuple[dict[str, dict], int, list[dict]]:
                 if not dec or "type" not in dec or (not snapshot and rec["offset"] < log_from):
                     continue
                 count += 1
-                fields = dec["data"]
-                if dec["type"] == "TopicRecord":
-                    topics[fields["name"]] = {
-                        "topic_id": kafka_uuid(fields["topic_id"]),
-                        "partitions": {},
-                        "configs": {},
-                    }
-                    by_id[fields["topic_id"]] = fields["name"]
-                elif dec["type"] == "RemoveTopicRecord":
-                    gone = by_id.pop(fields["topic_id"], None)
-                    if gone is not None:
-                        topics.pop(gone, None)
-                elif dec["type"] in ("PartitionRecord", "PartitionChangeRecord"):
-                    name = by_id.get(fields["topic_id"])
-                    if name is None:
-                        continue
-                    part = topics[name]["partitions"].setdefault(fields["partition_id"], {})
-                    for field in ("leader", "replicas", "isr"):
-                        if field in fields and fields[field] is not None and fields[field] != -2:
-                            part[field] = fields[field]
-                elif dec["type"] == "ConfigRecord" and fields.get("resource_type") == 2:
-                    t = topics.get(fields["resource_name"])
-                    if t is not None:
-                        if fields.get("value") is None:
-                            t["configs"].pop(fields["name"], None)
-                        else:
-                            t["configs"][fields["name"]] = fields["value"]
+                # a metadata transaction's records count once it ends; an aborted one's never (Kafka's loader)
+                if dec["type"] == "BeginTransactionRecord":
+                    pending = []
+                    continue
+                if dec["type"] in ("EndTransactionRecord", "AbortTransactionRecord"):
+                    ready = pending if dec["type"] == "EndTransactionRecord" else []
+                    pending = None
+                    for dec in ready or []:
+                        _apply_metadata(dec, topics, by_id)
+                    continue
+                if pending is not None:
+                    pending.append(dec)
+                    continue
+                _apply_metadata(dec, topics, by_id)
     return topics, count, problems
+
+
+def _apply_metadata(dec: dict, topics: dict[str, dict], by_id: dict[str, str]) -> None:
+    """Apply one decoded metadata record to the topics being replayed."""
+    fields = dec["data"]
+    if dec["type"] == "TopicRecord":
+        topics[fields["name"]] = {
+            "topic_id": kafka_uuid(fields["topic_id"]),
+            "partitions": {},
+            "configs": {},
+        }
+        by_id[fields["topic_id"]] = fields["name"]
+    elif dec["type"] == "RemoveTopicRecord":
+        gone = by_id.pop(fields["topic_id"], None)
+        if gone is not None:
+            topics.pop(gone, None)
+    elif dec["type"] in ("PartitionRecord", "PartitionChangeRecord"):
+        name = by_id.get(fields["topic_id"])
+        if name is None:
+            return
+        part = topics[name]["partitions"].setdefault(fields["partition_id"], {})
+        for field in ("leader", "replicas", "isr"):
+            if field in fields and fields[field] is not None and fields[field] != -2:
+                part[field] = fields[field]
+    elif dec["type"] == "ConfigRecord" and fields.get("resource_type") == 2:
+        t = topics.get(fields["resource_name"])
+        if t is not None:
+            if fields.get("value") is None:
+                t["configs"].pop(fields["name"], None)
+            else:
+                t["configs"][fields["name"]] = fields["value"]
 
 
 def consumer_offsets(partition_dirs: list[str]) -> tuple[dict, list[dict]]:
