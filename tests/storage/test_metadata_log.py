@@ -119,6 +119,8 @@ def test_topics_json_of_an_older_kafkawire_is_migrated_once(tmp_path, caplog):
     assert not (data_dir / "__kafkawire_meta" / "topics.json").exists()
     props = metadata.parse_properties((data_dir / "meta.properties").read_text())
     assert props["cluster.id"] == "abc" and len(props["directory.id"]) == 22
+    # partition.metadata in Kafka's form (Kafka cannot parse the dashed UUID)
+    assert (data_dir / "t-0" / "partition.metadata").read_text() == f"version: 0\ntopic_id: {uuid_text(TOPIC_ID)}\n"
     caplog.clear()
     storage = SegmentStorage(data_dir, {})
     assert storage.topics()["t"].partitions == 2

@@ -295,6 +295,13 @@ def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
     write_atomically(os.path.join(partition_dir, PARTITION_METADATA), partition_metadata_bytes(topic_id))
 
 
+def ensure_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
+    """Write ``partition.metadata`` when it is missing or not in Kafka's form (an older kafkawire wrote the
+    dashed UUID, which Kafka cannot parse); one in Kafka's form is left as it is."""
+    if _read_text(os.path.join(partition_dir, PARTITION_METADATA)) != partition_metadata_bytes(topic_id).decode():
+        write_partition_metadata(partition_dir, topic_id)
+
+
 def read_partition_topic_id(partition_dir: str) -> uuid.UUID | None:
     text = _read_text(os.path.join(partition_dir, PARTITION_METADATA))
     if text is None:

@@ -761,8 +761,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         if not os.path.isdir(directory):
             os.makedirs(directory)
             metadata.fsync_dir(self.data_dir)
-        if metadata.read_partition_topic_id(directory) is None:
-            metadata.write_partition_metadata(directory, meta.topic_id)
+        metadata.ensure_partition_metadata(directory, meta.topic_id)
         cleaner.complete_swaps(directory, settings().index_interval_bytes, now)  # a cleaning cut short by a stop
         compacted = "compact" in settings().cleanup_policy.split(",")  # the cleaner leaves offset gaps
         segments = load_segments(directory, settings().index_interval_bytes, now, compacted)
