@@ -7,12 +7,21 @@ finds every topic, config and record at its offset.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from kafka_dir import commit, committed, create_topics, kafka_on, kafkawire_on, produce, read_all, topic_configs
+
+import kafka_pins  # tools/
+from support.java import JavaProgram
 
 pytest.importorskip("confluent_kafka")
 
 ALPHA_CONFIGS = {"retention.ms": "86400000", "max.message.bytes": "500000"}
+
+
+def _count(records, partition):
+    return sum(1 for p, _ in records if p == partition)
 
 
 def _check(bootstrap, topic, partitions, expected):
@@ -95,5 +104,10 @@ def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
         _check(wire.bootstrap, "beta", 1, beta)
         assert topic_configs(wire.bootstrap, "beta") == {"retention.ms": "3600000"}
         assert committed(wire.bootstrap, "g-wire", [("alpha", 0), ("alpha", 1)]) == {("alpha", 0): 8, ("alpha", 1): 6}
+        # Kafka's Java consumer too (it checks leader epochs: Kafka's batches carry the epochs of its starts)
+        java = JavaProgram.require(Path(__file__).parent / "KafkaCompactedReader.java", clients=kafka_pins.BROKER)
+        out = java.run("KafkaCompactedReader", "consume", wire.bootstrap, "alpha", str(_count(alpha, 0)))
+        got = {int(line.split()[1]): line.split()[3].encode() for line in out.splitlines() if line.startswith("rec ")}
+        assert got == {o: v for (p, o), (_k, v) in alpha.items() if p == 0}
     finally:
         wire.stop()
