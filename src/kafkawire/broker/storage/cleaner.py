@@ -36,8 +36,8 @@ A pass over one partition, as Kafka's ``Cleaner.clean`` does it:
 
 The cleaner thread (``CleanerThread``, one, as Kafka's ``log.cleaner.threads`` default) runs passes off the
 event loop, ``log.cleaner.backoff.ms`` apart; ``log.cleaner.io.max.bytes.per.second`` bounds its reads.
-The cleaner checkpoint is kept in ``__kafkawire_meta/cleaner-offset-checkpoint`` (Kafka's file format; the
-one at the top of a Kafka data directory stays Kafka's).
+The cleaner checkpoint is Kafka's ``cleaner-offset-checkpoint`` at the top of the data directory (Kafka's
+format; Kafka on the same directory takes it up).
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def _rebuild(buf, pos: int, kept: list, payload, codec: int, max_ts: int) -> byt
 
 # -- the checkpoint --------------------------------------------------------------------------------------
 def _checkpoint_path(data_dir: str) -> str:
-    # in kafkawire's own directory: a Kafka data directory's cleaner-offset-checkpoint is Kafka's, never touched
-    return os.path.join(data_dir, metadata.META_DIR, CHECKPOINT_FILE)
+    # Kafka's own file, at the top of the log directory: Kafka on the same directory reads what kafkawire cleaned
+    return os.path.join(data_dir, CHECKPOINT_FILE)
 
 
 def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
@@ -165,7 +165,6 @@ def read_checkpoint(data_dir: str) -> dict[tuple[str, int], int]:
 
 def write_checkpoint(data_dir: str, offsets: dict[tuple[str, int], int]) -> None:
     path = _checkpoint_path(data_dir)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     lines = ["0", str(len(offsets))] + [f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())]
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
