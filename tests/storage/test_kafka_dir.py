@@ -111,3 +111,23 @@ def test_kafkawire_then_kafka_then_kafkawire(tmp_path):
         assert got == {o: v for (p, o), (_k, v) in alpha.items() if p == 0}
     finally:
         wire.stop()
+
+
+def test_kafka_starts_after_kafkawire_was_killed(tmp_path):
+    """No clean stop of kafkawire, so no recovery points: Kafka 4.4 recovers every log it finds (indexes,
+    producer state) and serves the topics and records kafkawire acknowledged."""
+    wire = kafkawire_on(tmp_path)
+    try:
+        create_topics(wire.bootstrap, {"alpha": (2, ALPHA_CONFIGS)})
+        alpha = produce(wire.bootstrap, "alpha", 20, tag="kafkawire")
+    finally:
+        wire.kill()
+        wire.stop()
+    assert not (tmp_path / "logs" / "recovery-point-offset-checkpoint").exists()
+
+    kafka = kafka_on(tmp_path)
+    try:
+        _check(kafka.bootstrap, "alpha", 2, alpha)
+        assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
+    finally:
+        kafka.stop()
