@@ -27,12 +27,13 @@ import threading
 import time
 import uuid
 
+from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
 from kafkawire.protocol.records.control import build_control_batch, decode_control_record
 from kafkawire.protocol.records.model import ControlRecordType
 
 from .. import metadata as files
-from ..base import StorageError, TopicMeta
+from ..base import TopicMeta
 from . import records
 from .image import TOPIC_RESOURCE, MetadataImage
 
@@ -212,7 +213,7 @@ class MetadataLog:
             os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), f"0\n1\n{self.epoch} 0\n".encode()
         )
         self._active = os.path.join(self.directory, f"{0:020d}.log")
-        voter = records.message_class_of("LeaderChangeMessage").Voter(voter_id=self.node_id)
+        voter = message_class("LeaderChangeMessage").Voter(voter_id=self.node_id)
         leader_change = records.new(
             "LeaderChangeMessage", version=0, leader_id=self.node_id, voters=[voter], granting_voters=[voter]
         )
@@ -330,7 +331,3 @@ def decode_batch_records(batch):
         else:
             name, _version, message = records.decode(record.value)
             yield record.offset, name, message
-
-
-class MetadataLogError(StorageError):
-    pass

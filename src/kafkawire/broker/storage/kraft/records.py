@@ -87,7 +87,3 @@ def decode_control(control_type: int, value) -> tuple[str, object] | None:
 def new(schema: str, /, **fields):
     """A record of the named schema (positional: schemas have fields called ``name``)."""
     return message_class(schema)(**fields)
-
-
-def message_class_of(schema: str):
-    return message_class(schema)
