@@ -131,3 +131,38 @@ def test_kafka_starts_after_kafkawire_was_killed(tmp_path):
         assert topic_configs(kafka.bootstrap, "alpha") == ALPHA_CONFIGS
     finally:
         kafka.stop()
+
+
+def test_an_older_kafkawire_directory_is_migrated_and_kafka_serves_it(tmp_path):
+    """A data directory as an older kafkawire left it (``__kafkawire_meta/topics.json``, dashed UUIDs in
+    partition.metadata, no directory.id): kafkawire moves it into the metadata log on start, and Kafka 4.4
+    then starts on it and serves every record."""
+    import json
+    import uuid
+
+    from storage_batches import build_batch
+
+    logs = tmp_path / "logs"
+    (logs / "__kafkawire_meta").mkdir(parents=True)
+    topic_id = uuid.uuid4()
+    doc = {"version": 1, "topics": [{"name": "old", "topic_id": str(topic_id), "partitions": 1, "configs": {}}]}
+    (logs / "__kafkawire_meta" / "topics.json").write_text(json.dumps(doc))
+    (logs / "meta.properties").write_text("#\ncluster.id=b2xkZXIta2Fma2F3aXJlMQ\nnode.id=1\nversion=1\n")
+    (logs / "old-0").mkdir()
+    (logs / "old-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id}\n")
+    values = [f"old-{i}".encode() for i in range(6)]
+    (logs / "old-0" / "00000000000000000000.log").write_bytes(
+        build_batch(values[:4], base_offset=0) + build_batch(values[4:], base_offset=4)
+    )
+    wire = kafkawire_on(tmp_path)
+    try:
+        _check(wire.bootstrap, "old", 1, {(0, i): (None, v) for i, v in enumerate(values)})
+    finally:
+        wire.stop()
+    assert not (logs / "__kafkawire_meta").exists()
+
+    kafka = kafka_on(tmp_path)
+    try:
+        _check(kafka.bootstrap, "old", 1, {(0, i): (None, v) for i, v in enumerate(values)})
+    finally:
+        kafka.stop()

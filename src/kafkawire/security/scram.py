@@ -131,7 +131,9 @@ class CredentialStore:
             if legacy and not self._creds:
                 self.apply(legacy, set())
                 log.info("%d SCRAM credentials moved from %s into the KRaft metadata log", len(legacy), self.path)
-            os.replace(self.path, self.path + ".migrated")
+            from kafkawire.broker.storage.metadata import set_aside_migrated
+
+            set_aside_migrated(self.path)
 
     def _write(self, creds) -> None:
         from kafkawire.broker.storage.metadata import write_atomically

@@ -4,7 +4,7 @@
   created on first start (``directory.id`` added to one an older kafkawire wrote).
 - ``__cluster_metadata-0``: the KRaft metadata log (``kraft/``) holding every topic's name, id, partitions
   and explicit configs; ``__kafkawire_meta/topics.json``, where older kafkawire kept them, is migrated into
-  it once (and renamed ``topics.json.migrated``).
+  it once (and set aside as ``kafkawire-topics.json.migrated``).
 - ``log-start-offset-checkpoint``: Kafka's checkpoint format (version line, count line, then
   ``topic partition offset`` lines), written whenever DeleteRecords or retention moves a log start.
 - ``<topic>-<partition>/partition.metadata``: the owning topic's id in Kafka's base64 form, so that a
@@ -144,15 +144,14 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
         if legacy:
             metadata_log.save_topics(legacy)
             path = os.path.join(data_dir, META_DIR, TOPICS_FILE)
-            os.replace(path, path + ".migrated")
-            fsync_dir(os.path.dirname(path))
+            kept = set_aside_migrated(path)
             log.info(
-                "%s: %d topics moved from %s into the KRaft metadata log (%s); the old file is kept as %s.migrated",
+                "%s: %d topics moved from %s into the KRaft metadata log (%s); the old file is kept as %s",
                 data_dir,
                 len(legacy),
                 path,
                 metadata_log.directory,
-                TOPICS_FILE,
+                kept,
             )
     return metadata_log.topics()
 
@@ -198,6 +197,23 @@ def metadata_log_of(data_dir: str):
         if metadata_log is None:
             metadata_log = _logs[key] = _open_metadata_log(data_dir)
         return metadata_log
+
+
+def set_aside_migrated(path: str) -> str:
+    """Move an older kafkawire's file in ``__kafkawire_meta/`` that is now in the metadata log to the top of the
+    data directory as ``kafkawire-<name>.migrated`` (Kafka ignores files there), and remove
+    ``__kafkawire_meta/`` once it is empty: Kafka 4.4 refuses to start on a directory holding a directory
+    that is not a partition's. Returns the new path."""
+    meta_dir = os.path.dirname(path)
+    data_dir = os.path.dirname(meta_dir)
+    kept = os.path.join(data_dir, f"kafkawire-{os.path.basename(path)}.migrated")
+    os.replace(path, kept)
+    try:
+        os.rmdir(meta_dir)
+    except OSError:
+        pass  # other files are still there (ACLs)
+    fsync_dir(data_dir)
+    return kept
 
 
 def load_legacy_topics(data_dir: str) -> dict[str, TopicMeta]:

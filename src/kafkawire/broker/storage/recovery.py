@@ -510,6 +510,8 @@ OWN_ENTRIES = frozenset(
         "log-start-offset-checkpoint",
         "__kafkawire_meta",
         "__cluster_metadata-0",  # the KRaft metadata log (kraft/)
+        "kafkawire-topics.json.migrated",  # an older kafkawire's files, now in the metadata log
+        "kafkawire-scram-credentials.json.migrated",
         # Kafka's own checkpoints of the directory, which Kafka rewrites on its next start
         "recovery-point-offset-checkpoint",
         "replication-offset-checkpoint",
