@@ -124,6 +124,9 @@ class ReferenceKafkaCluster:
             "num.replica.fetchers": 1,
             "background.threads": 2,
             "log.cleaner.threads": 1,
+            # the cleaner's dedupe buffer is 128 MB by default: in a 256 MB heap a restart could die with
+            # OutOfMemoryError while allocating it (seen in tests/cluster)
+            "log.cleaner.dedupe.buffer.size": 16 << 20,
             **dict(config or {}),
         }
         self.nodes = [
