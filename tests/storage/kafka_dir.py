@@ -152,3 +152,41 @@ def committed(bootstrap: str, group: str, partitions: list[tuple[str, int]]) -> 
         return {(tp.topic, tp.partition): tp.offset for tp in found}
     finally:
         consumer.close()
+
+
+def set_broker_default(bootstrap: str, key: str, value: str) -> None:
+    """IncrementalAlterConfigs SET of a cluster-wide dynamic broker default (resource "", which librdkafka's
+    admin client does not send), over kafkawire's protocol codecs."""
+    import socket
+    import struct
+
+    from kafkawire.protocol import decode_response, encode_request, message_class, request_header
+
+    R = message_class("IncrementalAlterConfigsRequest")
+    body = R(
+        resources=[
+            R.AlterConfigsResource(
+                resource_type=4,
+                resource_name="",
+                configs=[R.AlterableConfig(name=key, config_operation=0, value=value)],
+            )
+        ],
+        validate_only=False,
+    )
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(encode_request(request_header(body.api_key, 1, 1, "kafka-dir"), body))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        data = s.recv(size, socket.MSG_WAITALL)
+    (result,) = decode_response(data, body.api_key, 1, framed=False).body.responses
+    assert result.error_code == 0, result
+
+
+def broker_config(bootstrap: str, key: str) -> tuple[str, str]:
+    """(value, source name) of a config of broker 1 (DescribeConfigs)."""
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource("broker", "1")]).values()
+    entry = future.result(30)[key]
+    return entry.value, ConfigSource(entry.source).name

@@ -10,7 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kafka_dir import commit, committed, create_topics, kafka_on, kafkawire_on, produce, read_all, topic_configs
+from kafka_dir import (
+    broker_config,
+    commit,
+    committed,
+    create_topics,
+    kafka_on,
+    kafkawire_on,
+    produce,
+    read_all,
+    set_broker_default,
+    topic_configs,
+)
 
 import kafka_pins  # tools/
 from support.java import JavaProgram
@@ -36,6 +47,7 @@ def test_kafka_then_kafkawire_then_kafka(tmp_path):
         alpha = produce(kafka.bootstrap, "alpha", 40, tag="kafka")
         beta = produce(kafka.bootstrap, "beta", 10, tag="kafka")
         commit(kafka.bootstrap, "g-kafka", {("alpha", 0): 7, ("alpha", 2): 11, ("beta", 0): 3})
+        set_broker_default(kafka.bootstrap, "log.retention.ms", "7200000")
     finally:
         kafka.stop()
     alpha_beta = [("alpha", 0), ("alpha", 1), ("alpha", 2), ("beta", 0)]
@@ -51,6 +63,9 @@ def test_kafka_then_kafkawire_then_kafka(tmp_path):
             ("alpha", 2): 11,
             ("beta", 0): 3,
         }
+        # dynamic broker configs are ConfigRecords in the metadata log, both ways
+        assert broker_config(wire.bootstrap, "log.retention.ms") == ("7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        set_broker_default(wire.bootstrap, "log.retention.ms", "3600000")
         commit(wire.bootstrap, "g-kafka", {("alpha", 1): 5})
         commit(wire.bootstrap, "g-wire", {("beta", 0): 9})
         alpha.update(produce(wire.bootstrap, "alpha", 20, tag="kafkawire"))
@@ -73,6 +88,7 @@ def test_kafka_then_kafkawire_then_kafka(tmp_path):
             ("beta", 0): 3,
         }
         assert committed(kafka.bootstrap, "g-wire", [("beta", 0)]) == {("beta", 0): 9}
+        assert broker_config(kafka.bootstrap, "log.retention.ms") == ("3600000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
     finally:
         kafka.stop()
 

@@ -128,6 +128,7 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         self.server: FramedServer | None = None  # the first listener's (the one --listen sets)
         self.servers: list[FramedServer] = []  # one per listener
+        self.metadata_log = _metadata_log(config, self.storage)
         self.scram_credentials = _credential_store(config, self.storage)
         # ACLs (kafkawire.security.authorizer) when authorizer.class.name names Kafka's StandardAuthorizer
         self.authorizer = _authorizer(config, self.storage)
@@ -510,6 +511,20 @@ class Broker:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         log.info("kafkawire broker %d stopped", self.node_id)
+
+
+def _metadata_log(config: BrokerConfig, storage: Storage):
+    """The data directory's KRaft metadata log for engines that keep files (None for the memory engine), with
+    the dynamic broker configs it holds applied: the cluster default ("") and this node's."""
+    from kafkawire.broker.storage.metadata import metadata_log_of
+
+    if not storage.blocking:
+        return None
+    metadata_log = metadata_log_of(config.data_dir)
+    config.dynamic_default.update(metadata_log.configs(4, ""))
+    config.dynamic.update(metadata_log.configs(4, str(config.node_id)))
+    config.apply_dynamic()
+    return metadata_log
 
 
 def _credential_store(config: BrokerConfig, storage: Storage):

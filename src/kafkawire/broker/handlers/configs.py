@@ -1,8 +1,9 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics, the broker, its loggers and groups, with
 Kafka 4.4's config names, defaults, sources, synonyms, validation and error codes.
 
-Topic configs are stored by the storage engine (persisted); dynamic broker configs and group configs live in
-memory for the life of the process.
+Topic configs are stored by the storage engine (persisted); dynamic broker configs are ConfigRecords in the data
+directory's KRaft metadata log (engines that keep files; read back on start); group configs live in memory for
+the life of the process.
 
 The configs of a resource are listed in the order asked for (first occurrence of a repeated key), or sorted by
 name when every config is asked for. Kafka lists them in the iteration order of a Java hash map, which carries
@@ -318,6 +319,10 @@ def _validate_broker_changes(broker, name: str, new: dict, layer: dict):
 
 def _apply_broker(broker, name, new: dict):
     layer = broker.config.dynamic if name else broker.config.dynamic_default
+    if (
+        getattr(broker, "metadata_log", None) is not None
+    ):  # ConfigRecords in the KRaft metadata log, as Kafka keeps them
+        broker.metadata_log.save_configs(BROKER, name, new)
     layer.clear()
     layer.update(new)
     broker.config.apply_dynamic()

@@ -274,6 +274,28 @@ class MetadataLog:
                 out.append(self._partition_record(meta.topic_id, p))
         self.append(out)
 
+    # ---------------------------------------------------------------- configs
+
+    def configs(self, resource_type: int, name: str) -> dict[str, str]:
+        """The ConfigRecords' values of one resource (a broker's dynamic configs: type 4, "" for the cluster
+        default or the node id)."""
+        with self._lock:
+            return dict(self.image.configs.get((resource_type, name), {}))
+
+    def save_configs(self, resource_type: int, name: str, wanted: dict[str, str]) -> None:
+        """One batch of ConfigRecords turning the resource's configs into ``wanted`` (a removed one: null)."""
+        with self._lock:
+            current = self.image.configs.get((resource_type, name), {})
+            self.append(
+                [
+                    records.new(
+                        "ConfigRecord", resource_type=resource_type, resource_name=name, name=k, value=wanted.get(k)
+                    )
+                    for k in sorted(set(current) | set(wanted))
+                    if current.get(k) != wanted.get(k)
+                ]
+            )
+
     # ---------------------------------------------------------------- SCRAM credentials
 
     def scram_credentials(self) -> dict[tuple[str, int], object]:
