@@ -690,7 +690,7 @@ class BrokerConfig:
     properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
     unknown_keys: list[str] = field(default_factory=list)
     rack: str | None = None
-    # set at run time with (Incremental)AlterConfigs on the broker resource (not persisted)
+    # set at run time with (Incremental)AlterConfigs on the broker resource; kept in the KRaft metadata log
     dynamic: dict[str, str] = field(default_factory=dict)  # this broker ("<node id>")
     dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide default ("")
 
