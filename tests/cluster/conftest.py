@@ -22,7 +22,10 @@ pytestmark = pytest.mark.kafka_cluster
 def kafka_cluster(tmp_path_factory):
     from kafka_cluster import KafkaUnavailable, ReferenceKafkaCluster
 
-    cluster = ReferenceKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"))
+    # the tests' records carry old event times (examples/pipeline.py: January 2026; the Spark tests: 2023):
+    # Kafka's time retention (7 days by default, checked every 5 minutes) deleted them in the middle of a run,
+    # and the data source rightly failed with its data-loss error
+    cluster = ReferenceKafkaCluster(tmp_path_factory.mktemp("kafka-cluster"), config={"log.retention.ms": -1})
     try:
         cluster.start()
     except KafkaUnavailable as exc:
