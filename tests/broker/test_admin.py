@@ -326,8 +326,10 @@ def test_alter_configs_and_incremental(client, broker):
     assert inc(("retention.ms", 2, "5")).error_code == errors.INVALID_CONFIG
     assert inc(("retention.ms", 0, "5"), ("retention.ms", 0, "6")).error_code == errors.INVALID_REQUEST
     assert inc(("x.y", 0, "1"), name="nope").error_code == errors.UNKNOWN_TOPIC_OR_PARTITION
-    # LogAppendTime now applies to produce
-    pr = client.call(produce_request("ac", 0, batch([b"x"])), 9).responses[0].partition_responses[0]
+    # LogAppendTime now applies to produce (a keyed record: the topic is compacted now, and Kafka refuses a
+    # record without a key there with INVALID_RECORD)
+    keyed = build_batch([(b"k", b"x")])
+    pr = client.call(produce_request("ac", 0, keyed), 9).responses[0].partition_responses[0]
     assert pr.log_append_time_ms > 0
     # a dynamic broker config is reported with its source and becomes the topic default
     node = str(broker.config.node_id)
