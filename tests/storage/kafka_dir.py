@@ -16,13 +16,13 @@ import pytest
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
-def kafka_on(root: Path):
-    """A started Kafka 4.4 node on ``root/logs`` (formatted on the first start only); fails in CI when
-    Kafka cannot run, skips elsewhere."""
+def kafka_on(root: Path, **config):
+    """A started Kafka 4.4 node on ``root/logs`` (formatted on the first start only), with ``config`` added to
+    its server.properties; fails in CI when Kafka cannot run, skips elsewhere."""
     from conftest import reference_unavailable
     from kafka_reference import KafkaUnavailable, ReferenceKafka
 
-    kafka = ReferenceKafka(root, heap="384m")
+    kafka = ReferenceKafka(root, heap="384m", config=config)
     try:
         return kafka.start()
     except KafkaUnavailable as exc:

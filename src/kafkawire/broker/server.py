@@ -543,16 +543,22 @@ def _credential_store(config: BrokerConfig, storage: Storage):
 
 
 def _authorizer(config: BrokerConfig, storage: Storage):
-    """The StandardAuthorizer when ``authorizer.class.name`` names it (ACLs beside the SCRAM credentials, in
-    memory for the memory engine); None otherwise, and ACL requests answer SECURITY_DISABLED, as Kafka's."""
+    """The StandardAuthorizer when ``authorizer.class.name`` names it (ACLs in the KRaft metadata log beside the
+    SCRAM credentials, in memory for the memory engine); None otherwise, and ACL requests answer SECURITY_DISABLED, as Kafka's."""
     from kafkawire.security.authorizer import AclStore, StandardAuthorizer
     from kafkawire.security.authorizer.standard import configured
     from kafkawire.security.authorizer.store import FILE_NAME
 
     if not configured(config.properties):
         return None
-    path = os.path.join(config.data_dir, "__kafkawire_meta", FILE_NAME) if storage.blocking else None
-    return StandardAuthorizer.from_properties(config.properties, AclStore(path))
+    if not storage.blocking:
+        return StandardAuthorizer.from_properties(config.properties, AclStore(None))
+    from kafkawire.broker.storage.metadata import metadata_log_of
+
+    store = AclStore(
+        os.path.join(config.data_dir, "__kafkawire_meta", FILE_NAME), metadata_log=metadata_log_of(config.data_dir)
+    )
+    return StandardAuthorizer.from_properties(config.properties, store)
 
 
 class BrokerThread:

@@ -325,6 +325,26 @@ class MetadataLog:
             )
         self.append(out)
 
+    # ---------------------------------------------------------------- ACLs
+
+    def acls(self) -> dict[uuid.UUID, object]:
+        """ACL id -> AccessControlEntryRecord."""
+        with self._lock:
+            return dict(self.image.acls)
+
+    def save_acls(self, add: dict[uuid.UUID, dict], remove) -> None:
+        """One batch: RemoveAccessControlEntryRecord per existing id of ``remove``, AccessControlEntryRecord per
+        id -> fields (``resource_type``, ``resource_name``, ``pattern_type``, ``principal``, ``host``,
+        ``operation``, ``permission_type``) of ``add``; as Kafka's controller writes CreateAcls and DeleteAcls."""
+        with self._lock:
+            out = [
+                records.new("RemoveAccessControlEntryRecord", id=acl_id)
+                for acl_id in sorted(remove)
+                if acl_id in self.image.acls
+            ]
+            out += [records.new("AccessControlEntryRecord", id=acl_id, **fields) for acl_id, fields in add.items()]
+            self.append(out)
+
     def _partition_record(self, topic_id: uuid.UUID, partition: int):
         return records.new(
             "PartitionRecord",
