@@ -800,3 +800,84 @@ def test_java_admin_client_acl_calls_round_trip(brokers):
     assert "describe principal 4" in out and "describe match java-orders 2" in out
     assert "delete topic acls 2" in out and "delete the rest 2" in out and "describe after delete 0" in out
     assert "create as bob -> ClusterAuthorizationException" in out
+
+
+def _session_fetch(peer: Peer, topic: str, session_id: int, epoch: int):
+    """bob's Fetch v12 (by name): a new session naming ``topic`` (epoch 0), or an incremental one naming nothing."""
+    named = [
+        {
+            "topic": topic,
+            "partitions": [
+                {
+                    "partition": 0,
+                    "current_leader_epoch": -1,
+                    "fetch_offset": 0,
+                    "last_fetched_epoch": -1,
+                    "log_start_offset": -1,
+                    "partition_max_bytes": 1 << 20,
+                }
+            ],
+        }
+    ]
+    data = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": named if epoch == 0 else [],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return peer.call("bob", "Fetch", 12, data)
+
+
+def test_a_read_acl_taken_away_stops_a_fetch_session(brokers):
+    """A fetch session's partitions are authorized on every request, not only when first named: bob reads a
+    topic in a session, his READ ACL is deleted, and his next incremental fetch (naming nothing) answers the
+    session's partition with TOPIC_AUTHORIZATION_FAILED, on kafkawire as on Kafka 4.4. (The ACL is gone again
+    at the end, so the module's other tests see the ACLs they set up.)"""
+    if isinstance(brokers, Exception):
+        raise brokers
+    topic = "acl-session"
+    grant = _acl(TOPIC, topic, READ, principal="User:bob")
+    trees = []
+    for peer in brokers:
+        created = peer.call(
+            "admin",
+            "CreateTopics",
+            5,
+            {
+                "topics": [
+                    {"name": topic, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+                ],
+                "timeout_ms": 30000,
+            },
+        )
+        assert created.topics[0].error_code == 0, created
+        assert [r.error_code for r in peer.call("admin", "CreateAcls", 3, {"creations": [grant]}).results] == [0]
+
+        def readable(peer=peer):
+            first = _session_fetch(peer, topic, 0, 0)
+            return first if first.error_code == 0 and first.responses[0].partitions[0].error_code == 0 else None
+
+        first = _until(f"{peer.label}: bob reads {topic}", readable)
+        assert first.session_id != 0
+        exact = _filter(
+            resource_type_filter=TOPIC, resource_name_filter=topic, principal_filter="User:bob", operation=READ
+        )
+        deleted = peer.call("admin", "DeleteAcls", 3, {"filters": [exact]})
+        assert [len(r.matching_acls) for r in deleted.filter_results] == [1], deleted
+
+        epochs = iter(range(1, 1000))  # each answered incremental fetch moves the session to the next epoch
+
+        def refused(peer=peer, session=first.session_id, epochs=epochs):
+            answer = _session_fetch(peer, topic, session, next(epochs))
+            codes = [p.error_code for t in answer.responses for p in t.partitions]
+            return answer if codes == [29] else None  # TOPIC_AUTHORIZATION_FAILED
+
+        trees.append(_tree(peer, _until(f"{peer.label}: the session refused", refused), 12))
+    ours, kafkas = trees
+    assert ours == kafkas, f"kafkawire: {ours}\nkafka:     {kafkas}"

@@ -126,6 +126,7 @@ def _read_all(
     metas: dict,
     committed: bool = False,
     regions: bool = False,
+    may_read=None,
 ) -> tuple[list, int]:
     """One pass over the partitions: (reads, bytes found, any error). ``committed`` (read_committed) reads
     below each partition's last stable offset, with the aborted transactions of what it read. ``regions``:
@@ -148,6 +149,9 @@ def _read_all(
             continue
         if not 0 <= cp.partition < meta.partitions:
             r.error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        if may_read is not None and not may_read(meta.name):
+            r.error = errors.TOPIC_AUTHORIZATION_FAILED
             continue
         if cp.current_leader_epoch > broker.leader_epoch:
             r.error = errors.UNKNOWN_LEADER_EPOCH
@@ -189,7 +193,8 @@ def _read_all(
     return reads, total
 
 
-_NOT_FOUND = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID)
+# answered with Kafka's FetchResponse.partitionResponse (an empty aborted list): not found, or not readable
+_NOT_FOUND = (errors.UNKNOWN_TOPIC_OR_PARTITION, errors.UNKNOWN_TOPIC_ID, errors.TOPIC_AUTHORIZATION_FAILED)
 _LEN = struct.Struct(">i")
 _ATTRS = struct.Struct(">h")
 
@@ -322,11 +327,33 @@ def fetch(broker, ctx, body):
     metas: dict = {}
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
     regions = _sends_files(broker, ctx, version)
-    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed, regions)
+    may_read = _readable(broker, ctx)
+    reads, total = _read_all(broker, version, fctx.partitions, max_bytes, metas, committed, regions, may_read)
     errored = any(r.error or r.diverging is not None for r in reads)  # answered at once, as Kafka does
     if total >= body.min_bytes or body.max_wait_ms <= 0 or errored or not fctx.partitions:
         return _respond(broker, ctx, body, fctx, reads)
     return _long_poll(broker, ctx, body, fctx, max_bytes, metas)
+
+
+def _readable(broker, ctx):
+    """None without ACLs. With ACLs: whether the principal may READ a topic, asked once per topic per request. The topics named in
+    the request were checked before the handler (``security.authorizer.entries``); this covers the partitions an
+    incremental fetch session carries from earlier requests, which Kafka authorizes on every request too, so
+    that a READ ACL taken away stops a consumer's session at its next fetch (TOPIC_AUTHORIZATION_FAILED)."""
+    if broker.authorizer is None:
+        return None
+    from kafkawire.security.authorizer.model import AclOperation, ResourceType
+    from kafkawire.security.authorizer.rules import allowed
+
+    decided: dict[str, bool] = {}
+
+    def may_read(topic: str) -> bool:
+        verdict = decided.get(topic)
+        if verdict is None:
+            verdict = decided[topic] = allowed(broker, ctx, AclOperation.READ, ResourceType.TOPIC, topic)
+        return verdict
+
+    return may_read
 
 
 def _sends_files(broker, ctx, version: int) -> bool:
@@ -359,6 +386,7 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
     version = ctx.api_version
     committed = version >= 4 and body.isolation_level == READ_COMMITTED
     regions = _sends_files(broker, ctx, version)
+    may_read = _readable(broker, ctx)
     deadline = time.monotonic() + body.max_wait_ms / 1000.0
     keys = []
     for cp in fctx.partitions:
@@ -376,12 +404,12 @@ async def _long_poll(broker, ctx, body, fctx, max_bytes, metas):
             except TimeoutError:
                 break
             event.clear()
-            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions)
+            reads, total = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions, may_read)
             if total >= body.min_bytes or any(r.error or r.diverging is not None for r in reads):
                 return _respond(broker, ctx, body, fctx, reads)
             if broker.server is None:
                 break
     finally:
         broker.waiters.unregister(event)
-    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions)
+    reads, _ = _read_all(broker, version, fctx.partitions, max_bytes, {}, committed, regions, may_read)
     return _respond(broker, ctx, body, fctx, reads)
