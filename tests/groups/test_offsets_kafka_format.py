@@ -11,10 +11,7 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import struct
-import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -39,26 +36,8 @@ PARTITIONS = 50
 
 
 @pytest.fixture(scope="module")
-def kafka_offsets_reader(tmp_path_factory):
-    from conftest import reference_unavailable  # tests/conftest.py
-    from kafka_reference import KafkaUnavailable, classpath  # tools/
-
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if javac is None or java is None:
-        reference_unavailable("no JDK (javac/java) on PATH")
-    try:
-        cp = classpath()
-    except KafkaUnavailable as exc:
-        reference_unavailable(str(exc))
-    classes = tmp_path_factory.mktemp("kafka-offsets-records")
-    proc = subprocess.run(
-        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaOffsetsRecords.java")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return JavaProgram(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+def kafka_offsets_reader():
+    return JavaProgram.against_broker(HERE / "KafkaOffsetsRecords.java")
 
 
 def _segments(data_dir: Path) -> list[str]:

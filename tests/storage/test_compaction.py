@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -222,26 +221,8 @@ def test_a_pass_cut_short_is_finished_or_dropped_at_start(tmp_path):
 
 # -- Kafka 4.4 and clients read what the cleaner wrote ---------------------------------------------------------
 @pytest.fixture(scope="module")
-def kafka_reader(tmp_path_factory):
-    from conftest import reference_unavailable  # tests/conftest.py
-    from kafka_reference import KafkaUnavailable, classpath  # tools/
-
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if javac is None or java is None:
-        reference_unavailable("no JDK (javac/java) on PATH")
-    try:
-        cp = classpath()
-    except KafkaUnavailable as exc:
-        reference_unavailable(str(exc))
-    classes = tmp_path_factory.mktemp("kafka-compacted-reader")
-    proc = subprocess.run(
-        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaCompactedReader.java")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return JavaProgram(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+def kafka_reader():
+    return JavaProgram.against_broker(HERE / "KafkaCompactedReader.java")
 
 
 def _recs(out: str) -> list[tuple[int, bytes, bytes | None]]:

@@ -3,9 +3,6 @@ and producer snapshot files the segments engine writes, and find in them what ka
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,26 +18,8 @@ HERE = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def kafka_txn_files(tmp_path_factory):
-    from conftest import reference_unavailable  # tests/conftest.py
-    from kafka_reference import KafkaUnavailable, classpath  # tools/
-
-    javac, java = shutil.which("javac"), shutil.which("java")
-    if javac is None or java is None:
-        reference_unavailable("no JDK (javac/java) on PATH")
-    try:
-        cp = classpath()
-    except KafkaUnavailable as exc:
-        reference_unavailable(str(exc))
-    classes = tmp_path_factory.mktemp("kafka-txn-files")
-    proc = subprocess.run(
-        [javac, "-nowarn", "-d", str(classes), "-cp", cp, str(HERE / "KafkaTxnFiles.java")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return JavaProgram(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+def kafka_txn_files():
+    return JavaProgram.against_broker(HERE / "KafkaTxnFiles.java")
 
 
 def test_kafka_reads_our_txnindex_and_snapshots(kafka_txn_files, tmp_path):

@@ -154,6 +154,33 @@ class JavaProgram:
 
             reference_unavailable(f"kafka-clients set {clients}: {exc}")
 
+    @classmethod
+    def against_broker(cls, source: str | os.PathLike) -> JavaProgram:
+        """``source`` compiled against the reference Kafka broker's whole classpath (its storage, coordinator
+        and metadata classes, not only kafka-clients), once per process: for tests that let Kafka's own code
+        read what kafkawire wrote. No JDK or no broker jars fails in CI and skips elsewhere
+        (``conftest.reference_unavailable``)."""
+        from conftest import reference_unavailable  # tests/conftest.py
+        from kafka_reference import KafkaUnavailable, classpath  # tools/
+
+        try:
+            javac, java = _tool("javac"), _tool("java")
+            cp = classpath()
+        except (JavaUnavailable, KafkaUnavailable) as exc:
+            reference_unavailable(str(exc))
+        path = str(source)
+        with _lock:
+            classes = _compiled.get(("broker", path))
+            if classes is None:
+                classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
+                proc = subprocess.run(
+                    [javac, "-nowarn", "-d", str(classes), "-cp", cp, path], capture_output=True, text=True, timeout=300
+                )
+                if proc.returncode != 0:
+                    raise RuntimeError(f"javac failed for {path}:\n{proc.stdout}{proc.stderr}")
+                _compiled[("broker", path)] = classes
+        return cls(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+
     def command(self, main_class: str, *args: str | os.PathLike) -> list[str]:
         cp = os.pathsep.join([str(self.classes_dir), *map(str, self.classpath)])
         # Quiet, quick-starting JVM: these are short one-shot runs.
