@@ -610,15 +610,22 @@ class AsyncProducer:
         self._unfinished += 1
         if self._unfinished == 1:
             self._idle.clear()
+        info = self._topic_or_wait(topic, rec)
+        if info is not None:
+            self._append(topic, info, rec)
+
+    def _topic_or_wait(self, topic: str, item):
+        """The topic's metadata; or None, with ``item`` (a record or a columnar job) queued behind the topic's
+        metadata fetch (started by the first waiter), in arrival order with those before it."""
         info = self.cluster.topics.get(topic)
         if info is None or not info.partitions or topic in self._waiting_meta:
             waiting = self._waiting_meta.get(topic)
             if waiting is None:
                 waiting = self._waiting_meta[topic] = []
                 self._spawn(self._fetch_metadata(topic))
-            waiting.append(rec)
-            return
-        self._append(topic, info, rec)
+            waiting.append(item)
+            return None
+        return info
 
     # -- appending from columns (the Arrow path) ------------------------------------------------
 
@@ -673,15 +680,9 @@ class AsyncProducer:
         return group
 
     def _route_columns(self, topic: str, job: _ColumnarJob) -> None:
-        info = self.cluster.topics.get(topic)
-        if info is None or not info.partitions or topic in self._waiting_meta:
-            waiting = self._waiting_meta.get(topic)
-            if waiting is None:
-                waiting = self._waiting_meta[topic] = []
-                self._spawn(self._fetch_metadata(topic))
-            waiting.append(job)
-            return
-        self._append_columns(topic, info, job)
+        info = self._topic_or_wait(topic, job)
+        if info is not None:
+            self._append_columns(topic, info, job)
 
     def _fail_rows(self, group: DeliveryGroup, count: int, exc: BaseException) -> None:
         group._fail_many(exc, count)
