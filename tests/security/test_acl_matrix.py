@@ -220,6 +220,31 @@ def _records(**batch) -> bytes:
     return build_batch([(None, b"v")], base_timestamp=1_700_000_000_000, base_sequence=0 if batch else -1, **batch)
 
 
+def _fetch_data(topics: list[dict], *, session_id: int = 0, epoch: int = -1, min_bytes: int = 1) -> dict:
+    """A Fetch of partition 0 from offset 0 of each topic (``{"topic": name}`` or ``{"topic_id": id}``), at once
+    (max_wait_ms 0), outside a session unless ``session_id``/``epoch`` say otherwise."""
+    partition = {
+        "partition": 0,
+        "current_leader_epoch": -1,
+        "fetch_offset": 0,
+        "last_fetched_epoch": -1,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1 << 20,
+    }
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": min_bytes,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": session_id,
+        "session_epoch": epoch,
+        "topics": [dict(t, partitions=[partition]) for t in topics],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
 def _join(group: str) -> dict:
     return {
         "group_id": group,
@@ -398,64 +423,12 @@ PROBES: dict[str, tuple[str, dict]] = {
     ),
     "fetch": (
         "Fetch",
-        {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": n,
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": 0,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-                for n in SOME
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
+        _fetch_data([{"topic": n} for n in SOME]),
         12,  # by name (v13 names topics by id)
     ),
     "fetch-by-id": (
         "Fetch",
-        lambda peer: {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic_id": peer.topic_id(n),
-                    "partitions": [
-                        {
-                            "partition": 0,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": 0,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-                for n in SOME
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        },
+        lambda peer: _fetch_data([{"topic_id": peer.topic_id(n)} for n in SOME]),
     ),
     "produce-by-id": (
         "Produce",
@@ -804,33 +777,8 @@ def test_java_admin_client_acl_calls_round_trip(brokers):
 
 def _session_fetch(peer: Peer, topic: str, session_id: int, epoch: int):
     """bob's Fetch v12 (by name): a new session naming ``topic`` (epoch 0), or an incremental one naming nothing."""
-    named = [
-        {
-            "topic": topic,
-            "partitions": [
-                {
-                    "partition": 0,
-                    "current_leader_epoch": -1,
-                    "fetch_offset": 0,
-                    "last_fetched_epoch": -1,
-                    "log_start_offset": -1,
-                    "partition_max_bytes": 1 << 20,
-                }
-            ],
-        }
-    ]
-    data = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": session_id,
-        "session_epoch": epoch,
-        "topics": named if epoch == 0 else [],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    named = [{"topic": topic}] if epoch == 0 else []
+    data = _fetch_data(named, session_id=session_id, epoch=epoch, min_bytes=0)
     return peer.call("bob", "Fetch", 12, data)
 
 
