@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
 from run_aiokafka_transactions import DOCKER_STANDIN  # noqa: E402
-from run_kafka_python_integration import summarize  # noqa: E402
+from suite_outcomes import failures, print_differences, report  # noqa: E402
 
 import kafka_pins  # noqa: E402
 
@@ -217,15 +217,7 @@ def run_suite(target: str, args, suite: Path, workdir: Path) -> dict[str, str]:
             subprocess.run(cmd, cwd=suite, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout * 20)
     finally:
         (broker.close if hasattr(broker, "close") else broker.stop)()
-    counts, problems, outcomes = summarize(junit)
-    print(
-        f"aiokafka {args.aiokafka_version} SSL/SASL tests against {target}: {sum(counts.values())} tests: "
-        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
-    )
-    for outcome, name, detail in problems:
-        print(f"  {outcome.upper():6} {name}: {detail}")
-    print(f"full log: {log_path}", flush=True)
-    return outcomes
+    return report(f"aiokafka {args.aiokafka_version} SSL/SASL tests against {target}", junit, log_path)[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,13 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         for target in args.target.split(","):
             results[target] = run_suite(target, args, suite, workdir)
-            failed += sum(1 for o in results[target].values() if o in ("failed", "error"))
-        if len(results) > 1:
-            names = sorted(set().union(*results.values()))
-            differ = [n for n in names if len({r.get(n) for r in results.values()}) > 1]
-            print(f"\ntests whose outcome differs between targets: {len(differ)}")
-            for n in differ:
-                print(f"  {n}: " + ", ".join(f"{t} {r.get(n)}" for t, r in results.items()))
+            failed += failures(results[target])
+        print_differences(results)
     finally:
         if args.keep:
             print(f"work directory kept: {workdir}")

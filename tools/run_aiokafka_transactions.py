@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "tools"))
 
-from run_kafka_python_integration import summarize  # noqa: E402
+from suite_outcomes import print_differences, report  # noqa: E402
 
 import kafka_pins  # noqa: E402
 from peers.peer_harness import BrokerProcess, KafkaBroker  # noqa: E402
@@ -175,15 +175,7 @@ def run_suite(target: str, args, suite: Path, workdir: Path):
             subprocess.run(cmd, cwd=suite, env=env, stdout=log, stderr=subprocess.STDOUT)
     finally:
         broker.stop()
-    counts, problems, outcomes = summarize(junit)
-    print(f"\naiokafka {args.aiokafka_version} transactional tests against {target}: {sum(counts.values())} tests")
-    print(
-        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
-    )
-    for outcome, name, detail in problems:
-        print(f"  {outcome.upper():6} {name}: {detail}")
-    print(f"full log: {log_path}", flush=True)
-    return counts, problems, outcomes
+    return report(f"aiokafka {args.aiokafka_version} transactional tests against {target}", junit, log_path)
 
 
 def main() -> int:
@@ -213,16 +205,7 @@ def main() -> int:
     print(f"work directory: {workdir}")
     suite = fetch_tests(args.aiokafka_version, args.source, workdir)
     results = {t: run_suite(t, args, suite, workdir) for t in targets}
-    if len(targets) > 1:
-        names = sorted(set().union(*(outcomes for _, _, outcomes in results.values())))
-        differ = [
-            (n, [results[t][2].get(n, "-") for t in targets])
-            for n in names
-            if len({results[t][2].get(n, "-") for t in targets}) > 1
-        ]
-        print(f"\n{len(differ)} tests whose outcome differs ({' / '.join(targets)}):")
-        for name, row in differ:
-            print(f"  {' / '.join(row)}  {name}")
+    print_differences({t: outcomes for t, (_, _, outcomes) in results.items()})
     for t in targets:
         shutil.rmtree(workdir / f"broker-{t}", ignore_errors=True)
     return 0

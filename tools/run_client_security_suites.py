@@ -33,7 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tools"))
 
-from run_kafka_python_integration import fetch_sources, summarize  # noqa: E402
+from run_kafka_python_integration import fetch_sources  # noqa: E402
+from suite_outcomes import failures, print_differences, report  # noqa: E402
 
 import kafka_pins  # noqa: E402
 
@@ -74,16 +75,8 @@ def run_suite(target: str, args, root: Path, workdir: Path) -> dict[str, str]:
     print(f"target: {target}; kafka-python {args.kafka_python_version}; SASL over {args.transport}", flush=True)
     with open(log_path, "wb") as log:
         subprocess.run(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout * 20)
-    counts, problems, outcomes = summarize(junit)
-    print(f"kafka-python {args.kafka_python_version} SSL/SASL integration tests against {target}: ", end="")
-    print(
-        f"{sum(counts.values())} tests: {counts['passed']} passed, {counts['failed']} failed, "
-        f"{counts['error']} errors, {counts['skipped']} skipped"
-    )
-    for outcome, name, detail in problems:
-        print(f"  {outcome.upper():6} {name}: {detail}")
-    print(f"full log: {log_path}", flush=True)
-    return outcomes
+    title = f"kafka-python {args.kafka_python_version} SSL/SASL integration tests against {target}"
+    return report(title, junit, log_path)[2]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,14 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         (workdir / "no-kafka-here").mkdir()
         results = {}
         for target in args.target.split(","):
-            results[target] = outcomes = run_suite(target, args, root, workdir)
-            failed += sum(1 for o in outcomes.values() if o in ("failed", "error"))
-        if len(results) > 1:
-            names = sorted(set().union(*results.values()))
-            differ = [n for n in names if len({r.get(n) for r in results.values()}) > 1]
-            print(f"\ntests whose outcome differs between targets: {len(differ)}")
-            for n in differ:
-                print(f"  {n}: " + ", ".join(f"{t} {r.get(n)}" for t, r in results.items()))
+            results[target] = run_suite(target, args, root, workdir)
+            failed += failures(results[target])
+        print_differences(results)
     finally:
         if args.keep:
             print(f"work directory kept: {workdir}")

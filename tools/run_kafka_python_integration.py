@@ -40,14 +40,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import xml.etree.ElementTree as ET
-from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-
 sys.path.insert(0, str(REPO / "tools"))
+
+from suite_outcomes import print_differences, report  # noqa: E402
 
 from peers.peer_harness import BrokerProcess, KafkaBroker  # noqa: E402
 
@@ -125,26 +124,6 @@ def inferred_kafka_version(bootstrap: str, source_root: Path) -> str:
     return version if version.count(".") >= 2 else version + ".0"
 
 
-def summarize(junit: Path) -> tuple[Counter, list[tuple[str, str, str]], dict[str, str]]:
-    counts: Counter = Counter()
-    problems = []
-    outcomes: dict[str, str] = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').replace('test.integration.', '')}::{case.get('name')}"
-        outcome = "passed"
-        detail = ""
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                detail = (child.get("message") or "").strip().splitlines()[0][:160] if child.get("message") else ""
-                break
-        counts[outcome] += 1
-        outcomes[name] = outcome
-        if outcome in ("failed", "error"):
-            problems.append((outcome, name, detail))
-    return counts, problems, outcomes
-
-
 def make_target(target: str, data_dir: Path, storage: str, overrides: dict[str, str] | None = None):
     settings = {**GROUP_SETTINGS, **(overrides or {})}
     if target == "kafka":
@@ -197,21 +176,14 @@ def run_suite(target: str, args, root: Path, workdir: Path, kafka_root: Path):
         broker.stop()
         if target == "kafka":
             shutil.copy(broker.kafka.log_path, workdir / "kafka.log")
-    counts, problems, outcomes = summarize(junit)
-    total = sum(counts.values())
-    print(f"\nkafka-python {args.kafka_python_version} integration tests against {target}: {total} tests")
-    print(
-        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
-    )
-    for outcome, name, detail in problems:
-        print(f"  {outcome.upper():6} {name}: {detail}")
+    title = f"kafka-python {args.kafka_python_version} integration tests against {target}"
+    counts, problems, outcomes = report(title, junit, log_path)
     spawned = [name for outcome, name, detail in problems if "servers/resources" in detail]
     if spawned:
         print(
             f"({len(spawned)} of these set up their own Kafka from the suite's server resources, e.g. with TLS: "
             f"they cannot use an external broker)"
         )
-    print(f"full log: {log_path}", flush=True)
     return counts, problems, outcomes
 
 
@@ -256,16 +228,7 @@ def main() -> int:
     kafka_root.mkdir()
 
     results = {target: run_suite(target, args, root, workdir, kafka_root) for target in targets}
-    if len(targets) > 1:
-        names = sorted(set().union(*(outcomes for _, _, outcomes in results.values())))
-        differ = [
-            (n, [results[t][2].get(n, "-") for t in targets])
-            for n in names
-            if len({results[t][2].get(n, "-") for t in targets}) > 1
-        ]
-        print(f"\n{len(differ)} tests whose outcome differs ({' / '.join(targets)}):")
-        for name, row in differ:
-            print(f"  {' / '.join(row)}  {name}")
+    print_differences({t: outcomes for t, (_, _, outcomes) in results.items()})
     if not args.keep:  # keep the logs, drop the sources and the brokers' data
         for name in ("download", "src", "no-kafka-here", *(f"broker-{t}" for t in targets)):
             shutil.rmtree(workdir / name, ignore_errors=True)
