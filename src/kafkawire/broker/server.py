@@ -112,6 +112,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()
         self.producers = ProducerStateManager()
         self.group_coordinator: GroupCoordinator | None = None
+        self._scheduler: LoopScheduler | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         # storage appends run in a thread for engines that touch files, in order per partition
         self.storage_in_thread = self.storage.blocking
@@ -371,13 +372,19 @@ class Broker:
                 del self._queues[key]
 
     # -- broker-wide state ---------------------------------------------------------
+    def _timers(self) -> LoopScheduler:
+        """The coordinators' one scheduler on this broker's loop; ``stop()`` closes it before storage."""
+        if self._scheduler is None:
+            self._scheduler = LoopScheduler(asyncio.get_running_loop())
+        return self._scheduler
+
     def current_group_coordinator(self) -> GroupCoordinator:
         """The group coordinator serving requests now. After ``__consumer_offsets`` was deleted under it (it
         unloaded, as Kafka's does when it loses its partitions) a new one starts from what is left."""
         coord = self.group_coordinator
         if coord is None or coord.unloaded:
             config = GroupConfig.from_properties(getattr(self.config, "properties", {}) or {})
-            coord = GroupCoordinator(self.storage, config, LoopScheduler(asyncio.get_running_loop()))
+            coord = GroupCoordinator(self.storage, config, self._timers())
             coord.start()
             self.group_coordinator = coord
         return coord
@@ -390,7 +397,7 @@ class Broker:
             lambda: self.producers.allocate()[0],
             BrokerMarkerWriter(self),
             config,
-            LoopScheduler(asyncio.get_running_loop()),
+            self._timers(),
             groups=lambda: self.group_coordinator,
         )
         self.txn_coordinator = coord
@@ -499,6 +506,8 @@ class Broker:
             metrics, self.metrics = self.metrics, None
             await asyncio.get_running_loop().run_in_executor(None, metrics.close)
         self.waiters.wake_all()
+        if self._scheduler is not None:  # no session expiry or transaction timeout runs against closed storage
+            self._scheduler.close()
         self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes
         try:
             self.storage.flush()

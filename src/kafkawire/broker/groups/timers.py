@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 
 class Timer:
-    __slots__ = ("_handle", "cancelled", "when")
+    __slots__ = ("_handle", "_owner", "cancelled", "when")
 
     def __init__(self, handle=None, when: int = 0):
         self._handle = handle
+        self._owner: set | None = None  # the LoopScheduler's set of pending timers, left on cancel
         self.cancelled = False
         self.when = when
 
@@ -28,6 +29,9 @@ class Timer:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+        if self._owner is not None:
+            self._owner.discard(self)
+            self._owner = None
 
 
 class Scheduler:
@@ -39,24 +43,46 @@ class Scheduler:
 
 
 class LoopScheduler(Scheduler):
-    """Timers on an asyncio event loop; wall-clock milliseconds."""
+    """Timers on an asyncio event loop; wall-clock milliseconds.
+
+    ``close()`` cancels every timer still pending and turns later ``call_later`` calls into timers that never
+    fire: the broker closes its schedulers before it closes storage, so no session expiry or transaction timeout
+    runs against a closed log after ``stop()`` (the loop may live on, as in tests and embedded brokers)."""
 
     def __init__(self, loop):
         self.loop = loop
+        self._pending: set[Timer] = set()
+        self._closed = False
 
     def now_ms(self) -> int:
         return int(time.time() * 1000)
 
     def call_later(self, delay_ms: int, fn: Callable[[], None]) -> Timer:
         timer = Timer(when=self.now_ms() + max(0, int(delay_ms)))
+        if self._closed:
+            timer.cancelled = True
+            return timer
+        pending = self._pending
 
         def fire():
             timer._handle = None
+            pending.discard(timer)
             if not timer.cancelled:
                 fn()
 
         timer._handle = self.loop.call_later(max(0, delay_ms) / 1000.0, fire)
+        timer._owner = pending
+        pending.add(timer)
         return timer
+
+    def pending(self) -> int:
+        return sum(1 for t in self._pending if not t.cancelled)
+
+    def close(self) -> None:
+        self._closed = True
+        for timer in list(self._pending):
+            timer.cancel()
+        self._pending.clear()
 
 
 class FakeScheduler(Scheduler):
