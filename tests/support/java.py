@@ -3,20 +3,21 @@
 The jar (kafka-clients 3.9.1, with its lz4/snappy/zstd/slf4j dependencies
 beside it) ships inside the ``shigawire-apache-flink-libraries`` wheel under
 ``pyflink/lib``.  Tests compile their Java sources from ``tests/java`` once per
-test session and run a main class; anything missing turns into a pytest skip
-with the reason, never a silent pass.
+test session and run a main class; anything missing (no JDK, a jar that cannot
+be resolved) fails the test in CI and skips it elsewhere, with the reason: never
+a silent pass.
 
 ``clients=`` picks another kafka-clients release: the name of a pinned Maven
 artifact set of ``tools/kafka_pins.py`` (e.g. ``"kafka-4.4.0"``, the reference
 Kafka's own client), resolved by ``tools/kafka_reference.py``. When that set
-cannot be resolved, :meth:`JavaProgram.require` fails in CI and skips elsewhere,
-as every test needing the reference does.
+cannot be resolved, :meth:`JavaProgram.require` fails in CI and skips elsewhere
+too, as every test needing the reference does.
 
 Typical use::
 
     from support.java import JavaProgram
 
-    tool = JavaProgram.require("KafkaRecordsTool.java")   # skips if no Java
+    tool = JavaProgram.require("KafkaRecordsTool.java")   # no Java: fails in CI, skips elsewhere
     out = tool.run("KafkaRecordsTool", "read", path)      # stdout as str
 """
 
@@ -90,6 +91,22 @@ def _workdir() -> Path:
     return _session_dir
 
 
+def _compile_once(key: tuple, javac: str, classpath, paths: tuple[str, ...]) -> Path:
+    """The classes directory of ``paths`` compiled against ``classpath``, compiled once per process and ``key``;
+    ``RuntimeError`` with javac's output when compilation fails."""
+    with _lock:
+        classes = _compiled.get(key)
+        if classes is None:
+            classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
+            cp = os.pathsep.join(map(str, classpath))
+            command = [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(classes), "-cp", cp, *paths]
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                raise RuntimeError(f"javac failed for {paths}:\n{proc.stdout}{proc.stderr}")
+            _compiled[key] = classes
+    return classes
+
+
 class JavaProgram:
     """Java sources compiled against the kafka-clients classpath."""
 
@@ -110,48 +127,21 @@ class JavaProgram:
         javac = _tool("javac")
         java = _tool("java")
         classpath = kafka_classpath(clients)
-        with _lock:
-            classes = _compiled.get((clients, *paths))
-            if classes is None:
-                classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
-                proc = subprocess.run(
-                    [
-                        javac,
-                        "-nowarn",
-                        "-encoding",
-                        "UTF-8",
-                        "-d",
-                        str(classes),
-                        "-cp",
-                        os.pathsep.join(map(str, classpath)),
-                        *paths,
-                    ],
-                    capture_output=True,
-                    text=True,
-                    timeout=300,
-                )
-                if proc.returncode != 0:
-                    raise RuntimeError(f"javac failed for {paths}:\n{proc.stdout}{proc.stderr}")
-                _compiled[(clients, *paths)] = classes
-        return cls(classes, classpath, java)
+        return cls(_compile_once((clients, *paths), javac, classpath, paths), classpath, java)
 
     @classmethod
     def require(cls, *sources: str | os.PathLike, clients: str | None = None) -> JavaProgram:
-        """Like :meth:`compile`, but skips the calling test when Java is unavailable.
-
-        A pinned client set that cannot be resolved fails in CI (``CI`` set) and skips elsewhere.
-        """
-        import pytest
+        """Like :meth:`compile`, for a test: no JDK, or a pinned client set that cannot be resolved, fails the
+        calling test in CI (``CI`` set) and skips it elsewhere (``conftest.reference_unavailable``)."""
+        from conftest import reference_unavailable  # tests/conftest.py
 
         try:
             return cls.compile(*sources, clients=clients)
         except JavaUnavailable as exc:
-            pytest.skip(f"Java peer unavailable: {exc}")
+            reference_unavailable(f"Java peer unavailable: {exc}")
         except Exception as exc:
             if type(exc).__name__ != "KafkaUnavailable":
                 raise
-            from conftest import reference_unavailable  # tests/conftest.py
-
             reference_unavailable(f"kafka-clients set {clients}: {exc}")
 
     @classmethod
@@ -169,17 +159,8 @@ class JavaProgram:
         except (JavaUnavailable, KafkaUnavailable) as exc:
             reference_unavailable(str(exc))
         path = str(source)
-        with _lock:
-            classes = _compiled.get(("broker", path))
-            if classes is None:
-                classes = Path(tempfile.mkdtemp(prefix="classes-", dir=_workdir()))
-                proc = subprocess.run(
-                    [javac, "-nowarn", "-d", str(classes), "-cp", cp, path], capture_output=True, text=True, timeout=300
-                )
-                if proc.returncode != 0:
-                    raise RuntimeError(f"javac failed for {path}:\n{proc.stdout}{proc.stderr}")
-                _compiled[("broker", path)] = classes
-        return cls(classes, [Path(p) for p in cp.split(os.pathsep)], java)
+        classpath = [Path(p) for p in cp.split(os.pathsep)]
+        return cls(_compile_once(("broker", path), javac, classpath, (path,)), classpath, java)
 
     def command(self, main_class: str, *args: str | os.PathLike) -> list[str]:
         cp = os.pathsep.join([str(self.classes_dir), *map(str, self.classpath)])
