@@ -65,6 +65,13 @@ SASL (the slot; the mechanisms live in the broker and the client):
   connection, so it needs no framing change; a mechanism that wants other requests refused
   meanwhile calls ``require_authentication()`` again.
 
+Skimming (observer): ``skim(api_key, api_version, correlation_id, size)``, given to the constructor, is asked
+once per response frame, as soon as its size and correlation id are in. When it answers True the frame is not
+gathered: its bytes are walked as they arrive by a :class:`~kafkawire.protocol.skim.Skimmer` (error codes read,
+records stepped over by length, nothing kept), and its :class:`ResponseReceived` carries ``skim`` (size, error
+codes, top-level tagged fields) and an empty ``payload``. A relay that forwards a Fetch of megabytes and
+reports only its error codes never copies its records.
+
 Frame-level entry points for a caller that finds frames itself (the capture dissector, which
 resynchronises after bytes missing from a capture): ``observe_request(payload)``,
 ``observe_response(payload)``, ``expected(correlation_id)`` and ``forget(correlation_id)``.
@@ -76,6 +83,7 @@ import enum
 import itertools
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -93,6 +101,7 @@ from .rpc import (
     encode_response_parts,
     request_header,
 )
+from .skim import Skim, Skimmer
 
 __all__ = [
     "Role",
@@ -184,6 +193,7 @@ class ResponseReceived:
     offset: int = 0  # where the frame's size prefix starts in the server's byte stream
     tag: Any = None  # what the caller attached to the request
     overtook: tuple[int, ...] = ()  # correlation ids of earlier requests still unanswered
+    skim: Skim | None = None  # a skimmed frame (observer): its size and error codes; ``payload`` is then empty
 
     @property
     def body_version(self) -> int:
@@ -257,6 +267,7 @@ def _new_response(
     offset: int,
     tag,
     overtook: tuple[int, ...],
+    skim: Skim | None = None,
     _s0=_RS[0],
     _s1=_RS[1],
     _s2=_RS[2],
@@ -264,6 +275,7 @@ def _new_response(
     _s4=_RS[4],
     _s5=_RS[5],
     _s6=_RS[6],
+    _s7=_RS[7],
 ) -> ResponseReceived:
     event = _object_new(ResponseReceived)
     _s0(event, api_key)
@@ -273,6 +285,7 @@ def _new_response(
     _s4(event, offset)
     _s5(event, tag)
     _s6(event, overtook)
+    _s7(event, skim)
     return event
 
 
@@ -344,7 +357,7 @@ def _response_version(api_key: int, api_version: int, api_versions: tuple[int, i
 class _Inbound:
     """Bytes received one way and not yet returned as frames."""
 
-    __slots__ = ("buf", "pos", "base", "eof", "from_client")
+    __slots__ = ("buf", "pos", "base", "eof", "from_client", "skimmer", "skim_left", "skim_frame", "declined")
 
     def __init__(self, from_client: bool):
         self.buf = bytearray()
@@ -352,9 +365,27 @@ class _Inbound:
         self.base = 0  # stream offset of buf[0]
         self.eof = False
         self.from_client = from_client
+        self.skimmer: Skimmer | None = None  # the frame being skimmed (observer): its bytes bypass buf
+        self.skim_left = 0  # of that frame's payload, bytes not yet fed
+        self.skim_frame: tuple = ()  # (correlation id, stream offset of its size prefix)
+        self.declined = -1  # stream offset of the frame ``skim`` said no to (it is asked once per frame)
 
     def add(self, data) -> None:
         self.compact()
+        left = self.skim_left
+        if left:  # the rest of a skimmed frame goes to its skimmer, never into buf
+            n = len(data)
+            if n <= left:
+                self.skimmer.feed(data)  # type: ignore[union-attr]
+                self.skim_left = left - n
+                self.base += n
+                return
+            with memoryview(data) as view:
+                self.skimmer.feed(view[:left])  # type: ignore[union-attr]
+                self.skim_left = 0
+                self.base += left
+                self.buf += view[left:]
+            return
         self.buf += data
 
     def compact(self) -> None:
@@ -384,8 +415,11 @@ class ProtocolConnection:
         client_id: str | None = "kafkawire",
         api_versions: tuple[int, int] | None = None,
         first_correlation_id: int = 1,
+        skim: Callable[[int, int, int, int], bool] | None = None,
     ):
         self.role = role
+        #: observer: asked (api key, api version, correlation id, size) for each response frame; True: skim it
+        self.skim = skim
         self._server = role is Role.SERVER
         self._client = role is Role.CLIENT
         self.max_frame = max_frame
@@ -741,7 +775,21 @@ class ProtocolConnection:
 
     def _observe(self, inbound: _Inbound) -> None:
         events = self._events
-        for _ in range(len(inbound.buf) + 1):  # each round takes a frame or stops
+        for _ in range(len(inbound.buf) + 2):  # each round takes a frame or stops
+            if inbound.skimmer is not None:
+                if inbound.skim_left:
+                    if inbound.eof:
+                        events.append(self._skim_truncated(inbound))
+                    return
+                events.append(self._skimmed(inbound))
+                continue
+            if (
+                self.skim is not None
+                and not inbound.from_client
+                and not self._sasl_tokens
+                and self._start_skim(inbound)
+            ):
+                continue
             payload = self._frame(inbound)
             if type(payload) not in _PAYLOADS:
                 if type(payload) is not NeedData:
@@ -754,6 +802,63 @@ class ProtocolConnection:
                 events.append(self._request(payload, offset, register=True))
             else:
                 events.append(self._response(payload, offset))
+
+    def _start_skim(self, inbound: _Inbound) -> bool:
+        """At a response frame's start: when ``skim`` wants it, its skimmer takes the bytes in (and, through
+        ``_Inbound.add``, those that follow)."""
+        buf, pos = inbound.buf, inbound.pos
+        if len(buf) - pos < 8:
+            return False
+        if inbound.base + pos == inbound.declined:
+            return False
+        size, corr = _FRAME_CORR.unpack_from(buf, pos)
+        if size < 4 or size > self.max_frame:
+            return False  # the general path reports it
+        found = self._pending.get(corr)
+        if found is None or not self.skim(found.api_key, found.api_version, corr, size):  # type: ignore[misc]
+            inbound.declined = inbound.base + pos
+            return False
+        skimmer = Skimmer(found.api_key, found.api_version, size)
+        end = min(len(buf), pos + 4 + size)
+        with memoryview(buf) as view:
+            skimmer.feed(view[pos + 4 : end])
+        inbound.skimmer = skimmer
+        inbound.skim_left = pos + 4 + size - end
+        inbound.skim_frame = (corr, inbound.base + pos)
+        inbound.pos = end
+        inbound.compact()
+        return True
+
+    def _skimmed(self, inbound: _Inbound) -> ResponseReceived:
+        skimmer, inbound.skimmer = inbound.skimmer, None
+        corr, offset = inbound.skim_frame
+        found = self._pending.pop(corr)
+        return _new_response(
+            found.api_key,
+            found.api_version,
+            corr,
+            b"",
+            offset,
+            found.tag,
+            self._overtaken(corr),
+            skimmer.result(),  # type: ignore[union-attr]
+        )
+
+    def _skim_truncated(self, inbound: _Inbound) -> ProtocolViolation:
+        corr, offset = inbound.skim_frame
+        skimmer = inbound.skimmer
+        assert skimmer is not None
+        return self._fatal(
+            ProtocolViolation(
+                Violation.TRUNCATED,
+                f"stream ends inside a frame: {skimmer.size + 4 - inbound.skim_left} of {skimmer.size + 4} bytes",
+                False,
+                offset,
+                True,
+                skimmer.size,
+                corr,
+            )
+        )
 
     def _require(self, role: Role, what: str) -> None:
         if self.role is not role:

@@ -167,7 +167,18 @@ def withdraw_node_endpoints(api_key: int, api_version: int, payload) -> int:
     return tags_at + 1
 
 
+def tail_endpoints(api_key: int, api_version: int, tagged) -> list:
+    """The NodeEndpoints of a response known only by its top-level tagged fields (``tagged``: the payload's
+    bytes from their count to its end), as a skimmed response is: read as the tail of an empty body of the
+    same version. Raises ProtocolError when they do not decode."""
+    cls = message_class(api(api_key).response)
+    empty = cls().encode(api_version)  # its last byte is the tagged field count, 0
+    body, _end = cls.decode_from(memoryview(empty[:-1] + bytes(tagged)), 0, api_version)
+    return list(body.node_endpoints)
+
+
 __all__ = [
+    "tail_endpoints",
     "REWRITTEN",
     "TAIL_ENDPOINTS",
     "WITHDRAWN_TAG",

@@ -45,6 +45,7 @@ from kafkawire.protocol.connection import (
 )
 from kafkawire.protocol.framing import frame_size_prefix
 from kafkawire.protocol.primitives import ProtocolError
+from kafkawire.protocol.skim import Skim
 from kafkawire.tools.pcap import Connection
 
 from .addresses import (
@@ -54,6 +55,7 @@ from .addresses import (
     endpoints_in_tail,
     rewrite_response,
     rewrites,
+    tail_endpoints,
     withdraw_node_endpoints,
 )
 from .pcapng import Flow, PcapngWriter
@@ -88,6 +90,7 @@ class ProxyConfig:
     listen_ssl: ssl.SSLContext | None = None
     max_frame: int = DEFAULT_MAX_FRAME
     max_connections: int = MAX_CONNECTIONS
+    stream_min: int = STREAM_MIN  # responses this large go on while they arrive (and are skimmed, see Proxy)
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -129,6 +132,20 @@ class Proxy:
         self._ids = 0
         self.port: int | None = None
         self.broker_ports: dict[int, int] = self.addresses.local_port
+
+    @property
+    def skimming(self) -> bool:
+        """Whether a streamed response may be skimmed (its error codes read as it passes, its records never
+        gathered) instead of decoded whole. Everything the proxy reports of a response but ``--annotate``
+        and the console's frames comes from its error codes: the summary, the lines and JSON (whose topics
+        and summary come from the request, which is decoded whole), the filters (topics are the request's),
+        ``--errors-only``; ``--pcap`` writes the bytes forwarded, not the observer's. So a response is
+        decoded whole only with ``--annotate`` (the reporter's ``needs_bodies``) or while a browser
+        watches the console's live view (the hex and tree of each frame)."""
+        if self.reporter.needs_bodies:
+            return False
+        tap = self.tap
+        return tap is None or not tap.subscribers
 
     async def start(self) -> Proxy:
         sock = self._listen_socket(self.config.listen_port)
@@ -268,16 +285,19 @@ class _Session:
         self.reader, self.writer = reader, writer
         self.ureader, self.uwriter = ureader, uwriter
         self.flow = flow
-        self.observer = ProtocolConnection(Role.OBSERVER, max_frame=proxy.config.max_frame)
+        self.observer = ProtocolConnection(Role.OBSERVER, max_frame=proxy.config.max_frame, skim=self._skim)
         self.requests: dict[int, tuple[int, bytes | bytearray]] = {}  # correlation id -> (time read, payload)
         self.sasl_mechanism: dict[int, str] = {}  # correlation id of a SaslHandshake v0 -> mechanism
         self.server_tokens_left: int | None = None
         self.to_client: list[bytes] = []
         self.closing: str | None = None
         self.streamed: dict[int, int] = {}  # correlation id -> bytes of its frame held back (the tail)
+        self.skimmed: set[int] = set()  # correlation ids of streamed responses the observer skims
         self.responses = _Frames(self._stream_decision, proxy.config.max_frame)
         # requests go upstream as they arrive anyway: a large one is only gathered for the observer
-        self.requests_in = _Frames(lambda _corr, size: 0 if size >= STREAM_MIN else None, proxy.config.max_frame)
+        self.requests_in = _Frames(
+            lambda _corr, size: (0, True) if size >= STREAM_MIN else None, proxy.config.max_frame
+        )
 
     async def run(self) -> None:
         up = asyncio.ensure_future(self._client_to_upstream())
@@ -311,6 +331,7 @@ class _Session:
                 correlation_id=ex.correlation_id,
                 problem=ex.problem,
                 rewritten=ex.rewritten,
+                skim=ex.skim,
             )
         try:
             self.proxy.reporter.exchange(ex)
@@ -400,10 +421,11 @@ class _Session:
         except (ConnectionError, OSError, ssl.SSLError) as exc:
             self.closing = self.closing or f"upstream connection failed: {exc}"
 
-    def _stream_decision(self, correlation_id: int, size: int) -> int | None:
+    def _stream_decision(self, correlation_id: int, size: int) -> tuple[int, bool] | None:
         """Called by :class:`_Frames` when a response frame's size and correlation id are in: the
-        bytes of it to hold back until it is whole (0: none), or None to hold it all (not streamed)."""
-        if size < STREAM_MIN or self.observer.sasl_tokens or self.server_tokens_left is not None:
+        bytes of it to hold back until it is whole (0: none) and whether the observer needs it whole (False:
+        it skims it), or None to hold it all (not streamed)."""
+        if size < self.proxy.config.stream_min or self.observer.sasl_tokens or self.server_tokens_left is not None:
             return None
         pending = self.requests.get(correlation_id)
         if pending is None or correlation_id in self.sasl_mechanism:
@@ -413,11 +435,18 @@ class _Session:
         if not rewrites(key, version):
             held = 0
         elif endpoints_in_tail(key, version):
-            held = TAIL_HELD
+            held = min(TAIL_HELD, size - 4)
         else:
             return None
         self.streamed[correlation_id] = held
-        return held
+        if self.proxy.skimming:
+            self.skimmed.add(correlation_id)
+            return held, False
+        return held, True
+
+    def _skim(self, _api_key: int, _api_version: int, correlation_id: int, _size: int) -> bool:
+        """The observer asks, at the same frame start where :meth:`_stream_decision` was asked."""
+        return correlation_id in self.skimmed
 
     def _flush(self, writer, flow: Flow | None) -> None:
         out, self.to_client = self.to_client, []
@@ -467,6 +496,9 @@ class _Session:
                 pass
 
     def _response(self, event: ResponseReceived) -> None:
+        if event.skim is not None:
+            self._skimmed_response(event, event.skim)
+            return
         now = self.proxy.clock()
         payload = event.payload
         ex_time, request = self.requests.pop(event.correlation_id, (now, b""))
@@ -506,6 +538,64 @@ class _Session:
             self.server_tokens_left = _SERVER_TOKENS.get(mechanism.upper())
         self._report(ex)
 
+    def _skimmed_response(self, event: ResponseReceived, skim: Skim) -> None:
+        """A streamed response the observer skimmed: its bytes went on as they came but for the held tail,
+        which :class:`_Frames` kept; its NodeEndpoints (if any) are found from the tagged fields' offsets."""
+        now = self.proxy.clock()
+        corr = event.correlation_id
+        self.skimmed.discard(corr)
+        ex_time, request = self.requests.pop(corr, (now, b""))
+        ex = Exchange(
+            ex_time,
+            self.conn,
+            event.api_key,
+            event.api_version,
+            corr,
+            request_payload=request,
+            latency_ns=now - ex_time,
+            skim=skim,
+        )
+        held = self.streamed.pop(corr, 0)
+        tail = self.responses.tails.pop(corr, b"")
+        endpoints = [t for t in skim.tags if t[0] == 0 and t[2] > 1]  # tag 0 with at least one node
+        if endpoints and endpoints_in_tail(event.api_key, event.api_version):
+            if skim.problem or len(skim.tags) != 1:
+                self.closing = "a streamed response's broker addresses cannot be rewritten: connection closed"
+                ex.problem = f"{self.closing} ({skim.problem or 'tagged fields other than NodeEndpoints'})"
+                tail = b""
+            else:
+                tail = self._withdraw_skimmed(event, skim, tail, held, endpoints[0][1], ex)
+        if tail:
+            self.to_client.append(tail)
+        self._report(ex)
+
+    def _withdraw_skimmed(self, event: ResponseReceived, skim: Skim, tail, held: int, at: int, ex: Exchange) -> bytes:
+        """The held tail of a skimmed response that names brokers: the proxy learns them (a local port for
+        each, ready for the client's metadata refresh) and withdraws the hint, as :meth:`_withdraw` does."""
+        start = skim.size - held
+        if at - 1 < start:  # the tagged fields' count (one byte: one field) must be in the tail too
+            return self._rename_tag(tail, skim.size, held, at, ex)
+        try:
+            for node in tail_endpoints(event.api_key, event.api_version, tail[at - 1 - start :]):
+                self.proxy.addresses.learn(node.node_id, node.host, node.port)
+        except Exception as exc:  # cannot be read: the client must not be misled
+            self.closing = f"a streamed response's broker addresses cannot be rewritten ({exc}): connection closed"
+            ex.problem = self.closing
+            return b""
+        return self._rename_tag(tail, skim.size, held, at, ex)
+
+    def _rename_tag(self, tail, size: int, held: int, at: int, ex: Exchange) -> bytes:
+        """The held tail with the tag number at payload offset ``at`` renamed (see :meth:`_withdraw`)."""
+        start = size - held
+        if at < start:
+            self.closing = "a streamed response's broker addresses begin before its held tail: connection closed"
+            ex.problem = self.closing
+            return b""
+        out = bytearray(tail)
+        out[at - start] = WITHDRAWN_TAG
+        ex.problem = "NodeEndpoints withdrawn (the response was streamed): the client refreshes its metadata"
+        return bytes(out)
+
     def _withdraw(self, event: ResponseReceived, payload, held: int, ex: Exchange) -> bytes:
         """The held tail of a streamed response whose NodeEndpoints needed rewriting, with them withdrawn."""
         try:
@@ -514,15 +604,7 @@ class _Session:
             self.closing = f"a streamed response's broker addresses cannot be rewritten ({exc}): connection closed"
             ex.problem = self.closing
             return b""
-        start = len(payload) - held
-        if at < start:
-            self.closing = "a streamed response's broker addresses begin before its held tail: connection closed"
-            ex.problem = self.closing
-            return b""
-        tail = bytearray(payload[start:])
-        tail[at - start] = WITHDRAWN_TAG
-        ex.problem = "NodeEndpoints withdrawn (the response was streamed): the client refreshes its metadata"
-        return bytes(tail)
+        return self._rename_tag(payload[len(payload) - held :], len(payload), held, at, ex)
 
     def _token(self, event: SaslTokenReceived) -> None:
         self.proxy.reporter.sasl_tokens += 1
@@ -561,11 +643,15 @@ class _Frames:
     forwarded while it arrives, and a large frame either way reaches the observer in one piece. ``split(data)`` yields (piece, bytes to forward now) in stream order; the
     caller feeds each piece to the observer after forwarding, so the decision for a frame (``decide``,
     called once its size and correlation id are in) sees every event of the frames before it. Framing
-    problems are the observer's to report: a size out of bounds stops streaming for the connection."""
+    problems are the observer's to report: a size out of bounds stops streaming for the connection.
 
-    __slots__ = ("decide", "max_frame", "head", "left", "forward", "broken", "body", "filled")
+    ``decide`` answers None (not streamed: the pieces go to the observer, which gathers the frame) or (bytes
+    held back, whole): ``whole`` gathers the frame here for the observer; otherwise (the observer skims it)
+    only the held tail is kept, in ``tails[correlation id]`` once the frame is complete."""
 
-    def __init__(self, decide: Callable[[int, int], int | None], max_frame: int):
+    __slots__ = ("decide", "max_frame", "head", "left", "forward", "broken", "body", "filled", "tail", "corr", "tails")
+
+    def __init__(self, decide: Callable[[int, int], tuple[int, bool] | None], max_frame: int):
         self.decide = decide
         self.max_frame = max_frame
         self.head = bytearray()  # the first 8 bytes of the frame (size, correlation id) while they come
@@ -576,6 +662,9 @@ class _Frames:
         # into a buffer of the right size, where feeding them piece by piece would regrow the observer's
         self.body: bytearray | None = None
         self.filled = 0
+        self.tail: bytearray | None = None  # a skimmed frame's held tail while it comes
+        self.corr = 0
+        self.tails: dict[int, bytearray] = {}
 
     def split(self, data):
         if self.broken:
@@ -597,16 +686,24 @@ class _Frames:
                     yield bytes(take), b""
                     yield view[pos:], b""
                     return
-                held = self.decide(int.from_bytes(self.head[4:8], "big", signed=True), size)
+                self.corr = int.from_bytes(self.head[4:8], "big", signed=True)
+                decision = self.decide(self.corr, size)
                 self.left = size - 4
-                if held is None:
+                self.tail = None
+                if decision is None:
                     self.forward = 0
                     head_out = b""
                 else:
+                    held, whole = decision
                     self.forward = size + 4 - held - 8
                     head_out = bytes(self.head)
-                    self.body, self.filled = bytearray(self.left), 0
+                    if whole and self.left:
+                        self.body, self.filled = bytearray(self.left), 0
+                    else:
+                        self.tail = bytearray()
                 self.head.clear()
+                if self.left == 0 and self.tail is not None:
+                    self.tails[self.corr], self.tail = self.tail, None
                 yield take, head_out
                 if self.left == 0:
                     continue
@@ -619,6 +716,13 @@ class _Frames:
                 self.forward -= len(out)
             body = self.body
             if body is None:
+                tail = self.tail
+                if tail is not None:
+                    if len(out) < len(take):
+                        tail += take[len(out) :]
+                    if not self.left:
+                        self.tails[self.corr] = tail
+                        self.tail = None
                 yield take, out
                 continue
             body[self.filled : self.filled + len(take)] = take

@@ -6,6 +6,11 @@ path) is the one ``kafkawire pcap`` prints: both build a :class:`kafkawire.tools
 :func:`~kafkawire.tools.pcap.summary`, :func:`~kafkawire.tools.pcap.error_names` and
 :func:`~kafkawire.tools.pcap.topic_partitions`. The proxy decodes for this after it has forwarded the
 bytes, never before.
+
+A response the relay skimmed (:mod:`kafkawire.protocol.skim`: a large Fetch whose error codes were read as
+it passed, its records never gathered) has no payload here, only ``skim``: its size and error codes. Its
+line says so (``<- skimmed``) and its JSON has ``"response_skimmed": true``; a skim that could not read the
+whole body is a ``problem``, never a silent "no errors".
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ from kafkawire.protocol import apis
 from kafkawire.protocol.annotate import AnnotationError, annotate_request, annotate_response
 from kafkawire.protocol.api_keys import ApiKey
 from kafkawire.protocol.connection import response_body_version
+from kafkawire.protocol.errors import error_for
 from kafkawire.protocol.primitives import ProtocolError
 from kafkawire.protocol.records.batch import HEADER_SIZE, header_summary
 from kafkawire.protocol.rpc import decode_request, decode_response
+from kafkawire.protocol.skim import Skim
 from kafkawire.tools.pcap import Connection, Event, error_names, topic_partitions, walk
 
 
@@ -53,6 +60,7 @@ class Exchange:
     client_id: str | None = None
     rewritten: list[tuple[int, str, str]] = field(default_factory=list)
     problem: str | None = None  # a frame that did not decode, an unmatched response...
+    skim: Skim | None = None  # a skimmed response: its size and error codes (``response_payload`` is empty)
     # filled by describe()
     errors: list[str] = field(default_factory=list)
     topics: dict[str, list[int]] = field(default_factory=dict)
@@ -78,7 +86,13 @@ class Exchange:
 
     @property
     def response_size(self) -> int:
+        if self.skim is not None:
+            return self.skim.size + 4
         return len(self.response_payload) + 4 if self.response_payload else 0
+
+    @property
+    def answered(self) -> bool:
+        return bool(self.response_payload) or self.skim is not None
 
 
 def _framed(payload) -> bytes:
@@ -127,7 +141,14 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_
         except (ProtocolError, KeyError) as exc:
             req_event.error = exc if isinstance(exc, ProtocolError) else None
             ex.problem = ex.problem or f"request does not decode: {exc}"
-    if ex.response_payload:
+    if ex.skim is not None:
+        ex.errors = skim_error_names(ex.skim)
+        ex.response_summary = "skimmed (error codes read, records not decoded)"
+        if ex.errors:
+            ex.response_summary += " errors: " + ", ".join(ex.errors)
+        if ex.skim.problem:
+            ex.problem = ex.problem or f"skimmed response, error codes not all read: {ex.skim.problem}"
+    elif ex.response_payload:
         resp_event = Event(
             "response",
             ex.connection,
@@ -162,6 +183,11 @@ def describe(ex: Exchange, topic_names: dict[str, str] | None = None, *, errors_
         ex.errors = error_names(resp_event)
         if not errors_only:
             ex.response_summary = summary(resp_event)
+
+
+def skim_error_names(skim: Skim) -> list[str]:
+    """A skim's error codes as :func:`kafkawire.tools.pcap.error_names` writes them (``path=NAME``)."""
+    return [f"{path}={error_for(code).name}" for path, code in skim.errors]
 
 
 # fields that identify what a request is about, shown when present and not empty (as `kafkawire pcap` does)
@@ -261,7 +287,7 @@ def to_line(ex: Exchange) -> str:
         f"corr={ex.correlation_id}",
     ]
     parts.append(f"{ex.latency_ns / 1e6:.3f} ms" if ex.latency_ns is not None else "no response")
-    parts.append(f"{_kb(ex.request_size)}>{_kb(ex.response_size)}" if ex.response_payload else _kb(ex.request_size))
+    parts.append(f"{_kb(ex.request_size)}>{_kb(ex.response_size)}" if ex.answered else _kb(ex.request_size))
     if ex.request_summary:
         parts.append(f"-> {ex.request_summary}")
     if ex.response_summary:
@@ -320,6 +346,7 @@ def to_json(ex: Exchange, annotate: bool = False) -> str:
         "topics": ex.topics,
         "request_summary": ex.request_summary,
         "response_summary": ex.response_summary,
+        "response_skimmed": ex.skim is not None,
         "rewritten": [{"node_id": n, "upstream": a, "local": b} for n, a, b in ex.rewritten],
         "problem": ex.problem,
     }
@@ -394,6 +421,12 @@ class Reporter:
         self.sasl_tokens = 0
         self.notes: list[str] = []
         self.topic_names: dict[str, str] = {}  # topic id -> name, from Metadata responses
+
+    @property
+    def needs_bodies(self) -> bool:
+        """Whether what is printed needs every response decoded whole (the annotated fields): otherwise a
+        large response's error codes are enough, and the relay may skim it."""
+        return self.annotate and not self.quiet
 
     def exchange(self, ex: Exchange) -> None:
         describe(ex, self.topic_names, errors_only=self.quiet)

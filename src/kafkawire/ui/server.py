@@ -186,6 +186,13 @@ class Console:
         if ex.response_payload:
             out["response"] = await asyncio.to_thread(_annotated, ex.response, False, ex.api_key, ex.api_version)
             out["response"]["truncated"] = entry.response_truncated
+        elif ex.skim is not None:  # streamed while no browser watched: its error codes were read, no bytes kept
+            out["response"] = {
+                "hex": "",
+                "annotations": [],
+                "error": f"skimmed: {ex.skim.size + 4} bytes forwarded, error codes read, frame not kept",
+                "truncated": True,
+            }
         return web.json_response(out)
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:

@@ -16,6 +16,7 @@ import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from kafkawire.protocol.skim import Skim
 from kafkawire.proxy.report import Exchange, describe
 from kafkawire.tools.pcap import Connection
 
@@ -98,6 +99,7 @@ class Tap:
         correlation_id: int | None = None,
         problem: str | None = None,
         rewritten: list | None = None,
+        skim: Skim | None = None,
     ) -> None:
         """A request and its response payloads (no size prefix). Only the first ``frame_bytes`` of each are
         copied."""
@@ -117,6 +119,7 @@ class Tap:
             latency_ns=latency_ns,
             rewritten=list(rewritten or ()),
             problem=problem,
+            skim=skim,
         )
         entry = TapEntry(next(self._ids), ex, len(request) > limit, len(response) > limit)
         if len(self._pending) == self._pending.maxlen:
