@@ -17,7 +17,8 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * Kafka 4.4's own classes read a compacted partition, one line per record: "rec OFFSET KEY VALUE" (KEY and
  * VALUE as UTF-8, "-" for null).
  *
- *   files SEGMENT...                  FileRecords (each batch's CRC and layout checked by ensureValid)
+ *   files SEGMENT...                  FileRecords (each batch's CRC and layout checked by ensureValid), and
+ *                                     "batch BASE LAST PRODUCER CONTROL DELETE_HORIZON" (-1: none) per batch
  *   consume BOOTSTRAP TOPIC COUNT     a KafkaConsumer from the start of partition 0 until COUNT records
  *                                     (or 30 s), read_uncommitted, as an application would read it
  */
@@ -40,7 +41,8 @@ public class KafkaCompactedReader {
                     for (RecordBatch batch : records.batches()) {
                         batch.ensureValid();
                         System.out.println("batch " + batch.baseOffset() + " " + batch.lastOffset() + " "
-                            + batch.producerId() + " " + batch.isControlBatch());
+                            + batch.producerId() + " " + batch.isControlBatch() + " "
+                            + batch.deleteHorizonMs().orElse(-1L));
                         if (batch.isControlBatch()) continue;
                         for (Record r : batch) {
                             System.out.println("rec " + r.offset() + " " + text(r.key()) + " " + text(r.value()));

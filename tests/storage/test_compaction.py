@@ -159,12 +159,32 @@ def test_aborted_transactions_go_and_producers_keep_their_last_batch(tmp_path):
     assert [(b.base_offset, b.is_control) for b in batches if b.is_control] == [(1, True), (3, True)]
     kept9 = [b for b in batches if b.producer_id == 9]
     assert [(b.base_offset, b.last_offset, b.record_count, b.base_sequence) for b in kept9] == [(4, 4, 0, 0)]
-    # a later pass, past delete.retention.ms: the aborted transaction's marker goes (none of its records is
-    # left), the committed one's stays (its record is)
-    plog.append(build_batch([(b"c", b"dirt", [], now)]))
-    plog.roll()
-    cleaner.Cleaner(str(tmp_path / "data")).clean_partition(plog, plog._settings(), now_ms=now + 2 * DAY_MS, force=True)
-    batches = list(iter_batches(b"".join(bytes(c) for c in plog.read(0, 1 << 20).chunks)))
+    # no marker has a delete horizon yet: each transaction still has a batch in the log
+    assert [b.has_delete_horizon for b in batches if b.is_control] == [False, False]
+
+    def another_pass(at):
+        plog.append(build_batch([(b"c", b"dirt", [], now)]))
+        plog.roll()
+        cleaner.Cleaner(str(tmp_path / "data")).clean_partition(plog, plog._settings(), now_ms=at, force=True)
+        got = list(iter_batches(b"".join(bytes(c) for c in plog.read(0, 1 << 20).chunks)))
+        for b in got:
+            b.validate_crc()
+        return got
+
+    # Kafka's order, pass by pass. Two days on, producers 8 and 9 are past producer.id.expiration.ms: their
+    # empty batches go; the abort marker was kept this pass (the empty batch of its transaction was still met)
+    later = now + 2 * DAY_MS
+    batches = another_pass(later)
+    assert [b.base_offset for b in batches if b.producer_id in (8, 9)] == [3]
+    assert not next(b for b in batches if b.base_offset == 3).has_delete_horizon
+    # next pass: no batch of the aborted transaction is left, so its marker gets a delete horizon, and stays
+    batches = another_pass(later)
+    marker = next(b for b in batches if b.base_offset == 3)
+    assert marker.delete_horizon_ms == later + DAY_MS and marker.record_count == 1
+    # a pass before the horizon keeps it; one after removes it; the committed transaction's marker stays, its
+    # record is there
+    assert any(b.base_offset == 3 for b in another_pass(later + DAY_MS - 1))
+    batches = another_pass(later + DAY_MS)
     assert [b.base_offset for b in batches if b.is_control] == [1]
     assert [(r.offset, r.value) for b in batches if not b.is_control for r in b.records()][:2] == [
         (0, b"committed"),
@@ -250,8 +270,12 @@ def test_kafka_and_its_clients_read_the_compacted_log(kafka_reader, tmp_path):
     segments = [s.log_path for s in plog.segments if s.size]
     storage.close()
 
-    # Kafka's FileRecords reads the segment files: every batch valid, the records and offsets of the model
-    assert _recs(kafka_reader.run("KafkaCompactedReader", "files", *segments)) == expected
+    # Kafka's FileRecords reads the segment files: every batch valid, the records and offsets of the model; the
+    # batches holding tombstones carry the delete horizon the pass stamped (now + delete.retention.ms)
+    out = kafka_reader.run("KafkaCompactedReader", "files", *segments)
+    assert _recs(out) == expected
+    horizons = {int(line.split()[5]) for line in out.splitlines() if line.startswith("batch ")}
+    assert horizons == {-1, now + DAY_MS}
 
     broker = KafkaBroker(storage="segments", data_dir=data)
     broker.start()

@@ -10,22 +10,26 @@ A pass over one partition, as Kafka's ``Cleaner.clean`` does it:
    ``min.cleanable.dirty.ratio`` of its cleanable bytes, or when a dirty record is older than
    ``max.compaction.lag.ms``.
 2. An offset map, key -> last offset, is built over the dirty section (aborted transactions' records and
-   control batches are not keys); it holds at most ``max_map_entries`` keys (Kafka's
-   ``log.cleaner.dedupe.buffer.size``): when full, the pass cleans up to the segment where it filled, and
-   the next pass goes on from there.
+   control batches are not keys). As Kafka's SkimpyOffsetMap it holds an MD5 digest of each key (memory does
+   not grow with key sizes) and at most ``max_map_entries`` keys: ``log.cleaner.dedupe.buffer.size`` shared by
+   ``log.cleaner.threads``, 24 bytes a slot, times ``log.cleaner.io.buffer.load.factor`` (``map_entries``).
+   When it is full the next keyed record ends it, mid-segment if so: the pass cleans up to the last offset the
+   map covers, records after it stay as they are, and the next pass goes on from there.
 3. The sealed segments from the log start to the end of the map are rewritten, in groups of consecutive
    segments whose retained bytes fit ``segment.bytes`` (Kafka's ``groupSegmentsBySize``), each group into
-   one segment at the group's first base offset. A record is kept when no later record of its key is in
-   the map; the records of aborted transactions and records without a key are removed; a tombstone (null value) is kept until it
-   has been through a cleaning and ``delete.retention.ms`` has passed since the newest record of its
-   segment (the horizon Kafka's cleaner uses for batches that carry no delete horizon of their own;
-   kafkawire does not stamp one); a transaction marker goes when no record of its transaction is left and
-   it is as old as a tombstone that may go. Offsets never change:
-   a batch keeps its base offset, last offset delta, timestamps' base and producer fields (so a
-   producer's sequence state survives), and a batch left with no record is dropped unless it is its
-   producer's last one, which stays as an empty batch, as Kafka's cleaner keeps it. Retained records
-   are moved as bytes (a batch whose records all survive is copied whole); compressed batches are
-   decompressed and recompressed with their own codec. Every rewritten batch gets its CRC.
+   one segment at the group's first base offset, by Kafka's cleanInto filter. A record is kept when no later
+   record of its key is in the map; the records of aborted transactions and records without a key are
+   removed. Tombstones follow KIP-534's delete horizon: the first pass that keeps a batch holding a
+   tombstone (or a transaction marker whose transaction has no batch left) stamps the batch with the
+   horizon now + ``delete.retention.ms`` (attribute bit 6, the horizon in the base timestamp, the records'
+   timestamp deltas taken from it); a pass at or after the horizon removes the tombstones (and the marker).
+   Offsets never change: a rewritten batch keeps its base offset, last offset delta, producer fields and
+   leader epoch and is written as Kafka's MemoryRecordsBuilder writes it (base timestamp the first kept
+   record's when there is no horizon, record attributes 0, max timestamp the newest kept record's or the
+   log append time); a batch whose records all stay and that needs no stamp is copied whole. A batch left
+   with no record is dropped unless it is the last batch of a producer active within
+   ``producer.id.expiration.ms`` (or the last of the round), which stays as Kafka's empty header. Compressed
+   batches are recompressed with their own codec.
 4. Crash safety, Kafka's protocol: a group is written to ``<base>.log.cleaned`` and fsynced, renamed to
    ``<base>.log.swap`` (the commit point) with the directory fsynced, the group's other segments renamed
    to ``.log.deleted``, and the swap file renamed over ``<base>.log``. On start, ``complete_swaps`` deletes
@@ -34,14 +38,16 @@ A pass over one partition, as Kafka's ``Cleaner.clean`` does it:
    any point: until the rename over ``<base>.log`` the old segments are all there, and the swap file
    holds every record the pass kept.
 
-The cleaner thread (``CleanerThread``, one, as Kafka's ``log.cleaner.threads`` default) runs passes off the
-event loop, ``log.cleaner.backoff.ms`` apart; ``log.cleaner.io.max.bytes.per.second`` bounds its reads.
+The cleaner threads (``CleanerThread``, ``log.cleaner.threads`` of them, one partition each at a time) run
+passes off the event loop, ``log.cleaner.backoff.ms`` apart; ``log.cleaner.io.max.bytes.per.second`` bounds their
+reads.
 The cleaner checkpoint is Kafka's ``cleaner-offset-checkpoint`` at the top of the data directory (Kafka's
 format; Kafka on the same directory takes it up).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -55,7 +61,7 @@ from crc32c import crc32c
 
 from kafkawire.protocol.records.batch import HEADER, HEADER_SIZE
 from kafkawire.protocol.records.codecs import compress, decompress
-from kafkawire.protocol.records.varint import read_varint, read_varlong
+from kafkawire.protocol.records.varint import encode_varint, read_varint, read_varlong
 
 from . import _batch, metadata
 from .segment import LogSegment, segment_name
@@ -68,12 +74,35 @@ SWAP_SUFFIX = ".swap"
 DELETED_SUFFIX = ".deleted"
 _SWAP_FILE = re.compile(r"(\d{20})\.log\.swap")
 _CLEANED_FILE = re.compile(r"(\d{20})\.log\.cleaned")
-# Kafka: log.cleaner.dedupe.buffer.size 128 MiB, 24 bytes an entry (MD5 + offset), load factor 0.9
-DEFAULT_MAP_ENTRIES = 134217728 // 24 * 9 // 10
+# Kafka's defaults: log.cleaner.dedupe.buffer.size 128 MiB, shared by log.cleaner.threads, 24 bytes a slot (an
+# MD5 of the key and an offset), filled up to log.cleaner.io.buffer.load.factor 0.9
+DEFAULT_DEDUPE_BUFFER_SIZE = 134_217_728
+DEFAULT_LOAD_FACTOR = 0.9
+_BYTES_PER_ENTRY = 16 + 8
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms
+
+
+def map_entries(dedupe_buffer_size: int, load_factor: float = DEFAULT_LOAD_FACTOR, threads: int = 1) -> int:
+    """How many keys one thread's offset map holds, as Kafka sizes its SkimpyOffsetMap: the buffer shared by the
+    threads, 24 bytes a slot, filled up to the load factor. ValueError where Kafka's cleaner refuses to start."""
+    slots = min(dedupe_buffer_size // max(threads, 1), 2**31 - 1) // _BYTES_PER_ENTRY
+    if slots * load_factor <= 1:
+        raise ValueError(
+            "offset map is too small to fit in even a single message: increase log.cleaner.dedupe.buffer.size "
+            "or decrease log.cleaner.threads"
+        )
+    return int(slots * load_factor)
+
+
+DEFAULT_MAP_ENTRIES = map_entries(DEFAULT_DEDUPE_BUFFER_SIZE)
 
 _ATTR_COMPRESSION = 0x07
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
+_ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_DELETE_HORIZON = 0x40  # KIP-534: the base timestamp is the batch's delete horizon
+_KEEP_ATTRIBUTES = _ATTR_COMPRESSION | _ATTR_LOG_APPEND_TIME | _ATTR_TRANSACTIONAL | _ATTR_CONTROL
+_CONTROL_ABORT, _CONTROL_COMMIT = 0, 1
 _ATTRIBUTES_OFFSET = 21
 _LENGTH = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
@@ -97,8 +126,9 @@ class CleanStats:
 
 # -- records as bytes ------------------------------------------------------------------------------------
 def _walk(payload, count: int):
-    """Yield (start, end, offset_delta, timestamp_delta, key, is_tombstone) for the records of a batch's
-    (decompressed) payload: the records' own bytes are ``payload[start:end]``."""
+    """Yield (start, end, offset_delta, timestamp_delta, key, is_tombstone, tail) for the records of a batch's
+    (decompressed) payload: the records' own bytes are ``payload[start:end]``, and from ``tail`` on (the offset
+    delta, key, value, headers) they are what a rewrite keeps."""
     pos = 0
     for _ in range(count):
         start = pos
@@ -106,12 +136,13 @@ def _walk(payload, count: int):
         end = pos + length
         pos += 1  # attributes
         ts_delta, pos = read_varlong(payload, pos)
+        tail = pos
         off_delta, pos = read_varint(payload, pos)
         klen, pos = read_varint(payload, pos)
         key = bytes(payload[pos : pos + klen]) if klen >= 0 else None
         pos += max(klen, 0)
         vlen, _ = read_varint(payload, pos)
-        yield start, end, off_delta, ts_delta, key, vlen < 0
+        yield start, end, off_delta, ts_delta, key, vlen < 0, tail
         pos = end
 
 
@@ -121,19 +152,92 @@ def _payload(buf, pos: int, size: int, attributes: int):
     return (decompress(codec, body) if codec else body), codec
 
 
-def _rebuild(buf, pos: int, kept: list, payload, codec: int, max_ts: int) -> bytes:
-    """The batch at ``pos`` with only the ``kept`` (start, end) record spans: the header as it was (base
-    offset, last offset delta, base timestamp, producer fields), a new length, count, max timestamp, CRC."""
-    records = b"".join(bytes(payload[s:e]) for s, e in kept)
-    if codec and records:
+def _rebuild(h: tuple, kept: list, payload, codec: int, delete_horizon: int | None) -> bytes:
+    """The batch with header fields ``h`` holding only the ``kept`` records ((timestamp, tail start, end) in
+    ``payload``), written as Kafka's cleaner writes a filtered batch (MemoryRecordsBuilder): base offset, last
+    offset delta, producer fields and leader epoch as they were; the base timestamp is the delete horizon when
+    there is one (attribute bit 6 set), else the first record's timestamp; every record's timestamp delta is
+    taken from it again (its attributes byte 0); the max timestamp is the log append time of such a batch, else
+    the newest kept record's."""
+    log_append = h[5] & _ATTR_LOG_APPEND_TIME
+    base_ts = delete_horizon if delete_horizon is not None else kept[0][0]
+    max_ts = -1
+    parts = []
+    for ts, tail, end in kept:
+        body = b"\x00" + encode_varint(ts - base_ts) + bytes(payload[tail:end])
+        parts.append(encode_varint(len(body)))
+        parts.append(body)
+        if ts > max_ts:
+            max_ts = ts
+    records = b"".join(parts)
+    if codec:
         records = compress(codec, records)
-    out = bytearray(memoryview(buf)[pos : pos + HEADER_SIZE])
+    attributes = h[5] & _KEEP_ATTRIBUTES | (_ATTR_DELETE_HORIZON if delete_horizon is not None else 0)
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out, 0, h[0], HEADER_SIZE - 12 + len(records), h[2], 2, 0, attributes, h[6], base_ts,
+        h[8] if log_append else max_ts, h[9], h[10], h[11], len(kept),
+    )  # fmt: skip
     out += records
-    struct.pack_into(">i", out, 8, len(out) - 12)
-    struct.pack_into(">q", out, 35, max_ts)
-    struct.pack_into(">i", out, 57, len(kept))
     struct.pack_into(">I", out, 17, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def _empty_batch(h: tuple) -> bytes:
+    """Kafka's empty header for a batch kept only for its producer fields (DefaultRecordBatch.writeEmptyHeader):
+    no records, no compression, no delete horizon, base timestamp -1, the batch's max timestamp and offsets."""
+    attributes = h[5] & (_ATTR_LOG_APPEND_TIME | _ATTR_TRANSACTIONAL | _ATTR_CONTROL)
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(out, 0, h[0], HEADER_SIZE - 12, h[2], 2, 0, attributes, h[6], -1, h[8], h[9], h[10], h[11], 0)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def _key_digest(key: bytes) -> bytes:
+    # the map holds a fixed-size digest of each key, as Kafka's SkimpyOffsetMap: its memory does not grow with keys
+    return hashlib.md5(key, usedforsecurity=False).digest()
+
+
+class _TxnState:
+    """Kafka's CleanedTransactionMetadata over one pass: which batches belong to aborted transactions, and
+    whether a transaction marker may go (no batch of its transaction was met since the transaction began)."""
+
+    def __init__(self, aborted: list[tuple[int, int, int]]):
+        self._pending = sorted(aborted, key=lambda a: a[1])  # (producer id, first offset, last offset)
+        self._next = 0
+        self._aborted: dict[int, bool] = {}  # producer id -> a batch of its aborted transaction was met
+        self._committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        while self._next < len(self._pending) and self._pending[self._next][1] <= offset:
+            self._aborted[self._pending[self._next][0]] = False
+            self._next += 1
+
+    def on_batch(self, pid: int, transactional: bool, last_offset: int) -> bool:
+        """A data batch: True when it belongs to an aborted transaction (its records go)."""
+        self._consume_up_to(last_offset)
+        if not transactional:
+            return False
+        if pid in self._aborted:
+            self._aborted[pid] = True
+            return True
+        self._committed.add(pid)
+        return False
+
+    def on_marker(self, pid: int, last_offset: int, control_type: int | None) -> bool:
+        """A control batch: True when it may go (its transaction has no batch left); ``control_type`` None for an
+        empty control batch (one already cleaned away)."""
+        self._consume_up_to(last_offset)
+        if control_type is None:
+            return True
+        if control_type == _CONTROL_ABORT:
+            return not self._aborted.pop(pid, False)
+        if control_type == _CONTROL_COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False
 
 
 # -- the checkpoint --------------------------------------------------------------------------------------
@@ -225,13 +329,17 @@ class Cleaner:
         max_map_entries: int = DEFAULT_MAP_ENTRIES,
         throttle: Callable[[int], None] | None = None,
         clock: Callable[[], int] | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ):
         self.data_dir = data_dir
         self.max_map_entries = max_map_entries
         self.throttle = throttle
         self.clock = clock or (lambda: int(time.time() * 1000))
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.checkpoints = read_checkpoint(data_dir)
-        self._lock = threading.Lock()  # one pass at a time
+        self._lock = threading.Lock()  # one pass over a partition at a time
+        self._in_progress: set[tuple[str, int]] = set()  # partitions a thread is cleaning now
+        self._checkpoint_lock = threading.Lock()
 
     # which partition, up to where ------------------------------------------------------------------------
     def first_uncleanable(self, plog, settings, now_ms: int) -> int:
@@ -275,113 +383,121 @@ class Cleaner:
     def clean_partition(self, plog, settings, *, now_ms: int | None = None, force: bool = False) -> CleanStats | None:
         """One pass over ``plog`` (a ``SegmentPartitionLog`` of a compacted topic); None if nothing was due."""
         now = self.clock() if now_ms is None else now_ms
+        tp = (plog.topic, plog.partition)
         with self._lock:
-            ratio, overdue, first_dirty, end = self.dirty_ratio(plog, settings, now)
-            if first_dirty >= end or not (force or overdue or ratio >= settings.min_cleanable_dirty_ratio):
+            if tp in self._in_progress:  # another cleaner thread has it
                 return None
-            t0 = time.perf_counter()
-            stats = CleanStats(first_dirty=first_dirty)
-            offset_map, map_end = self._build_map(plog, first_dirty, end, stats)
-            if map_end <= first_dirty:
-                return None
-            stats.end_offset = map_end
-            self._clean_segments(plog, settings, offset_map, first_dirty, map_end, now, stats)
+            self._in_progress.add(tp)
+        try:
+            return self._clean(plog, settings, now, force)
+        finally:
+            with self._lock:
+                self._in_progress.discard(tp)
+
+    def _clean(self, plog, settings, now: int, force: bool) -> CleanStats | None:
+        ratio, overdue, first_dirty, end = self.dirty_ratio(plog, settings, now)
+        if first_dirty >= end or not (force or overdue or ratio >= settings.min_cleanable_dirty_ratio):
+            return None
+        t0 = time.perf_counter()
+        stats = CleanStats(first_dirty=first_dirty)
+        offset_map, latest = self._build_map(plog, first_dirty, end, stats)
+        map_end = latest + 1
+        if map_end <= first_dirty:
+            return None
+        stats.end_offset = map_end
+        self._clean_segments(plog, settings, offset_map, latest, end, now, stats)
+        with self._checkpoint_lock:
             self.checkpoints[(plog.topic, plog.partition)] = map_end
             write_checkpoint(self.data_dir, self.checkpoints)
-            stats.elapsed_s = time.perf_counter() - t0
-            log.info(
-                "cleaned %s-%d: offsets up to %d, %d of %d records kept, %d -> %d bytes, %d -> %d segments in %.3f s",
-                plog.topic,
-                plog.partition,
-                map_end,
-                stats.records_kept,
-                stats.records_read,
-                stats.bytes_read,
-                stats.bytes_written,
-                stats.segments_before,
-                stats.segments_after,
-                stats.elapsed_s,
-            )
-            return stats
+        stats.elapsed_s = time.perf_counter() - t0
+        log.info(
+            "cleaned %s-%d: offsets up to %d, %d of %d records kept, %d -> %d bytes, %d -> %d segments in %.3f s",
+            plog.topic,
+            plog.partition,
+            map_end,
+            stats.records_kept,
+            stats.records_read,
+            stats.bytes_read,
+            stats.bytes_written,
+            stats.segments_before,
+            stats.segments_after,
+            stats.elapsed_s,
+        )
+        return stats
 
     def _aborted(self, plog):
         with plog._state_lock:
             return [(a.producer_id, a.first_offset, a.last_offset) for a in plog._txn.aborted]
 
-    @staticmethod
-    def _is_aborted(aborted, pid: int, offset: int) -> bool:
-        for a_pid, first, last in aborted:
-            if a_pid == pid and first <= offset <= last:
-                return True
-        return False
-
     def _build_map(self, plog, first_dirty: int, end: int, stats: CleanStats) -> tuple[dict, int]:
-        """key -> last offset over the dirty segments, whole segments only; (map, offset it covers up to)."""
+        """Key digest -> last offset over the dirty segments, as Kafka's buildOffsetMap: the records of aborted
+        transactions and control batches are not keys; when the map holds ``max_map_entries`` keys the next keyed
+        record ends it, mid-segment. Returns (map, the last offset it covers)."""
         offset_map: dict[bytes, int] = {}
-        aborted = self._aborted(plog)
-        covered = first_dirty
+        txn = _TxnState(self._aborted(plog))
+        latest = first_dirty - 1
+        limit = self.max_map_entries
         for seg in plog.segments[:-1]:
             if seg.base_offset >= end:
                 break
             if seg.next_offset <= first_dirty:
                 continue
             buf = seg.buffer()
-            keys = []
             for info in _batch.iter_infos(buf, 0, seg.size):
-                if info.last_offset < first_dirty:
-                    continue
                 h = HEADER.unpack_from(buf, info.position)
                 attributes, pid = h[5], h[9]
                 if attributes & _ATTR_CONTROL:
-                    continue
-                if attributes & _ATTR_TRANSACTIONAL and self._is_aborted(aborted, pid, info.base_offset):
-                    continue
-                payload, _codec = _payload(buf, info.position, info.size, attributes)
-                base = info.base_offset
-                for _s, _e, off_delta, _ts, key, _tomb in _walk(payload, h[12]):
-                    if key is not None and base + off_delta >= first_dirty:
-                        keys.append((key, base + off_delta))
+                    txn.on_marker(pid, info.last_offset, None)  # its type does not matter here
+                elif not txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), info.last_offset):
+                    payload, _codec = _payload(buf, info.position, info.size, attributes)
+                    base = info.base_offset
+                    for _s, _e, off_delta, _ts, key, _tomb, _t in _walk(payload, h[12]):
+                        offset = base + off_delta
+                        if key is not None and offset >= first_dirty:
+                            if len(offset_map) >= limit:
+                                if self.throttle is not None:
+                                    self.throttle(seg.size)
+                                return offset_map, latest  # full: the pass cleans up to here
+                            offset_map[_key_digest(key)] = offset
+                            latest = offset
+                if info.last_offset >= first_dirty:
+                    latest = max(latest, info.last_offset)
             if self.throttle is not None:
                 self.throttle(seg.size)
-            if len(offset_map) + len(keys) > self.max_map_entries and covered > first_dirty:
-                break  # the map is full: this pass stops before this segment
-            offset_map.update(keys)
-            covered = seg.next_offset
-            if len(offset_map) >= self.max_map_entries:
-                break
-        return offset_map, min(covered, end)
+        return offset_map, min(latest, end - 1)
 
-    def _last_batch_of_producers(self, plog) -> dict[int, int]:
-        """producer id -> base offset of its last data batch in the log (header walk)."""
-        out: dict[int, int] = {}
+    def _producers(self, plog, now: int) -> dict[int, tuple[int | None, int]]:
+        """Kafka's lastRecordsOfActiveProducers from a header walk: producer id -> (last offset of its last data
+        batch or None, epoch of its last batch), for producers whose last batch is younger than
+        producer.id.expiration.ms."""
+        out: dict[int, tuple[int | None, int]] = {}
+        last_ts: dict[int, int] = {}
         for seg in plog.segments:
             buf = seg.buffer()
             for info in _batch.iter_infos(buf, 0, seg.size):
                 h = HEADER.unpack_from(buf, info.position)
-                if h[9] >= 0 and not h[5] & _ATTR_CONTROL:
-                    out[h[9]] = info.base_offset
-        return out
+                pid = h[9]
+                if pid < 0:
+                    continue
+                data = None if h[5] & _ATTR_CONTROL else info.last_offset
+                out[pid] = (data if data is not None else out.get(pid, (None, 0))[0], h[10])
+                last_ts[pid] = h[8]
+        expired = now - self.producer_id_expiration_ms
+        return {pid: last for pid, last in out.items() if last_ts[pid] > expired}
 
-    def _clean_segments(self, plog, settings, offset_map, first_dirty, map_end, now, stats: CleanStats) -> None:
-        aborted = self._aborted(plog)
-        last_of_producer = self._last_batch_of_producers(plog)
-        segments = [s for s in plog.segments[:-1] if s.next_offset <= map_end or s.base_offset < map_end]
-        segments = [s for s in segments if s.base_offset < map_end]
+    def _clean_segments(self, plog, settings, offset_map, latest, upper_bound, now, stats: CleanStats) -> None:
+        producers = self._producers(plog, now)
+        segments = [s for s in plog.segments[:-1] if s.base_offset <= latest]
         stats.segments_before = len(segments)
-        horizon = now - settings.delete_retention_ms
-        txn_kept: dict[int, bool] = {}  # producer id -> records of its current transaction were kept
+        txn = _TxnState(self._aborted(plog))
+        rules = (offset_map, latest, upper_bound, now, settings.delete_retention_ms, producers, txn)
         for group in self._groups(segments, settings.segment_bytes):
             cleaned = group[0].log_path + CLEANED_SUFFIX
             infos, position = [], 0
             # the retained batches go to the file as they come: memory holds one batch at a time
             with open(cleaned, "wb") as f:
                 for seg in group:
-                    # tombstones go once they have been through a cleaning (below the first dirty offset) and
-                    # their segment's newest record is older than delete.retention.ms
-                    drop_tombstones = seg.next_offset <= first_dirty and 0 <= seg.max_timestamp < horizon
-                    for batch in self._filter_segment(
-                        seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats
-                    ):
+                    for batch in self._filter_segment(seg, rules, stats):
                         f.write(batch)
                         info = _batch.read_info(batch, 0)
                         infos.append(info._replace(position=position))
@@ -406,49 +522,69 @@ class Cleaner:
         if group:
             yield group
 
-    def _filter_segment(self, seg, offset_map, aborted, last_of_producer, drop_tombstones, txn_kept, stats):
-        """Yield the batches of ``seg`` that stay, as they stay."""
+    def _filter_segment(self, seg, rules, stats):
+        """Yield the batches of ``seg`` that stay, as they stay: Kafka's cleanInto filter (KIP-534's delete
+        horizon). A batch holding a tombstone, or a marker whose transaction has no batch left, gets a delete
+        horizon (now + delete.retention.ms) the first time a pass keeps it; a later pass past that horizon removes
+        the tombstone (and such a marker). Records past the map's last offset stay as they are."""
+        offset_map, latest, upper_bound, now, retention_ms, producers, txn = rules
         buf = seg.buffer()
         for info in _batch.iter_infos(buf, 0, seg.size):
             pos, size = info.position, info.size
             h = HEADER.unpack_from(buf, pos)
-            attributes, base_ts, max_ts, pid, count = h[5], h[7], h[8], h[9], h[12]
+            attributes, base_ts, pid, count = h[5], h[7], h[9], h[12]
+            last_offset = info.last_offset
+            horizon = base_ts if attributes & _ATTR_DELETE_HORIZON else None
             stats.bytes_read += size
-            if attributes & _ATTR_CONTROL:
-                # a transaction marker goes, as Kafka's cleaner removes it, once no record of its transaction is
-                # left and it is as old as a tombstone that may go
-                if txn_kept.pop(pid, False) or not drop_tombstones or not attributes & _ATTR_TRANSACTIONAL:
-                    yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
-                continue
-            aborted_batch = bool(attributes & _ATTR_TRANSACTIONAL) and self._is_aborted(aborted, pid, info.base_offset)
+            control = bool(attributes & _ATTR_CONTROL)
             payload, codec = _payload(buf, pos, size, attributes)
-            kept, new_max = [], -1
-            log_append = bool(attributes & 0x08)
-            for start, end, off_delta, ts_delta, key, tombstone in _walk(payload, count):
-                stats.records_read += 1
-                offset = info.base_offset + off_delta
-                if aborted_batch:
-                    continue
-                if key is None:
-                    continue  # Kafka refuses such records in a compacted topic; its cleaner drops any there
-                if offset_map.get(key, offset) > offset:
-                    continue  # a later record of the key is in the map
-                if tombstone and drop_tombstones:
-                    continue
-                kept.append((start, end))
-                ts = base_ts + ts_delta
-                if ts > new_max:
-                    new_max = ts
-            stats.records_kept += len(kept)
-            if kept and attributes & _ATTR_TRANSACTIONAL:
-                txn_kept[pid] = True
-            if len(kept) == count:
-                yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
-            elif kept:
-                yield _rebuild(buf, pos, kept, payload, codec, max_ts if log_append else new_max)
-            elif pid >= 0 and last_of_producer.get(pid) == info.base_offset:
-                # the producer's last batch stays, empty, so its sequence and epoch survive (as Kafka)
-                yield _rebuild(buf, pos, [], payload, codec, max_ts)
+            if control:
+                control_type = None
+                if count:
+                    for _s, _e, _o, _t, key, _tomb, _tail in _walk(payload, 1):
+                        control_type = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else -1
+                can_discard = txn.on_marker(pid, last_offset, control_type)
+                discard_records = can_discard and horizon is not None and horizon <= now
+            else:
+                can_discard = txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), last_offset)
+                discard_records = can_discard
+            producer = producers.get(pid) if pid >= 0 else None
+            if producer is not None and (
+                last_offset == producer[0] if producer[0] is not None else control and h[10] == producer[1]
+            ):
+                retain_empty = True  # the producer's last batch: its sequence and epoch must survive
+            else:
+                # the last batch of the round stays, even empty, so that its last offset is not lost
+                retain_empty = last_offset + 1 == upper_bound
+            if discard_records and not retain_empty:
+                continue
+            kept, tombstones = [], False
+            if not discard_records:
+                log_append = attributes & _ATTR_LOG_APPEND_TIME
+                for _start, end, off_delta, ts_delta, key, tombstone, tail in _walk(payload, count):
+                    stats.records_read += not control
+                    offset = info.base_offset + off_delta
+                    if not control and offset <= latest:
+                        if key is None:
+                            continue  # Kafka refuses such records in a compacted topic; its cleaner drops any there
+                        if offset_map.get(_key_digest(key), -1) > offset:
+                            continue  # a later record of the key is in the map
+                        if tombstone and horizon is not None and now >= horizon:
+                            continue  # its delete horizon has passed
+                    kept.append((h[8] if log_append else base_ts + ts_delta, tail, end))
+                    tombstones = tombstones or tombstone
+            elif not control:
+                stats.records_read += count
+            if not control:
+                stats.records_kept += len(kept)
+            if kept:
+                stamp = horizon is None and (tombstones or (can_discard and control))
+                if len(kept) == count and not stamp:
+                    yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
+                else:
+                    yield _rebuild(h, kept, payload, codec, now + retention_ms if stamp else horizon)
+            elif retain_empty:
+                yield _empty_batch(h)
         if self.throttle is not None:
             self.throttle(seg.size)
 
@@ -498,18 +634,31 @@ def cleanable(settings) -> bool:
 
 
 class CleanerThread:
-    """Kafka's log cleaner thread: every ``backoff_ms`` it cleans the dirtiest compacted partition that is due,
-    until ``stop``. Runs beside the event loop; its reads are paced to ``bytes_per_sec`` (0: unlimited)."""
+    """Kafka's log cleaner: ``threads`` threads (log.cleaner.threads), each, every ``backoff_ms``, cleaning the
+    dirtiest compacted partition that is due and that no other thread is cleaning, until ``stop``. They run beside
+    the event loop; their reads together are paced to ``bytes_per_sec`` (0: unlimited). Each pass's offset map
+    holds what ``dedupe_buffer_size`` / ``threads`` bytes hold in Kafka's map at ``load_factor``."""
 
-    def __init__(self, storage, *, backoff_ms: int = 15000, bytes_per_sec: int = 0, max_map_entries: int = 0):
+    def __init__(
+        self,
+        storage,
+        *,
+        backoff_ms: int = 15000,
+        bytes_per_sec: int = 0,
+        max_map_entries: int = 0,
+        threads: int = 1,
+        dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE,
+        load_factor: float = DEFAULT_LOAD_FACTOR,
+    ):
         self.storage = storage
         self.backoff_s = backoff_ms / 1000
         self.bytes_per_sec = bytes_per_sec
-        self.cleaner = Cleaner(
-            storage.data_dir, max_map_entries=max_map_entries or DEFAULT_MAP_ENTRIES, throttle=self._throttle
-        )
+        self.threads = max(1, threads)
+        entries = max_map_entries or map_entries(dedupe_buffer_size, load_factor, self.threads)
+        self.cleaner = Cleaner(storage.data_dir, max_map_entries=entries, throttle=self._throttle)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._pick = threading.Lock()
         self.passes = 0
 
     def _throttle(self, nbytes: int) -> None:
@@ -517,22 +666,29 @@ class CleanerThread:
             self._stop.wait(nbytes / self.bytes_per_sec)
 
     def run_once(self, now_ms: int | None = None) -> CleanStats | None:
-        """Clean the dirtiest due partition (None when none is due)."""
+        """Clean the dirtiest due partition that no other thread is cleaning (None when none is due)."""
         now = self.cleaner.clock() if now_ms is None else now_ms
         best = None
-        for plog in self.storage._all_logs():
-            settings = plog._settings()
-            if not cleanable(settings) or plog._closed:
-                continue
-            ratio, overdue, first_dirty, end = self.cleaner.dirty_ratio(plog, settings, now)
-            if first_dirty >= end or not (overdue or ratio >= settings.min_cleanable_dirty_ratio):
-                continue
-            score = (overdue, ratio)
-            if best is None or score > best[0]:
-                best = (score, plog, settings)
-        if best is None:
-            return None
-        stats = self.cleaner.clean_partition(best[1], best[2], now_ms=now)
+        with self._pick:
+            for plog in self.storage._all_logs():
+                settings = plog._settings()
+                if not cleanable(settings) or plog._closed or (plog.topic, plog.partition) in self.cleaner._in_progress:
+                    continue
+                ratio, overdue, first_dirty, end = self.cleaner.dirty_ratio(plog, settings, now)
+                if first_dirty >= end or not (overdue or ratio >= settings.min_cleanable_dirty_ratio):
+                    continue
+                score = (overdue, ratio)
+                if best is None or score > best[0]:
+                    best = (score, plog, settings)
+            if best is None:
+                return None
+            with self.cleaner._lock:
+                self.cleaner._in_progress.add((best[1].topic, best[1].partition))
+        try:
+            stats = self.cleaner._clean(best[1], best[2], now, False)
+        finally:
+            with self.cleaner._lock:
+                self.cleaner._in_progress.discard((best[1].topic, best[1].partition))
         self.passes += 1
         return stats
 
@@ -546,13 +702,15 @@ class CleanerThread:
             self._stop.wait(self.backoff_s)
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="kafkawire-log-cleaner", daemon=True)
-        self._thread.start()
+        for i in range(self.threads):
+            thread = threading.Thread(target=self._run, name=f"kafkawire-log-cleaner-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
 
-__all__ = ["Cleaner", "CleanerThread", "CleanStats", "complete_swaps", "segment_name"]
+__all__ = ["Cleaner", "CleanerThread", "CleanStats", "complete_swaps", "map_entries", "segment_name"]
