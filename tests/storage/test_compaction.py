@@ -423,3 +423,28 @@ def test_a_compacted_topic_refuses_records_without_a_key(target, request, tmp_pa
     finally:
         if broker is not None:
             broker.stop()
+
+
+def test_a_small_dedupe_buffer_cleans_in_several_passes_to_the_model(tmp_path):
+    """log.cleaner.dedupe.buffer.size bounds the offset map as Kafka sizes it (24 bytes a slot, load factor 0.9);
+    a full map ends the pass where it got, mid-segment, and the next passes go on from there."""
+    assert cleaner.map_entries(134_217_728) == 5_033_164  # Kafka's defaults: 128 MiB, one thread
+    assert cleaner.map_entries(134_217_728, 0.9, 4) == 1_258_290  # 33,554,432 / 24 = 1,398,101 slots, * 0.9
+    with pytest.raises(ValueError):
+        cleaner.map_entries(24, 0.9)  # Kafka's cleaner refuses a map that cannot hold one key
+    storage, plog = _compacted_topic(tmp_path)
+    now = int(time.time() * 1000)
+    model, end = _workload(plog, 17, 600, 300, ts=now - 2 * DAY_MS)
+    plog.roll()
+    entries = cleaner.map_entries(24 * 100)  # 2,400 bytes: 90 keys a pass
+    assert entries == 90
+    boundaries = {s.base_offset for s in plog.segments}
+    work = cleaner.Cleaner(str(tmp_path / "data"), max_map_entries=entries)
+    ends = []
+    while (stats := work.clean_partition(plog, plog._settings(), now_ms=now, force=True)) is not None:
+        ends.append(stats.end_offset)
+        assert len(ends) < 100
+    assert len(ends) > 3 and ends == sorted(ends) and ends[-1] == end
+    assert set(ends[:-1]) - boundaries, "every pass ended at a segment boundary"
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    storage.close()

@@ -102,7 +102,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("log.cleaner.min.compaction.lag.ms", LONG, "0", "Minimum time a message stays uncompacted."),
         _d("log.cleaner.max.compaction.lag.ms", LONG, str(LONG_MAX), "Maximum time a message stays uncompacted."),
         _d("log.cleaner.min.cleanable.ratio", DOUBLE, "0.5", "Minimum ratio of dirty log to total log."),
-        _d("log.cleaner.threads", INT, "1", "Threads compacting logs (kafkawire runs one, whatever the value)."),
+        _d("log.cleaner.threads", INT, "1", "Threads compacting logs."),
+        _d("log.cleaner.dedupe.buffer.size", LONG, "134217728", "Memory of the cleaners' offset maps, all threads."),
+        _d("log.cleaner.io.buffer.load.factor", DOUBLE, "0.9", "How full the cleaner's offset map may get."),
         _d("log.cleaner.enable", BOOLEAN, "true", "Run the log cleaner, which compacts compacted topics.", True),
         _d("log.cleaner.backoff.ms", LONG, "15000", "Sleep of the log cleaner when no log needs cleaning."),
         _d(

@@ -174,6 +174,9 @@ def run(args) -> int:
             broker.storage.start_cleaner(
                 backoff_ms=int(props.get("log.cleaner.backoff.ms", "15000")),
                 bytes_per_sec=int(min(float(props.get("log.cleaner.io.max.bytes.per.second", "0")), 2**62)),
+                threads=int(props.get("log.cleaner.threads", "1")),
+                dedupe_buffer_size=int(props.get("log.cleaner.dedupe.buffer.size", "134217728")),
+                load_factor=float(props.get("log.cleaner.io.buffer.load.factor", "0.9")),
             )
         # everything made while starting (codecs, configuration, the logs' state) leaves the collector's
         # generations: a full collection under traffic then does not walk it on the event loop (measured with

@@ -1099,10 +1099,11 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         self._scrubber.start()
         log.info("scrubber verifies sealed segments at up to %d bytes/s", bytes_per_sec)
 
-    def start_cleaner(self, *, backoff_ms: int = 15000, bytes_per_sec: int = 0) -> cleaner.CleanerThread:
-        """Compact the topics with cleanup.policy compact in a background thread (Kafka's log cleaner)."""
+    def start_cleaner(self, *, backoff_ms: int = 15000, bytes_per_sec: int = 0, **sizing) -> cleaner.CleanerThread:
+        """Compact the topics with cleanup.policy compact in background threads (Kafka's log cleaner); ``sizing``:
+        CleanerThread's threads, dedupe_buffer_size, load_factor."""
         if getattr(self, "_cleaner", None) is None:
-            self._cleaner = cleaner.CleanerThread(self, backoff_ms=backoff_ms, bytes_per_sec=bytes_per_sec)
+            self._cleaner = cleaner.CleanerThread(self, backoff_ms=backoff_ms, bytes_per_sec=bytes_per_sec, **sizing)
             self._cleaner.start()
         return self._cleaner
 
