@@ -151,3 +151,90 @@ def test_sasl_handshake_v0_bare_tokens_against_kafkawire(sasl_ssl_upstream):
     assert [b.port for b in metadata.body.brokers] == list(proxy.proxy.broker_ports.values())
     assert exchanges == [("SaslHandshake", 1, None), ("Metadata", 2, None)]
     assert tokens == 2
+
+
+def _console(upstream: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``kafkawire proxy --ui`` as users run it; the console's base URL."""
+    import re
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream]
+        + ["--ui", "127.0.0.1:0", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = [proc.stderr.readline(), proc.stderr.readline()]
+    found = re.search(r"console on (http://\S+)", lines[1])
+    if not found:
+        proc.kill()
+        raise AssertionError(f"no console line: {lines!r} {proc.communicate(timeout=10)}")
+    return proc, found.group(1)
+
+
+def _api(base: str, path: str, body: dict | None = None) -> tuple[int, object]:
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path.lstrip("/"), data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def test_the_console_cluster_view_goes_through_a_sasl_ssl_upstream(sasl_ssl_upstream, tmp_path):
+    """Topics, a test record, its records and the groups, through the upstream's TLS (the proxy's --upstream-ca)
+    and SASL (--ui-config): the console's client authenticates on its own, as the proxy holds no credentials."""
+    address, ca = sasl_ssl_upstream
+    config = tmp_path / "console.properties"
+    config.write_text("sasl.mechanism=PLAIN\nsasl.username=alice\nsasl.password=alice-secret\n")
+    proc, base = _console(address, "--upstream-ca", str(ca), "--ui-config", str(config))
+    try:
+        status, info = _api(base, "/api/info")
+        assert status == 200 and info["security"] == "SASL_SSL"
+        status, produced = _api(base, "/api/produce", {"topic": "console-sasl", "value": "through TLS and SASL"})
+        assert status == 200, produced
+        assert produced["topic"] == "console-sasl" and produced["offset"] >= 0
+        status, topics = _api(base, "/api/topics")
+        assert status == 200, topics
+        (topic,) = [t for t in topics if t["name"] == "console-sasl"]
+        assert topic["partitions"][0]["latest"] > produced["offset"]
+        status, records = _api(base, f"/api/records?topic=console-sasl&partition=0&offset={produced['offset']}")
+        assert status == 200, records
+        assert records["records"][0]["value"] == "through TLS and SASL"
+        status, groups = _api(base, "/api/groups")
+        assert status == 200 and isinstance(groups, list), groups
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_without_credentials_the_console_reports_the_upstream_refusal(sasl_ssl_upstream):
+    """No --ui-config: the cluster view answers an error (the upstream wants SASL), never a made-up empty
+    cluster."""
+    address, ca = sasl_ssl_upstream
+    proc, base = _console(address, "--upstream-ca", str(ca))
+    try:
+        status, body = _api(base, "/api/topics")
+        assert status >= 400 and body.get("error"), body
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_a_console_config_that_contradicts_the_upstream_tls_is_refused(sasl_ssl_upstream, tmp_path):
+    address, ca = sasl_ssl_upstream
+    config = tmp_path / "console.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0", "--upstream", address]
+        + ["--upstream-ca", str(ca), "--ui", "127.0.0.1:0", "--ui-config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "security.protocol=SASL_PLAINTEXT" in done.stderr

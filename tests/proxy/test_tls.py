@@ -171,3 +171,22 @@ def test_an_upstream_certificate_that_does_not_verify_is_refused(tls_upstream):
             assert s.recv(100) == b""  # closed: no upstream to talk to
         notes = " ".join(proxy.reporter.notes)
     assert "cannot reach upstream" in notes and "CERTIFICATE_VERIFY_FAILED" in notes
+
+
+def test_the_console_cluster_view_uses_the_proxys_upstream_tls(tls_upstream):
+    """TLS only (no SASL, no --ui-config): the console's client connects with the proxy's --upstream-ca."""
+    from .test_sasl import _api, _console
+
+    address, ca, _cert, _key, terminator = tls_upstream
+    proc, base = _console(address, "--upstream-ca", str(ca))
+    try:
+        status, produced = _api(base, "/api/produce", {"topic": "console-tls", "value": "over TLS"})
+        assert status == 200, produced
+        status, records = _api(base, f"/api/records?topic=console-tls&partition=0&offset={produced['offset']}")
+        assert status == 200 and records["records"][0]["value"] == "over TLS", records
+        status, info = _api(base, "/api/info")
+        assert info["security"] == "SSL"
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert terminator.handshakes >= 1

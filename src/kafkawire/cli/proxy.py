@@ -76,6 +76,12 @@ def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
         "needs kafkawire[ui]",
     )
     ui.add_argument(
+        "--ui-config",
+        metavar="FILE",
+        help="client properties (sasl.*, ssl.*, security.protocol) with which the console's cluster view connects "
+        "to the upstream; TLS is the proxy's --upstream-* settings unless the file has ssl.* keys",
+    )
+    ui.add_argument(
         "--ui-token",
         metavar="TOKEN",
         help="token the console asks for (default: $KAFKAWIRE_UI_TOKEN); required to bind beyond loopback",
@@ -96,6 +102,34 @@ def _contexts(args):
         listen = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         listen.load_cert_chain(args.tls_cert, args.tls_key)
     return upstream, listen
+
+
+def console_security(args, upstream_ssl: ssl.SSLContext | None):
+    """The ``ClientSecurity`` of the console's cluster view: SASL from ``--ui-config`` (the proxy relays its
+    clients' own SASL exchanges and holds no credentials), TLS as the proxy connects to the upstream. Raises
+    ValueError naming the setting that does not fit."""
+    from kafkawire.broker.config import parse_properties
+    from kafkawire.security.client import ClientSecurity, is_security_key
+
+    props: dict[str, str] = {}
+    if args.ui_config:
+        with open(args.ui_config, encoding="utf-8") as f:
+            props = {k: v for k, v in parse_properties(f.read()).items() if is_security_key(k)}
+    given = props.get("security.protocol", "").upper()
+    sasl = given.startswith("SASL_") or any(k.startswith("sasl.") for k in props)
+    tls = upstream_ssl is not None
+    protocol = ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")
+    if given and given != protocol:
+        raise ValueError(
+            f"--ui-config: security.protocol={given}, but the proxy connects to the upstream "
+            + ("with TLS (--upstream-tls)" if tls else "without TLS")
+        )
+    own_tls = any(k.startswith("ssl.") for k in props)
+    security = ClientSecurity.from_config({**props, "security.protocol": protocol})
+    if tls and not own_tls:
+        security.ssl_context = upstream_ssl
+        security.check_hostname = upstream_ssl.check_hostname  # type: ignore[union-attr]
+    return security
 
 
 def run(args) -> int:
@@ -125,13 +159,14 @@ def run(args) -> int:
         args.max_frame or DEFAULT_MAX_FRAME,
         args.max_connections or MAX_CONNECTIONS,
     )
-    ui = None
+    ui = security = None
     if args.ui:
         from kafkawire.ui.options import console_options
 
         try:
             ui = console_options(args.ui, args.ui_token)
-        except ValueError as exc:
+            security = console_security(args, upstream_ssl)
+        except (ValueError, OSError) as exc:
             print(f"kafkawire proxy: {exc}", file=sys.stderr)
             return 2
     pcap_file = None
@@ -140,7 +175,7 @@ def run(args) -> int:
             pcap_file = open(args.pcap, "wb")
         pcap = PcapngWriter(pcap_file.write) if pcap_file is not None else None
         with asyncio.Runner(loop_factory=_loop_factory()) as runner:
-            return runner.run(_serve(config, reporter, pcap, ui))
+            return runner.run(_serve(config, reporter, pcap, ui, security))
     except OSError as exc:
         print(f"kafkawire proxy: {exc}", file=sys.stderr)
         return 2
@@ -160,7 +195,7 @@ def _loop_factory():
     return uvloop.new_event_loop
 
 
-async def _serve(config, reporter, pcap, ui=None) -> int:
+async def _serve(config, reporter, pcap, ui=None, security=None) -> int:
     from kafkawire.proxy import Proxy
 
     proxy = Proxy(config, reporter, pcap)
@@ -172,7 +207,7 @@ async def _serve(config, reporter, pcap, ui=None) -> int:
 
         proxy.tap = Tap()
         ups = ",".join(f"{h}:{p}" for h, p in config.upstreams)
-        console = Console(proxy.tap, None if config.upstream_ssl else ups, token=ui.token, kind="proxy")
+        console = Console(proxy.tap, ups, token=ui.token, kind="proxy", security=security)
         try:
             await console.start(ui.host, ui.port)
         except (OSError, ValueError):

@@ -3,7 +3,9 @@
 Topics with partitions, offsets and configs (Metadata, ListOffsets, DescribeConfigs), records of one
 partition from an offset or a timestamp (Fetch, through :class:`~kafkawire.client.AsyncConsumer`), consumer
 groups with members, assignments and lag (ListGroups, FindCoordinator, DescribeGroups, OffsetFetch) and a
-test record (Produce). The broker's console asks the broker itself; the proxy's asks its upstream.
+test record (Produce). The broker's console asks the broker itself; the proxy's asks its upstream, with
+``security`` (a :class:`~kafkawire.security.client.ClientSecurity`: TLS and SASL as Kafka's clients
+configure them) when the upstream needs them.
 Every answer is bounded: at most ``MAX_RECORDS`` records, values cut at ``MAX_VALUE`` bytes.
 """
 
@@ -18,6 +20,7 @@ from kafkawire.client import AsyncAdmin, AsyncConsumer, AsyncProducer
 from kafkawire.client.groups.protocol import decode_assignment
 from kafkawire.protocol import KafkaError
 from kafkawire.protocol.messages import message_class
+from kafkawire.security.client import ClientSecurity
 
 MAX_RECORDS = 200
 MAX_VALUE = 64 * 1024
@@ -39,9 +42,10 @@ def _text(data: bytes | None, fmt: str) -> Any:
 
 
 class ClusterView:
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, security: ClientSecurity | None = None):
         self.bootstrap = bootstrap
-        self.admin = AsyncAdmin(bootstrap, client_id="kafkawire-console")
+        self.security = security
+        self.admin = AsyncAdmin(bootstrap, client_id="kafkawire-console", security=security)
 
     async def close(self) -> None:
         await self.admin.close()
@@ -123,7 +127,9 @@ class ClusterView:
         end = (await self.admin.list_offsets({tp: "latest"}))[tp].offset
         out: list[dict] = []
         if 0 <= start < end:
-            consumer = AsyncConsumer(self.bootstrap, client_id="kafkawire-console", fetch_max_wait_ms=100)
+            consumer = AsyncConsumer(
+                self.bootstrap, client_id="kafkawire-console", fetch_max_wait_ms=100, security=self.security
+            )
             try:
                 consumer.assign({tp: start})
                 deadline = asyncio.get_running_loop().time() + 5.0
@@ -139,7 +145,7 @@ class ClusterView:
         return {"topic": topic, "partition": partition, "start": start, "end": end, "records": out}
 
     async def produce(self, topic: str, value: str, key: str | None, headers: dict[str, str], partition: int | None):
-        producer = AsyncProducer(self.bootstrap, client_id="kafkawire-console")
+        producer = AsyncProducer(self.bootstrap, client_id="kafkawire-console", security=self.security)
         try:
             await producer.start()
             meta = await producer.send_and_wait(

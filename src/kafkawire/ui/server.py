@@ -73,11 +73,14 @@ def _annotated(frame: bytes, request: bool, api_key, api_version) -> dict:
 
 
 class Console:
-    def __init__(self, tap: Tap, bootstrap: str | None, *, token: str | None = None, kind: str = "broker"):
+    def __init__(
+        self, tap: Tap, bootstrap: str | None, *, token: str | None = None, kind: str = "broker", security=None
+    ):
+        """``security``: the cluster view's TLS and SASL (a ``ClientSecurity``; None: plaintext)."""
         self.tap = tap
         self.token = token
         self.kind = kind
-        self.cluster = ClusterView(bootstrap) if bootstrap else None
+        self.cluster = ClusterView(bootstrap, security) if bootstrap else None
         self._runner: web.AppRunner | None = None
         self._worker: asyncio.Task | None = None
         self.port: int | None = None
@@ -163,6 +166,7 @@ class Console:
             {
                 "kind": self.kind,
                 "bootstrap": self.cluster.bootstrap if self.cluster else None,
+                "security": self.cluster.security.protocol if self.cluster and self.cluster.security else "PLAINTEXT",
                 "published": self.tap.published,
                 "dropped": self.tap.dropped,
             }
