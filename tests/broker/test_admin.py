@@ -278,7 +278,7 @@ def test_alter_configs_and_incremental(client, broker):
                 A.AlterConfigsResource(
                     resource_type=2,
                     resource_name="ac",
-                    configs=[A.AlterableConfig(name="segment.bytes", value="100000")],
+                    configs=[A.AlterableConfig(name="segment.bytes", value="2097152")],
                 )
             ],
             validate_only=False,
@@ -287,7 +287,7 @@ def test_alter_configs_and_incremental(client, broker):
     )
     assert res.responses[0].error_code == 0
     entries = {c.name: c for c in describe(client, 2, "ac").configs}
-    assert entries["segment.bytes"].value == "100000" and entries["retention.ms"].config_source == C.DEFAULT_CONFIG
+    assert entries["segment.bytes"].value == "2097152" and entries["retention.ms"].config_source == C.DEFAULT_CONFIG
     bad = client.call(
         A(
             resources=[

@@ -119,7 +119,7 @@ def test_retention_runs_on_a_timer(tmp_path):
     b = start_in_thread(cfg)
     try:
         c = RawClient(b.address)
-        create_topic(c, "old", configs={"retention.ms": "1000", "segment.bytes": "200"})
+        create_topic(c, "old", configs={"retention.ms": "1000", "internal.segment.bytes": "200"})
         old = int(time.time() * 1000) - 3_600_000
         for i in range(10):
             c.call(produce_request("old", 0, build_batch([(None, b"x" * 100, [], old + i)])), 9)

@@ -308,7 +308,7 @@ def test_the_broker_compacts_a_topic_by_itself(tmp_path):
 
     from kafkawire.testing import KafkaBroker
 
-    configs = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"}
+    configs = {"cleanup.policy": "compact", "internal.segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"}
     broker = KafkaBroker(storage="segments", data_dir=tmp_path / "data", config={"log.cleaner.backoff.ms": "100"})
     broker.start()
     try:

@@ -238,7 +238,9 @@ class TopicConfigDef:
     name: str
     type: int
     broker_synonyms: tuple[str, ...]  # broker keys in Kafka's synonym order
-    default: str
+    default: str | None
+    # an internal config of Kafka's: accepted and described when a topic sets it, never listed otherwise
+    internal: bool = False
 
     @property
     def doc(self) -> str:
@@ -247,8 +249,8 @@ class TopicConfigDef:
 
 # DescribeConfigs documentation of topic configs (kafkawire's own words)
 TOPIC_CONFIG_DOCS = {
-    "cleanup.policy": "What happens to old segments: 'delete' drops them by age or size, 'compact' asks for the newest "
-    "record of each key to be kept (kafkawire keeps every record); both, or neither (empty).",
+    "cleanup.policy": "What happens to old segments: 'delete' drops them by age or size, 'compact' keeps the newest "
+    "record of each key (the log cleaner); both, or neither (empty).",
     "compression.type": "Codec the topic's batches are stored with; 'producer' keeps whatever the producer used.",
     "compression.gzip.level": "Gzip level used when the broker itself compresses with gzip.",
     "compression.lz4.level": "LZ4 level used when the broker itself compresses with lz4.",
@@ -281,6 +283,8 @@ TOPIC_CONFIG_DOCS = {
     "retention.bytes": "Size a partition may grow to before its oldest segments go (-1: no limit).",
     "retention.ms": "Age after which a segment may go (-1: keep forever).",
     "segment.bytes": "Size at which a new segment file is started.",
+    "internal.segment.bytes": "Size at which a new segment file is started, overriding segment.bytes, without its "
+    "1 MiB floor: for tests only.",
     "segment.index.bytes": "Size of each segment's offset and time indexes.",
     "segment.jitter.ms": "Random amount taken off segment.ms so segments do not all roll at once.",
     "segment.ms": "Age at which a new segment is started even if the current one is not full.",
@@ -305,6 +309,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         TopicConfigDef("flush.ms", LONG, ("log.flush.interval.ms",), str(LONG_MAX)),
         TopicConfigDef("follower.replication.throttled.replicas", LIST, (), ""),
         TopicConfigDef("index.interval.bytes", INT, ("log.index.interval.bytes",), "4096"),
+        TopicConfigDef("internal.segment.bytes", INT, (), None, internal=True),
         TopicConfigDef("leader.replication.throttled.replicas", LIST, (), ""),
         TopicConfigDef("local.retention.bytes", LONG, ("log.local.retention.bytes",), "-2"),
         TopicConfigDef("local.retention.ms", LONG, ("log.local.retention.ms",), "-2"),
@@ -387,10 +392,11 @@ def validate_value(type_: int, value: str | None, name: str) -> None:
             )
 
 
-# Lower bounds Kafka 4.4 puts on topic config values. segment.bytes keeps kafkawire's own floor of 14 bytes
-# (Kafka's is 1 MiB) so that small segments can be configured for tests and tiny topics.
+# Lower bounds Kafka 4.4 puts on topic config values. Smaller segments than segment.bytes allows are for tests,
+# through internal.segment.bytes, as in Kafka (or the broker's log.segment.bytes, where kafkawire keeps a floor
+# of 14 bytes)
 _TOPIC_AT_LEAST = {
-    "segment.bytes": 14,
+    "segment.bytes": 1_048_576,
     "segment.ms": 1,
     "segment.jitter.ms": 0,
     "segment.index.bytes": 4,
@@ -437,8 +443,10 @@ def validate_topic_config(name: str, value: str | None) -> None:
     low = _TOPIC_AT_LEAST.get(name)
     if low is not None and int(value.strip()) < low:
         raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
-    if name == "min.cleanable.dirty.ratio" and not 0 <= float(value) <= 1:
-        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be between 0 and 1")
+    if name == "min.cleanable.dirty.ratio" and float(value) < 0:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be at least 0")
+    if name == "min.cleanable.dirty.ratio" and float(value) > 1:
+        raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be no more than 1")
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,7 @@ def _entry(version, name, value, source, synonyms, read_only, type_, doc, with_s
     )
 
 
-_ALL_TOPIC_KEYS = sorted(C.TOPIC_CONFIGS)
+_ALL_TOPIC_KEYS = sorted(k for k, d in C.TOPIC_CONFIGS.items() if not d.internal)
 _ALL_BROKER_KEYS = sorted(C.BROKER_CONFIGS)
 _ALL_GROUP_KEYS = sorted(C.GROUP_CONFIGS)
 
@@ -97,7 +97,12 @@ def _describe_topic(broker, version, res, with_synonyms, with_doc):
     if meta is None:
         return errors.UNKNOWN_TOPIC_OR_PARTITION, "", []  # Kafka 4.4 sends an empty message here
     out = []
-    for name in _keys(res.configuration_keys, C.TOPIC_CONFIGS, _ALL_TOPIC_KEYS):
+    keys = _keys(res.configuration_keys, C.TOPIC_CONFIGS, _ALL_TOPIC_KEYS)
+    if res.configuration_keys is None:  # Kafka lists an internal config a topic sets, first
+        keys = [k for k in meta.configs if C.TOPIC_CONFIGS.get(k) and C.TOPIC_CONFIGS[k].internal] + keys
+    for name in keys:
+        if C.TOPIC_CONFIGS[name].internal and name not in meta.configs:
+            continue
         value, source, synonyms, read_only, _ = topic_config_entry(broker, meta.configs, name)
         d = C.TOPIC_CONFIGS[name]
         out.append(_entry(version, name, value, source, synonyms, read_only, d.type, d.doc, with_synonyms, with_doc))

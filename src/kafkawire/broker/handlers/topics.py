@@ -60,6 +60,8 @@ def _topic_config_entries(broker, configs: dict):
     R = CreateTopicsResponse
     out = []
     for name in sorted(TOPIC_CONFIGS):
+        if TOPIC_CONFIGS[name].internal and name not in configs:
+            continue
         value, source, _, read_only, sensitive = topic_config_entry(broker, configs, name)
         out.append(
             R.CreatableTopicConfigs(

@@ -231,6 +231,9 @@ class StorageConfig:
                 continue  # other topic configs (max.message.bytes...) are the handlers' business
             name, parse = spec
             values[name] = parse(key, raw)
+        internal = (topic_configs or {}).get("internal.segment.bytes")
+        if internal is not None:  # Kafka's internal config for tests: the segment size, whatever segment.bytes says
+            values["segment_bytes"] = _as_int("internal.segment.bytes", internal)
         settings = TopicSettings(**values)
         if settings.segment_bytes < 14 or settings.segment_bytes > 2**31 - 1:
             raise InvalidConfigError(f"segment.bytes={settings.segment_bytes} must be in [14, 2147483647]")
