@@ -47,7 +47,6 @@ log = logging.getLogger("kafkawire.broker")
 # connection until it has answered its request (so a Metadata pipelined after CreateTopics sees the topic)
 TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _BARRIER = "kafkawire.broker.topic-change"
-LEADER_EPOCH = 0  # a single node never changes leader: every partition stays at epoch 0
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -104,7 +103,6 @@ class Broker:
         )
         self.storage = storage if storage is not None else open_storage(config)
         self.handlers = dispatch.load_handlers()
-        self.leader_epoch = LEADER_EPOCH
         # Broker-wide state, one owner (a package under broker/) each, created here and reached by handlers
         # through this object: long-poll waiters, fetch sessions, idempotent producers, and the coordinators,
         # which start() creates (they replay their internal topic and run timers on the event loop).
@@ -130,6 +128,8 @@ class Broker:
         self.server: FramedServer | None = None  # the first listener's (the one --listen sets)
         self.servers: list[FramedServer] = []  # one per listener
         self.metadata_log = _metadata_log(config, self.storage)
+        # every partition's current leader epoch (from the metadata log) and epoch history (leader-epoch-checkpoint)
+        self.leader_epochs = _leader_epochs(config, self.metadata_log)
         self.scram_credentials = _credential_store(config, self.storage)
         # ACLs (kafkawire.security.authorizer) when authorizer.class.name names Kafka's StandardAuthorizer
         self.authorizer = _authorizer(config, self.storage)
@@ -406,6 +406,8 @@ class Broker:
 
     # -- lifecycle ----------------------------------------------------------------
     async def start(self) -> None:
+        if self.metadata_log is not None:  # file reads and fsyncs: in the storage thread
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._become_leader)
         self.current_group_coordinator()  # replays __consumer_offsets before serving
         self.start_txn_coordinator()  # then __transaction_state (completing transactions tells the groups)
         idle_ms = int(self.config.broker_value("connections.max.idle.ms")[0])
@@ -463,6 +465,30 @@ class Broker:
             type(self.storage).__name__,
         )
 
+    def _become_leader(self) -> None:
+        """Start-up, before serving: this node is elected leader of its partitions again (PartitionChangeRecords,
+        each a leader epoch up, as Kafka's controller writes them when a node restarts) and each partition's
+        epoch history gets the new epoch at its log end (leader-epoch-checkpoint)."""
+        elected = self.metadata_log.elect_leaders()
+        for name, meta in self.storage.topics().items():
+            for p in range(meta.partitions):
+                plog = self.storage.partition(name, p)
+                self.leader_epochs.cache(name, p, plog)
+                self.leader_epochs.save(name, p, plog)
+        if elected:
+            log.info("leader of %d partitions again, each one leader epoch up", elected)
+
+    def _resign_leadership(self) -> None:
+        """A clean stop: the epoch histories written, then the partitions left leaderless in the metadata log as
+        Kafka's controlled shutdown leaves them (the next start, kafkawire's or Kafka's, elects this node)."""
+        for name, meta in self.storage.topics().items():
+            for p in range(meta.partitions):
+                try:
+                    self.leader_epochs.save(name, p, self.storage.partition(name, p))
+                except Exception:
+                    log.exception("writing the leader epoch checkpoint of %s-%d failed", name, p)
+        self.metadata_log.resign_leaders()
+
     def _connection_closed(self, conn) -> None:
         if self.group_coordinator is not None and hasattr(self.group_coordinator, "connection_closed"):
             self.group_coordinator.connection_closed(conn)
@@ -513,6 +539,11 @@ class Broker:
             self.storage.flush()
         except Exception:
             log.exception("flushing storage on shutdown failed")
+        if self.metadata_log is not None:
+            try:
+                self._resign_leadership()
+            except Exception:
+                log.exception("writing the partitions' leaderless state on shutdown failed")
         try:
             self.storage.close()
         except Exception:
@@ -520,6 +551,19 @@ class Broker:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         log.info("kafkawire broker %d stopped", self.node_id)
+
+
+def _leader_epochs(config: BrokerConfig, metadata_log):
+    from kafkawire.broker.storage.kraft.leader_epochs import LeaderEpochs
+
+    if metadata_log is None:
+        return LeaderEpochs(None)
+
+    def partition_dir(topic: str, partition: int) -> str | None:
+        path = os.path.join(config.data_dir, f"{topic}-{partition}")  # Kafka's layout, which the engines share
+        return path if os.path.isdir(path) else None
+
+    return LeaderEpochs(metadata_log, partition_dir)
 
 
 def _metadata_log(config: BrokerConfig, storage: Storage):

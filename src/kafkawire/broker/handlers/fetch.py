@@ -82,19 +82,19 @@ class _Read:
         self.diverging = None  # (epoch, end offset) when the fetcher's last fetched epoch diverges from the log
 
 
-def _check_last_fetched_epoch(broker, plog, cp) -> tuple[int, tuple | None]:
+def _check_last_fetched_epoch(broker, topic, plog, cp) -> tuple[int, tuple | None]:
     """(error, diverging (epoch, end offset) or None) for a fetch that names the epoch of the last batch it has.
 
-    A kafkawire partition has had one leader epoch since offset 0, so the end offset of an epoch is the log
-    end offset for that epoch and unknown for a later one (OFFSET_OUT_OF_RANGE, as Kafka answers an epoch
-    its log has no end offset for). A fetch offset below the log start is out of range whatever the epochs
-    say; one beyond the end of the fetcher's epoch gets that end back as the diverging epoch, with the
-    partition's offsets and no records."""
-    epoch = cp.last_fetched_epoch  # >= 0, and never below the partition's only epoch (0)
-    if epoch > broker.leader_epoch or cp.fetch_offset < plog.log_start_offset:
+    As Kafka's Partition.readRecords: the end offset of that epoch comes from the partition's epoch history
+    (OffsetForLeaderEpoch's answer); an epoch it has no end offset for is OFFSET_OUT_OF_RANGE, and so is a
+    fetch offset below the log start whatever the epochs say. When the history's epoch is older than the
+    fetcher's, or ends before the fetch offset, that (epoch, end offset) goes back as the diverging epoch,
+    with the partition's offsets and no records."""
+    cache = broker.leader_epochs.cache(topic, cp.partition, plog)
+    epoch, end = cache.end_offset_for(cp.last_fetched_epoch, plog.log_end_offset, plog.log_start_offset)
+    if end < 0 or epoch < 0 or cp.fetch_offset < plog.log_start_offset:
         return errors.OFFSET_OUT_OF_RANGE, None
-    end = plog.log_end_offset
-    if end < cp.fetch_offset:
+    if epoch < cp.last_fetched_epoch or end < cp.fetch_offset:
         return 0, (epoch, end)
     return 0, None
 
@@ -153,16 +153,13 @@ def _read_all(
         if may_read is not None and not may_read(meta.name):
             r.error = errors.TOPIC_AUTHORIZATION_FAILED
             continue
-        if cp.current_leader_epoch > broker.leader_epoch:
-            r.error = errors.UNKNOWN_LEADER_EPOCH
-            continue
-        if 0 <= cp.current_leader_epoch < broker.leader_epoch:
-            r.error = errors.FENCED_LEADER_EPOCH
+        r.error = broker.leader_epochs.error(meta.name, cp.partition, cp.current_leader_epoch)
+        if r.error:
             continue
         try:
             plog = broker.storage.partition(meta.name, cp.partition)
             if cp.last_fetched_epoch >= 0:
-                r.error, r.diverging = _check_last_fetched_epoch(broker, plog, cp)
+                r.error, r.diverging = _check_last_fetched_epoch(broker, meta.name, plog, cp)
                 if r.error:
                     continue
                 if r.diverging is not None:

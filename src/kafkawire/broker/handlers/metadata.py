@@ -46,7 +46,7 @@ def topic_metadata(broker, meta, with_ops: bool) -> Topic:
             error_code=0,
             partition_index=p,
             leader_id=node,
-            leader_epoch=broker.leader_epoch,
+            leader_epoch=broker.leader_epochs.current(meta.name, p),
             replica_nodes=[node],
             isr_nodes=[node],
             offline_replicas=[],

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import struct
+
 from kafkawire.protocol import errors
 from kafkawire.protocol.messages import DeleteRecordsResponse, ListOffsetsResponse, OffsetForLeaderEpochResponse
+from kafkawire.protocol.records.batch import PARTITION_LEADER_EPOCH_OFFSET
 
 from ..dispatch import handles
 from ..storage import base as sb
 from ._common import find_topic, partition_log
 
+_EPOCH = struct.Struct(">i")
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # The first ListOffsets version that may ask for each special timestamp; Kafka answers UNSUPPORTED_VERSION
@@ -23,31 +27,38 @@ SPECIAL_SINCE = {
 }
 
 
-def leader_epoch_error(broker, current_leader_epoch: int) -> int:
-    if current_leader_epoch > broker.leader_epoch:
-        return errors.UNKNOWN_LEADER_EPOCH
-    if 0 <= current_leader_epoch < broker.leader_epoch:
-        return errors.FENCED_LEADER_EPOCH
-    return 0
-
-
-def _lookup(broker, plog, ts: int, committed: bool = False) -> tuple[int, int, int]:
+def _lookup(broker, topic, partition, plog, ts: int, committed: bool = False) -> tuple[int, int, int]:
     """(offset, timestamp, leader epoch) for a ListOffsets timestamp. As Kafka, the last fetchable offset is
-    the last stable offset for read_committed, else the high watermark: LATEST answers it, and a record
-    found by timestamp (MAX_TIMESTAMP included) counts only below it."""
-    epoch = broker.leader_epoch
+    the last stable offset for read_committed, else the high watermark: LATEST answers it with the current
+    leader epoch, EARLIEST the log start with the epoch of the history's first entry (when it starts there),
+    and a record found by timestamp (MAX_TIMESTAMP included) counts only below it, with the epoch it was
+    written in."""
     fetchable = plog.last_stable_offset if committed else plog.high_watermark
     if ts == LATEST:
-        return fetchable, -1, epoch
+        return fetchable, -1, broker.leader_epochs.current(topic, partition)
+    cache = broker.leader_epochs.cache(topic, partition, plog)
     if ts in (EARLIEST, EARLIEST_LOCAL):
-        return plog.log_start_offset, -1, epoch
+        return plog.log_start_offset, -1, cache.earliest_epoch(plog.log_start_offset)
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp()
     elif ts < 0:  # tiered storage lookups: kafkawire keeps everything local
         return -1, -1, -1
     else:
         found = plog.offset_for_timestamp(ts)
-    return (found[0], found[1], epoch) if found and found[0] < fetchable else (-1, -1, -1)
+    if not found or found[0] >= fetchable:
+        return -1, -1, -1
+    return found[0], found[1], _batch_epoch(plog, found[0])
+
+
+def _batch_epoch(plog, offset: int) -> int:
+    """The partitionLeaderEpoch of the batch holding ``offset`` (-1 when it has none): Kafka answers a timestamp
+    lookup with the epoch of the batch it found."""
+    result = plog.read(offset, 1, min_one=True)
+    head = bytes(result.chunks[0][:16]) if result.chunks else b""
+    if len(head) < 16:
+        return -1
+    epoch = _EPOCH.unpack_from(head, PARTITION_LEADER_EPOCH_OFFSET)[0]
+    return epoch if epoch >= 0 else -1
 
 
 @handles("ListOffsets", 0, 11)
@@ -83,7 +94,7 @@ def list_offsets(broker, ctx, body):
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if version >= 4:
-                pr.error_code = leader_epoch_error(broker, p.current_leader_epoch)
+                pr.error_code = broker.leader_epochs.error(meta.name, p.partition_index, p.current_leader_epoch)
                 if pr.error_code:
                     continue
             if version == 0:
@@ -101,7 +112,7 @@ def list_offsets(broker, ctx, body):
                 pr.error_code = errors.UNSUPPORTED_VERSION
                 continue
             pr.offset, pr.timestamp, epoch = _lookup(
-                broker, plog, p.timestamp, version >= 2 and body.isolation_level == 1
+                broker, meta.name, p.partition_index, plog, p.timestamp, version >= 2 and body.isolation_level == 1
             )
             if version >= 4:
                 pr.leader_epoch = epoch
@@ -124,12 +135,14 @@ def offset_for_leader_epoch(broker, ctx, body):
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if ctx.api_version >= 2:
-                pr.error_code = leader_epoch_error(broker, p.current_leader_epoch)
+                pr.error_code = broker.leader_epochs.error(t.topic, p.partition, p.current_leader_epoch)
                 if pr.error_code:
                     continue
-            if 0 <= p.leader_epoch <= broker.leader_epoch:
-                # epoch 0 is the only epoch there has ever been: it ends at the log end offset
-                pr.leader_epoch, pr.end_offset = broker.leader_epoch, plog.log_end_offset
+            # the end of the requested epoch from the partition's epoch history, as Kafka's endOffsetFor
+            cache = broker.leader_epochs.cache(t.topic, p.partition, plog)
+            pr.leader_epoch, pr.end_offset = cache.end_offset_for(
+                p.leader_epoch, plog.log_end_offset, plog.log_start_offset
+            )
         topics.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 

@@ -68,7 +68,9 @@ def _prepare(
             )
     if meta.name in INTERNAL_TOPICS:
         return Refusal(errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {meta.name}")
-    return validation.validate(records, found, version, _rules(broker, meta), now_ms(), broker.leader_epoch)
+    return validation.validate(
+        records, found, version, _rules(broker, meta), now_ms(), broker.leader_epochs.current(meta.name, partition)
+    )
 
 
 def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None):
@@ -95,7 +97,11 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
             # a retried batch: its offsets as first appended and, as Kafka answers, its max timestamp (the
             # append time under LogAppendTime) in log_append_time_ms whatever the topic's timestamp type
             return (0, None, dup.base_offset, dup.timestamp, plog.log_start_offset), False
+    # the partition's epoch history names its current epoch before a batch of it is appended (a partition
+    # created since start gets (0, 0) here, written off the event loop for file engines)
+    broker.leader_epochs.cache(meta.name, partition, plog)
     result = plog.append(buf, log_append_time=lat, durable=durable)
+    broker.leader_epochs.save(meta.name, partition, plog)
     if header is not None:
         producers.record(
             meta.name,

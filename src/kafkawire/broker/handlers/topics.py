@@ -595,7 +595,7 @@ def describe_topic_partitions(broker, ctx, body):
                 error_code=0,
                 partition_index=p,
                 leader_id=node,
-                leader_epoch=broker.leader_epoch,
+                leader_epoch=broker.leader_epochs.current(name, p),
                 replica_nodes=[node],
                 isr_nodes=[node],
                 eligible_leader_replicas=[],

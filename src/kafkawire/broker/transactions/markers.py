@@ -29,7 +29,15 @@ class BrokerMarkerWriter(MarkerWriter):
         live = [(t, p) for t, p in partitions if t in topics and 0 <= p < topics[t].partitions]
 
         def append(topic, partition):
-            offset = storage.append_txn_marker(topic, partition, producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            offset = storage.append_txn_marker(
+                topic,
+                partition,
+                producer_id,
+                producer_epoch,
+                commit,
+                COORDINATOR_EPOCH,
+                leader_epoch=broker.leader_epochs.current(topic, partition),  # stamped as the leader's batches are
+            )
             # the partition's producer state takes the marker's epoch, as Kafka's does (DescribeProducers, and
             # the sequence restarting after a transaction version 2 epoch bump)
             broker.producers.record_marker(

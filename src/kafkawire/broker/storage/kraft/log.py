@@ -35,7 +35,7 @@ from kafkawire.protocol.records.model import ControlRecordType
 from .. import metadata as files
 from ..base import TopicMeta
 from . import records
-from .image import TOPIC_RESOURCE, MetadataImage
+from .image import NO_LEADER, TOPIC_RESOURCE, MetadataImage
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +343,70 @@ class MetadataLog:
                 if acl_id in self.image.acls
             ]
             out += [records.new("AccessControlEntryRecord", id=acl_id, **fields) for acl_id, fields in add.items()]
+            self.append(out)
+
+    # ---------------------------------------------------------------- leadership
+
+    def _elr(self) -> bool:
+        return self.image.features.get("eligible.leader.replicas.version", 0) >= 1
+
+    def _change(self, topic_id: uuid.UUID, partition: int, leader: int, isr, elr, last_known_elr):
+        return records.new(
+            "PartitionChangeRecord",
+            partition_id=partition,
+            topic_id=topic_id,
+            isr=isr,
+            leader=leader,
+            replicas=None,
+            removing_replicas=None,
+            adding_replicas=None,
+            leader_recovery_state=-1,
+            directories=None,
+            eligible_leader_replicas=elr,
+            last_known_elr=last_known_elr,
+        )
+
+    def _resign_records(self, topic_id: uuid.UUID, partition: int) -> list:
+        """What Kafka 4.4's controller writes when the only replica shuts down: no leader (a leader epoch
+        bump), and with eligible leader replicas (KIP-966) the replica leaves the ISR for the ELR; without
+        them the ISR keeps its last member."""
+        node = self.node_id
+        if self._elr():
+            return [self._change(topic_id, partition, NO_LEADER, [], [node], [node])]
+        return [self._change(topic_id, partition, NO_LEADER, None, None, None)]
+
+    def _elect_records(self, topic_id: uuid.UUID, partition: int) -> list:
+        node = self.node_id
+        if self._elr():
+            return [self._change(topic_id, partition, node, [node], [], [])]
+        return [self._change(topic_id, partition, node, [node], None, None)]
+
+    def elect_leaders(self) -> int:
+        """A start: this node becomes leader of every partition it holds, in one batch, as Kafka 4.4's
+        controller elects a single node again once it registers (measured: each clean restart of a Kafka
+        node takes its partitions from epoch N to N+2, N+1 leaderless at shutdown, N+2 on start). A partition
+        still led by this node (the last run was killed) is first fenced, then elected: Kafka fences the old
+        incarnation, so its epoch also rises by 2. Returns how many partitions changed."""
+        with self._lock:
+            out: list = []
+            for topic in sorted(self.image.topics.values(), key=lambda t: t.name):
+                for p, reg in sorted(topic.partitions.items()):
+                    if reg.leader == self.node_id:
+                        out += self._resign_records(topic.topic_id, p)
+                    if self.node_id in reg.isr or self.node_id in reg.elr or reg.leader in (NO_LEADER, self.node_id):
+                        out += self._elect_records(topic.topic_id, p)
+            self.append(out)
+            return sum(1 for m in out if m.leader == self.node_id)
+
+    def resign_leaders(self) -> None:
+        """A clean stop: every partition this node leads is left leaderless, in one batch, as Kafka's
+        controlled shutdown leaves them (the next start elects it again, one epoch up)."""
+        with self._lock:
+            out: list = []
+            for topic in sorted(self.image.topics.values(), key=lambda t: t.name):
+                for p, reg in sorted(topic.partitions.items()):
+                    if reg.leader == self.node_id:
+                        out += self._resign_records(topic.topic_id, p)
             self.append(out)
 
     def _partition_record(self, topic_id: uuid.UUID, partition: int):

@@ -1,0 +1,178 @@
+"""Partitions' leader epochs: the current one from the metadata log, and each partition's history of epochs
+(``leader-epoch-checkpoint``), as Kafka's LeaderEpochFileCache keeps it.
+
+A partition's current leader epoch is its registration's in ``__cluster_metadata-0`` (PartitionRecord, then one
+bump per PartitionChangeRecord naming a leader). Its history is a list of (epoch, start offset): the offset of
+the log end when this node became leader in that epoch, in the partition directory's ``leader-epoch-checkpoint``
+(version 0, the count, then ``epoch start-offset`` lines). Batches appended as leader carry the current epoch
+(partitionLeaderEpoch), so a follower or a consumer (KIP-320) can ask where an epoch ended.
+
+Entries before the log start offset are dropped as Kafka's truncateFromStart does (the earliest one kept starts
+at the log start); kafkawire applies that when it answers and when it writes the file, so that moving the log
+start (DeleteRecords, retention) needs no call here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from .. import metadata as files
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED = -1  # Kafka's UNDEFINED_EPOCH and UNDEFINED_EPOCH_OFFSET
+
+
+def read_checkpoint(path: str) -> list[tuple[int, int]]:
+    """The (epoch, start offset) entries of a ``leader-epoch-checkpoint``; [] when missing or unreadable (Kafka
+    then starts with an empty cache, which its recovery fills from the batches)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return []
+    try:
+        if lines[0].strip() != "0":
+            raise ValueError(f"unknown version {lines[0]!r}")
+        count = int(lines[1])
+        out = [(int(e), int(o)) for e, o in (line.split() for line in lines[2 : 2 + count])]
+        if len(out) != count:
+            raise ValueError(f"{count} entries announced, {len(out)} found")
+        return out
+    except (IndexError, ValueError) as exc:
+        log.warning("%s is unreadable (%s): starting the partition's epoch history afresh", path, exc)
+        return []
+
+
+def checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
+    return ("\n".join(["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]) + "\n").encode("ascii")
+
+
+class EpochCache:
+    """One partition's epochs: [(epoch, start offset)], epochs and offsets rising."""
+
+    __slots__ = ("path", "entries", "dirty", "plog")
+
+    def __init__(self, path: str | None, plog=None):
+        self.path = path  # None: an engine without files
+        self.plog = plog  # the partition log it describes (a topic deleted and made again has a new one)
+        self.entries: list[tuple[int, int]] = read_checkpoint(path) if path else []
+        self.dirty = False
+
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED
+
+    def assign(self, epoch: int, start: int) -> None:
+        """Record that ``epoch`` starts at ``start`` (becoming leader, or a batch appended in a newer epoch); an
+        epoch not above the latest changes nothing. Entries at or after ``start`` go: they were never
+        written (Kafka's assign does the same)."""
+        if epoch <= self.latest_epoch():
+            return
+        self.entries = [(e, o) for e, o in self.entries if o < start]
+        self.entries.append((epoch, start))
+        self.dirty = True
+
+    def effective(self, log_start: int) -> list[tuple[int, int]]:
+        """The entries once those before ``log_start`` are dropped (truncateFromStart)."""
+        entries = self.entries
+        i = 0
+        while i + 1 < len(entries) and entries[i + 1][1] <= log_start:
+            i += 1
+        out = entries[i:]
+        if out and out[0][1] < log_start:
+            out = [(out[0][0], log_start)] + out[1:]
+        return out
+
+    def end_offset_for(self, requested: int, log_end: int, log_start: int) -> tuple[int, int]:
+        """(epoch, end offset) of ``requested`` as Kafka's endOffsetFor answers it: the log end for the latest
+        epoch; else the start of the first later epoch, with the largest epoch not above ``requested`` (or
+        ``requested`` itself when none is); (-1, -1) for an undefined or a future epoch."""
+        entries = self.effective(log_start)
+        if requested == UNDEFINED:
+            return UNDEFINED, UNDEFINED
+        if entries and entries[-1][0] == requested:
+            return requested, log_end
+        higher = next(((e, o) for e, o in entries if e > requested), None)
+        if higher is None:
+            return UNDEFINED, UNDEFINED
+        floor = [e for e, _o in entries if e <= requested]
+        return (floor[-1] if floor else requested), higher[1]
+
+    def earliest_epoch(self, log_start: int) -> int:
+        """The epoch of the first entry when it starts at or before the log start (ListOffsets EARLIEST), else -1."""
+        entries = self.effective(log_start)
+        return entries[0][0] if entries and entries[0][1] <= log_start else UNDEFINED
+
+    def epoch_for_offset(self, offset: int, log_start: int) -> int:
+        """The epoch the record at ``offset`` was written in, -1 when unknown."""
+        found = UNDEFINED
+        for e, o in self.effective(log_start):
+            if o > offset:
+                break
+            found = e
+        return found
+
+    def save(self, log_start: int) -> None:
+        if self.path is None or not self.dirty:
+            self.dirty = False
+            return
+        self.entries = self.effective(log_start)
+        files.write_atomically(self.path, checkpoint_bytes(self.entries))
+        self.dirty = False
+
+
+class LeaderEpochs:
+    """Every partition's current leader epoch and epoch history, for the handlers.
+
+    ``metadata_log`` (None for an engine without files: every partition stays at epoch 0) answers the current
+    epoch; ``partition_dir(topic, partition)`` the directory of the checkpoint (None: kept in memory)."""
+
+    def __init__(self, metadata_log, partition_dir=None):
+        self.metadata_log = metadata_log
+        self.partition_dir = partition_dir
+        self._caches: dict[tuple[str, int], EpochCache] = {}
+        self._lock = threading.Lock()  # the storage thread (appends) and the event loop (reads) both assign
+
+    def current(self, topic: str, partition: int) -> int:
+        if self.metadata_log is None:
+            return 0
+        found = self.metadata_log.image.partition(topic, partition)
+        return found.leader_epoch if found is not None else 0
+
+    def cache(self, topic: str, partition: int, plog) -> EpochCache:
+        """The partition's epoch history, with its current epoch assigned at the log end if it is not there yet
+        (the partition became leader in it: at start, or created since)."""
+        key = (topic, partition)
+        epoch = self.current(topic, partition)
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None or cache.plog is not plog:
+                directory = self.partition_dir(topic, partition) if self.partition_dir is not None else None
+                path = os.path.join(directory, CHECKPOINT) if directory else None
+                cache = self._caches[key] = EpochCache(path, plog)
+            if cache.latest_epoch() < epoch:
+                # a partition first led in epoch 0 has had no other: its history starts at offset 0
+                cache.assign(epoch, 0 if epoch == 0 and not cache.entries else plog.log_end_offset)
+            return cache
+
+    def save(self, topic: str, partition: int, plog) -> None:
+        """Write the partition's checkpoint if it changed (off the event loop: the storage thread, or start-up)."""
+        with self._lock:
+            cache = self._caches.get((topic, partition))
+            if cache is not None and cache.dirty:
+                cache.save(plog.log_start_offset)
+
+    def error(self, topic: str, partition: int, current_leader_epoch: int) -> int:
+        """Kafka's check of a request's current leader epoch: -1 is not checked, an older one is fenced, a newer
+        one unknown to this node."""
+        from kafkawire.protocol import errors
+
+        epoch = self.current(topic, partition)
+        if current_leader_epoch > epoch:
+            return errors.UNKNOWN_LEADER_EPOCH
+        if 0 <= current_leader_epoch < epoch:
+            return errors.FENCED_LEADER_EPOCH
+        return 0
