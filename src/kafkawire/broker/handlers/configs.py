@@ -322,12 +322,12 @@ def _validate_broker_changes(broker, name: str, new: dict, layer: dict):
         raise Failed(errors.INVALID_CONFIG, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
 
 
-def _apply_broker(broker, name, new: dict):
+async def _apply_broker(broker, name, new: dict):
     layer = broker.config.dynamic if name else broker.config.dynamic_default
-    if (
-        getattr(broker, "metadata_log", None) is not None
-    ):  # ConfigRecords in the KRaft metadata log, as Kafka keeps them
-        broker.metadata_log.save_configs(BROKER, name, new)
+    if getattr(broker, "metadata_log", None) is not None:
+        # ConfigRecords in the KRaft metadata log, as Kafka keeps them, fsynced in the controller thread: the loop
+        # goes on serving, the answer (and the change taking effect) waits until the records are durable
+        await broker.controller_call(broker.metadata_log.save_configs, BROKER, name, new)
     layer.clear()
     layer.update(new)
     broker.config.apply_dynamic()
@@ -342,14 +342,15 @@ def _validate_topic_changes(changes: dict):
             raise Failed(errors.INVALID_CONFIG, str(exc)) from None
 
 
-def _apply_topic(broker, name, full: dict):
-    """``full``: every explicit config the topic should have afterwards."""
+async def _apply_topic(broker, name, full: dict):
+    """``full``: every explicit config the topic should have afterwards. Written (and fsynced) by the storage in
+    the controller thread, off the loop; the answer waits for it."""
     meta = find_topic(broker, name)
     changes = dict(full)
     for k in meta.configs:
         if k not in full:
             changes[k] = None
-    broker.storage.set_topic_configs(name, changes)
+    await broker.controller_call(broker.storage.set_topic_configs, name, changes)
     log.info("topic %s configs now %s", name, full)
 
 
@@ -380,7 +381,14 @@ def _existing_topic(broker, name):
 
 
 @handles("AlterConfigs", 0, 2)
-def alter_configs(broker, ctx, body):
+async def alter_configs(broker, ctx, body):
+    """Config changes queue on the controller lock, as topic changes do: each request is validated against the
+    state the one before left, and answered once its change is durable."""
+    async with broker.controller_lock():
+        return await _alter_configs(broker, ctx, body)
+
+
+async def _alter_configs(broker, ctx, body):
     R = AlterConfigsResponse
     out = []
     for res in body.resources:
@@ -399,13 +407,13 @@ def alter_configs(broker, ctx, body):
                 _existing_topic(broker, res.resource_name)
                 _validate_topic_changes(new)
                 if not body.validate_only:
-                    _apply_topic(broker, res.resource_name, new)
+                    await _apply_topic(broker, res.resource_name, new)
             elif res.resource_type == BROKER:
                 _check_broker_resource(broker, res.resource_name)
                 layer = broker.config.dynamic if res.resource_name else broker.config.dynamic_default
                 _validate_broker_changes(broker, res.resource_name, new, layer)
                 if not body.validate_only:
-                    _apply_broker(broker, res.resource_name, new)
+                    await _apply_broker(broker, res.resource_name, new)
             else:
                 _validate_group_changes(broker, new)
                 if not body.validate_only:
@@ -485,7 +493,12 @@ def _alter_loggers(broker, res, validate_only):
 
 
 @handles("IncrementalAlterConfigs", 0, 1)
-def incremental_alter_configs(broker, ctx, body):
+async def incremental_alter_configs(broker, ctx, body):
+    async with broker.controller_lock():
+        return await _incremental_alter_configs(broker, ctx, body)
+
+
+async def _incremental_alter_configs(broker, ctx, body):
     R = IncrementalAlterConfigsResponse
     out = []
     for res in body.resources:
@@ -514,7 +527,7 @@ def incremental_alter_configs(broker, ctx, body):
                 new = _incremental(meta.configs, ops, list_keys, not_a_list=_topic_not_a_list)
                 _validate_topic_changes({k: v for k, v in new.items() if meta.configs.get(k) != v})
                 if not body.validate_only:
-                    _apply_topic(broker, res.resource_name, new)
+                    await _apply_topic(broker, res.resource_name, new)
             elif res.resource_type == BROKER:
                 _check_broker_resource(broker, res.resource_name)
                 layer = broker.config.dynamic if res.resource_name else broker.config.dynamic_default
@@ -524,7 +537,7 @@ def incremental_alter_configs(broker, ctx, body):
                 new = _incremental(layer, res.configs, list_keys, not_a_list=_broker_not_a_list)
                 _validate_broker_changes(broker, res.resource_name, new, layer)
                 if not body.validate_only:
-                    _apply_broker(broker, res.resource_name, new)
+                    await _apply_broker(broker, res.resource_name, new)
             elif res.resource_type == BROKER_LOGGER:
                 _alter_loggers(broker, res, body.validate_only)
             elif res.resource_type == GROUP:
