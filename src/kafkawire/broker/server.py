@@ -36,6 +36,7 @@ from .fetch_sessions import FetchSessionCache
 from .fetch_waiters import FetchWaiters
 from .groups import GroupConfig, GroupCoordinator, LoopScheduler
 from .producer_state import ProducerStateManager
+from .producer_state.state import PRODUCER_ID_EXPIRATION_MS
 from .storage.base import Storage
 from .storage.engines import open_engine
 from .transactions import TransactionCoordinator, TxnConfig
@@ -108,7 +109,10 @@ class Broker:
         # which start() creates (they replay their internal topic and run timers on the event loop).
         self.waiters = FetchWaiters()
         self.fetch_sessions = FetchSessionCache()
-        self.producers = ProducerStateManager()
+        self.producers = ProducerStateManager(
+            lambda: int(self.config.broker_value("producer.id.expiration.ms")[0] or PRODUCER_ID_EXPIRATION_MS)
+        )
+        self.storage.producer_state = self.producers  # what its producer snapshots hold
         self.group_coordinator: GroupCoordinator | None = None
         self._scheduler: LoopScheduler | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -501,6 +505,8 @@ class Broker:
             await asyncio.sleep(1.0)
             now_ms = int(time.time() * 1000)
             try:
+                if self.metadata_log is not None:  # a snapshot due by time starts (written in its own thread)
+                    self.metadata_log.maybe_snapshot(now_ms)
                 if self._executor is not None:
                     await asyncio.get_running_loop().run_in_executor(self._executor, self.storage.flush_due, now_ms)
                 else:
@@ -544,6 +550,7 @@ class Broker:
                 self._resign_leadership()
             except Exception:
                 log.exception("writing the partitions' leaderless state on shutdown failed")
+            self.metadata_log.close()  # a snapshot being written is finished
         try:
             self.storage.close()
         except Exception:
@@ -574,6 +581,7 @@ def _metadata_log(config: BrokerConfig, storage: Storage):
     if not storage.blocking:
         return None
     metadata_log = metadata_log_of(config.data_dir)
+    metadata_log.configure(config.properties)  # snapshot, segment and retention settings
     config.dynamic_default.update(metadata_log.configs(4, ""))
     config.dynamic.update(metadata_log.configs(4, str(config.node_id)))
     config.apply_dynamic()

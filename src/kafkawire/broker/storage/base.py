@@ -236,6 +236,12 @@ class PartitionLog(abc.ABC):
         result.aborted = []
         return result
 
+    def producer_snapshot(self):
+        """(offset, [snapshot.Entry]) of the newest producer snapshot at or below the log end that reads
+        back whole, or None: the state of every producer as of that offset, so that rebuilding the
+        idempotence state replays only the log after it. Engines without snapshot files: None."""
+        return None
+
     @property
     @abc.abstractmethod
     def size_bytes(self) -> int: ...
@@ -281,6 +287,12 @@ class Storage(abc.ABC):
     #: in its storage threads, in order per partition, instead of on the event loop. An engine that only
     #: touches memory says False. True by default: assuming a new engine blocks is the safe mistake.
     blocking: bool = True
+
+    #: Where an engine that writes producer snapshots gets every producer's state of a partition (the
+    #: broker's ``ProducerStateManager``, set by the broker): ``snapshot_entries(topic, partition, log,
+    #: offset)`` returns the entries as of ``offset``, or None when the snapshot on disk there is current.
+    #: None: the engine writes only the open transactions it tracks itself.
+    producer_state = None
 
     @property
     @abc.abstractmethod

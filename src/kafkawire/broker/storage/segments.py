@@ -11,7 +11,7 @@ Layout of ``data_dir``::
         00000000000000000000.index     sparse offset -> position index
         00000000000000000000.timeindex sparse timestamp -> offset index
         00000000000000000000.txnindex  aborted transactions whose marker is in this segment (Kafka's AbortedTxn)
-        00000000000000001234.snapshot  open transactions as of that offset (Kafka's producer snapshot), written
+        00000000000000001234.snapshot  every producer's state as of that offset (Kafka's producer snapshot), written
                                        at each roll and clean close (``txn``, ``snapshot``)
 
 Durability, kafkawire's default: an append with ``durable=True`` returns only
@@ -176,8 +176,10 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         settings: Callable[[], TopicSettings],
         checkpoint: Callable[[], None],
         clock: Callable[[], int],
+        producers: Callable[[], object] | None = None,
     ):
         self.topic, self.partition, self.directory = topic, partition, directory
+        self._producers = producers or (lambda: None)  # the storage's ``producer_state`` (see snapshot.py)
         self._dir = LogDirState.of(os.path.dirname(directory))
         self._settings, self._checkpoint, self._clock = settings, checkpoint, clock
         self._write_lock = threading.Lock()  # one writer at a time
@@ -292,9 +294,9 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         self._write_txn_index(old, fsync=True)
         new = LogSegment(self.directory, self._end, created_ms=self._clock())
         new.create()
-        # As Kafka at every roll: the open transactions as of the new segment's base, so a restart replays
-        # no more than the active segment to find them
-        snapshot.write(self.directory, new.base_offset, self._open_transactions(), fsync=True)
+        # As Kafka at every roll: every producer's state as of the new segment's base, so a restart replays
+        # no more than the active segment to rebuild it (open transactions and idempotence)
+        self._write_producer_snapshot(new.base_offset, fsync=True)
         metadata.fsync_dir(self.directory)
         with self._state_lock:
             self._segments.append(new)
@@ -415,6 +417,44 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
     def _open_transactions(self) -> dict[int, tuple[int, int]]:
         with self._state_lock:
             return self._txn.open_transactions()
+
+    def _write_producer_snapshot(self, offset: int, *, fsync: bool) -> None:
+        """The producer snapshot at ``offset`` (the log end, caller holds the write lock): the producer state's
+        entries with this log's open transactions set on them (it tracks those itself; a transaction whose
+        producer the state does not know still gets an entry), or the open transactions alone without a
+        producer state. Nothing is written when the producer state says the file there is current."""
+        opened = self._open_transactions()
+        source = self._producers()
+        if source is None:
+            entries = snapshot.open_transaction_entries(opened)
+        else:
+            entries = source.snapshot_entries(self.topic, self.partition, self, offset)
+            if entries is None:
+                return
+            entries = [
+                e._replace(txn_first_offset=opened[e.producer_id][1] if e.producer_id in opened else -1)
+                for e in entries
+            ]
+            known = {e.producer_id for e in entries}
+            entries += snapshot.open_transaction_entries({p: o for p, o in opened.items() if p not in known})
+        snapshot.write_entries(self.directory, offset, entries, fsync=fsync)
+
+    def producer_snapshot(self) -> tuple[int, list[snapshot.Entry]] | None:
+        """The newest snapshot at or below the log end and at or above the first segment's base that reads
+        back whole; one that does not is logged, deleted and the next older one tried, as Kafka does."""
+        with self._state_lock:
+            end, first = self._end, self._segments[0].base_offset
+        for offset in reversed(snapshot.offsets(self.directory)):
+            if offset > end or offset < first:
+                continue
+            try:
+                return offset, snapshot.read_entries(self.directory, offset)
+            except FileNotFoundError:
+                continue  # deleted meanwhile (retention)
+            except (OSError, snapshot.CorruptSnapshotError) as exc:
+                log.warning("ignoring producer snapshot %s: %s", snapshot.path_for(self.directory, offset), exc)
+                snapshot.delete(self.directory, offset)
+        return None
 
     def _write_txn_index(self, segment: LogSegment, *, fsync: bool) -> None:
         """Rewrite ``segment``'s .txnindex from the aborted transactions whose marker it holds."""
@@ -629,7 +669,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             if self._end > self._segments[0].base_offset:
                 try:  # as Kafka on a clean shutdown: a restart then replays nothing to find open transactions
                     self._write_txn_index(self._segments[-1], fsync=True)
-                    snapshot.write(self.directory, self._end, self._open_transactions(), fsync=True)
+                    self._write_producer_snapshot(self._end, fsync=True)
                 except OSError as exc:
                     log.warning("cannot write the producer snapshot of %s-%d: %s", self.topic, self.partition, exc)
             for segment in self._segments:
@@ -771,10 +811,21 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             metadata.fsync_dir(directory)
             segments = [segment]
         plog = SegmentPartitionLog(
-            meta.name, partition, directory, segments, log_start, settings, self._save_log_starts, self._clock
+            meta.name,
+            partition,
+            directory,
+            segments,
+            log_start,
+            settings,
+            self._save_log_starts,
+            self._clock,
+            producers=self._producer_state,
         )
         plog.recover_transactions()
         return plog
+
+    def _producer_state(self):
+        return self.producer_state
 
     def _settings_for(self, name: str) -> Callable[[], TopicSettings]:
         def settings() -> TopicSettings:
@@ -890,7 +941,17 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             segment = LogSegment(directory, 0, created_ms=now)
             segment.create()
             out.append(
-                SegmentPartitionLog(meta.name, p, directory, [segment], 0, settings, self._save_log_starts, self._clock)
+                SegmentPartitionLog(
+                    meta.name,
+                    p,
+                    directory,
+                    [segment],
+                    0,
+                    settings,
+                    self._save_log_starts,
+                    self._clock,
+                    producers=self._producer_state,
+                )
             )
         return out
 
