@@ -3,8 +3,10 @@
 
 Upstream: ``kafkawire serve --storage memory`` (and, with ``--brokers kafkawire,kafka``, the reference Apache
 Kafka from ``tools/kafka_reference.py``). The proxy runs as users run it, ``kafkawire proxy`` in a process of
-its own, in each ``--modes``: ``quiet`` (the summary only; every exchange is still decoded for it) and
-``lines`` (one line per exchange, written to /dev/null). Measured with confluent-kafka in this process:
+its own, in each ``--modes``: ``quiet`` (the summary only; every exchange is still described for it, a large
+streamed response skimmed for its error codes), ``lines`` (one line per exchange, written to /dev/null) and
+``whole`` (``--quiet --decode-all``: every response decoded whole, as before skimming; not run by default).
+Measured with confluent-kafka in this process:
 
 * produce latency: one record at a time at ``--rate`` records/s, acks=all, linger.ms=0; the time from
   ``produce()`` to its delivery report; p50 and p99, and what the proxy adds to each;
@@ -13,13 +15,13 @@ its own, in each ``--modes``: ``quiet`` (the summary only; every exchange is sti
 * consume throughput: the same records read back by an assigned consumer from offset 0.
 
 Direct and proxied runs alternate, ``--repeat`` times each; the medians are printed with the ratios
-(proxied/direct) and the issue's targets (< 0.5 ms added p50, >= 70% of direct throughput), and the proxy
-process's CPU time per 100 MB relayed (produce / consume; steadier than throughput when the machine is
-shared). The machine's
+(proxied/direct) and the issue's targets (< 0.5 ms added p50, >= 70% of direct throughput), and the CPU time
+per 100 MB relayed (produce / consume) of the broker (kafkawire's; both upstreams' with ``--brokers``) and of the
+proxy process: steadier than throughput when the machine is shared. The machine's
 core count and load average are printed first and last: on a small shared machine read the figures with them.
 
 Usage: python benchmarks/bench_proxy.py [--quick] [--records N] [--size B] [--rate R] [--latency-records N]
-           [--repeat N] [--brokers kafkawire,kafka] [--modes quiet,lines]
+           [--repeat N] [--brokers kafkawire,kafka] [--modes quiet,lines,whole]
 """
 
 from __future__ import annotations
@@ -103,6 +105,10 @@ class KafkawireUpstream:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def __exit__(self, *exc):
         stop(self.proc)
         self.dir.cleanup()
@@ -123,6 +129,10 @@ class KafkaUpstream:
     def bootstrap(self) -> str:
         return self.kafka.bootstrap
 
+    @property
+    def pid(self) -> int | None:
+        return self.kafka.proc.pid if self.kafka.proc is not None else None
+
     def __exit__(self, *exc):
         self.kafka.close()
         self.dir.cleanup()
@@ -134,8 +144,10 @@ class ProxyProcess:
 
     def __enter__(self):
         cmd = [sys.executable, "-m", "kafkawire", "proxy", "--listen", "127.0.0.1:0", "--upstream", self.upstream]
-        if self.mode == "quiet":
+        if self.mode in ("quiet", "whole"):
             cmd.append("--quiet")
+        if self.mode == "whole":
+            cmd.append("--decode-all")
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
@@ -264,25 +276,31 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_once(bootstrap: str, args, pid: int | None = None) -> dict[str, float]:
-    """``pid``: the proxy's process, whose CPU time during the two throughput runs is measured (per 100 MB:
-    on a shared machine a steadier figure of what the proxy costs than its throughput)."""
+def run_once(bootstrap: str, args, pid: int | None = None, broker_pid: int | None = None) -> dict[str, float]:
+    """``pid``: the proxy's process, ``broker_pid`` the broker's, whose CPU times during the two throughput runs
+    are measured (per 100 MB: on a shared machine a steadier figure of what each costs than throughput)."""
     topic = create_topic(bootstrap)
     lat = sorted(produce_latency(bootstrap, topic, args.latency_records, args.rate))
     tput_topic = create_topic(bootstrap)
-    cpu0 = cpu_seconds(pid) if pid else 0.0
+
+    def cpu() -> tuple[float, float]:
+        return (cpu_seconds(pid) if pid else 0.0, cpu_seconds(broker_pid) if broker_pid else 0.0)
+
+    cpu0 = cpu()
     produced = produce_throughput(bootstrap, tput_topic, args.records, args.size)
-    cpu1 = cpu_seconds(pid) if pid else 0.0
+    cpu1 = cpu()
     consumed = consume_throughput(bootstrap, tput_topic, args.records + 1)
-    cpu2 = cpu_seconds(pid) if pid else 0.0
+    cpu2 = cpu()
     per_100mb = 100e6 / (args.records * args.size)
     return {
         "p50_ms": statistics.median(lat) * 1e3,
         "p99_ms": lat[int(0.99 * (len(lat) - 1))] * 1e3,
         "produce_rps": produced,
         "consume_rps": consumed,
-        "produce_cpu": (cpu1 - cpu0) * per_100mb,
-        "consume_cpu": (cpu2 - cpu1) * per_100mb,
+        "produce_cpu": (cpu1[0] - cpu0[0]) * per_100mb,
+        "consume_cpu": (cpu2[0] - cpu1[0]) * per_100mb,
+        "broker_produce_cpu": (cpu1[1] - cpu0[1]) * per_100mb,
+        "broker_consume_cpu": (cpu2[1] - cpu1[1]) * per_100mb,
     }
 
 
@@ -311,16 +329,17 @@ def main(argv=None) -> int:
         with upstreams[name]() as upstream:
             results: dict[str, list[dict[str, float]]] = {"direct": [], **{m: [] for m in modes}}
             for _ in range(args.repeat):
-                results["direct"].append(run_once(upstream.bootstrap, args))
+                results["direct"].append(run_once(upstream.bootstrap, args, None, upstream.pid))
                 for mode in modes:
                     with ProxyProcess(upstream.bootstrap, mode) as proxy:
-                        results[mode].append(run_once(proxy.bootstrap, args, proxy.proc.pid))
+                        results[mode].append(run_once(proxy.bootstrap, args, proxy.proc.pid, upstream.pid))
             med = {k: {m: statistics.median(r[m] for r in v) for m in v[0]} for k, v in results.items()}
             for mode, figures in med.items():
                 rows.append((name, mode, figures, med["direct"]))
     print(
         f"{'upstream':<10} {'path':<14} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} "
-        f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6} {'proxy CPU s/100 MB':>19}"
+        f"{'produce rec/s':>14} {'ratio':>6} {'consume rec/s':>14} {'ratio':>6} {'broker CPU s/100 MB':>20} "
+        f"{'proxy CPU s/100 MB':>19}"
     )
     verdicts = []
     for name, mode, f, d in rows:
@@ -331,6 +350,7 @@ def main(argv=None) -> int:
             f"{name:<10} {path:<14} {f['p50_ms']:>8.3f} {f['p99_ms']:>8.3f} "
             f"{'' if mode == 'direct' else f'{added50:+.3f}':>8} {'' if mode == 'direct' else f'{added99:+.3f}':>8} "
             f"{f['produce_rps']:>14,.0f} {pr:>6.2f} {f['consume_rps']:>14,.0f} {cr:>6.2f} "
+            f"{f['broker_produce_cpu']:>9.3f} / {f['broker_consume_cpu']:<8.3f} "
             + ("" if mode == "direct" else f"{f['produce_cpu']:>8.3f} / {f['consume_cpu']:.3f}")
         )
         if mode != "direct":

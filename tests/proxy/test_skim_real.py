@@ -120,15 +120,22 @@ def test_a_skimmed_produce_reports_the_partition_that_failed(peer, version):
     assert sorted(ex.errors) == expected
 
 
-def test_with_annotations_the_same_fetch_is_decoded_whole(kafkawire_upstream):
-    """--annotate needs every field: nothing is skimmed then (and the errors are the decoder's)."""
+@pytest.mark.parametrize("why", ["annotate", "decode-all", "console watched"])
+def test_when_whole_frames_are_needed_the_same_fetch_is_decoded_whole(kafkawire_upstream, why):
+    """--annotate, --decode-all and a browser on the console's live view need every field: nothing is skimmed
+    then (and the errors are the decoder's)."""
+    from kafkawire.ui.tap import Tap
+
     name, topic_id = _topic(kafkawire_upstream)
     cls = FetchRequest
     topic = cls.FetchTopic(topic=name, topic_id=topic_id)
     topic.partitions = [cls.FetchPartition(partition=0, fetch_offset=10**9, partition_max_bytes=1 << 20)]
     request = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, topics=[topic])
-    with ProxyThread(kafkawire_upstream, stream_min=0) as proxy:
-        proxy.reporter.annotate = True
+    with ProxyThread(kafkawire_upstream, stream_min=0, skim=why != "decode-all") as proxy:
+        proxy.reporter.annotate = why == "annotate"
+        if why == "console watched":
+            proxy.proxy.tap = Tap()
+            proxy.proxy.tap.subscribe()
         payload = _call(proxy.bootstrap, ApiKey.FETCH, 12, request, 43)
         ex = _reported(proxy, "Fetch", 43)
     assert ex.skim is None and bytes(ex.response_payload) == payload

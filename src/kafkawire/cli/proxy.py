@@ -10,7 +10,10 @@ One line per request/response pair on stdout (time, connection, client id, API a
 id, latency, sizes, topics, every non-zero error code); ``--json`` for JSON lines, ``--annotate`` for
 every field of both frames; ``--api``, ``--client-id``, ``--topic``, ``--errors-only`` choose the lines
 (the summary and ``--pcap`` take every exchange). ``--pcap FILE`` writes the client-side conversations
-as pcapng. SIGINT or SIGTERM stops it and prints the summary on stderr.
+as pcapng. A large streamed response (a Fetch) is skimmed for its error codes rather than decoded whole,
+unless ``--annotate``, ``--decode-all`` or a browser watching ``--ui`` needs its fields. ``--ui-config FILE``
+gives the console's cluster view its SASL credentials toward the upstream (TLS follows ``--upstream-*``).
+SIGINT or SIGTERM stops it and prints the summary on stderr.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def configure(parser: argparse.ArgumentParser, name: str = "proxy") -> None:
         help="only responses with a non-zero error code (or frames that did not decode)",
     )
     out.add_argument("--quiet", action="store_true", help="no lines, the summary only")
+    out.add_argument(
+        "--decode-all",
+        action="store_true",
+        help="decode every response whole; by default a large response that is streamed (a Fetch) is skimmed: "
+        "its error codes read as it passes, its records never gathered (--annotate decodes all anyway)",
+    )
     out.add_argument("--pcap", metavar="FILE", help="write the client-side conversations to FILE (pcapng)")
     ui = parser.add_argument_group("console")
     ui.add_argument(
@@ -158,6 +167,7 @@ def run(args) -> int:
         listen_ssl,
         args.max_frame or DEFAULT_MAX_FRAME,
         args.max_connections or MAX_CONNECTIONS,
+        skim=not args.decode_all,
     )
     ui = security = None
     if args.ui:

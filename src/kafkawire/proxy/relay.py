@@ -7,7 +7,9 @@ fed with both directions finds them and pairs them with their requests; those th
 response of ``STREAM_MIN`` bytes or more is not held: its bytes go on as they arrive, but for the last
 ``TAIL_HELD`` of a Produce or Fetch whose KIP-951 NodeEndpoints (its last bytes) may need rewriting; when
 they do, the frame's length is already sent, so the hint is withdrawn (its tag renamed, same length) and
-the client refreshes its metadata, which the proxy rewrites. A frame
+the client refreshes its metadata, which the proxy rewrites. A streamed response is skimmed by the observer
+(:mod:`kafkawire.protocol.skim`: its error codes read as it passes, only the held tail kept) unless what is
+reported needs it whole (:attr:`Proxy.skimming`). A frame
 that does not decode is forwarded untouched and reported; only a stream whose framing is lost (an
 impossible size) ends the connection, as the broker or client would end it.
 
@@ -91,6 +93,7 @@ class ProxyConfig:
     max_frame: int = DEFAULT_MAX_FRAME
     max_connections: int = MAX_CONNECTIONS
     stream_min: int = STREAM_MIN  # responses this large go on while they arrive (and are skimmed, see Proxy)
+    skim: bool = True  # False: every response decoded whole (``--decode-all``)
 
 
 def parse_address(text: str, default_port: int = 9092) -> tuple[str, int]:
@@ -142,7 +145,7 @@ class Proxy:
         ``--errors-only``; ``--pcap`` writes the bytes forwarded, not the observer's. So a response is
         decoded whole only with ``--annotate`` (the reporter's ``needs_bodies``) or while a browser
         watches the console's live view (the hex and tree of each frame)."""
-        if self.reporter.needs_bodies:
+        if not self.config.skim or self.reporter.needs_bodies:
             return False
         tap = self.tap
         return tap is None or not tap.subscribers

@@ -195,7 +195,7 @@ class Console:
                 "hex": "",
                 "annotations": [],
                 "error": f"skimmed: {ex.skim.size + 4} bytes forwarded, error codes read, frame not kept",
-                "truncated": True,
+                "truncated": False,
             }
         return web.json_response(out)
 
