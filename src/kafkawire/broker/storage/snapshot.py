@@ -73,6 +73,11 @@ def encode_entries(entries: Iterable[Entry]) -> bytes:
 
 def decode_entries(data: bytes) -> list[Entry]:
     """Every entry of a snapshot file's bytes; CorruptSnapshotError when it is short, torn or fails its CRC."""
+    return [Entry(*fields) for fields in _checked(data)]
+
+
+def _checked(data: bytes):
+    """The entries' fields (tuples) once the bytes are known whole; CorruptSnapshotError."""
     if len(data) < _HEAD.size + _COUNT.size:
         raise CorruptSnapshotError(f"{len(data)} bytes is too short for a producer snapshot")
     version, crc = _HEAD.unpack_from(data)
@@ -83,7 +88,7 @@ def decode_entries(data: bytes) -> list[Entry]:
     (count,) = _COUNT.unpack_from(data, _HEAD.size)
     if count < 0 or len(data) != _HEAD.size + _COUNT.size + count * _ENTRY.size:
         raise CorruptSnapshotError(f"producer snapshot of {len(data)} bytes declares {count} entries")
-    return [Entry(*fields) for fields in _ENTRY.iter_unpack(memoryview(data)[_HEAD.size + _COUNT.size :])]
+    return _ENTRY.iter_unpack(memoryview(data)[_HEAD.size + _COUNT.size :])
 
 
 def encode(ongoing: dict[int, tuple[int, int]]) -> bytes:
@@ -92,8 +97,9 @@ def encode(ongoing: dict[int, tuple[int, int]]) -> bytes:
 
 
 def decode(data: bytes) -> dict[int, tuple[int, int]]:
-    """Producer id -> (epoch, first offset) of the entries with an open transaction; CorruptSnapshotError."""
-    return open_transactions(decode_entries(data))
+    """Producer id -> (epoch, first offset) of the entries with an open transaction; CorruptSnapshotError.
+    (Every start reads this of each partition: no Entry is made for the many producers without one.)"""
+    return {f[0]: (f[1], f[7]) for f in _checked(data) if f[7] >= 0}
 
 
 def offsets(directory: str) -> list[int]:
