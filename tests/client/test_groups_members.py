@@ -76,12 +76,22 @@ def _two_topics(group_broker, names, partitions=3):
     return t1, t2, group
 
 
-def test_range_assignor_on_the_wire(group_broker, names):
-    """Range: per topic, contiguous ranges in member order (static instance ids order the members here)."""
+# Two static members over two topics of three partitions: what each eager assignor deals out ("x" and "y" stand
+# for the two topics). Range: per topic, contiguous ranges in member order (the instance ids order the members).
+# Roundrobin: all partitions of all topics, sorted, dealt out in turn.
+EAGER_ASSIGNMENTS = {
+    "range": {"a": [("x", 0), ("x", 1), ("y", 0), ("y", 1)], "b": [("x", 2), ("y", 2)]},
+    "roundrobin": {"a": [("x", 0), ("x", 2), ("y", 1)], "b": [("x", 1), ("y", 0), ("y", 2)]},
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(EAGER_ASSIGNMENTS))
+def test_eager_assignor_on_the_wire(group_broker, names, strategy):
     t1, t2, group = _two_topics(group_broker, names)
+    topic = {"x": t1, "y": t2}
     m = Members()
     try:
-        opts = dict(group_id=group, partition_assignment_strategy="range")
+        opts = dict(group_id=group, partition_assignment_strategy=strategy)
         m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
         m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
         m.poll_until(
@@ -89,25 +99,8 @@ def test_range_assignor_on_the_wire(group_broker, names):
             60,
             "six partitions assigned",
         )
-        assert m.assignments() == {"a": [(t1, 0), (t1, 1), (t2, 0), (t2, 1)], "b": [(t1, 2), (t2, 2)]}
-    finally:
-        m.close()
-
-
-def test_roundrobin_assignor_on_the_wire(group_broker, names):
-    """Roundrobin: all partitions of all topics, sorted, dealt out in turn."""
-    t1, t2, group = _two_topics(group_broker, names)
-    m = Members()
-    try:
-        opts = dict(group_id=group, partition_assignment_strategy="roundrobin")
-        m.add("a", group_broker.bootstrap, [t1, t2], group_instance_id="inst-a", **opts)
-        m.add("b", group_broker.bootstrap, [t1, t2], group_instance_id="inst-b", **opts)
-        m.poll_until(
-            lambda: all(m.assignments().values()) and sum(map(len, m.assignments().values())) == 6,
-            60,
-            "six partitions assigned",
-        )
-        assert m.assignments() == {"a": [(t1, 0), (t1, 2), (t2, 1)], "b": [(t1, 1), (t2, 0), (t2, 2)]}
+        expected = {name: [(topic[t], p) for t, p in tps] for name, tps in EAGER_ASSIGNMENTS[strategy].items()}
+        assert m.assignments() == expected
     finally:
         m.close()
 
