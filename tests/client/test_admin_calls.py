@@ -311,3 +311,37 @@ def test_leader_errors_are_retried_only_until_the_api_timeout():
     result, tries = asyncio.run(run())
     assert result[("t", 0)].name == "LEADER_NOT_AVAILABLE"
     assert tries >= 2
+
+
+def test_a_controller_that_cannot_be_reached_is_looked_up_again():
+    """Metadata names a broker that is gone as controller (a killed node stays in Kafka's metadata until its
+    session times out): the admin looks the controller up again and asks the one named next."""
+
+    async def run():
+        one, gone = await _two_brokers()
+        await gone.close()
+        metadata_asked = []
+
+        def metadata(header, body, version):
+            metadata_asked.append(1)
+            return _metadata([one, gone], controller=2 if len(metadata_asked) == 1 else 1, leaders={("t", 0): 1})
+
+        R = message_class("ElectLeadersResponse")
+        one.handlers[3] = metadata
+        one.handlers[43] = lambda h, b, v: R(
+            throttle_time_ms=0,
+            error_code=0,
+            replica_election_results=[
+                R.ReplicaElectionResult(
+                    topic="t", partition_result=[R.PartitionResult(partition_id=0, error_code=0, error_message=None)]
+                )
+            ],
+        )
+        try:
+            async with AsyncAdmin(one.bootstrap) as admin:
+                result = await admin.elect_leaders(UNCLEAN, [("t", 0)])
+        finally:
+            await one.close()
+        return result, one.count(43)
+
+    assert asyncio.run(run()) == ({("t", 0): None}, 1)

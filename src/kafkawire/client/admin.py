@@ -200,15 +200,17 @@ class AsyncAdmin:
     # -- routing -------------------------------------------------------------------
 
     async def _controller_call(self, request, *, timeout: float, not_controller: Callable[[Any], bool]):
-        """``request`` to the controller; retried on a lost connection and, when ``not_controller(answer)``,
-        on NOT_CONTROLLER, each time after forgetting the controller so that it is looked up again."""
+        """``request`` (or ``request(connection)``, to build it for that broker) to the controller; retried on
+        a lost connection and, when ``not_controller(answer)``, on NOT_CONTROLLER, each time after forgetting
+        the controller so that it is looked up again."""
         cluster = self.cluster
 
         async def once():
             conn = await cluster.controller()
-            answer = await conn.request(request, timeout=timeout + cluster.request_timeout)
+            body = request(conn) if callable(request) else request
+            answer = await conn.request(body, timeout=timeout + cluster.request_timeout)
             if not_controller(answer):
-                raise KafkaError(kerrors.NOT_CONTROLLER, f"{type(request).__name__} to node {conn.node_id}")
+                raise KafkaError(kerrors.NOT_CONTROLLER, f"{type(body).__name__} to node {conn.node_id}")
             return answer
 
         def forget(exc, attempt):
@@ -519,18 +521,21 @@ class AsyncAdmin:
             wanted = defaultdict(list)
             for topic, index in partitions:
                 wanted[topic].append(int(index))
-        conn = await self.cluster.controller()
-        if election_type != PREFERRED and conn.version_for(ApiKey.ELECT_LEADERS) < 1:
-            raise KafkaError(kerrors.UNSUPPORTED_VERSION, "an unclean election needs ElectLeaders v1")
-        req = cls(
-            election_type=election_type,
-            topic_partitions=None
-            if wanted is None
-            else [cls.TopicPartitions(topic=t, partitions=ps) for t, ps in wanted.items()],
-            timeout_ms=int(timeout * 1000),
-        )
+
+        def request(conn):
+            if election_type != PREFERRED and conn.version_for(ApiKey.ELECT_LEADERS) < 1:
+                raise KafkaError(kerrors.UNSUPPORTED_VERSION, "an unclean election needs ElectLeaders v1")
+            return cls(
+                election_type=election_type,
+                topic_partitions=None
+                if wanted is None
+                else [cls.TopicPartitions(topic=t, partitions=ps) for t, ps in wanted.items()],
+                timeout_ms=int(timeout * 1000),
+            )
+
         resp = cast(
-            "ElectLeadersResponse", await self._controller_call(req, timeout=timeout, not_controller=lambda r: False)
+            "ElectLeadersResponse",
+            await self._controller_call(request, timeout=timeout, not_controller=lambda r: False),
         )
         if resp.error_code:
             raise KafkaError(resp.error_code, "ElectLeaders")
