@@ -3,7 +3,8 @@
 asyncio's streams copy every byte twice more than a relay needs: ``StreamReader`` appends what the
 transport read to its buffer, and ``read()`` copies it out again (and moves what is left to the front).
 A :class:`Pipe` keeps the ``bytes`` objects the transport hands it and gives them back as they came
-(joined only when several wait), with the same flow control: reading pauses above ``limit`` bytes
+(``read_chunks``: a list of them, never joined; ``read``: joined when several wait), with the same flow
+control: reading pauses above ``limit`` bytes
 buffered and resumes once they are taken; ``drain()`` waits while the transport's write buffer is above
 its high-water mark. The methods the relay calls have ``StreamReader``/``StreamWriter``'s names.
 """
@@ -80,16 +81,21 @@ class Pipe(asyncio.Protocol):
     # -- reading
     async def read(self, _n: int = -1) -> bytes:
         """What has arrived (b"" at the end of the stream); waits for something."""
+        chunks = await self.read_chunks()
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def read_chunks(self) -> list[bytes]:
+        """What has arrived, as the transport handed it (an empty list at the end of the stream): a relay
+        forwards and observes each chunk without the copy that joining them would make."""
         while not self._chunks:
             if self._eof:
                 if self._error is not None:
                     raise ConnectionResetError(str(self._error))
-                return b""
+                return []
             self._read_waiter = asyncio.get_running_loop().create_future()
             await self._read_waiter
-        chunks = self._chunks
-        data = chunks.popleft() if len(chunks) == 1 else b"".join(chunks)
-        chunks.clear()
+        data = list(self._chunks)
+        self._chunks.clear()
         self._buffered = 0
         if self._reading_paused and self.transport is not None and not self.transport.is_closing():
             self._reading_paused = False

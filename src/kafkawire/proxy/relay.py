@@ -367,22 +367,23 @@ class _Session:
         flow = self.flow
         try:
             while True:
-                data = await reader.read(CHUNK)
-                if not data:
+                chunks = await reader.read_chunks()
+                if not chunks:
                     observer.receive_eof(from_client=True)
                     self._events()
                     if uwriter.can_write_eof():
                         uwriter.write_eof()
                     return
-                uwriter.write(data)
-                if flow is not None:
-                    flow.data(True, data, self.proxy.clock())
-                for piece, _sent in self.requests_in.split(data):
-                    if piece:
-                        observer.receive_data(piece, from_client=True)
-                        self._events()
-                        if self.closing:
-                            return
+                uwriter.writelines(chunks)
+                for data in chunks:
+                    if flow is not None:
+                        flow.data(True, data, self.proxy.clock())
+                    for piece, _sent in self.requests_in.split(data):
+                        if piece:
+                            observer.receive_data(piece, from_client=True)
+                            self._events()
+                            if self.closing:
+                                return
                 await uwriter.drain()
         except (ConnectionError, OSError, ssl.SSLError) as exc:
             self.closing = self.closing or f"client connection failed: {exc}"
@@ -394,24 +395,27 @@ class _Session:
         frames = self.responses
         try:
             while True:
-                data = await ureader.read(CHUNK)
-                if not data:
+                chunks = await ureader.read_chunks()
+                if not chunks:
                     observer.receive_eof(from_client=False)
                     self._events()
                     self._flush(writer, flow)
                     return
                 wrote = False
                 # piece by piece: a streamed frame's bytes go out after every frame completed before them
-                for piece, forward in frames.split(data):
-                    if forward:
-                        self._flush(writer, flow)
-                        writer.write(forward)
-                        if flow is not None:
-                            flow.data(False, bytes(forward), self.proxy.clock())
-                        wrote = True
-                    if piece:
-                        observer.receive_data(piece, from_client=False)
-                        self._events()
+                for data in chunks:
+                    for piece, forward in frames.split(data):
+                        if forward:
+                            self._flush(writer, flow)
+                            writer.write(forward)
+                            if flow is not None:
+                                flow.data(False, bytes(forward), self.proxy.clock())
+                            wrote = True
+                        if piece:
+                            observer.receive_data(piece, from_client=False)
+                            self._events()
+                        if self.closing:
+                            break
                     if self.closing:
                         break
                 if self.to_client:
