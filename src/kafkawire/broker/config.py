@@ -198,6 +198,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             True,
         ),
         _d("kafkawire.log.fsync.acks.all", BOOLEAN, "true", "Same as kafkawire.acks.all.fsync.", True),
+        # the KRaft metadata log (storage/kraft/log.py): its snapshots, segments and retention
+        _d(
+            "metadata.log.max.record.bytes.between.snapshots",
+            LONG,
+            "20971520",
+            "Bytes of metadata log batches after the last snapshot that start a new one.",
+            True,
+        ),
+        _d("metadata.log.max.snapshot.interval.ms", LONG, "3600000", "Longest time between snapshots (0: none).", True),
+        _d("metadata.log.segment.bytes", INT, "1073741824", "Size at which a metadata log segment rolls.", True),
+        _d("metadata.max.retention.bytes", LONG, "104857600", "Metadata log and snapshots kept, in bytes.", True),
+        _d("metadata.max.retention.ms", LONG, "604800000", "Age of the oldest snapshot kept.", True),
         _d("kafkawire.acks.all.fsync", BOOLEAN, "true", "fsync before acknowledging acks=all produce requests.", True),
         _d("kafkawire.storage", STRING, "segments", "Storage engine: segments or memory.", True),
         _d(

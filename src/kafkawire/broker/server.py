@@ -505,6 +505,8 @@ class Broker:
             await asyncio.sleep(1.0)
             now_ms = int(time.time() * 1000)
             try:
+                if self.metadata_log is not None:  # a snapshot due by time starts (written in its own thread)
+                    self.metadata_log.maybe_snapshot(now_ms)
                 if self._executor is not None:
                     await asyncio.get_running_loop().run_in_executor(self._executor, self.storage.flush_due, now_ms)
                 else:
@@ -548,6 +550,7 @@ class Broker:
                 self._resign_leadership()
             except Exception:
                 log.exception("writing the partitions' leaderless state on shutdown failed")
+            self.metadata_log.close()  # a snapshot being written is finished
         try:
             self.storage.close()
         except Exception:
@@ -578,6 +581,7 @@ def _metadata_log(config: BrokerConfig, storage: Storage):
     if not storage.blocking:
         return None
     metadata_log = metadata_log_of(config.data_dir)
+    metadata_log.configure(config.properties)  # snapshot, segment and retention settings
     config.dynamic_default.update(metadata_log.configs(4, ""))
     config.dynamic.update(metadata_log.configs(4, str(config.node_id)))
     config.apply_dynamic()

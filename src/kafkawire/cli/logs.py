@@ -290,6 +290,13 @@ def _summary(path: str, args, out) -> int:
                         + (f", {s['txnindex_entries']} aborted transactions" if s.get("txnindex_entries") else ""),
                         file=out,
                     )
+            for snap in p["kraft_snapshots"]:  # <end offset>-<epoch>.checkpoint: the image up to that offset
+                end, epoch = int(snap["file"][:20]), int(snap["file"][21:31])
+                print(
+                    f"    {snap['file']}: snapshot of offsets ..{end - 1} (epoch {epoch}), {snap['batches']} batches, "
+                    f"{snap['records']} records with header and footer, {snap['bytes']} bytes",
+                    file=out,
+                )
         if empty:
             print(f"  no records ({len(empty)}): {' '.join(empty)}", file=out)
     checkpoints = by_kind.get("dir_checkpoint", [])

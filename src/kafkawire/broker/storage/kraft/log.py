@@ -14,6 +14,15 @@ the quorum's only voter and its leader):
 On start the newest snapshot is read, then every batch at or after its offset. kafkawire appends its
 changes in the epoch of the log's last batch, so that Kafka's leader-epoch cache and quorum state stay
 true; a Kafka node that starts on the directory bumps the epoch itself when it is elected.
+
+Snapshots, as Kafka's metadata loader writes them: once ``metadata.log.max.record.bytes.between.snapshots`` bytes
+of batches were appended since the last snapshot, or ``metadata.log.max.snapshot.interval.ms`` passed with records
+appended, the image is written as ``<end offset>-<epoch>.checkpoint`` (a SnapshotHeader, every record that
+rebuilds the image, including those kafkawire only carries, a SnapshotFooter), in a thread of its own. The active
+segment rolls at ``metadata.log.segment.bytes``. Retention is Kafka's (``metadata.max.retention.bytes`` over the
+segments and snapshots together, ``metadata.max.retention.ms`` by a snapshot's last record time): while more than
+one snapshot is left and the oldest breaks a limit, the log starts at the next snapshot instead, and the segments
+wholly before it and the older snapshots are deleted.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import re
 import threading
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
@@ -45,6 +55,17 @@ QUORUM_STATE = "quorum-state"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 _CONTROL = 0x20
 _SNAPSHOT = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
+_PARTIAL_SNAPSHOT = re.compile(r"\d{20}-\d{10}\.checkpoint\.part")
+_SNAPSHOT_BATCH_RECORDS = 1000
+
+# Kafka 4.4's defaults of the settings above
+SNAPSHOT_DEFAULTS = {
+    "metadata.log.max.record.bytes.between.snapshots": 20 * 1024 * 1024,
+    "metadata.log.max.snapshot.interval.ms": 3600 * 1000,
+    "metadata.log.segment.bytes": 1024 * 1024 * 1024,
+    "metadata.max.retention.bytes": 100 * 1024 * 1024,
+    "metadata.max.retention.ms": 7 * 24 * 3600 * 1000,
+}
 _SEGMENT = re.compile(r"(\d{20})\.log")
 
 # The feature levels Kafka 4.4's kafka-storage format bootstraps a new cluster with (its defaults), so
@@ -84,6 +105,15 @@ class MetadataLog:
         self._active: str | None = None
         self._lock = threading.RLock()  # the topics' and the credentials' appends share the log
         self._repair = True
+        self.settings = dict(SNAPSHOT_DEFAULTS)
+        self.snapshot_offset = 0  # end offset of the newest snapshot
+        self._since_snapshot = 0  # bytes of batches appended after it
+        self._last_snapshot_ms = int(time.time() * 1000)
+        self._last_timestamp = -1  # of the log's last record
+        self._active_size = 0
+        self._snapshotter: ThreadPoolExecutor | None = None
+        self._snapshotting: Future | None = None
+        self._timestamps: dict[str, int] = {}  # snapshot file -> its header's last contained log timestamp
 
     # ---------------------------------------------------------------- reading
 
@@ -99,16 +129,23 @@ class MetadataLog:
         names = os.listdir(self.directory)
         snapshots = sorted((int(m.group(1)), int(m.group(2)), n) for n in names if (m := _SNAPSHOT.fullmatch(n)))
         segments = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT.fullmatch(n)))
+        if repair:
+            for name in names:
+                if _PARTIAL_SNAPSHOT.fullmatch(name):  # a snapshot a crash cut short (Kafka deletes them too)
+                    os.unlink(os.path.join(self.directory, name))
         start = 0
         if snapshots:
             start, epoch, name = snapshots[-1]
             self.epoch = max(self.epoch, epoch)
             self._replay(os.path.join(self.directory, name), 0, snapshot=True)
-        self.end_offset = start
-        for _base, name in segments:
+        self.end_offset = self.snapshot_offset = start
+        for i, (_base, name) in enumerate(segments):
+            if i + 1 < len(segments) and segments[i + 1][0] <= start:
+                continue  # wholly before the snapshot: nothing in it is needed
             self._replay(os.path.join(self.directory, name), start, snapshot=False)
         if segments:
             self._active = os.path.join(self.directory, segments[-1][1])
+            self._active_size = os.path.getsize(self._active)
         return self
 
     def _replay(self, path: str, min_offset: int, *, snapshot: bool) -> None:
@@ -120,12 +157,14 @@ class MetadataLog:
             if not snapshot:
                 self.epoch = max(self.epoch, batch.partition_leader_epoch)
                 self.end_offset = max(self.end_offset, last + 1)
+                if last >= min_offset:
+                    self._since_snapshot += batch.size
+                    self._last_timestamp = batch.max_timestamp
             if last < min_offset or batch.attributes & _CONTROL:
                 continue
             for record in batch.decode_records():
                 if record.offset >= min_offset:
-                    name, _version, message = records.decode(record.value)
-                    self.image.apply(name, message)
+                    self.image.apply_value(record.value)
         if reader.partial_tail_bytes and not snapshot and self._repair:
             # an append a crash cut short: never acknowledged, so dropped (Kafka's recovery does the same)
             log.warning("%s: %d bytes of a partial batch at the end, truncated", path, reader.partial_tail_bytes)
@@ -141,15 +180,19 @@ class MetadataLog:
         with self._lock:
             if self._active is None:
                 self._create()
+            values = [records.encode(m) for m in messages]
             batch = build_batch(
-                [(None, records.encode(m)) for m in messages],
-                base_offset=self.end_offset,
-                partition_leader_epoch=self.epoch,
+                [(None, v) for v in values], base_offset=self.end_offset, partition_leader_epoch=self.epoch
             )
+            if self._active_size and self._active_size + len(batch) > self.settings["metadata.log.segment.bytes"]:
+                self._roll()
             self._write(batch)
-            for m in messages:
-                self.image.apply(type(m).spec.name, m)
+            for m, v in zip(messages, values):
+                self.image.apply(type(m).spec.name, m, v)
             self.end_offset += len(messages)
+            self._since_snapshot += len(batch)
+            self._last_timestamp = int(time.time() * 1000)
+            self.maybe_snapshot()
 
     def _write(self, batch: bytes) -> None:
         fd = os.open(self._active, os.O_WRONLY | os.O_APPEND)
@@ -160,6 +203,178 @@ class MetadataLog:
             os.fsync(fd)
         finally:
             os.close(fd)
+        self._active_size += len(batch)
+
+    def _roll(self) -> None:
+        """A new active segment at the log end, as Kafka rolls one at metadata.log.segment.bytes."""
+        self._active = os.path.join(self.directory, f"{self.end_offset:020d}.log")
+        with open(self._active, "wb"):
+            pass
+        self._active_size = 0
+        files.fsync_dir(self.directory)
+
+    # ---------------------------------------------------------------- snapshots
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """The snapshot, segment and retention settings (``SNAPSHOT_DEFAULTS``' keys) given to the broker."""
+        for key in SNAPSHOT_DEFAULTS:
+            if settings.get(key) not in (None, ""):
+                self.settings[key] = int(settings[key])
+
+    def maybe_snapshot(self, now_ms: int | None = None) -> bool:
+        """Start writing a snapshot when Kafka's triggers say so (bytes appended since the last one, or time
+        with records appended); it is written in the snapshot thread. True when one was started."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            if self._active is None or self.end_offset <= self.snapshot_offset:
+                return False
+            if self._snapshotting is not None and not self._snapshotting.done():
+                return False
+            interval = self.settings["metadata.log.max.snapshot.interval.ms"]
+            due = self._since_snapshot >= self.settings["metadata.log.max.record.bytes.between.snapshots"] or (
+                interval > 0 and now_ms - self._last_snapshot_ms >= interval
+            )
+            if not due:
+                return False
+            if self._snapshotter is None:
+                self._snapshotter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-metadata-snapshot")
+            self._last_snapshot_ms = now_ms
+            self._snapshotting = self._snapshotter.submit(self._snapshot_now)
+            return True
+
+    def snapshot(self) -> str | None:
+        """Write a snapshot of the log as it is now, in the calling thread; its path (None: nothing new)."""
+        return self._snapshot_now()
+
+    def _snapshot_now(self) -> str | None:
+        try:
+            with self._lock:
+                # the image is turned into records under the lock (appends wait for it, never the other way)
+                if self.image.in_transaction or self.end_offset <= self.snapshot_offset:
+                    return None
+                offset, epoch, stamp = self.end_offset, self.epoch, self._last_timestamp
+                values = self.image.snapshot_records()
+                self._since_snapshot = 0
+            path = self._write_snapshot(values, offset, epoch, stamp)
+            with self._lock:
+                self.snapshot_offset = max(self.snapshot_offset, offset)
+            self.clean()
+            return path
+        except Exception:
+            log.exception("writing a snapshot of the metadata log failed")
+            raise
+
+    def _write_snapshot(self, values: list[bytes], offset: int, epoch: int, stamp: int) -> str:
+        stamp = stamp if stamp >= 0 else int(time.time() * 1000)
+        parts = [
+            build_control_batch(
+                ControlRecordType.SNAPSHOT_HEADER,
+                producer_id=-1,
+                producer_epoch=-1,
+                base_offset=0,
+                partition_leader_epoch=epoch,
+                value=records.new("SnapshotHeaderRecord", version=0, last_contained_log_timestamp=stamp).encode(0),
+            )
+        ]
+        at = 1
+        for i in range(0, len(values), _SNAPSHOT_BATCH_RECORDS):
+            chunk = values[i : i + _SNAPSHOT_BATCH_RECORDS]
+            parts.append(build_batch([(None, v) for v in chunk], base_offset=at, partition_leader_epoch=epoch))
+            at += len(chunk)
+        parts.append(
+            build_control_batch(
+                ControlRecordType.SNAPSHOT_FOOTER,
+                producer_id=-1,
+                producer_epoch=-1,
+                base_offset=at,
+                partition_leader_epoch=epoch,
+                value=records.new("SnapshotFooterRecord", version=0).encode(0),
+            )
+        )
+        name = f"{offset:020d}-{epoch:010d}.checkpoint"
+        path = os.path.join(self.directory, name)
+        partial = f"{path}.part"  # Kafka's name for a snapshot being written: deleted on start if left
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(b"".join(parts))
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(partial, path)
+        files.fsync_dir(self.directory)
+        self._timestamps[name] = stamp
+        log.info("metadata log snapshot %s: %d records", name, len(values))
+        return path
+
+    def _snapshot_timestamp(self, name: str) -> int:
+        found = self._timestamps.get(name)
+        if found is None:
+            found = -1
+            with open(os.path.join(self.directory, name), "rb") as f:
+                for batch in iter_batches(f.read(4096)):
+                    for record in batch.decode_records():
+                        decoded = records.decode_control(decode_control_record(record).type, record.value)
+                        if decoded is not None and decoded[0] == "SnapshotHeaderRecord":
+                            found = decoded[1].last_contained_log_timestamp
+                    break
+            self._timestamps[name] = found
+        return found
+
+    def clean(self, now_ms: int | None = None) -> int:
+        """Kafka's metadata log retention (KafkaMetadataLog.maybeClean): by size, then by time, the oldest
+        snapshot goes while another is left and it breaks the limit; the log then starts at the next snapshot,
+        and the segments wholly before that and the older snapshots are deleted. Returns the files deleted."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            deleted = 0
+            max_bytes = self.settings["metadata.max.retention.bytes"]
+            if max_bytes >= 1:
+                deleted += self._clean_while(lambda name, total: total > max_bytes)
+            max_ms = self.settings["metadata.max.retention.ms"]
+            if max_ms >= 0:
+                deleted += self._clean_while(lambda name, total: now_ms - self._snapshot_timestamp(name) > max_ms)
+            return deleted
+
+    def _listing(self):
+        names = os.listdir(self.directory)
+        snapshots = sorted((int(m.group(1)), n) for n in names if (m := _SNAPSHOT.fullmatch(n)))
+        segments = sorted((int(m.group(1)), n) for n in names if (m := _SEGMENT.fullmatch(n)))
+        return snapshots, segments
+
+    def _size(self, names) -> int:
+        return sum(os.path.getsize(os.path.join(self.directory, n)) for n in names)
+
+    def _clean_while(self, breaks) -> int:
+        deleted = 0
+        while True:
+            snapshots, segments = self._listing()
+            if len(snapshots) < 2:
+                return deleted
+            total = self._size(n for _o, n in snapshots) + self._size(n for _o, n in segments)
+            oldest, following = snapshots[0], snapshots[1]
+            if not breaks(oldest[1], total):
+                return deleted
+            start = following[0]
+            gone = [n for _o, n in snapshots if _o < start]
+            gone += [n for i, (_b, n) in enumerate(segments) if i + 1 < len(segments) and segments[i + 1][0] <= start]
+            for name in gone:
+                os.unlink(os.path.join(self.directory, name))
+                self._timestamps.pop(name, None)
+                for extra in (".index", ".timeindex"):  # Kafka's indexes of a deleted segment
+                    if name.endswith(".log") and os.path.exists(os.path.join(self.directory, name[:-4] + extra)):
+                        os.unlink(os.path.join(self.directory, name[:-4] + extra))
+            files.fsync_dir(self.directory)
+            log.info("metadata log retention: the log starts at snapshot %d; deleted %s", start, ", ".join(gone))
+            deleted += len(gone)
+
+    def close(self) -> None:
+        """Wait for a snapshot being written (a stop)."""
+        with self._lock:
+            snapshotter, self._snapshotter = self._snapshotter, None
+        if snapshotter is not None:
+            snapshotter.shutdown(wait=True)
 
     def _create(self) -> None:
         """A metadata log as a freshly formatted Kafka node writes it on its first election: the bootstrap
@@ -427,7 +642,8 @@ class MetadataLog:
 
 
 def decode_batch_records(batch):
-    """(offset, name, message) of every record of a metadata log batch, control records by their type."""
+    """(offset, name, message) of every record of a metadata log batch, control records by their type; a record
+    of a type kafkawire has no schema for is (offset, None, its value)."""
     for record in batch.decode_records():
         if batch.attributes & _CONTROL:
             control = decode_control_record(record)
@@ -435,5 +651,9 @@ def decode_batch_records(batch):
             if decoded is not None:
                 yield record.offset, decoded[0], decoded[1]
         else:
-            name, _version, message = records.decode(record.value)
+            try:
+                name, _version, message = records.decode(record.value)
+            except records.UnknownRecordTypeError:  # a newer Kafka's record: no name, its bytes
+                yield record.offset, None, bytes(record.value)
+                continue
             yield record.offset, name, message

@@ -31,6 +31,10 @@ class MetadataRecordError(ValueError):
     pass
 
 
+class UnknownRecordTypeError(MetadataRecordError):
+    """A record type this version of kafkawire has no schema for (a newer Kafka's): carried, not applied."""
+
+
 @functools.cache
 def _by_type() -> dict[int, str]:
     out = {}
@@ -71,7 +75,7 @@ def decode(value) -> tuple[str, int, object]:
     version, pos = read_uvarint(value, pos)
     name = record_name(record_type)
     if name is None:
-        raise MetadataRecordError(f"unknown metadata record type {record_type}")
+        raise UnknownRecordTypeError(f"unknown metadata record type {record_type}")
     cls = message_class(name)
     return name, version, cls.decode(memoryview(value)[pos:], version)
 
