@@ -22,7 +22,7 @@ from kafka_dir import kafka_on
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.server import start_in_thread
 from kafkawire.broker.storage import snapshot
-from kafkawire.protocol import errors
+from kafkawire.protocol import errors, message_class
 from kafkawire.protocol.records import build_batch
 
 TOPIC = "idem"
@@ -119,6 +119,23 @@ def test_snapshots_hold_every_producer_and_a_clean_restart_replays_nothing(tmp_p
         c.close()
     # the start kept the snapshots of segments and the newest one; the stop added its own at the new end
     assert snapshot.offsets(directory) == [3, 7, 8]
+
+
+def test_describe_producers_after_a_restart_reads_the_snapshot(tmp_path):
+    with _start(tmp_path) as b:
+        c = RawClient(b.address)
+        (pid1, e1), (pid2, e2) = _two_producers(b, c)
+        c.close()
+    with _start(tmp_path) as b:
+        c = RawClient(b.address)
+        R = message_class("DescribeProducersRequest")
+        res = c.call(R(topics=[R.TopicRequest(name=TOPIC, partition_indexes=[0])]), 0)
+        (part,) = res.topics[0].partitions
+        assert part.error_code == 0
+        got = sorted((s.producer_id, s.producer_epoch, s.last_sequence) for s in part.active_producers)
+        assert got == sorted([(pid1, e1, 4), (pid2, e2, 1)])
+        assert b.broker.producers.replayed_batches == 0
+        c.close()
 
 
 def test_after_a_crash_the_last_roll_snapshot_and_the_log_after_it_rebuild_the_state(tmp_path):

@@ -38,8 +38,23 @@ def init_producer_id(broker, ctx, body):
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch)
 
 
+async def _load_producers(broker, topic: str, partition: int, plog) -> None:
+    """The partition's producer state, loaded once since the start: a producer snapshot read and the log
+    after it replayed (file I/O, up to a segment after a crash), so for engines that block it runs in the
+    partition's turn of the storage threads, after the appends queued before it, never on the event loop."""
+    producers = broker.producers
+    if producers.loaded(topic, partition):
+        return
+    if not broker.storage_in_thread:
+        producers.ensure_loaded(topic, partition, plog)
+        return
+    await broker.submit_append(
+        topic, partition, plog, lambda _durable: (producers.ensure_loaded(topic, partition, plog), False), False
+    )
+
+
 @handles("DescribeProducers", 0, 0)
-def describe_producers(broker, ctx, body):
+async def describe_producers(broker, ctx, body):
     R = DescribeProducersResponse
     topics = []
     for t in body.topics:
@@ -59,9 +74,9 @@ def describe_producers(broker, ctx, body):
                 )
                 continue
             # the first offset of each producer's open transaction, as the partition's log tracks it; the
-            # producers themselves as Produce sees them (read from the log tail once after a restart)
+            # producers themselves as Produce sees them (from the producer snapshot once after a restart)
             plog = broker.storage.partition(meta.name, p)
-            broker.producers.ensure_loaded(meta.name, p, plog)
+            await _load_producers(broker, meta.name, p, plog)
             open_txns = plog.open_transactions()
             active = [
                 R.ProducerState(

@@ -108,6 +108,10 @@ class ProducerStateManager:
     def issued(self, pid: int) -> bool:
         return pid in self._issued
 
+    def loaded(self, topic: str, partition: int) -> bool:
+        """Whether the partition's state was loaded since the start (``ensure_loaded`` then reads nothing)."""
+        return (topic, partition) in self._loaded
+
     def ensure_loaded(self, topic: str, partition: int, plog) -> None:
         """Rebuild the state of one partition, once: from the newest producer snapshot the log has (every
         producer as of its offset, Kafka's ``.snapshot``; producers idle for ``producer.id.expiration.ms``
