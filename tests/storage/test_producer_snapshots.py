@@ -121,6 +121,31 @@ def test_snapshots_hold_every_producer_and_a_clean_restart_replays_nothing(tmp_p
     assert snapshot.offsets(directory) == [3, 7, 8]
 
 
+def test_producers_are_carried_into_the_next_snapshot_when_no_producer_wrote_since_the_start(tmp_path):
+    """A start loads no producer state until a producer writes; a stop after plain records were appended
+    still writes every producer of the earlier snapshot (and the one there at the log end is left alone)."""
+    with _start(tmp_path) as b:
+        c = RawClient(b.address)
+        (pid1, e1), (pid2, e2) = _two_producers(b, c)
+        c.close()
+    directory = _directory(tmp_path)
+    written = os.stat(snapshot.path_for(directory, 7)).st_mtime_ns
+    with _start(tmp_path) as b:
+        pass  # nothing appended: the snapshot at the log end is not written again
+    assert snapshot.offsets(directory) == [3, 7]
+    assert os.stat(snapshot.path_for(directory, 7)).st_mtime_ns == written
+    with _start(tmp_path) as b:
+        c = RawClient(b.address)
+        plain = c.call(produce_request(TOPIC, 0, batch([b"plain"])), 9).responses[0].partition_responses[0]
+        assert (plain.error_code, plain.base_offset) == (0, 7)
+        c.close()
+    assert snapshot.read_entries(directory, 8) == snapshot.read_entries(directory, 7)
+    with _start(tmp_path) as b:
+        c = RawClient(b.address)
+        _check_continues(c, pid2, e2, dup_seq=0, dup_count=2, dup_offset=3, next_seq=2, next_offset=8)
+        c.close()
+
+
 def test_describe_producers_after_a_restart_reads_the_snapshot(tmp_path):
     with _start(tmp_path) as b:
         c = RawClient(b.address)

@@ -200,10 +200,9 @@ class ProducerStateManager:
         state was never loaded since the start and the log's newest snapshot is already at ``offset``."""
         key = (topic, partition)
         if key not in self._loaded:
-            found = plog.producer_snapshot()
-            if found is not None and found[0] == offset:
+            if plog.has_producer_snapshot(offset):  # nothing appended since it was written (a clean stop)
                 return None
-            self._load(key, plog, found)
+            self._load(key, plog, plog.producer_snapshot())
         out = []
         for entry in list(self.partitions.get(key, {}).values()):
             last = entry.batches[-1] if entry.batches else None

@@ -242,6 +242,10 @@ class PartitionLog(abc.ABC):
         idempotence state replays only the log after it. Engines without snapshot files: None."""
         return None
 
+    def has_producer_snapshot(self, offset: int) -> bool:
+        """Whether a producer snapshot at ``offset`` is on disk (not read)."""
+        return False
+
     @property
     @abc.abstractmethod
     def size_bytes(self) -> int: ...

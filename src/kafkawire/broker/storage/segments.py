@@ -439,6 +439,9 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             entries += snapshot.open_transaction_entries({p: o for p, o in opened.items() if p not in known})
         snapshot.write_entries(self.directory, offset, entries, fsync=fsync)
 
+    def has_producer_snapshot(self, offset: int) -> bool:
+        return os.path.exists(snapshot.path_for(self.directory, offset))
+
     def producer_snapshot(self) -> tuple[int, list[snapshot.Entry]] | None:
         """The newest snapshot at or below the log end and at or above the first segment's base that reads
         back whole; one that does not is logged, deleted and the next older one tried, as Kafka does."""
