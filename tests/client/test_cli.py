@@ -37,6 +37,17 @@ def test_topics_create_list_describe_delete(bootstrap, topic):
     assert r.returncode == 1 and b"UNKNOWN_TOPIC_OR_PARTITION (3)" in r.stderr
 
 
+def test_topics_alter_partitions(bootstrap, topic):
+    assert kw(bootstrap, "topics", "create", topic, "--partitions", "2").returncode == 0
+    r = kw(bootstrap, "topics", "alter", topic, "--partitions", "5")
+    assert r.returncode == 0, r.stderr
+    assert f"Altered topic {topic}.".encode() in r.stdout
+    assert b"PartitionCount: 5" in kw(bootstrap, "topics", "describe", topic).stdout
+    r = kw(bootstrap, "topics", "alter", topic, "--partitions", "3")
+    assert r.returncode == 1 and b"INVALID_PARTITIONS" in r.stderr
+    assert kw(bootstrap, "topics", "alter", topic).returncode == 2
+
+
 def test_produce_lines_with_keys(bootstrap, make_topic, topic):
     make_topic(topic, 4)
     lines = [b"user-%d:value %d" % (i, i) for i in range(50)] + [b"no separator here"]

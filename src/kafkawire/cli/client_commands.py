@@ -129,9 +129,11 @@ def configure(parser: argparse.ArgumentParser, name: str) -> None:
             "--verbose", "-v", action="store_true", help="with --group: print each assignment change to stderr"
         )
     elif name == "topics":
-        parser.add_argument("action", choices=["list", "create", "delete", "describe"])
+        parser.add_argument("action", choices=["list", "create", "alter", "delete", "describe"])
         parser.add_argument("names", nargs="*", metavar="TOPIC")
-        parser.add_argument("--partitions", type=int, default=-1, help="create: partitions (default: broker's)")
+        parser.add_argument(
+            "--partitions", type=int, default=-1, help="create: partitions (default: broker's); alter: the new total"
+        )
         parser.add_argument(
             "--replication-factor", type=int, default=-1, help="create: replication factor (default: broker's)"
         )
@@ -435,7 +437,7 @@ def _topics(args) -> int:
             for name in admin.list_topics(include_internal=args.include_internal):
                 print(name)
             return 0
-        if args.action in ("create", "delete") and not args.names:
+        if args.action in ("create", "alter", "delete") and not args.names:
             print(f"error: topics {args.action} needs at least one TOPIC", file=sys.stderr)
             return 2
         if args.action == "create":
@@ -444,6 +446,12 @@ def _topics(args) -> int:
                 [NewTopic(n, args.partitions, args.replication_factor, configs) for n in args.names], raise_errors=False
             )
             return _report(results, "Created topic", ok_codes=(36,) if args.if_not_exists else ())
+        if args.action == "alter":  # kafka-topics --alter --partitions: more partitions, asked of the controller
+            if args.partitions < 1:
+                print("error: topics alter needs --partitions N (the new total)", file=sys.stderr)
+                return 2
+            results = admin.create_partitions({n: args.partitions for n in args.names}, raise_errors=False)
+            return _report(results, "Altered topic")
         if args.action == "delete":
             results = admin.delete_topics(args.names, raise_errors=False)
             return _report(results, "Deleted topic", ok_codes=(3,) if args.if_exists else ())
