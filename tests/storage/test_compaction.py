@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kafkawire.broker.storage import cleaner
+from kafkawire.broker.storage.memory import MemoryStorage
 from kafkawire.broker.storage.segments import SegmentStorage
 from kafkawire.protocol.records import build_batch, iter_batches
 
@@ -86,6 +87,61 @@ def test_compaction_keeps_the_latest_record_of_each_key_at_its_offset(tmp_path):
     assert work.clean_partition(plog, plog._settings(), now_ms=now, force=True) is not None
     assert _read_all(plog) == _latest(model, tombstones=False)
     assert len(plog.segments) < before  # the small cleaned segments were merged
+    storage.close()
+
+
+@pytest.mark.parametrize("engine", ["segments", "memory"])
+def test_both_engines_compact_to_the_model_and_stamp_delete_horizons(engine, tmp_path):
+    """The same workload and passes on each engine (the memory engine's batches in the part of segments, its last
+    batch the active one): each key's last record at its offset, tombstones stamped on the first pass that keeps
+    them, kept until their delete horizon and gone at it."""
+    if engine == "segments":
+        storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+    else:
+        storage = MemoryStorage({})
+    storage.create_topic("c", 1, {"cleanup.policy": "compact"})
+    plog = storage.partition("c", 0)
+    now = int(time.time() * 1000)
+
+    def seal(model):
+        # a batch that ends what is cleanable: the memory engine's active batch; the segments engine rolls after it.
+        # A key of its own: the active part is not in the offset map, so it supersedes nothing
+        offset = plog.log_end_offset
+        plog.append(build_batch([(f"seal-{offset}".encode(), b"x", [], now)]))
+        model[f"seal-{offset}".encode()] = (offset, b"x")
+        if engine == "segments":
+            plog.roll()
+
+    def clean(at):
+        if engine == "segments":
+            return cleaner.Cleaner(str(tmp_path / "data")).clean_partition(
+                plog, plog._settings(), now_ms=at, force=True
+            )
+        return plog.clean(at, force=True)
+
+    def batches():
+        return list(iter_batches(b"".join(bytes(c) for c in plog.read(plog.log_start_offset, 1 << 26).chunks)))
+
+    model, _ = _workload(plog, 21, 300, 30, ts=now - 2 * DAY_MS, tombstones=0.2)
+    seal(model)
+    stats = clean(now)
+    assert stats is not None
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    stamped = {b.base_offset: b.delete_horizon_ms for b in batches()}
+    tombstoned = {b.base_offset for b in batches() if any(r.value is None for r in b.records())}
+    assert tombstoned and {o: h for o, h in stamped.items() if h is not None} == dict.fromkeys(tombstoned, now + DAY_MS)
+    # a pass just before the horizon keeps them
+    more, _ = _workload(plog, 22, 20, 30, ts=now, tombstones=0.0)
+    model.update(more)
+    seal(model)
+    assert clean(now + DAY_MS - 1) is not None
+    assert _read_all(plog) == _latest(model, tombstones=True)
+    # one at the horizon removes them
+    more, _ = _workload(plog, 23, 5, 30, ts=now, tombstones=0.0)
+    model.update(more)
+    seal(model)
+    assert clean(now + DAY_MS) is not None
+    assert _read_all(plog) == _latest(model, tombstones=False)
     storage.close()
 
 
@@ -301,7 +357,8 @@ def test_kafka_and_its_clients_read_the_compacted_log(kafka_reader, tmp_path):
         broker.stop()
 
 
-def test_the_broker_compacts_a_topic_by_itself(tmp_path):
+@pytest.mark.parametrize("engine", ["segments", "memory"])
+def test_the_broker_compacts_a_topic_by_itself(engine, tmp_path):
     """``kafkawire serve`` runs the cleaner thread: a compacted topic written by librdkafka shrinks to its keys."""
     confluent_kafka = pytest.importorskip("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -309,7 +366,11 @@ def test_the_broker_compacts_a_topic_by_itself(tmp_path):
     from kafkawire.testing import KafkaBroker
 
     configs = {"cleanup.policy": "compact", "internal.segment.bytes": "2000", "min.cleanable.dirty.ratio": "0.01"}
-    broker = KafkaBroker(storage="segments", data_dir=tmp_path / "data", config={"log.cleaner.backoff.ms": "100"})
+    broker = KafkaBroker(
+        storage=engine,
+        data_dir=tmp_path / "data" if engine == "segments" else None,
+        config={"log.cleaner.backoff.ms": "100"},
+    )
     broker.start()
     try:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -329,12 +390,10 @@ def test_the_broker_compacts_a_topic_by_itself(tmp_path):
             deadline = time.monotonic() + 60
             while True:  # until a pass has run: everything below the active segment is one record per key
                 consumer.assign([confluent_kafka.TopicPartition("auto", 0, confluent_kafka.OFFSET_BEGINNING)])
-                got = []
-                while True:
-                    m = consumer.poll(1.0)
-                    if m is None:
-                        break
-                    if m.error() is None:
+                got, until = [], time.monotonic() + 15
+                while (not got or got[-1][0] < 599) and time.monotonic() < until:  # a whole read, to the last record
+                    m = consumer.poll(0.5)
+                    if m is not None and m.error() is None:
                         got.append((m.offset(), m.key(), m.value()))
                 if len(got) < 600 or time.monotonic() > deadline:
                     break

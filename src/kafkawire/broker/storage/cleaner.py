@@ -240,6 +240,128 @@ class _TxnState:
         return False
 
 
+def build_offset_map(pieces, first_dirty: int, end: int, aborted, limit: int, throttle=None) -> tuple[dict, int]:
+    """Key digest -> last offset over the dirty ``pieces`` ((buffer, size) of whole batches, in offset order), as
+    Kafka's buildOffsetMap: the records of aborted transactions and control batches are not keys; when the map
+    holds ``limit`` keys the next keyed record ends it, mid-segment. Returns (map, the last offset it covers)."""
+    offset_map: dict[bytes, int] = {}
+    txn = _TxnState(aborted)
+    latest = first_dirty - 1
+    for buf, size in pieces:
+        for info in _batch.iter_infos(buf, 0, size):
+            if info.base_offset >= end:
+                break
+            h = HEADER.unpack_from(buf, info.position)
+            attributes, pid = h[5], h[9]
+            if attributes & _ATTR_CONTROL:
+                txn.on_marker(pid, info.last_offset, None)  # its type does not matter here
+            elif not txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), info.last_offset):
+                payload, _codec = _payload(buf, info.position, info.size, attributes)
+                base = info.base_offset
+                for _s, _e, off_delta, _ts, key, _tomb, _t in _walk(payload, h[12]):
+                    offset = base + off_delta
+                    if key is not None and offset >= first_dirty:
+                        if len(offset_map) >= limit:
+                            if throttle is not None:
+                                throttle(size)
+                            return offset_map, latest  # full: the pass cleans up to here
+                        offset_map[_key_digest(key)] = offset
+                        latest = offset
+            if info.last_offset >= first_dirty:
+                latest = max(latest, info.last_offset)
+        if throttle is not None:
+            throttle(size)
+    return offset_map, min(latest, end - 1)
+
+
+def active_producers(pieces, now: int, expiration_ms: int) -> dict[int, tuple[int | None, int]]:
+    """Kafka's lastRecordsOfActiveProducers from a header walk of the whole log's ``pieces``: producer id -> (last
+    offset of its last data batch or None, epoch of its last batch), for producers whose last batch is younger
+    than producer.id.expiration.ms."""
+    out: dict[int, tuple[int | None, int]] = {}
+    last_ts: dict[int, int] = {}
+    for buf, size in pieces:
+        for info in _batch.iter_infos(buf, 0, size):
+            h = HEADER.unpack_from(buf, info.position)
+            pid = h[9]
+            if pid < 0:
+                continue
+            data = None if h[5] & _ATTR_CONTROL else info.last_offset
+            out[pid] = (data if data is not None else out.get(pid, (None, 0))[0], h[10])
+            last_ts[pid] = h[8]
+    expired = now - expiration_ms
+    return {pid: last for pid, last in out.items() if last_ts[pid] > expired}
+
+
+def cleaning_rules(offset_map, latest, upper_bound, now, settings, producers, aborted) -> tuple:
+    """What ``filter_batches`` decides by, for one pass."""
+    return (offset_map, latest, upper_bound, now, settings.delete_retention_ms, producers, _TxnState(aborted))
+
+
+def filter_batches(buf, size: int, rules: tuple, stats: CleanStats):
+    """Yield the batches of ``buf[:size]`` that stay, as they stay (``rules``: ``cleaning_rules``): Kafka's
+    cleanInto filter (KIP-534's delete horizon). A batch holding a tombstone, or a marker whose transaction has no batch left, gets a delete
+    horizon (now + delete.retention.ms) the first time a pass keeps it; a later pass past that horizon removes
+    the tombstone (and such a marker). Records past the map's last offset stay as they are."""
+    offset_map, latest, upper_bound, now, retention_ms, producers, txn = rules
+    for info in _batch.iter_infos(buf, 0, size):
+        pos, length = info.position, info.size
+        h = HEADER.unpack_from(buf, pos)
+        attributes, base_ts, pid, count = h[5], h[7], h[9], h[12]
+        last_offset = info.last_offset
+        horizon = base_ts if attributes & _ATTR_DELETE_HORIZON else None
+        stats.bytes_read += length
+        control = bool(attributes & _ATTR_CONTROL)
+        payload, codec = _payload(buf, pos, length, attributes)
+        if control:
+            control_type = None
+            if count:
+                for _s, _e, _o, _t, key, _tomb, _tail in _walk(payload, 1):
+                    control_type = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else -1
+            can_discard = txn.on_marker(pid, last_offset, control_type)
+            discard_records = can_discard and horizon is not None and horizon <= now
+        else:
+            can_discard = txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), last_offset)
+            discard_records = can_discard
+        producer = producers.get(pid) if pid >= 0 else None
+        if producer is not None and (
+            last_offset == producer[0] if producer[0] is not None else control and h[10] == producer[1]
+        ):
+            retain_empty = True  # the producer's last batch: its sequence and epoch must survive
+        else:
+            # the last batch of the round stays, even empty, so that its last offset is not lost
+            retain_empty = last_offset + 1 == upper_bound
+        if discard_records and not retain_empty:
+            continue
+        kept, tombstones = [], False
+        if not discard_records:
+            log_append = attributes & _ATTR_LOG_APPEND_TIME
+            for _start, end, off_delta, ts_delta, key, tombstone, tail in _walk(payload, count):
+                stats.records_read += not control
+                offset = info.base_offset + off_delta
+                if not control and offset <= latest:
+                    if key is None:
+                        continue  # Kafka refuses such records in a compacted topic; its cleaner drops any there
+                    if offset_map.get(_key_digest(key), -1) > offset:
+                        continue  # a later record of the key is in the map
+                    if tombstone and horizon is not None and now >= horizon:
+                        continue  # its delete horizon has passed
+                kept.append((h[8] if log_append else base_ts + ts_delta, tail, end))
+                tombstones = tombstones or tombstone
+        elif not control:
+            stats.records_read += count
+        if not control:
+            stats.records_kept += len(kept)
+        if kept:
+            stamp = horizon is None and (tombstones or (can_discard and control))
+            if len(kept) == count and not stamp:
+                yield memoryview(buf)[pos : pos + length]  # whole: copied to the file as it is
+            else:
+                yield _rebuild(h, kept, payload, codec, now + retention_ms if stamp else horizon)
+        elif retain_empty:
+            yield _empty_batch(h)
+
+
 # -- the checkpoint --------------------------------------------------------------------------------------
 def _checkpoint_path(data_dir: str) -> str:
     # Kafka's own file, at the top of the log directory: Kafka on the same directory reads what kafkawire cleaned
@@ -430,67 +552,22 @@ class Cleaner:
             return [(a.producer_id, a.first_offset, a.last_offset) for a in plog._txn.aborted]
 
     def _build_map(self, plog, first_dirty: int, end: int, stats: CleanStats) -> tuple[dict, int]:
-        """Key digest -> last offset over the dirty segments, as Kafka's buildOffsetMap: the records of aborted
-        transactions and control batches are not keys; when the map holds ``max_map_entries`` keys the next keyed
-        record ends it, mid-segment. Returns (map, the last offset it covers)."""
-        offset_map: dict[bytes, int] = {}
-        txn = _TxnState(self._aborted(plog))
-        latest = first_dirty - 1
-        limit = self.max_map_entries
-        for seg in plog.segments[:-1]:
-            if seg.base_offset >= end:
-                break
-            if seg.next_offset <= first_dirty:
-                continue
-            buf = seg.buffer()
-            for info in _batch.iter_infos(buf, 0, seg.size):
-                h = HEADER.unpack_from(buf, info.position)
-                attributes, pid = h[5], h[9]
-                if attributes & _ATTR_CONTROL:
-                    txn.on_marker(pid, info.last_offset, None)  # its type does not matter here
-                elif not txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), info.last_offset):
-                    payload, _codec = _payload(buf, info.position, info.size, attributes)
-                    base = info.base_offset
-                    for _s, _e, off_delta, _ts, key, _tomb, _t in _walk(payload, h[12]):
-                        offset = base + off_delta
-                        if key is not None and offset >= first_dirty:
-                            if len(offset_map) >= limit:
-                                if self.throttle is not None:
-                                    self.throttle(seg.size)
-                                return offset_map, latest  # full: the pass cleans up to here
-                            offset_map[_key_digest(key)] = offset
-                            latest = offset
-                if info.last_offset >= first_dirty:
-                    latest = max(latest, info.last_offset)
-            if self.throttle is not None:
-                self.throttle(seg.size)
-        return offset_map, min(latest, end - 1)
+        dirty = [s for s in plog.segments[:-1] if s.base_offset < end and s.next_offset > first_dirty]
+        return build_offset_map(
+            ((seg.buffer(), seg.size) for seg in dirty), first_dirty, end, self._aborted(plog), self.max_map_entries,
+            self.throttle,
+        )  # fmt: skip
 
     def _producers(self, plog, now: int) -> dict[int, tuple[int | None, int]]:
-        """Kafka's lastRecordsOfActiveProducers from a header walk: producer id -> (last offset of its last data
-        batch or None, epoch of its last batch), for producers whose last batch is younger than
-        producer.id.expiration.ms."""
-        out: dict[int, tuple[int | None, int]] = {}
-        last_ts: dict[int, int] = {}
-        for seg in plog.segments:
-            buf = seg.buffer()
-            for info in _batch.iter_infos(buf, 0, seg.size):
-                h = HEADER.unpack_from(buf, info.position)
-                pid = h[9]
-                if pid < 0:
-                    continue
-                data = None if h[5] & _ATTR_CONTROL else info.last_offset
-                out[pid] = (data if data is not None else out.get(pid, (None, 0))[0], h[10])
-                last_ts[pid] = h[8]
-        expired = now - self.producer_id_expiration_ms
-        return {pid: last for pid, last in out.items() if last_ts[pid] > expired}
+        return active_producers(
+            ((seg.buffer(), seg.size) for seg in plog.segments), now, self.producer_id_expiration_ms
+        )
 
     def _clean_segments(self, plog, settings, offset_map, latest, upper_bound, now, stats: CleanStats) -> None:
         producers = self._producers(plog, now)
         segments = [s for s in plog.segments[:-1] if s.base_offset <= latest]
         stats.segments_before = len(segments)
-        txn = _TxnState(self._aborted(plog))
-        rules = (offset_map, latest, upper_bound, now, settings.delete_retention_ms, producers, txn)
+        rules = cleaning_rules(offset_map, latest, upper_bound, now, settings, producers, self._aborted(plog))
         for group in self._groups(segments, settings.segment_bytes):
             cleaned = group[0].log_path + CLEANED_SUFFIX
             infos, position = [], 0
@@ -523,68 +600,7 @@ class Cleaner:
             yield group
 
     def _filter_segment(self, seg, rules, stats):
-        """Yield the batches of ``seg`` that stay, as they stay: Kafka's cleanInto filter (KIP-534's delete
-        horizon). A batch holding a tombstone, or a marker whose transaction has no batch left, gets a delete
-        horizon (now + delete.retention.ms) the first time a pass keeps it; a later pass past that horizon removes
-        the tombstone (and such a marker). Records past the map's last offset stay as they are."""
-        offset_map, latest, upper_bound, now, retention_ms, producers, txn = rules
-        buf = seg.buffer()
-        for info in _batch.iter_infos(buf, 0, seg.size):
-            pos, size = info.position, info.size
-            h = HEADER.unpack_from(buf, pos)
-            attributes, base_ts, pid, count = h[5], h[7], h[9], h[12]
-            last_offset = info.last_offset
-            horizon = base_ts if attributes & _ATTR_DELETE_HORIZON else None
-            stats.bytes_read += size
-            control = bool(attributes & _ATTR_CONTROL)
-            payload, codec = _payload(buf, pos, size, attributes)
-            if control:
-                control_type = None
-                if count:
-                    for _s, _e, _o, _t, key, _tomb, _tail in _walk(payload, 1):
-                        control_type = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else -1
-                can_discard = txn.on_marker(pid, last_offset, control_type)
-                discard_records = can_discard and horizon is not None and horizon <= now
-            else:
-                can_discard = txn.on_batch(pid, bool(attributes & _ATTR_TRANSACTIONAL), last_offset)
-                discard_records = can_discard
-            producer = producers.get(pid) if pid >= 0 else None
-            if producer is not None and (
-                last_offset == producer[0] if producer[0] is not None else control and h[10] == producer[1]
-            ):
-                retain_empty = True  # the producer's last batch: its sequence and epoch must survive
-            else:
-                # the last batch of the round stays, even empty, so that its last offset is not lost
-                retain_empty = last_offset + 1 == upper_bound
-            if discard_records and not retain_empty:
-                continue
-            kept, tombstones = [], False
-            if not discard_records:
-                log_append = attributes & _ATTR_LOG_APPEND_TIME
-                for _start, end, off_delta, ts_delta, key, tombstone, tail in _walk(payload, count):
-                    stats.records_read += not control
-                    offset = info.base_offset + off_delta
-                    if not control and offset <= latest:
-                        if key is None:
-                            continue  # Kafka refuses such records in a compacted topic; its cleaner drops any there
-                        if offset_map.get(_key_digest(key), -1) > offset:
-                            continue  # a later record of the key is in the map
-                        if tombstone and horizon is not None and now >= horizon:
-                            continue  # its delete horizon has passed
-                    kept.append((h[8] if log_append else base_ts + ts_delta, tail, end))
-                    tombstones = tombstones or tombstone
-            elif not control:
-                stats.records_read += count
-            if not control:
-                stats.records_kept += len(kept)
-            if kept:
-                stamp = horizon is None and (tombstones or (can_discard and control))
-                if len(kept) == count and not stamp:
-                    yield memoryview(buf)[pos : pos + size]  # whole: copied to the file as it is
-                else:
-                    yield _rebuild(h, kept, payload, codec, now + retention_ms if stamp else horizon)
-            elif retain_empty:
-                yield _empty_batch(h)
+        yield from filter_batches(seg.buffer(), seg.size, rules, stats)
         if self.throttle is not None:
             self.throttle(seg.size)
 

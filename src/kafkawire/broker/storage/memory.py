@@ -6,16 +6,23 @@ out memoryviews of those bytes. Retention works per batch here (a batch plays
 the part of a segment), so ``enforce_retention`` counts deleted batches.
 Timestamp lookups scan the batch headers linearly: fine for the sizes a
 RAM-only broker holds, and ListOffsets by time is rare.
+
+Compaction (cleanup.policy=compact) follows the log cleaner's rules (``cleaner.py``: the offset map, the
+delete horizon, transaction markers, producers' last batches), with a batch in the part of a segment: the
+last batch is the active one, never cleaned; the dirty ratio counts batches. ``start_cleaner`` runs the passes
+in a thread, as the segments engine's cleaner does. Offsets never change; reads step over the gaps.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 
-from . import _batch, topics, txn
+from . import _batch, cleaner, topics, txn
 from .base import (
     AppendResult,
     OffsetOutOfRangeError,
@@ -27,6 +34,8 @@ from .base import (
     UnknownTopicError,
 )
 from .config import StorageConfig, TopicSettings
+
+log = logging.getLogger("kafkawire.storage.memory")
 
 
 class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
@@ -42,6 +51,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
         self._end = 0
         self._size = 0
         self._txn = txn.TxnState()
+        self._cleaned_to = 0  # the cleaner's checkpoint: the first offset not yet cleaned
 
     def append(self, batches, *, log_append_time: int | None = None, durable: bool = False) -> AppendResult:
         view = memoryview(batches).cast("B")
@@ -65,7 +75,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
             if offset < self._start or offset > self._end:
                 raise OffsetOutOfRangeError(offset, self._start, self._end)
             chunks, size = [], 0
-            i = bisect_right(self._bases, offset) - 1 if offset < self._end else len(self._batches)
+            i = self._first_batch_at(offset) if offset < self._end else len(self._batches)
             while i < len(self._batches):
                 n = len(self._batches[i])
                 if size + n > max_bytes and not (min_one and not chunks):
@@ -82,6 +92,14 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
                 self._txn.last_stable_offset(end, self._start) if self._txn.ongoing else end,
             )
 
+    def _first_batch_at(self, offset: int) -> int:
+        """Index of the batch holding ``offset``, or of the first one after it (compaction leaves gaps, before the
+        first batch too)."""
+        i = bisect_right(self._bases, offset) - 1
+        if i < 0:
+            return 0
+        return i + 1 if self._infos[i].last_offset < offset else i
+
     @property
     def last_stable_offset(self) -> int:
         return self._txn.last_stable_offset(self._end, self._start)
@@ -97,7 +115,7 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
             lso = self._txn.last_stable_offset(self._end, self._start)
             chunks, size = [], 0
             if offset < lso:
-                i = bisect_right(self._bases, offset) - 1
+                i = self._first_batch_at(offset)
                 while i < len(self._batches) and self._bases[i] < lso:
                     n = len(self._batches[i])
                     if size + n > max_bytes and not (min_one and not chunks):
@@ -157,6 +175,67 @@ class MemoryPartitionLog(topics.LogOffsets, PartitionLog):
     def flush(self) -> None:
         pass
 
+    # -- compaction ------------------------------------------------------------------------------------------
+    def _dirty(self, settings: TopicSettings, now_ms: int) -> tuple[int, int, float, bool]:
+        """(first dirty, first uncleanable, dirty ratio, max.compaction.lag.ms passed), under the lock."""
+        first_dirty = max(self._cleaned_to, self._start)
+        bound = min(self._bases[-1] if self._bases else self._end, self._txn.last_stable_offset(self._end, self._start))
+        if settings.min_compaction_lag_ms > 0:
+            for info in self._infos[:-1]:
+                if info.max_timestamp > now_ms - settings.min_compaction_lag_ms:
+                    bound = min(bound, info.base_offset)
+                    break
+        clean = dirty = 0
+        overdue = False
+        for info in self._infos[:-1]:
+            if info.base_offset >= bound:
+                break
+            if info.last_offset < first_dirty:
+                clean += info.size
+            else:
+                dirty += info.size
+                overdue = overdue or 0 <= info.max_timestamp < now_ms - settings.max_compaction_lag_ms
+        return first_dirty, bound, (dirty / (clean + dirty) if clean + dirty else 0.0), overdue
+
+    def clean(
+        self,
+        now_ms: int,
+        *,
+        max_map_entries: int = cleaner.DEFAULT_MAP_ENTRIES,
+        producer_id_expiration_ms: int = cleaner.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        force: bool = False,
+    ) -> cleaner.CleanStats | None:
+        """One cleaning pass, when due (or ``force``): the batches up to the end of the offset map are filtered as
+        the segments engine's cleaner filters a segment. Appends go on meanwhile; a pass that retention overtook
+        is dropped. None when nothing was due."""
+        settings = self._settings()
+        with self._lock:
+            first_dirty, bound, ratio, overdue = self._dirty(settings, now_ms)
+            if first_dirty >= bound or not (force or overdue or ratio >= settings.min_cleanable_dirty_ratio):
+                return None
+            batches, infos = list(self._batches), list(self._infos)
+            aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in self._txn.aborted]
+        dirty = [(b, i.size) for b, i in zip(batches, infos) if i.base_offset < bound and i.last_offset >= first_dirty]
+        offset_map, latest = cleaner.build_offset_map(dirty, first_dirty, bound, aborted, max_map_entries)
+        if latest < first_dirty:
+            return None
+        producers = cleaner.active_producers(((b, len(b)) for b in batches), now_ms, producer_id_expiration_ms)
+        rules = cleaner.cleaning_rules(offset_map, latest, bound, now_ms, settings, producers, aborted)
+        stats = cleaner.CleanStats(first_dirty=first_dirty, end_offset=latest + 1)
+        n = sum(1 for i in infos if i.base_offset <= latest)
+        kept = [bytes(b) for old in batches[:n] for b in cleaner.filter_batches(old, len(old), rules, stats)]
+        with self._lock:
+            if len(self._batches) < n or any(a is not b for a, b in zip(self._batches[:n], batches[:n])):
+                return None  # retention or DeleteRecords dropped some of them meanwhile
+            new_infos = [_batch.read_info(b, 0) for b in kept]
+            self._size += sum(i.size for i in new_infos) - sum(i.size for i in infos[:n])
+            self._batches[:n] = kept
+            self._bases[:n] = [i.base_offset for i in new_infos]
+            self._infos[:n] = new_infos
+            self._cleaned_to = latest + 1
+        stats.segments_before, stats.segments_after = n, len(kept)
+        return stats
+
 
 class MemoryStorage(topics.TopicRegistry, Storage):
     blocking = False  # RAM only: appends are quick enough to run on the event loop
@@ -167,6 +246,8 @@ class MemoryStorage(topics.TopicRegistry, Storage):
         self._lock = threading.Lock()
         self._topics: dict[str, TopicMeta] = {}
         self._logs: dict[str, list[MemoryPartitionLog]] = {}
+        self._cleaner: threading.Thread | None = None
+        self._cleaner_stop = threading.Event()
 
     def create_topic(
         self, name: str, partitions: int, configs: dict[str, str] | None = None, topic_id: uuid.UUID | None = None
@@ -253,5 +334,47 @@ class MemoryStorage(topics.TopicRegistry, Storage):
     def flush(self) -> None:
         pass
 
+    def clean(self, now_ms: int | None = None, **options) -> list[cleaner.CleanStats]:
+        """A cleaning pass over every compacted partition that is due (``MemoryPartitionLog.clean`` options)."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            logs = [log_ for per_topic in self._logs.values() for log_ in per_topic]
+        done = []
+        for log_ in logs:
+            if cleaner.cleanable(log_._settings()):
+                stats = log_.clean(now, **options)
+                if stats is not None:
+                    done.append(stats)
+        return done
+
+    def start_cleaner(
+        self,
+        *,
+        backoff_ms: int = 15000,
+        bytes_per_sec: int = 0,
+        threads: int = 1,
+        dedupe_buffer_size: int = cleaner.DEFAULT_DEDUPE_BUFFER_SIZE,
+        load_factor: float = cleaner.DEFAULT_LOAD_FACTOR,
+    ) -> threading.Thread:
+        """Kafka's log cleaner over RAM: one thread (``bytes_per_sec`` bounds disk reads, none here), passes
+        ``backoff_ms`` apart, each offset map as large as the segments engine's."""
+        entries = cleaner.map_entries(dedupe_buffer_size, load_factor, threads)
+        if self._cleaner is None:
+
+            def run() -> None:
+                while not self._cleaner_stop.is_set():
+                    try:
+                        while not self._cleaner_stop.is_set() and self.clean(max_map_entries=entries):
+                            pass
+                    except Exception:  # a failed pass is retried at the next round; the log stays as it was
+                        log.exception("log cleaning failed")
+                    self._cleaner_stop.wait(backoff_ms / 1000)
+
+            self._cleaner = threading.Thread(target=run, name="kafkawire-log-cleaner", daemon=True)
+            self._cleaner.start()
+        return self._cleaner
+
     def close(self) -> None:
-        pass
+        self._cleaner_stop.set()
+        if self._cleaner is not None:
+            self._cleaner.join()
