@@ -125,3 +125,15 @@ def test_a_stream_that_ends_inside_a_skimmed_frame_is_a_truncation():
     observer.receive_eof(from_client=False)
     events = list(observer.events())
     assert events[-1].kind == "truncated" and events[-1].fatal
+
+
+def test_an_array_count_beyond_the_remaining_bytes_stops_the_walk_at_once():
+    """A hostile count (2**31-1 partitions in a few bytes) is refused, as Kafka's decoders refuse it, instead of
+    being walked element by element."""
+    payload = bytearray(_payload(1, 4, _fetch(4, {})))
+    # v4: correlation id, throttle_time_ms, responses count (1), topic name, then the partitions count
+    at = 4 + 4 + 4 + 2 + 1
+    assert payload[at : at + 4] == (40).to_bytes(4, "big")
+    payload[at : at + 4] = (2**31 - 1).to_bytes(4, "big")
+    result = error_codes(1, 4, bytes(payload))
+    assert result.problem is not None and "2147483647 elements" in result.problem

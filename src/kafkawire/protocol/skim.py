@@ -180,6 +180,8 @@ class Skimmer:
             element = op[3]
             if n <= 0:
                 return
+            if n > self.size - self.offset:  # as Kafka's decoders refuse: no count walks more elements than bytes
+                raise DecodeError(f"array of {n} elements in {self.size - self.offset} remaining bytes")
             p = f"{path}.{op[1]}" if path else op[1]
             if element[0] == _STRUCT:
                 sub = element[3]
