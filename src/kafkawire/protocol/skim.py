@@ -118,7 +118,7 @@ class Skimmer:
     """Fed the payload of one response (header and body, no size prefix) in pieces; :meth:`result` once the
     last piece is in. ``size`` is the payload's length (from the frame's size prefix)."""
 
-    __slots__ = ("size", "offset", "errors", "tags", "problem", "_gen", "_need", "_carry", "_done")
+    __slots__ = ("size", "offset", "errors", "tags", "problem", "_gen", "_need", "_carry", "_done", "_inner")
 
     def __init__(self, api_key: int, api_version: int, size: int, body_version: int | None = None):
         self.size = size
@@ -128,6 +128,7 @@ class Skimmer:
         self.problem: str | None = None
         self._carry = bytearray()
         self._done = False
+        self._inner: _Walk | None = None  # a tagged field being walked from its bytes
         info = apis.api(api_key)
         header = _message_plan("ResponseHeader", apis.response_header_version(api_key, api_version))
         body = _message_plan(info.response, api_version if body_version is None else body_version)
@@ -157,7 +158,11 @@ class Skimmer:
                     yield -size
                 continue
             data = (yield size) if size else b""
-            _Walk(data).run(self._value(known[1], path, record))
+            outer, self._inner = self._inner, _Walk(data)
+            try:
+                self._inner.run(self._value(known[1], path, record))
+            finally:
+                self._inner = outer
 
     def _value(self, op, path: str, record: bool):
         kind = op[0]
@@ -180,8 +185,9 @@ class Skimmer:
             element = op[3]
             if n <= 0:
                 return
-            if n > self.size - self.offset:  # as Kafka's decoders refuse: no count walks more elements than bytes
-                raise DecodeError(f"array of {n} elements in {self.size - self.offset} remaining bytes")
+            left = self._inner.left if self._inner is not None else self.size - self.offset
+            if n > left:  # as Kafka's decoders refuse: no count walks more elements than there are bytes
+                raise DecodeError(f"array of {n} elements in {left} remaining bytes")
             p = f"{path}.{op[1]}" if path else op[1]
             if element[0] == _STRUCT:
                 sub = element[3]
@@ -254,6 +260,7 @@ class _Walk:
 
     def __init__(self, data: bytes):
         self.data = data
+        self.left = len(data)  # bytes not yet walked
 
     def run(self, gen) -> None:
         data, pos = self.data, 0
@@ -264,12 +271,14 @@ class _Walk:
                     pos -= need
                     if pos > len(data):
                         raise DecodeError("a tagged field's content runs past its declared size")
+                    self.left = len(data) - pos
                     need = gen.send(None)
                 else:
                     if pos + need > len(data):
                         raise DecodeError("a tagged field's content runs past its declared size")
                     chunk = data[pos : pos + need]
                     pos += need
+                    self.left = len(data) - pos
                     need = gen.send(chunk)
         except StopIteration:
             return
