@@ -10,6 +10,7 @@ from the snapshots Kafka writes.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -205,3 +206,32 @@ def test_kafka_and_kafkawire_start_from_each_others_snapshots(tmp_path):
         assert read_all(kafka.bootstrap, "k", 2, len(landed)) == landed
     finally:
         kafka.stop()
+
+
+def test_a_snapshot_by_time_and_retention_by_age(tmp_path):
+    log = MetadataLog(str(tmp_path), 1, DIRECTORY_ID).load()
+    log.configure(
+        {
+            "metadata.log.max.record.bytes.between.snapshots": str(1 << 30),
+            "metadata.log.max.snapshot.interval.ms": "60000",
+            "metadata.max.retention.ms": "60000",
+        }
+    )
+    log.save_topics({"a": TopicMeta("a", uuid.UUID(int=21), 1, {})})
+    now = int(time.time() * 1000)
+    assert not log.maybe_snapshot(now)  # not due yet: a minute since the log was opened
+    assert log.maybe_snapshot(now + 61_000)
+    log.close()
+    first = [n for n in _files(tmp_path, ".checkpoint") if not n.startswith(f"{0:020d}")]
+    assert len(first) == 1
+    assert not log.maybe_snapshot(now + 200_000)  # nothing appended since: no snapshot
+    log.save_topics({"a": TopicMeta("a", uuid.UUID(int=21), 1, {}), "b": TopicMeta("b", uuid.UUID(int=22), 1, {})})
+    assert log.maybe_snapshot(now + 200_000)
+    log.close()
+    bootstrap, *written = _files(tmp_path, ".checkpoint")
+    assert bootstrap.startswith(f"{0:020d}") and written[0] == first[0] and len(written) == 2
+    # the bootstrap snapshot and the first one hold records of "now": two minutes on, both are past 60 s; the
+    # newest stays whatever its age
+    assert log.clean(now + 120_000) == 2
+    assert _files(tmp_path, ".checkpoint") == [written[1]]
+    assert sorted(MetadataLog(str(tmp_path), 1, DIRECTORY_ID).load().topics()) == ["a", "b"]
