@@ -250,3 +250,33 @@ def test_kafka_dir_epochs_round_trip(tmp_path):
         assert set(fetch(kafka.bootstrap, "r", 0, 0, 4, -1)[2]) == {0, 2}
     finally:
         kafka.stop()
+
+
+def test_the_partition_change_records_are_kafkas(tmp_path):
+    """What Kafka 4.4's controller wrote for a single node (read from its metadata log): at a clean stop, no
+    leader, the replica moved from the ISR to the eligible leader replicas; at the start, the node leader again
+    with ISR [node]. A start after a kill (the log still names the node leader) fences first: two epochs too."""
+    import uuid
+
+    from kafkawire.broker.storage.base import TopicMeta
+    from kafkawire.broker.storage.kraft import MetadataLog
+    from kafkawire.broker.storage.kraft.log import decode_batch_records
+
+    log = MetadataLog(str(tmp_path), 1, uuid.UUID(int=5)).load()
+    log.save_topics({"t": TopicMeta("t", uuid.UUID(int=9), 1, {})})
+    start = log.end_offset
+    log.resign_leaders()
+    assert log.elect_leaders() == 1
+    assert log.image.partition("t", 0).leader_epoch == 2
+    assert log.elect_leaders() == 1  # as after a kill: fenced, then elected
+    assert log.image.partition("t", 0).leader_epoch == 4
+    changes = []
+    for segment in sorted((tmp_path / "__cluster_metadata-0").glob("*.log")):
+        for batch in iter_batches(segment.read_bytes()):
+            changes += [
+                (m.leader, m.isr, m.eligible_leader_replicas, m.last_known_elr, m.replicas, m.leader_recovery_state)
+                for o, name, m in decode_batch_records(batch)
+                if o >= start and name == "PartitionChangeRecord"
+            ]
+    leaderless, elected = (-1, [], [1], [1], None, -1), (1, [1], [], [], None, -1)
+    assert changes == [leaderless, elected, leaderless, elected]
