@@ -225,7 +225,11 @@ class MetadataLog:
         """Start writing a snapshot when Kafka's triggers say so (bytes appended since the last one, or time
         with records appended); it is written in the snapshot thread. True when one was started."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        with self._lock:
+        # never waits: the broker's timer asks from the event loop, and an append or a snapshot being taken may
+        # hold the lock (then the next tick asks again; an append asks holding it already)
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
             if self._active is None or self.end_offset <= self.snapshot_offset:
                 return False
             if self._snapshotting is not None and not self._snapshotting.done():
@@ -241,6 +245,8 @@ class MetadataLog:
             self._last_snapshot_ms = now_ms
             self._snapshotting = self._snapshotter.submit(self._snapshot_now)
             return True
+        finally:
+            self._lock.release()
 
     def snapshot(self) -> str | None:
         """Write a snapshot of the log as it is now, in the calling thread; its path (None: nothing new)."""
