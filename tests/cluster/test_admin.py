@@ -1,14 +1,13 @@
 """kafkawire's admin client on the three-broker Kafka 4.4 cluster: each call goes to the broker Kafka's Java
-Admin would pick, and does what it says.
+Admin picks, and does what it says.
 
 Where a request went is seen on the wire, by ``kafkawire proxy`` in front of the cluster (one listener per
-broker, ``--json --annotate``: every exchange with the upstream broker it went to and the request's fields),
-not by asking the client what it thinks it did. The Java Admin's choices (KafkaAdminClient, bootstrap
-servers): ElectLeaders and CreatePartitions to the node Metadata names as controller (in KRaft a live broker,
-which forwards them to the active controller); DescribeConfigs and IncrementalAlterConfigs of BROKER "n" to
-node n; DeleteRecords to each partition's leader, one request per leader; DescribeLogDirs to each broker
-asked about.
-"""
+broker, ``--json --annotate``: every exchange with the upstream broker it went to and both frames' fields),
+not by asking the client what it thinks it did; Kafka 4.4's own Admin (``AdminRouting.java``) makes the same
+calls through the same proxy and is held to the same rules (KafkaAdminClient, bootstrap servers): ElectLeaders
+and CreatePartitions to the node the client's metadata names as controller (in KRaft a live broker, which
+forwards them to the active controller); DescribeConfigs and IncrementalAlterConfigs of BROKER "n" to node n;
+DeleteRecords to each partition's leader, one request per leader; DescribeLogDirs to each broker asked about."""
 
 from __future__ import annotations
 
@@ -18,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +31,8 @@ from kafkawire.protocol import errors as kerrors, message_class
 
 from .conftest import node_down, wait_until
 from .test_client import create
+from kafka_pins import KAFKA  # tools/, on sys.path through tests/conftest.py
+from support.java import JavaProgram
 
 pytestmark = pytest.mark.kafka_cluster
 
@@ -82,16 +84,46 @@ class Proxy:
         self.proc.communicate(timeout=30)
         self.out = self.out_path.read_text()
 
-    def requests(self, api_name: str) -> list[tuple[int, dict]]:
-        """[(node id it went to, {path: value} of the request's fields)] for every ``api_name`` request."""
-        found = []
-        for line in self.out.splitlines():
-            if not line.startswith("{") or f'"api_name": "{api_name}"' not in line:
+    def exchanges(self, client_id: str) -> list[dict]:
+        return [
+            ex
+            for ex in map(json.loads, (line for line in self.out.splitlines() if line.startswith("{")))
+            if ex.get("client_id") == client_id and ex.get("api_name")
+        ]
+
+    def requests(self, client_id: str, api_name: str) -> list[tuple[int, dict]]:
+        """[(node id it went to, {path: value} of the request's fields)] for ``client_id``'s ``api_name`` requests."""
+        return [
+            (self.node_of_port[ex["upstream"][1]], _fields(ex, "request"))
+            for ex in self.exchanges(client_id)
+            if ex["api_name"] == api_name
+        ]
+
+    def controller_checks(self, client_id: str, api_name: str, *, own_metadata_only: bool) -> list[tuple[int, int]]:
+        """[(node an ``api_name`` request went to, ControllerId of the last Metadata answer the client had kept
+        before sending it)]: equal pairs are Kafka's ControllerNodeProvider.
+
+        kafkawire's client keeps every Metadata answer. The Java Admin keeps only those of its own metadata
+        requests, which ask for no topic (``own_metadata_only``); a describeTopics or a deleteRecords leader
+        lookup is a call of its own whose answer it does not keep."""
+        out = []
+        exchanges = self.exchanges(client_id)
+        kept = [
+            m
+            for m in exchanges
+            if m["api_name"] == "Metadata" and (not own_metadata_only or _fields(m, "request").get("body.Topics") == 0)
+        ]
+        for ex in exchanges:
+            if ex["api_name"] != api_name:
                 continue
-            ex = json.loads(line)
-            fields = {e["path"]: e["value"] for e in ex.get("request_annotations", []) if "path" in e}
-            found.append((self.node_of_port[ex["upstream"][1]], fields))
-        return found
+            answered = [m for m in kept if m["time_ns"] + m["latency_ms"] * 1e6 <= ex["time_ns"]]
+            latest = max(answered, key=lambda m: m["time_ns"] + m["latency_ms"] * 1e6)
+            out.append((self.node_of_port[ex["upstream"][1]], _fields(latest, "response")["body.ControllerId"]))
+        return out
+
+
+def _fields(ex: dict, side: str) -> dict:
+    return {e["path"]: e["value"] for e in ex.get(f"{side}_annotations", []) if "path" in e}
 
 
 def _ask_node(bootstrap: str, node_id: int, request):
@@ -109,16 +141,18 @@ def _partitions_in(fields: dict) -> set[int]:
 
 
 def test_each_call_goes_to_the_broker_kafkas_admin_picks(kafka_cluster, topic_name, tmp_path):
+    """kafkawire's admin, then Kafka 4.4's Java Admin (tests/cluster/AdminRouting.java), make the same calls
+    through one proxy; each request of either goes to the broker the Java Admin's rules name."""
+    java = JavaProgram.require(Path(__file__).with_name("AdminRouting.java"), clients=f"kafka-{KAFKA}")
     info = create(kafka_cluster, topic_name, partitions=3)
     leaders = {p: info.partitions[p].leader for p in range(3)}
     assert len(set(leaders.values())) == 3, leaders  # Kafka spreads the leaders of a new topic
     _produce(kafka_cluster.bootstrap, topic_name, 3, 10)
     proxy = Proxy(kafka_cluster, tmp_path / "proxy.jsonl")
     try:
-        with Admin(proxy.bootstrap) as admin:
+        with Admin(proxy.bootstrap, client_id="kafkawire-admin-routing") as admin:
             admin.describe_topics([topic_name])
             elected = admin.elect_leaders(PREFERRED, [(topic_name, p) for p in range(3)])
-            controller_elect = admin.cluster.controller_id
             deleted = admin.delete_records({(topic_name, p): 4 + p for p in range(3)})
             broker2 = ConfigResource(RESOURCE_BROKER, "2")
             admin.describe_configs("2", resource_type=RESOURCE_BROKER, keys=["message.max.bytes"])
@@ -127,29 +161,30 @@ def test_each_call_goes_to_the_broker_kafkas_admin_picks(kafka_cluster, topic_na
             )
             dirs = admin.describe_log_dirs([1, 3])
             grown = admin.create_partitions({topic_name: 4}, wait=False)
-            controller_grow = admin.cluster.controller_id
+        java.run("AdminRouting", proxy.bootstrap, topic_name, "3", "6", "5", timeout=120)
     finally:
         proxy.stop()
 
-    assert elected == {(topic_name, p): elected[(topic_name, p)] for p in range(3)}
+    assert set(elected) == {(topic_name, p) for p in range(3)}
     assert all(e is not None and e.name == "ELECTION_NOT_NEEDED" for e in elected.values()), elected
-    assert [node for node, _ in proxy.requests("ElectLeaders")] == [controller_elect]
-    assert [node for node, _ in proxy.requests("CreatePartitions")] == [controller_grow]
-    assert grown == {topic_name: None}
-
     assert deleted == {(topic_name, p): 4 + p for p in range(3)}
-    sent = proxy.requests("DeleteRecords")
-    assert sorted((node, sorted(_partitions_in(fields))) for node, fields in sent) == sorted(
-        (leader, [p]) for p, leader in leaders.items()
-    )
-
-    assert [node for node, _ in proxy.requests("DescribeConfigs")] == [2]
-    assert [node for node, _ in proxy.requests("IncrementalAlterConfigs")] == [2]
-    assert sorted(node for node, _ in proxy.requests("DescribeLogDirs")) == [1, 3]
+    assert grown == {topic_name: None}
     assert sorted(dirs) == [1, 3]
     for node, by_dir in dirs.items():
         replicas = {tp for d in by_dir.values() for tp in d.replicas if tp[0] == topic_name}
         assert replicas == {(topic_name, p) for p in range(3)}, (node, replicas)
+
+    for client in ("kafkawire-admin-routing", "java-admin-routing"):
+        for api in ("ElectLeaders", "CreatePartitions"):
+            (sent,) = proxy.controller_checks(client, api, own_metadata_only=client.startswith("java"))
+            assert sent[0] == sent[1], f"{client}: {api} to node {sent[0]}, the controller was {sent[1]}"
+        sent = proxy.requests(client, "DeleteRecords")
+        assert sorted((node, sorted(_partitions_in(fields))) for node, fields in sent) == sorted(
+            (leader, [p]) for p, leader in leaders.items()
+        ), client
+        assert [node for node, _ in proxy.requests(client, "DescribeConfigs")] == [2], client
+        assert [node for node, _ in proxy.requests(client, "IncrementalAlterConfigs")] == [2], client
+        assert sorted(node for node, _ in proxy.requests(client, "DescribeLogDirs")) == [1, 3], client
 
 
 def test_delete_records_on_partitions_led_by_different_brokers(kafka_cluster, topic_name):
