@@ -200,6 +200,20 @@ def test_kafkawire_restarts_bump_epochs_as_kafka(tmp_path):
             (errors.FENCED_LEADER_EPOCH, -1, -1),
         ]
         assert read_all(wire.bootstrap, "e", 1, end0) == {**first, **second}
+        # measured on Kafka 4.4: a reassignment to the replicas it has and a preferred election change nothing
+        R = message_class("AlterPartitionReassignmentsRequest")
+        body = R(
+            timeout_ms=30000,
+            topics=[
+                R.ReassignableTopic(name="e", partitions=[R.ReassignablePartition(partition_index=0, replicas=[1])])
+            ],
+        )
+        assert call(wire.bootstrap, body, 0).responses[0].partitions[0].error_code == 0
+        E = message_class("ElectLeadersRequest")
+        body = E(election_type=0, topic_partitions=[E.TopicPartitions(topic="e", partitions=[0])], timeout_ms=30000)
+        result = call(wire.bootstrap, body, 1).replica_election_results[0].partition_result[0]
+        assert result.error_code == errors.ELECTION_NOT_NEEDED
+        assert metadata_epochs(wire.bootstrap, "e") == {0: 2}
     finally:
         wire.stop()
 
