@@ -64,12 +64,21 @@ def scenario(bootstrap: str, topic: str) -> dict:
         out["log start"] = {p: v.offset for (t, p), v in sorted(earliest.items())}
         past = admin.delete_records({(topic, 0): 11}, raise_errors=False)
         out["delete past the end"] = _name(past[(topic, 0)])
-        with pytest.raises(KafkaError) as unknown:
-            admin.delete_records({(topic + "-missing", 0): 1})
-        out["delete unknown topic"] = unknown.value.name
-        with pytest.raises(KafkaError) as no_partition:
-            admin.delete_records({(topic, 7): 1})
-        out["delete unknown partition"] = no_partition.value.name
+        # an unknown topic or partition may just not have reached this broker's metadata yet: like Kafka's Admin,
+        # delete_records and describe_producers look it up again until the call's time runs out
+        with Admin(bootstrap, default_api_timeout=1.0) as impatient:
+            with pytest.raises(KafkaError) as unknown:
+                impatient.delete_records({(topic + "-missing", 0): 1})
+            out["delete unknown topic"] = unknown.value.name
+            with pytest.raises(KafkaError) as no_partition:
+                impatient.delete_records({(topic, 7): 1})
+            out["delete unknown partition"] = no_partition.value.name
+            with pytest.raises(KafkaError) as missing:
+                impatient.describe_producers([(topic + "-missing", 0)])
+            out["producers of unknown topic"] = missing.value.name
+            with pytest.raises(KafkaError) as offsets_missing:
+                impatient.list_offsets({(topic + "-missing", 0): "earliest"})
+            out["offsets of unknown topic"] = offsets_missing.value.name
 
         resource = ConfigResource(RESOURCE_TOPIC, topic)
         out["set"] = _name(admin.incremental_alter_configs({resource: {"retention.ms": "123456"}})[resource])
@@ -106,9 +115,6 @@ def scenario(bootstrap: str, topic: str) -> dict:
             p: [(s.producer_epoch, s.last_sequence, s.current_txn_start_offset) for s in states]
             for (t, p), states in sorted(producers.items())
         }
-        with pytest.raises(KafkaError) as missing:
-            admin.describe_producers([(topic + "-missing", 0)])
-        out["producers of unknown topic"] = missing.value.name
     return out
 
 
@@ -126,6 +132,7 @@ def test_new_calls_answer_as_on_kafka(bootstrap, broker_kind_name, reference_kaf
     assert theirs["delete"] == {0: 4, 1: 5} and theirs["log start"] == {0: 4, 1: 5}
     assert theirs["delete past the end"] == "OFFSET_OUT_OF_RANGE"
     assert theirs["delete unknown topic"] == theirs["delete unknown partition"] == "UNKNOWN_TOPIC_OR_PARTITION"
+    assert theirs["producers of unknown topic"] == theirs["offsets of unknown topic"] == "UNKNOWN_TOPIC_OR_PARTITION"
     assert theirs["after set"] == {"cleanup.policy": "delete,compact", "retention.ms": "123456"}
     assert theirs["after delete"] == {"retention.ms": "604800000"}
     assert theirs["after replace"] == {"cleanup.policy": "delete", "segment.ms": "3600000"}
@@ -345,3 +352,35 @@ def test_a_controller_that_cannot_be_reached_is_looked_up_again():
         return result, one.count(43)
 
     assert asyncio.run(run()) == ({("t", 0): None}, 1)
+
+
+def test_delete_records_waits_for_a_topic_the_metadata_does_not_know_yet():
+    """Kafka's Admin tolerates an unknown topic in a DeleteRecords leader lookup (it may not have reached the
+    broker yet): the topic appears in the third Metadata answer and the deletion goes through."""
+
+    async def run():
+        (one,) = [await FakeBroker().start()]
+        answers = []
+
+        def metadata(header, body, version):
+            answers.append(1)
+            return _metadata([one], controller=1, leaders={("t", 0): 1} if len(answers) >= 3 else {})
+
+        R = message_class("DeleteRecordsResponse")
+        one.handlers[3] = metadata
+        one.handlers[21] = lambda h, b, v: R(
+            throttle_time_ms=0,
+            topics=[
+                R.DeleteRecordsTopicResult(
+                    name="t",
+                    partitions=[R.DeleteRecordsPartitionResult(partition_index=0, low_watermark=2, error_code=0)],
+                )
+            ],
+        )
+        try:
+            async with AsyncAdmin(one.bootstrap) as admin:
+                return await admin.delete_records({("t", 0): 2})
+        finally:
+            await one.close()
+
+    assert asyncio.run(run()) == {("t", 0): 2}

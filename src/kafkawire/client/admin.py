@@ -16,14 +16,17 @@ Routing, with a bootstrap of brokers. In KRaft mode a broker's Metadata names so
   resource; the other resources (TOPIC, the BROKER default) in one request to any broker;
 * each partition's leader, one request per leader: ListOffsets, DeleteRecords, DescribeProducers.
   Partitions answered with a stale-metadata error (NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE...)
-  or another retriable one are looked up again and retried until ``default_api_timeout`` runs out;
+  or another retriable one are looked up again and retried until ``default_api_timeout`` runs out, and
+  so, for DeleteRecords and DescribeProducers, is a topic or partition the metadata does not know yet (it
+  may just have been created; Kafka's Admin waits for it the same way); ListOffsets fails on an unknown
+  topic at once, as Kafka's does;
 * each broker asked about: DescribeLogDirs.
 
 A lost connection or a timed-out request is retried until ``default_api_timeout`` (Kafka's
-``default.api.timeout.ms``, 60 s) runs out. Two departures, both failing sooner with the error Kafka
-would end in: a partition the fresh metadata does not list fails with UNKNOWN_TOPIC_OR_PARTITION
-(Java looks it up again until the timeout), and a resource's broker missing from the metadata fails
-with BROKER_NOT_AVAILABLE (Java waits for it to appear).
+``default.api.timeout.ms``, 60 s) runs out; a call whose time ran out raises the error it was retrying
+for (Kafka's Admin raises a TimeoutException). Two departures fail at once where Kafka's Admin waits for
+the timeout: ListOffsets of a partition the fresh metadata does not list (UNKNOWN_TOPIC_OR_PARTITION), and
+a resource's broker missing from the metadata (BROKER_NOT_AVAILABLE).
 """
 
 from __future__ import annotations
@@ -233,12 +236,19 @@ class AsyncAdmin:
         )
 
     async def _per_leader(
-        self, tps: Iterable[TP], ask: Callable[[int, list[TP]], Awaitable[dict[TP, tuple[int, Any]]]], what: str
+        self,
+        tps: Iterable[TP],
+        ask: Callable[[int, list[TP]], Awaitable[dict[TP, tuple[int, Any]]]],
+        what: str,
+        *,
+        tolerate_unknown_topics: bool,
     ) -> tuple[dict[TP, Any], dict[TP, KafkaError]]:
         """Send each partition to its leader, one ``ask(node, partitions)`` per leader, until every partition
         has an answer or ``default_api_timeout`` runs out. ``ask`` returns ``{tp: (error code, value)}``.
 
         -> ({tp: value}, {tp: error}). A stale-metadata or retriable error looks the partition up again.
+        ``tolerate_unknown_topics``: a topic or partition the metadata does not know is looked up again too
+        (until the timeout: it may just have been created), as Kafka's PartitionLeaderStrategy does by default.
         """
         cluster = self.cluster
         pending = dict.fromkeys(tps)
@@ -248,7 +258,9 @@ class AsyncAdmin:
         deadline = Deadline(self.default_api_timeout)
         attempt = 0
         while pending:
-            by_leader = await self._leaders(list(pending), failed, last, fresh=attempt > 0)
+            by_leader = await self._leaders(
+                list(pending), failed, last, fresh=attempt > 0, tolerate_unknown_topics=tolerate_unknown_topics
+            )
             for tp in failed:
                 pending.pop(tp, None)
             nodes = list(by_leader.items())
@@ -292,7 +304,9 @@ class AsyncAdmin:
             await asyncio.sleep(delay)
         return done, failed
 
-    async def _leaders(self, tps: list[TP], failed: dict, last: dict, *, fresh: bool) -> dict[int, list[TP]]:
+    async def _leaders(
+        self, tps: list[TP], failed: dict, last: dict, *, fresh: bool, tolerate_unknown_topics: bool
+    ) -> dict[int, list[TP]]:
         """{leader: partitions} from the metadata (refreshed when ``fresh`` or when a topic is not cached);
         partitions of unknown topics go to ``failed``, leaderless ones stay out (retried)."""
         cluster = self.cluster
@@ -308,14 +322,17 @@ class AsyncAdmin:
             code = topic_errors.get(topic, 0)
             if info is None or (code and code != kerrors.LEADER_NOT_AVAILABLE):
                 code = code or kerrors.UNKNOWN_TOPIC_OR_PARTITION
-                if code in (kerrors.LEADER_NOT_AVAILABLE, kerrors.BROKER_NOT_AVAILABLE):
+                retry = (kerrors.LEADER_NOT_AVAILABLE, kerrors.BROKER_NOT_AVAILABLE)
+                if code in retry or (tolerate_unknown_topics and code == kerrors.UNKNOWN_TOPIC_OR_PARTITION):
                     last[tp] = KafkaError(code, f"topic {topic!r}")
                 else:
                     failed[tp] = KafkaError(code, f"topic {topic!r}")
                 continue
             p = info.partitions.get(index)
             if p is None:
-                failed[tp] = KafkaError(kerrors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index}")
+                (last if tolerate_unknown_topics else failed)[tp] = KafkaError(
+                    kerrors.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index}"
+                )
             elif p.error_code and p.error_code not in _LOOKUP_AGAIN:
                 failed[tp] = KafkaError(p.error_code, f"{topic}-{index}")
             elif p.error_code or p.leader < 0:
@@ -561,7 +578,7 @@ class AsyncAdmin:
         def ask(node, tps):
             return _ask_offsets(self.cluster, node, tps, wanted, isolation_level)
 
-        done, failed = await self._per_leader(wanted, ask, "ListOffsets")
+        done, failed = await self._per_leader(wanted, ask, "ListOffsets", tolerate_unknown_topics=False)
         self._raise_first(failed, True)
         return done
 
@@ -596,7 +613,7 @@ class AsyncAdmin:
                 (t.name, p.partition_index): (p.error_code, p.low_watermark) for t in resp.topics for p in t.partitions
             }
 
-        done, failed = await self._per_leader(before, ask, "DeleteRecords")
+        done, failed = await self._per_leader(before, ask, "DeleteRecords", tolerate_unknown_topics=True)
         self._raise_first(failed, raise_errors)
         return {tp: done[tp] if tp in done else failed[tp] for tp in before}
 
@@ -635,7 +652,7 @@ class AsyncAdmin:
 
         tps = list(dict.fromkeys(partitions))
         if broker_id is None:
-            done, failed = await self._per_leader(tps, ask, "DescribeProducers")
+            done, failed = await self._per_leader(tps, ask, "DescribeProducers", tolerate_unknown_topics=True)
         else:
             answer = await ask(broker_id, tps)
             done = {tp: v for tp, (code, v) in answer.items() if not code}
