@@ -1,34 +1,30 @@
 """Record batches straight into Arrow columns: the consumer's fast path (the Spark hot path).
 
-One pass over each batch's (decompressed) records section reads the varints
-of each record and appends its timestamp and the start/end positions of its
-key and value to ``array`` buffers: no per-record Python objects, no copies
-of keys and values. The records sections of all batches are appended to one
-buffer; keys and values are then gathered out of it by Arrow itself:
-that buffer with the offsets ``[0, key0 start, key0 end, value0 start,
-value0 end, key1 start, ...]`` is a valid binary array whose elements
-``4i+1`` and ``4i+3`` are record ``i``'s key and value, and one ``filter``
-(C, memcpy) per column makes them contiguous. While every key is null (the
-usual case for data pipelines) only value positions are kept
-(``[0, value0 start, value0 end, ...]``, elements ``2i+1``). Headers are
-decoded only for records that have them, and only when asked for.
+Each v2 batch is decoded in three steps, none of which makes a Python object per record:
 
-Runs of records with the same layout (same record size, same varint sizes,
-same key and value lengths: fixed-size payloads) need no per-record Python
-at all: every field sits at the same offset from its record's start, so
-strided slices of the buffer check the layout and read the timestamp deltas
-in C, and the positions are arithmetic progressions. Runs whose sizes vary
-but whose fields before the value line up (same varint sizes, null or
-same-length keys, no headers) take one lean hop per record to find where
-records end; Arrow checks every record's layout and gathers the rest. Any
-other record is decoded one by one.
+1. **Where records start.** A record's length varint says where the next one starts, so finding
+   the starts is a walk from record to record. The walk jumps over runs of records of one size
+   (fixed-size payloads, the common case of generated data): when the length bytes of the record
+   one size further on are the same, a strided slice of the buffer (C) counts how many records in
+   a row start with them. Only records whose size differs from their neighbour's take a Python step.
+2. **The fields of every record at once** (numpy): from the start positions, each varint
+   (attributes, timestamp delta, offset delta, key length, value length, header count) is read
+   for all records together; a varint longer than one byte costs one more gather for the records
+   that have one. The layout is then checked for every record in one go (lengths >= -1, key and
+   value inside the record, the header count ending it), so a corrupt section raises
+   :class:`CorruptRecordError` before anything is kept. Headers are decoded one by one, only for
+   the records that have some.
+3. **Arrow columns.** The records sections of all batches go into one buffer; keys and values are
+   gathered out of it by Arrow itself: that buffer with the offsets ``[0, value0 start, value0 end,
+   value1 start, ...]`` is a valid binary array whose odd elements are the values, and one
+   ``filter`` (C, memcpy) makes them contiguous; the same for keys, with a validity bitmap for null
+   ones. Offsets and timestamps come from numpy arrays without a copy.
 
-Measured with ``benchmarks/bench_client.py`` (CPU time, one core, 100-byte
-values, no headers): about 2.6-3.2M records/s for fixed-size records (2M with
-keys), 1.2-1.4M for values of varying size, 0.9M one by one.
+Offset deltas are read from the records (not assumed to be 0, 1, 2, ...), checked to increase and to
+end at the batch's last offset delta or before, so compacted batches need no special case.
 
-pyarrow is imported when this module is (the ``arrow`` extra); the rest of
-the client does not need it.
+pyarrow and numpy are imported when this module is (the ``arrow`` extra); the rest of the client
+does not need them.
 
 Schema of the result (``SCHEMA``)::
 
@@ -40,13 +36,12 @@ Schema of the result (``SCHEMA``)::
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..protocol.records import CorruptRecordError, RecordBatch, decompress
-from ..protocol.records.batch import HEADER, RECORDS_OFFSET
+from ..protocol.records import CorruptRecordError, RecordBatch
+from ..protocol.records.batch import HEADER, MIN_RECORD_SIZE
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [
@@ -61,16 +56,15 @@ _BASE_FIELDS = [
 SCHEMA = pa.schema(_BASE_FIELDS)
 SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADER_TYPE)])
 
-_COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
-# the records sections gathered in one ArrowColumns stay below this (int32 offsets)
+# the records sections gathered in one piece stay below this (binary arrays have int32 offsets)
 MAX_BUFFER = (1 << 31) - 1
-_Z1 = [(u >> 1) ^ -(u & 1) for u in range(128)]
-_Z2 = [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
+# runs shorter than this are walked one record at a time (a strided slice costs more than a few steps)
+_MIN_RUN = 4
 
 
 def _varint(data, pos):
-    """Zigzag varint at ``pos`` -> (value, new pos); the slow path of the inline decoder."""
+    """Zigzag varint at ``pos`` -> (value, new pos); for the walk and headers."""
     shift = 0
     raw = 0
     while True:
@@ -84,8 +78,111 @@ def _varint(data, pos):
             raise CorruptRecordError("varint longer than 10 bytes", position=pos)
 
 
-class _KeyFound(Exception):
-    """A non-null key in a batch decoded without key positions."""
+def _record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]:
+    """Walk ``count`` records from ``pos``: (run starts, record sizes, records per run).
+
+    A run is a stretch of records of one size; a record unlike its neighbours is a run of one.
+    Raises :class:`CorruptRecordError` when the records do not fit below ``end``."""
+    starts: list[int] = []
+    sizes: list[int] = []
+    lengths: list[int] = []
+    s_app, z_app, n_app = starts.append, sizes.append, lengths.append
+    left = count
+    while left:
+        b0 = data[pos]
+        if b0 < 0x80:
+            lsize = 1
+            ln = (b0 >> 1) ^ -(b0 & 1)
+        else:
+            ln, q = _varint(data, pos)
+            lsize = q - pos
+        if ln < MIN_RECORD_SIZE - 1:
+            raise CorruptRecordError(f"record length {ln} at byte {pos} of the records section")
+        size = lsize + ln
+        nxt = pos + size
+        m = 1
+        if left >= _MIN_RUN and lsize <= 2 and nxt < end and data[nxt] == b0:
+            # the next record starts with the same length bytes: count how many in a row do
+            stop = min(end, pos + size * left)
+            firsts = data[pos:stop:size]
+            m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
+            if lsize == 2:
+                seconds = data[pos + 1 : stop : size][:m]
+                m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
+            m = max(1, min(m, left))
+        s_app(pos)
+        z_app(size)
+        n_app(m)
+        pos += size * m
+        left -= m
+        if pos > end:
+            raise CorruptRecordError(f"record runs past the end of the records section ({pos} > {end})")
+    if pos != end:
+        raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section")
+    return starts, sizes, lengths
+
+
+def _expand(starts: list, sizes: list, lengths: list, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of every record, from the runs."""
+    if len(starts) == count:
+        s = np.array(starts, np.int64)
+        return s, s + np.array(sizes, np.int64)
+    z = np.repeat(np.array(sizes, np.int64), lengths)
+    n = np.array(lengths, np.int64)
+    first = np.cumsum(n) - n  # row of each run's first record
+    s = np.repeat(np.array(starts, np.int64) - first * np.array(sizes, np.int64), lengths)
+    s += np.arange(count, dtype=np.int64) * z
+    return s, s + z
+
+
+def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
+    """The zigzag varint at each position ``at`` of ``u``: (values int64, widths: 1 when all are 1 byte).
+
+    Positions past the buffer read its last byte (``mode="clip"``): the record checks that follow
+    catch what that makes of a corrupt record."""
+    b = u.take(at, mode="clip")
+    more = b >= 0x80
+    if not more.any():
+        v = (b >> 1).astype(np.int64)
+        v ^= -(b & 1).astype(np.int64)
+        return v, 1
+    b2 = u.take(at + 1, mode="clip")
+    if not (more & (b2 >= 0x80)).any():  # 1- and 2-byte varints (deltas up to 8191): no index arrays
+        raw = (b & 0x7F).astype(np.int64)
+        raw |= (b2.astype(np.int64) << 7) * more
+        v = raw >> 1
+        v ^= -(raw & 1)
+        return v, more + 1
+    raw = (b & 0x7F).astype(np.uint64)
+    width = np.ones(len(at), np.int64)
+    idx = np.flatnonzero(more)
+    for k in range(1, 10):
+        nb = u.take(at[idx] + k, mode="clip")
+        raw[idx] |= (nb & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        width[idx] += 1
+        idx = idx[nb >= 0x80]
+        if not len(idx):
+            break
+    else:
+        raise CorruptRecordError("varint longer than 10 bytes")
+    v = (raw >> np.uint64(1)).astype(np.int64)
+    v ^= -(raw & np.uint64(1)).astype(np.int64)
+    return v, width
+
+
+class _Piece:
+    """Decoded records whose keys and values sit in one buffer (below MAX_BUFFER bytes)."""
+
+    __slots__ = ("sections", "size", "key_pos", "value_pos", "key_valid", "value_valid", "keyed")
+
+    def __init__(self):
+        self.sections: list[bytes] = []  # the records sections, joined once by to_batch
+        self.size = 0
+        self.key_pos: list[np.ndarray] = []  # per batch: (n, 2) key start/end in ``data``
+        self.value_pos: list[np.ndarray] = []
+        self.key_valid: list[np.ndarray] = []  # per batch: bool per record
+        self.value_valid: list[np.ndarray] = []  # per batch: bool per record, or None when no value is null
+        self.keyed = False
 
 
 class ArrowColumns:
@@ -95,504 +192,160 @@ class ArrowColumns:
         "topic",
         "partition",
         "headers",
-        "offsets",
-        "timestamps",
-        "ts_types",
-        "data",
-        "positions",
-        "mode",
-        "key_empty",
-        "value_nulls",
         "header_rows",
+        "_offsets",
+        "_timestamps",
+        "_ts_types",
         "_pieces",
+        "_n",
     )
 
     def __init__(self, topic: str, partition: int, *, headers: bool = False):
         self.topic = topic
         self.partition = partition
         self.headers = headers
-        self.offsets = array("q")
-        self.timestamps = array("q")
-        self.ts_types: list[tuple[int, int]] = []  # (row where a run starts, type), runs of one type
-        self.data = bytearray()  # the records sections, one after the other
-        # per record: key start, key end, value start, value end (mode 4), or value start, value end (mode 2:
-        # every key so far is null, the common case, which saves half the bookkeeping)
-        self.positions = array("i", [0])
-        self.mode = 0  # 0: nothing yet
-        self.key_empty: list[int] = []  # rows whose key is b"" (a null key is an empty span too)
-        self.value_nulls: list[int] = []
         self.header_rows: dict[int, list] = {}
-        self._pieces: list = []  # (mode, positions, data) of buffers already closed
+        self._offsets: list[np.ndarray] = []
+        self._timestamps: list[np.ndarray] = []
+        self._ts_types: list[tuple[int, int]] = []  # (rows, type) per batch
+        self._pieces: list[_Piece] = [_Piece()]
+        self._n = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._n
 
     @property
     def nbytes(self) -> int:
-        return len(self.data) + sum(len(d) for _, _, d in self._pieces)
+        return sum(p.size for p in self._pieces)
 
     def add_batch(self, batch: RecordBatch, min_offset: int = 0) -> int:
-        """Decode one v2 batch (not a control batch) into the columns; returns how many records were added."""
+        """Decode one v2 batch (not a control batch) into the columns; returns how many records were added.
+
+        A corrupt batch raises :class:`CorruptRecordError` and adds nothing."""
         (base_offset, _, _, _, _, attrs, last_delta, base_ts, max_ts, _, _, _, count) = HEADER.unpack_from(batch.buffer)
         if base_offset + last_delta < min_offset or count <= 0:
             return 0
-        codec = attrs & _COMPRESSION_MASK
-        body = batch.buffer[RECORDS_OFFSET:]
-        data = decompress(codec, body, magic=2) if codec else body
-        log_append = attrs & _TIMESTAMP_TYPE_MASK
-        ts_type = 1 if log_append else 0
-        n0 = len(self.offsets)
-        if not self.ts_types or self.ts_types[-1][1] != ts_type:
-            self.ts_types.append((n0, ts_type))
-        if len(self.data) + len(data) > MAX_BUFFER:
-            self._close_piece()
-        if self.mode == 0:
-            self.mode = 2
-        base = len(self.data)
-        self.data += data
-        end = base + len(data)
-        marks = (len(self.positions), n0, len(self.key_empty), len(self.value_nulls))
-        args = (base, end, count, base_offset, base_ts, max_ts if log_append else None, min_offset, last_delta)
-        try:
-            try:
-                self._decode(self.data, *args)
-            except _KeyFound:
-                # a non-null key in a piece of null keys: this batch goes to a new piece with key positions
-                self._rollback(marks, base)
-                if len(self.positions) > 1:
-                    self._close_piece()
-                self.mode = 4
-                base = len(self.data)
-                self.data += data
-                args = (base, base + len(data)) + args[2:]
-                marks = (len(self.positions), n0, len(self.key_empty), len(self.value_nulls))
-                self._decode(self.data, *args)
-        except (IndexError, CorruptRecordError) as exc:
-            self._rollback(marks, base)
-            if isinstance(exc, CorruptRecordError):
-                raise
-            raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset) from None
-        return len(self.offsets) - n0
-
-    def _rollback(self, marks, base):
-        npos, n0, nk, nv = marks
-        del self.positions[npos:]
-        del self.offsets[n0:]
-        del self.timestamps[n0:]
-        del self.data[base:]
-        del self.key_empty[nk:]
-        del self.value_nulls[nv:]
-        self.header_rows = {r: h for r, h in self.header_rows.items() if r < n0}
-
-    def _close_piece(self):
-        self.positions.append(len(self.data))
-        self._pieces.append((self.mode, self.positions, self.data))
-        self.positions = array("i", [0])
-        self.data = bytearray()
-        self.mode = 0
-
-    def _decode(
-        self,
-        data,
-        pos: int,
-        end: int,
-        count: int,
-        base_offset: int,
-        base_ts: int,
-        log_append_ts,
-        min_offset: int,
-        last_delta: int,
-    ):
-        regular = count == last_delta + 1
-        skipped = False
-        if min_offset > base_offset:  # the fetch position is inside this batch: skip the records before it
-            skip_below = min_offset - base_offset
-            while count:
-                ln, p = _varint(data, pos)
-                _, q = _varint(data, p + 1)  # timestamp delta
-                od, _ = _varint(data, q)
-                if od >= skip_below:
-                    break
-                pos = p + ln
-                count -= 1
-                skipped = True
-            if pos > end:
-                raise CorruptRecordError("record runs past the end of the batch", base_offset=base_offset)
-        if not count:
-            return
-        keyed = self.mode == 4
-        row0 = len(self.timestamps)
-        # Offset deltas strictly increase within a batch, so when the batch holds last_delta + 1 records they
-        # are 0, 1, 2, ...: nothing to check or store. Otherwise (compacted batches) they are collected.
-        ods: list[int] | None = None if regular else []
-        first_od = None
-        if not regular or skipped:
-            _, p = _varint(data, pos)
-            _, p = _varint(data, p + 1)
-            first_od, _ = _varint(data, p)
-        i = 0
-        short_runs = 0  # varied runs that did not pay for their Arrow calls; after a few, no more tries
-        hop = None  # record ends of this batch, found by the first varied run
-        while i < count:
-            if ods is None and count - i >= _MIN_RUN:
-                done, pos = self._uniform_run(data, pos, end, count - i, base_ts, row0 + i, keyed)
-                if not done and short_runs < 3:
-                    done, pos, hop = self._varied_run(data, pos, end, count - i, base_ts, keyed, hop)
-                    if hop is not None and done < _MIN_VARIED and done < count - i:
-                        short_runs += 1
-                if done:
-                    i += done
-                    if i < count:  # the run stopped at a record unlike the others: that one alone
-                        pos = self._scalar(data, pos, i, i + 1, base_ts, row0, keyed, ods)
-                        i += 1
-                    continue
-            step = min(count, i + _SCALAR_STEP)
-            pos = self._scalar(data, pos, i, step, base_ts, row0, keyed, ods)
-            i = step
-        if pos != end:
+        data = batch.records_payload()
+        if not isinstance(data, bytes):  # an uncompressed section: a view of the fetch response
+            data = data.tobytes()  # bytes index and slice faster than a memoryview in the walk
+        end = len(data)
+        if count > end // MIN_RECORD_SIZE:
             raise CorruptRecordError(
-                f"records end at byte {pos} of {end} in the records section", base_offset=base_offset
+                f"record count {count} cannot fit in {end} bytes of records", base_offset=base_offset
             )
-        if log_append_ts is not None:
-            n = len(self.timestamps)
-            del self.timestamps[row0:]
-            self.timestamps.extend(array("q", [log_append_ts]) * (n - row0))
-        if ods is None:
-            start = base_offset + (first_od or 0)
-            self.offsets.extend(range(start, start + count))
-        else:
-            if any(b <= a for a, b in zip(ods, ods[1:])) or (ods and ods[-1] > last_delta):
-                raise CorruptRecordError("offset deltas do not increase", base_offset=base_offset)
-            self.offsets.extend(base_offset + od for od in ods)
-
-    def _scalar(self, data, pos: int, i0: int, i1: int, base_ts: int, row0: int, keyed: bool, ods) -> int:
-        """Records ``i0`` to ``i1`` of the batch, one by one; returns the position after them."""
-        Z1 = _Z1
-        Z2 = _Z2
-        ts_app = self.timestamps.append
-        pos_app = self.positions.append
-        vnull_app = self.value_nulls.append
-        kempty_app = self.key_empty.append
-        want_headers = self.headers
-        for i in range(i0, i1):
-            # record length (not needed: the fields tell where the record ends) + attributes
-            if data[pos] < 0x80:
-                pos += 2
-            elif data[pos + 1] < 0x80:
-                pos += 3
-            else:
-                pos = _varint(data, pos)[1] + 1
-            # timestamp delta
-            b = data[pos]
-            if b < 0x80:
-                ts_app(base_ts + Z1[b])
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    ts_app(base_ts + Z2[b - 128 + (c << 7)])
-                    pos += 2
-                else:
-                    tsd, pos = _varint(data, pos)
-                    ts_app(base_ts + tsd)
-            # offset delta
-            if ods is None:
-                if data[pos] < 0x80:
-                    pos += 1
-                elif data[pos + 1] < 0x80:
-                    pos += 2
-                else:
-                    pos = _varint(data, pos)[1]
-            else:
-                od, pos = _varint(data, pos)
-                ods.append(od)
-            # key: a null key is an empty span; a real empty key (rare) is noted
-            b = data[pos]
-            if b == 1:
-                pos += 1
-                if keyed:
-                    pos_app(pos)
-                    pos_app(pos)
-            elif not keyed:
-                raise _KeyFound
-            elif b < 0x80:
-                pos_app(pos + 1)
-                pos += 1 + (b >> 1)
-                pos_app(pos)
-                if not b:
-                    kempty_app(row0 + i)
-            else:
-                kl, pos = _varint(data, pos)
-                pos_app(pos)
-                pos += kl
-                pos_app(pos)
-            # value
-            b = data[pos]
-            if b < 0x80:
-                pos += 1
-                pos_app(pos)
-                if b == 1:
-                    vnull_app(row0 + i)
-                else:
-                    pos += b >> 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    vl = Z2[b - 128 + (c << 7)]
-                    pos += 2
-                else:
-                    vl, pos = _varint(data, pos)
-                pos_app(pos)
-                pos += vl
-            pos_app(pos)
-            # headers: almost always a count of 0
-            if data[pos]:
-                hs, pos = _headers(data, pos)
-                if want_headers:
-                    self.header_rows[row0 + i] = hs
-            else:
-                pos += 1
-        return pos
-
-    def _uniform_run(self, data, pos: int, end: int, left: int, base_ts: int, row: int, keyed: bool):
-        """Decode a run of records that all have the same layout without a per-record Python step.
-
-        Records of one size whose varints have the same sizes and whose key and value lengths are
-        equal (fixed-size payloads, the common case of generated data) put every field at the same
-        offset from the record's start; strided slices of the buffer check that (and read the
-        timestamp deltas) in C. Returns (records done, position after them); (0, pos) if the
-        records here are not like that.
-        """
-        b0 = data[pos]
-        if b0 < 0x80:
-            lsize, ln = 1, b0 >> 1
-        else:
-            b1 = data[pos + 1]
-            if b1 >= 0x80:
-                return 0, pos
-            lsize, ln = 2, ((b0 & 0x7F) | (b1 << 7)) >> 1
-        size = lsize + ln
-        stop = min(end, pos + size * left)
-        # how many records in a row start with the same length bytes (each one's length says where the next is)
-        firsts = data[pos:stop:size]
-        m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
-        if lsize == 2 and m:
-            seconds = data[pos + 1 : stop : size][:m]
-            m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
-        m = min(m, left, (end - pos) // size)
-        if m < _MIN_RUN:
-            return 0, pos
-        span = pos + size * m
-        # timestamp delta: 1 or 2 bytes in every record of the run
-        t = pos + lsize + 1
-        raw1 = data[t:span:size]
-        if _all_low(raw1):
-            tsize, raw2 = 1, None
-        elif _all_high(raw1):
-            raw2 = data[t + 1 : span : size]
-            if not _all_low(raw2):
-                return 0, pos
-            tsize = 2
-        else:
-            return 0, pos
-        # offset delta (not stored: the batch is regular): 1 or 2 bytes everywhere
-        o = t + tsize
-        od1 = data[o:span:size]
-        if _all_low(od1):
-            osize = 1
-        elif _all_high(od1) and _all_low(data[o + 1 : span : size]):
-            osize = 2
-        else:
-            return 0, pos
-        # key: null everywhere, or (keyed pieces) the same length everywhere
-        k = o + osize
-        kb = data[k]
-        if kb == 1:
-            ksize, kl = 1, -1
-        elif not keyed or kb == 0 or kb >= 0x80:
-            return 0, pos
-        elif kb & 1:
-            return 0, pos  # a negative length: corrupt, let the one-by-one decoder say so
-        else:
-            ksize, kl = 1, kb >> 1
-        if not _same(data, k, span, size, kb):
-            return 0, pos
-        # value: the same non-null length everywhere, then a header count of 0 ending the record
-        v = k + ksize + max(kl, 0)
-        vb = data[v]
-        if vb == 1:
-            return 0, pos
-        if vb < 0x80:
-            vsize, vl = 1, vb >> 1
-        else:
-            vb2 = data[v + 1]
-            if vb2 >= 0x80 or not _same(data, v + 1, span, size, vb2):
-                return 0, pos
-            vsize, vl = 2, ((vb & 0x7F) | (vb2 << 7)) >> 1
-        if (
-            v + vsize + vl + 1 != pos + size
-            or not _same(data, v, span, size, vb)
-            or not _same(data, pos + size - 1, span, size, 0)
-        ):
-            return 0, pos
-        # every field is where the first record has it: positions are arithmetic progressions
-        vs = v + vsize
-        if keyed:
-            ks = k + ksize
-            seg = array("i", bytes(16 * m))
-            seg[0::4] = array("i", range(ks, span, size))
-            seg[1::4] = array("i", range(ks + max(kl, 0), span, size))
-            seg[2::4] = array("i", range(vs, span, size))
-            seg[3::4] = array("i", range(vs + vl, span, size))
-        else:
-            seg = array("i", bytes(8 * m))
-            seg[0::2] = array("i", range(vs, span, size))
-            seg[1::2] = array("i", range(vs + vl, span, size))
-        self.positions.extend(seg)
-        self.timestamps.frombytes(_timestamps(raw1, raw2, base_ts))
-        return m, span
-
-    def _varied_run(self, data, pos: int, end: int, left: int, base_ts: int, keyed: bool, hop):
-        """Decode a run of records whose sizes differ but whose fields before the value line up.
-
-        When the timestamp and offset deltas, the key and the value length have the same varint
-        sizes in every record (and keys are null or of one length), the value starts at the same
-        offset after each record's length varint and ends right before its header count (0). A
-        loop that only hops from record to record collects where each record starts and ends;
-        Arrow then checks the layout of every record and gathers the timestamp deltas. Returns
-        (records done, position after them, the record ends found, to pass back in the same batch):
-        the longest prefix of records that fit, (0, pos, ...) if none.
-        """
-        # the layout of the first record
-        b = data[pos]
-        a = pos + 1 if b < 0x80 else pos + 2
-        if b >= 0x80 and data[pos + 1] >= 0x80:
-            return 0, pos, hop
-        t = a + 1
-        tsize = 1 if data[t] < 0x80 else (2 if data[t + 1] < 0x80 else 0)
-        o = t + tsize
-        osize = 1 if data[o] < 0x80 else (2 if data[o + 1] < 0x80 else 0)
-        k = o + osize
-        kb = data[k]
-        if not tsize or not osize or kb >= 0x80 or (kb != 1 and (not keyed or kb == 0 or kb & 1)):
-            return 0, pos, hop
-        kl = 0 if kb == 1 else kb >> 1
-        v = k + 1 + kl
-        vb = data[v]
-        if vb == 1:
-            return 0, pos, hop
-        vsize = 1 if vb < 0x80 else (2 if data[v + 1] < 0x80 else 0)
-        if not vsize:
-            return 0, pos, hop
-        # where each record ends: one hop per record, once per batch (later runs reuse it)
-        if hop is None or hop[0] > pos:
-            hop = (pos, _hop(data, pos, end))
-        origin, all_ends = hop
-        if pos == origin:
-            j = 0
-        else:
-            j = bisect_left(all_ends, pos) + 1
-            if j > len(all_ends) or all_ends[j - 1] != pos:
-                return 0, pos, hop
-        ends = all_ends[j : j + left]
-        n = len(ends)
-        if n < _MIN_RUN:
-            return 0, pos, hop
-        rstarts = array("i", [pos])
-        rstarts.extend(ends[: n - 1])
-        # check every record's layout in C; keep the longest prefix that fits
-        buf = pa.Array.from_buffers(pa.uint8(), len(data), [None, pa.py_buffer(data)])
-        R = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(rstarts)])
-        E = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(ends)])
-        # fields start after the length varint: 1 byte, or 2 when the first has the continuation bit
-        A = pc.add(pc.add(R, _i32(1)), pc.greater_equal(pc.take(buf, R), pa.scalar(0x80, pa.uint8())).cast(pa.int32()))
-
         try:
-
-            def at(offset):
-                return pc.take(buf, pc.add(A, _i32(offset)) if offset else A).cast(pa.int32())
-
-            def low(x):
-                return pc.less(x, _i32(0x80))
-
-            t1 = at(t - a)
-            ok = low(t1) if tsize == 1 else pc.and_(pc.invert(low(t1)), low(t2 := at(t - a + 1)))
-            o1 = at(o - a)
-            ok = pc.and_(ok, low(o1) if osize == 1 else pc.and_(pc.invert(low(o1)), low(at(o - a + 1))))
-            ok = pc.and_(ok, pc.equal(at(k - a), _i32(kb)))
-            v1 = at(v - a)
-            if vsize == 1:
-                ok = pc.and_(ok, low(v1))
-                vl = pc.shift_right(v1, _i32(1))
-            else:
-                v2 = at(v - a + 1)
-                ok = pc.and_(ok, pc.and_(pc.invert(low(v1)), low(v2)))
-                vl = pc.shift_right(
-                    pc.bit_wise_or(pc.bit_wise_and(v1, _i32(0x7F)), pc.shift_left(v2, _i32(7))), _i32(1)
-                )
-            vs_off = v + vsize - a
-            # the value (even length: not null) ends where the header count (0) is, the record's last byte
-            last = pc.subtract(E, _i32(1))
-            ok = pc.and_(ok, pc.equal(pc.bit_wise_and(v1, _i32(1)), _i32(0)))
-            ok = pc.and_(ok, pc.equal(pc.add(pc.add(A, _i32(vs_off)), vl), last))
-            ok = pc.and_(ok, pc.equal(pc.take(buf, last), pa.scalar(0, pa.uint8())))
-        except (pa.ArrowIndexError, IndexError):  # a record too short for the first one's layout
-            return 0, pos, hop
-        bad = pc.index(ok, False).as_py()
-        m = n if bad < 0 else bad
-        if m < _MIN_RUN:
-            return 0, pos, hop
-        if m < n:
-            A, E, t1 = A.slice(0, m), E.slice(0, m), t1.slice(0, m)
-            if tsize == 2:
-                t2 = t2.slice(0, m)
-        vs = pc.add(A, _i32(vs_off))
-        ve = pc.subtract(E, _i32(1))
-        cols: tuple[pa.Array, ...]  # (key start, key end, value start, value end) or (value start, value end)
-        if keyed:
-            ks = pc.add(A, _i32(k + 1 - a))
-            cols = (ks, pc.add(ks, _i32(kl)), vs, ve)
+            fields = self._parse(data, end, count, base_offset, last_delta, min_offset)
+        except CorruptRecordError as exc:
+            raise exc.with_context(base_offset=base_offset, position=batch.position) from exc
+        except (IndexError, UnicodeDecodeError) as exc:
+            raise CorruptRecordError(
+                f"malformed record: {exc}", base_offset=base_offset, position=batch.position
+            ) from None
+        if fields is None:
+            return 0
+        od, ts, ks, ke, kvalid, vs, ve, vvalid, hrows = fields
+        n = len(od)
+        piece = self._pieces[-1]
+        if piece.size + end > MAX_BUFFER:
+            piece = _Piece()
+            self._pieces.append(piece)
+        base = piece.size
+        piece.sections.append(data)
+        piece.size += end
+        row0 = self._n
+        self._offsets.append(od + base_offset)
+        if attrs & _TIMESTAMP_TYPE_MASK:
+            self._timestamps.append(np.full(n, max_ts, np.int64))
+            self._ts_types.append((n, 1))
         else:
-            cols = (vs, ve)
-        seg = array("i", bytes(4 * len(cols) * m))
-        for j, col in enumerate(cols):
-            seg[j :: len(cols)] = _int32s(col)
-        self.positions.extend(seg)
-        words = bytearray(2 * m)
-        words[0::2] = _bytes_of(t1)
-        if tsize == 2:
-            words[1::2] = _bytes_of(t2)
-        idx = pa.Array.from_buffers(pa.uint16(), m, [None, pa.py_buffer(words)])
-        self.timestamps.frombytes(_zigzag_timestamps(idx, base_ts))
-        return m, ends[m - 1], hop
+            ts += base_ts
+            self._timestamps.append(ts)
+            self._ts_types.append((n, 0))
+        if kvalid is not None:
+            piece.keyed = True
+        piece.key_pos.append(np.stack([ks + base, ke + base], axis=1))
+        piece.key_valid.append(np.zeros(n, bool) if kvalid is None else kvalid)
+        piece.value_pos.append(np.stack([vs + base, ve + base], axis=1))
+        piece.value_valid.append(vvalid)
+        if self.headers:
+            for i, hs in hrows:
+                self.header_rows[row0 + i] = hs
+        self._n += n
+        return n
+
+    @staticmethod
+    def _parse(data, end: int, count: int, base_offset: int, last_delta: int, min_offset: int):
+        """The fields of the records of one records section, checked; None when every record is below min_offset."""
+        run_starts, run_sizes, run_lengths = _record_runs(data, 0, end, count)
+        start, stop = _expand(run_starts, run_sizes, run_lengths, count)
+        u = np.frombuffer(data, np.uint8)
+        length, lw = _varints(u, start)
+        at = start + lw + 1  # after the length and the attributes byte
+        ts, w = _varints(u, at)
+        at = at + w
+        od, w = _varints(u, at)
+        at = at + w
+        kl, w = _varints(u, at)
+        ks = at + w
+        ke = ks + np.maximum(kl, 0)
+        vl, w = _varints(u, ke)
+        vs = ke + w
+        ve = vs + np.maximum(vl, 0)
+        hc = u.take(ve, mode="clip")
+        # every record: its length as the walk read it, key and value lengths >= -1 (-1: null), its
+        # value inside it, and a header count; records without headers end right after the count (0)
+        # (lengths compared with what is left of the record first: a corrupt huge length cannot wrap around)
+        ok = (kl >= -1) & (kl < stop - ks) & (vl >= -1) & (vl < stop - vs) & (start + lw + length == stop)
+        plain = hc == 0
+        ok &= ~plain | (ve + 1 == stop)
+        if not ok.all():
+            bad = int(np.flatnonzero(~ok)[0])
+            raise CorruptRecordError(f"record {bad} of the batch is malformed (at byte {int(start[bad])})")
+        if (od[0] < 0) | (od[-1] > last_delta) | (count > 1 and bool((od[1:] <= od[:-1]).any())):
+            raise CorruptRecordError("offset deltas do not increase within the batch's last offset delta")
+        hrows = []
+        if not plain.all():
+            for i in np.flatnonzero(~plain).tolist():
+                hs, pos = _headers(data, int(ve[i]))
+                if pos != stop[i]:
+                    raise CorruptRecordError(f"record {i} of the batch: its headers end at {pos}, not {int(stop[i])}")
+                hrows.append((i, hs))
+        first = 0
+        if min_offset > base_offset:
+            first = int(np.searchsorted(od, min_offset - base_offset))
+            if first >= count:
+                return None
+            if first:
+                od, ts, kl, ks, ke, vl, vs, ve = (x[first:] for x in (od, ts, kl, ks, ke, vl, vs, ve))
+                hrows = [(i - first, hs) for i, hs in hrows if i >= first]
+        kvalid = kl >= 0
+        if not kvalid.any():
+            kvalid = None  # every key null: the common case of data pipelines
+        vvalid = vl >= 0
+        if vvalid.all():
+            vvalid = None
+        return od, ts, ks, ke, kvalid, vs, ve, vvalid, hrows
 
     def to_batch(self) -> pa.RecordBatch:
-        n = len(self.offsets)
-        pieces = self._pieces + [(self.mode, self.positions, self.data)]
+        n = self._n
         keys, values = [], []
-        for mode, positions, data in pieces:
-            if len(positions) == 1:
+        for piece in self._pieces:
+            if not piece.value_pos:
                 continue
-            if positions is self.positions:
-                positions = array("i", positions)
-                positions.append(len(data))
-            count = len(positions) - 1  # 4 (or 2) per record + what follows the last value
-            # elements 4i+1 / 4i+3 (2i+1) of this array are the keys / values; the rest is what lies between
-            spans = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(positions), pa.py_buffer(data)])
-            if mode == 4:
-                keys.append(pc.filter(spans, _mask(count, b"\x22")))
-                values.append(pc.filter(spans, _mask(count, b"\x88")))
+            buf = pa.py_buffer(piece.sections[0] if len(piece.sections) == 1 else b"".join(piece.sections))
+            values.append(_gather(buf, piece.value_pos, piece.value_valid))
+            if piece.keyed:
+                keys.append(_gather(buf, piece.key_pos, piece.key_valid))
             else:
-                values.append(pc.filter(spans, _mask(count, b"\xaa")))
-                keys.append(pa.nulls(len(values[-1]), pa.binary()))
+                keys.append(pa.nulls(sum(len(p) for p in piece.key_pos), pa.binary()))
         cols = [
             _repeat_string(self.topic, n),
-            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(array("i", [self.partition]) * n)]),
-            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
-            pa.Array.from_buffers(pa.timestamp("ms"), n, [None, pa.py_buffer(self.timestamps)]),
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(np.full(n, self.partition, np.int32))]),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(_concat(self._offsets, np.int64))]),
+            pa.Array.from_buffers(pa.timestamp("ms"), n, [None, pa.py_buffer(_concat(self._timestamps, np.int64))]),
             self._ts_type_column(n),
-            _keys_column(keys, self.key_empty, n),
-            _with_nulls(values, self.value_nulls, n),
+            _one(keys),
+            _one(values),
         ]
         schema = SCHEMA
         if self.headers:
@@ -601,179 +354,81 @@ class ArrowColumns:
         return pa.RecordBatch.from_arrays(cols, schema=schema)
 
     def _ts_type_column(self, n):
-        if len(self.ts_types) <= 1:
-            value = self.ts_types[0][1] if self.ts_types else 0
+        types = {t for _, t in self._ts_types}
+        if len(types) <= 1:
+            value = types.pop() if types else 0
             return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(bytes([value]) * n)])
-        out = bytearray(n)
-        runs = self.ts_types + [(n, None)]
-        for (start, t), (stop, _) in zip(runs, runs[1:]):
-            out[start:stop] = bytes([t]) * (stop - start)
-        return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(bytes(out))])
+        out = np.repeat(np.array([t for _, t in self._ts_types], np.int8), [k for k, _ in self._ts_types])
+        return pa.Array.from_buffers(pa.int8(), n, [None, pa.py_buffer(out)])
+
+
+def _concat(parts: list, dtype) -> np.ndarray:
+    if not parts:
+        return np.empty(0, dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _one(arrays: list) -> pa.Array:
+    if not arrays:
+        return pa.array([], pa.binary())
+    return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+
+
+def _gather(buf: pa.Buffer, positions: list, valid: list) -> pa.Array:
+    """Binary column of the spans ``positions`` (start, end) of ``buf``, null where ``valid`` is False."""
+    pos = _concat(positions, np.int64)
+    n = len(pos)
+    # [0, s0, e0, s1, e1, ...]: element 2i+1 of the binary array over buf is span i
+    offsets = np.empty(2 * n + 1, np.int32)
+    offsets[0] = 0
+    offsets[1:] = pos.reshape(-1)
+    spans = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets), buf])
+    arr = spans.filter(_mask(2 * n, b"\xaa"))
+    if all(v is None for v in valid):
+        return arr
+    bits = np.concatenate([np.ones(len(p), bool) if v is None else v for p, v in zip(positions, valid)])
+    nulls = n - int(np.count_nonzero(bits))
+    if nulls == n:
+        return pa.nulls(n, pa.binary())
+    buffers = arr.buffers()
+    return pa.Array.from_buffers(
+        pa.binary(),
+        n,
+        [pa.py_buffer(np.packbits(bits, bitorder="little")), buffers[1], buffers[2]],
+        null_count=nulls,
+        offset=arr.offset,
+    )
 
 
 def _mask(count: int, pattern: bytes) -> pa.Array:
-    """A boolean array of ``count`` whose bits repeat ``pattern`` (0x22: elements 4i+1, 0x88: 4i+3)."""
+    """A boolean array of ``count`` whose bits repeat ``pattern`` (0xaa: the odd elements)."""
     return pa.Array.from_buffers(pa.bool_(), count, [None, pa.py_buffer(pattern * ((count + 7) // 8))])
 
 
-def _keys_column(parts: list, empty: list[int], n: int) -> pa.Array:
-    """Keys: empty spans are null keys, except the rows listed in ``empty`` (keys of zero bytes)."""
-    if not parts:
-        return pa.array([], pa.binary())
-    if all(p.null_count == len(p) for p in parts) and not empty:
-        return pa.nulls(n, pa.binary())
-    arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-    valid = pc.fill_null(pc.greater(pc.binary_length(arr), _i32(0)), pa.scalar(False))
-    nulls = n - (pc.sum(valid).as_py() or 0) - len(empty) if n else 0
-    if not nulls:
-        return arr
-    if nulls == n:
-        return pa.nulls(n, pa.binary())
-    bits = bytearray(valid.buffers()[1].to_pybytes()[: (n + 7) // 8])
-    for i in empty:
-        bits[i >> 3] |= 1 << (i & 7)
-    buffers = arr.buffers()
-    return pa.Array.from_buffers(
-        pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]], null_count=nulls, offset=arr.offset
-    )
-
-
-def _with_nulls(parts: list, nulls: list[int], n: int) -> pa.Array:
-    if not parts:
-        return pa.array([], pa.binary())
-    if len(nulls) == n:
-        return pa.nulls(n, pa.binary())
-    arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-    if not nulls:
-        return arr
-    bits = bytearray(b"\xff") * ((n + 7) // 8)
-    for i in nulls:
-        bits[i >> 3] &= ~(1 << (i & 7)) & 0xFF
-    buffers = arr.buffers()
-    return pa.Array.from_buffers(
-        pa.binary(), n, [pa.py_buffer(bytes(bits)), buffers[1], buffers[2]], null_count=len(nulls), offset=arr.offset
-    )
-
-
-_MIN_RUN = 16  # shorter runs of same-layout records are not worth the strided checks
-_SCALAR_STEP = 32  # records decoded one by one before looking for a run again
-_MIN_VARIED = 256  # a varied run shorter than this hardly pays for its Arrow calls
-
-
-def _same(data, start: int, stop: int, step: int, value: int) -> bool:
-    """Whether every ``step``-th byte from ``start`` (below ``stop``) is ``value``."""
-    got = data[start:stop:step]
-    return not got.strip(bytes((value,)))
-
-
-_SCALARS: dict[int, pa.Scalar] = {}
-
-
-def _i32(value: int) -> pa.Scalar:
-    """An int32 Arrow scalar (made once: converting a Python int in each compute call is slow)."""
-    got = _SCALARS.get(value)
-    if got is None:
-        if len(_SCALARS) > 4096:
-            _SCALARS.clear()
-        got = _SCALARS[value] = pa.scalar(value, pa.int32())
-    return got
-
-
-_LOW = bytes(range(0x80))
-_HIGH = bytes(range(0x80, 0x100))
-
-
-def _all_low(raw) -> bool:
-    """Every byte below 0x80 (a varint's last byte)."""
-    return not raw.translate(None, _LOW)
-
-
-def _all_high(raw) -> bool:
-    """Every byte 0x80 or above (a varint continues)."""
-    return not raw.translate(None, _HIGH)
-
-
-_ZIGZAG16 = None  # zigzag value of a 2-byte varint, indexed by its two bytes read as a little-endian uint16
-
-
-def _timestamps(raw1, raw2, base_ts: int) -> bytes:
-    """int64 timestamps (native order) from the 1- or 2-byte zigzag deltas of a run: two Arrow calls."""
-    n = len(raw1)
-    words = bytearray(2 * n)
-    words[0::2] = raw1
-    if raw2 is not None:
-        words[1::2] = raw2
-    return _zigzag_timestamps(pa.Array.from_buffers(pa.uint16(), n, [None, pa.py_buffer(words)]), base_ts)
-
-
-def _zigzag_timestamps(idx: pa.Array, base_ts: int) -> bytes:
-    """``base_ts`` + the zigzag value of each 2-byte varint (low byte first, as a uint16), as int64 bytes."""
-    global _ZIGZAG16
-    if _ZIGZAG16 is None:
-        table = [0] * 65536
-        for lo in range(256):
-            for hi in range(128):
-                u = (lo & 0x7F) | (hi << 7)
-                table[lo | (hi << 8)] = (u >> 1) ^ -(u & 1)
-        _ZIGZAG16 = pa.array(table, pa.int64())
-    n = len(idx)
-    ts = pc.add(pc.take(_ZIGZAG16, idx), pa.scalar(base_ts, pa.int64()))
-    return ts.buffers()[1].to_pybytes()[ts.offset * 8 : (ts.offset + n) * 8]
-
-
-def _hop(data, pos: int, end: int) -> array:
-    """The end of each record from ``pos`` on (lengths of 1 or 2 varint bytes; stops at a longer one)."""
-    ends = array("i")
-    app = ends.append
-    Z2 = _Z2
-    try:
-        while pos < end:
-            b = data[pos]
-            if b < 0x80:
-                pos += 1 + (b >> 1)
-            else:
-                n = Z2[b - 128 + (data[pos + 1] << 7)]
-                if n < 0:  # corrupt: the one-by-one decoder will say where
-                    break
-                pos += 2 + n
-            app(pos)
-    except IndexError:  # a 3-byte length (or the end of the buffer): stop here
-        pass
-    while ends and ends[-1] > end:
-        ends.pop()
-    return ends
-
-
-def _int32s(arr: pa.Array) -> array:
-    arr = arr.cast(pa.int32())
-    out = array("i")
-    out.frombytes(arr.buffers()[1].to_pybytes()[arr.offset * 4 : (arr.offset + len(arr)) * 4])
-    return out
-
-
-def _bytes_of(arr: pa.Array) -> bytes:
-    """The values of an integer array (0-255) as bytes."""
-    u8 = arr.cast(pa.uint8())
-    return u8.buffers()[1].to_pybytes()[u8.offset : u8.offset + len(u8)]
-
-
 def _repeat_string(s: str, n: int) -> pa.Array:
-    zeros = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
-    return pa.array([s], pa.string()).take(zeros)
+    raw = s.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)])
 
 
-def _headers(data: bytes, pos: int) -> tuple[list, int]:
+def _headers(data, pos: int) -> tuple[list, int]:
     count, pos = _varint(data, pos)
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
     out = []
     for _ in range(count):
         kl, pos = _varint(data, pos)
-        key = data[pos : pos + kl].decode()
+        if kl < 0 or pos + kl > len(data):
+            raise CorruptRecordError(f"header key length {kl}")
+        key = bytes(data[pos : pos + kl]).decode()
         pos += kl
         vl, pos = _varint(data, pos)
         if vl < 0:
             value = None
         else:
-            value = data[pos : pos + vl]
+            if pos + vl > len(data):
+                raise CorruptRecordError(f"header value length {vl}")
+            value = bytes(data[pos : pos + vl])
             pos += vl
         out.append((key, value))
     return out, pos
