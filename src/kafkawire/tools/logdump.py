@@ -32,9 +32,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from crc32c import crc32c
-
 from kafkawire.protocol.records import CorruptRecordError, iter_batches
+from kafkawire.protocol.records.crc import crc32c
 from kafkawire.protocol.records.errors import CodecUnavailableError
 from kafkawire.protocol.records.model import ControlRecordType
 

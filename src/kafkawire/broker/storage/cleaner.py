@@ -57,10 +57,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from kafkawire.protocol.records.batch import HEADER, HEADER_SIZE
 from kafkawire.protocol.records.codecs import compress, decompress
+from kafkawire.protocol.records.crc import crc32c
 from kafkawire.protocol.records.varint import encode_varint, read_varint, read_varlong
 
 from . import _batch, metadata

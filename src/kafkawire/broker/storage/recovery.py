@@ -42,10 +42,9 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from kafkawire.protocol import errors
 from kafkawire.protocol.records.batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, MAGIC_OFFSET
+from kafkawire.protocol.records.crc import crc32c
 
 from . import _batch
 from .base import CorruptBatchError, StorageError

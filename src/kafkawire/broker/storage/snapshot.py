@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from crc32c import crc32c
+from kafkawire.protocol.records.crc import crc32c
 
 VERSION = 1
 SUFFIX = ".snapshot"

@@ -29,9 +29,8 @@ from collections.abc import Iterator
 from itertools import chain
 from typing import Literal, NamedTuple
 
-from crc32c import crc32c
-
 from .codecs import DEFAULT_MAX_DECOMPRESSED_SIZE, decompress
+from .crc import crc32c
 from .errors import CorruptRecordError, CrcMismatchError, UnsupportedCodecError
 from .model import (
     LOG_APPEND_TIME,

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 
-from crc32c import crc32c
-
 from .batch import (
     ATTRIBUTES_OFFSET,
     CONTROL_MASK,
@@ -22,6 +20,7 @@ from .batch import (
     TRANSACTIONAL_MASK,
 )
 from .codecs import compress
+from .crc import crc32c
 from .model import CREATE_TIME, LOG_APPEND_TIME, NO_TIMESTAMP, Compression, Record, TimestampType
 from .varint import NULL_VARINT, VARINT_SIZES, VARINT_TABLE, VARINT_TABLE_SIZE, encode_varint, size_of_varint
 

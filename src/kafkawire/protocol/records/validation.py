@@ -19,8 +19,6 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from crc32c import crc32c
-
 from .. import errors
 from .batch import (
     ATTRIBUTES_OFFSET,
@@ -38,6 +36,7 @@ from .batch import (
 )
 from .builder import build_batch
 from .convert import message_set_to_batches
+from .crc import crc32c
 from .errors import CorruptRecordError
 from .legacy import RECORD_OVERHEAD_V0
 from .model import Compression
