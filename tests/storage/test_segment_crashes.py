@@ -54,6 +54,7 @@ def _clone(src, dst):
 
     shutil.copytree(src, dst)
     (dst / ".lock").unlink(missing_ok=True)
+    (dst / ".kafka_cleanshutdown").unlink(missing_ok=True)  # a crash leaves no clean-shutdown marker
     return dst
 
 

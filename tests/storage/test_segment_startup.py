@@ -39,5 +39,8 @@ def test_an_index_that_differs_is_still_rewritten(tmp_path):
     index = data_dir / "t-0" / f"{0:020d}.index"
     good = index.read_bytes()
     index.write_bytes(good[:-8])  # an entry short
+    # a start after a crash (no clean-shutdown marker) rebuilds the active segment's index; after a clean stop
+    # the sparse index is taken as it is, as Kafka does, and an entry short only means a longer walk
+    os.unlink(data_dir / ".kafka_cleanshutdown")
     SegmentStorage(data_dir, {"log.index.interval.bytes": "50"}).close()
     assert index.read_bytes() == good

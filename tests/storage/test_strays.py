@@ -245,6 +245,7 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
         kafka.stop()
     log_dir = kafka.log_dir
     before = tree(log_dir)
+    kafkas_marker = (log_dir / ".kafka_cleanshutdown").read_text()
     assert "__cluster_metadata-0/00000000000000000000.log" in before and "orders-1/" in before
     broker = KafkaBroker(storage="segments", data_dir=log_dir, config={"node.id": "1"})
     broker.start()
@@ -258,10 +259,13 @@ def test_a_data_dir_written_by_kafka_4_4_survives_kafkawire_serve(tmp_path):
     after = tree(log_dir)
     changed = sorted(k for k in before if after.get(k) != before[k])
     # the records Kafka wrote stay byte for byte; kafkawire appended its topic to the metadata log, rewrote
-    # the directory's checkpoints and took down Kafka's clean-shutdown marker (it changed the logs after it)
+    # the directory's checkpoints and, on its clean stop, the clean-shutdown marker: the same as Kafka's, with
+    # the broker epoch of Kafka's registration of node 1 (kafkawire carries it in the metadata log)
     kept = [k for k in before if k.endswith(".log") and not k.startswith("__cluster_metadata-0/")]
     assert kept and not [k for k in kept if k in changed], changed
-    assert "__cluster_metadata-0/00000000000000000000.log" in changed and ".kafka_cleanshutdown" not in after
+    assert "__cluster_metadata-0/00000000000000000000.log" in changed
+    assert json.loads((log_dir / ".kafka_cleanshutdown").read_text()) == json.loads(kafkas_marker), kafkas_marker
+    assert json.loads(kafkas_marker)["brokerEpoch"] > 0
     assert all(
         k == ".lock" or k.startswith(("kafkawire-own-0/", "__kafkawire_meta/")) for k in set(after) - set(before)
     ), sorted(set(after) - set(before))

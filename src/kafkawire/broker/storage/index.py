@@ -13,10 +13,10 @@ of the batch that carried it; timestamps strictly increase. A sealed
 
 Entries live in memory as sorted arrays (the lookups bisect them). The files
 are written whole, fsynced, when a segment is sealed (rolled) or the storage
-closes, and by recovery: an active segment's index is always rebuilt from its
-log on start, so writing it entry by entry would buy nothing and cost two open
-files per partition and a syscall per entry. Indexes are never the only copy
-of anything.
+closes, and by recovery: an active segment's index is rebuilt from its log on
+a start that finds no clean-shutdown marker, so writing it entry by entry would
+buy nothing and cost two open files per partition and a syscall per entry.
+Indexes are never the only copy of anything.
 """
 
 from __future__ import annotations

@@ -156,19 +156,53 @@ def load_topics(data_dir: str) -> dict[str, TopicMeta]:
     return metadata_log.topics()
 
 
-def drop_kafka_recovery_marks(data_dir: str) -> None:
-    """Called once a start is accepted, before anything is written. Kafka's ``.kafka_cleanshutdown`` ("logs are
-    as I left them") and its recovery points ("nothing below these needs recovery") go: kafkawire is about to
-    write past them, so until its own clean stop writes recovery points again, a Kafka node starting on the
-    directory (after a crash of kafkawire, say) recovers every log from its start."""
+def drop_kafka_recovery_marks(data_dir: str) -> bool:
+    """Called once a start is accepted, before anything is written. The clean-shutdown marker ("logs are as I
+    left them", Kafka's or kafkawire's) and the recovery points ("nothing below these needs recovery") go:
+    kafkawire is about to write past them, so until its own clean stop writes them again, a broker starting
+    on the directory after a crash of kafkawire recovers every log from its start. Kafka's LogManager deletes
+    the marker at the same moment, so that a crash while loading counts as unclean. Returns whether the
+    marker was there (the previous stop was clean: the active segments' indexes can be trusted)."""
+    marker = os.path.join(data_dir, KAFKA_CLEAN_SHUTDOWN)
+    clean = os.path.isfile(marker)
     gone = False
-    for name in (KAFKA_CLEAN_SHUTDOWN, RECOVERY_POINT_CHECKPOINT):
-        path = os.path.join(data_dir, name)
+    for path in (marker, os.path.join(data_dir, RECOVERY_POINT_CHECKPOINT)):
         if os.path.exists(path):
             os.unlink(path)
             gone = True
     if gone:
         fsync_dir(data_dir)
+    return clean
+
+
+def write_clean_shutdown_marker(data_dir: str, broker_epoch: int) -> None:
+    """Kafka's ``.kafka_cleanshutdown`` as its CleanShutdownFileHandler writes it (version 0, the broker epoch
+    this node registered with, -1 for none; Kafka's broker hands it to the controller as the previous
+    epoch, KIP-966). Written last on a clean stop, after every log, index, producer snapshot and
+    checkpoint is on disk: Kafka (and kafkawire) starting next skip recovering the active segments."""
+    body = json.dumps({"version": 0, "brokerEpoch": int(broker_epoch)}, separators=(",", ":"))
+    write_atomically(os.path.join(data_dir, KAFKA_CLEAN_SHUTDOWN), body.encode())
+
+
+def registered_broker_epoch(data_dir: str, node_id: int | None) -> int:
+    """The epoch of ``node_id``'s registration in the metadata log (a Kafka broker that ran on the directory
+    registered; kafkawire does not), or -1, the epoch Kafka's broker holds before it registers."""
+    if node_id is None:
+        return -1
+    from .kraft import records
+
+    with _logs_lock:
+        metadata_log = _logs.get(os.path.realpath(data_dir))
+    if metadata_log is None:
+        return -1
+    for value in metadata_log.image.carried.get(("broker", int(node_id)), [])[:1]:
+        try:
+            name, _version, message = records.decode(value)
+        except Exception:  # noqa: BLE001 - a record kafkawire cannot read says nothing of the epoch
+            return -1
+        if name == "RegisterBrokerRecord":
+            return int(message.broker_epoch)
+    return -1
 
 
 def read_topics(data_dir: str) -> dict[str, TopicMeta]:

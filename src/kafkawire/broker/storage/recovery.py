@@ -319,8 +319,15 @@ def prepare_repair(segment: LogSegment, found: Scan, *, keep_tail: bool) -> Repa
 # ------------------------------------------------------------------ loading
 
 
-def load_segments(directory: str, index_interval_bytes: int, now_ms: int, compacted: bool = False) -> list[LogSegment]:
-    """The partition's segments, oldest first, with the active one recovered; [] if there are none."""
+def load_segments(
+    directory: str, index_interval_bytes: int, now_ms: int, compacted: bool = False, clean_shutdown: bool = False
+) -> list[LogSegment]:
+    """The partition's segments, oldest first, with the active one recovered; [] if there are none.
+
+    Recovering the active segment means checking every batch (CRC, offsets), cutting a torn tail and rebuilding
+    its indexes from the scan. After a clean shutdown (the marker Kafka and kafkawire write last on a clean stop)
+    it is loaded as a sealed segment is instead, as Kafka skips recovery then: its indexes as written, only the
+    batch headers after the last index entry walked; anything inconsistent still sends it to recovery."""
     bases, others, repaired = set(), [], set()
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
@@ -347,7 +354,13 @@ def load_segments(directory: str, index_interval_bytes: int, now_ms: int, compac
             segment, index_interval_bytes, segments[i + 1].base_offset - 1, segment.base_offset in repaired, compacted
         )
     if segments:
-        _recover(segments[-1], index_interval_bytes, None, active=True, repaired=segments[-1].base_offset in repaired)
+        active, was_repaired = segments[-1], segments[-1].base_offset in repaired
+        if not (
+            clean_shutdown
+            and active.file_size() > 0
+            and _load_sealed(active, index_interval_bytes, None, was_repaired, compacted, active=True)
+        ):
+            _recover(active, index_interval_bytes, None, active=True, repaired=was_repaired)
     return segments
 
 
@@ -359,9 +372,17 @@ def _unlink_quietly(path: str) -> None:
 
 
 def _load_sealed(
-    segment: LogSegment, index_interval_bytes: int, max_last: int, repaired: bool, compacted: bool = False
+    segment: LogSegment,
+    index_interval_bytes: int,
+    max_last: int | None,
+    repaired: bool,
+    compacted: bool = False,
+    *,
+    active: bool = False,
 ) -> bool:
-    """Load a sealed segment cheaply; False if a full check found damage."""
+    """Load a sealed segment cheaply; False if a full check found damage. ``active``: the last segment after a
+    clean shutdown, which no next segment bounds; when anything is off it gets no full check here (False)
+    and the caller recovers it as an active segment."""
     size = segment.file_size()
     try:
         for index in (segment.offset_index, segment.time_index):
@@ -389,7 +410,9 @@ def _load_sealed(
             tail = list(_batch.iter_infos(buf, tail_start, size))
             if not tail or tail[-1].position + tail[-1].size != size:
                 raise IndexCorruptError(f"{segment.log_path} does not end with a whole batch")
-            if tail[-1].last_offset > max_last:
+            if any(b.base_offset <= a.last_offset for a, b in zip(tail, tail[1:])):
+                raise IndexCorruptError(f"{segment.log_path}: offsets go backwards after its last index entry")
+            if max_last is not None and tail[-1].last_offset > max_last:
                 raise IndexCorruptError(
                     f"{segment.log_path} reaches offset {tail[-1].last_offset}, past the next segment's base"
                 )
@@ -397,6 +420,8 @@ def _load_sealed(
             buf.close()
     except (IndexCorruptError, CorruptBatchError) as exc:
         log.warning("segment %s needs a full check: %s", segment.log_path, exc)
+        if active:
+            return False
         return _recover(segment, index_interval_bytes, max_last, active=False, repaired=repaired, compacted=compacted)
     segment.size = size
     segment.next_offset = tail[-1].last_offset + 1

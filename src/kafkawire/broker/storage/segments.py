@@ -662,21 +662,29 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
 
     # ---------------------------------------------------------- lifecycle
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Flush and close; True when everything a clean-shutdown marker vouches for was written."""
         with self._write_lock:
             if self._closed:
-                return
+                return False
             self._closed = True
             self.flush()
-            self._segments[-1].write_indexes(fsync=True)  # for tools; a restart rebuilds them anyway
+            active = self._segments[-1]
+            # As Kafka's LogSegment.close: the largest timestamp becomes the time index's last entry, so a start
+            # after this clean stop (Kafka's or kafkawire's) takes the active segment's indexes as they are.
+            active.time_index.maybe_append(active.max_timestamp, active.offset_of_max_timestamp)
+            active.write_indexes(fsync=True)
+            complete = True
             if self._end > self._segments[0].base_offset:
                 try:  # as Kafka on a clean shutdown: a restart then replays nothing to find open transactions
-                    self._write_txn_index(self._segments[-1], fsync=True)
+                    self._write_txn_index(active, fsync=True)
                     self._write_producer_snapshot(self._end, fsync=True)
                 except OSError as exc:
+                    complete = False
                     log.warning("cannot write the producer snapshot of %s-%d: %s", self.topic, self.partition, exc)
             for segment in self._segments:
                 segment.close()
+            return complete
 
     def discard(self) -> None:
         """Close without flushing (the topic is being deleted)."""
@@ -714,13 +722,17 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         try:
             props = metadata.load_or_create_meta_properties(self.data_dir, topics.new_cluster_id(), self.config.node_id)
             self._cluster_id = props["cluster.id"]
+            self._node_id = int(props["node.id"]) if str(props.get("node.id", "")).lstrip("-").isdigit() else None
             self._topics: dict[str, TopicMeta] = metadata.load_topics(self.data_dir)
             starts = metadata.load_log_start_offsets(self.data_dir)
             self._sweep_directories(starts)
-            metadata.drop_kafka_recovery_marks(self.data_dir)
+            clean = metadata.drop_kafka_recovery_marks(self.data_dir)
+            if clean:
+                log.info("%s: clean shutdown marker found; active segments are loaded without recovery", data_dir)
             for meta in self._topics.values():
                 self._logs[meta.name] = [
-                    self._open_partition(meta, p, starts.get((meta.name, p), 0)) for p in range(meta.partitions)
+                    self._open_partition(meta, p, starts.get((meta.name, p), 0), clean_shutdown=clean)
+                    for p in range(meta.partitions)
                 ]
             try:
                 self._save_log_starts()  # drops entries of topics that no longer exist
@@ -797,7 +809,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
     def _partition_dir(self, topic: str, partition: int) -> str:
         return os.path.join(self.data_dir, f"{topic}-{partition}")
 
-    def _open_partition(self, meta: TopicMeta, partition: int, log_start: int) -> SegmentPartitionLog:
+    def _open_partition(
+        self, meta: TopicMeta, partition: int, log_start: int, *, clean_shutdown: bool = False
+    ) -> SegmentPartitionLog:
         directory = self._partition_dir(meta.name, partition)
         settings = self._settings_for(meta.name)
         now = self._clock()
@@ -807,7 +821,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         metadata.ensure_partition_metadata(directory, meta.topic_id)
         cleaner.complete_swaps(directory, settings().index_interval_bytes, now)  # a cleaning cut short by a stop
         compacted = "compact" in settings().cleanup_policy.split(",")  # the cleaner leaves offset gaps
-        segments = load_segments(directory, settings().index_interval_bytes, now, compacted)
+        segments = load_segments(directory, settings().index_interval_bytes, now, compacted, clean_shutdown)
         if not segments:
             segment = LogSegment(directory, max(log_start, 0), created_ms=now)
             segment.create()
@@ -1183,12 +1197,16 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             self._closed = True
             try:
                 closed = [log_ for logs in self._logs.values() for log_ in logs]
-                for log_ in closed:
-                    log_.close()
+                complete = all([log_.close() for log_ in closed])
                 try:
                     metadata.save_clean_stop_checkpoints(
                         self.data_dir, {(log_.topic, log_.partition): log_.log_end_offset for log_ in closed}
                     )
+                    if complete and self._dir_state.failure is None:
+                        # last, as Kafka's LogManager.shutdown: every log, snapshot and checkpoint is on disk
+                        metadata.write_clean_shutdown_marker(
+                            self.data_dir, metadata.registered_broker_epoch(self.data_dir, self._node_id)
+                        )
                 except OSError as exc:
                     log.warning("cannot write the recovery point checkpoints: %s", exc)
             finally:
