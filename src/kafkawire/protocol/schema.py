@@ -10,10 +10,10 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import pkgutil
 import re
 import uuid
 from dataclasses import dataclass, field
-from importlib import resources
 
 FIXED_TYPES = {
     # schema type -> (struct format char, width)
@@ -265,7 +265,9 @@ def _parse_message(raw: dict) -> MessageSpec:
 
 @functools.cache
 def _raw_spec() -> dict:
-    return json.loads(resources.files("kafkawire.protocol").joinpath("spec/messages.json").read_text())
+    # pkgutil, not importlib.resources: the same data from a zip (Spark's --py-files) without importing
+    # importlib.resources, tempfile and zipfile at every broker and client start
+    return json.loads(pkgutil.get_data("kafkawire.protocol", "spec/messages.json"))
 
 
 @functools.cache
@@ -310,5 +312,5 @@ def parse_message_spec(raw: dict) -> MessageSpec:
 @functools.cache
 def error_table() -> list[tuple[int, str, bool, str]]:
     """(code, name, retriable, default message) of every error code Kafka defines."""
-    raw = json.loads(resources.files("kafkawire.protocol").joinpath("spec/errors.json").read_text())
+    raw = json.loads(pkgutil.get_data("kafkawire.protocol", "spec/errors.json"))
     return [tuple(row) for row in raw["errors"]]
