@@ -137,9 +137,12 @@ def test_a_kafka_data_dir_survives_a_kafkawire_start_byte_for_byte(tmp_path, cap
     assert (
         root / "replication-offset-checkpoint"
     ).read_text() == "0\n3\n__consumer_offsets 7 0\nmine 0 1\norders 0 3\n"
-    assert all(k == ".lock" or k.startswith(("mine-0/", "__kafkawire_meta/")) for k in set(after) - set(before)), (
-        sorted(set(after) - set(before))
-    )
+    assert all(
+        k in (".lock", ".kafka_cleanshutdown") or k.startswith(("mine-0/", "__kafkawire_meta/"))
+        for k in set(after) - set(before)
+    ), sorted(set(after) - set(before))
+    # the clean stop's marker, as Kafka's (no broker registration of node 1 in this metadata log)
+    assert json.loads((root / ".kafka_cleanshutdown").read_text()) == {"version": 0, "brokerEpoch": -1}
     caplog.clear()
     storage = SegmentStorage(root, {"node.id": "1"})  # and again, once more, once
     assert len(unknown_lines(caplog)) == 1
