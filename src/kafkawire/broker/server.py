@@ -501,6 +501,10 @@ class Broker:
         """Retention and time-based flushes on a timer."""
         retention_every = int(self.config.broker_value("log.retention.check.interval.ms")[0]) / 1000.0
         last_retention = time.monotonic()
+        # an internal config of Kafka's (defined, never described): read from the properties as given
+        props = getattr(self.config, "properties", {}) or {}
+        expiry_every = int(props.get("producer.id.expiration.check.interval.ms", 600_000)) / 1000.0
+        last_expiry = time.monotonic()
         while True:
             await asyncio.sleep(1.0)
             now_ms = int(time.time() * 1000)
@@ -521,10 +525,34 @@ class Broker:
                         deleted = self.storage.enforce_retention(now_ms)
                     if deleted:
                         log.info("retention deleted %d segments", deleted)
+                if time.monotonic() - last_expiry >= expiry_every:
+                    last_expiry = time.monotonic()
+                    await self._expire_producers(now_ms)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("housekeeping failed")
+
+    async def _expire_producers(self, now_ms: int) -> None:
+        """Kafka's periodic producer expiration check: each partition whose producer state is loaded drops its
+        idle producers, in the partition's turn of the storage work (after the appends queued before it)."""
+        producers, pending = self.producers, []
+        for topic, partition in producers.loaded_partitions():
+            try:
+                plog = self.storage.partition(topic, partition)
+            except Exception:  # noqa: BLE001 - deleted since: its state went with it
+                continue
+
+            def expire(_durable, topic=topic, partition=partition, plog=plog):
+                return producers.remove_expired(topic, partition, now_ms, plog.open_transactions()), False
+
+            if self.storage_in_thread:
+                pending.append(self.submit_append(topic, partition, plog, expire, False))
+            else:
+                expire(False)
+        for outcome in await asyncio.gather(*pending, return_exceptions=True):
+            if isinstance(outcome, Exception):
+                log.warning("producer expiration check failed: %s", outcome)
 
     async def stop(self) -> None:
         if self.txn_coordinator is not None:

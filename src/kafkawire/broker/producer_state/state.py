@@ -7,6 +7,9 @@ with the original offsets, a batch that does not continue the sequence gets
 OUT_OF_ORDER_SEQUENCE_NUMBER, an older epoch gets INVALID_PRODUCER_EPOCH, and a
 new epoch must start at sequence 0. A producer the partition has no state for may start at any sequence.
 
+Producers idle for ``producer.id.expiration.ms`` are dropped when a partition's state loads and, while
+running, by the broker's check every ``producer.id.expiration.check.interval.ms`` (``remove_expired``).
+
 Across restarts the state lives in the log's producer snapshots (``broker.storage.snapshot``, Kafka's
 ``.snapshot`` files): the storage asks ``snapshot_entries`` for every producer when a segment rolls and on a
 clean stop, and ``ensure_loaded`` starts from the newest snapshot and replays only the log after it.
@@ -89,7 +92,8 @@ def read_end_txn_marker(batch) -> int | None:
 
 class ProducerStateManager:
     def __init__(self, expiration_ms: int | Callable[[], int] = PRODUCER_ID_EXPIRATION_MS):
-        # producer.id.expiration.ms, a dynamic config: read when a partition's state is loaded
+        # producer.id.expiration.ms, a dynamic config: read when a partition's state is loaded and by each
+        # periodic expiry check (``remove_expired``)
         self._expiration_ms = expiration_ms if callable(expiration_ms) else (lambda: expiration_ms)
         self.replayed_batches = 0  # batches read to rebuild partitions' state (``ensure_loaded``)
         # Producer ids are unique across restarts of this node: they start from the clock.
@@ -282,6 +286,30 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
+
+    def loaded_partitions(self) -> list[tuple[str, int]]:
+        """The partitions whose state is in memory (the periodic expiry looks at these only: the others drop
+        their idle producers when they load)."""
+        return sorted(self._loaded)
+
+    def remove_expired(self, topic: str, partition: int, now_ms: int, open_transactions=()) -> int:
+        """Drop the partition's producers idle for ``producer.id.expiration.ms`` (their last batch's or
+        marker's timestamp that long before ``now_ms``) with no transaction open here (``open_transactions``:
+        their producer ids), as Kafka's periodic producer expiration check does; a later batch of such a
+        producer starts it again at any sequence. Runs in the partition's turn of the storage work, so it
+        never races an append; costs one pass over the partition's producers. Returns how many went."""
+        producers = self.partitions.get((topic, partition))
+        if not producers:
+            return 0
+        expiration_ms = self._expiration_ms()
+        gone = [
+            pid
+            for pid, entry in producers.items()
+            if pid not in open_transactions and now_ms - entry.last_timestamp >= expiration_ms
+        ]
+        for pid in gone:
+            del producers[pid]
+        return len(gone)
 
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self.partitions if k[0] == topic]:
