@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkawire.broker.groups import CommitPartition, FakeScheduler, GroupConfig, GroupCoordinator
+from kafkawire.broker.groups import CommitPartition, FakeScheduler, GroupConfig, GroupCoordinator, JoinRequest
 from kafkawire.broker.storage.memory import MemoryStorage
 from kafkawire.protocol import errors
 
@@ -52,18 +52,20 @@ def join(
 ):
     call = Call()
     coord.join_group(
-        group,
-        member_id,
-        instance,
-        "consumer",
-        protocols,
-        session,
-        rebalance,
-        client,
-        "/127.0.0.1",
+        JoinRequest(
+            group,
+            member_id,
+            instance,
+            "consumer",
+            protocols,
+            session,
+            rebalance,
+            client,
+            "/127.0.0.1",
+            require_known_member_id=version >= 4,
+            supports_skip_assignment=version >= 9,
+        ),
         call,
-        require_known_member_id=version >= 4,
-        supports_skip_assignment=version >= 9,
     )
     return call
 
@@ -195,7 +197,7 @@ def test_protocol_selection_and_inconsistent_protocol(env):
     bad = join(coord, protocols=[("sticky", b"z")])
     assert bad.result.error == errors.INCONSISTENT_GROUP_PROTOCOL
     other_type = Call()
-    coord.join_group("g", "", None, "connect", [("range", b"")], 6000, 6000, "c", "h", other_type)
+    coord.join_group(JoinRequest("g", "", None, "connect", [("range", b"")], 6000, 6000, "c", "h"), other_type)
     assert other_type.result.error == errors.INCONSISTENT_GROUP_PROTOCOL
     del b, c
 

@@ -35,6 +35,7 @@ def test_stop_cancels_the_group_timers_a_member_left_pending():
         assert broker.call(scheduler.pending) >= 1
     finally:
         broker.stop()
+    assert broker._stopped.wait(120), "the broker's loop did not finish stopping"  # stop() waits 10 s at most
     assert scheduler.pending() == 0
     late = scheduler.call_later(0, lambda: (_ for _ in ()).throw(AssertionError("fired after stop")))
     assert late.cancelled

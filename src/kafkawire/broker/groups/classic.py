@@ -53,6 +53,25 @@ class JoinResult:
     skip_assignment: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """What a JoinGroup asks, read from the request by its handler (version-dependent fields already decided):
+    one value handed through the coordinator and the protocol's steps instead of twelve arguments."""
+
+    group_id: str
+    member_id: str
+    instance_id: str | None
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    client_host: str
+    require_known_member_id: bool = True  # JoinGroup v4+ (KIP-394)
+    supports_skip_assignment: bool = False  # JoinGroup v9+ (KIP-814)
+    reason: str | None = None  # JoinGroup v8+
+
+
 @dataclass
 class SyncResult:
     error: int
@@ -307,115 +326,38 @@ class ClassicProtocol:
         )
 
     # -- JoinGroup --------------------------------------------------------------------
-    def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        cb: Callable[[JoinResult], None],
-        *,
-        require_known_member_id: bool,
-        supports_skip_assignment: bool,
-        reason: str | None,
-    ) -> None:
+    def join_group(self, join: JoinRequest, cb: Callable[[JoinResult], None]) -> None:
         """A JoinGroup the coordinator validated, for a classic group or none."""
-        group = self.store.groups.get(group_id)
-        if not member_id:
+        group = self.store.groups.get(join.group_id)
+        if not join.member_id:
             if group is None:
-                group = ClassicGroup(group_id, self.scheduler.now_ms())
-                self.store.groups[group_id] = group
-            self._join_unknown_member(
-                group,
-                instance_id,
-                protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                client_id,
-                client_host,
-                cb,
-                require_known_member_id,
-                supports_skip_assignment,
-                reason,
-            )
+                group = ClassicGroup(join.group_id, self.scheduler.now_ms())
+                self.store.groups[join.group_id] = group
+            self._join_unknown_member(group, join, cb)
         else:
             if group is None:
-                return cb(JoinResult(errors.UNKNOWN_MEMBER_ID, member_id))
-            self._join_known_member(
-                group,
-                member_id,
-                instance_id,
-                protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                client_id,
-                client_host,
-                cb,
-                supports_skip_assignment,
-                reason,
-            )
+                return cb(JoinResult(errors.UNKNOWN_MEMBER_ID, join.member_id))
+            self._join_known_member(group, join, cb)
 
-    def _join_unknown_member(
-        self,
-        group,
-        instance_id,
-        protocol_type,
-        protocols,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        client_id,
-        client_host,
-        cb,
-        require_known_member_id,
-        supports_skip,
-        reason,
-    ):
+    def _join_unknown_member(self, group, join: JoinRequest, cb):
         if group.state == DEAD:
             return cb(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, ""))
-        if not group.supports(protocol_type, protocols):
+        if not group.supports(join.protocol_type, join.protocols):
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
-        new_id = self._new_member_id(client_id, instance_id)
+        instance_id = join.instance_id
+        new_id = self._new_member_id(join.client_id, instance_id)
         if instance_id is not None and instance_id in group.static_members:
-            return self._replace_static_member(
-                group,
-                instance_id,
-                new_id,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                client_id,
-                client_host,
-                cb,
-                supports_skip,
-            )
+            return self._replace_static_member(group, new_id, join, cb)
         if len(group.members) + len(group.pending_members) >= self.config.max_size:
             return cb(JoinResult(errors.GROUP_MAX_SIZE_REACHED, ""))
-        if instance_id is None and require_known_member_id:
+        if instance_id is None and join.require_known_member_id:
             # KIP-394: hand out the member id and make the client come back with it
-            timer = self.scheduler.call_later(session_timeout_ms, lambda: self._pending_member_expired(group, new_id))
+            timer = self.scheduler.call_later(
+                join.session_timeout_ms, lambda: self._pending_member_expired(group, new_id)
+            )
             group.pending_members[new_id] = timer
             return cb(JoinResult(errors.MEMBER_ID_REQUIRED, new_id))
-        self._add_member_and_rebalance(
-            group,
-            new_id,
-            instance_id,
-            protocol_type,
-            protocols,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            client_id,
-            client_host,
-            cb,
-            supports_skip,
-            reason or "new member joined",
-        )
+        self._add_member_and_rebalance(group, new_id, join, cb, join.reason or "new member joined")
 
     def _pending_member_expired(self, group, member_id) -> None:
         if group.pending_members.pop(member_id, None) is not None:
@@ -423,84 +365,33 @@ class ClassicProtocol:
             if group.state == PREPARING_REBALANCE:
                 self._try_complete_join(group)
 
-    def _join_known_member(
-        self,
-        group,
-        member_id,
-        instance_id,
-        protocol_type,
-        protocols,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        client_id,
-        client_host,
-        cb,
-        supports_skip,
-        reason,
-    ):
+    def _join_known_member(self, group, join: JoinRequest, cb):
+        member_id = join.member_id
         if group.state == DEAD:
             return cb(JoinResult(errors.COORDINATOR_NOT_AVAILABLE, member_id))
-        if not group.supports(protocol_type, protocols):
+        if not group.supports(join.protocol_type, join.protocols):
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
         if member_id in group.pending_members:
             group.pending_members.pop(member_id).cancel()
-            return self._add_member_and_rebalance(
-                group,
-                member_id,
-                instance_id,
-                protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                client_id,
-                client_host,
-                cb,
-                supports_skip,
-                reason or "pending member joined",
-            )
-        err = self.validate_member(group, member_id, instance_id)
+            return self._add_member_and_rebalance(group, member_id, join, cb, join.reason or "pending member joined")
+        err = self.validate_member(group, member_id, join.instance_id)
         if err:
             return cb(JoinResult(err, member_id))
         member = group.members[member_id]
         if group.state == PREPARING_REBALANCE:
-            self._update_member_and_rebalance(
-                group,
-                member,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                cb,
-                supports_skip,
-                reason or "member rejoined",
-            )
+            self._update_member_and_rebalance(group, member, join, cb, join.reason or "member rejoined")
         elif group.state == COMPLETING_REBALANCE:
-            if member.matches(protocols):
+            if member.matches(join.protocols):
                 # the member did not see the JoinGroup response: send it again
                 self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
             else:
-                self._update_member_and_rebalance(
-                    group,
-                    member,
-                    protocols,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    cb,
-                    supports_skip,
-                    reason or "member changed its protocols",
-                )
+                reason = join.reason or "member changed its protocols"
+                self._update_member_and_rebalance(group, member, join, cb, reason)
         elif group.state == STABLE:
-            if group.leader_id == member_id or not member.matches(protocols):
-                self._update_member_and_rebalance(
-                    group,
-                    member,
-                    protocols,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    cb,
-                    supports_skip,
-                    reason or "leader or changed member rejoined",
-                )
+            if group.leader_id == member_id or not member.matches(join.protocols):
+                reason = join.reason or "leader or changed member rejoined"
+                self._update_member_and_rebalance(group, member, join, cb, reason)
             else:
                 self.schedule_heartbeat(group, member)
                 cb(self._join_result_for(group, member))
@@ -519,36 +410,23 @@ class ClassicProtocol:
             return errors.UNKNOWN_MEMBER_ID
         return 0
 
-    def _add_member_and_rebalance(
-        self,
-        group,
-        member_id,
-        instance_id,
-        protocol_type,
-        protocols,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        client_id,
-        client_host,
-        cb,
-        supports_skip,
-        reason,
-    ):
+    def _add_member_and_rebalance(self, group, member_id: str, join: JoinRequest, cb, reason):
+        instance_id = join.instance_id
         member = ClassicMember(
             member_id,
             instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            protocol_type,
-            list(protocols),
+            join.client_id,
+            join.client_host,
+            join.session_timeout_ms,
+            join.rebalance_timeout_ms,
+            join.protocol_type,
+            list(join.protocols),
         )
         member.is_new = True
         member.join_cb = cb
-        member.supports_skip_assignment = supports_skip
+        member.supports_skip_assignment = join.supports_skip_assignment
         if not group.members:
-            group.protocol_type = protocol_type
+            group.protocol_type = join.protocol_type
         group.members[member_id] = member
         if instance_id is not None:
             group.static_members[instance_id] = member_id
@@ -561,13 +439,11 @@ class ClassicProtocol:
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _update_member_and_rebalance(
-        self, group, member, protocols, session_timeout_ms, rebalance_timeout_ms, cb, supports_skip, reason
-    ):
-        member.protocols = list(protocols)
-        member.session_timeout_ms = session_timeout_ms
-        member.rebalance_timeout_ms = rebalance_timeout_ms
-        member.supports_skip_assignment = supports_skip
+    def _update_member_and_rebalance(self, group, member, join: JoinRequest, cb, reason):
+        member.protocols = list(join.protocols)
+        member.session_timeout_ms = join.session_timeout_ms
+        member.rebalance_timeout_ms = join.rebalance_timeout_ms
+        member.supports_skip_assignment = join.supports_skip_assignment
         if member.join_cb is not None and member.join_cb is not cb:
             deliver(member.join_cb, JoinResult(errors.REBALANCE_IN_PROGRESS, member.member_id))
         member.join_cb = cb
@@ -576,19 +452,8 @@ class ClassicProtocol:
         if group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
-    def _replace_static_member(
-        self,
-        group,
-        instance_id,
-        new_id,
-        protocols,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        client_id,
-        client_host,
-        cb,
-        supports_skip,
-    ):
+    def _replace_static_member(self, group, new_id: str, join: JoinRequest, cb):
+        instance_id = join.instance_id
         old_id = group.static_members[instance_id]
         member = group.members.pop(old_id)
         log.info(
@@ -602,7 +467,7 @@ class ClassicProtocol:
             old_cb, member.sync_cb = member.sync_cb, None
             deliver(old_cb, SyncResult(errors.FENCED_INSTANCE_ID))
         member.member_id = new_id
-        member.client_id, member.client_host = client_id, client_host
+        member.client_id, member.client_host = join.client_id, join.client_host
         group.members[new_id] = member
         group.static_members[instance_id] = new_id
         if group.leader_id == old_id:
@@ -610,34 +475,16 @@ class ClassicProtocol:
         if old_id in group.pending_sync:
             group.pending_sync.discard(old_id)
             group.pending_sync.add(new_id)
-        if group.state == STABLE and member.matches(protocols):
-            member.session_timeout_ms = session_timeout_ms
-            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if group.state == STABLE and member.matches(join.protocols):
+            member.session_timeout_ms = join.session_timeout_ms
+            member.rebalance_timeout_ms = join.rebalance_timeout_ms
             self.schedule_heartbeat(group, member)
             leader = group.leader_id == new_id
-            if leader and not supports_skip:
-                return self._update_member_and_rebalance(
-                    group,
-                    member,
-                    protocols,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    cb,
-                    supports_skip,
-                    "static leader rejoined",
-                )
+            if leader and not join.supports_skip_assignment:
+                return self._update_member_and_rebalance(group, member, join, cb, "static leader rejoined")
             self.store.persist(group)
             return cb(self._join_result_for(group, member, skip_assignment=leader))
-        self._update_member_and_rebalance(
-            group,
-            member,
-            protocols,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            cb,
-            supports_skip,
-            "static member rejoined",
-        )
+        self._update_member_and_rebalance(group, member, join, cb, "static member rejoined")
 
     # -- rebalancing -----------------------------------------------------------------------
     def _maybe_prepare_rebalance(self, group, reason) -> None:

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kafkawire.protocol import errors
 
-from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinResult, SyncResult, deliver
+from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinRequest, JoinResult, SyncResult, deliver
 from .config import GroupConfig
 from .consumer import ConsumerGroup, ConsumerProtocol, HeartbeatResult
 from .mixed import ClassicMembers, Conversions
@@ -258,63 +258,21 @@ class GroupCoordinator:
         pass  # group membership outlives connections (sessions time out instead)
 
     # -- the classic protocol's requests, routed by the kind of group -------------------------------
-    def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        cb: Callable[[JoinResult], None],
-        *,
-        require_known_member_id: bool = True,
-        supports_skip_assignment: bool = False,
-        reason: str | None = None,
-    ) -> None:
+    def join_group(self, join: JoinRequest, cb: Callable[[JoinResult], None]) -> None:
         """Answers through ``cb``, at once or when the rebalance completes."""
-        if rebalance_timeout_ms is None or rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        if not group_id:
-            return cb(JoinResult(errors.INVALID_GROUP_ID, member_id))
+        if join.rebalance_timeout_ms is None or join.rebalance_timeout_ms < 0:
+            join = replace(join, rebalance_timeout_ms=join.session_timeout_ms)
+        if not join.group_id:
+            return cb(JoinResult(errors.INVALID_GROUP_ID, join.member_id))
         cfg = self.config
-        if not cfg.min_session_timeout_ms <= session_timeout_ms <= cfg.max_session_timeout_ms:
-            return cb(JoinResult(errors.INVALID_SESSION_TIMEOUT, member_id))
-        group = self.groups.get(group_id)
+        if not cfg.min_session_timeout_ms <= join.session_timeout_ms <= cfg.max_session_timeout_ms:
+            return cb(JoinResult(errors.INVALID_SESSION_TIMEOUT, join.member_id))
+        group = self.groups.get(join.group_id)
         if group is not None and group.kind != "classic":
             if not group.is_empty():
-                return self.classic_members.join(
-                    group,
-                    member_id,
-                    instance_id,
-                    protocol_type,
-                    protocols,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    client_id,
-                    client_host,
-                    cb,
-                    require_known_member_id,
-                )
+                return self.classic_members.join(group, join, cb)
             self.store.drop(group)  # an empty group of the other kind is simply replaced
-        self.classic.join_group(
-            group_id,
-            member_id,
-            instance_id,
-            protocol_type,
-            protocols,
-            session_timeout_ms,
-            rebalance_timeout_ms,
-            client_id,
-            client_host,
-            cb,
-            require_known_member_id=require_known_member_id,
-            supports_skip_assignment=supports_skip_assignment,
-            reason=reason,
-        )
+        self.classic.join_group(join, cb)
 
     def sync_group(
         self,

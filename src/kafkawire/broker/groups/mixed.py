@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from kafkawire.protocol import errors
 
-from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinResult, SyncResult, deliver
+from .classic import ClassicGroup, ClassicMember, ClassicProtocol, JoinRequest, JoinResult, SyncResult, deliver
 from .config import GroupConfig
 from .consumer import (
     UNRELEASED,
@@ -334,20 +334,8 @@ class ClassicMembers:
         self.consumer.fence(group, [member])
 
     # -- JoinGroup ------------------------------------------------------------------------------------------------
-    def join(
-        self,
-        group: ConsumerGroup,
-        member_id,
-        instance_id,
-        protocol_type,
-        protocols,
-        session_timeout_ms,
-        rebalance_timeout_ms,
-        client_id,
-        client_host,
-        cb,
-        require_known_member_id,
-    ) -> None:
+    def join(self, group: ConsumerGroup, join: JoinRequest, cb) -> None:
+        member_id, instance_id, protocols = join.member_id, join.instance_id, join.protocols
         if self.config.migration_policy == "disabled":
             log.info("consumer group %s: a classic member cannot join, group migration is disabled", group.group_id)
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, ""))
@@ -356,9 +344,9 @@ class ClassicMembers:
             member_id = str(uuid.uuid4())
         if unknown and len(group.members) >= self.config.consumer_max_size:
             return cb(JoinResult(errors.GROUP_MAX_SIZE_REACHED, member_id))
-        if not self._supports_classic(group, protocol_type, protocols):
+        if not self._supports_classic(group, join.protocol_type, protocols):
             return cb(JoinResult(errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
-        if unknown and instance_id is None and require_known_member_id:
+        if unknown and instance_id is None and join.require_known_member_id:
             log.info("consumer group %s: a classic member joins; it gets the member id %s", group.group_id, member_id)
             return cb(JoinResult(errors.MEMBER_ID_REQUIRED, member_id))
         try:
@@ -399,11 +387,11 @@ class ClassicMembers:
         member.instance_id = instance_id if instance_id is not None else member.instance_id
         if sub.rack_id is not None:
             member.rack_id = sub.rack_id
-        if rebalance_timeout_ms is not None and rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = rebalance_timeout_ms
+        if join.rebalance_timeout_ms is not None and join.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = join.rebalance_timeout_ms
         member.server_assignor = None
-        member.client_id, member.client_host = client_id, client_host
-        member.classic = ClassicMetadata(session_timeout_ms, list(protocols))
+        member.client_id, member.client_host = join.client_id, join.client_host
+        member.classic = ClassicMetadata(join.session_timeout_ms, list(protocols))
         if set(sub.topics) != set(member.subscribed_names) or member.subscribed_regex is not None:
             member.subscribed_names = list(sub.topics)
             member.subscribed_regex = None

@@ -30,7 +30,7 @@ from kafkawire.protocol.messages import (
 )
 
 from ..dispatch import handles
-from ..groups import CommitPartition
+from ..groups import CommitPartition, JoinRequest
 from ..groups.consumer import UNREVOKED
 from ..groups.states import GroupState
 from ._common import INT32_MIN, ZERO_UUID, find_topic
@@ -111,23 +111,21 @@ async def join_group(broker, ctx, body):
     rebalance_timeout = body.rebalance_timeout_ms if v >= 1 else body.session_timeout_ms
     instance = body.group_instance_id if v >= 5 else None
     protocols = [(p.name, bytes(p.metadata)) for p in body.protocols]
-    res = await _await(
-        lambda cb: coord.join_group(
-            body.group_id,
-            body.member_id,
-            instance,
-            body.protocol_type,
-            protocols,
-            body.session_timeout_ms,
-            rebalance_timeout,
-            ctx.client_id,
-            client_host(ctx),
-            cb,
-            require_known_member_id=v >= 4,
-            supports_skip_assignment=v >= 9,
-            reason=body.reason if v >= 8 else None,
-        )
+    join = JoinRequest(
+        body.group_id,
+        body.member_id,
+        instance,
+        body.protocol_type,
+        protocols,
+        body.session_timeout_ms,
+        rebalance_timeout,
+        ctx.client_id,
+        client_host(ctx),
+        require_known_member_id=v >= 4,
+        supports_skip_assignment=v >= 9,
+        reason=body.reason if v >= 8 else None,
     )
+    res = await _await(lambda cb: coord.join_group(join, cb))
     protocol_name = res.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""
