@@ -193,8 +193,9 @@ def _empty_batch(h: tuple) -> bytes:
 
 
 def _key_digest(key: bytes) -> bytes:
-    # the map holds a fixed-size digest of each key, as Kafka's SkimpyOffsetMap: its memory does not grow with keys
-    return hashlib.md5(key, usedforsecurity=False).digest()
+    # the map holds at most 16 bytes of each key, as Kafka's SkimpyOffsetMap holds an MD5 of it: its memory does not
+    # grow with key sizes. A key shorter than a digest is its own (no hashing; lengths keep the two apart)
+    return key if len(key) < 16 else hashlib.md5(key, usedforsecurity=False).digest()
 
 
 class _TxnState:
