@@ -507,3 +507,27 @@ def test_a_small_dedupe_buffer_cleans_in_several_passes_to_the_model(tmp_path):
     assert set(ends[:-1]) - boundaries, "every pass ended at a segment boundary"
     assert _read_all(plog) == _latest(model, tombstones=True)
     storage.close()
+
+
+def test_cleaner_threads_clean_partitions_side_by_side(tmp_path):
+    """log.cleaner.threads: two threads, each taking a partition no other is cleaning; every partition ends as its
+    model, and each offset map is half the buffer."""
+    storage = SegmentStorage(tmp_path / "data", {"log.segment.bytes": "3000"})
+    now = int(time.time() * 1000)
+    models = {}
+    for name in ("a", "b", "c"):
+        storage.create_topic(name, 1, {"cleanup.policy": "compact"})
+        plog = storage.partition(name, 0)
+        models[name], _ = _workload(plog, ord(name), 200, 20, ts=now - 2 * DAY_MS)
+        plog.roll()
+    thread = storage.start_cleaner(backoff_ms=50, threads=2, dedupe_buffer_size=24 * 2000)
+    try:
+        assert thread.threads == 2 and thread.cleaner.max_map_entries == 900
+        deadline = time.monotonic() + 60
+        while thread.passes < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert {t for t, _ in thread.cleaner.checkpoints} == {"a", "b", "c"}
+        for name, model in models.items():
+            assert _read_all(storage.partition(name, 0)) == _latest(model, tombstones=True), name
+    finally:
+        storage.close()

@@ -675,11 +675,13 @@ class CleanerThread:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pick = threading.Lock()
+        self._throttle_lock = threading.Lock()
         self.passes = 0
 
     def _throttle(self, nbytes: int) -> None:
         if self.bytes_per_sec > 0:
-            self._stop.wait(nbytes / self.bytes_per_sec)
+            with self._throttle_lock:  # one budget for all the threads, as Kafka's cleaners share one throttler
+                self._stop.wait(nbytes / self.bytes_per_sec)
 
     def run_once(self, now_ms: int | None = None) -> CleanStats | None:
         """Clean the dirtiest due partition that no other thread is cleaning (None when none is due)."""
