@@ -17,7 +17,8 @@ the transaction marker the transaction coordinator appends to the same partition
 committed offsets, an ABORT drops them. Replay resolves them per partition, as Kafka's loader does.
 
 Consumer-protocol groups (KIP-848) are written as Kafka's ``ConsumerGroup*`` records (types 3 to 8, v0):
-the group's epoch, the subscribed topics' metadata, the target assignment's epoch, and per member its
+the group's epoch with the subscribed topics' metadata hash (``metadata_hash.py``), the subscribed topics'
+metadata, the target assignment's epoch, and per member its
 metadata, target assignment and current assignment (a member gone gets tombstones for its three; a group
 deleted or changing kind, for all of them). A static member that left for a while is at epoch -2, as in
 Kafka, with its own epoch kept in ``previousMemberEpoch``. Replay assembles a partition's records into each
@@ -51,6 +52,7 @@ from kafkawire.protocol.records import build_batch, iter_batches
 from kafkawire.protocol.records.model import ControlRecordType
 
 from ..storage import base as sb
+from .metadata_hash import subscription_hash
 from .offsets import OffsetEntry
 
 log = logging.getLogger("kafkawire.groups")
@@ -258,7 +260,11 @@ def consumer_group_records(group) -> list[tuple[bytes, bytes]]:
             ),
         )
     )
-    out.append((_ckey(CONSUMER_GROUP, gid), _cvalue(CONSUMER_GROUP, epoch=group.group_epoch)))
+    # metadataHash: what Kafka 4.4 writes, so that Kafka loading the group sees unchanged topics as unchanged
+    metadata_hash = subscription_hash(group.subscription_metadata)
+    out.append(
+        (_ckey(CONSUMER_GROUP, gid), _cvalue(CONSUMER_GROUP, epoch=group.group_epoch, metadata_hash=metadata_hash))
+    )
     return out
 
 
