@@ -14,6 +14,10 @@ Figures (records/s, best of --repeat runs after one warm-up run of each):
 * spark write (jvm kafka)  the same -> df.write.format("kafka")
 * confluent-kafka consumer one librdkafka consumer process reading every partition (reference)
 * spark read (parquet)     the same records from the Parquet copy, same aggregation (reference)
+* spark read (arrow ceiling) a Python data source that yields one pre-built Arrow batch of the read
+                           schema (same sizes, same partitions) again and again: what Spark's Python
+                           data source API carries with no Kafka and no decoding, the most any Python
+                           source can read on this master; kafkawire's share of it is printed
 
 Ratios kafkawire / JVM connector are printed for read and write. The connector's version is the
 installed pyspark's when Maven Central serves it, else ``--jvm-connector`` (default: the newest release
@@ -168,6 +172,73 @@ print(time.perf_counter() - t0, n, size)
     return float(secs)
 
 
+CEILING_ROWS = 16384  # about the rows of one 2 MiB fetch of 100-byte records, what kafkawire's reader yields
+
+
+def register_ceiling(spark) -> None:
+    """``format("arrow-ceiling")``: options n, partitions; the read schema of format("kafkawire")."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Part(InputPartition):
+        def __init__(self, rows):
+            self.rows = rows
+
+    class Reader(DataSourceReader):
+        def __init__(self, n, parts):
+            self.n, self.parts = n, parts
+
+        def partitions(self):
+            return [Part(self.n * (i + 1) // self.parts - self.n * i // self.parts) for i in range(self.parts)]
+
+        def read(self, part):
+            import numpy as np
+            import pyarrow as pa
+
+            from kafkawire.spark.schema import arrow_read_schema
+
+            r = CEILING_ROWS
+            ints = np.arange(r, dtype=np.int64)
+
+            def binary(width):
+                offsets = pa.py_buffer((np.arange(r + 1, dtype=np.int32) * width).tobytes())
+                return pa.Array.from_buffers(pa.binary(), r, [None, offsets, pa.py_buffer(os.urandom(r * width))])
+
+            topic = pa.Array.from_buffers(
+                pa.string(), r, [None, pa.py_buffer(np.zeros(r + 1, np.int32)), pa.py_buffer(b"")]
+            )
+            batch = pa.RecordBatch.from_arrays(
+                [
+                    binary(8),
+                    binary(VALUE_SIZE),
+                    topic,
+                    pa.array(np.zeros(r, np.int32)),
+                    pa.array(ints),
+                    pa.array(ints).cast(pa.timestamp("us", tz="UTC")),
+                    pa.array(np.zeros(r, np.int32)),
+                ],
+                schema=arrow_read_schema(False),
+            )
+            left = part.rows
+            while left > 0:
+                yield batch if left >= r else batch.slice(0, left)
+                left -= r
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls):
+            return "arrow-ceiling"
+
+        def schema(self):
+            from kafkawire.spark.schema import read_schema
+
+            return read_schema(False)
+
+        def reader(self, schema):
+            return Reader(int(self.options["n"]), int(self.options["partitions"]))
+
+    spark.dataSource.register(Ceiling)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--cluster" in argv:  # three Kafka brokers and a Spark standalone cluster: bench_spark_cluster.py
@@ -228,10 +299,13 @@ def main(argv=None) -> int:
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)
+        register_ceiling(spark)
         if jvm:
             print(f"Spark {spark.version}, JVM connector spark-sql-kafka-0-10_2.13:{jvm}", flush=True)
 
         def kafka_df(fmt="kafkawire"):
+            if fmt == "arrow-ceiling":
+                return spark.read.format(fmt).option("n", n).option("partitions", args.partitions).load()
             return spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
 
         def agg(df):
@@ -268,10 +342,12 @@ def main(argv=None) -> int:
 
         results: list = []
         formats = ["kafkawire"] + (["kafka"] if jvm else [])
-        label = {"kafkawire": "kafkawire", "kafka": "jvm kafka"}
+        label = {"kafkawire": "kafkawire", "kafka": "jvm kafka", "arrow-ceiling": "arrow ceiling"}
+        formats.append("arrow-ceiling")
         for fmt in formats:
             agg(kafka_df(fmt))  # warm-up: JVM, Python workers, the connector's classes
         side_by_side("read", lambda fmt: agg(kafka_df(fmt)))
+        formats.remove("arrow-ceiling")
 
         pq = os.path.join(tmp, "parquet")
         kafka_df().select("key", "value").write.mode("overwrite").parquet(pq)
@@ -319,6 +395,12 @@ def main(argv=None) -> int:
         for name, secs, cpu in results:
             print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f} {cpu:7.1f}")
         figures = {name: (secs, cpu) for name, secs, cpu in results}
+        ours, ceiling = figures.get("spark read (kafkawire)"), figures.get("spark read (arrow ceiling)")
+        if ours and ceiling:
+            print(
+                f"read: kafkawire / arrow ceiling (Spark's Python data source API, no Kafka) = "
+                f"{ceiling[0] / ours[0]:.2f} records/s, {ceiling[1] / ours[1]:.2f} per CPU second"
+            )
         for what in ("read", "write"):
             ours, theirs = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (jvm kafka)")
             if ours and theirs:
