@@ -1,7 +1,8 @@
 """``ConsumerGroupMetadataValue.metadataHash`` (KIP-1101), computed as Kafka 4.4's group coordinator does.
 
-A consumer-protocol group subscribed to two topics on Kafka 4.4 gets a metadata hash in Kafka's
-``__consumer_offsets``; kafkawire's hash of the same topics (ids, names, partition counts) is that number, and
+A consumer-protocol group subscribed to two topics on Kafka 4.4 (``broker.rack`` set) gets a metadata hash in
+Kafka's ``__consumer_offsets``; kafkawire's hash of the same topics (ids, names, partition counts, racks) is that
+number, and
 kafkawire serving the same directory afterwards writes it for the same group.
 """
 
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storage"))  # kafk
 from kafka_dir import create_topics, kafka_on, kafkawire_on  # noqa: E402
 
 GROUP = "hashed"
+RACK = "rack-1"  # every partition's replica is on a broker of this rack: part of the hash
 TOPICS = {"hash-a": 3, "hash-b": 1}
 _KEY = message_class("ConsumerGroupMetadataKey")
 _VALUE = message_class("ConsumerGroupMetadataValue")
@@ -84,7 +86,7 @@ def _join(bootstrap: str) -> None:
 
 
 def test_kafkawire_writes_the_metadata_hash_kafka_4_4_writes(tmp_path):
-    kafka = kafka_on(tmp_path)
+    kafka = kafka_on(tmp_path, **{"broker.rack": RACK})
     try:
         create_topics(kafka.bootstrap, {name: (n, {}) for name, n in TOPICS.items()})
         _join(kafka.bootstrap)
@@ -93,11 +95,11 @@ def test_kafkawire_writes_the_metadata_hash_kafka_4_4_writes(tmp_path):
     logs = tmp_path / "logs"
     kafkas = _metadata_hashes(logs)
     ids = {name: read_partition_topic_id(str(logs / f"{name}-0")) for name in TOPICS}
-    ours = subscription_hash({name: (ids[name], n) for name, n in TOPICS.items()})
+    ours = subscription_hash({name: (ids[name], n) for name, n in TOPICS.items()}, lambda _t, _p: [RACK])
     assert ours != 0 and ours in kafkas, (kafkas, ours)
 
     written = len(_metadata_hashes(logs))
-    broker = kafkawire_on(tmp_path)
+    broker = kafkawire_on(tmp_path, **{"broker.rack": RACK})
     try:
         _join(broker.bootstrap)
     finally:

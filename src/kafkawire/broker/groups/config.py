@@ -48,6 +48,8 @@ class GroupConfig:
     protocols: tuple[str, ...] = ("classic", "consumer")
     # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (see groups/mixed.py)
     migration_policy: str = "bidirectional"
+    # broker.rack: the rack of every partition's one replica, part of a consumer group's metadataHash
+    rack: str | None = None
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> GroupConfig:
@@ -81,4 +83,5 @@ class GroupConfig:
             cfg.protocols = tuple(
                 p.strip().lower() for p in props["group.coordinator.rebalance.protocols"].split(",") if p.strip()
             )
+        cfg.rack = props.get("broker.rack") or None
         return cfg

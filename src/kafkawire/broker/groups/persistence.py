@@ -235,9 +235,9 @@ def consumer_member_records(group_id: str, member, target) -> list[tuple[bytes, 
     ]
 
 
-def consumer_group_records(group) -> list[tuple[bytes, bytes]]:
+def consumer_group_records(group, rack: str | None = None) -> list[tuple[bytes, bytes]]:
     """Kafka's records of a consumer-protocol group: every member's, the subscribed topics' metadata, the target
-    assignment's epoch and the group's epoch."""
+    assignment's epoch and the group's epoch (``rack``: this broker's, the one replica of every partition)."""
     gid = group.group_id
     out = []
     for mid, member in group.members.items():
@@ -261,7 +261,8 @@ def consumer_group_records(group) -> list[tuple[bytes, bytes]]:
         )
     )
     # metadataHash: what Kafka 4.4 writes, so that Kafka loading the group sees unchanged topics as unchanged
-    metadata_hash = subscription_hash(group.subscription_metadata)
+    racks = None if rack is None else (lambda _topic, _partition: (rack,))
+    metadata_hash = subscription_hash(group.subscription_metadata, racks)
     out.append(
         (_ckey(CONSUMER_GROUP, gid), _cvalue(CONSUMER_GROUP, epoch=group.group_epoch, metadata_hash=metadata_hash))
     )
@@ -272,10 +273,10 @@ def consumer_member_tombstones(group_id: str, member_id: str) -> list[tuple[byte
     return [(_ckey(t, group_id, member_id), None) for t in _MEMBER_RECORDS]
 
 
-def group_records(group) -> list[tuple[bytes, bytes | None]]:
+def group_records(group, rack: str | None = None) -> list[tuple[bytes, bytes | None]]:
     if group.kind == "classic":
         return [(group_key(group.group_id), classic_group_value(group))]
-    return consumer_group_records(group)
+    return consumer_group_records(group, rack)
 
 
 def group_tombstones(group_id: str, member_ids=()) -> list[tuple[bytes, None]]:

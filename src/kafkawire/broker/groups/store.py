@@ -87,7 +87,7 @@ class GroupStore:
 
     def persist(self, group) -> None:
         gid = group.group_id
-        records = group_records(group)
+        records = group_records(group, self.config.rack)
         if group.kind == "consumer":
             members = set(group.members) | set(group.target)
             gone = self.written_members.get(gid, set()) - members
@@ -118,7 +118,7 @@ class GroupStore:
         ]
         for gid, group in self.groups.items():
             if group.kind == "consumer" or group.members or group.generation_id:
-                out += [(gid, key, value) for key, value in group_records(group)]
+                out += [(gid, key, value) for key, value in group_records(group, self.config.rack)]
         return out
 
     def maybe_compact(self) -> None:
