@@ -58,7 +58,10 @@ def varint_bytes(value: int) -> bytes:
 
 
 # Lengths and counts below 16384 dominate; their encodings are looked up, not computed.
-UVARINT_TABLE: tuple[bytes, ...] = tuple(uvarint_bytes(i) for i in range(1 << 14))
+# (laid out from the byte patterns, 1 and 2 bytes, rather than encoded one by one: a few ms of every start)
+UVARINT_TABLE: tuple[bytes, ...] = tuple(
+    [bytes((v,)) for v in range(128)] + [bytes((v & 0x7F | 0x80, v >> 7)) for v in range(128, 1 << 14)]
+)
 
 
 def read_uvarint(buf, pos: int, max_bytes: int = 5) -> tuple[int, int]:
