@@ -8,6 +8,9 @@ functions (``states.py``); only the coordinator replays it (``load``).
 
 from __future__ import annotations
 
+import logging
+import time
+
 from .config import GroupConfig
 from .offsets import OffsetStore
 from .persistence import (
@@ -18,6 +21,8 @@ from .persistence import (
     offset_key,
     offset_value,
 )
+
+log = logging.getLogger("kafkawire.groups")
 
 
 class GroupStore:
@@ -133,9 +138,25 @@ class GroupStore:
 
     def migrate_legacy(self) -> None:
         """The last replay met kafkawire's JSON layout: write the live state in Kafka's records once and move
-        the log start past the JSON (staged transactional offsets of the old layout are not carried over: a
-        transaction open across the upgrade is aborted by its timeout, as after a coordinator move)."""
+        the log start past the JSON. Offsets staged by a transaction still open are carried over as Kafka holds
+        pending transactional offsets: each producer's as its transactional batch in the group's partition,
+        which the transaction's COMMIT or ABORT marker resolves there as for any TxnOffsetCommit. They are
+        written before the compaction, so it keeps the log from the first of them (an open transaction), and
+        a crash in between replays the JSON and the batch to the same pending offsets. The old layout kept no
+        producer epoch with them: the batches carry none (-1); markers are matched by producer id."""
         if self.log is None or not self.log.legacy_records:
             return
         legacy = self.log.legacy_records
+        now = int(time.time() * 1000)
+        carried = 0
+        for producer_id, groups in sorted(self.txn_offsets.items()):
+            for group_id, parts in sorted(groups.items()):
+                records = [
+                    (offset_key(group_id, t, p), offset_value(e.offset, e.leader_epoch, e.metadata or "", now))
+                    for (t, p), e in sorted(parts.items())
+                ]
+                self.log.append(group_id, records, producer_id=producer_id, producer_epoch=-1)
+                carried += len(records)
+        if carried:
+            log.info("carried %d offsets of open transactions over from kafkawire JSON records", carried)
         self.log.compact(self.live_records(), reason=f"rewrote {legacy} kafkawire JSON records of")
