@@ -360,7 +360,8 @@ def load_segments(
             and active.file_size() > 0
             and _load_sealed(active, index_interval_bytes, None, was_repaired, compacted, active=True)
         ):
-            _recover(active, index_interval_bytes, None, active=True, repaired=was_repaired)
+            # a compacted log's last segment may hold the cleaner's gaps too (it was cleaned when it was not last)
+            _recover(active, index_interval_bytes, None, active=True, repaired=was_repaired, compacted=compacted)
     return segments
 
 
