@@ -369,3 +369,99 @@ def test_tagged_struct_fields_are_written_exactly_when_they_differ_from_the_defa
     tagged._unknown_tags = [(9, b"\x01")]
     part, changed_size = encoded_tags(Fetch.PartitionData(records=b"", diverging_epoch=tagged))
     assert changed_size > size and part.diverging_epoch.unknown_tags == [(9, b"\x01")]
+
+
+def _partitions(n, replicas=(1, 2, 3), isr=(1, 2), offline=(), version=12):
+    return [
+        Metadata.MetadataResponsePartition(
+            error_code=p % 2,
+            partition_index=p,
+            leader_id=replicas[0] if replicas else -1,
+            leader_epoch=p * 3 if version >= 7 else -1,
+            replica_nodes=list(replicas),
+            isr_nodes=list(isr),
+            offline_replicas=list(offline),
+        )
+        for p in range(n)
+    ]
+
+
+def _topic(partitions, version=12):
+    topic_id = uuid.UUID(int=9) if version >= 10 else uuid.UUID(int=0)
+    return Metadata(topics=[Metadata.MetadataResponseTopic(name="t", topic_id=topic_id, partitions=partitions)])
+
+
+@pytest.mark.parametrize("version", [1, 5, 9, 12])  # int32 lengths up to v8, compact ones from v9
+@pytest.mark.parametrize("n", [codegen._FIXED_ARRAY_MIN - 1, codegen._FIXED_ARRAY_MIN, 12, 100])
+def test_shaped_struct_arrays_of_every_shape(version, n):
+    # elements of fixed fields and int arrays (a partition) in one struct call per shape of the first element
+    assert "_shaped_array" in Metadata.codec(version).source  # the one-call path is the one tested
+    offline = (3,) if version >= 5 else ()
+    for replicas, isr in (((1, 2, 3), (1, 2)), ((), ()), ((4,), (4,)), (tuple(range(126)), (1,))):
+        _check(Metadata, _topic(_partitions(n, replicas, isr, offline, version), version), version)
+    # one element shaped unlike the first (longer, shorter, an inner array of 127+ values) falls back
+    for other in ((1, 2, 3, 4), (1,), tuple(range(127)), tuple(range(300))):
+        for where in (0, 1, n - 1):
+            partitions = _partitions(n, offline=offline, version=version)
+            partitions[where].isr_nodes = list(other)
+            _check(Metadata, _topic(partitions, version), version)
+
+
+def test_an_unknown_tag_in_one_shaped_element_falls_back_to_the_general_loop():
+    for where in (0, 5, 11):
+        partitions = _partitions(12)
+        partitions[where]._unknown_tags = [(4, b"\x07")]
+        msg = _topic(partitions)
+        _check(Metadata, msg, 12)
+        back = Metadata.decode(msg.encode(12), 12)
+        assert [p.unknown_tags for p in back.topics[0].partitions] == [
+            [(4, b"\x07")] if i == where else [] for i in range(12)
+        ]
+
+
+def test_shaped_elements_are_distinct_and_their_lists_independent():
+    back = Metadata.decode(_topic(_partitions(12)).encode(12), 12)
+    parts = back.topics[0].partitions
+    assert len({id(p) for p in parts}) == 12 and len({id(p.replica_nodes) for p in parts}) == 12
+    assert all(type(p.replica_nodes) is list and type(p.offline_replicas) is list for p in parts)
+    parts[0].replica_nodes.append(9)
+    parts[1].isr_nodes[0] = 7
+    assert parts[2].replica_nodes == [1, 2, 3] and parts[2].isr_nodes == [1, 2]
+
+
+@pytest.mark.parametrize("version", [9, 12])
+def test_fast_and_checked_decoders_agree_on_every_corrupted_byte_of_a_shaped_array(version):
+    # the one-call path must accept exactly what the element loop accepts, and give the same message
+    data = _topic(_partitions(12, offline=(2,), version=version), version).encode(version)
+    codec = Metadata.codec(version)
+    for at in range(len(data)):
+        for value in (0, 1, 2, 4, 5, 0x7F, 0x80, 0xFF):
+            bad = bytearray(data)
+            bad[at] = value
+            for wrap in (bytes, memoryview):
+                buf = wrap(bytes(bad))
+                try:
+                    checked = codec.decode_checked(buf, 0, ["", "", 0], "")
+                except Exception:
+                    checked = None
+                try:
+                    fast = Metadata.decode_from(buf, 0, version)
+                except DecodeError as exc:
+                    assert checked is None, (at, value, exc)
+                    assert "decodes when checked" not in str(exc)
+                    assert exc.path and exc.offset is not None  # names a field (later ones when a length moved)
+                else:
+                    assert checked is not None and fast == checked, (at, value)
+
+
+def test_truncation_inside_a_shaped_array_names_the_element():
+    data = _topic(_partitions(12)).encode(12)
+    size = 2 + 4 * 3 + 1 + 3 * 4 + 1 + 2 * 4 + 1 + 1  # ids, replicas, isr, (empty) offline, tags
+    start = len(data) - 1 - 5 - 12 * size  # the message's tags, the topic's operations and tags
+    for cut in range(start, start + 12 * size):
+        with pytest.raises(DecodeError) as info:
+            Metadata.decode(data[:cut], 12)
+        if cut - start < 12:  # fewer bytes left than elements: the count is refused
+            assert info.value.path == "Topics[0].Partitions"
+        else:
+            assert info.value.path.startswith(f"Topics[0].Partitions[{(cut - start) // size}]."), (cut, info.value.path)

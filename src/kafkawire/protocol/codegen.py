@@ -158,6 +158,25 @@ def _fixed_array(cache: dict, fmt: str, n: int):
     return unpack
 
 
+# Arrays of structs made of fixed-width fields and arrays of fixed-width values (a partition's
+# replica lists): one compiled format per (shape, count), where the shape is the length of each inner
+# array, shared by all codecs under the same budget as the fixed arrays.
+_SHAPED_ARRAY_CACHES: dict[str, dict] = {}
+
+
+def _shaped_array(cache: dict, key: tuple, template: str, values: int):
+    """The unpack_from of ``key[0]`` elements of ``template % key[1:]`` (``values`` values each), or
+    None (the caller then loops)."""
+    global _fixed_array_spent
+    n = key[0]
+    fields = n * values
+    if n > _FIXED_ARRAY_MAX or _fixed_array_spent + fields > _FIXED_ARRAY_BUDGET:
+        return None
+    _fixed_array_spent += fields
+    unpack = cache[key] = struct.Struct(">" + template % key[1:] * n).unpack_from
+    return unpack
+
+
 def _write_unknown_tags(tags, w):
     _write_tags(sorted(tags, key=operator.itemgetter(0)), w)
 
@@ -222,6 +241,7 @@ class _Compiler:
             "_write_unknown_tags": _write_unknown_tags,
             "_mv": memoryview,
             "_fixed_array": _fixed_array,
+            "_shaped_array": _shaped_array,
             "_map": map,
             "_repeat": itertools.repeat,
             "_list": list,
@@ -617,7 +637,11 @@ class _Compiler:
                 s(f"{var} = [*{small_name}[{n}](buf, pos)] if {n} < _SMALL else {unpack_name}({n}, buf, pos)")
                 s("pos = e" if checked else f"pos += {n} * {width}")
             else:
-                bulk = not checked and f.struct is not None and self.emit_fixed_struct_array(f, var, n)
+                bulk = (
+                    not checked
+                    and f.struct is not None
+                    and (self.emit_fixed_struct_array(f, var, n) or self.emit_shaped_struct_array(f, var, n))
+                )
                 if bulk:
                     s(f"if {var} is None:")
                     s.indent()
@@ -759,6 +783,139 @@ class _Compiler:
             s.dedent()
         s.dedent()
         s.dedent()
+        return True
+
+    def emit_shaped_struct_array(self, f: FieldSpec, var: str, n: str) -> bool:
+        """For an array of structs whose elements are fixed-width fields and arrays of fixed-width
+        values (a metadata partition: ids, then replica, ISR and offline lists): read the length of
+        each inner array in the first element, unpack the whole array in one struct call compiled for
+        that shape, and check that every element has the same lengths and an empty tag section (the
+        length and tag bytes are skipped by the format and counted in strided slices of the input).
+        Anything else (other lengths in some element, a null or long inner array, a tag, too short
+        an input) leaves ``var`` None, and the general loop decodes the array."""
+        v = self.version
+        st = f.struct
+        assert st is not None  # called for arrays of structs only
+        fields = [g for g in st.fields if g.present(v)]
+
+        def scalar(g: FieldSpec) -> bool:
+            return not g.is_array and g.type in FIXED_TYPES
+
+        def values(g: FieldSpec) -> bool:
+            return g.is_array and g.type in FIXED_TYPES and g.type != "uuid"
+
+        if not fields or any(g.is_tagged(v) or not (scalar(g) or values(g)) for g in fields):
+            return False
+        if not any(g.is_array for g in fields):
+            return False
+        if any(g.is_struct for g in self.class_fields[st.name] if not g.present(v)):
+            return False
+        s = self.src
+        # Walk the element: the byte offset of a field in it is a constant plus each earlier inner
+        # array's count times its width, its index in the flat values a constant plus the counts.
+        template, const, nvalues = "", 0, 0
+        terms: list[tuple[str, int]] = []  # (count variable, width) of each inner array so far
+        cond = [f"{n} >= {_FIXED_ARRAY_MIN}"]
+        counts: list[str] = []
+        index: dict[str, str] = {}
+        length_checks: list[tuple[str, str]] = []  # (byte offset in an element, expected length byte)
+        flat_checks: list[tuple[str, str]] = []  # (value index in an element, expected value)
+
+        def offset() -> str:
+            return f"{const}" + "".join(f" + {c} * {w}" for c, w in terms)
+
+        for g in fields:
+            at = f"{nvalues}" + "".join(f" + {c}" for c in counts)
+            ch, width = FIXED_TYPES[g.type]
+            if scalar(g):
+                template += ch
+                const += width
+                nvalues += 1
+                index[g.attr] = at
+                continue
+            c = self.tmp(f"{g.attr}_count_")
+            if g.compact(v, self.flexible):
+                # one length byte, as long as the array holds fewer than 127 values
+                cond.append(f"pos + {offset()} < L and 0 <= ({c} := buf[pos + {offset()}] - 1) < 127")
+                template += f"x%d{ch}"
+                length_checks.append((offset(), f"{c} + 1"))
+                index[g.attr] = at
+                const += 1
+            else:
+                cond.append(f"pos + {offset()} + 4 <= L and 0 <= ({c} := _I32(buf, pos + {offset()})[0]) < 127")
+                template += f"i%d{ch}"
+                flat_checks.append((at, c))
+                index[g.attr] = f"{at} + 1"
+                nvalues += 1
+                const += 4
+            counts.append(c)
+            terms.append((c, width))
+        if self.flexible:
+            template += "x"  # the tag byte: 0 in every element, counted apart
+            const += 1
+        K, S = self.tmp(f"{f.attr}_stride_"), self.tmp(f"{f.attr}_size_")
+        fu, flat = self.tmp(f"{f.attr}_unpack_"), self.tmp(f"{f.attr}_flat_")
+        lst, x, j = self.tmp(f"{f.attr}_list_"), self.tmp(f"{f.attr}_item_"), self.tmp(f"{f.attr}_base_")
+        cache = self.const(_SHAPED_ARRAY_CACHES.setdefault(template, {}), "_SA")
+        s(f"{var} = None")
+        s(f"if {' and '.join(cond)}:")
+        s.indent()
+        # the size in bytes of an element shaped like the first
+        s(f"{S} = {offset()}")
+        s(f"{K} = {nvalues}{''.join(f' + {c}' for c in counts)}")
+        key = f"({n}, {', '.join(counts)})"
+        s(f"if pos + {n} * {S} <= L:")
+        s.indent()
+        s(f"{fu} = {cache}.get({key})")
+        s(f"if {fu} is None: {fu} = _shaped_array({cache}, {key}, {template!r}, {K})")
+        s(f"if {fu} is not None:")
+        s.indent()
+        end = f"pos + {n} * {S}"
+        checks = []
+        for o, expect in length_checks:
+            strided = f"buf[pos + {o}:{end}:{S}]"
+            checks.append(f"({strided} if B else _bytes({strided})).count({expect}) == {n}")
+        if self.flexible:
+            strided = f"buf[pos + {S} - 1:{end}:{S}]"
+            checks.append(f"({strided} if B else _bytes({strided})).count(0) == {n}")
+        if flat_checks:
+            s(f"{flat} = {fu}(buf, pos)")
+            checks += [f"{flat}[{o}::{K}].count({c}) == {n}" for o, c in flat_checks]
+        s(f"if {' and '.join(checks)}:")
+        s.indent()
+        if not flat_checks:
+            s(f"{flat} = {fu}(buf, pos)")
+        # slices of a list are lists: each inner array is a slice of the flat values
+        s(f"{lst} = _list({flat})")
+        s(f"{var} = [*_map(_new, _repeat(C_{st.name}, {n}))]")
+        names, sources, by_attr = [], [], {}
+        for g in fields:
+            start = index[g.attr]
+            if scalar(g):
+                name = by_attr[g.attr] = self.tmp(f"{g.attr}_")
+                names.append(name)
+                sources.append(f"{flat}[{start}::{K}]")
+            else:
+                # at a constant distance from the element's first value
+                c = counts[[h.attr for h in fields if h.is_array].index(g.attr)]
+                a, b = self.tmp(f"{g.attr}_from_"), self.tmp(f"{g.attr}_to_")
+                s(f"{a} = {start}; {b} = {a} + {c}")
+                by_attr[g.attr] = f"{lst}[{j} + {a}:{j} + {b}]"
+        sources.append(f"range(0, {n} * {K}, {K})")
+        s(f"for {x}, {', '.join(names + [j])} in zip({var}, {', '.join(sources)}):")
+        s.indent()
+        for g in self.class_fields[st.name]:
+            value = by_attr.get(g.attr)
+            if value is None:
+                value = self.default_expr(g)
+            elif g.type == "uuid" and not g.is_array:
+                value = self.uuid_expr(value, False)
+            s(f"{x}.{g.attr} = {value}")
+        s(f"{x}._unknown_tags = None")
+        s.dedent()
+        s(f"pos += {n} * {S}")
+        for _ in range(4):
+            s.dedent()
         return True
 
     def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str) -> None:
