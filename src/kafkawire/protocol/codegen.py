@@ -19,7 +19,9 @@ as the work it does: it reads the length or tag byte that follows a fixed run
 in the run's own struct call, decodes varints of up to three bytes in line,
 leaves bound checks to the struct calls where they fail anyway (any exception
 sends the input to the checked decoder), decodes arrays of fixed-width structs
-in one struct call, and shares decoded UUIDs. It must never accept input the
+in one struct call (and arrays of structs holding fixed-width value arrays, such
+as a partition's replica lists, in one call per shape of their elements), and
+shares decoded UUIDs. It must never accept input the
 checked decoder rejects: every short cut has a test next to its general path
 in tests/protocol/test_decode_fast_paths.py.
 """
