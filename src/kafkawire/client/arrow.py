@@ -93,6 +93,10 @@ def _record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list
         if b0 < 0x80:
             lsize = 1
             ln = (b0 >> 1) ^ -(b0 & 1)
+        elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes: inline, a call per record is a third of the walk
+            lsize = 2
+            u = (b0 & 0x7F) | (data[pos + 1] << 7)
+            ln = (u >> 1) ^ -(u & 1)
         else:
             ln, q = _varint(data, pos)
             lsize = q - pos
