@@ -767,6 +767,12 @@ class BrokerConfig:
                 out.append((syn, d.default, DEFAULT_CONFIG))
         return out
 
+    @property
+    def topic_defaults_generation(self) -> object:
+        """An object that stays the same until topic defaults may change (``apply_dynamic``): the key for a
+        cache of values derived from topic configs, compared by identity."""
+        return self.__dict__.setdefault("_topic_defaults", {})
+
     def topic_default(self, name: str) -> tuple[str, int, str | None]:
         """(value, source, broker synonym that supplied it) of a topic config with no topic override."""
         cache = self.__dict__.setdefault("_topic_defaults", {})

@@ -11,6 +11,7 @@ the connection is closed, which is how Kafka tells such a producer.
 from __future__ import annotations
 
 import functools
+import weakref
 
 from kafkawire.net.server import CloseConnection
 from kafkawire.protocol import errors
@@ -26,9 +27,28 @@ from ._common import find_topic, log, now_ms, partition_log, storage_error_code
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
+_RULES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # broker -> {topic: (configs, generation, rules)}
 
 
 def _rules(broker, meta) -> validation.TopicRules:
+    """The topic's rules, resolved once per change of its configs or of the broker's topic defaults: a topic's
+    configs are replaced, never changed in place, when altered (as the storage engines' settings caches rely
+    on), and the broker's defaults say when they change."""
+    configs, generation = meta.configs, broker.config.topic_defaults_generation
+    cache = _RULES.get(broker)
+    if cache is None:
+        cache = _RULES[broker] = {}
+    cached = cache.get(meta.name)
+    if cached is not None and cached[0] is configs and cached[1] is generation:
+        return cached[2]
+    rules = _resolve_rules(broker, meta)
+    if len(cache) > 10_000:  # names of deleted topics are never looked up again
+        cache.clear()
+    cache[meta.name] = (configs, generation, rules)
+    return rules
+
+
+def _resolve_rules(broker, meta) -> validation.TopicRules:
     value, configs = broker.config.topic_value, meta.configs
     return validation.TopicRules(
         int(value(configs, "max.message.bytes")),
@@ -41,12 +61,20 @@ def _rules(broker, meta) -> validation.TopicRules:
 
 
 def _prepare(
-    broker, version: int, meta, records, partition: int = -1, transactional_id: str | None = None
+    broker,
+    version: int,
+    meta,
+    records,
+    partition: int = -1,
+    transactional_id: str | None = None,
+    rules: validation.TopicRules | None = None,
+    found: list | None = None,
 ) -> Accepted | Refusal | None:
     """The partition's records checked and ready to append, why they are refused, or None (nothing to
     append). The broker's own checks (transactions, internal topics) stand where Kafka makes them: after the
-    request-level format checks, before the log validates the batches."""
-    found = validation.check_format(records, version)
+    request-level format checks, before the log validates the batches. ``rules``: the topic's (looked up once
+    per topic of a request); ``found``: the frames the request-level walk found in ``records``."""
+    found = validation.check_format(records, version, found)
     if found is None or isinstance(found, Refusal):
         return found
     if validation.has_transactional_batch(records, found):
@@ -69,7 +97,12 @@ def _prepare(
     if meta.name in INTERNAL_TOPICS:
         return Refusal(errors.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {meta.name}")
     return validation.validate(
-        records, found, version, _rules(broker, meta), now_ms(), broker.leader_epochs.current(meta.name, partition)
+        records,
+        found,
+        version,
+        rules if rules is not None else _rules(broker, meta),
+        now_ms(),
+        broker.leader_epochs.current(meta.name, partition),
     )
 
 
@@ -138,14 +171,18 @@ def produce(broker, ctx, body):
     by_id = version >= 13
     responses = []
     work = []  # (partition response, meta, partition, log, buf, header, lat)
-    whole = validation.request_refusal(
+    # one walk of every partition's frames: the request-level checks, and then each partition's format check
+    walked, whole = validation.request_frames(
         (p.records for t in body.topic_data for p in t.partition_data), body.transactional_id
     )
+    walk = iter(walked)
     for t in body.topic_data:
         meta = find_topic(broker, None if by_id else t.name, t.topic_id if by_id else None)
         tr = TopicResponse(name=t.name, topic_id=t.topic_id, partition_responses=[])
         responses.append(tr)
+        rules = None  # the topic's configs, looked up once per topic
         for p in t.partition_data:
+            found = next(walk, None)
             pr = PartitionResponse(
                 index=p.index,
                 error_code=0,
@@ -169,7 +206,9 @@ def produce(broker, ctx, body):
             if plog is None:
                 pr.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            prepared = _prepare(broker, version, meta, p.records, p.index, body.transactional_id)
+            if rules is None:
+                rules = _rules(broker, meta)
+            prepared = _prepare(broker, version, meta, p.records, p.index, body.transactional_id, rules, found)
             if prepared is None:
                 continue
             if isinstance(prepared, Refusal):
@@ -190,11 +229,7 @@ def produce(broker, ctx, body):
                 )
                 continue
             buf, header = prepared
-            lat = (
-                now_ms()
-                if broker.config.topic_value(meta.configs, "message.timestamp.type") == "LogAppendTime"
-                else None
-            )
+            lat = now_ms() if rules.timestamp_type == "LogAppendTime" else None
             work.append((pr, meta, p.index, plog, buf, header, lat))
     if not work:
         return _respond(ctx, acks, responses)

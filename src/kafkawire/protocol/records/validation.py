@@ -131,17 +131,32 @@ def request_refusal(record_sets: Iterable, transactional_id: str | None) -> Refu
     walks every batch of the request to learn whether it holds transactional records: a framing error there
     fails the whole request (with its message), and transactional records without a transactional id fail
     it with TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    return request_frames(record_sets, transactional_id)[1]
+
+
+def request_frames(record_sets: Iterable, transactional_id: str | None) -> tuple[list, Refusal | None]:
+    """``request_refusal``, with the frames walked in each record set (None for an empty one) so that
+    ``check_format`` need not walk them again; the list stops at a framing error."""
     transactional = False
+    walked: list[list[Frame] | None] = []
     for records in record_sets:
         if not records:
+            walked.append(None)
             continue
         found, problem = frames(records)
         if problem is not None:
-            return Refusal(errors.CORRUPT_MESSAGE, problem, answer=problem)
-        transactional = transactional or any(_transactional(records, f) for f in found)
+            return walked, Refusal(errors.CORRUPT_MESSAGE, problem, answer=problem)
+        walked.append(found)
+        if not transactional:
+            for f in found:
+                if _transactional(records, f):
+                    transactional = True
+                    break
     if transactional and transactional_id is None:
-        return Refusal(errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id")
-    return None
+        return walked, Refusal(
+            errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactional records without a transactional id"
+        )
+    return walked, None
 
 
 def has_transactional_batch(records, found: list[Frame]) -> bool:
@@ -154,15 +169,16 @@ def has_transactional_batch(records, found: list[Frame]) -> bool:
     return False
 
 
-def check_format(records, version: int) -> list[Frame] | Refusal | None:
+def check_format(records, version: int, found: list[Frame] | None = None) -> list[Frame] | Refusal | None:
     """The request-level checks of one partition's records for a Produce ``version``: its whole entries, a
     Refusal, or None when there is nothing to append (no records before v3). Framing errors have already
-    failed the whole request (``request_refusal``)."""
+    failed the whole request (``request_refusal``); ``found``: the frames ``request_frames`` walked there."""
     if records is None or len(records) == 0:
         if version >= 3:
             return Refusal(errors.INVALID_RECORD, f"a produce request v{version} needs a record batch")
         return None
-    found, _ = frames(records)
+    if found is None:
+        found, _ = frames(records)
     if not found:
         if version >= 3:
             return Refusal(errors.INVALID_RECORD, f"no whole record batch in {len(records)} bytes")
@@ -197,13 +213,19 @@ def validate(
     whole = last.position + last.size
     if whole < len(records):  # bytes after the last whole entry are dropped, as Kafka drops them
         records = memoryview(records)[:whole]
-    try:
-        entries = list(iter_batches(records, allow_partial=False))
-    except CorruptRecordError as exc:
-        return Refusal(errors.CORRUPT_MESSAGE, str(exc))
+    # The frames already are the walk when every entry is a v2 batch at least a header long (whole entries, by
+    # check_format): all the reader would add. A message set or a short v2 entry takes the reader's checks.
+    entries = found
+    for f in found:
+        if f.magic != 2 or f.size < HEADER_SIZE:
+            try:
+                entries = list(iter_batches(records, allow_partial=False))
+            except CorruptRecordError as exc:
+                return Refusal(errors.CORRUPT_MESSAGE, str(exc))
+            break
     max_bytes = rules.max_message_bytes
     buf = records
-    if any(e.magic != 2 for e in entries):
+    if entries is not found and any(e.magic != 2 for e in entries):
         # An old producer's message set: check it, then up-convert to v2 batches.
         for e in entries:
             if e.magic != 2 and e.size > max_bytes:
