@@ -274,6 +274,8 @@ class LogSegment:
         fd = file.fileno()
         position, end = self.size, self.size + total
         try:
+            if len(buffers) <= _IOV_MAX and os.pwritev(fd, buffers, position) == total:
+                return  # the usual case: every byte in one call (a short write goes on below)
             pending = [memoryview(b).cast("B") for b in buffers]
             first = 0  # pending[:first] are fully written
             while first < len(pending):

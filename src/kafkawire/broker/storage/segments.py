@@ -217,10 +217,15 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         view = memoryview(batches).cast("B")
         infos = _batch.split(view)
         settings = self._settings()
-        total = sum(i.size for i in infos)
-        records = sum(i.last_offset - i.base_offset + 1 for i in infos)
-        messages = sum(i.record_count for i in infos)
-        incoming_max_ts = log_append_time if log_append_time is not None else max(i.max_timestamp for i in infos)
+        if len(infos) == 1:  # a Produce request's one batch (v3+ allows no more): no walks over a list
+            only = infos[0]
+            total, records, messages = only.size, only.last_offset - only.base_offset + 1, only.record_count
+            incoming_max_ts = log_append_time if log_append_time is not None else only.max_timestamp
+        else:
+            total = sum(i.size for i in infos)
+            records = sum(i.last_offset - i.base_offset + 1 for i in infos)
+            messages = sum(i.record_count for i in infos)
+            incoming_max_ts = log_append_time if log_append_time is not None else max(i.max_timestamp for i in infos)
         with self._write_lock:
             if self._closed:
                 raise StorageError(f"{self.topic}-{self.partition} is closed")
