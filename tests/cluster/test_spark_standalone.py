@@ -362,10 +362,11 @@ def test_executors_exchange_the_records_with_the_brokers_not_the_driver(
     assert f'TRAFFIC {{"count": {n}, "bytes": {data}}}' in out, out
     t = traffic.totals()
     print({role: {k: (sorted(v) if isinstance(v, set) else v) for k, v in row.items()} for role, row in t.items()})
-    # the records came to executor processes, from all three brokers, and went from executor processes to them
-    # (a connection no sample saw open would be "unknown": the executors' share must be nearly all of the data,
-    # and with the unknown all of it, protocol bytes on top)
-    assert t["executor"]["received"] >= 0.9 * data and t["executor"]["sent"] >= 0.9 * data, t
+    # the records came to executor processes, from all three brokers, and went from executor processes to them.
+    # A connection no sample saw open counts as "unknown": with load averages of 12-30 on the two cores, one
+    # partition's read (a third of the data) was missed in some runs. So: the executors' attributed share is most
+    # of the data, and with the unknown all of it (protocol bytes on top); through the driver it would be ~0.
+    assert t["executor"]["received"] >= 0.5 * data and t["executor"]["sent"] >= 0.5 * data, t
     assert t["executor"]["received"] + t["unknown"]["received"] >= data, t
     assert t["executor"]["sent"] + t["unknown"]["sent"] >= data, t
     assert t["executor"]["peers"] == set(ports), t
