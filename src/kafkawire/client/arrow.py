@@ -42,6 +42,12 @@ import pyarrow as pa
 
 from ..protocol.records import CorruptRecordError, RecordBatch
 from ..protocol.records.batch import HEADER, MIN_RECORD_SIZE
+from ..protocol.records.walk import (
+    expand as _expand,
+    record_runs as _record_runs,
+    varint as _varint,
+    varints as _varints,
+)
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 _BASE_FIELDS = [
@@ -59,119 +65,6 @@ SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADER_TYPE)
 _TIMESTAMP_TYPE_MASK = 0x08
 # the records sections gathered in one piece stay below this (binary arrays have int32 offsets)
 MAX_BUFFER = (1 << 31) - 1
-# runs shorter than this are walked one record at a time (a strided slice costs more than a few steps)
-_MIN_RUN = 4
-
-
-def _varint(data, pos):
-    """Zigzag varint at ``pos`` -> (value, new pos); for the walk and headers."""
-    shift = 0
-    raw = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes", position=pos)
-
-
-def _record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]:
-    """Walk ``count`` records from ``pos``: (run starts, record sizes, records per run).
-
-    A run is a stretch of records of one size; a record unlike its neighbours is a run of one.
-    Raises :class:`CorruptRecordError` when the records do not fit below ``end``."""
-    starts: list[int] = []
-    sizes: list[int] = []
-    lengths: list[int] = []
-    s_app, z_app, n_app = starts.append, sizes.append, lengths.append
-    left = count
-    while left:
-        b0 = data[pos]
-        if b0 < 0x80:
-            lsize = 1
-            ln = (b0 >> 1) ^ -(b0 & 1)
-        elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes: inline, a call per record is a third of the walk
-            lsize = 2
-            u = (b0 & 0x7F) | (data[pos + 1] << 7)
-            ln = (u >> 1) ^ -(u & 1)
-        else:
-            ln, q = _varint(data, pos)
-            lsize = q - pos
-        if ln < MIN_RECORD_SIZE - 1:
-            raise CorruptRecordError(f"record length {ln} at byte {pos} of the records section")
-        size = lsize + ln
-        nxt = pos + size
-        m = 1
-        if left >= _MIN_RUN and lsize <= 2 and nxt < end and data[nxt] == b0:
-            # the next record starts with the same length bytes: count how many in a row do
-            stop = min(end, pos + size * left)
-            firsts = data[pos:stop:size]
-            m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
-            if lsize == 2:
-                seconds = data[pos + 1 : stop : size][:m]
-                m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
-            m = max(1, min(m, left))
-        s_app(pos)
-        z_app(size)
-        n_app(m)
-        pos += size * m
-        left -= m
-        if pos > end:
-            raise CorruptRecordError(f"record runs past the end of the records section ({pos} > {end})")
-    if pos != end:
-        raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section")
-    return starts, sizes, lengths
-
-
-def _expand(starts: list, sizes: list, lengths: list, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """(start, end) of every record, from the runs."""
-    if len(starts) == count:
-        s = np.array(starts, np.int64)
-        return s, s + np.array(sizes, np.int64)
-    z = np.repeat(np.array(sizes, np.int64), lengths)
-    n = np.array(lengths, np.int64)
-    first = np.cumsum(n) - n  # row of each run's first record
-    s = np.repeat(np.array(starts, np.int64) - first * np.array(sizes, np.int64), lengths)
-    s += np.arange(count, dtype=np.int64) * z
-    return s, s + z
-
-
-def _varints(u: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
-    """The zigzag varint at each position ``at`` of ``u``: (values int64, widths: 1 when all are 1 byte).
-
-    Positions past the buffer read its last byte (``mode="clip"``): the record checks that follow
-    catch what that makes of a corrupt record."""
-    b = u.take(at, mode="clip")
-    more = b >= 0x80
-    if not more.any():
-        v = (b >> 1).astype(np.int64)
-        v ^= -(b & 1).astype(np.int64)
-        return v, 1
-    b2 = u.take(at + 1, mode="clip")
-    if not (more & (b2 >= 0x80)).any():  # 1- and 2-byte varints (deltas up to 8191): no index arrays
-        raw = (b & 0x7F).astype(np.int64)
-        raw |= (b2.astype(np.int64) << 7) * more
-        v = raw >> 1
-        v ^= -(raw & 1)
-        return v, more + 1
-    raw = (b & 0x7F).astype(np.uint64)
-    width = np.ones(len(at), np.int64)
-    idx = np.flatnonzero(more)
-    for k in range(1, 10):
-        nb = u.take(at[idx] + k, mode="clip")
-        raw[idx] |= (nb & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-        width[idx] += 1
-        idx = idx[nb >= 0x80]
-        if not len(idx):
-            break
-    else:
-        raise CorruptRecordError("varint longer than 10 bytes")
-    v = (raw >> np.uint64(1)).astype(np.int64)
-    v ^= -(raw & np.uint64(1)).astype(np.int64)
-    return v, width
 
 
 class _Piece:

@@ -5,8 +5,9 @@ LogValidator batch by batch), sans-IO.
 The records, the Produce version and the topic's rules go in; out comes either an ``Accepted`` (the buffer
 to append, its partition leader epoch set, and the header an idempotent producer's sequence check needs) or
 a ``Refusal`` with Kafka's error code. Header fields are read through the layout ``batch`` owns
-(``read_header``); records are decoded only to check timestamps, up-convert an old message set or
-recompress.
+(``read_header``); every batch's records are walked as Kafka reads them (``walk.unreadable``: in bulk,
+decompressed when compressed, as Kafka decompresses each one) and decoded only to check timestamps or keys,
+up-convert an old message set or recompress.
 
 The order matters to the answer, not only to the code: checks of the batch as a whole answer without the
 partition's log start offset, checks of its contents with it (``Refusal.validated``), and Kafka sends a
@@ -28,6 +29,7 @@ from .batch import (
     LENGTH_OFFSET,
     MAGIC_OFFSET,
     PRODUCER_ID_OFFSET,
+    RECORDS_OFFSET,
     TRANSACTIONAL_MASK,
     BatchHeader,
     RecordBatch,
@@ -35,12 +37,14 @@ from .batch import (
     set_partition_leader_epoch,
 )
 from .builder import build_batch
+from .codecs import decompress
 from .convert import message_set_to_batches
 from .crc import crc32c
 from .errors import CorruptRecordError
 from .legacy import RECORD_OVERHEAD_V0
 from .model import Compression
 from .reader import iter_batches
+from .walk import BUFFER, SKIP, WHOLE, unreadable
 
 LOG_OVERHEAD = LENGTH_OFFSET + 4  # base offset + length: what every entry of any magic starts with
 _UP_TO_MAGIC = MAGIC_OFFSET + 1
@@ -245,6 +249,7 @@ def validate(
         view = memoryview(buf)
     before_max, after_max = rules.timestamp_before_max_ms, rules.timestamp_after_max_ms
     check_ts = rules.timestamp_type == "CreateTime" and (before_max < _LONG_MAX or after_max < _LONG_MAX)
+    target = TARGET_CODECS.get(rules.compression_type)
     header = None
     for e in entries:
         pos = e.position
@@ -285,6 +290,9 @@ def validate(
                 f"invalid sequence number {h.base_sequence} for producer {h.producer_id}",
                 validated=True,
             )
+        refusal = _check_records(view, pos, size, attributes & COMPRESSION_MASK, count, target)
+        if refusal is not None:
+            return refusal
         if rules.compacted:
             refusal = _check_keys(view[pos : pos + size])
             if refusal is not None:
@@ -295,7 +303,6 @@ def validate(
                 return refusal
         header = h
         set_partition_leader_epoch(view, pos, leader_epoch)  # not covered by the CRC
-    target = TARGET_CODECS.get(rules.compression_type)
     if target is not None and any(
         view[e.position + ATTRIBUTES_OFFSET + 1] & COMPRESSION_MASK != target for e in entries
     ):
@@ -308,6 +315,28 @@ def validate(
     if len(entries) > 1 or header is None or header.producer_id < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return tuple.__new__(Accepted, (buf, header))  # (Accepted() is slower, per partition of every request)
+
+
+def _check_records(view, pos: int, size: int, codec: int, count: int, target: int | None) -> Refusal | None:
+    """Every record of the batch readable, as Kafka's LogValidator reads each batch's records on produce
+    (decompressing a compressed one): Kafka's code for what it cannot read (``walk.unreadable``), no message,
+    as Kafka sends none for these."""
+    section = view[pos + RECORDS_OFFSET : pos + size]
+    if codec == 0:
+        problem = unreadable(section.tobytes(), count, BUFFER)
+    else:
+        try:
+            # Kafka streams the decompression without a cap; the cap here keeps one batch's memory bounded
+            data = decompress(codec, section)
+        except CorruptRecordError as exc:
+            # Kafka: an IOException of the decompressing stream, which it answers as UNKNOWN_SERVER_ERROR
+            return Refusal(
+                errors.UNKNOWN_SERVER_ERROR, f"cannot decompress record batch at byte {pos}: {exc}", validated=True
+            )
+        problem = unreadable(data, count, SKIP if target is None or target == codec else WHOLE)
+    if problem is None:
+        return None
+    return Refusal(problem[0], f"record batch at byte {pos}: {problem[1]}", validated=True)
 
 
 def _check_keys(batch) -> Refusal | None:

@@ -1,0 +1,364 @@
+"""The records section of a v2 batch walked record by record, sans-IO: the layout walk the consumer's Arrow
+decoder builds on, and the check a partition leader makes of a producer's records, as Kafka reads them.
+
+The walk (``record_runs``, ``expand``, ``varints``) finds where records start without a Python step per
+record when neighbouring records have one size, and reads each varint field of every record at once with
+numpy. ``unreadable`` uses it to accept a well-formed section in bulk; only a section that fails the bulk
+check is walked again one record at a time with Kafka's reading rules, which decide the answer:
+
+* an uncompressed section is read as Kafka reads a ByteBuffer: a record's length varint longer than 5 bytes
+  escapes as an exception Kafka does not map (UNKNOWN_SERVER_ERROR); any other flaw (the section ending
+  before the batch's count of records, a length past the section, fields not filling the record exactly, a
+  negative header count or header key length, records left after the count) is INVALID_RECORD;
+* a decompressed section is read as Kafka reads a stream, where every flaw is INVALID_RECORD. Kept with its
+  codec, Kafka only skips over keys, values and headers and ignores each record's length (``SKIP``); rebuilt
+  with another codec, each record is read whole within its length (``WHOLE``).
+
+numpy is optional here: without it every section takes the record-by-record walk.
+"""
+
+from __future__ import annotations
+
+from .. import errors
+from .batch import MIN_RECORD_SIZE
+from .errors import CorruptRecordError
+
+try:
+    import numpy as np
+except ImportError:  # the broker does not require numpy; the walk below is then the only check
+    np = None
+
+# runs shorter than this are walked one record at a time (a strided slice costs more than a few steps)
+_MIN_RUN = 4
+_U32 = 0xFFFFFFFF
+
+# how a records section is read (``unreadable``)
+BUFFER = 0  # uncompressed
+SKIP = 1  # decompressed, appended with its own codec
+WHOLE = 2  # decompressed, rebuilt with the topic's codec
+
+
+def varint(data, pos):
+    """Zigzag varint at ``pos`` -> (value, new pos); for the walk and headers."""
+    shift = 0
+    raw = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes", position=pos)
+
+
+def record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]:
+    """Walk ``count`` records from ``pos``: (run starts, record sizes, records per run).
+
+    A run is a stretch of records of one size; a record unlike its neighbours is a run of one.
+    Raises :class:`CorruptRecordError` when the records do not fit below ``end``."""
+    starts: list[int] = []
+    sizes: list[int] = []
+    lengths: list[int] = []
+    s_app, z_app, n_app = starts.append, sizes.append, lengths.append
+    left = count
+    while left:
+        b0 = data[pos]
+        if b0 < 0x80:
+            lsize = 1
+            ln = (b0 >> 1) ^ -(b0 & 1)
+        elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes: inline, a call per record is a third of the walk
+            lsize = 2
+            u = (b0 & 0x7F) | (data[pos + 1] << 7)
+            ln = (u >> 1) ^ -(u & 1)
+        else:
+            ln, q = varint(data, pos)
+            lsize = q - pos
+        if ln < MIN_RECORD_SIZE - 1:
+            raise CorruptRecordError(f"record length {ln} at byte {pos} of the records section")
+        size = lsize + ln
+        nxt = pos + size
+        m = 1
+        if left >= _MIN_RUN and lsize <= 2 and nxt < end and data[nxt] == b0:
+            # the next record starts with the same length bytes: count how many in a row do
+            stop = min(end, pos + size * left)
+            firsts = data[pos:stop:size]
+            m = len(firsts) - len(firsts.lstrip(bytes((b0,))))
+            if lsize == 2:
+                seconds = data[pos + 1 : stop : size][:m]
+                m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
+            m = max(1, min(m, left))
+        s_app(pos)
+        z_app(size)
+        n_app(m)
+        pos += size * m
+        left -= m
+        if pos > end:
+            raise CorruptRecordError(f"record runs past the end of the records section ({pos} > {end})")
+    if pos != end:
+        raise CorruptRecordError(f"records end at byte {pos} of {end} in the records section")
+    return starts, sizes, lengths
+
+
+def expand(starts: list, sizes: list, lengths: list, count: int):
+    """(start, end) of every record, from the runs (numpy arrays)."""
+    if len(starts) == count:
+        s = np.array(starts, np.int64)
+        return s, s + np.array(sizes, np.int64)
+    z = np.repeat(np.array(sizes, np.int64), lengths)
+    n = np.array(lengths, np.int64)
+    first = np.cumsum(n) - n  # row of each run's first record
+    s = np.repeat(np.array(starts, np.int64) - first * np.array(sizes, np.int64), lengths)
+    s += np.arange(count, dtype=np.int64) * z
+    return s, s + z
+
+
+def varints(u, at):
+    """The zigzag varint at each position ``at`` of ``u``: (values int64, widths: 1 when all are 1 byte).
+
+    Positions past the buffer read its last byte (``mode="clip"``): the record checks that follow
+    catch what that makes of a corrupt record."""
+    b = u.take(at, mode="clip")
+    more = b >= 0x80
+    if not more.any():
+        v = (b >> 1).astype(np.int64)
+        v ^= -(b & 1).astype(np.int64)
+        return v, 1
+    b2 = u.take(at + 1, mode="clip")
+    if not (more & (b2 >= 0x80)).any():  # 1- and 2-byte varints (deltas up to 8191): no index arrays
+        raw = (b & 0x7F).astype(np.int64)
+        raw |= (b2.astype(np.int64) << 7) * more
+        v = raw >> 1
+        v ^= -(raw & 1)
+        return v, more + 1
+    raw = (b & 0x7F).astype(np.uint64)
+    width = np.ones(len(at), np.int64)
+    idx = np.flatnonzero(more)
+    for k in range(1, 10):
+        nb = u.take(at[idx] + k, mode="clip")
+        raw[idx] |= (nb & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        width[idx] += 1
+        idx = idx[nb >= 0x80]
+        if not len(idx):
+            break
+    else:
+        raise CorruptRecordError("varint longer than 10 bytes")
+    v = (raw >> np.uint64(1)).astype(np.int64)
+    v ^= -(raw & np.uint64(1)).astype(np.int64)
+    return v, width
+
+
+def unreadable(data: bytes, count: int, mode: int) -> tuple[int, str] | None:
+    """Why Kafka's broker cannot read ``count`` records out of the records section ``data`` read the
+    ``mode`` way: (error code, text for the broker's log), or None when it can."""
+    if np is not None and _well_formed(data, count):
+        return None
+    return _as_kafka_reads(data, count, mode)
+
+
+def _well_formed(data: bytes, count: int) -> bool:
+    """Every record laid out exactly as a producer writes it, checked in bulk. True only for sections Kafka
+    reads in every mode (lengths and widths within what its readers take); False sends the section to the
+    record-by-record walk, which may still accept it."""
+    end = len(data)
+    if count <= 0 or count > end // MIN_RECORD_SIZE:
+        return False
+    try:
+        start, stop = expand(*record_runs(data, 0, end, count), count)
+        u = np.frombuffer(data, np.uint8)
+        length, lw = varints(u, start)
+        at = start + lw + 1  # after the length and the attributes byte
+        _, w = varints(u, at)  # timestamp delta (a varlong: up to 10 bytes, as varints reads)
+        at = at + w
+        _, ow = varints(u, at)  # offset delta
+        at = at + ow
+        kl, kw = varints(u, at)
+        ks = at + kw
+        ke = ks + np.maximum(kl, 0)
+        vl, vw = varints(u, ke)
+    except (CorruptRecordError, IndexError):
+        return False
+    vs = ke + vw
+    ve = vs + np.maximum(vl, 0)
+    hc = u.take(ve, mode="clip")
+    # Kafka reads an int varint of at most 5 bytes
+    if max(np.max(lw), np.max(ow), np.max(kw), np.max(vw)) > 5:
+        return False
+    ok = (kl >= -1) & (kl < stop - ks) & (vl >= -1) & (vl < stop - vs) & (start + lw + length == stop)
+    plain = hc == 0
+    ok &= ~plain | (ve + 1 == stop)
+    if not ok.all():
+        return False
+    if not plain.all():  # records with headers: each walked (a header's fields have no fixed place)
+        for i in np.flatnonzero(~plain).tolist():
+            if _headers_end(data, int(ve[i]), int(stop[i])) != int(stop[i]):
+                return False
+    return True
+
+
+def _headers_end(data: bytes, pos: int, stop: int) -> int:
+    """Where a record's well-formed headers end, or -1."""
+    try:
+        n, pos = varint(data, pos)
+        if n < 0 or n > stop - pos:
+            return -1
+        for _ in range(n):
+            kl, pos = varint(data, pos)
+            if kl < 0 or kl > stop - pos:
+                return -1
+            pos += kl
+            vl, pos = varint(data, pos)
+            if vl < -1 or vl > stop - pos:
+                return -1
+            pos += max(vl, 0)
+    except (CorruptRecordError, IndexError):
+        return -1
+    return pos
+
+
+class _Underflow(Exception):
+    """Kafka: BufferUnderflowException."""
+
+
+class _Illegal(Exception):
+    """Kafka: IllegalArgumentException (a varint too long, a slice past the buffer)."""
+
+
+class _Invalid(Exception):
+    """Kafka: InvalidRecordException."""
+
+
+class _Reader:
+    """Java's reads of varints and bytes over ``data[:end]``; ``stream``: past the end a read gives -1 (an
+    InputStream) instead of failing (a ByteBuffer)."""
+
+    __slots__ = ("data", "pos", "end", "stream")
+
+    def __init__(self, data, pos: int, end: int, stream: bool):
+        self.data, self.pos, self.end, self.stream = data, pos, end, stream
+
+    def byte(self) -> int:
+        if self.pos < self.end:
+            b = self.data[self.pos]
+            self.pos += 1
+            return b
+        if self.stream:
+            return 0xFF  # read() == -1, taken as a byte
+        raise _Underflow
+
+    def int32(self) -> int:
+        """ByteUtils.readVarint: at most 5 bytes, bits past 32 dropped."""
+        raw = 0
+        for i in range(5):
+            b = self.byte()
+            if i == 4:
+                if b >= 0x80:
+                    raise _Illegal("varint longer than 5 bytes")
+                raw |= b << 28
+                break
+            raw |= (b & 0x7F) << (7 * i)
+            if b < 0x80:
+                break
+        raw &= _U32
+        v = (raw >> 1) ^ (-(raw & 1) & _U32)
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    def int64(self) -> None:
+        """ByteUtils.readVarlong (the value is not needed): a continuation in a 10th byte fails."""
+        for _ in range(10):
+            if self.byte() < 0x80:
+                return
+        raise _Illegal("varlong longer than 10 bytes")
+
+    def slice(self, n: int) -> None:
+        """Utils.readBytes: a negative length is null; past the end fails."""
+        if n >= 0:
+            if n > self.end - self.pos:
+                raise _Illegal(f"{n} bytes past the end")
+            self.pos += n
+
+    def skip(self, n: int) -> None:
+        """DefaultRecord.skipBytes of a stream."""
+        if n > 0:
+            if n > self.end - self.pos:
+                raise _Invalid("end of stream before the bytes to skip")
+            self.pos += n
+
+
+def _record_body(r: _Reader, size: int) -> None:
+    """DefaultRecord.readFrom after the length: every field read, the record's length consumed exactly."""
+    start = r.pos
+    try:
+        r.byte()  # attributes
+        r.int64()  # timestamp delta
+        r.int32()  # offset delta
+        r.slice(r.int32())  # key
+        r.slice(r.int32())  # value
+        n = r.int32()
+        if n < 0:
+            raise _Invalid(f"negative header count {n}")
+        if n > r.end - r.pos:
+            raise _Invalid(f"header count {n} larger than the bytes left")
+        for _ in range(n):
+            k = r.int32()
+            if k < 0:
+                raise _Invalid(f"negative header key length {k}")
+            r.slice(k)
+            r.slice(r.int32())
+    except (_Underflow, _Illegal) as exc:
+        raise _Invalid(f"invalid record structure ({exc or type(exc).__name__})") from None
+    if r.pos - start != size:
+        raise _Invalid(f"record declares {size} bytes but its fields take {r.pos - start}")
+
+
+def _skip_record(r: _Reader) -> None:
+    """DefaultRecord.readPartiallyFrom: fields read or skipped in turn, the record's length not used."""
+    r.int32()  # length
+    r.byte()  # attributes
+    r.int64()
+    r.int32()
+    r.skip(r.int32())
+    r.skip(r.int32())
+    n = r.int32()
+    if n < 0:
+        raise _Invalid(f"negative header count {n}")
+    for _ in range(n):  # each header reads at least a byte: bounded by the section
+        k = r.int32()
+        if k < 0:
+            raise _Invalid(f"negative header key length {k}")
+        r.skip(k)
+        r.skip(r.int32())
+
+
+def _as_kafka_reads(data, count: int, mode: int) -> tuple[int, str] | None:
+    end = len(data)
+    r = _Reader(data, 0, end, mode != BUFFER)
+    for i in range(count):
+        try:
+            if mode == SKIP:
+                _skip_record(r)
+                continue
+            try:
+                size = r.int32()
+            except _Illegal as exc:
+                if mode == BUFFER:
+                    # outside Kafka's record parse and its iterator's catch of an underflow: an exception it
+                    # answers as UNKNOWN_SERVER_ERROR
+                    return errors.UNKNOWN_SERVER_ERROR, f"record {i} of {count}: its length is a {exc}"
+                raise _Invalid(str(exc)) from None
+            except _Underflow:
+                raise _Invalid("the records section ends before the record's length") from None
+            if size > end - r.pos or (mode == WHOLE and size < 0):
+                raise _Invalid(f"record declares {size} bytes, {end - r.pos} left")
+            if mode == WHOLE:  # the record read out of the stream whole, then parsed within its length
+                rec = _Reader(data, r.pos, r.pos + size, False)
+                _record_body(rec, size)
+                r.pos += size
+            else:
+                _record_body(r, size)
+        except (_Invalid, _Illegal, _Underflow) as exc:
+            return errors.INVALID_RECORD, f"record {i} of {count}: {exc or type(exc).__name__}"
+    if r.pos < end:
+        return errors.INVALID_RECORD, f"{end - r.pos} bytes left in the records section after {count} records"
+    return None
