@@ -39,14 +39,15 @@ def zz(n: int) -> bytes:
 
 
 def record(i: int, headers=((b"h", b"x"),), header_count: int | None = None) -> bytes:
+    value = b"v%d" % i
     body = (
         b"\0"
         + zz(i)  # timestamp delta
         + zz(i)  # offset delta
         + zz(1)
         + b"k"
-        + zz(2)
-        + b"v%d" % i
+        + zz(len(value))
+        + value
         + zz(len(headers) if header_count is None else header_count)
         + b"".join(zz(len(k)) + k + zz(len(v)) + v for k, v in headers)
     )
@@ -140,3 +141,28 @@ def test_unreadable_records_refused_as_kafka(client, reference_kafka):
         assert kept(ref, theirs) == want
     finally:
         ref.close()
+
+
+def test_the_bulk_check_accepts_nothing_kafkas_reading_refuses():
+    """The bulk check lets a section through without the record-by-record walk, so it must never pass one
+    that the walk (Kafka's reading rules) refuses: every byte of a section of records with and without
+    headers and of varied sizes set to each of a few values, and every truncation, in every mode."""
+    from kafkawire.protocol.records.walk import BUFFER, SKIP, WHOLE, _as_kafka_reads, _well_formed
+
+    section = b"".join(record(i, headers=() if i % 3 else ((b"h", b"x" * i),)) for i in range(40))
+    section += b"".join(record(i) for i in range(40, 48))  # a run of one size
+    count = 48
+    assert _well_formed(section, count)
+    variants = [section[:cut] for cut in range(len(section))]
+    for pos in range(len(section)):
+        for value in (0x00, 0x01, 0x7F, 0x80, 0xFF):
+            if section[pos] != value:
+                variants.append(section[:pos] + bytes((value,)) + section[pos + 1 :])
+    passed = 0
+    for data in variants:
+        for n in (count - 1, count, count + 1):
+            if _well_formed(data, n):
+                passed += 1
+                for mode in (BUFFER, SKIP, WHOLE):
+                    assert _as_kafka_reads(data, n, mode) is None, (data.hex(), n, mode)
+    assert passed  # some changes (a value byte) leave the layout intact
