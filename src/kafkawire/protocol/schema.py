@@ -267,7 +267,14 @@ def _parse_message(raw: dict) -> MessageSpec:
 def _raw_spec() -> dict:
     # pkgutil, not importlib.resources: the same data from a zip (Spark's --py-files) without importing
     # importlib.resources, tempfile and zipfile at every broker and client start
-    return json.loads(pkgutil.get_data("kafkawire.protocol", "spec/messages.json"))
+    return _package_json("spec/messages.json")
+
+
+def _package_json(name: str):
+    data = pkgutil.get_data("kafkawire.protocol", name)
+    if data is None:  # a loader that cannot read package data: kafkawire serves nothing without its spec
+        raise RuntimeError(f"kafkawire.protocol: {name} cannot be read from the package")
+    return json.loads(data)
 
 
 @functools.cache
@@ -312,5 +319,5 @@ def parse_message_spec(raw: dict) -> MessageSpec:
 @functools.cache
 def error_table() -> list[tuple[int, str, bool, str]]:
     """(code, name, retriable, default message) of every error code Kafka defines."""
-    raw = json.loads(pkgutil.get_data("kafkawire.protocol", "spec/errors.json"))
+    raw = _package_json("spec/errors.json")
     return [tuple(row) for row in raw["errors"]]

@@ -219,7 +219,7 @@ def validate(
         records = memoryview(records)[:whole]
     # The frames already are the walk when every entry is a v2 batch at least a header long (whole entries, by
     # check_format): all the reader would add. A message set or a short v2 entry takes the reader's checks.
-    entries = found
+    entries: list = found  # Frames, or the reader's batches below (both have magic, size, ...)
     for f in found:
         if f.magic != 2 or f.size < HEADER_SIZE:
             try:

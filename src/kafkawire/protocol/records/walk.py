@@ -26,7 +26,7 @@ from .errors import CorruptRecordError
 try:
     import numpy as np
 except ImportError:  # the broker does not require numpy; the walk below is then the only check
-    np = None
+    np = None  # type: ignore[assignment]
 
 # runs shorter than this are walked one record at a time (a strided slice costs more than a few steps)
 _MIN_RUN = 4
