@@ -19,14 +19,29 @@ numpy is optional here: without it every section takes the record-by-record walk
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import errors
 from .batch import MIN_RECORD_SIZE
 from .errors import CorruptRecordError
 
-try:
-    import numpy as np
-except ImportError:  # the broker does not require numpy; the walk below is then the only check
-    np = None  # type: ignore[assignment]
+# numpy is imported on first use, not with this module: the broker imports it for every start (it checks
+# produced records), and numpy costs about 70 ms and 10 MiB there before the first request. The broker does not
+# require numpy; without it the record-by-record walk below is the only check.
+np: Any = None
+_numpy_looked_up = False
+
+
+def _numpy():
+    global np, _numpy_looked_up
+    if not _numpy_looked_up:
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        np, _numpy_looked_up = numpy, True
+    return np
+
 
 # runs shorter than this are walked one record at a time (a strided slice costs more than a few steps)
 _MIN_RUN = 4
@@ -103,6 +118,7 @@ def record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]
 
 def expand(starts: list, sizes: list, lengths: list, count: int):
     """(start, end) of every record, from the runs (numpy arrays)."""
+    _numpy()
     if len(starts) == count:
         s = np.array(starts, np.int64)
         return s, s + np.array(sizes, np.int64)
@@ -119,6 +135,7 @@ def varints(u, at):
 
     Positions past the buffer read its last byte (``mode="clip"``): the record checks that follow
     catch what that makes of a corrupt record."""
+    _numpy()
     b = u.take(at, mode="clip")
     more = b >= 0x80
     if not more.any():
@@ -152,7 +169,7 @@ def varints(u, at):
 def unreadable(data: bytes, count: int, mode: int) -> tuple[int, str] | None:
     """Why Kafka's broker cannot read ``count`` records out of the records section ``data`` read the
     ``mode`` way: (error code, text for the broker's log), or None when it can."""
-    if np is not None and _well_formed(data, count):
+    if _numpy() is not None and _well_formed(data, count):
         return None
     return _as_kafka_reads(data, count, mode)
 
@@ -161,6 +178,7 @@ def _well_formed(data: bytes, count: int) -> bool:
     """Every record laid out exactly as a producer writes it, checked in bulk. True only for sections Kafka
     reads in every mode (lengths and widths within what its readers take); False sends the section to the
     record-by-record walk, which may still accept it."""
+    _numpy()
     end = len(data)
     if count <= 0 or count > end // MIN_RECORD_SIZE:
         return False
