@@ -14,6 +14,19 @@ def produce_request(topic, partition, records: bytes, acks=-1, topic_id=None, tr
     return R(transactional_id=transactional_id, acks=acks, timeout_ms=5000, topic_data=[td])
 
 
+def produce_request_of(topics: dict[str, list[bytes]], acks=-1):
+    """One Produce request over several topics and partitions: ``{topic: [records of partition 0, of 1, ...]}``."""
+    R = message_class("ProduceRequest")
+    topic_data = [
+        R.TopicProduceData(
+            name=name,
+            partition_data=[R.PartitionProduceData(index=i, records=data) for i, data in enumerate(sets)],
+        )
+        for name, sets in topics.items()
+    ]
+    return R(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=topic_data)
+
+
 def fetch_request(
     parts,
     max_wait_ms=0,

@@ -18,7 +18,7 @@ from crc32c import crc32c
 from kafkawire.protocol import errors, message_class
 from kafkawire.protocol.records import build_batch, build_message_set
 
-from .helpers import create_topic, produce_request
+from .helpers import create_topic, produce_request, produce_request_of
 from .reference import produce_when_led, reference_client, unique, wait_for_topic
 
 TS = 1_700_000_000_000
@@ -251,23 +251,9 @@ def test_framing_errors_as_kafka_with_two_partitions(client, reference_kafka, ve
         wait_for_topic(ref, theirs)
         produce_when_led(ref, produce_request(theirs, 0, records(1)), 9)
         client.call(produce_request(f"pa-frame{version}", 0, records(1)), 9)
-        R = message_class("ProduceRequest")
 
         def ask(c, name, second):
-            body = R(
-                transactional_id=None,
-                acks=-1,
-                timeout_ms=5000,
-                topic_data=[
-                    R.TopicProduceData(
-                        name=name,
-                        partition_data=[
-                            R.PartitionProduceData(index=0, records=records(1)),
-                            R.PartitionProduceData(index=1, records=second),
-                        ],
-                    )
-                ],
-            )
+            body = produce_request_of({name: [records(1), second]})
             parts = c.call(body, version).responses[0].partition_responses
             return sorted(
                 (p.index, p.error_code, p.base_offset, p.log_start_offset, p.error_message is None) for p in parts

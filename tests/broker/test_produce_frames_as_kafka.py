@@ -14,7 +14,7 @@ import pytest
 
 from kafkawire.protocol import errors, message_class
 
-from .helpers import create_topic, produce_request
+from .helpers import create_topic, produce_request, produce_request_of
 from .reference import produce_when_led, reference_client, unique, wait_for_topic
 from .test_produce_as_kafka import patched, records
 
@@ -35,19 +35,7 @@ def partitions() -> list[list[bytes]]:
 
 
 def ask(client, names, version):
-    R = message_class("ProduceRequest")
-    body = R(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            R.TopicProduceData(
-                name=name,
-                partition_data=[R.PartitionProduceData(index=i, records=data) for i, data in enumerate(sets)],
-            )
-            for name, sets in zip(names, partitions())
-        ],
-    )
+    body = produce_request_of(dict(zip(names, partitions())))
     res = client.call(body, version)
     # Kafka does not keep the request's order of topics and partitions: each topic's partitions by index, the
     # topics in the order asked

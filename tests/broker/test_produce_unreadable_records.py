@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import struct
 
-from kafkawire.protocol import errors, message_class
+from kafkawire.protocol import errors
 from kafkawire.protocol.records import Compression
 from kafkawire.protocol.records.codecs import compress
 
-from .helpers import create_topic, fetch_request, produce_request, values_of
+from .helpers import create_topic, fetch_request, produce_request, produce_request_of, values_of
 from .reference import produce_when_led, reference_client, unique, wait_for_topic
 from .test_produce_as_kafka import records, recrc
 
@@ -88,21 +88,7 @@ def cases() -> list[tuple[str, bytes]]:
 
 
 def ask(client, topic: str, data: bytes):
-    R = message_class("ProduceRequest")
-    body = R(
-        transactional_id=None,
-        acks=-1,
-        timeout_ms=5000,
-        topic_data=[
-            R.TopicProduceData(
-                name=topic,
-                partition_data=[
-                    R.PartitionProduceData(index=0, records=data),
-                    R.PartitionProduceData(index=1, records=records(1)),
-                ],
-            )
-        ],
-    )
+    body = produce_request_of({topic: [data, records(1)]})
     res = client.call(body, 11)
     return sorted(
         (p.index, p.error_code, p.base_offset, p.log_start_offset, p.error_message is None, len(p.record_errors))
