@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import socket
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,14 @@ def checkpoint(root: Path, topic: str, partition: int) -> list[str]:
     return (root / "logs" / f"{topic}-{partition}" / "leader-epoch-checkpoint").read_text().split()
 
 
+def checkpoint_soon(root: Path, topic: str, partition: int, expected: list[str], timeout: float = 30.0) -> None:
+    """kafkawire writes the checkpoints of a start in the background after it serves: wait for ``expected``."""
+    deadline = time.monotonic() + timeout
+    while checkpoint(root, topic, partition) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert checkpoint(root, topic, partition) == expected
+
+
 def answers(bootstrap: str, topic: str, partitions: int) -> dict:
     """Everything a client learns about the partitions' leader epochs, from either broker."""
     out: dict = {"metadata": metadata_epochs(bootstrap, topic), "describe": describe_epochs(bootstrap, topic)}
@@ -177,7 +186,7 @@ def test_kafkawire_restarts_bump_epochs_as_kafka(tmp_path):
     try:
         assert metadata_epochs(wire.bootstrap, "e") == {0: 2}
         assert describe_epochs(wire.bootstrap, "e") == {0: (2, [1], [])}
-        assert checkpoint(tmp_path, "e", 0) == ["0", "2", "0", "0", "2", str(ends[0])]
+        checkpoint_soon(tmp_path, "e", 0, ["0", "2", "0", "0", "2", str(ends[0])])
         second = produce(wire.bootstrap, "e", 2, tag="two")
         end0 = len(first) + len(second)
         assert end_offsets(wire.bootstrap, "e", 0, [(-1, 0), (-1, 1), (-1, 2), (-1, 3), (1, 2), (3, 2), (2, 0)]) == [
@@ -214,6 +223,47 @@ def test_kafkawire_restarts_bump_epochs_as_kafka(tmp_path):
         result = call(wire.bootstrap, body, 1).replica_election_results[0].partition_result[0]
         assert result.error_code == errors.ELECTION_NOT_NEEDED
         assert metadata_epochs(wire.bootstrap, "e") == {0: 2}
+    finally:
+        wire.stop()
+
+
+def test_epochs_lost_with_a_crash_come_back_from_the_batches(tmp_path):
+    """A start writes its checkpoints after it serves, so a kill can leave a checkpoint without the epoch of
+    batches already on disk; the next start takes that epoch from the batches' partitionLeaderEpoch (as Kafka's
+    recovery does), and the epoch history answers as if the checkpoint had been written."""
+    wire = kafkawire_on(tmp_path)
+    try:
+        create_topics(wire.bootstrap, {"k": (1, {})})
+        first = len(produce(wire.bootstrap, "k", 2, tag="one"))
+    finally:
+        wire.stop()
+    before = (tmp_path / "logs" / "k-0" / "leader-epoch-checkpoint").read_bytes()
+    assert before.split() == [b"0", b"1", b"0", b"0"]
+
+    wire = kafkawire_on(tmp_path)
+    try:
+        assert metadata_epochs(wire.bootstrap, "k") == {0: 2}
+        second = len(produce(wire.bootstrap, "k", 2, tag="two"))
+        checkpoint_soon(tmp_path, "k", 0, ["0", "2", "0", "0", "2", str(first)])
+    finally:
+        wire.kill()
+    # the write of epoch 2's entry lost with the crash, its batches kept
+    (tmp_path / "logs" / "k-0" / "leader-epoch-checkpoint").write_bytes(before)
+
+    wire = kafkawire_on(tmp_path)
+    try:
+        now = metadata_epochs(wire.bootstrap, "k")[0]
+        assert now > 2
+        end = first + second
+        assert end_offsets(wire.bootstrap, "k", 0, [(-1, 0), (-1, 1), (-1, 2), (-1, now - 1), (-1, now)]) == [
+            (0, 0, first),
+            (0, 0, first),
+            (0, 2, end),
+            (0, 2, end),
+            (0, now, end),
+        ]
+        checkpoint_soon(tmp_path, "k", 0, ["0", "3", "0", "0", "2", str(first), str(now), str(end)])
+        assert read_all(wire.bootstrap, "k", 1, end)
     finally:
         wire.stop()
 

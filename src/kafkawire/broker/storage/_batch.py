@@ -63,6 +63,14 @@ def read_info(buf, pos: int) -> BatchInfo:
     return _info(fields, pos)
 
 
+_EPOCH = struct.Struct(">i")
+
+
+def leader_epoch(buf, pos: int) -> int:
+    """The partitionLeaderEpoch of the batch at ``pos`` (the leader's epoch when it was appended)."""
+    return _EPOCH.unpack_from(buf, pos + PARTITION_LEADER_EPOCH_OFFSET)[0]
+
+
 def iter_infos(
     buf, start: int, end: int, *, whole: bool = False, check: bool = False, first_offset: int | None = None
 ) -> Iterator[BatchInfo]:

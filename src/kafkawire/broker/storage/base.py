@@ -246,6 +246,20 @@ class PartitionLog(abc.ABC):
         """Whether a producer snapshot at ``offset`` is on disk (not read)."""
         return False
 
+    #: True when the engine opened this log after an unclean stop (its files may hold batches whose
+    #: leader epoch no checkpoint names yet); engines without files never do
+    started_unclean: bool = False
+
+    def batch_epochs(self, from_offset: int) -> list[tuple[int, int]]:
+        """(leader epoch, first offset) each time the batches' partitionLeaderEpoch rises, walking the batch
+        headers from the batch holding ``from_offset`` to the log end (rebuilding an epoch history after a
+        crash, as Kafka's recovery assigns epochs from the batches it reads). Engines without files: []."""
+        return []
+
+    def last_batch_epoch(self) -> int:
+        """The partitionLeaderEpoch of the last batch in the log, -1 when it has none."""
+        return -1
+
     @property
     @abc.abstractmethod
     def size_bytes(self) -> int: ...

@@ -540,6 +540,32 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                         return found
             return None
 
+    def batch_epochs(self, from_offset: int) -> list[tuple[int, int]]:
+        with self._state_lock:
+            segments = [s for s in self._segments if s.size and s.next_offset > from_offset]
+        found: list[tuple[int, int]] = []
+        for segment in segments:
+            buf = segment.buffer()
+            start = segment.locate(max(from_offset, segment.base_offset)) or 0
+            for info in _batch.iter_infos(buf, start, segment.size):
+                epoch = _batch.leader_epoch(buf, info.position)
+                if not found or epoch > found[-1][0]:
+                    found.append((epoch, info.base_offset))
+        return found
+
+    def last_batch_epoch(self) -> int:
+        with self._state_lock:
+            segments = [s for s in self._segments if s.size]
+        if not segments:
+            return -1
+        last = segments[-1]
+        buf = last.buffer()
+        position = last.offset_index.last_position_within(last.size)  # the last indexed batch: a few KiB walked
+        last_position = -1
+        for info in _batch.iter_infos(buf, position, last.size):
+            last_position = info.position
+        return _batch.leader_epoch(buf, last_position) if last_position >= 0 else -1
+
     def max_timestamp(self) -> tuple[int, int] | None:
         with self._state_lock:
             best = max((s for s in self._segments if s.size), key=lambda s: s.max_timestamp, default=None)
@@ -843,6 +869,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
             self._clock,
             producers=self._producer_state,
         )
+        plog.started_unclean = not clean_shutdown
         plog.recover_transactions()
         return plog
 

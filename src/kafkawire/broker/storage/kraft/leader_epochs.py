@@ -54,13 +54,16 @@ def checkpoint_bytes(entries: list[tuple[int, int]]) -> bytes:
 class EpochCache:
     """One partition's epochs: [(epoch, start offset)], epochs and offsets rising."""
 
-    __slots__ = ("path", "entries", "dirty", "plog")
+    __slots__ = ("path", "entries", "dirty", "plog", "version", "written", "write_lock")
 
     def __init__(self, path: str | None, plog=None):
         self.path = path  # None: an engine without files
         self.plog = plog  # the partition log it describes (a topic deleted and made again has a new one)
         self.entries: list[tuple[int, int]] = read_checkpoint(path) if path else []
         self.dirty = False
+        self.version = 0  # bumped each time a state of ``entries`` is taken to be written
+        self.written = 0  # the version on disk: an older state taken later is never written over a newer one
+        self.write_lock = threading.Lock()
 
     def latest_epoch(self) -> int:
         return self.entries[-1][0] if self.entries else UNDEFINED
@@ -115,13 +118,24 @@ class EpochCache:
             found = e
         return found
 
-    def save(self, log_start: int) -> None:
+    def take(self, log_start: int) -> tuple[int, list[tuple[int, int]]] | None:
+        """The state to write (its version and entries), marked clean; None when nothing changed. Called under
+        the owner's lock, so that an ``assign`` racing with it is either in this state or marks it dirty again."""
         if self.path is None or not self.dirty:
             self.dirty = False
-            return
+            return None
         self.entries = self.effective(log_start)
-        files.write_atomically(self.path, checkpoint_bytes(self.entries))
         self.dirty = False
+        self.version += 1
+        return self.version, list(self.entries)
+
+    def write(self, version: int, entries: list[tuple[int, int]]) -> None:
+        """Write a state ``take`` gave, durably (Kafka's assign flushes its checkpoint synchronously too)."""
+        with self.write_lock:
+            if version <= self.written:
+                return
+            files.write_atomically(self.path, checkpoint_bytes(entries))
+            self.written = version
 
 
 class LeaderEpochs:
@@ -153,17 +167,27 @@ class LeaderEpochs:
                 directory = self.partition_dir(topic, partition) if self.partition_dir is not None else None
                 path = os.path.join(directory, CHECKPOINT) if directory else None
                 cache = self._caches[key] = EpochCache(path, plog)
+                if plog.started_unclean:
+                    _recover_from_batches(cache, plog)
             if cache.latest_epoch() < epoch:
                 # a partition first led in epoch 0 has had no other: its history starts at offset 0
                 cache.assign(epoch, 0 if epoch == 0 and not cache.entries else plog.log_end_offset)
             return cache
 
     def save(self, topic: str, partition: int, plog) -> None:
-        """Write the partition's checkpoint if it changed (off the event loop: the storage thread, or start-up)."""
+        """Write the partition's checkpoint if it changed (off the event loop: the storage thread, start-up's
+        background writer, or a stop). The file is written outside the lock the event loop's readers take."""
         with self._lock:
             cache = self._caches.get((topic, partition))
-            if cache is not None and cache.dirty:
-                cache.save(plog.log_start_offset)
+            state = cache.take(plog.log_start_offset) if cache is not None else None
+        if state is None:
+            return
+        try:
+            cache.write(*state)
+        except BaseException:
+            with self._lock:
+                cache.dirty = True  # the next save tries again
+            raise
 
     def error(self, topic: str, partition: int, current_leader_epoch: int) -> int:
         """Kafka's check of a request's current leader epoch: -1 is not checked, an older one is fenced, a newer
@@ -176,3 +200,22 @@ class LeaderEpochs:
         if 0 <= current_leader_epoch < epoch:
             return errors.FENCED_LEADER_EPOCH
         return 0
+
+
+def _recover_from_batches(cache: EpochCache, plog) -> None:
+    """After an unclean stop, add the epochs of batches the checkpoint does not name yet (a crash between an
+    append in a new epoch and the checkpoint's write), as Kafka's recovery assigns them from the batches. Only
+    the last batch is read unless one is missing: epochs rise along the log, so every missing epoch starts
+    after the checkpoint's latest entry."""
+    try:
+        if plog.last_batch_epoch() <= cache.latest_epoch():
+            return
+        since = cache.entries[-1][1] if cache.entries else plog.log_start_offset
+        added = [(e, o) for e, o in plog.batch_epochs(since) if e > cache.latest_epoch()]
+    except Exception as exc:  # a damaged batch header: the checkpoint stays as it was
+        log.warning("%s: cannot read the leader epochs of its batches (%s)", cache.path, exc)
+        return
+    for epoch, start in added:
+        cache.assign(epoch, start)
+    if added:
+        log.info("%s: epochs %s taken from the batches (missing after an unclean stop)", cache.path, added)
