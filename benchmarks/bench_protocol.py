@@ -1,6 +1,7 @@
 """Protocol message encode / decode throughput: kafkawire against kafka-python 3.x and kio, same run.
 
     python benchmarks/bench_protocol.py [--quick]
+    python benchmarks/bench_protocol.py --instructions [--decodes N]
 
 The corpus (built once, equal content for every library):
 
@@ -16,14 +17,27 @@ decode: bytes -> message object (kafkawire ``decode``, kafka-python ``decode``,
 
 Each figure is the best of several timed rounds. Targets: at least 2x kafka-python
 on encode and decode, and faster than kio's pure-Python encoder.
+
+--instructions counts instead of timing: each library's decoder runs N times under
+valgrind's callgrind, which counts the machine instructions (Ir) executed inside the
+decode calls only, freeing of the decoded message included. The count does not depend
+on the machine's load, so it compares decoders on a shared machine where timings are
+noise. Printed: Ir per decode and kio's count over kafkawire's (above 1: kafkawire
+executes fewer instructions).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import io
+import itertools
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import warnings
@@ -185,10 +199,92 @@ def candidates(msg, version: int) -> dict[str, dict]:
     return out
 
 
+# Under callgrind, instructions are collected only inside itertools.starmap's next (the loop that
+# calls the decoder), counters are zeroed on os.getpgrp and dumped on os.getppid: one dump file
+# per (message, library), in the order the child prints them. Those calls appear nowhere in any
+# decoder's path.
+_CALLGRIND = [
+    "--tool=callgrind",
+    "--collect-atstart=no",
+    "--toggle-collect=starmap_next",
+    "--zero-before=os_getpgrp*",
+    "--dump-before=os_getppid*",
+]
+_COUNTED = ("kafkawire", "kio")
+
+
+def callgrind_child(decodes: int) -> None:
+    """Run under callgrind: each decoder ``decodes`` times between a zero and a dump of the counters."""
+    for label, build in CORPUS:
+        msg, version = build()
+        runs = candidates(msg, version)
+        for lib in _COUNTED:
+            if lib not in runs:
+                continue
+            decode = runs[lib]["decode"]
+            decode()  # compiles the codec, fills caches: steady state, as the timed rounds see it
+            decode()
+
+            def once(decode=decode):
+                decode()  # the message is freed inside the call, so freeing is counted
+
+            os.getpgrp()
+            collections.deque(itertools.starmap(once, itertools.repeat((), decodes)), maxlen=0)
+            os.getppid()
+            print(f"{label}\t{lib}", flush=True)
+
+
+def count_instructions(decodes: int) -> int:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("valgrind is not installed", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        child = subprocess.run(
+            [valgrind, *_CALLGRIND, f"--callgrind-out-file={out}", sys.executable, os.path.abspath(__file__)]
+            + ["--callgrind-child", str(decodes)],
+            capture_output=True,
+            text=True,
+        )
+        if child.returncode != 0:
+            print(child.stdout, child.stderr, sep="\n", file=sys.stderr)
+            return 1
+        order = [tuple(line.split("\t")) for line in child.stdout.splitlines() if "\t" in line]
+        counts = []
+        for i in range(1, len(order) + 1):
+            with open(f"{out}.{i}") as dump:
+                counts.append(next(int(line.split()[1]) for line in dump if line.startswith("totals:")))
+        if len(counts) != len(order) or os.path.exists(f"{out}.{len(order) + 1}"):
+            print("callgrind dumps do not match the decoders run", file=sys.stderr)
+            return 1
+    per = {key: n / decodes for key, n in zip(order, counts)}
+    header = f"{'message':<24} {'kafkawire Ir/decode':>20} {'kio Ir/decode':>15} {'vs kio':>8}"
+    print(header)
+    print("-" * len(header))
+    for label, _ in CORPUS:
+        kw, kio = per.get((label, "kafkawire")), per.get((label, "kio"))
+        ratio = f"{kio / kw:.2f}x" if kw and kio else "n/a"
+        kio_cell = f"{kio:>15,.0f}" if kio else f"{'n/a':>15}"
+        print(f"{label:<24} {kw:>20,.0f} {kio_cell} {ratio:>8}")
+    print(
+        f"\n(valgrind --tool=callgrind, {decodes} decodes each after two warm-up decodes; Python {sys.version.split()[0]})"
+    )
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter timing loops (noisier)")
+    ap.add_argument("--instructions", action="store_true", help="count decode instructions under callgrind")
+    ap.add_argument("--decodes", type=int, default=10, help="decodes counted per library with --instructions")
+    ap.add_argument("--callgrind-child", type=int, metavar="N", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.callgrind_child is not None:
+        callgrind_child(args.callgrind_child)
+        return 0
+    if args.instructions:
+        return count_instructions(args.decodes)
     min_time, rounds = (0.05, 3) if args.quick else (0.1, 9)
     libs = ["kafkawire", "kafka-python", "kio"]
     header = (
