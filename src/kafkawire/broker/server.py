@@ -390,7 +390,7 @@ class Broker:
         coord = self.group_coordinator
         if coord is None or coord.unloaded:
             config = GroupConfig.from_properties(getattr(self.config, "properties", {}) or {})
-            coord = GroupCoordinator(self.storage, config, self._timers())
+            coord = GroupCoordinator(self.storage, config, self._timers(), leader_epochs=self.leader_epochs)
             coord.start()
             self.group_coordinator = coord
         return coord
@@ -405,6 +405,7 @@ class Broker:
             config,
             self._timers(),
             groups=lambda: self.group_coordinator,
+            leader_epochs=self.leader_epochs,
         )
         self.txn_coordinator = coord
         coord.start()

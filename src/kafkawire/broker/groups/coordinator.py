@@ -57,14 +57,19 @@ class CommitPartition:
 
 
 class GroupCoordinator:
-    def __init__(self, storage, config: GroupConfig | None = None, scheduler=None):
+    def __init__(self, storage, config: GroupConfig | None = None, scheduler=None, leader_epochs=None):
         from .timers import FakeScheduler
 
         self.storage = storage
         self.config = config or GroupConfig()
         self.scheduler = scheduler or FakeScheduler()
         group_log = (
-            GroupLog(storage, partitions=self.config.offsets_topic_partitions, fsync=self.config.offsets_fsync)
+            GroupLog(
+                storage,
+                partitions=self.config.offsets_topic_partitions,
+                fsync=self.config.offsets_fsync,
+                leader_epochs=leader_epochs,
+            )
             if storage is not None
             else None
         )

@@ -463,9 +463,12 @@ def _decode_legacy(key: bytes, value: bytes | None):
 class GroupLog:
     """Appends and replays coordinator records in ``__consumer_offsets``."""
 
-    def __init__(self, storage: sb.Storage, *, partitions: int = 1, fsync: bool = False):
+    def __init__(self, storage: sb.Storage, *, partitions: int = 1, fsync: bool = False, leader_epochs=None):
         self.storage = storage
         self.fsync = fsync
+        # the broker's LeaderEpochs: batches carry their partition's current leader epoch, as Kafka's leader
+        # stamps every batch it appends (None: no broker around them, the batches carry -1)
+        self.leader_epochs = leader_epochs
         self.configured_partitions = max(1, partitions)
         self.records_written = 0  # since the last load or compaction
         self.legacy_records = 0  # kafkawire JSON records of the old layout met by the last replay
@@ -659,13 +662,25 @@ class GroupLog:
         self._append_to(self.partition_for(group_id), records, producer_id, producer_epoch)
 
     def _append_to(self, index: int, records, producer_id: int = -1, producer_epoch: int = -1) -> None:
-        if producer_id >= 0:
-            batch = build_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, transactional=True)
-        else:
-            batch = build_batch(records)
         plog = self._partition(index)
+        epochs, epoch = self.leader_epochs, -1
+        if epochs is not None:
+            epoch = epochs.current(TOPIC, index)
+            epochs.cache(TOPIC, index, plog)  # the epoch history names the epoch before a batch of it is kept
+        if producer_id >= 0:
+            batch = build_batch(
+                records,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                transactional=True,
+                partition_leader_epoch=epoch,
+            )
+        else:
+            batch = build_batch(records, partition_leader_epoch=epoch)
         try:
             plog.append(batch, durable=self.fsync)
+            if epochs is not None:
+                epochs.save(TOPIC, index, plog)
         except OSError as exc:
             raise GroupLogError(f"appending to {TOPIC}-{index} failed: {exc}") from exc
         except sb.StorageError as exc:

@@ -96,6 +96,7 @@ class TransactionCoordinator:
         config: TxnConfig | None = None,
         scheduler=None,
         groups: Callable[[], object] | None = None,
+        leader_epochs=None,
     ):
         from ..groups.timers import FakeScheduler
 
@@ -106,7 +107,12 @@ class TransactionCoordinator:
         self.markers = markers
         self.groups = groups or (lambda: None)  # the group coordinator now serving (it may be replaced)
         self.log = (
-            TxnLog(storage, fsync=self.config.fsync, compact_after_records=self.config.compact_after_records)
+            TxnLog(
+                storage,
+                fsync=self.config.fsync,
+                compact_after_records=self.config.compact_after_records,
+                leader_epochs=leader_epochs,
+            )
             if storage is not None
             else None
         )

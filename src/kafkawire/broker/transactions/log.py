@@ -102,8 +102,13 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
 class TxnLog:
     """Appends and replays transaction metadata records in partition 0 of ``__transaction_state``."""
 
-    def __init__(self, storage: sb.Storage, *, fsync: bool = True, compact_after_records: int = 50000):
+    def __init__(
+        self, storage: sb.Storage, *, fsync: bool = True, compact_after_records: int = 50000, leader_epochs=None
+    ):
         self.storage = storage
+        # the broker's LeaderEpochs: batches carry the partition's current leader epoch, as Kafka's leader stamps
+        # every batch it appends (None: no broker around them, the batches carry -1)
+        self.leader_epochs = leader_epochs
         self.fsync = fsync
         self.compact_after_records = compact_after_records
         self.records_written = 0  # since the last load or compaction
@@ -168,8 +173,14 @@ class TxnLog:
         if not records:
             return
         plog = self._partition()
+        epochs, epoch = self.leader_epochs, -1
+        if epochs is not None:
+            epoch = epochs.current(TOPIC, 0)
+            epochs.cache(TOPIC, 0, plog)  # the epoch history names the epoch before a batch of it is kept
         try:
-            plog.append(build_batch(records), durable=self.fsync)
+            plog.append(build_batch(records, partition_leader_epoch=epoch), durable=self.fsync)
+            if epochs is not None:
+                epochs.save(TOPIC, 0, plog)
         except OSError as exc:
             raise TxnLogError(f"appending to {TOPIC} failed: {exc}") from exc
         except sb.StorageError as exc:
