@@ -14,9 +14,8 @@ import json
 import os
 
 from broker.conftest import RawClient
-from broker.helpers import create_topic
+from idempotent_producer import TOPIC, check_continues, host_port, partition_dir, segments_broker, write_two_batches
 from kafka_dir import kafka_on, kafkawire_on
-from test_producer_snapshots import TOPIC, _address, _check_continues, _directory, _produce, _start, init_producer
 
 from kafkawire.broker.storage import recovery
 
@@ -38,12 +37,9 @@ def _scans(monkeypatch) -> list[str]:
 
 def _fill(data_dir) -> tuple[int, int]:
     """An idempotent producer's batches at offsets 0..2 and 3..4, all in the active segment."""
-    with _start(data_dir) as b:
+    with segments_broker(data_dir) as b:
         c = RawClient(b.address)
-        create_topic(c, TOPIC)
-        pid, epoch = init_producer(c)
-        assert _produce(c, pid, epoch, 0, 3).base_offset == 0
-        assert _produce(c, pid, epoch, 3, 2).base_offset == 3
+        pid, epoch = write_two_batches(c)
         c.close()
     return pid, epoch
 
@@ -53,17 +49,17 @@ def test_a_clean_stop_writes_the_marker_and_the_next_start_trusts_the_active_seg
     # Kafka's CleanShutdownFileHandler content; -1: no broker registration of node 1 in the metadata log
     assert json.loads((tmp_path / MARKER).read_text()) == {"version": 0, "brokerEpoch": -1}
     scanned = _scans(monkeypatch)
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         assert not (tmp_path / MARKER).exists()  # deleted at start: a crash from here on is not clean
         assert scanned == []  # nothing was recovered
         c = RawClient(b.address)
-        _check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
+        check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
         c.close()
     assert (tmp_path / MARKER).exists()
-    with _start(tmp_path) as b:  # the indexes appended to after a trusted load are right for the next one too
+    with segments_broker(tmp_path) as b:  # the indexes appended to after a trusted load are right for the next one too
         assert scanned == []
         c = RawClient(b.address)
-        _check_continues(c, pid, epoch, dup_seq=5, dup_count=1, dup_offset=5, next_seq=6, next_offset=6)
+        check_continues(c, pid, epoch, dup_seq=5, dup_count=1, dup_offset=5, next_seq=6, next_offset=6)
         c.close()
 
 
@@ -71,7 +67,7 @@ def test_without_the_marker_the_active_segment_is_recovered(tmp_path, monkeypatc
     _fill(tmp_path)
     os.unlink(tmp_path / MARKER)  # what a crash leaves: the marker of the previous start was deleted then
     scanned = _scans(monkeypatch)
-    with _start(tmp_path):
+    with segments_broker(tmp_path):
         assert scanned == ["00000000000000000000.log"]
 
 
@@ -79,16 +75,16 @@ def test_the_marker_does_not_hide_a_torn_tail(tmp_path, monkeypatch):
     """Damage after a clean stop (the marker says the logs are whole; they are not) is still found: the batch
     headers after the last index entry must end exactly at the end of the file."""
     pid, epoch = _fill(tmp_path)
-    segment = os.path.join(_directory(tmp_path), "00000000000000000000.log")
+    segment = os.path.join(partition_dir(tmp_path), "00000000000000000000.log")
     size = os.path.getsize(segment)
     with open(segment, "ab") as f:
         f.write(b"\x00" * 7 + b"\x7f")
     scanned = _scans(monkeypatch)
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         assert scanned == ["00000000000000000000.log"]
         assert os.path.getsize(segment) == size
         c = RawClient(b.address)
-        _check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
+        check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
         c.close()
 
 
@@ -97,11 +93,8 @@ def _kafka_log_after(tmp_path, stop) -> tuple[str, object]:
     segment, ``stop(broker)`` ends it; then Kafka 4.4 starts there. Kafka's log, the producer, Kafka."""
     broker = kafkawire_on(tmp_path)
     try:
-        c = RawClient(_address(broker.bootstrap), timeout=30)
-        create_topic(c, TOPIC)
-        pid, epoch = init_producer(c)
-        assert _produce(c, pid, epoch, 0, 3).base_offset == 0
-        assert _produce(c, pid, epoch, 3, 2).base_offset == 3
+        c = RawClient(host_port(broker.bootstrap), timeout=30)
+        pid, epoch = write_two_batches(c)
         c.close()
     finally:
         stop(broker)
@@ -119,9 +112,9 @@ def test_kafka_starting_after_a_clean_stop_recovers_nothing(tmp_path):
         assert clean
         assert "since clean shutdown file was found" in text, text[-3000:]
         assert f"for {TOPIC}-0" not in _recovering(text), text[-3000:]
-        c = RawClient(_address(kafka.bootstrap), timeout=30)
+        c = RawClient(host_port(kafka.bootstrap), timeout=30)
         # the producer's state comes from kafkawire's snapshot at the log end: its retry is a duplicate
-        _check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
+        check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
         c.close()
     finally:
         kafka.stop()
@@ -134,8 +127,8 @@ def test_kafka_starting_after_a_kill_recovers_the_active_segment(tmp_path):
         assert not clean
         assert "since no clean shutdown file was found" in text, text[-3000:]
         assert f"for {TOPIC}-0" in _recovering(text), text[-3000:]
-        c = RawClient(_address(kafka.bootstrap), timeout=30)
-        _check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
+        c = RawClient(host_port(kafka.bootstrap), timeout=30)
+        check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
         c.close()
     finally:
         kafka.stop()

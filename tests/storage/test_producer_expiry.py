@@ -8,8 +8,7 @@ from __future__ import annotations
 import time
 
 from broker.conftest import RawClient
-from broker.helpers import create_topic
-from test_producer_snapshots import TOPIC, _produce, _start, init_producer
+from idempotent_producer import TOPIC, produce, segments_broker, write_old_and_fresh
 
 from kafkawire.broker.producer_state import BatchMeta, ProducerStateManager
 from kafkawire.protocol import errors, message_class
@@ -42,14 +41,9 @@ def _described(c) -> set[int]:
 
 
 def test_the_broker_expires_idle_producers_while_running(tmp_path):
-    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
-    with _start(tmp_path, **{"producer.id.expiration.check.interval.ms": "1000"}) as b:
+    with segments_broker(tmp_path, **{"producer.id.expiration.check.interval.ms": "1000"}) as b:
         c = RawClient(b.address)
-        create_topic(c, TOPIC)
-        old, e_old = init_producer(c)
-        fresh, e_fresh = init_producer(c)
-        assert _produce(c, old, e_old, 0, 2, timestamp=two_days_ago).error_code == 0
-        assert _produce(c, fresh, e_fresh, 0, 2).error_code == 0
+        (old, e_old), (fresh, e_fresh) = write_old_and_fresh(c)
         described = _described(c)
         assert {old, fresh} <= described, described  # recorded as appended
         deadline = time.monotonic() + 60  # bounded wait for the check (every second here), not a timing test
@@ -57,6 +51,6 @@ def test_the_broker_expires_idle_producers_while_running(tmp_path):
             time.sleep(0.5)
             described = _described(c)
         assert old not in described and fresh in described, described
-        assert _produce(c, old, e_old, 9, 1).error_code == 0  # its state is gone: any sequence starts it
-        assert _produce(c, fresh, e_fresh, 9, 1).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(c, old, e_old, 9, 1).error_code == 0  # its state is gone: any sequence starts it
+        assert produce(c, fresh, e_fresh, 9, 1).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         c.close()

@@ -15,74 +15,23 @@ import os
 import time
 
 import pytest
-from broker.conftest import RawClient, msg
+from broker.conftest import RawClient
 from broker.helpers import batch, create_topic, produce_request
+from idempotent_producer import (
+    TOPIC,
+    check_continues,
+    host_port,
+    init_producer,
+    partition_dir,
+    produce,
+    segments_broker,
+    write_old_and_fresh,
+    write_two_batches,
+)
 from kafka_dir import kafka_on
 
-from kafkawire.broker.config import BrokerConfig
-from kafkawire.broker.server import start_in_thread
 from kafkawire.broker.storage import snapshot
 from kafkawire.protocol import errors, message_class
-from kafkawire.protocol.records import build_batch
-
-TOPIC = "idem"
-
-
-def _start(data_dir, **props):
-    config = BrokerConfig(port=0, storage="segments", data_dir=str(data_dir), properties={"node.id": "1", **props})
-    return start_in_thread(config)
-
-
-def _produce(c, pid, epoch, seq, count, *, timestamp=None, deadline=60.0):
-    """Produce ``count`` records from ``pid`` at ``seq``; the partition's answer (retried while a broker that
-    has just started takes the partition's leadership)."""
-    values = [f"{pid}-{seq + i}".encode() for i in range(count)]
-    records = (
-        batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
-        if timestamp is None
-        else build_batch(
-            [(None, v, [], timestamp) for v in values], producer_id=pid, producer_epoch=epoch, base_sequence=seq
-        )
-    )
-    until = time.monotonic() + deadline
-    while True:
-        res = c.call(produce_request(TOPIC, 0, records), 9)
-        pr = res.responses[0].partition_responses[0]
-        retriable = (errors.NOT_LEADER_OR_FOLLOWER, errors.UNKNOWN_TOPIC_OR_PARTITION, errors.LEADER_NOT_AVAILABLE)
-        if pr.error_code not in retriable or time.monotonic() > until:
-            return pr
-        time.sleep(0.5)
-
-
-def init_producer(c, deadline=60.0):
-    """An idempotent producer's id and epoch (retried while a broker that has just started loads)."""
-    until = time.monotonic() + deadline
-    while True:
-        res = c.call(msg("InitProducerIdRequest", transactional_id=None, transaction_timeout_ms=60000), 4)
-        if res.error_code == 0 or time.monotonic() > until:
-            assert res.error_code == 0 and res.producer_id >= 0 and res.producer_epoch == 0, res
-            return res.producer_id, res.producer_epoch
-        time.sleep(0.5)
-
-
-def _directory(data_dir):
-    return os.path.join(str(data_dir), f"{TOPIC}-0")
-
-
-def _address(bootstrap: str):
-    host, port = bootstrap.rsplit(":", 1)
-    return host, int(port)
-
-
-def _check_continues(c, pid, epoch, *, dup_seq, dup_count, dup_offset, next_seq, next_offset):
-    """The retry of the producer's last batch is answered as a duplicate (its first offset, nothing
-    appended), its next sequence is appended at the log end, and a gap is refused."""
-    dup = _produce(c, pid, epoch, dup_seq, dup_count)
-    assert (dup.error_code, dup.base_offset) == (0, dup_offset)
-    taken = _produce(c, pid, epoch, next_seq, 1)
-    assert (taken.error_code, taken.base_offset) == (0, next_offset)
-    gap = _produce(c, pid, epoch, next_seq + 5, 1)
-    assert gap.error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def _two_producers(b, c):
@@ -90,19 +39,19 @@ def _two_producers(b, c):
     create_topic(c, TOPIC)
     pid1, e1 = init_producer(c)
     pid2, e2 = init_producer(c)
-    assert _produce(c, pid1, e1, 0, 3).base_offset == 0
+    assert produce(c, pid1, e1, 0, 3).base_offset == 0
     b.broker.storage.partition(TOPIC, 0).roll()
-    assert _produce(c, pid2, e2, 0, 2).base_offset == 3
-    assert _produce(c, pid1, e1, 3, 2).base_offset == 5
+    assert produce(c, pid2, e2, 0, 2).base_offset == 3
+    assert produce(c, pid1, e1, 3, 2).base_offset == 5
     return (pid1, e1), (pid2, e2)
 
 
 def test_snapshots_hold_every_producer_and_a_clean_restart_replays_nothing(tmp_path):
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         (pid1, e1), (pid2, e2) = _two_producers(b, c)
         c.close()
-    directory = _directory(tmp_path)
+    directory = partition_dir(tmp_path)
     assert snapshot.offsets(directory) == [3, 7]  # the roll's, the clean stop's (log end)
     at_roll = snapshot.read_entries(directory, 3)
     at_stop = snapshot.read_entries(directory, 7)
@@ -110,10 +59,10 @@ def test_snapshots_hold_every_producer_and_a_clean_restart_replays_nothing(tmp_p
     assert sorted(e[:5] + e[6:] for e in at_stop) == sorted([(pid1, e1, 4, 6, 1, -1, -1), (pid2, e2, 1, 4, 1, -1, -1)])
     assert all(abs(e.timestamp - time.time() * 1000) < 600_000 for e in at_stop)
 
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
-        _check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
-        other = _produce(c, pid2, e2, 0, 2)  # pid2's last batch, from the same snapshot
+        check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
+        other = produce(c, pid2, e2, 0, 2)  # pid2's last batch, from the same snapshot
         assert (other.error_code, other.base_offset) == (0, 3)
         assert b.broker.producers.replayed_batches == 0  # the snapshot at the log end was all it read
         c.close()
@@ -124,34 +73,34 @@ def test_snapshots_hold_every_producer_and_a_clean_restart_replays_nothing(tmp_p
 def test_producers_are_carried_into_the_next_snapshot_when_no_producer_wrote_since_the_start(tmp_path):
     """A start loads no producer state until a producer writes; a stop after plain records were appended
     still writes every producer of the earlier snapshot (and the one there at the log end is left alone)."""
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         (pid1, e1), (pid2, e2) = _two_producers(b, c)
         c.close()
-    directory = _directory(tmp_path)
+    directory = partition_dir(tmp_path)
     written = os.stat(snapshot.path_for(directory, 7)).st_mtime_ns
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         pass  # nothing appended: the snapshot at the log end is not written again
     assert snapshot.offsets(directory) == [3, 7]
     assert os.stat(snapshot.path_for(directory, 7)).st_mtime_ns == written
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         plain = c.call(produce_request(TOPIC, 0, batch([b"plain"])), 9).responses[0].partition_responses[0]
         assert (plain.error_code, plain.base_offset) == (0, 7)
         c.close()
     assert snapshot.read_entries(directory, 8) == snapshot.read_entries(directory, 7)
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
-        _check_continues(c, pid2, e2, dup_seq=0, dup_count=2, dup_offset=3, next_seq=2, next_offset=8)
+        check_continues(c, pid2, e2, dup_seq=0, dup_count=2, dup_offset=3, next_seq=2, next_offset=8)
         c.close()
 
 
 def test_describe_producers_after_a_restart_reads_the_snapshot(tmp_path):
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         (pid1, e1), (pid2, e2) = _two_producers(b, c)
         c.close()
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         R = message_class("DescribeProducersRequest")
         res = c.call(R(topics=[R.TopicRequest(name=TOPIC, partition_indexes=[0])]), 0)
@@ -164,25 +113,25 @@ def test_describe_producers_after_a_restart_reads_the_snapshot(tmp_path):
 
 
 def test_after_a_crash_the_last_roll_snapshot_and_the_log_after_it_rebuild_the_state(tmp_path):
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         (pid1, e1), (pid2, e2) = _two_producers(b, c)
         c.close()
-    snapshot.delete(_directory(tmp_path), 7)  # a crash writes no snapshot at the log end
-    with _start(tmp_path) as b:
+    snapshot.delete(partition_dir(tmp_path), 7)  # a crash writes no snapshot at the log end
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
-        _check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
+        check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
         assert b.broker.producers.replayed_batches == 2  # pid2's and pid1's batches after the roll at 3
         c.close()
 
 
 @pytest.mark.parametrize("damage", ["flipped byte", "truncated"])
 def test_a_damaged_snapshot_is_logged_and_an_older_one_used(tmp_path, caplog, damage):
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         (pid1, e1), _ = _two_producers(b, c)
         c.close()
-    path = snapshot.path_for(_directory(tmp_path), 7)
+    path = snapshot.path_for(partition_dir(tmp_path), 7)
     data = bytearray(open(path, "rb").read())
     if damage == "truncated":
         del data[-10:]
@@ -190,30 +139,25 @@ def test_a_damaged_snapshot_is_logged_and_an_older_one_used(tmp_path, caplog, da
         data[20] ^= 0x40
     with open(path, "wb") as f:
         f.write(data)
-    with caplog.at_level(logging.WARNING, logger="kafkawire.storage"), _start(tmp_path) as b:
+    with caplog.at_level(logging.WARNING, logger="kafkawire.storage"), segments_broker(tmp_path) as b:
         c = RawClient(b.address)
-        _check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
+        check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=5, next_seq=5, next_offset=7)
         assert b.broker.producers.replayed_batches == 2  # from the snapshot at 3
         c.close()
     assert any("ignoring producer snapshot" in r.getMessage() and path in r.getMessage() for r in caplog.records)
 
 
 def test_producers_idle_past_producer_id_expiration_are_not_loaded(tmp_path):
-    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
-    with _start(tmp_path) as b:
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
-        create_topic(c, TOPIC)
-        old, e_old = init_producer(c)
-        fresh, e_fresh = init_producer(c)
-        assert _produce(c, old, e_old, 0, 2, timestamp=two_days_ago).error_code == 0
-        assert _produce(c, fresh, e_fresh, 0, 2).error_code == 0
+        (old, e_old), (fresh, e_fresh) = write_old_and_fresh(c)
         c.close()
-    assert {e.producer_id for e in snapshot.read_entries(_directory(tmp_path), 4)} == {old, fresh}
-    with _start(tmp_path) as b:
+    assert {e.producer_id for e in snapshot.read_entries(partition_dir(tmp_path), 4)} == {old, fresh}
+    with segments_broker(tmp_path) as b:
         c = RawClient(b.address)
         # as Kafka loads a snapshot: the idle producer is gone, so any sequence starts it again
-        assert _produce(c, old, e_old, 9, 1).error_code == 0
-        assert _produce(c, fresh, e_fresh, 9, 1).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert produce(c, old, e_old, 9, 1).error_code == 0
+        assert produce(c, fresh, e_fresh, 9, 1).error_code == errors.OUT_OF_ORDER_SEQUENCE_NUMBER
         c.close()
 
 
@@ -222,22 +166,22 @@ def test_kafka_loads_the_snapshots_kafkawire_wrote(tmp_path):
     snapshot at its base: kafkawire's, written at the roll. Producer 1 wrote only before the roll, so that
     snapshot is all Kafka knows of it."""
     logs = tmp_path / "logs"
-    with _start(logs) as b:
+    with segments_broker(logs) as b:
         c = RawClient(b.address)
         create_topic(c, TOPIC)
         pid1, e1 = init_producer(c)
         pid2, e2 = init_producer(c)
-        assert _produce(c, pid1, e1, 0, 3).base_offset == 0
-        assert _produce(c, pid1, e1, 3, 2).base_offset == 3
+        assert produce(c, pid1, e1, 0, 3).base_offset == 0
+        assert produce(c, pid1, e1, 3, 2).base_offset == 3
         b.broker.storage.partition(TOPIC, 0).roll()
-        assert _produce(c, pid2, e2, 0, 2).base_offset == 5
+        assert produce(c, pid2, e2, 0, 2).base_offset == 5
         c.close()
-    assert [e.producer_id for e in snapshot.read_entries(_directory(logs), 5)] == [pid1]
+    assert [e.producer_id for e in snapshot.read_entries(partition_dir(logs), 5)] == [pid1]
     kafka = kafka_on(tmp_path)
     try:
-        c = RawClient(_address(kafka.bootstrap), timeout=30)
-        _check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=7)
-        _check_continues(c, pid2, e2, dup_seq=0, dup_count=2, dup_offset=5, next_seq=2, next_offset=8)
+        c = RawClient(host_port(kafka.bootstrap), timeout=30)
+        check_continues(c, pid1, e1, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=7)
+        check_continues(c, pid2, e2, dup_seq=0, dup_count=2, dup_offset=5, next_seq=2, next_offset=8)
         c.close()
     finally:
         kafka.stop()
@@ -246,18 +190,15 @@ def test_kafka_loads_the_snapshots_kafkawire_wrote(tmp_path):
 def test_kafkawire_loads_the_snapshots_kafka_wrote(tmp_path):
     kafka = kafka_on(tmp_path)
     try:
-        c = RawClient(_address(kafka.bootstrap), timeout=30)
-        create_topic(c, TOPIC)
-        pid, epoch = init_producer(c)
-        assert _produce(c, pid, epoch, 0, 3).base_offset == 0
-        assert _produce(c, pid, epoch, 3, 2).base_offset == 3
+        c = RawClient(host_port(kafka.bootstrap), timeout=30)
+        pid, epoch = write_two_batches(c)
         c.close()
     finally:
         kafka.stop()
     logs = tmp_path / "logs"
-    assert 5 in snapshot.offsets(_directory(logs))  # Kafka's, at its log end on a clean shutdown
-    with _start(logs) as b:
+    assert 5 in snapshot.offsets(partition_dir(logs))  # Kafka's, at its log end on a clean shutdown
+    with segments_broker(logs) as b:
         c = RawClient(b.address)
-        _check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
+        check_continues(c, pid, epoch, dup_seq=3, dup_count=2, dup_offset=3, next_seq=5, next_offset=5)
         assert b.broker.producers.replayed_batches == 0
         c.close()
