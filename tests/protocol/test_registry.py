@@ -59,6 +59,29 @@ def test_registry_against_the_raw_schemas(folders):  # noqa: F811
         assert info.carries_records == any(_has_records(r) for r in raws + resp), info.name
 
 
+def test_the_registrys_summaries_agree_with_the_parsed_specs():
+    # the registry reads summaries straight from the JSON (a start would otherwise parse every schema);
+    # each must say what the full parse of the same message says
+    from kafkawire.protocol.schema import message_names, message_spec, message_summary
+
+    for name in message_names():
+        spec, summary = message_spec(name), message_summary(name)
+        assert (summary.name, summary.kind, summary.api_key, summary.valid) == (
+            spec.name,
+            spec.kind,
+            spec.api_key,
+            spec.valid,
+        ), name
+        assert summary.flexible_floor == spec.flexible_floor, name
+        assert (summary.listeners, summary.latest_version_unstable, summary.former_name) == (
+            spec.listeners,
+            spec.latest_version_unstable,
+            spec.former_name,
+        ), name
+        assert summary.has_records == spec.has_records(), name
+    assert sum(message_summary(n).has_records for n in message_names()) >= 4  # Produce and Fetch, both ways
+
+
 def test_well_known_apis():
     produce, fetch, versions = api(0), api(1), api(18)
     assert (produce.name, fetch.name, versions.name) == ("Produce", "Fetch", "ApiVersions")

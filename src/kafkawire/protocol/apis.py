@@ -11,7 +11,7 @@ import functools
 from dataclasses import dataclass
 
 from .api_keys import ApiKey
-from .schema import MessageSpec, message_names, message_spec
+from .schema import MessageSummary, message_names, message_summary
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,11 @@ class ApiInfo:
 
 @functools.cache
 def _registry() -> dict[int, ApiInfo]:
-    requests: dict[int, MessageSpec] = {}
-    responses: dict[int, MessageSpec] = {}
+    # summaries, not message_spec: the registry needs no field of the ~200 messages, most never used by a process
+    requests: dict[int, MessageSummary] = {}
+    responses: dict[int, MessageSummary] = {}
     for name in message_names():
-        spec = message_spec(name)
+        spec = message_summary(name)
         if spec.api_key is None:  # headers and data payloads; every request and response has its key
             continue
         if spec.kind == "request":
@@ -63,7 +64,7 @@ def _registry() -> dict[int, ApiInfo]:
             flexible_min=req.flexible_floor,
             listeners=req.listeners,
             latest_version_unstable=req.latest_version_unstable,
-            carries_records=req.has_records() or resp.has_records(),
+            carries_records=req.has_records or resp.has_records,
             request=req.name,
             response=resp.name,
             former_name=req.former_name.removesuffix("Request") if req.former_name else None,
