@@ -10,6 +10,7 @@ from the snapshots Kafka writes.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -235,3 +236,52 @@ def test_a_snapshot_by_time_and_retention_by_age(tmp_path):
     assert log.clean(now + 120_000) == 2
     assert _files(tmp_path, ".checkpoint") == [written[1]]
     assert sorted(MetadataLog(str(tmp_path), 1, DIRECTORY_ID).load().topics()) == ["a", "b"]
+
+
+def test_an_append_during_a_snapshot_does_not_wait_for_its_encoding(tmp_path, monkeypatch):
+    """A snapshot takes the image under the metadata log's lock and encodes and writes it outside: an append
+    (a request that changes metadata) made while the snapshot is being encoded finishes before the encoding
+    does, and the snapshot holds the log as it was at its offset, without that append (new topics or changed
+    partitions)."""
+    from kafkawire.broker.storage.kraft.image import MetadataImage
+
+    log = MetadataLog(str(tmp_path), 1, DIRECTORY_ID).load()
+    log.configure({"metadata.log.max.record.bytes.between.snapshots": str(1 << 30)})  # only the explicit one
+    log.save_topics({"before": TopicMeta("before", uuid.UUID(int=21), 2, {})})
+    encoding, release = threading.Event(), threading.Event()
+    encode = MetadataImage.snapshot_records
+
+    def held_encoding(image):
+        encoding.set()
+        release.wait(60)  # bounded: a broken lock shows as the append below not finishing, not as a hang
+        return encode(image)
+
+    monkeypatch.setattr(MetadataImage, "snapshot_records", held_encoding)
+    snapshot_end = log.end_offset
+    written: list = []
+    snapshotter = threading.Thread(target=lambda: written.append(log.snapshot()))
+    snapshotter.start()
+    try:
+        assert encoding.wait(30), "the snapshot never started encoding"
+
+        def changes():
+            wanted = {"before": TopicMeta("before", uuid.UUID(int=21), 2, {})}
+            log.save_topics({**wanted, "during": TopicMeta("during", uuid.UUID(int=22), 1, {})})
+            log.resign_leaders()  # the partitions the snapshot holds change too
+
+        appender = threading.Thread(target=changes)
+        appender.start()
+        appender.join(30)
+        assert not appender.is_alive(), "the append waited for the snapshot's encoding"
+        assert not written, "the snapshot finished before it was let go"
+    finally:
+        release.set()
+        snapshotter.join(60)
+    path = Path(written[0])
+    assert path.name == f"{snapshot_end:020d}-{log.epoch:010d}.checkpoint"
+    held = [(name, m) for b in iter_batches(path.read_bytes()) for _o, name, m in decode_batch_records(b)]
+    assert [m.name for name, m in held if name == "TopicRecord"] == ["before"]
+    # as led when the snapshot was taken, not as the append during its encoding left them
+    assert [(m.leader, m.leader_epoch) for name, m in held if name == "PartitionRecord"] == [(1, 0), (1, 0)]
+    assert log.image.partition("before", 0).leader == -1
+    assert sorted(MetadataLog(str(tmp_path), 1, DIRECTORY_ID).load().topics()) == ["before", "during"]

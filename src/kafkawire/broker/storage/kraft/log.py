@@ -255,13 +255,14 @@ class MetadataLog:
     def _snapshot_now(self) -> str | None:
         try:
             with self._lock:
-                # the image is turned into records under the lock (appends wait for it, never the other way)
+                # only a copy of the image is taken under the lock; it is encoded and written outside, so that an
+                # append (a request changing metadata) waits for the copy, not for the snapshot
                 if self.image.in_transaction or self.end_offset <= self.snapshot_offset:
                     return None
                 offset, epoch, stamp = self.end_offset, self.epoch, self._last_timestamp
-                values = self.image.snapshot_records()
+                image = self.image.copy()
                 self._since_snapshot = 0
-            path = self._write_snapshot(values, offset, epoch, stamp)
+            path = self._write_snapshot(image.snapshot_records(), offset, epoch, stamp)
             with self._lock:
                 self.snapshot_offset = max(self.snapshot_offset, offset)
             self.clean()
