@@ -38,6 +38,10 @@ CASES = [
     ("message.timestamp.type", "bogus"),
     ("internal.segment.bytes", "1000"),  # Kafka's config for small segments in tests: no floor
     ("internal.segment.bytes", "x"),
+    ("internal.segment.bytes", "-1"),  # Kafka 4.4 puts no bound on it: taken, and produce is refused (below)
+    ("internal.segment.bytes", "0"),
+    ("internal.segment.bytes", "-2147483648"),
+    ("internal.segment.bytes", "2147483648"),
 ]
 
 
@@ -145,3 +149,39 @@ def test_internal_segment_bytes_rolls_small_segments_and_is_described_only_when_
     finally:
         broker.stop()
     assert len(list((tmp_path / "data" / "small-0").glob("*.log"))) > 2  # 40 batches of ~170 bytes: rolled
+
+
+# internal.segment.bytes -> what a Produce of one ~120-byte batch gets: Kafka's log refuses records larger than a
+# segment (RECORD_LIST_TOO_LARGE), so with a size of 0 or below every produce is refused
+SEGMENT_SIZES = ("-1", "0", "100", "1000")
+
+
+def _produce_answers(bootstrap: str) -> dict[str, int]:
+    out = {}
+    prefix = f"segment-{time.monotonic_ns()}"
+    for size in SEGMENT_SIZES:
+        topic = f"{prefix}{size}"
+        assert _create(bootstrap, topic, {"internal.segment.bytes": size}, False) == (0, None)
+        producer = confluent_kafka.Producer(
+            {"bootstrap.servers": bootstrap, "linger.ms": 0, "enable.idempotence": False, "retries": 0}
+        )
+        results = []
+        producer.produce(topic, b"v" * 50, b"key", on_delivery=lambda err, msg: results.append(err))
+        assert producer.flush(30) == 0
+        (err,) = results
+        out[size] = 0 if err is None else err.code()
+    return out
+
+
+@pytest.mark.parametrize("storage", ["memory", "segments"])
+def test_a_segment_size_below_a_batch_refuses_produce_as_kafka(reference_kafka, storage, tmp_path):
+    from kafkawire.testing import KafkaBroker
+
+    kafka = _produce_answers(reference_kafka.bootstrap)
+    assert kafka == {"-1": 18, "0": 18, "100": 18, "1000": 0}  # RECORD_LIST_TOO_LARGE: as measured on Kafka 4.4
+    broker = KafkaBroker(storage=storage, data_dir=tmp_path / "data" if storage == "segments" else None)
+    broker.start()
+    try:
+        assert _produce_answers(broker.bootstrap) == kafka
+    finally:
+        broker.stop()

@@ -33,7 +33,7 @@ import itertools
 import logging
 import time
 from collections import deque
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..protocol import ApiKey, KafkaError, errors as kerrors
 from ..protocol.messages import message_class
@@ -42,6 +42,10 @@ from .cluster import STALE_METADATA, ZERO_UUID, Cluster
 from .connection import ConnectionClosed, RequestTimeout
 from .offsets import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, list_offsets, offset_spec
 from .retry import Backoff
+
+if TYPE_CHECKING:  # built at run time by message_class(); the group modules import this one
+    from ..protocol.messages import FetchResponse
+    from .groups.membership import ClassicMembership, ConsumerMembership
 
 _log = logging.getLogger("kafkawire.client")
 
@@ -173,9 +177,11 @@ class AsyncConsumer:
         self._chunks: deque[_Chunk] = deque()
         self._buffered = 0
         self._fetcher: asyncio.Task | None = None
-        self._data: asyncio.Event | None = None
-        self._room: asyncio.Event | None = None
-        self._changed: asyncio.Event | None = None
+        # None until made on the loop (an Event belongs to one loop) by the first use that needs them; the
+        # fetcher and the readers run after it, so they are typed as always there
+        self._data: asyncio.Event = None  # type: ignore[assignment]
+        self._room: asyncio.Event = None  # type: ignore[assignment]
+        self._changed: asyncio.Event = None  # type: ignore[assignment]
         self._error: BaseException | None = None
         self._closed = False
         self._fetch_attempt = 0
@@ -186,7 +192,7 @@ class AsyncConsumer:
         self._commit_ready: dict[tuple[str, int], int] = {}  # as of the start of the latest poll (auto-commit)
         self._callback_runner = None  # the sync Consumer runs rebalance callbacks off the loop thread
         self._subscribed = False
-        self.group = None
+        self.group: ClassicMembership | ConsumerMembership | None = None
         if group_id is not None:
             from .groups.membership import ClassicMembership, ConsumerMembership
 
@@ -427,11 +433,11 @@ class AsyncConsumer:
 
     async def seek_to_timestamp(self, timestamp_ms: int, *tps) -> None:
         """Each partition to the earliest offset whose timestamp is >= ``timestamp_ms`` (the end if none)."""
-        tps = [tuple(tp) for tp in (tps or list(self._parts))]
+        wanted = [tuple(tp) for tp in (tps or list(self._parts))]
         found = await list_offsets(
-            self.cluster, {tp: int(timestamp_ms) for tp in tps}, isolation_level=self.isolation_level
+            self.cluster, {tp: int(timestamp_ms) for tp in wanted}, isolation_level=self.isolation_level
         )
-        for tp in tps:
+        for tp in wanted:
             off = found[tp].offset
             self.seek(tp, off if off >= 0 else "latest")
 
@@ -459,7 +465,7 @@ class AsyncConsumer:
                 return chunk.min_offset
         if state.position is None:
             await self._resolve([tp])
-        return state.position
+        return cast(int, state.position)  # resolved
 
     def high_watermark(self, tp) -> int:
         """The partition's high watermark as of the last fetch (-1 before the first)."""
@@ -617,6 +623,7 @@ class AsyncConsumer:
         cls = message_class("FetchRequest")
         topics: dict[str, list] = {}
         epochs = {}
+        state: _PartitionState | None
         for tp in tps:
             state = self._parts[tp]
             epochs[tp] = state.epoch
@@ -626,7 +633,7 @@ class AsyncConsumer:
                     # the leader answers FENCED_LEADER_EPOCH to a client with older metadata, UNKNOWN_LEADER_EPOCH
                     # when it is behind: both refresh metadata (STALE_METADATA), as the Java consumer does
                     current_leader_epoch=self._leader_epoch(tp),
-                    fetch_offset=state.position,
+                    fetch_offset=cast(int, state.position),  # partitions without one were left out above
                     last_fetched_epoch=-1,
                     log_start_offset=-1,
                     partition_max_bytes=max(state.max_bytes, self.max_partition_fetch_bytes),
@@ -644,8 +651,11 @@ class AsyncConsumer:
             rack_id="",
             topics=[cls.FetchTopic(topic=t, topic_id=topic_ids[t], partitions=ps) for t, ps in topics.items()],
         )
-        resp = await conn.request(
-            req, version=version, timeout=self.cluster.request_timeout + self.fetch_max_wait_ms / 1000
+        resp = cast(
+            "FetchResponse",
+            await conn.request(
+                req, version=version, timeout=self.cluster.request_timeout + self.fetch_max_wait_ms / 1000
+            ),
         )
         if resp.error_code:
             raise KafkaError(resp.error_code, "Fetch")
@@ -774,7 +784,7 @@ class AsyncConsumer:
                 state.max_bytes = max(self.max_partition_fetch_bytes, state.max_bytes) * 2
             return False
         state.max_bytes = 0
-        start = state.position
+        start = cast(int, state.position)  # a partition is fetched from its position
         state.position = max(next_offset, start)
         state.record_epoch = batch.partition_leader_epoch
         aborted = None
@@ -804,7 +814,7 @@ class AsyncConsumer:
                 err, self._error = self._error, None
                 self._poke()
                 raise err
-            chunks = []
+            chunks: list[_Chunk] = []
             size = 0
             held = []  # data of paused partitions stays buffered until they are resumed
             while self._chunks and (max_bytes is None or not chunks or size < max_bytes):
@@ -865,7 +875,7 @@ class AsyncConsumer:
 
     def _decode(self, c: _Chunk) -> list[ConsumerRecord]:
         topic, partition = c.tp
-        out = []
+        out: list[ConsumerRecord] = []
         append = out.append
         new = tuple.__new__
         for batch in _visible_batches(c):

@@ -32,7 +32,7 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from ..protocol import ApiKey, KafkaError, errors as kerrors
 from ..protocol.messages import message_class
@@ -43,6 +43,12 @@ from .connection import ConnectionClosed, RequestTimeout
 from .partitioner import DefaultPartitioner
 from .retry import Backoff
 from .transactions import TransactionManager
+
+if TYPE_CHECKING:  # built at run time by message_class(); numpy and the columnar records only with send_many
+    import numpy as np
+
+    from ..protocol.messages import InitProducerIdResponse, ProduceResponse
+    from ..protocol.records.columnar import ColumnarRecords
 
 # answers meaning the broker no longer knows our producer id or its sequences
 _PRODUCER_STATE_LOST = frozenset({kerrors.UNKNOWN_PRODUCER_ID, kerrors.OUT_OF_ORDER_SEQUENCE_NUMBER})
@@ -241,8 +247,8 @@ def _acks(value) -> int:
 class _ColumnarJob(NamedTuple):
     """Records of one ``send_many`` call with Arrow columns, for one topic."""
 
-    records: object  # protocol.records.columnar.ColumnarRecords
-    partitions: object  # numpy int64 array (-1: choose), or None
+    records: ColumnarRecords
+    partitions: np.ndarray | None  # int64 (-1: choose)
     group: DeliveryGroup
 
 
@@ -390,9 +396,11 @@ class AsyncProducer:
         self._meta_tasks: dict[str, asyncio.Task] = {}
         self._buffered = 0
         self._unfinished = 0  # records sent but not yet completed
-        self._wakeup: asyncio.Event | None = None
-        self._idle: asyncio.Event | None = None
-        self._space: asyncio.Event | None = None
+        # None until _ensure_loop_objects makes them on the loop (an Event belongs to one loop); every
+        # other use runs after it, so they are typed as always there
+        self._wakeup: asyncio.Event = None  # type: ignore[assignment]
+        self._idle: asyncio.Event = None  # type: ignore[assignment]
+        self._space: asyncio.Event = None  # type: ignore[assignment]
         self._sender: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._flushing = 0
@@ -448,8 +456,11 @@ class AsyncProducer:
                     self.idempotent = False
                     return
                 # the timeout is Integer.MAX_VALUE as the Java client sends it without a transactional id
-                resp = await conn.request(
-                    cls(transactional_id=None, transaction_timeout_ms=0x7FFFFFFF, producer_id=-1, producer_epoch=-1)
+                resp = cast(
+                    "InitProducerIdResponse",
+                    await conn.request(
+                        cls(transactional_id=None, transaction_timeout_ms=0x7FFFFFFF, producer_id=-1, producer_epoch=-1)
+                    ),
                 )
                 if resp.error_code:
                     raise KafkaError(resp.error_code, "InitProducerId")
@@ -999,7 +1010,8 @@ class AsyncProducer:
             self._in_flight.add(tp)
             by_node.setdefault(part.leader, []).append(batch)
         for node, batches in by_node.items():
-            group, size = [], 0
+            group: list[_Batch] = []
+            size = 0
             for b in batches:  # several requests rather than one above max_request_size
                 if group and size + b.size > self.max_request_size:
                     self._spawn(self._send_batches(node, group))
@@ -1069,14 +1081,22 @@ class AsyncProducer:
                 acks=self.acks,
                 timeout_ms=int(self.request_timeout * 1000),
                 topic_data=[
-                    cls.TopicProduceData(name=t, topic_id=infos[t].topic_id if infos[t] else None, partition_data=ps)
+                    cls.TopicProduceData(
+                        name=t,
+                        # None (the field is typed UUID) only if the topic's metadata went since its batches
+                        topic_id=info.topic_id if (info := infos[t]) else None,  # type: ignore[arg-type]
+                        partition_data=ps,
+                    )
                     for t, ps in topics.items()
                 ],
             )
             try:
                 conn = await self.cluster.connection(node)
                 version = self._txn.produce_version(conn) if self._txn is not None else None
-                resp = await conn.request(req, version=version, timeout=self.request_timeout + 5)
+                resp = cast(
+                    "ProduceResponse | None",
+                    await conn.request(req, version=version, timeout=self.request_timeout + 5),
+                )
             except (ConnectionClosed, RequestTimeout, OSError, TimeoutError) as exc:
                 for b in batches:
                     self._retry_or_fail(b, KafkaError(kerrors.NETWORK_EXCEPTION, str(exc)), stale=True)
@@ -1090,6 +1110,7 @@ class AsyncProducer:
                     self._succeed(b, -1, -1)
                 return
             answers = {}
+            p: ProduceResponse.PartitionProduceResponse | None
             for t in resp.responses:
                 name = t.name if t.name else self.cluster.topic_names.get(t.topic_id)
                 for p in t.partition_responses:

@@ -57,6 +57,7 @@ def _resolve_rules(broker, meta) -> validation.TopicRules:
         int(value(configs, "message.timestamp.after.max.ms")),
         value(configs, "compression.type"),
         "compact" in str(value(configs, "cleanup.policy")).split(","),
+        int(configs.get("internal.segment.bytes") or value(configs, "segment.bytes")),
     )
 
 

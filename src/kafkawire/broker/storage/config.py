@@ -232,10 +232,13 @@ class StorageConfig:
             name, parse = spec
             values[name] = parse(key, raw)
         internal = (topic_configs or {}).get("internal.segment.bytes")
-        if internal is not None:  # Kafka's internal config for tests: the segment size, whatever segment.bytes says
+        if internal is not None:
+            # Kafka's internal config for tests: the segment size whatever segment.bytes says, and with no bounds
+            # (Kafka 4.4 takes 0 or a negative size; produce to such a topic is then refused, every batch being
+            # larger than a segment, with RECORD_LIST_TOO_LARGE)
             values["segment_bytes"] = _as_int("internal.segment.bytes", internal)
         settings = TopicSettings(**values)
-        if settings.segment_bytes < 14 or settings.segment_bytes > 2**31 - 1:
+        if internal is None and (settings.segment_bytes < 14 or settings.segment_bytes > 2**31 - 1):
             raise InvalidConfigError(f"segment.bytes={settings.segment_bytes} must be in [14, 2147483647]")
         if settings.segment_ms < 1:
             raise InvalidConfigError(f"segment.ms={settings.segment_ms} must be positive")

@@ -58,6 +58,8 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:
+    import re
+
     from ..consumer import AsyncConsumer
 
 log = logging.getLogger("kafkawire.client.groups")
@@ -166,7 +168,7 @@ class Membership:
         self.auto_commit_interval_ms = auto_commit_interval_ms
         self.listener = Listener()
         self.topics: set[str] = set()  # the subscription as topic names (a pattern resolved)
-        self.pattern = None
+        self.pattern: re.Pattern[str] | None = None
         self.member_id = ""
         self.owned: set[TP] = set()
         self.committed: dict[TP, int] = {}  # what we last committed or found committed

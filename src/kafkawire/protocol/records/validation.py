@@ -96,6 +96,7 @@ class TopicRules(NamedTuple):
     timestamp_after_max_ms: int = _LONG_MAX  # message.timestamp.after.max.ms
     compression_type: str = "producer"  # compression.type
     compacted: bool = False  # cleanup.policy holds compact: every record needs a key
+    segment_bytes: int = 2**31 - 1  # segment.bytes, or internal.segment.bytes when set (any int, even negative)
 
 
 def frames(records) -> tuple[list[Frame], str | None]:
@@ -312,6 +313,13 @@ def validate(
         buf = recompressed
         if len(entries) == 1:
             header = read_header(buf, 0)
+    if len(buf) > rules.segment_bytes:
+        # Kafka's log refuses records that would not fit in one segment, after validating them, whatever their
+        # producer state; with no custom message, and the log start offset unknown (-1)
+        return Refusal(
+            errors.RECORD_LIST_TOO_LARGE,
+            f"{len(buf)} bytes of records are larger than the topic's segment size {rules.segment_bytes}",
+        )
     if len(entries) > 1 or header is None or header.producer_id < 0:
         header = None  # only v3+ single-batch requests are idempotent
     return tuple.__new__(Accepted, (buf, header))  # (Accepted() is slower, per partition of every request)
