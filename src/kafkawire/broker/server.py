@@ -103,7 +103,7 @@ class Broker:
             config.properties, (config.host, config.port), (config.advertised_host, config.advertised_port)
         )
         self.storage = storage if storage is not None else open_storage(config)
-        self.handlers = dispatch.load_handlers()
+        self.handlers = dispatch.handler_table()  # each handler module imported by its first request
         # Broker-wide state, one owner (a package under broker/) each, created here and reached by handlers
         # through this object: long-poll waiters, fetch sessions, idempotent producers, and the coordinators,
         # which start() creates (they replay their internal topic and run timers on the event loop).
@@ -476,6 +476,7 @@ class Broker:
         """Start-up, before serving: this node is elected leader of its partitions again (PartitionChangeRecords,
         each a leader epoch up, as Kafka's controller writes them when a node restarts) and each partition's
         epoch history gets the new epoch at its log end (leader-epoch-checkpoint)."""
+        self.metadata_log.become_leader()  # a new quorum epoch opened by a LeaderChange, as each Kafka start
         elected = self.metadata_log.elect_leaders()
         partitions = []
         for name, meta in self.storage.topics().items():
