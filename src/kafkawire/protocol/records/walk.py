@@ -3,7 +3,9 @@ decoder builds on, and the check a partition leader makes of a producer's record
 
 The walk (``record_runs``, ``expand``, ``varints``) finds where records start without a Python step per
 record when neighbouring records have one size, and reads each varint field of every record at once with
-numpy. ``unreadable`` uses it to accept a well-formed section in bulk; only a section that fails the bulk
+numpy. ``unreadable`` first asks a quick check whether every record is laid out as producers write it: a
+Python step per record for a few records (numpy's fixed cost per call would dominate), else each field of
+every record looked up two bytes at a time in tables, else ``varints``. Only a section that fails the quick
 check is walked again one record at a time with Kafka's reading rules, which decide the answer:
 
 * an uncompressed section is read as Kafka reads a ByteBuffer: a record's length varint longer than 5 bytes
@@ -169,16 +171,169 @@ def varints(u, at):
 def unreadable(data: bytes, count: int, mode: int) -> tuple[int, str] | None:
     """Why Kafka's broker cannot read ``count`` records out of the records section ``data`` read the
     ``mode`` way: (error code, text for the broker's log), or None when it can."""
-    if _numpy() is not None and _well_formed(data, count):
+    if _well_formed(data, count):
         return None
     return _as_kafka_reads(data, count, mode)
 
 
+# Up to this many records a section is checked by a Python step per record (``_well_formed_walk``): numpy's
+# bulk check costs about 20 calls per batch whatever its size, more than walking a few records, and
+# librdkafka sends many batches of a few records. Measured with benchmarks/bench_record_check.py.
+_WALK_MAX = 20
+
+
 def _well_formed(data: bytes, count: int) -> bool:
-    """Every record laid out exactly as a producer writes it, checked in bulk. True only for sections Kafka
-    reads in every mode (lengths and widths within what its readers take); False sends the section to the
-    record-by-record walk, which may still accept it."""
-    _numpy()
+    """Every record laid out exactly as a producer writes it. True only for sections Kafka reads in every
+    mode (lengths and widths within what its readers take); False sends the section to the record-by-record
+    walk with Kafka's rules (``_as_kafka_reads``), which may still accept it."""
+    if count <= _WALK_MAX or _numpy() is None:
+        return _well_formed_walk(data, count)
+    return _well_formed_tables(data, count) or _well_formed_bulk(data, count)
+
+
+def _well_formed_walk(data: bytes, count: int) -> bool:
+    """``_well_formed`` one record at a time: the fields of every record read in turn, each varint's common
+    one-byte form inline (a call per field would double the cost)."""
+    end = len(data)
+    if count <= 0 or count > end // MIN_RECORD_SIZE:
+        return False
+    pos = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                ln = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ln, q = varint(data, pos)
+                if q - pos > 5:  # Kafka reads an int varint of at most 5 bytes
+                    return False
+                pos = q
+            if ln < MIN_RECORD_SIZE - 1 or ln > end - pos:
+                return False
+            stop = pos + ln
+            pos += 1  # attributes
+            at = pos
+            while data[pos] >= 0x80:  # timestamp delta: a varlong of at most 10 bytes
+                pos += 1
+            pos += 1
+            if pos - at > 10:
+                return False
+            at = pos
+            if data[pos] >= 0x80:  # offset delta
+                _, pos = varint(data, pos)
+                if pos - at > 5:
+                    return False
+            else:
+                pos += 1
+            for _field in (0, 1):  # key, then value: a length (-1 null) and its bytes within the record
+                b = data[pos]
+                if b < 0x80:
+                    n = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                else:
+                    at = pos
+                    n, pos = varint(data, pos)
+                    if pos - at > 5:
+                        return False
+                if n < -1 or n >= stop - pos:
+                    return False
+                if n > 0:
+                    pos += n
+            if data[pos] == 0 and pos + 1 == stop:  # no headers
+                pos = stop
+            elif _headers_end(data, pos, stop) == stop:
+                pos = stop
+            else:
+                return False
+    except (CorruptRecordError, IndexError):
+        return False
+    return pos == end
+
+
+# The bulk check reads each varint field of every record as two bytes at once: a little-endian uint16 view
+# of the section at every byte offset (``_pairs``), looked up in tables over all 65536 byte pairs that give
+# what a field of one or two bytes adds to a record's read position. A varint of three or more bytes (a
+# record or value of 8 KiB, a timestamp delta of 8 s), or a key or value length below -1, adds _FAR instead:
+# the record then cannot end where its length says, and the section goes to ``_well_formed_bulk``.
+_FAR = 1 << 40
+_tables: Any = None
+
+
+def _pair_tables():
+    """(width of the varint, width plus the length's bytes, or _FAR) for every first-two-bytes pair."""
+    global _tables
+    if _tables is None:
+        _numpy()
+        w = np.arange(1 << 16, dtype=np.int64)
+        b0, b1 = w & 0xFF, w >> 8
+        one = b0 < 0x80
+        two = ~one & (b1 < 0x80)
+        raw = np.where(one, b0, (b0 & 0x7F) | (b1 << 7))
+        value = (raw >> 1) ^ -(raw & 1)
+        width = np.where(one, 1, np.where(two, 2, _FAR))
+        span = np.where(value >= -1, width + np.maximum(value, 0), _FAR)
+        span[~(one | two)] = _FAR
+        _tables = (width, span)
+    return _tables
+
+
+def _well_formed_tables(data: bytes, count: int) -> bool:
+    """``_well_formed`` in bulk for sections whose varints take one or two bytes (all but the last field of
+    a record then sits at least two bytes before the section's end, so the pair view reads it exactly)."""
+    end = len(data)
+    if count <= 0 or count > end // MIN_RECORD_SIZE:
+        return False
+    width, span = _pair_tables()
+    try:
+        starts, sizes, lengths = record_runs(data, 0, end, count)
+    except (CorruptRecordError, IndexError):
+        return False
+    # the records lie end to end from 0 to ``end``: ``bounds`` holds each one's start and, one further, its
+    # stop (fewer numpy calls than ``expand``)
+    if len(starts) == count:
+        starts.append(end)
+        bounds = np.array(starts, np.int64)
+    else:
+        bounds = np.empty(count + 1, np.int64)
+        bounds[0] = 0
+        np.cumsum(np.repeat(sizes, lengths), out=bounds[1:])
+    start, stop = bounds[:-1], bounds[1:]
+    # (indexed, not ``take``n: take copies a strided view whole first)
+    pairs = np.ndarray((end - 1,), "<u2", data, 0, (1,))
+    # record_runs already proved each record's length (equal length bytes within a run) and that the records
+    # fill the section; its width here finds the fields after it
+    try:
+        at = width[pairs[start]]
+        at += start
+        at += 1  # attributes
+        at += width[pairs[at]]  # timestamp delta
+        at += width[pairs[at]]  # offset delta
+        at += span[pairs[at]]  # key length and key
+        at += span[pairs[at]]  # value length and value: ``at`` is the header count's byte
+    except IndexError:  # a field past the section's last pair: not a well-formed record
+        return False
+    u = np.frombuffer(data, np.uint8)
+    headers = u.take(at, mode="clip")
+    # each record ends right after a header count of 0: (at + 1 - stop) | headers is 0 for every record
+    miss = at + 1
+    miss -= stop
+    miss |= headers
+    if not miss.any():
+        return True
+    # some records have headers (or are malformed): those without end right after a 0 count, the others are
+    # walked (a header's fields have no fixed place)
+    plain = headers == 0
+    if not np.where(plain, at + 1 == stop, at < stop).all():
+        return False
+    for i in np.flatnonzero(~plain).tolist():
+        if _headers_end(data, int(at[i]), int(stop[i])) != int(stop[i]):
+            return False
+    return True
+
+
+def _well_formed_bulk(data: bytes, count: int) -> bool:
+    """``_well_formed`` in bulk for varints of any width (``varints``): more numpy calls than the tables."""
     end = len(data)
     if count <= 0 or count > end // MIN_RECORD_SIZE:
         return False
@@ -216,20 +371,22 @@ def _well_formed(data: bytes, count: int) -> bool:
 
 
 def _headers_end(data: bytes, pos: int, stop: int) -> int:
-    """Where a record's well-formed headers end, or -1."""
+    """Where a record's well-formed headers end, or -1. Every count and length is an int varint of at most 5
+    bytes, as Kafka reads them."""
     try:
-        n, pos = varint(data, pos)
-        if n < 0 or n > stop - pos:
+        n, q = varint(data, pos)
+        if q - pos > 5 or n < 0 or n > stop - q:
             return -1
+        pos = q
         for _ in range(n):
-            kl, pos = varint(data, pos)
-            if kl < 0 or kl > stop - pos:
+            kl, q = varint(data, pos)
+            if q - pos > 5 or kl < 0 or kl > stop - q:
                 return -1
-            pos += kl
-            vl, pos = varint(data, pos)
-            if vl < -1 or vl > stop - pos:
+            pos = q + kl
+            vl, q = varint(data, pos)
+            if q - pos > 5 or vl < -1 or vl > stop - q:
                 return -1
-            pos += max(vl, 0)
+            pos = q + max(vl, 0)
     except (CorruptRecordError, IndexError):
         return -1
     return pos

@@ -1,0 +1,215 @@
+"""The broker's quick checks of a produced records section never accept what Kafka's reading refuses.
+
+``walk._well_formed`` lets a section through without the record-by-record walk that follows Kafka's reading
+rules (``walk._as_kafka_reads``); it has three ways of doing so (a Python step per record for a few records,
+the byte-pair tables, the general numpy varints). Each is compared with the walk, in every mode, on random
+sections as producers write them and on the same sections corrupted (bytes changed, inserted, removed, cut,
+the record count off by one). A quick check may refuse a section Kafka reads (the walk then decides), but
+it must take the sections producers write, or the broker pays the walk for them.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from kafkawire.protocol.records.walk import (
+    BUFFER,
+    SKIP,
+    WHOLE,
+    _as_kafka_reads,
+    _well_formed,
+    _well_formed_bulk,
+    _well_formed_tables,
+    _well_formed_walk,
+    unreadable,
+)
+
+pytest.importorskip("numpy")
+
+CHECKS = {"walk": _well_formed_walk, "tables": _well_formed_tables, "bulk": _well_formed_bulk, "any": _well_formed}
+MODES = (BUFFER, SKIP, WHOLE)
+
+
+def varint(n: int, pad: int = 0, most: int = 5) -> bytes:
+    """A zigzag varint; ``pad`` extra bytes of leading-zero continuation (a longer form Kafka still reads:
+    at most ``most`` bytes in all, 5 for an int, 10 for a long)."""
+    u = (n << 1) ^ (n >> 63)
+    pad = max(0, min(pad, most - (max(u.bit_length(), 1) + 6) // 7))
+    out = bytearray()
+    while u >= 0x80:
+        out.append(u & 0x7F | 0x80)
+        u >>= 7
+    if pad:
+        out.append(u | 0x80)
+        out += b"\x80" * (pad - 1)
+        out.append(0)
+    else:
+        out.append(u)
+    return bytes(out)
+
+
+def blob(rng: random.Random, big: bool) -> bytes | None:
+    r = rng.random()
+    if r < 0.1:
+        return None
+    if r < 0.15:
+        return b""
+    if big and r < 0.2:
+        return rng.randbytes(rng.choice((8190, 8200)))  # a 2- or 3-byte length, and a 3-byte record length
+    return rng.randbytes(rng.choice((1, 3, 10, 60, 63, 64, 100, 1024)))
+
+
+FLAWS = (
+    "length over 5 bytes",
+    "timestamp over 10 bytes",
+    "field over 5 bytes",
+    "bytes after the headers",
+    "length one short",
+    "length one long",
+    "negative header count",
+    "negative header key length",
+    "one header more than written",
+    "key length -2",
+)
+
+
+def section(rng: random.Random, count: int, odd: bool, flaw: str | None = None) -> tuple[bytes, bool]:
+    """A records section of ``count`` records as a producer could write it, and whether every varint in it is
+    canonical and at most two bytes (what the byte-pair tables take). ``odd``: long timestamp and offset
+    deltas, padded varints, 8 KiB values. ``flaw``: one record (chosen at random) written with it."""
+    plain = True
+    same_key = rng.random() < 0.5  # runs of records of one size, as most batches are
+    key0, value0 = blob(rng, False), blob(rng, odd)
+    flawed = rng.randrange(count)
+    parts = []
+    for i in range(count):
+        f = flaw if i == flawed else None
+        key, value = (key0, value0) if same_key else (blob(rng, False), blob(rng, odd))
+        headers = []
+        if rng.random() < 0.2 or f == "negative header key length":
+            headers = [(rng.randbytes(rng.randint(0, 5)), blob(rng, False)) for _ in range(rng.randint(1, 3))]
+        ts = rng.choice((0, 1, 63, 64, 8191, 8192, 10**6, 2**40)) if odd and rng.random() < 0.3 else i // 7
+        pads = [rng.choice((0, 0, 0, 1, 3)) if odd else 0 for _ in range(5)]
+        if any(pads) or ts >= 8192 or i >= 8192:
+            plain = False
+        if f == "field over 5 bytes":
+            pads[rng.randrange(1, 5)] = -6
+        if f == "timestamp over 10 bytes":
+            pads[0] = -11
+
+        def v(n: int, pad: int = 0, most: int = 5) -> bytes:
+            return varint(n, -pad, -pad) if pad < 0 else varint(n, pad, most)  # pad -k: exactly k bytes
+
+        def length(b: bytes | None, pad: int = 0) -> bytes:
+            return v(-1 if b is None else len(b), pad) + (b or b"")
+
+        count_of_headers = len(headers) + (f == "one header more than written")
+        if f == "negative header count":
+            count_of_headers = rng.choice((-1, -5))
+        header_bytes = [length(k) + length(w) for k, w in headers]
+        if f == "negative header key length":
+            k, w = headers[0]
+            header_bytes[0] = varint(rng.choice((-1, -3))) + k + length(w)
+        body = (
+            b"\0"
+            + v(ts, pads[0], 10)
+            + v(i, pads[1])
+            + (v(-2, pads[2]) if f == "key length -2" else length(key, pads[2]))
+            + length(value, pads[3])
+            + v(count_of_headers, pads[4])
+            + b"".join(header_bytes)
+        )
+        if f == "bytes after the headers":
+            body += rng.randbytes(rng.randint(1, 3))
+        if value is not None and len(value) >= 8192 or len(body) >= 8192:
+            plain = False
+        size = len(body) + (f == "length one long") - (f == "length one short")
+        parts.append((varint(size, 6, 6) if f == "length over 5 bytes" else varint(size)) + body)
+    return b"".join(parts), plain
+
+
+def corrupted(rng: random.Random, data: bytes) -> bytes:
+    pos = rng.randrange(len(data))
+    kind = rng.randrange(5)
+    if kind == 0:
+        return (
+            data[:pos]
+            + bytes((rng.choice((0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF, rng.randrange(256))),))
+            + data[pos + 1 :]
+        )
+    if kind == 1:
+        return data[:pos] + bytes((rng.randrange(256),)) + data[pos:]
+    if kind == 2:
+        return data[:pos] + data[pos + 1 :]
+    if kind == 3:
+        return data[:pos]
+    return data[:pos] + data[pos : pos + 2][::-1] + data[pos + 2 :]  # two bytes swapped
+
+
+def kafka_reads(data: bytes, count: int) -> bool:
+    return all(_as_kafka_reads(data, count, mode) is None for mode in MODES)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quick_checks_take_what_producers_write(seed):
+    rng = random.Random(seed)
+    for _ in range(60):
+        count = rng.choice((1, 2, 5, 20, 21, 40, 200))
+        odd = rng.random() < 0.3
+        data, plain = section(rng, count, odd)
+        assert kafka_reads(data, count)
+        assert _well_formed_walk(data, count)
+        assert _well_formed_bulk(data, count) or odd  # it reads any width, not padded varints over 5 bytes
+        if plain:
+            assert _well_formed_tables(data, count), data.hex()
+        assert _well_formed(data, count) or odd
+        for mode in MODES:
+            assert unreadable(data, count, mode) is None
+
+
+def agree(data: bytes, n: int, passed: dict) -> bool:
+    """Every quick check that passes ``data`` is right to (Kafka reads it in every mode), and the broker's
+    answer is the walk's; whether Kafka reads it."""
+    reads = kafka_reads(data, n)
+    for name, check in CHECKS.items():
+        if check(data, n):
+            passed[name] += 1
+            assert reads, (name, data.hex(), n)
+    for mode in MODES:
+        assert unreadable(data, n, mode) == _as_kafka_reads(data, n, mode)
+    return reads
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_quick_checks_accept_no_corrupted_section_kafkas_reading_refuses(seed):
+    rng = random.Random(100 + seed)
+    passed = {name: 0 for name in CHECKS}
+    refused = 0
+    for _ in range(30):
+        count = rng.choice((1, 3, 20, 21, 50))
+        data, _ = section(rng, count, rng.random() < 0.3)
+        for _ in range(30):
+            bad = corrupted(rng, data)
+            for n in (count - 1, count, count + 1) if rng.random() < 0.3 else (count,):
+                refused += not agree(bad, n, passed)
+    # the corruptions reach both sides: some leave the layout intact (a key or value byte), many break it
+    assert refused > 400 and all(passed.values()), (refused, passed)
+
+
+@pytest.mark.parametrize("flaw", FLAWS)
+def test_quick_checks_accept_no_flawed_record_kafkas_reading_refuses(flaw):
+    """One record of the section written with a flaw in its layout (a field too long, the length off, ...),
+    among records of every check's shapes."""
+    rng = random.Random(flaw)
+    passed = {name: 0 for name in CHECKS}
+    refused = 0
+    for _ in range(40):
+        count = rng.choice((1, 3, 20, 21, 50))
+        data, _ = section(rng, count, rng.random() < 0.3, flaw)
+        refused += not agree(data, count, passed)
+    if flaw == "key length -2":
+        assert not refused  # Kafka reads a negative length as null: the quick checks may refuse it all the same
+    else:
+        assert refused == 40
