@@ -104,3 +104,25 @@ def test_a_stale_table_fails_the_first_request_to_that_module():
     )
     assert "refused: broker/handlers/_table.py states ('Metadata'" in out, out
     assert "run python tools/gen_handler_table.py" in out, out
+
+
+def test_a_broker_without_an_authorizer_imports_none():
+    out = _run(
+        """
+        import sys
+        from kafkawire.broker.server import start_in_thread
+
+        b = start_in_thread()
+        try:
+            print("without", sorted(m for m in sys.modules if m.startswith("kafkawire.security.authorizer")))
+        finally:
+            b.stop()
+        b = start_in_thread(properties={"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+        try:
+            print("with", type(b.broker.authorizer).__name__)
+        finally:
+            b.stop()
+        """
+    )
+    assert "without []" in out, out
+    assert "with StandardAuthorizer" in out, out

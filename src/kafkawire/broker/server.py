@@ -658,6 +658,8 @@ def _credential_store(config: BrokerConfig, storage: Storage):
 def _authorizer(config: BrokerConfig, storage: Storage):
     """The StandardAuthorizer when ``authorizer.class.name`` names it (ACLs in the KRaft metadata log beside the
     SCRAM credentials, in memory for the memory engine); None otherwise, and ACL requests answer SECURITY_DISABLED, as Kafka's."""
+    if not (config.properties.get("authorizer.class.name") or "").strip():
+        return None  # unset: the authorizer's package is not imported at all (~3 ms of every start without ACLs)
     from kafkawire.security.authorizer import AclStore, StandardAuthorizer
     from kafkawire.security.authorizer.standard import configured
     from kafkawire.security.authorizer.store import FILE_NAME
