@@ -9,10 +9,11 @@ threads' schedstat) are counted over the produce phase and over a librdkafka con
 and printed per MB of record values, with each kafkawire figure's ratio to Tansu's (and Kafka's). Brokers
 run one after another, rounds interleaved; the median round is reported.
 
-Cases: 100 B values, 1 partition (500 records a request) and 12 partitions (100 records a request), codecs
-none and lz4.
+Cases: 100 B values (``--sizes 100,1024`` adds 1 KiB ones, as many MB per case: records scaled down), 1
+partition (500 records a request) and 12 partitions (100 records a request), codecs none and lz4.
 
 Usage: python benchmarks/bench_produce_cpu.py [--brokers kafkawire,tansu,kafka] [--records N] [--rounds N]
+           [--sizes 100,1024]
            [--kafkawire-src PATH]   # also run the kafkawire of another source tree (e.g. a git worktree of
                                     # an older commit), as "kafkawire-other"
 """
@@ -45,8 +46,8 @@ CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100)]
 WINDOW = 8  # requests in flight, as a producer's max.in.flight
 
 
-def requests(topic: str, partitions: int, codec: str, per_request: int, records: int) -> list[bytes]:
-    values = bb.payloads(SIZE)
+def requests(topic: str, partitions: int, codec: str, per_request: int, records: int, size: int = SIZE) -> list[bytes]:
+    values = bb.payloads(size)
     out = []
     for i in range(records // per_request):
         first = i * per_request
@@ -138,11 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=200_000, help="records per case (default 200000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, brokers interleaved (default 3)")
     parser.add_argument("--kafkawire-src", help="another kafkawire source tree, run as kafkawire-other")
+    parser.add_argument("--sizes", default=str(SIZE), help=f"value sizes in bytes (default {SIZE})")
     args = parser.parse_args(argv)
     names = [b for b in args.brokers.split(",") if b]
     if args.kafkawire_src:
         names.insert(1, "kafkawire-other")
-    print(f"{bb.machine_state()}; {args.records:,} records of {SIZE} B per case", flush=True)
+    sizes = [int(x) for x in args.sizes.split(",") if x]
+    print(f"{bb.machine_state()}; {args.records * SIZE / bb.MB:.1f} MB of values per case", flush=True)
     figures: dict = {}
     for r in range(args.rounds):
         for name in names:
@@ -151,17 +154,18 @@ def main(argv: list[str] | None = None) -> int:
                 warm = f"warm-{r}"
                 bb.create_topic(broker.bootstrap, warm, 12, {})
                 send(broker.bootstrap, requests(warm, 12, "lz4", 100, 20_000))
-                for partitions, codec, per in CASES:
-                    topic = f"cpu-{r}-p{partitions}-{codec}"
+                for size, (partitions, codec, per) in ((z, c) for z in sizes for c in CASES):
+                    topic = f"cpu-{r}-p{partitions}-{codec}-{size}"
                     bb.create_topic(broker.bootstrap, topic, partitions, {})
-                    frames = requests(topic, partitions, codec, per, args.records)
+                    records = max(per, args.records * SIZE // size // per * per)
+                    frames = requests(topic, partitions, codec, per, records, size)
                     c0 = broker.cpu()
                     errors = send(broker.bootstrap, frames)
                     c1 = broker.cpu()
                     consumed = bb.rdkafka_consume(broker.bootstrap, topic, partitions, len(frames) * per)
                     c2 = broker.cpu()
-                    mb = len(frames) * per * SIZE / bb.MB
-                    label = f"{SIZE}B p{partitions} {codec}"
+                    mb = len(frames) * per * size / bb.MB
+                    label = f"{size}B p{partitions} {codec}"
                     produce_ms, consume_ms = (c1 - c0) * 1000 / mb, (c2 - c1) * 1000 / mb
                     figures.setdefault(label, {}).setdefault(name, []).append((produce_ms, consume_ms))
                     print(
