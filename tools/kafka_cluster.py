@@ -13,7 +13,7 @@ ports, so ``cluster.nodes[i].stop()/kill()/restart()`` act on one broker.
 
 Command line::
 
-    python tools/kafka_cluster.py serve [--size 3]    # a cluster until Ctrl-C; prints the bootstrap
+    python tools/kafka_cluster.py serve [--size 3]    # prints the bootstrap; Ctrl-C or SIGTERM stops every node
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -30,8 +29,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kafka_reference  # noqa: E402  (tools/ is not a package)
-from kafka_reference import KafkaUnavailable, ReferenceKafka, free_port  # noqa: E402
+from kafkawire.testing._process import serve_until_signalled, terminate_all  # noqa: E402
+
+from kafka_reference import (  # noqa: E402  (tools/ is not a package)
+    KafkaUnavailable,
+    ReferenceKafka,
+    free_port,
+    metadata_broker_ids,
+)
 
 
 class ClusterNode(ReferenceKafka):
@@ -50,36 +55,14 @@ class ClusterNode(ReferenceKafka):
         props["controller.quorum.voters"] = self.cluster.voters
         return {**props, **self.cluster.shared_config, **self.extra_config}
 
-    def _wait_ready(self, timeout: float) -> None:
+    @property
+    def name(self) -> str:
+        return f"Kafka node {self.node_id}"
+
+    def _ready(self) -> bool:
         # a node of a cluster is ready when its Metadata lists itself (registered, metadata log caught
         # up): the base probe's "any broker" would pass as soon as another node is known
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.proc is None or self.proc.poll() is not None:
-                code = None if self.proc is None else self.proc.returncode
-                raise KafkaUnavailable(f"Kafka node {self.node_id} exited with code {code}:\n{self.log_tail()}")
-            try:
-                if self.node_id in _metadata_broker_ids(self.host, self.port, 2.0):
-                    return
-            except Exception as exc:  # refused while the JVM starts, or not registered yet
-                last = exc
-            time.sleep(0.25)
-        raise KafkaUnavailable(
-            f"Kafka node {self.node_id} on {self.bootstrap} not ready after {timeout:.0f}s "
-            f"(last probe: {last!r}):\n{self.log_tail()}"
-        )
-
-
-def _metadata_broker_ids(host: str, port: int, timeout: float) -> set[int]:
-    from kafkawire.protocol import decode_response, encode_request, message_class, request_header
-
-    request = message_class("MetadataRequest")(topics=[], allow_auto_topic_creation=False)
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.sendall(encode_request(request_header(3, 12, 1, "kafkawire-cluster-probe"), request))
-        size = int.from_bytes(kafka_reference._recv_exact(sock, 4), "big")
-        payload = kafka_reference._recv_exact(sock, size)
-    return {b.node_id for b in decode_response(size.to_bytes(4, "big") + payload, 3, 12).body.brokers}
+        return self.node_id in metadata_broker_ids(self.host, self.port, 2.0)
 
 
 class ReferenceKafkaCluster:
@@ -147,17 +130,20 @@ class ReferenceKafkaCluster:
 
     def start(self, timeout: float = 180.0) -> ReferenceKafkaCluster:
         """Start every node (in parallel: a quorum needs a majority up before any broker is ready)."""
+        pool = ThreadPoolExecutor(len(self.nodes))
         try:
-            with ThreadPoolExecutor(len(self.nodes)) as pool:
-                list(pool.map(lambda n: n._format(n._write_config()), self.nodes))
+            list(pool.map(lambda n: n._format(n._write_config()), self.nodes))
             for node in self.nodes:
                 node._spawn(node.data_dir / "server.properties")
-            with ThreadPoolExecutor(len(self.nodes)) as pool:
-                list(pool.map(lambda n: n._wait_ready(timeout), self.nodes))
+            list(pool.map(lambda n: n._wait_ready(timeout), self.nodes))
             self.wait_all_brokers(timeout)
         except BaseException:
+            # killed before the pool is joined: a node's readiness wait ends as soon as its process is gone,
+            # not after its timeout (an interrupted start returns at once)
             self.kill()
             raise
+        finally:
+            pool.shutdown()
         return self
 
     def wait_all_brokers(self, timeout: float = 120.0) -> None:
@@ -170,7 +156,7 @@ class ReferenceKafkaCluster:
                 if n.proc is None:
                     continue
                 try:
-                    seen.append(_metadata_broker_ids(n.host, n.port, 2.0))
+                    seen.append(metadata_broker_ids(n.host, n.port, 2.0))
                 except OSError:
                     seen.append(set())
             if all(want <= s for s in seen):
@@ -179,13 +165,18 @@ class ReferenceKafkaCluster:
                 raise KafkaUnavailable(f"cluster brokers {want} not all registered after {timeout:.0f}s: {seen}")
             time.sleep(0.25)
 
-    def kill(self) -> None:
+    def _terminate(self, sig: int, grace: float) -> None:
+        procs = [n.proc for n in self.nodes]
         for node in self.nodes:
-            node._terminate(signal.SIGKILL, 5.0)
+            node.proc = None
+        terminate_all(procs, sig, grace)
+
+    def kill(self) -> None:
+        self._terminate(signal.SIGKILL, 5.0)
 
     def stop(self) -> None:
-        with ThreadPoolExecutor(len(self.nodes)) as pool:
-            list(pool.map(lambda n: n.stop(), self.nodes))
+        """SIGTERM to every node at once (Kafka's controlled shutdown), SIGKILL after 30 s."""
+        self._terminate(signal.SIGTERM, 30.0)
 
     def close(self) -> None:
         self.stop()
@@ -202,17 +193,12 @@ class ReferenceKafkaCluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run a cluster until Ctrl-C")
+    serve = sub.add_parser("serve", help="run a cluster until SIGINT (Ctrl-C) or SIGTERM")
     serve.add_argument("--size", type=int, default=3)
     serve.add_argument("--data-dir", type=Path)
     args = parser.parse_args(argv)
-    with ReferenceKafkaCluster(args.data_dir, size=args.size) as cluster:
-        print(cluster.bootstrap, flush=True)
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    # SIGINT or SIGTERM (also when started in the background, where SIGINT comes in ignored) stops every node
+    return serve_until_signalled(ReferenceKafkaCluster(args.data_dir, size=args.size), lambda c: c.bootstrap)
 
 
 if __name__ == "__main__":

@@ -157,8 +157,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def _metadata_brokers(host: str, port: int, timeout: float) -> int:
-    """How many brokers a Metadata v12 answer lists (0 while the broker is still registering)."""
+def metadata_broker_ids(host: str, port: int, timeout: float) -> set[int]:
+    """The node ids a Metadata v12 answer lists (none while the broker is still registering)."""
     from kafkawire.protocol import decode_response, encode_request, message_class, request_header
 
     request = message_class("MetadataRequest")(topics=[], allow_auto_topic_creation=False)
@@ -166,7 +166,7 @@ def _metadata_brokers(host: str, port: int, timeout: float) -> int:
         sock.sendall(encode_request(request_header(3, 12, 1, "kafkawire-reference-probe"), request))
         size = int.from_bytes(_recv_exact(sock, 4), "big")
         payload = _recv_exact(sock, size)
-    return len(decode_response(size.to_bytes(4, "big") + payload, 3, 12).body.brokers)
+    return {b.node_id for b in decode_response(size.to_bytes(4, "big") + payload, 3, 12).body.brokers}
 
 
 LOG4J2_CONFIG = """\
@@ -342,21 +342,29 @@ class ReferenceKafka:
             atexit.register(self._terminate, signal.SIGKILL, 5.0)
             self._atexit = True
 
+    @property
+    def name(self) -> str:
+        return "Kafka"
+
+    def _ready(self) -> bool:
+        """Whether the broker serves: its Metadata lists a broker (raises while the JVM starts)."""
+        return bool(metadata_broker_ids(self.host, self.port, 2.0))
+
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
                 code = None if self.proc is None else self.proc.returncode
-                raise KafkaUnavailable(f"Kafka exited with code {code} before serving:\n{self.log_tail()}")
+                raise KafkaUnavailable(f"{self.name} exited with code {code} before serving:\n{self.log_tail()}")
             try:
-                if _metadata_brokers(self.host, self.port, 2.0) > 0:
+                if self._ready():
                     return
             except Exception as exc:  # refused while the JVM starts, or no broker registered yet
                 last = exc
             time.sleep(0.2)
         raise KafkaUnavailable(
-            f"Kafka on {self.bootstrap} not ready after {timeout:.0f}s (last probe: {last!r}):\n{self.log_tail()}"
+            f"{self.name} on {self.bootstrap} not ready after {timeout:.0f}s (last probe: {last!r}):\n{self.log_tail()}"
         )
 
     def _terminate(self, sig: int, grace: float = 30.0) -> int | None:

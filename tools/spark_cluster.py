@@ -14,7 +14,7 @@ job only works if kafkawire reaches the executors the way the README says (``--p
 
 Command line::
 
-    python tools/spark_cluster.py serve [--workers 2]   # prints the master URL; Ctrl-C stops it
+    python tools/spark_cluster.py serve [--workers 2]   # prints the master URL; Ctrl-C or SIGTERM stops it
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kafkawire.testing._process import free_port, terminate
+from kafkawire.testing._process import free_port, serve_until_signalled, terminate_all
 
 
 class SparkUnavailable(RuntimeError):
@@ -179,8 +179,7 @@ class SparkStandalone:
 
     def stop(self) -> None:
         procs, self.procs = self.procs, []
-        for proc in reversed(procs):  # workers first, then the master
-            terminate(proc, signal.SIGTERM, 15.0)
+        terminate_all(reversed(procs), signal.SIGTERM, 15.0)  # workers signalled first, then the master
 
     def __enter__(self) -> SparkStandalone:
         return self.start()
@@ -192,18 +191,13 @@ class SparkStandalone:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run a master and workers until Ctrl-C")
+    serve = sub.add_parser("serve", help="run a master and workers until SIGINT (Ctrl-C) or SIGTERM")
     serve.add_argument("--workers", type=int, default=2)
     serve.add_argument("--cores", type=int, default=1)
     serve.add_argument("--memory", default="1g")
     args = parser.parse_args(argv)
-    with SparkStandalone(workers=args.workers, cores=args.cores, memory=args.memory) as cluster:
-        print(cluster.master_url, flush=True)
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
-    return 0
+    cluster = SparkStandalone(workers=args.workers, cores=args.cores, memory=args.memory)
+    return serve_until_signalled(cluster, lambda c: c.master_url)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 The one launcher behind ``KafkaBroker(mode="subprocess")`` and the project's own test harnesses, which run
 ``kafkawire serve`` and Tansu through it: crash tests need the same port and data after a SIGKILL, and a
-restart must find the broker where its clients left it.
+restart must find the broker where its clients left it. ``terminate_all`` and ``serve_until_signalled`` also
+stop the JVMs of ``tools/kafka_cluster.py`` and ``tools/spark_cluster.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import socket
 import struct
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 READY_TIMEOUT = 30.0
 STOP_GRACE = 10.0
@@ -66,18 +70,65 @@ def answers(host: str, port: int, timeout: float = 1.0) -> bool:
 
 def terminate(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, grace: float = STOP_GRACE) -> int | None:
     """Send ``sig`` to a process, SIGKILL it after ``grace`` seconds; its exit code (None: no process)."""
-    if proc is None:
-        return None
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
+    return terminate_all([proc], sig, grace)[0]
+
+
+def terminate_all(
+    procs: Iterable[subprocess.Popen | None], sig: int = signal.SIGTERM, grace: float = STOP_GRACE
+) -> list[int | None]:
+    """Send ``sig`` to every process (in the order given), SIGKILL those still running ``grace`` seconds after;
+    their exit codes (None for a None). One deadline for all: a cluster stops in one grace period, not one
+    per node."""
+    procs = list(procs)
+    for proc in procs:
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        if proc is None:
+            continue
         try:
-            proc.wait(grace)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             proc.wait(10)
-    return proc.returncode
+    return [None if proc is None else proc.returncode for proc in procs]
+
+
+@contextlib.contextmanager
+def stop_signals(*signums: int) -> Iterator[None]:
+    """Inside the block, the first SIGINT or SIGTERM (or ``signums``) raises KeyboardInterrupt in the main thread;
+    later ones are ignored, so the cleanup it unwinds into (stopping child processes) runs to its end.
+
+    Whatever the parent set: a background job of a non-interactive shell starts with SIGINT ignored (so Python
+    never raises KeyboardInterrupt), and SIGTERM's default ends the interpreter without unwinding, leaving every
+    child started in its own session running.
+    """
+    signums = signums or (signal.SIGINT, signal.SIGTERM)
+
+    def interrupt(signum: int, frame: object) -> None:
+        for s in signums:
+            signal.signal(s, signal.SIG_IGN)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, interrupt) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def serve_until_signalled(service: contextlib.AbstractContextManager[T], address: Callable[[T], str]) -> int:
+    """Start ``service`` (its ``__enter__``), print ``address(service)``, run until SIGINT or SIGTERM, stop it
+    (its ``__exit__``); 0. A signal during the start stops what was started as well."""
+    with contextlib.suppress(KeyboardInterrupt), stop_signals(), service as running:
+        print(address(running), flush=True)
+        while True:
+            signal.pause()
+    return 0
 
 
 class BrokerProcess:
