@@ -105,13 +105,20 @@ def tree_cpu_seconds(pid: int) -> float:
     return total / tick
 
 
-def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
+    from kafkawire.client import Admin, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        f.result(60)
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, replication)])
+
+
+def load(
+    bootstrap: str, topic: str, n: int, partitions: int, *, replication: int = 1, acks: str | None = None
+) -> float:
+    """A new topic, and ``n`` records of VALUE_SIZE bytes in it (confluent-kafka's producer); the seconds taken."""
+    from confluent_kafka import Producer
+
+    create_topic(bootstrap, topic, partitions, replication)
     p = Producer(
         {
             "bootstrap.servers": bootstrap,
@@ -120,6 +127,7 @@ def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
             "queue.buffering.max.messages": 1_000_000,
             "compression.type": "none",
             "partitioner": "murmur2_random",
+            **({"acks": acks} if acks is not None else {}),
         }
     )
     t0 = time.perf_counter()
@@ -136,6 +144,30 @@ def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
     if left:
         raise RuntimeError(f"{left} records not delivered")
     return time.perf_counter() - t0
+
+
+def spark_session(master: str, app: str, jvm_connector: str | None, config: dict[str, str] | None = None):
+    """A quiet SparkSession (no UI, no progress bars, ERROR logs) with kafkawire's data source registered and,
+    unless ``jvm_connector`` is None, Spark's JVM Kafka connector of that version from Maven Central."""
+    from pyspark.sql import SparkSession
+
+    from kafkawire.spark import register
+
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        **(config or {}),
+    }
+    if jvm_connector:
+        settings["spark.jars.packages"] = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{jvm_connector}"
+    builder = SparkSession.builder.master(master).appName(app)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> int:
@@ -281,24 +313,10 @@ def main(argv=None) -> int:
         )
 
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        from pyspark.sql import SparkSession, functions as F
-
-        from kafkawire.spark import register
+        from pyspark.sql import functions as F
 
         jvm = args.jvm_connector if args.jvm_connector != "none" else None
-        builder = (
-            SparkSession.builder.master(args.master)
-            .appName("bench-spark")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.memory", "4g")
-        )
-        if jvm:
-            builder = builder.config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{jvm}")
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = spark_session(args.master, "bench-spark", jvm, {"spark.driver.memory": "4g"})
         register_ceiling(spark)
         if jvm:
             print(f"Spark {spark.version}, JVM connector spark-sql-kafka-0-10_2.13:{jvm}", flush=True)
@@ -352,16 +370,12 @@ def main(argv=None) -> int:
         pq = os.path.join(tmp, "parquet")
         kafka_df().select("key", "value").write.mode("overwrite").parquet(pq)
         if not args.skip_write:
-            from confluent_kafka.admin import AdminClient, NewTopic
-
             state = {"i": 0}
 
             def write(fmt):
                 state["i"] += 1
                 out = f"{topic}-out{state['i']}"
-                admin = AdminClient({"bootstrap.servers": bootstrap})
-                for f in admin.create_topics([NewTopic(out, args.partitions, 1)]).values():
-                    f.result(60)
+                create_topic(bootstrap, out, args.partitions)
                 t0 = time.perf_counter()
                 (
                     spark.read.parquet(pq)

@@ -38,43 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-VALUE_SIZE = 100
-
-
-def load(bootstrap: str, topic: str, n: int, partitions: int) -> float:
-    from confluent_kafka import Producer
-
-    from kafkawire.client import Admin, NewTopic
-
-    with Admin(bootstrap) as admin:
-        admin.create_topics([NewTopic(topic, partitions, 3)])
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 50,
-            "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 1_000_000,
-            "partitioner": "murmur2_random",
-        }
-    )
-    t0 = time.perf_counter()
-    body = bytearray(os.urandom(VALUE_SIZE))
-    for i in range(n):
-        body[:8] = i.to_bytes(8, "big")
-        while True:
-            try:
-                p.produce(topic, bytes(body), b"k%07d" % (i % 100_000))
-                break
-            except BufferError:
-                p.poll(0.05)
-    if p.flush(600):
-        raise RuntimeError("records not delivered")
-    return time.perf_counter() - t0
-
 
 def main(argv=None) -> int:
-    from bench_spark import JVM_CONNECTOR
+    from bench_spark import JVM_CONNECTOR, VALUE_SIZE, create_topic, load, spark_session
     from kafka_cluster import ReferenceKafkaCluster
     from spark_cluster import SparkStandalone
 
@@ -97,30 +63,24 @@ def main(argv=None) -> int:
         spark_cluster.start()
         print(f"3 Kafka 4.4 brokers and a Spark master with 2 workers up in {time.perf_counter() - t0:.0f} s")
         topic = f"bench-{uuid.uuid4().hex[:8]}"
-        took = load(kafka.bootstrap, topic, n, args.partitions)
+        took = load(kafka.bootstrap, topic, n, args.partitions, replication=3, acks="all")
         print(f"loaded {n:,} records of {VALUE_SIZE} bytes into {args.partitions} partitions in {took:.1f} s")
 
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-        from pyspark.sql import SparkSession, functions as F
+        from pyspark.sql import functions as F
 
-        from kafkawire.spark import register
-
-        spark = (
-            SparkSession.builder.master(spark_cluster.master_url)
-            .appName("bench-spark-cluster")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.executor.memory", "768m")
-            .config("spark.sql.shuffle.partitions", "2")
-            # a Python worker's socket to the JVM times out after 15 s by default, too short on two busy cores
-            .config("spark.python.authenticate.socketTimeout", "120s")
-            .config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{args.jvm_connector}")
-            .getOrCreate()
+        spark = spark_session(
+            spark_cluster.master_url,
+            "bench-spark-cluster",
+            args.jvm_connector,
+            {
+                "spark.driver.host": "127.0.0.1",
+                "spark.executor.memory": "768m",
+                # a Python worker's socket to the JVM times out after 15 s by default, too short on two busy cores
+                "spark.python.authenticate.socketTimeout": "120s",
+            },
         )
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
         print(f"Spark {spark.version} on {spark_cluster.master_url}, JVM connector {args.jvm_connector}")
 
         def read(fmt: str) -> None:
@@ -135,7 +95,7 @@ def main(argv=None) -> int:
 
         def write(fmt: str) -> None:
             target = f"{topic}-{fmt}-{uuid.uuid4().hex[:4]}"
-            with_admin_topic(kafka.bootstrap, target, args.partitions)
+            create_topic(kafka.bootstrap, target, args.partitions, 3)
             rows = spark.range(n, numPartitions=args.partitions).selectExpr(
                 "CAST(id % 100000 AS STRING) AS key", f"CAST(repeat('x', {VALUE_SIZE}) AS BINARY) AS value"
             )
@@ -189,13 +149,6 @@ def main(argv=None) -> int:
         spark_cluster.stop()
         kafka.close()
         shutil.rmtree(work, ignore_errors=True)
-
-
-def with_admin_topic(bootstrap: str, name: str, partitions: int) -> None:
-    from kafkawire.client import Admin, NewTopic
-
-    with Admin(bootstrap) as admin:
-        admin.create_topics([NewTopic(name, partitions, 3)])
 
 
 if __name__ == "__main__":
