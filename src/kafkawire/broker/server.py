@@ -476,6 +476,7 @@ class Broker:
         """Start-up, before serving: this node is elected leader of its partitions again (PartitionChangeRecords,
         each a leader epoch up, as Kafka's controller writes them when a node restarts) and each partition's
         epoch history gets the new epoch at its log end (leader-epoch-checkpoint)."""
+        self.metadata_log.become_leader()  # a new quorum epoch opened by a LeaderChange, as each Kafka start
         elected = self.metadata_log.elect_leaders()
         partitions = []
         for name, meta in self.storage.topics().items():

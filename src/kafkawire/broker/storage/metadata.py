@@ -278,7 +278,7 @@ def load_legacy_topics(data_dir: str) -> dict[str, TopicMeta]:
 def load_log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
     path = os.path.join(data_dir, LOG_START_CHECKPOINT)
     text = _read_text(path)
-    if text is None:
+    if not text:  # Kafka creates the file empty at start and fills it later: killed before, it stays empty
         return {}
     lines = text.splitlines()
     try:

@@ -11,9 +11,10 @@ the quorum's only voter and its leader):
 - ``quorum-state`` (JSON, QuorumStateData), ``leader-epoch-checkpoint``, ``partition.metadata`` (the
   metadata topic's fixed id).
 
-On start the newest snapshot is read, then every batch at or after its offset. kafkawire appends its
-changes in the epoch of the log's last batch, so that Kafka's leader-epoch cache and quorum state stay
-true; a Kafka node that starts on the directory bumps the epoch itself when it is elected.
+On start the newest snapshot is read, then every batch at or after its offset. Then, as a Kafka 4.4 node at
+each start, kafkawire is elected again in a new quorum epoch (``become_leader``: quorum-state, the
+leader-epoch-checkpoint entry, a LeaderChange control batch) and appends its changes in that epoch; a Kafka node
+that starts on the directory next bumps the epoch once more.
 
 Snapshots, as Kafka's metadata loader writes them: once ``metadata.log.max.record.bytes.between.snapshots`` bytes
 of batches were appended since the last snapshot, or ``metadata.log.max.snapshot.interval.ms`` passed with records
@@ -46,6 +47,7 @@ from .. import metadata as files
 from ..base import TopicMeta
 from . import records
 from .image import NO_LEADER, TOPIC_RESOURCE, MetadataImage
+from .leader_epochs import checkpoint_bytes, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -383,6 +385,76 @@ class MetadataLog:
         if snapshotter is not None:
             snapshotter.shutdown(wait=True)
 
+    def become_leader(self) -> None:
+        """A start: this node is elected leader of the quorum again, as a Kafka 4.4 node is at each start (killed
+        before or not): the quorum epoch goes one up (above the log's and quorum-state's), quorum-state and the
+        metadata partition's leader-epoch-checkpoint say so, and a LeaderChange control batch opens the epoch;
+        every batch after it carries the new epoch. A directory without a metadata log gets one, as a
+        formatted Kafka node writes it on its first election (epoch 1).
+
+        Kafka's controller also writes, at each start, registrations of its controller and broker
+        (RegisterControllerRecord, RegisterBrokerRecord, BrokerRegistrationChangeRecord unfencing it, fencing it at a
+        controlled shutdown) and a NoOpRecord every metadata.max.idle.interval.ms (500 ms). kafkawire writes none of
+        them: it is one process with no broker heartbeats or session, so a registration would name an incarnation
+        that never heartbeats (after a kill of kafkawire, Kafka would wait out its session before registering) and
+        set the broker epoch Kafka's clean-shutdown marker is checked against; the NoOps advance the high watermark
+        for a quorum's listeners and followers, of which a single kafkawire has none, and would grow the log by
+        two records a second."""
+        with self._lock:
+            if self._active is None:
+                self._create()
+                return
+            self.epoch = max(self.epoch, self._quorum_state().get("leaderEpoch", 0)) + 1
+            self._lead()
+
+    def _quorum_state(self) -> dict:
+        try:
+            with open(os.path.join(self.directory, QUORUM_STATE), "rb") as f:
+                found = json.loads(f.read())
+            return found if isinstance(found, dict) else {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s is unreadable (%s): written afresh", os.path.join(self.directory, QUORUM_STATE), exc)
+            return {}
+
+    def _lead(self) -> None:
+        """Open epoch ``self.epoch`` at the log end with this node as leader: quorum-state (Kafka's QuorumStateData,
+        version 0, as its KRaft client writes it for an elected single voter), the epoch's entry in
+        leader-epoch-checkpoint, then the LeaderChange control batch (both durable before any record of the
+        epoch)."""
+        quorum = {
+            "clusterId": "",
+            "leaderId": self.node_id,
+            "leaderEpoch": self.epoch,
+            "votedId": -1,
+            "appliedOffset": 0,
+            "currentVoters": [{"voterId": self.node_id}],
+            "data_version": 0,
+        }
+        files.write_atomically(
+            os.path.join(self.directory, QUORUM_STATE), json.dumps(quorum, separators=(",", ":")).encode()
+        )
+        checkpoint = os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
+        entries = [(e, o) for e, o in read_checkpoint(checkpoint) if e < self.epoch and o < self.end_offset]
+        files.write_atomically(checkpoint, checkpoint_bytes(entries + [(self.epoch, self.end_offset)]))
+        voter = message_class("LeaderChangeMessage").Voter(voter_id=self.node_id)
+        leader_change = records.new(
+            "LeaderChangeMessage", version=0, leader_id=self.node_id, voters=[voter], granting_voters=[voter]
+        )
+        batch = build_control_batch(
+            ControlRecordType.LEADER_CHANGE,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_offset=self.end_offset,
+            partition_leader_epoch=self.epoch,
+            value=leader_change.encode(0),
+        )
+        if self._active_size and self._active_size + len(batch) > self.settings["metadata.log.segment.bytes"]:
+            self._roll()
+        self._write(batch)
+        self.end_offset += 1
+        self._since_snapshot += len(batch)
+        self._last_timestamp = int(time.time() * 1000)
+
     def _create(self) -> None:
         """A metadata log as a freshly formatted Kafka node writes it on its first election: the bootstrap
         snapshot, quorum state for epoch 1 with this node as leader, a LeaderChange, the bootstrap records."""
@@ -419,39 +491,10 @@ class MetadataLog:
             os.path.join(self.directory, files.PARTITION_METADATA),
             f"version: 0\ntopic_id: {uuid_text(METADATA_TOPIC_ID)}\n".encode(),
         )
-        quorum = {
-            "clusterId": "",
-            "leaderId": self.node_id,
-            "leaderEpoch": self.epoch,
-            "votedId": -1,
-            "appliedOffset": 0,
-            "currentVoters": [{"voterId": self.node_id}],
-            "data_version": 0,
-        }
-        files.write_atomically(
-            os.path.join(self.directory, QUORUM_STATE), json.dumps(quorum, separators=(",", ":")).encode()
-        )
-        files.write_atomically(
-            os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT), f"0\n1\n{self.epoch} 0\n".encode()
-        )
         self._active = os.path.join(self.directory, f"{0:020d}.log")
-        voter = message_class("LeaderChangeMessage").Voter(voter_id=self.node_id)
-        leader_change = records.new(
-            "LeaderChangeMessage", version=0, leader_id=self.node_id, voters=[voter], granting_voters=[voter]
-        )
         with open(self._active, "wb"):
             pass
-        self._write(
-            build_control_batch(
-                ControlRecordType.LEADER_CHANGE,
-                producer_id=-1,
-                producer_epoch=-1,
-                base_offset=0,
-                partition_leader_epoch=self.epoch,
-                value=leader_change.encode(0),
-            )
-        )
-        self.end_offset = 1
+        self._lead()
         files.fsync_dir(self.data_dir)
         bootstrap = [records.new("BeginTransactionRecord", name="Bootstrap records")]
         bootstrap += [records.new("FeatureLevelRecord", name=n, feature_level=v) for n, v in BOOTSTRAP_FEATURES]
