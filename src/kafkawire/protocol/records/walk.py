@@ -214,11 +214,11 @@ def _well_formed_walk(data: bytes, count: int) -> bool:
             stop = pos + ln
             pos += 1  # attributes
             at = pos
-            while data[pos] >= 0x80:  # timestamp delta: a varlong of at most 10 bytes
+            while data[pos] >= 0x80:  # timestamp delta: a varlong of at most 10 bytes (bounded: 0xff bytes)
                 pos += 1
+                if pos - at >= 10:
+                    return False
             pos += 1
-            if pos - at > 10:
-                return False
             at = pos
             if data[pos] >= 0x80:  # offset delta
                 _, pos = varint(data, pos)
