@@ -86,6 +86,7 @@ class _PartitionState:
         "stop_at",
         "record_epoch",
         "validated_epoch",
+        "held",
     )
 
     def __init__(self, pending):
@@ -102,6 +103,9 @@ class _PartitionState:
         # last known to be on the leader's log (checked with OffsetForLeaderEpoch when the leader changes)
         self.record_epoch = -1
         self.validated_epoch = -1
+        # a group member's partition waiting for its on_partitions_assigned callback, or being revoked: not
+        # fetched and none of its records returned (Kafka's pendingOnAssignedCallback / pendingRevocation)
+        self.held = False
 
 
 class AsyncConsumer:
@@ -190,7 +194,10 @@ class AsyncConsumer:
         # consumer groups
         self._consumed: dict[tuple[str, int], int] = {}  # next offset after what polls returned
         self._commit_ready: dict[tuple[str, int], int] = {}  # as of the start of the latest poll (auto-commit)
-        self._callback_runner = None  # the sync Consumer runs rebalance callbacks off the loop thread
+        # the sync Consumer runs rebalance callbacks on its polling thread: ``_callback_runner(fn, tps)`` queues
+        # one and returns a future of its error (or None); ``_callbacks_due()`` makes a waiting poll return
+        self._callback_runner = None
+        self._callbacks_due = None
         self._subscribed = False
         self.group: ClassicMembership | ConsumerMembership | None = None
         if group_id is not None:
@@ -357,16 +364,41 @@ class AsyncConsumer:
     def _consumed_offsets(self, tps) -> dict:
         return {tp: self._consumed[tp] for tp in tps if tp in self._consumed}
 
-    def _group_assign(self, starts: dict) -> None:
-        """Add partitions the group gave us (start: committed offset or None for auto_offset_reset)."""
+    def _group_assign(self, starts: dict) -> dict:
+        """Add partitions the group gave us (start: committed offset or None for auto_offset_reset), held
+        until ``_release`` (after on_partitions_assigned: a seek there decides the first fetch). Returns
+        their states for ``_release``."""
         wanted: dict = {tp: None for tp in self._parts}
         wanted.update(starts)
         self.assign(wanted)
+        states = {}
         for tp, start in starts.items():
+            state = states[tp] = self._parts[tp]
+            state.held = True
             if start is not None:
                 self._consumed[tp] = start
             else:
                 self._consumed.pop(tp, None)
+        return states
+
+    def _release(self, states: dict) -> None:
+        """Fetch the partitions ``_group_assign`` held (those still assigned: a rebalance may have moved on)."""
+        for tp, state in states.items():
+            if self._parts.get(tp) is state:
+                state.held = False
+        self._poke()
+
+    def _hold(self, tps) -> None:
+        """Partitions being revoked: no more fetches, and no poll returns their records any more."""
+        for tp in tps:
+            state = self._parts.get(tp)
+            if state is not None:
+                state.held = True
+
+    def _wake_reader(self) -> None:
+        """A poll waiting for records looks again (at ``_callbacks_due``)."""
+        if self._data is not None:
+            self._data.set()
 
     def _group_unassign(self, tps) -> None:
         self.assign({tp: None for tp in self._parts if tp not in tps})
@@ -544,7 +576,9 @@ class AsyncConsumer:
                 active = [
                     tp
                     for tp, s in self._parts.items()
-                    if not s.paused and (s.stop_at is None or s.position is None or s.position < s.stop_at)
+                    if not s.paused
+                    and not s.held
+                    and (s.stop_at is None or s.position is None or s.position < s.stop_at)
                 ]
                 if not active:
                     self._changed.clear()
@@ -611,6 +645,7 @@ class AsyncConsumer:
         conn = await self.cluster.connection(node)
         # partitions unassigned while we looked up leaders (a group rebalance revokes them at any await)
         tps = [tp for tp in tps if tp in self._parts and self._parts[tp].position is not None]
+        tps = [tp for tp in tps if not self._parts[tp].held]
         if not tps:
             return False
         tps = await self._validate_positions(conn, tps)
@@ -814,21 +849,23 @@ class AsyncConsumer:
                 err, self._error = self._error, None
                 self._poke()
                 raise err
+            if self._callbacks_due is not None and self._callbacks_due():
+                return []  # the caller runs them on its thread, then polls again
             chunks: list[_Chunk] = []
             size = 0
-            held = []  # data of paused partitions stays buffered until they are resumed
+            kept = []  # data of paused (or held) partitions stays buffered until they are resumed
             while self._chunks and (max_bytes is None or not chunks or size < max_bytes):
                 c = self._chunks.popleft()
                 state = self._parts.get(c.tp)
                 if state is None or state.epoch != c.epoch:
                     continue
-                if state.paused:
-                    held.append(c)
+                if state.paused or state.held:
+                    kept.append(c)
                     continue
                 chunks.append(c)
                 size += len(c.data)
-            if held:
-                self._chunks.extendleft(reversed(held))
+            if kept:
+                self._chunks.extendleft(reversed(kept))
             if chunks:
                 self._recount()
                 for c in chunks:  # consumed once returned: what a commit of this member covers

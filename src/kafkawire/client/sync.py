@@ -19,6 +19,7 @@ import collections
 import concurrent.futures
 import os
 import threading
+import time
 from typing import Any
 
 from .admin import AsyncAdmin, NewTopic
@@ -277,19 +278,97 @@ class Consumer(_SyncBase):
     ``assign``, ``seek*`` are immediate; ``poll``/``poll_arrow`` wait up to
     ``timeout`` seconds; the fetcher, and a group member's heartbeats and
     auto-commits, keep running in the loop thread between polls.
+
+    Rebalance callbacks run as Kafka's ConsumerRebalanceListener's do: on the
+    thread that calls ``poll`` (or ``close``, ``unsubscribe``,
+    ``wait_for_assignment``), inside that call. No record of a newly assigned
+    partition is returned, nor fetched, before its ``on_partitions_assigned``
+    has returned (a ``seek`` there decides the first record); a revoked
+    partition's records stop before ``on_partitions_revoked``. What a callback
+    raises, that call raises (the rebalance itself completes).
     """
 
     def __init__(self, bootstrap="127.0.0.1:9092", **options):
         super().__init__()
         self._core: AsyncConsumer = AsyncConsumer(bootstrap, **options)  # None after close(): a later call fails
+        # callbacks the group membership (on the loop thread) waits to have run: (fn, partitions, future of
+        # the error or None); the polling thread runs them in order
+        self._calls: collections.deque = collections.deque()
+        self._calls_queued = threading.Event()
+        self._in_callback = threading.local()
+        self._closing = False
         loop = self._loop_thread.loop
+        core = self._core
+        calls, queued = self._calls, self._calls_queued  # not self: a forgotten Consumer is still collected
 
-        async def run_callback(fn, tps):
-            # rebalance callbacks run on a worker thread while the loop waits for them: a callback may
-            # call this consumer's blocking methods (commit, position...) as Kafka's Java listeners do
-            await loop.run_in_executor(None, fn, tps)
+        def run_callback(fn, tps) -> asyncio.Future:
+            fut = loop.create_future()
+            calls.append((fn, tps, fut))
+            queued.set()
+            core._wake_reader()
+            return fut
 
-        self._core._callback_runner = run_callback
+        core._callback_runner = run_callback
+        core._callbacks_due = lambda: bool(calls)
+
+    def _run_callbacks(self, nested: bool = False) -> None:
+        """Run the queued rebalance callbacks on this thread; raise the first error (after running all, as
+        Kafka's onJoinComplete does). Inside a callback only ``nested`` calls run them: a callback that
+        polls leaves them to the outer call (in order), one that closes must not wait for itself."""
+        outer = getattr(self._in_callback, "active", False)
+        if outer and not nested:
+            return
+        first = None
+        calls = self._calls
+        loop = self._loop_thread.loop
+        while calls:
+            fn, tps, fut = calls.popleft()
+            error = None
+            self._in_callback.active = True
+            try:
+                fn(tps)
+            except Exception as exc:
+                error = exc
+                first = first or exc
+            finally:  # the membership waits for it (even after a KeyboardInterrupt)
+                self._in_callback.active = outer
+                loop.call_soon_threadsafe(_settle, fut, error)
+        if first is not None:
+            raise first
+
+    def _run_serving_callbacks(self, coro):
+        """``_run(coro)`` that runs the callbacks it waits for (close, unsubscribe) on this thread."""
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop_thread.loop)
+        fut.add_done_callback(lambda _: self._calls_queued.set())
+        first = None
+        try:
+            while True:
+                self._calls_queued.clear()
+                try:
+                    self._run_callbacks(nested=True)
+                except Exception as exc:
+                    first = first or exc
+                if fut.done() and not self._calls:
+                    break
+                self._calls_queued.wait()
+        except BaseException:
+            fut.cancel()
+            raise
+        result = fut.result()
+        if first is not None:
+            raise first
+        return result
+
+    def _polling(self, take, timeout: float | None):
+        """Callbacks first, then ``take(seconds)`` on the loop; a take that returns early because a callback
+        was queued meanwhile polls again for the time left once it has run."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self._run_callbacks()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            out = self._run(take(left))
+            if out or not self._calls or getattr(self._in_callback, "active", False):
+                return out
 
     # -- consumer groups ------------------------------------------------------------------------
 
@@ -304,7 +383,7 @@ class Consumer(_SyncBase):
         on_partitions_lost=None,
     ) -> None:
         """Join the group for ``topics`` or ``pattern`` (see ``AsyncConsumer.subscribe``); polls read what
-        the group assigns. Callbacks run on a worker thread, between polls' fetches, and may call this consumer."""
+        the group assigns. Callbacks run inside poll() on its thread (see the class) and may call this consumer."""
         self._call(
             self._core.subscribe,
             topics,
@@ -320,7 +399,7 @@ class Consumer(_SyncBase):
 
     def unsubscribe(self) -> None:
         """Leave the group (commit, revoke, LeaveGroup); ``subscribe`` joins again."""
-        self._run(self._core.unsubscribe())
+        self._run_serving_callbacks(self._core.unsubscribe())
 
     def commit(self, offsets: dict | None = None, timeout: float | None = None) -> None:
         """Commit and wait: ``offsets`` {(topic, partition): next offset}, default what polls returned."""
@@ -348,7 +427,7 @@ class Consumer(_SyncBase):
 
     def wait_for_assignment(self, timeout: float | None = None) -> list:
         """Block until the group has assigned this member its partitions (possibly none); returns them."""
-        return self._run(self._core.wait_for_assignment(timeout))
+        return self._run_serving_callbacks(self._core.wait_for_assignment(timeout))
 
     def _call(self, fn, *args, **kw):
         async def call():
@@ -400,7 +479,7 @@ class Consumer(_SyncBase):
         self._call(self._core.resume, *tps)
 
     def getmany(self, timeout: float | None = 1.0, max_records: int | None = None) -> dict:
-        return self._run(self._core.getmany(timeout, max_records))
+        return self._polling(lambda left: self._core.getmany(left, max_records), timeout)
 
     def poll(self, timeout: float | None = 1.0, max_records: int | None = None) -> list:
         """Records fetched so far as one list of ``ConsumerRecord`` (waiting up to ``timeout`` for some)."""
@@ -413,7 +492,7 @@ class Consumer(_SyncBase):
         """
         from .consumer import decode_chunks_arrow
 
-        chunks = self._run(self._core._take(timeout, max_bytes))
+        chunks = self._polling(lambda left: self._core._take(left, max_bytes), timeout)
         return decode_chunks_arrow(chunks, headers=headers)
 
     def __iter__(self):
@@ -422,7 +501,28 @@ class Consumer(_SyncBase):
 
     def close(self):
         """Close; a group member commits (auto-commit), revokes and leaves its group first."""
-        super().close()
+        core = self._core
+        if core is None or self._closing:
+            return
+        self._closing = True  # _core stays until closed: on_partitions_revoked may still commit
+        try:
+            self._run_serving_callbacks(core.close())
+        finally:
+            self._core = None
+
+    def __del__(self):
+        # nobody polls a forgotten consumer: closing it must not wait for callbacks that would never run
+        core = self._core
+        if core is not None and core.group is not None:
+            from .groups.membership import Listener
+
+            core.group.listener = Listener()
+        super().__del__()
+
+
+def _settle(fut: asyncio.Future, error: BaseException | None) -> None:
+    if not fut.done():
+        fut.set_result(error)
 
 
 class Admin(_SyncBase):

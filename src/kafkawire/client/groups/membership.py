@@ -287,6 +287,7 @@ class Membership:
                     pass
         try:
             if self.owned and self._valid():
+                self.consumer._hold(self.owned)
                 if self.auto_commit:
                     await self._commit_quietly(self.consumer._consumed_offsets(self.owned))
                 await self._callback(self.listener.revoked, sorted(self.owned))
@@ -495,46 +496,93 @@ class Membership:
 
     # -- applying an assignment ---------------------------------------------------------------------------
 
-    async def _callback(self, fn, tps: list[TP]) -> None:
-        """Run a rebalance callback. Its exception does not stop the rebalance (that would leave the group
-        half-done): as in Kafka's client, the next poll raises it."""
-        if fn is None:
+    def _failed(self, fn, exc: BaseException) -> None:
+        log.error(
+            "group %s: rebalance callback %s failed: %r", self.group_id, getattr(fn, "__name__", fn), exc, exc_info=exc
+        )
+
+    async def _callback(self, fn, tps: list[TP], *, wait: bool = True, then=None) -> None:
+        """Run a rebalance callback, then ``then()``. Its exception does not stop the rebalance (that would
+        leave the group half-done): as in Kafka's client the poll raises it.
+
+        The sync ``Consumer`` gives plain functions to the thread that polls (Kafka's listener contract:
+        callbacks run inside poll(), close() or unsubscribe()); that thread raises their errors itself.
+        ``wait=False`` (on_partitions_assigned there) goes on without waiting for that poll, so that
+        heartbeats continue; ``then`` runs once the callback has.
+        """
+        runner = self.consumer._callback_runner
+        if fn is not None and runner is not None and not inspect.iscoroutinefunction(fn):
+            fut = runner(fn, tps)
+
+            def done(f: asyncio.Future) -> None:
+                if not f.cancelled() and f.result() is not None:
+                    self._failed(fn, f.result())
+                if then is not None:
+                    then()
+
+            if not wait:
+                fut.add_done_callback(done)
+                return
+            await self._await_polling_thread(fut)
+            done(fut)
             return
         try:
-            runner = self.consumer._callback_runner
-            if runner is not None and not inspect.iscoroutinefunction(fn):
-                await runner(fn, tps)
-                return
-            result = fn(tps)
-            if inspect.isawaitable(result):
-                await result
+            if fn is not None:
+                result = fn(tps)
+                if inspect.isawaitable(result):
+                    await result
         except Exception as exc:
-            log.exception("group %s: rebalance callback %s failed", self.group_id, getattr(fn, "__name__", fn))
+            self._failed(fn, exc)
             self.consumer._fail(exc)
+        if then is not None:
+            then()
+
+    async def _await_polling_thread(self, fut: asyncio.Future) -> None:
+        """Wait until the application's next poll has run a callback, staying alive meanwhile (Kafka's
+        heartbeat thread keeps heartbeating while the application has not polled yet)."""
+        while not fut.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(fut), self._heartbeat_every())
+            except TimeoutError:
+                await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        """A heartbeat while a rebalance waits for the application (see ``_await_polling_thread``)."""
+
+    def _heartbeat_every(self) -> float:
+        return self.heartbeat_interval_ms / 1000
 
     async def revoke(self, tps: set[TP], *, commit: bool = True) -> None:
         """Stop fetching ``tps``: commit their consumed offsets, then tell the listener."""
         if not tps:
             return
+        self.consumer._hold(tps)  # what the commit covers is all that polls return of them
         if commit and self.auto_commit:
             await self._commit_quietly(self.consumer._consumed_offsets(tps))
-        await self._callback(self.listener.revoked, sorted(tps))
-        self.owned -= tps
-        self.consumer._group_unassign(tps)
-        self._changed.set()
+        try:
+            await self._callback(self.listener.revoked, sorted(tps))
+        finally:  # even when stop() cancels the wait: the polling thread still runs the queued callback
+            self.owned -= tps
+            self.consumer._group_unassign(tps)
+            self._changed.set()
 
     async def lose(self) -> None:
         """Our partitions may already be someone else's: no commit, ``on_partitions_lost``."""
         if not self.owned:
             return
         lost = set(self.owned)
-        await self._callback(self.listener.lost, sorted(lost))
-        self.owned -= lost
-        self.consumer._group_unassign(lost)
-        self._changed.set()
+        self.consumer._hold(lost)
+        try:
+            await self._callback(self.listener.lost, sorted(lost))
+        finally:
+            self.owned -= lost
+            self.consumer._group_unassign(lost)
+            self._changed.set()
 
     async def add(self, tps: set[TP]) -> None:
-        """Start fetching ``tps`` at the group's committed offsets (``auto_offset_reset`` without one)."""
+        """Start fetching ``tps`` at the group's committed offsets (``auto_offset_reset`` without one), once
+        on_partitions_assigned has run: a seek there decides where reading starts (Kafka's contract)."""
+        held: dict = {}
         if tps:
             committed = await self.fetch_committed(tps)
             for tp, off in committed.items():
@@ -552,10 +600,10 @@ class Membership:
                             kerrors.OFFSET_OUT_OF_RANGE, f"no committed offset and auto_offset_reset='none': {missing}"
                         )
                     )
-            self.consumer._group_assign(starts)
+            held = self.consumer._group_assign(starts)
         self.rebalances += 1
         self._changed.set()
-        await self._callback(self.listener.assigned, sorted(tps))
+        await self._callback(self.listener.assigned, sorted(tps), wait=False, then=lambda: self.consumer._release(held))
 
     # -- the subscription ---------------------------------------------------------------------------------
 
@@ -651,6 +699,23 @@ class ClassicMembership(Membership):
             raise GroupError(code, f"heartbeat of group {self.group_id!r}")
         else:
             raise KafkaError(code, f"heartbeat of group {self.group_id!r}")
+
+    async def _keep_alive(self) -> None:
+        if not self._valid():
+            return
+        try:
+            resp = await self.request(
+                HeartbeatRequest,
+                group_id=self.group_id,
+                generation_id=self.generation,
+                member_id=self.member_id,
+                group_instance_id=self.instance_id,
+            )
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.info("group %s: heartbeat while a callback waits: %s", self.group_id, exc)
+            return
+        if resp.error_code:  # the rejoin after the callback finds out what it means
+            self.need_rejoin = True
 
     async def _reset(self, code: int) -> None:
         """Our generation (and for UNKNOWN_MEMBER_ID our member id) is gone: partitions lost, join anew."""
@@ -817,6 +882,51 @@ class ConsumerMembership(Membership):
             await self._sleep(self.interval)
 
     async def _heartbeat(self) -> None:
+        self._ack = False
+        resp = await self._send_heartbeat()
+        code = resp.error_code
+        if code in (kerrors.FENCED_MEMBER_EPOCH, kerrors.UNKNOWN_MEMBER_ID):
+            log.info("group %s: %s: partitions lost, rejoining at epoch 0", self.group_id, KafkaError(code).name)
+            await self.lose()
+            self.epoch = 0
+            self._ack = True
+            return
+        if code in FATAL_CONSUMER:
+            raise GroupError(code, f"ConsumerGroupHeartbeat of group {self.group_id!r}: {resp.error_message}")
+        if code:
+            raise KafkaError(code, f"ConsumerGroupHeartbeat of group {self.group_id!r}: {resp.error_message}")
+        self._accept(resp)
+        if self._pending is not None:
+            await self._reconcile()
+
+    def _accept(self, resp) -> None:
+        """A successful heartbeat's answer: our epoch, the interval, the target assignment to reconcile."""
+        if resp.member_id:
+            self.member_id = resp.member_id
+        self.epoch = resp.member_epoch
+        if resp.heartbeat_interval_ms > 0:
+            self.interval = resp.heartbeat_interval_ms / 1000
+        if resp.assignment is not None:
+            self._pending = {(tp.topic_id, p) for tp in resp.assignment.topic_partitions for p in tp.partitions}
+
+    async def _keep_alive(self) -> None:
+        # as Kafka's background thread while the application has not run a callback yet: the session stays
+        # alive, a new target waits in _pending for the reconciliation after this one; errors are left to
+        # the heartbeat after the callback
+        if self.epoch <= 0:
+            return
+        try:
+            resp = await self._send_heartbeat()
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.info("group %s: heartbeat while a callback waits: %s", self.group_id, exc)
+            return
+        if not resp.error_code:
+            self._accept(resp)
+
+    def _heartbeat_every(self) -> float:
+        return self.interval  # the coordinator's
+
+    async def _send_heartbeat(self):
         ids = {}
         for t, _ in self.owned:
             info = self.cluster.topics.get(t)
@@ -827,8 +937,7 @@ class ConsumerMembership(Membership):
             if t in ids:
                 owned.setdefault(ids[t], []).append(p)
         T = ConsumerGroupHeartbeatRequest.TopicPartitions
-        self._ack = False
-        resp = await self.request(
+        return await self.request(
             ConsumerGroupHeartbeatRequest,
             group_id=self.group_id,
             member_id=self.member_id,
@@ -841,26 +950,6 @@ class ConsumerMembership(Membership):
             server_assignor=self.remote_assignor,
             topic_partitions=[T(topic_id=i, partitions=ps) for i, ps in owned.items()],
         )
-        code = resp.error_code
-        if code in (kerrors.FENCED_MEMBER_EPOCH, kerrors.UNKNOWN_MEMBER_ID):
-            log.info("group %s: %s: partitions lost, rejoining at epoch 0", self.group_id, KafkaError(code).name)
-            await self.lose()
-            self.epoch = 0
-            self._ack = True
-            return
-        if code in FATAL_CONSUMER:
-            raise GroupError(code, f"ConsumerGroupHeartbeat of group {self.group_id!r}: {resp.error_message}")
-        if code:
-            raise KafkaError(code, f"ConsumerGroupHeartbeat of group {self.group_id!r}: {resp.error_message}")
-        if resp.member_id:
-            self.member_id = resp.member_id
-        self.epoch = resp.member_epoch
-        if resp.heartbeat_interval_ms > 0:
-            self.interval = resp.heartbeat_interval_ms / 1000
-        if resp.assignment is not None:
-            self._pending = {(tp.topic_id, p) for tp in resp.assignment.topic_partitions for p in tp.partitions}
-        if self._pending is not None:
-            await self._reconcile()
 
     async def _reconcile(self) -> None:
         pending = self._pending
