@@ -91,6 +91,29 @@ def test_fixed_struct_arrays_with_uuid_bool_and_int64_fields():
     _check(Quorum, Quorum(topics=[Quorum.TopicData(topic_name="__cluster_metadata", partitions=[partition])]), 2)
 
 
+@pytest.mark.parametrize("version", [0, 1])
+def test_fixed_struct_arrays_whose_version_lacks_a_field_between_present_ones(version):
+    # ReplicaState's directory id (v2+) sits between fields v0 has; the elements are built by one
+    # call with the values in the class's field order, so the absent field's default goes in between
+    assert "_fixed_array" in Quorum.codec(version).source
+    default = Quorum.ReplicaState()
+    voters = [
+        Quorum.ReplicaState(
+            replica_id=i,
+            log_end_offset=(1 << 40) + i,
+            last_fetch_timestamp=i if version else default.last_fetch_timestamp,
+            last_caught_up_timestamp=-i if version else default.last_caught_up_timestamp,
+        )
+        for i in range(codegen._FIXED_ARRAY_MIN + 2)
+    ]
+    partition = Quorum.PartitionData(partition_index=0, current_voters=voters, observers=voters[:2])
+    msg = Quorum(topics=[Quorum.TopicData(topic_name="__cluster_metadata", partitions=[partition])])
+    _check(Quorum, msg, version)
+    back = Quorum.decode(msg.encode(version), version).topics[0].partitions[0].current_voters
+    assert [v.log_end_offset for v in back] == [(1 << 40) + i for i in range(len(voters))]
+    assert all(v.replica_directory_id == default.replica_directory_id for v in back)
+
+
 def test_struct_array_elements_are_distinct_mutable_objects():
     back = ApiVersions.decode(_api_versions(10).encode(3), 3)
     assert len({id(a) for a in back.api_keys}) == 10
