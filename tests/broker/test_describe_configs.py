@@ -16,6 +16,7 @@ DEVIATIONS = {
     "listeners": "read-only: kafkawire cannot add listeners at run time",
     "group.coordinator.rebalance.protocols": "no 'streams' (KIP-1071 streams groups are not served)",
     "offsets.topic.num.partitions": "default 1, not 50: a single node gains nothing from more (README)",
+    "transaction.state.log.num.partitions": "default 1, not 50, as offsets.topic.num.partitions (README)",
 }
 
 

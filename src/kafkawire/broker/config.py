@@ -144,6 +144,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "transaction.state.log.replication.factor", SHORT, "3", "Replication factor of the transaction topic.", True
         ),
         _d("transaction.state.log.min.isr", INT, "2", "min.insync.replicas of the transaction topic.", True),
+        # kafkawire's default is one partition, not Kafka's 50, for the reason given at offsets.topic.num.partitions
+        _d("transaction.state.log.num.partitions", INT, "1", "Number of partitions of the transaction topic.", True),
         # read by the transaction coordinator (broker/transactions/config.py)
         _d("transaction.max.timeout.ms", INT, "900000", "Largest transaction timeout a producer may ask for.", True),
         _d("transactional.id.expiration.ms", INT, "604800000", "How long an idle transactional id is kept.", True),

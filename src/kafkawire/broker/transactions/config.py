@@ -10,6 +10,7 @@ KEYS = {
     "transactional.id.expiration.ms": ("id_expiration_ms", 604800000),
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("abort_interval_ms", 10000),
     "transaction.remove.expired.transaction.cleanup.interval.ms": ("remove_expired_interval_ms", 3600000),
+    "transaction.state.log.num.partitions": ("log_partitions", 1),
     "kafkawire.transactions.fsync": ("fsync", True),
     "kafkawire.transactions.compact.records": ("compact_after_records", 50000),
 }
@@ -25,6 +26,9 @@ class TxnConfig:
     # with acks=all (a single node has no replica to keep it)
     fsync: bool = True
     compact_after_records: int = 50000
+    # the partition count of a new __transaction_state (kafkawire's default 1 where Kafka's is 50: see
+    # log.TOPIC_CONFIGS); a topic that exists keeps its own
+    log_partitions: int = 1
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> TxnConfig:

@@ -112,6 +112,7 @@ class TransactionCoordinator:
                 fsync=self.config.fsync,
                 compact_after_records=self.config.compact_after_records,
                 leader_epochs=leader_epochs,
+                partitions=self.config.log_partitions,
             )
             if storage is not None
             else None
@@ -522,7 +523,7 @@ class TransactionCoordinator:
         ]
         if self.log is not None and gone:
             try:
-                self.log.append([(encode_key(tid), None) for tid in gone])
+                self.log.append_by_partition([(encode_key(tid), None) for tid in gone])
             except TxnLogError as exc:  # kept; tried again at the next check
                 log.warning("expiring transactional ids: %s", exc)
                 return 0

@@ -4,9 +4,20 @@ Each change of a transactional id's metadata is appended as one record whose key
 version (0) followed by ``TransactionLogKey`` v0, and whose value is an int16 version followed by
 ``TransactionLogValue`` at that version (kafkawire writes v1, which carries the previous/next producer id
 and epoch and the client's transaction version as tagged fields, as Kafka 4.x does for TV2 clients; it
-reads v0 too). A null value (tombstone) means the id expired. On start the coordinator replays the
-partition from its log start, the last record per key winning, as Kafka's ``TransactionStateManager``
-loads its partitions.
+reads v0 too). A null value (tombstone) means the id expired.
+
+A transactional id lives in one partition of the topic, ``Utils.abs(transactionalId.hashCode()) %
+partitions`` as Kafka's ``TransactionStateManager.partitionFor`` picks it (the group coordinator's
+``partition_for``), the partition count being the topic's own once it exists
+(``transaction.state.log.num.partitions`` only sizes a new topic, as in Kafka). Kafka looks for an id's state
+in that partition only, so a directory the two brokers share must keep it there.
+
+On start the coordinator replays every partition from its log start, the last record per key winning, as
+Kafka's ``TransactionStateManager`` loads its partitions. An older kafkawire wrote every id to partition 0; on
+a topic of more partitions such a record is a stray: it is still loaded (the newest record of an id wins,
+by record timestamp, its own partition winning a tie), and an id whose newest state was a stray is written
+to its own partition and tombstoned in the stray one (a log line says so), so that Kafka, which loads a
+partition's records whatever their id, finds it where it looks and nowhere else.
 
 The log is compacted by rewriting, as kafkawire does ``__consumer_offsets`` (``groups/persistence.py``):
 once it holds ``compact_after_records`` more records than live ids, a snapshot of the live records is
@@ -21,6 +32,7 @@ import struct
 from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
 
+from ..groups.persistence import partition_for
 from ..storage import base as sb
 from .metadata import TxnMetadata
 from .states import TxnState
@@ -28,9 +40,10 @@ from .states import TxnState
 log = logging.getLogger("kafkawire.transactions")
 
 TOPIC = "__transaction_state"
-# Kafka's transaction.state.log.* defaults for the topic's own configs. One partition where Kafka has 50
-# (transaction.state.log.num.partitions): as with __consumer_offsets, a single node gains nothing from
-# spreading transactional ids over partitions, and each costs files and replay at start.
+# Kafka's transaction.state.log.* defaults for the topic's own configs. A new topic gets one partition where
+# Kafka creates 50 (transaction.state.log.num.partitions, kafkawire's default 1): as with __consumer_offsets,
+# a single node gains nothing from spreading transactional ids over partitions, and each costs files and
+# replay at start. A topic that exists keeps its count (Kafka's 50 on a directory Kafka made).
 TOPIC_CONFIGS = {
     "cleanup.policy": "compact",
     "compression.type": "uncompressed",
@@ -100,10 +113,16 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
 
 
 class TxnLog:
-    """Appends and replays transaction metadata records in partition 0 of ``__transaction_state``."""
+    """Appends and replays transaction metadata records, each id in its partition of ``__transaction_state``."""
 
     def __init__(
-        self, storage: sb.Storage, *, fsync: bool = True, compact_after_records: int = 50000, leader_epochs=None
+        self,
+        storage: sb.Storage,
+        *,
+        fsync: bool = True,
+        compact_after_records: int = 50000,
+        leader_epochs=None,
+        partitions: int = 1,
     ):
         self.storage = storage
         # the broker's LeaderEpochs: batches carry the partition's current leader epoch, as Kafka's leader stamps
@@ -111,39 +130,60 @@ class TxnLog:
         self.leader_epochs = leader_epochs
         self.fsync = fsync
         self.compact_after_records = compact_after_records
+        self.configured_partitions = max(1, partitions)
         self.records_written = 0  # since the last load or compaction
-        self._log = None
+        self.strays_moved = 0  # ids the last replay found outside their partition and wrote to it
+        self._logs: dict[int, sb.PartitionLog] = {}
+        self._count: int | None = None
 
-    def _partition(self):
-        if self._log is None:
-            try:
-                if TOPIC not in self.storage.topics():
-                    try:
-                        self.storage.create_topic(TOPIC, 1, dict(TOPIC_CONFIGS))
-                    except sb.TopicExistsError:
-                        pass
-                    except sb.InvalidConfigError:  # an engine without these settings
-                        self.storage.create_topic(TOPIC, 1, {})
-                self._log = self.storage.partition(TOPIC, 0)
-            except (OSError, sb.StorageError) as exc:
-                if isinstance(exc, sb.TopicExistsError):
-                    raise
-                raise TxnLogError(f"cannot open {TOPIC}: {exc}") from exc
-        return self._log
+    # -- the topic ---------------------------------------------------------------------------------------
+    @property
+    def partitions(self) -> int:
+        """The topic's partition count (the configured one until it exists)."""
+        if self._count is None:
+            meta = self.storage.topics().get(TOPIC)
+            if meta is None:
+                return self.configured_partitions
+            self._count = meta.partitions
+        return self._count
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.partitions)
+
+    def _create(self) -> None:
+        if TOPIC in self.storage.topics():
+            return
+        try:
+            self.storage.create_topic(TOPIC, self.configured_partitions, dict(TOPIC_CONFIGS))
+        except sb.TopicExistsError:
+            pass
+        except sb.InvalidConfigError:  # an engine without these settings
+            self.storage.create_topic(TOPIC, self.configured_partitions, {})
+
+    def _partition(self, index: int):
+        plog = self._logs.get(index)
+        if plog is not None:
+            return plog
+        try:
+            self._create()
+            plog = self._logs[index] = self.storage.partition(TOPIC, index)
+        except (OSError, sb.StorageError) as exc:
+            if isinstance(exc, (sb.TopicExistsError, TxnLogError)):
+                raise
+            raise TxnLogError(f"cannot open {TOPIC}-{index}: {exc}") from exc
+        return plog
 
     def exists(self) -> bool:
-        return self._log is not None or TOPIC in self.storage.topics()
+        return bool(self._logs) or TOPIC in self.storage.topics()
 
     def ensure_topic(self) -> None:
         """Create the topic if it is missing (Kafka does at the first FindCoordinator for a transaction)."""
-        self._partition()
+        self._partition(0)
 
-    def replay(self):
-        """Yield (transactional id, TxnMetadata or None for a tombstone), in log order."""
-        self.records_written = 0
-        if TOPIC not in self.storage.topics():
-            return
-        plog = self._partition()
+    # -- replay ------------------------------------------------------------------------------------------
+    def _read(self, index: int):
+        """Yield (record timestamp, transactional id, TxnMetadata or None) of one partition, in log order."""
+        plog = self._partition(index)
         offset, end = plog.log_start_offset, plog.log_end_offset
         while offset < end:
             data = b"".join(bytes(c) for c in plog.read(offset, READ_CHUNK, min_one=True).chunks)
@@ -163,31 +203,97 @@ class TxnLog:
                         tid = decode_key(bytes(rec.key))
                         if tid is None:
                             continue
-                        yield tid, None if rec.value is None else decode_value(tid, bytes(rec.value))
+                        txn = None if rec.value is None else decode_value(tid, bytes(rec.value))
                     except Exception as exc:  # one bad record costs that record only
-                        log.warning("skipping unreadable %s record at offset %d: %s", TOPIC, rec.offset, exc)
+                        log.warning("skipping unreadable %s-%d record at offset %d: %s", TOPIC, index, rec.offset, exc)
+                        continue
+                    yield rec.timestamp, tid, txn
             if not progressed:
                 break
 
-    def append(self, records: list[tuple[bytes, bytes | None]]) -> None:
+    def replay(self):
+        """Yield (transactional id, TxnMetadata or None for a tombstone): each id's own partition in log order,
+        after any newer state a stray record held (see the module's docstring)."""
+        self.records_written = 0
+        self.strays_moved = 0
+        if TOPIC not in self.storage.topics():
+            return
+        count = self.partitions
+        # per id: the newest stray (record timestamp, partition, metadata); a stray tombstone drops it
+        strays: dict[str, tuple[int, int, TxnMetadata]] = {}
+        newest_home: dict[str, int] = {}  # per id: the timestamp of its last record in its own partition
+        for index in range(count):
+            for ts, tid, txn in self._read(index):
+                if partition_for(tid, count) == index:
+                    newest_home[tid] = ts
+                    yield tid, txn
+                elif txn is None:
+                    strays.pop(tid, None)
+                else:
+                    strays[tid] = (ts, index, txn)
+        moved, tombstones = [], {}
+        for tid, (ts, index, txn) in strays.items():
+            tombstones.setdefault(index, []).append((encode_key(tid), None))
+            if tid in newest_home and newest_home[tid] >= ts:
+                continue  # its own partition has the newer state
+            moved.append(txn)
+            yield tid, txn
+        if not strays:
+            return
+        log.warning(
+            "%s: %d transactional ids had records outside their partition (written by an older kafkawire); "
+            "%d of them newer than their own partition's, now written there",
+            TOPIC,
+            len(strays),
+            len(moved),
+        )
+        # the newest state first, in its own partition, then the strays' tombstones: a crash in between
+        # replays to the same state
+        by_home: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for txn in moved:
+            by_home.setdefault(self.partition_for(txn.transactional_id), []).append(
+                (encode_key(txn.transactional_id), encode_value(txn))
+            )
+        try:
+            for index, records in sorted(by_home.items()) + sorted(tombstones.items()):
+                self.append(records, index)
+        except TxnLogError as exc:  # loaded all the same; the next start moves them
+            log.warning("cannot move the stray records of %s: %s", TOPIC, exc)
+            return
+        self.strays_moved = len(moved)
+
+    # -- writes ------------------------------------------------------------------------------------------
+    def append(self, records: list[tuple[bytes, bytes | None]], partition: int | None = None) -> None:
+        """Append ``records`` to ``partition`` (by default: the first record's id's partition, the one all of
+        them must share)."""
         if not records:
             return
-        plog = self._partition()
+        if partition is None:
+            partition = self.partition_for(decode_key(records[0][0]))
+        plog = self._partition(partition)
         epochs, epoch = self.leader_epochs, -1
         if epochs is not None:
-            epoch = epochs.current(TOPIC, 0)
-            epochs.cache(TOPIC, 0, plog)  # the epoch history names the epoch before a batch of it is kept
+            epoch = epochs.current(TOPIC, partition)
+            epochs.cache(TOPIC, partition, plog)  # the epoch history names the epoch before a batch of it is kept
         try:
             plog.append(build_batch(records, partition_leader_epoch=epoch), durable=self.fsync)
             if epochs is not None:
-                epochs.save(TOPIC, 0, plog)
+                epochs.save(TOPIC, partition, plog)
         except OSError as exc:
-            raise TxnLogError(f"appending to {TOPIC} failed: {exc}") from exc
+            raise TxnLogError(f"appending to {TOPIC}-{partition} failed: {exc}") from exc
         except sb.StorageError as exc:
             if getattr(exc, "log_dir_failure", False) or isinstance(exc.__cause__, OSError):
-                raise TxnLogError(f"appending to {TOPIC} failed: {exc}") from exc
+                raise TxnLogError(f"appending to {TOPIC}-{partition} failed: {exc}") from exc
             raise
         self.records_written += len(records)
+
+    def append_by_partition(self, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Append records of any ids, one batch per partition."""
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for rec in records:
+            by_partition.setdefault(self.partition_for(decode_key(rec[0])), []).append(rec)
+        for index, recs in sorted(by_partition.items()):
+            self.append(recs, index)
 
     def compaction_due(self, live: int) -> bool:
         """Whether the log holds enough records beyond the ``live`` ids to be rewritten (cheap: per change)."""
@@ -195,12 +301,18 @@ class TxnLog:
         return self.records_written >= threshold and self.records_written > live + threshold // 2
 
     def compact(self, live: list[TxnMetadata]) -> None:
-        """Append a snapshot of the live ids and drop everything before it."""
-        plog = self._partition()
-        start = plog.log_end_offset
-        records = [(encode_key(t.transactional_id), encode_value(t)) for t in live]
-        for i in range(0, len(records), 1000):
-            self.append(records[i : i + 1000])
-        plog.delete_records_before(start)
-        self.records_written = len(records)
-        log.info("compacted %s: %d live transactional ids from offset %d", TOPIC, len(records), start)
+        """Append a snapshot of the live ids, each to its partition, and drop everything before it."""
+        count = self.partitions
+        starts = {index: self._partition(index).log_end_offset for index in range(count)}
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for t in live:
+            by_partition.setdefault(self.partition_for(t.transactional_id), []).append(
+                (encode_key(t.transactional_id), encode_value(t))
+            )
+        self.records_written = 0
+        for index, records in sorted(by_partition.items()):
+            for i in range(0, len(records), 1000):
+                self.append(records[i : i + 1000], index)
+        for index, start in starts.items():
+            self._partition(index).delete_records_before(start)
+        log.info("compacted %s: %d live transactional ids", TOPIC, len(live))
