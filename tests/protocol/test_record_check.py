@@ -1,8 +1,8 @@
 """The broker's quick checks of a produced records section never accept what Kafka's reading refuses.
 
 ``walk._well_formed`` lets a section through without the record-by-record walk that follows Kafka's reading
-rules (``walk._as_kafka_reads``); it has three ways of doing so (a Python step per record for a few records,
-the byte-pair tables, the general numpy varints). Each is compared with the walk, in every mode, on random
+rules (``walk._as_kafka_reads``); it has four ways of doing so (a Python step per record for a few records,
+run by run with strided byte slices, the byte-pair tables, the general numpy varints). Each is compared with the walk, in every mode, on random
 sections as producers write them and on the same sections corrupted (bytes changed, inserted, removed, cut,
 the record count off by one). A quick check may refuse a section Kafka reads (the walk then decides), but
 it must take the sections producers write, or the broker pays the walk for them.
@@ -21,6 +21,7 @@ from kafkawire.protocol.records.walk import (
     _as_kafka_reads,
     _well_formed,
     _well_formed_bulk,
+    _well_formed_runs,
     _well_formed_tables,
     _well_formed_walk,
     unreadable,
@@ -28,7 +29,13 @@ from kafkawire.protocol.records.walk import (
 
 pytest.importorskip("numpy")
 
-CHECKS = {"walk": _well_formed_walk, "tables": _well_formed_tables, "bulk": _well_formed_bulk, "any": _well_formed}
+CHECKS = {
+    "walk": _well_formed_walk,
+    "runs": _well_formed_runs,
+    "tables": _well_formed_tables,
+    "bulk": _well_formed_bulk,
+    "any": _well_formed,
+}
 MODES = (BUFFER, SKIP, WHOLE)
 
 
@@ -75,21 +82,24 @@ FLAWS = (
 )
 
 
-def section(rng: random.Random, count: int, odd: bool, flaw: str | None = None) -> tuple[bytes, bool]:
+def section(rng: random.Random, count: int, odd: bool, flaw: str | None = None) -> tuple[bytes, bool, bool]:
     """A records section of ``count`` records as a producer could write it, and whether every varint in it is
     canonical and at most two bytes (what the byte-pair tables take). ``odd``: long timestamp and offset
-    deltas, padded varints, 8 KiB values. ``flaw``: one record (chosen at random) written with it."""
-    plain = True
+    deltas, padded varints, 8 KiB values. ``flaw``: one record (chosen at random) written with it. Third:
+    whether the records share one layout (no headers, keys and values of one length each)."""
+    plain = bare = True
     same_key = rng.random() < 0.5  # runs of records of one size, as most batches are
     key0, value0 = blob(rng, False), blob(rng, odd)
     flawed = rng.randrange(count)
+    headed = rng.random() < 0.5  # half the sections have no headers at all (the run-by-run check's sections)
     parts = []
     for i in range(count):
         f = flaw if i == flawed else None
         key, value = (key0, value0) if same_key else (blob(rng, False), blob(rng, odd))
         headers = []
-        if rng.random() < 0.2 or f == "negative header key length":
+        if headed and rng.random() < 0.2 or f == "negative header key length":
             headers = [(rng.randbytes(rng.randint(0, 5)), blob(rng, False)) for _ in range(rng.randint(1, 3))]
+            bare = False
         ts = rng.choice((0, 1, 63, 64, 8191, 8192, 10**6, 2**40)) if odd and rng.random() < 0.3 else i // 7
         pads = [rng.choice((0, 0, 0, 1, 3)) if odd else 0 for _ in range(5)]
         if any(pads) or ts >= 8192 or i >= 8192:
@@ -127,7 +137,7 @@ def section(rng: random.Random, count: int, odd: bool, flaw: str | None = None) 
             plain = False
         size = len(body) + (f == "length one long") - (f == "length one short")
         parts.append((varint(size, 6, 6) if f == "length over 5 bytes" else varint(size)) + body)
-    return b"".join(parts), plain
+    return b"".join(parts), plain, bare and same_key
 
 
 def corrupted(rng: random.Random, data: bytes) -> bytes:
@@ -158,12 +168,14 @@ def test_quick_checks_take_what_producers_write(seed):
     for _ in range(60):
         count = rng.choice((1, 2, 5, 20, 21, 40, 200))
         odd = rng.random() < 0.3
-        data, plain = section(rng, count, odd)
+        data, plain, uniform = section(rng, count, odd)
         assert kafka_reads(data, count)
         assert _well_formed_walk(data, count)
         assert _well_formed_bulk(data, count) or odd  # it reads any width, not padded varints over 5 bytes
         if plain:
             assert _well_formed_tables(data, count), data.hex()
+        if uniform and not odd:  # (records of one size but different layouts, or padded varints: the others)
+            assert _well_formed_runs(data, count), data.hex()
         assert _well_formed(data, count) or odd
         for mode in MODES:
             assert unreadable(data, count, mode) is None
@@ -189,7 +201,7 @@ def test_quick_checks_accept_no_corrupted_section_kafkas_reading_refuses(seed):
     refused = 0
     for _ in range(30):
         count = rng.choice((1, 3, 20, 21, 50))
-        data, _ = section(rng, count, rng.random() < 0.3)
+        data, _, _ = section(rng, count, rng.random() < 0.3)
         for _ in range(30):
             bad = corrupted(rng, data)
             for n in (count - 1, count, count + 1) if rng.random() < 0.3 else (count,):
@@ -207,7 +219,7 @@ def test_quick_checks_accept_no_flawed_record_kafkas_reading_refuses(flaw):
     refused = 0
     for _ in range(40):
         count = rng.choice((1, 3, 20, 21, 50))
-        data, _ = section(rng, count, rng.random() < 0.3, flaw)
+        data, _, _ = section(rng, count, rng.random() < 0.3, flaw)
         refused += not agree(data, count, passed)
     if flaw == "key length -2":
         assert not refused  # Kafka reads a negative length as null: the quick checks may refuse it all the same

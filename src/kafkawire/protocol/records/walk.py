@@ -4,9 +4,11 @@ decoder builds on, and the check a partition leader makes of a producer's record
 The walk (``record_runs``, ``expand``, ``varints``) finds where records start without a Python step per
 record when neighbouring records have one size, and reads each varint field of every record at once with
 numpy. ``unreadable`` first asks a quick check whether every record is laid out as producers write it: a
-Python step per record for a few records (numpy's fixed cost per call would dominate), else each field of
-every record looked up two bytes at a time in tables, else ``varints``. Only a section that fails the quick
-check is walked again one record at a time with Kafka's reading rules, which decide the answer:
+Python step per record for a few records (numpy's fixed cost per call would dominate); for a section of a
+few runs of equal-sized records, each run's first record read and the others shown to share its layout with
+strided byte slices; else each field of every record looked up two bytes at a time in tables, else
+``varints``. Only a section that fails the quick check is walked again one record at a time with Kafka's
+reading rules, which decide the answer:
 
 * an uncompressed section is read as Kafka reads a ByteBuffer: a record's length varint longer than 5 bytes
   escapes as an exception Kafka does not map (UNKNOWN_SERVER_ERROR); any other flaw (the section ending
@@ -186,9 +188,27 @@ def _well_formed(data: bytes, count: int) -> bool:
     """Every record laid out exactly as a producer writes it. True only for sections Kafka reads in every
     mode (lengths and widths within what its readers take); False sends the section to the record-by-record
     walk with Kafka's rules (``_as_kafka_reads``), which may still accept it."""
-    if count <= _WALK_MAX or _numpy() is None:
+    if count <= _WALK_MAX:
         return _well_formed_walk(data, count)
-    return _well_formed_tables(data, count) or _well_formed_bulk(data, count)
+    runs = _runs(data, count)
+    if runs is None:
+        return False
+    if len(runs[0]) <= _FEW_RUNS + count // 64 and _well_formed_runs(data, count, runs):
+        return True
+    if _numpy() is None:
+        return _well_formed_walk(data, count)
+    return _well_formed_tables(data, count, runs) or _well_formed_bulk(data, count)
+
+
+def _runs(data: bytes, count: int) -> tuple[list, list, list] | None:
+    """``record_runs`` over the whole section, or None when its records do not fill it."""
+    end = len(data)
+    if count <= 0 or count > end // MIN_RECORD_SIZE:
+        return None
+    try:
+        return record_runs(data, 0, end, count)
+    except (CorruptRecordError, IndexError):
+        return None
 
 
 def _well_formed_walk(data: bytes, count: int) -> bool:
@@ -251,6 +271,84 @@ def _well_formed_walk(data: bytes, count: int) -> bool:
     return pos == end
 
 
+# A section of a few runs (records of one size in a row, ``record_runs``) is checked run by run: the run's
+# first record is read field by field, and the others are shown to share its layout with a strided slice
+# per byte of the fields whose bytes fix it (bytes ops in C, no numpy call): the continuation bits of the
+# timestamp and offset deltas (so every later field starts at the same place), the key and value lengths'
+# bytes, and the header count 0 as the record's last byte. Producers' batches are a few such runs (the
+# sizes change where a key's or an offset delta's length does); a section of many runs goes to the tables.
+_FEW_RUNS = 6
+_LOW = bytes(range(0x80))
+
+
+def _first_layout(data: bytes, pos: int, end: int) -> tuple[list, list] | None:
+    """The record at ``pos`` read field by field as ``_well_formed_walk`` reads it, if it has no headers:
+    (offsets in it of the delta bytes with whether each continues, offsets of the length and count bytes)."""
+    try:
+        ln, q = varint(data, pos)
+        if q - pos > 5 or ln < MIN_RECORD_SIZE - 1 or ln > end - q:
+            return None
+        stop = q + ln
+        cont: list[tuple[int, bool]] = []
+        at = p = q + 1  # after the attributes
+        while data[p] >= 0x80:  # timestamp delta: a varlong of at most 10 bytes
+            cont.append((p - pos, True))
+            p += 1
+            if p - at >= 10:
+                return None
+        cont.append((p - pos, False))
+        at = p = p + 1
+        while data[p] >= 0x80:  # offset delta: an int of at most 5 bytes
+            cont.append((p - pos, True))
+            p += 1
+            if p - at >= 5:
+                return None
+        cont.append((p - pos, False))
+        p += 1
+        same: list[int] = []
+        for _field in (0, 1):  # key, then value: a length (-1 null) and its bytes within the record
+            at = p
+            n, p = varint(data, p)
+            if p - at > 5 or n < -1 or n >= stop - p:
+                return None
+            same.extend(range(at - pos, p - pos))
+            if n > 0:
+                p += n
+        if data[p] != 0 or p + 1 != stop:  # headers: not taken here
+            return None
+        same.append(p - pos)
+    except (CorruptRecordError, IndexError):
+        return None
+    return cont, same
+
+
+def _well_formed_runs(data: bytes, count: int, runs: tuple | None = None) -> bool:
+    """``_well_formed`` run by run, for records without headers (see above)."""
+    if runs is None:
+        runs = _runs(data, count)
+        if runs is None:
+            return False
+    end = len(data)
+    for pos, size, m in zip(*runs):
+        layout = _first_layout(data, pos, end)
+        if layout is None:
+            return False
+        if m == 1:
+            continue
+        cont, same = layout
+        last = pos + size * m
+        for off, more in cont:
+            column = data[pos + off : last : size]  # this byte of every record of the run
+            # continuing: no byte below 0x80 (none deleted); the last byte of the field: all below 0x80
+            if not (len(column.translate(None, _LOW)) == m if more else column.isascii()):
+                return False
+        for off in same:
+            column = data[pos + off : last : size]
+            if column.count(column[:1]) != m:
+                return False
+    return True
+
+
 # The bulk check reads each varint field of every record as two bytes at once: a little-endian uint16 view
 # of the section at every byte offset (``_pairs``), looked up in tables over all 65536 byte pairs that give
 # what a field of one or two bytes adds to a record's read position. A varint of three or more bytes (a
@@ -278,22 +376,20 @@ def _pair_tables():
     return _tables
 
 
-def _well_formed_tables(data: bytes, count: int) -> bool:
+def _well_formed_tables(data: bytes, count: int, runs: tuple | None = None) -> bool:
     """``_well_formed`` in bulk for sections whose varints take one or two bytes (all but the last field of
     a record then sits at least two bytes before the section's end, so the pair view reads it exactly)."""
+    if runs is None:
+        runs = _runs(data, count)
+        if runs is None:
+            return False
     end = len(data)
-    if count <= 0 or count > end // MIN_RECORD_SIZE:
-        return False
     width, span = _pair_tables()
-    try:
-        starts, sizes, lengths = record_runs(data, 0, end, count)
-    except (CorruptRecordError, IndexError):
-        return False
+    starts, sizes, lengths = runs
     # the records lie end to end from 0 to ``end``: ``bounds`` holds each one's start and, one further, its
     # stop (fewer numpy calls than ``expand``)
     if len(starts) == count:
-        starts.append(end)
-        bounds = np.array(starts, np.int64)
+        bounds = np.array(starts + [end], np.int64)
     else:
         bounds = np.empty(count + 1, np.int64)
         bounds[0] = 0
