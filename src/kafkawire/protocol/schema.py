@@ -13,7 +13,8 @@ import json
 import pkgutil
 import re
 import uuid
-from dataclasses import dataclass, field
+
+import msgspec
 
 FIXED_TYPES = {
     # schema type -> (struct format char, width)
@@ -31,8 +32,7 @@ PRIMITIVE_TYPES = set(FIXED_TYPES) | {"string", "bytes", "records"}
 ZERO_UUID = uuid.UUID(int=0)
 
 
-@dataclass(frozen=True)
-class Versions:
+class Versions(msgspec.Struct, frozen=True):
     """An inclusive version range; ``hi`` None means open-ended ("N+")."""
 
     lo: int
@@ -74,8 +74,7 @@ def snake_case(name: str) -> str:
     return _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", name)).lower()
 
 
-@dataclass
-class FieldSpec:
+class FieldSpec(msgspec.Struct):
     name: str
     attr: str
     type: str  # element type for arrays
@@ -138,29 +137,26 @@ class FieldSpec:
         raise ValueError(f"no default for type {t}")
 
 
-@dataclass
-class StructSpec:
+class StructSpec(msgspec.Struct):
     name: str
     fields: list[FieldSpec]
     versions: Versions | None = None
 
 
-@dataclass
-class Definition:
+class Definition(msgspec.Struct):
     """One schema of a message, valid for a contiguous version range."""
 
     versions: Versions
     flexible: Versions | None
     root: StructSpec
-    structs: dict[str, StructSpec] = field(default_factory=dict)
+    structs: dict[str, StructSpec] = msgspec.field(default_factory=dict)
     source: str | None = None  # the jar and file it came from ("kafka-clients-4.4.0.jar!common/message/X.json")
 
     def is_flexible(self, version: int) -> bool:
         return _contains(self.flexible, version)
 
 
-@dataclass
-class MessageSpec:
+class MessageSpec(msgspec.Struct):
     name: str
     kind: str  # request, response, header, data; records: metadata, coordinator-key, coordinator-value
     valid: Versions
@@ -311,8 +307,7 @@ def message_spec(name: str) -> MessageSpec:
     raise KeyError(f"no message named {name!r} in the spec")
 
 
-@dataclass(frozen=True)
-class MessageSummary:
+class MessageSummary(msgspec.Struct, frozen=True):
     """What the API registry needs of a message, read without building its fields' specs: a start of the
     broker registers every handler (so reads every request and response) but builds only the messages it
     answers with, and parsing all ~200 schemas took ~18 ms of a ~230 ms start."""
