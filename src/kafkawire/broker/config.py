@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import re
 import socket
-from dataclasses import dataclass, field
+
+import msgspec
 
 LONG_MAX = 9223372036854775807
 
@@ -27,8 +28,7 @@ STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
 
-@dataclass(frozen=True)
-class ConfigDef:
+class ConfigDef(msgspec.Struct, frozen=True):
     name: str
     type: int
     default: str | None  # as Kafka reports it (None: no default)
@@ -248,8 +248,7 @@ QUIET_KEYS = {
 }
 
 
-@dataclass(frozen=True)
-class TopicConfigDef:
+class TopicConfigDef(msgspec.Struct, frozen=True):
     name: str
     type: int
     broker_synonyms: tuple[str, ...]  # broker keys in Kafka's synonym order
@@ -464,8 +463,7 @@ def validate_topic_config(name: str, value: str | None) -> None:
         raise ConfigError(f"Invalid value {value} for configuration {name}: Value must be no more than 1")
 
 
-@dataclass(frozen=True)
-class GroupConfigDef:
+class GroupConfigDef(msgspec.Struct, frozen=True):
     name: str
     type: int
     broker_synonym: str  # the broker config that supplies the default
@@ -687,8 +685,8 @@ def is_security_key(key: str) -> bool:
     return known(key)
 
 
-@dataclass
-class BrokerConfig:
+# dict=True: apply_dynamic and the topic defaults keep their caches in the instance's __dict__
+class BrokerConfig(msgspec.Struct, dict=True):
     host: str = "127.0.0.1"
     port: int = 9092
     advertised_host: str | None = None
@@ -712,14 +710,14 @@ class BrokerConfig:
     scrub_bytes_per_sec: int = 0  # kafkawire.log.scrub.bytes.per.sec; 0: no background verification
     storage: str = "segments"  # or "memory"
     metrics_listener: tuple[str, int] | None = None  # kafkawire.metrics.listener / --metrics; None: off
-    properties: dict[str, str] = field(default_factory=dict)  # every property given (file + overrides)
-    unknown_keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = msgspec.field(default_factory=dict)  # every property given (file + overrides)
+    unknown_keys: list[str] = msgspec.field(default_factory=list)
     rack: str | None = None
     # set at run time with (Incremental)AlterConfigs on the broker resource; kept in the KRaft metadata log
-    dynamic: dict[str, str] = field(default_factory=dict)  # this broker ("<node id>")
-    dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide default ("")
+    dynamic: dict[str, str] = msgspec.field(default_factory=dict)  # this broker ("<node id>")
+    dynamic_default: dict[str, str] = msgspec.field(default_factory=dict)  # cluster-wide default ("")
 
-    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)  # group id -> configs set on it
+    group_configs: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)  # group id -> configs set on it
 
     def __post_init__(self):
         # Kafka 4.4's storage format step records min.insync.replicas as a cluster-wide dynamic default (Eligible
