@@ -45,7 +45,8 @@ import json
 import logging
 import struct
 import uuid
-from dataclasses import dataclass
+
+import msgspec
 
 from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
@@ -316,8 +317,7 @@ def classic_group_doc(value: bytes) -> dict:
 
 
 # -- replay -------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class OffsetRecord:
+class OffsetRecord(msgspec.Struct, frozen=True):
     """A committed offset (entry None: deleted)."""
 
     group: str
@@ -326,8 +326,7 @@ class OffsetRecord:
     entry: OffsetEntry | None
 
 
-@dataclass(frozen=True)
-class StagedOffset:
+class StagedOffset(msgspec.Struct, frozen=True):
     """An offset of a transaction still open at the end of its partition (TxnOffsetCommit)."""
 
     producer_id: int
@@ -338,16 +337,14 @@ class StagedOffset:
     entry: OffsetEntry
 
 
-@dataclass(frozen=True)
-class GroupRecord:
+class GroupRecord(msgspec.Struct, frozen=True):
     """A group's metadata document (``ClassicGroup``/``ConsumerGroup`` JSON form; None: deleted)."""
 
     group: str
     doc: dict | None
 
 
-@dataclass(frozen=True)
-class ConsumerPart:
+class ConsumerPart(msgspec.Struct, frozen=True):
     """One of a consumer group's records (value None: a tombstone); replay assembles them per group."""
 
     record_type: int
