@@ -31,8 +31,9 @@ import mmap
 import os
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -100,16 +101,14 @@ class OffsetOutOfRangeError(StorageError):
         super().__init__(f"offset {offset} is outside [{log_start}, {log_end}]")
 
 
-@dataclass
-class TopicMeta:
+class TopicMeta(msgspec.Struct):
     name: str
     topic_id: uuid.UUID
     partitions: int
-    configs: dict[str, str] = field(default_factory=dict)  # only explicitly set ones; defaults live in config
+    configs: dict[str, str] = msgspec.field(default_factory=dict)  # only explicitly set ones; defaults live in config
 
 
-@dataclass(frozen=True)
-class NewTopic:
+class NewTopic(msgspec.Struct, frozen=True):
     """One topic of a ``Storage.create_topics`` batch."""
 
     name: str
@@ -118,16 +117,14 @@ class NewTopic:
     topic_id: uuid.UUID | None = None
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(msgspec.Struct, frozen=True):
     base_offset: int  # offset of the first appended record
     last_offset: int
     log_append_time: int  # ms, -1 unless the topic uses LogAppendTime
     log_start_offset: int
 
 
-@dataclass(frozen=True, eq=False)
-class FileRegion:
+class FileRegion(msgspec.Struct, frozen=True, eq=False):
     """``length`` bytes at ``position`` of an open file: hand it to ``os.sendfile`` /
     ``loop.sock_sendfile`` instead of copying it through Python.
 
@@ -174,8 +171,7 @@ class FileRegion:
         return b"".join(parts)
 
 
-@dataclass
-class ReadResult:
+class ReadResult(msgspec.Struct):
     """Batches as a list of buffers (memoryviews or bytes) to write to a socket as they are."""
 
     chunks: list
@@ -188,8 +184,7 @@ class ReadResult:
     aborted: list | None = None
 
 
-@dataclass(frozen=True)
-class PartitionInfo:
+class PartitionInfo(msgspec.Struct, frozen=True):
     topic: str
     partition: int
     log_start_offset: int

@@ -9,7 +9,8 @@ config (``segment.bytes``...) winning over the broker default
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+
+import msgspec
 
 from .base import InvalidConfigError
 
@@ -61,8 +62,7 @@ def _cleanup_policy(key: str, value) -> str:
     return ",".join(parts)
 
 
-@dataclass(frozen=True)
-class TopicSettings:
+class TopicSettings(msgspec.Struct, frozen=True):
     """What one topic's log actually uses (broker defaults with the topic's overrides applied)."""
 
     segment_bytes: int
@@ -108,8 +108,7 @@ _TOPIC_KEYS = {
 TOPIC_CONFIG_KEYS = frozenset(_TOPIC_KEYS)
 
 
-@dataclass(frozen=True)
-class StorageConfig:
+class StorageConfig(msgspec.Struct, frozen=True):
     """Broker-level storage settings with Kafka's defaults."""
 
     segment_bytes: int = 1024 * 1024 * 1024  # log.segment.bytes
@@ -224,7 +223,7 @@ class StorageConfig:
 
     def for_topic(self, topic_configs: Mapping[str, str] | None) -> TopicSettings:
         """Effective settings of a topic whose explicit configs are ``topic_configs``."""
-        values = {f.name: getattr(self.defaults(), f.name) for f in fields(TopicSettings)}
+        values = {f.name: getattr(self.defaults(), f.name) for f in msgspec.structs.fields(TopicSettings)}
         for key, raw in (topic_configs or {}).items():
             spec = _TOPIC_KEYS.get(key)
             if spec is None or raw is None:
