@@ -381,7 +381,7 @@ class AsyncConsumer:
                 self._consumed.pop(tp, None)
         return states
 
-    def _release(self, states: dict) -> None:
+    def _release(self, states: dict[tuple[str, int], _PartitionState]) -> None:
         """Fetch the partitions ``_group_assign`` held (those still assigned: a rebalance may have moved on)."""
         for tp, state in states.items():
             if self._parts.get(tp) is state:
