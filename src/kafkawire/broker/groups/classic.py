@@ -21,7 +21,8 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -41,20 +42,18 @@ EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
 )
 
 
-@dataclass
-class JoinResult:
+class JoinResult(msgspec.Struct):
     error: int
     member_id: str = ""
     generation_id: int = -1
     protocol_type: str | None = None
     protocol_name: str | None = None
     leader: str = ""
-    members: list = field(default_factory=list)  # [(member_id, group_instance_id, metadata)] for the leader
+    members: list = msgspec.field(default_factory=list)  # [(member_id, group_instance_id, metadata)] for the leader
     skip_assignment: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
+class JoinRequest(msgspec.Struct, frozen=True):
     """What a JoinGroup asks, read from the request by its handler (version-dependent fields already decided):
     one value handed through the coordinator and the protocol's steps instead of twelve arguments."""
 
@@ -72,8 +71,7 @@ class JoinRequest:
     reason: str | None = None  # JoinGroup v8+
 
 
-@dataclass
-class SyncResult:
+class SyncResult(msgspec.Struct):
     error: int
     assignment: bytes = b""
     protocol_type: str | None = None
@@ -265,8 +263,7 @@ def deliver(cb, result) -> None:
             log.exception("group response callback failed")
 
 
-@dataclass(eq=False)
-class ClassicProtocol:
+class ClassicProtocol(msgspec.Struct, eq=False):
     """The classic protocol's part of the coordinator: the rebalances of classic groups (the coordinator routes
     requests for consumer groups elsewhere). Groups come from and are written to ``store``; timers run on
     ``scheduler``; ``config`` is read at each use."""

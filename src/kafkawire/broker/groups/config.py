@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 # key -> (attribute, Kafka default)
 KEYS = {
@@ -23,8 +23,7 @@ KEYS = {
 }
 
 
-@dataclass
-class GroupConfig:
+class GroupConfig(msgspec.Struct):
     initial_rebalance_delay_ms: int = 3000
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
@@ -43,7 +42,7 @@ class GroupConfig:
     offsets_fsync: bool = True
     compact_after_records: int = 50000
     # server-side assignors of the consumer protocol (KIP-848), the first is the default
-    consumer_assignors: list[str] = field(default_factory=lambda: ["uniform", "range"])
+    consumer_assignors: list[str] = msgspec.field(default_factory=lambda: ["uniform", "range"])
     # group.coordinator.rebalance.protocols: "classic,consumer"
     protocols: tuple[str, ...] = ("classic", "consumer")
     # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (see groups/mixed.py)

@@ -41,8 +41,9 @@ import logging
 import re
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -268,19 +269,17 @@ def member_topics(member: ConsumerMember, all_topics) -> set[str]:
     return topics
 
 
-@dataclass
-class HeartbeatResult:
+class HeartbeatResult(msgspec.Struct):
     error: int
     error_message: str | None = None
     member_id: str | None = None
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: list | None = None  # [(topic_id, [partitions])] or None when unchanged
-    extra: dict = field(default_factory=dict)
+    extra: dict = msgspec.field(default_factory=dict)
 
 
-@dataclass(eq=False)
-class ConsumerProtocol:
+class ConsumerProtocol(msgspec.Struct, eq=False):
     """The consumer protocol's part of the coordinator: ConsumerGroupHeartbeat, members' sessions, target
     assignments and reconciliation, and removing members. Groups come from and are written to ``store``;
     ``conversions`` upgrades classic groups and downgrades consumer groups whose last

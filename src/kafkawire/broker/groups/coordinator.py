@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -47,8 +48,7 @@ from .store import GroupStore
 log = logging.getLogger("kafkawire.groups")
 
 
-@dataclass
-class CommitPartition:
+class CommitPartition(msgspec.Struct):
     topic: str
     partition: int
     offset: int
@@ -266,7 +266,7 @@ class GroupCoordinator:
     def join_group(self, join: JoinRequest, cb: Callable[[JoinResult], None]) -> None:
         """Answers through ``cb``, at once or when the rebalance completes."""
         if join.rebalance_timeout_ms is None or join.rebalance_timeout_ms < 0:
-            join = replace(join, rebalance_timeout_ms=join.session_timeout_ms)
+            join = msgspec.structs.replace(join, rebalance_timeout_ms=join.session_timeout_ms)
         if not join.group_id:
             return cb(JoinResult(errors.INVALID_GROUP_ID, join.member_id))
         cfg = self.config

@@ -46,7 +46,8 @@ import base64
 import logging
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -70,8 +71,7 @@ log = logging.getLogger("kafkawire.groups")
 POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
-@dataclass
-class ClassicMetadata:
+class ClassicMetadata(msgspec.Struct):
     """What a classic member of a consumer group told in its last JoinGroup."""
 
     session_timeout_ms: int
@@ -147,8 +147,7 @@ def topic_names(topics: dict) -> dict:
     return {meta.topic_id: name for name, meta in topics.items()}
 
 
-@dataclass(eq=False)
-class Conversions:
+class Conversions(msgspec.Struct, eq=False):
     """Turning a classic group into a consumer group and back, as ``group.consumer.migration.policy`` allows.
     Groups come from and are written to ``store``; ``classic`` rebalances a group made classic; ``topics()``
     gives the broker's topics by name."""
@@ -293,8 +292,7 @@ class Conversions:
         return new
 
 
-@dataclass(eq=False)
-class ClassicMembers:
+class ClassicMembers(msgspec.Struct, eq=False):
     """Members using the classic protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) in consumer groups: the
     coordinator routes their requests here. ``consumer`` assigns and reconciles them like any member."""
 

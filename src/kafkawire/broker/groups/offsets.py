@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 
-@dataclass(frozen=True)
-class OffsetEntry:
+class OffsetEntry(msgspec.Struct, frozen=True):
     offset: int
     leader_epoch: int = -1
     metadata: str | None = ""
