@@ -8,14 +8,14 @@ and whether any version carries records.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+
+import msgspec
 
 from .api_keys import ApiKey
 from .schema import MessageSummary, message_names, message_summary
 
 
-@dataclass(frozen=True)
-class ApiInfo:
+class ApiInfo(msgspec.Struct, frozen=True):
     key: int
     name: str  # "Produce", "ApiVersions", ...
     min_version: int

@@ -8,14 +8,13 @@ the generated ``error_codes.py``: a misspelt name fails at import and in mypy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from .error_codes import *  # noqa: F403  (one constant per Kafka error code, generated)
 from .schema import error_table
 
 
-@dataclass(frozen=True)
-class ErrorCode:
+class ErrorCode(msgspec.Struct, frozen=True):
     code: int
     name: str
     retriable: bool

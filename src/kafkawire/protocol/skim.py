@@ -15,8 +15,9 @@ holds the two to the same answer, on every response schema and on real brokers' 
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
 from functools import lru_cache
+
+import msgspec
 
 from . import apis
 from .primitives import DecodeError
@@ -27,8 +28,7 @@ __all__ = ["Skim", "Skimmer", "error_codes"]
 MAX_TAGGED_READ = 1024 * 1024  # a known tagged field larger than this is stepped over, not walked
 
 
-@dataclass(frozen=True, slots=True)
-class Skim:
+class Skim(msgspec.Struct, frozen=True):
     """What a skimmed frame showed."""
 
     size: int  # payload bytes (without the size prefix)
@@ -44,8 +44,7 @@ class Skim:
 _SKIP, _ERROR, _STRING, _BYTES, _ARRAY, _STRUCT = range(6)
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
+class _Plan(msgspec.Struct, frozen=True):
     ops: tuple  # (kind, attr, ...) for each untagged field present at the version
     flexible: bool
     tagged: dict  # tag -> (attr, op) of the tagged fields present at the version
