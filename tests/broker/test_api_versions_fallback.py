@@ -6,9 +6,9 @@ only (as Kafka 4.4's does). Each client must retry at v2 on the same connection 
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
+import msgspec
 import pytest
 
 from kafkawire.broker.server import start_in_thread
@@ -18,7 +18,7 @@ from kafkawire.broker.server import start_in_thread
 def old_api_versions_broker():
     b = start_in_thread()
     handlers = dict(b.broker.handlers)
-    handlers[18] = dataclasses.replace(handlers[18], max_version=2)
+    handlers[18] = msgspec.structs.replace(handlers[18], max_version=2)
     b.broker.handlers = handlers
     try:
         yield b

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from kafkawire.broker.dispatch import advertised_versions, handles, load_handlers, unreviewed_versions
@@ -51,8 +50,8 @@ def test_the_version_check_lists_every_api_a_handler_lags_behind():
     produce, fetch = table[ApiKey.PRODUCE], table[ApiKey.FETCH]
     # as if the spec had moved to Produce 14 and Fetch 19 while the handlers still state 0-13 and 0-18
     lagging = dict(table)
-    lagging[ApiKey.PRODUCE] = dataclasses.replace(produce, max_version=produce.max_version - 1)
-    lagging[ApiKey.FETCH] = dataclasses.replace(fetch, max_version=fetch.max_version - 2)
+    lagging[ApiKey.PRODUCE] = msgspec.structs.replace(produce, max_version=produce.max_version - 1)
+    lagging[ApiKey.FETCH] = msgspec.structs.replace(fetch, max_version=fetch.max_version - 2)
     assert unreviewed_versions(lagging, advertised_versions(lagging)) == [
         f"Produce: the spec's newest stable version is {produce.max_version}, its handler states 0-"
         f"{produce.max_version - 1}",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+import msgspec
 import pytest
 
 from kafkawire.broker import dispatch, error_answers
@@ -17,7 +18,7 @@ from .helpers import batch, create_topic
 def _swap(broker, api_key, fn):
     def swap():
         spec = broker.broker.handlers[api_key]
-        broker.broker.handlers[api_key] = dataclasses.replace(spec, fn=fn)
+        broker.broker.handlers[api_key] = msgspec.structs.replace(spec, fn=fn)
 
     broker.call(swap)
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from kafkawire.protocol import api, api_by_name
 
 
-@dataclass(frozen=True)
-class HandlerSpec:
+class HandlerSpec(msgspec.Struct, frozen=True):
     api_key: int
     name: str
     fn: Callable
@@ -37,8 +37,8 @@ class HandlerSpec:
     is_async: bool
 
 
-@dataclass
-class RequestContext:
+# dict=True: the ACL filter (security/authorizer/entries.py) hangs the denied entries' answers on the context
+class RequestContext(msgspec.Struct, dict=True):
     """What a handler knows about the request besides its body."""
 
     header: Any  # RequestHeader
