@@ -16,7 +16,8 @@ from __future__ import annotations
 import random
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -25,8 +26,7 @@ FINAL_EPOCH = -1
 MAX_SESSIONS = 1000  # max.incremental.fetch.session.cache.slots
 
 
-@dataclass
-class CachedPartition:
+class CachedPartition(msgspec.Struct):
     topic_key: object  # name (v<13) or topic id (v13+)
     partition: int
     fetch_offset: int
@@ -48,8 +48,7 @@ class FetchSession:
         self.last_used = time.monotonic()
 
 
-@dataclass
-class FetchContext:
+class FetchContext(msgspec.Struct):
     error: int = 0
     session: FetchSession | None = None
     incremental: bool = False

@@ -23,7 +23,8 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from kafkawire.broker.storage.snapshot import Entry
 from kafkawire.protocol import errors
@@ -37,8 +38,7 @@ INT32_MAX = 2147483647
 PRODUCER_ID_EXPIRATION_MS = 86_400_000  # Kafka's producer.id.expiration.ms default
 
 
-@dataclass
-class BatchMeta:
+class BatchMeta(msgspec.Struct):
     first_seq: int
     last_seq: int
     base_offset: int
@@ -47,11 +47,10 @@ class BatchMeta:
     log_append_time: int
 
 
-@dataclass
-class ProducerEntry:
+class ProducerEntry(msgspec.Struct):
     producer_id: int
     epoch: int = -1
-    batches: deque = field(default_factory=lambda: deque(maxlen=WINDOW))
+    batches: deque = msgspec.field(default_factory=lambda: deque(maxlen=WINDOW))
     last_timestamp: int = -1
     coordinator_epoch: int = -1  # of the last transaction marker (DescribeProducers reports it)
 
