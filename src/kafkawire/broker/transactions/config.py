@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 # key -> (attribute, Kafka default)
 KEYS = {
@@ -16,8 +16,7 @@ KEYS = {
 }
 
 
-@dataclass
-class TxnConfig:
+class TxnConfig(msgspec.Struct):
     max_timeout_ms: int = 900000
     id_expiration_ms: int = 604800000
     abort_interval_ms: int = 10000

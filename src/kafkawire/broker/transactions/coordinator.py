@@ -32,11 +32,12 @@ refused with INVALID_REQUEST) and at most ``LIST_LIMIT`` ids in one ListTransact
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -191,7 +192,7 @@ class TransactionCoordinator:
             except TxnLogError as exc:
                 log.warning("transactional id %s: %s", new.transactional_id, exc)
                 return False
-        for f in dataclasses.fields(TxnMetadata):
+        for f in msgspec.structs.fields(TxnMetadata):
             if f.name not in ("pending", "markers_failed"):
                 setattr(txn, f.name, getattr(new, f.name))
         if self.log is not None and self.log.compaction_due(len(self.txns)):
@@ -200,7 +201,7 @@ class TransactionCoordinator:
 
     @staticmethod
     def _copy(txn: TxnMetadata) -> TxnMetadata:
-        return dataclasses.replace(txn, partitions=set(txn.partitions), pending=False, markers_failed=False)
+        return msgspec.structs.replace(txn, partitions=set(txn.partitions), pending=False, markers_failed=False)
 
     def _bump(self, new: TxnMetadata) -> None:
         """The next epoch, or a new producer id at epoch 0 when the epoch is exhausted."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from .states import TxnState
 
@@ -11,8 +11,7 @@ NO_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MAX_VALUE: an epoch that cannot be bumped again takes a new producer id
 
 
-@dataclass(eq=False)
-class TxnMetadata:
+class TxnMetadata(msgspec.Struct, eq=False):
     transactional_id: str
     producer_id: int
     producer_epoch: int
@@ -24,7 +23,7 @@ class TxnMetadata:
     last_producer_epoch: int = NO_EPOCH
     # the id a TV2 epoch bump past MAX_EPOCH moved to (written before the markers, so a restart keeps it)
     next_producer_id: int = NO_PRODUCER_ID
-    partitions: set[tuple[str, int]] = field(default_factory=set)
+    partitions: set[tuple[str, int]] = msgspec.field(default_factory=set)
     start_ms: int = -1
     last_update_ms: int = -1
     # 2 when the client speaks Transactions V2 (EndTxn v5+): every EndTxn bumps the epoch, Produce adds
