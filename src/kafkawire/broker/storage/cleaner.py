@@ -55,7 +55,8 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from kafkawire.protocol.records.batch import HEADER, HEADER_SIZE
 from kafkawire.protocol.records.codecs import compress, decompress
@@ -107,8 +108,7 @@ _LENGTH = struct.Struct(">i")
 _MAX_TS = struct.Struct(">q")
 
 
-@dataclass
-class CleanStats:
+class CleanStats(msgspec.Struct):
     """What one pass did (and what the benchmark reports)."""
 
     bytes_read: int = 0
@@ -120,7 +120,7 @@ class CleanStats:
     first_dirty: int = 0
     end_offset: int = 0
     elapsed_s: float = 0.0
-    groups: list = field(default_factory=list)
+    groups: list = msgspec.field(default_factory=list)
 
 
 # -- records as bytes ------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import uuid
-from dataclasses import dataclass, field
+
+import msgspec
 
 from ..base import TopicMeta
 from . import records
@@ -24,8 +25,7 @@ NO_LEADER = -1
 NO_LEADER_CHANGE = -2  # PartitionChangeRecord.Leader: the leader (and so the leader epoch) stays
 
 
-@dataclass
-class PartitionImage:
+class PartitionImage(msgspec.Struct):
     """One partition's registration, as Kafka's PartitionRegistration keeps it."""
 
     leader: int
@@ -34,10 +34,10 @@ class PartitionImage:
     isr: list[int]
     elr: list[int]
     last_known_elr: list[int]
-    replicas: list[int] = field(default_factory=list)
-    directories: list[uuid.UUID] = field(default_factory=list)
-    removing: list[int] = field(default_factory=list)
-    adding: list[int] = field(default_factory=list)
+    replicas: list[int] = msgspec.field(default_factory=list)
+    directories: list[uuid.UUID] = msgspec.field(default_factory=list)
+    removing: list[int] = msgspec.field(default_factory=list)
+    adding: list[int] = msgspec.field(default_factory=list)
     recovery_state: int = 0
 
     @classmethod
@@ -100,11 +100,10 @@ class PartitionImage:
         )
 
 
-@dataclass
-class TopicImage:
+class TopicImage(msgspec.Struct):
     name: str
     topic_id: uuid.UUID
-    partitions: dict[int, PartitionImage] = field(default_factory=dict)
+    partitions: dict[int, PartitionImage] = msgspec.field(default_factory=dict)
 
 
 class MetadataImage:
