@@ -450,12 +450,45 @@ def test_shaped_elements_are_distinct_and_their_lists_independent():
     parts[0].replica_nodes.append(9)
     parts[1].isr_nodes[0] = 7
     assert parts[2].replica_nodes == [1, 2, 3] and parts[2].isr_nodes == [1, 2]
+    # an inner array empty in the whole shape is a fresh list per element, in this decode and the next
+    assert len({id(p.offline_replicas) for p in parts}) == 12
+    parts[3].offline_replicas.append(5)
+    assert all(p.offline_replicas == [] for p in parts[4:])
+    again = Metadata.decode(_topic(_partitions(12)).encode(12), 12)
+    assert all(p.offline_replicas == [] for p in again.topics[0].partitions)
 
 
-@pytest.mark.parametrize("version", [9, 12])
-def test_fast_and_checked_decoders_agree_on_every_corrupted_byte_of_a_shaped_array(version):
+def test_shaped_struct_arrays_with_a_uuid_field():
+    # a uuid scalar is made per element from a strided slice of the scalars, not the shared iterator
+    heartbeat = message_class("ConsumerGroupHeartbeatRequest")
+    assert "_shaped_array" in heartbeat.codec(1).source
+    for n in (codegen._FIXED_ARRAY_MIN, 40):
+        parts = [heartbeat.TopicPartitions(topic_id=uuid.UUID(int=t + 1), partitions=[t, t + 1]) for t in range(n)]
+        msg = heartbeat(group_id="g", member_id="m", member_epoch=3, topic_partitions=parts)
+        _check(heartbeat, msg, 1)
+        back = heartbeat.decode(msg.encode(1), 1)
+        assert [p.topic_id for p in back.topic_partitions] == [uuid.UUID(int=t + 1) for t in range(n)]
+
+
+def test_shaped_array_formats_are_cached_per_count_and_shape_within_a_budget(monkeypatch):
+    data = _topic(_partitions(23, replicas=(1, 2, 3, 4, 5))).encode(12)
+    _check(Metadata, Metadata.decode(data, 12), 12)
+    layout = (("h", 0), ("i", 0), ("i", 0), ("i", 0), ("i", 1), ("i", 1), ("i", 1))
+    cache = codegen._SHAPED_ARRAY_CACHES[(layout, True)]
+    assert (23, 5, 2, 0) in cache
+    # once the budget is spent, new shapes decode through the general loop, as correctly
+    monkeypatch.setattr(codegen, "_fixed_array_spent", codegen._FIXED_ARRAY_BUDGET)
+    before = dict(cache)
+    assert codegen._shaped_array(cache, (24, 5, 2, 0), layout, True) is None
+    _check(Metadata, _topic(_partitions(24, replicas=(1, 2, 3, 4, 5))), 12)
+    assert cache == before
+
+
+@pytest.mark.parametrize("version", [5, 9, 12])  # int32 lengths up to v8, compact ones from v9
+@pytest.mark.parametrize("offline", [(), (2,)])
+def test_fast_and_checked_decoders_agree_on_every_corrupted_byte_of_a_shaped_array(version, offline):
     # the one-call path must accept exactly what the element loop accepts, and give the same message
-    data = _topic(_partitions(12, offline=(2,), version=version), version).encode(version)
+    data = _topic(_partitions(12, offline=offline, version=version), version).encode(version)
     codec = Metadata.codec(version)
     for at in range(len(data)):
         for value in (0, 1, 2, 4, 5, 0x7F, 0x80, 0xFF):

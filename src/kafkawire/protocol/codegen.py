@@ -890,7 +890,7 @@ class _Compiler:
         # (else from strided slices), each inner array a slice of the values as a list
         order = [g.attr for g in self.class_fields[st.name] if g.present(v)]
         shared = order == [g.attr for g in fields] and not any(g.type == "uuid" for g in fields)
-        s(f"{sc} = {'iter(' if shared else '('}{sh}[0](buf, pos))")
+        s(f"{sc} = iter({sh}[0](buf, pos))" if shared else f"{sc} = {sh}[0](buf, pos)")
         s(f"{get} = _list({sh}[4](buf, pos)).__getitem__")
         inner, k, a = {}, 5 + sum(scalar(g) for g in fields), 0
         for i, g in enumerate(g for g in fields if scalar(g)):
