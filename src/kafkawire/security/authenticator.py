@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass
+
+import msgspec
 
 from kafkawire.protocol import errors
 
@@ -41,8 +42,7 @@ class SaslState(enum.Enum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What to answer and whether to close afterwards (``close``) or open up (``complete``)."""
 
     error_code: int = 0

@@ -5,7 +5,8 @@ order; the first whose pattern matches the whole name gives the principal, ``DEF
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 _RULE = re.compile(r"\s*(?:(DEFAULT)|RULE:((?:\\/|[^/])*)/((?:\\/|[^/])*)/([LU])?)\s*(?:,|$)")
 # short names in the order RFC 2253 and Java's X500Principal use them
@@ -22,8 +23,7 @@ _SHORT = {
 }
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(msgspec.Struct, frozen=True):
     pattern: re.Pattern | None  # None: DEFAULT
     replacement: str = ""
     case: str = ""

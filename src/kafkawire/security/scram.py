@@ -21,7 +21,8 @@ import logging
 import os
 import secrets
 import threading
-from dataclasses import dataclass
+
+import msgspec
 
 from .sasl import AuthenticationFailed, SaslServer
 
@@ -33,8 +34,7 @@ MECHANISM_BY_ID = {v[0]: k for k, v in MECHANISMS.items()}
 DEFAULT_ITERATIONS = 8192
 
 
-@dataclass(frozen=True)
-class ScramCredential:
+class ScramCredential(msgspec.Struct, frozen=True):
     salt: bytes
     iterations: int
     stored_key: bytes
