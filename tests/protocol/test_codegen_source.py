@@ -69,8 +69,8 @@ def test_every_field_has_a_comment_and_locals_named_after_it(name, version):
     # every numbered local is a field's name (with what it holds: its length, count, an element...)
     code = "\n".join(line for line in source.splitlines() if not line.lstrip().startswith("#"))
     attrs = {f.attr for fields in cls._class_fields.values() for f in fields}
-    suffixes = ("", "_len", "_count", "_i", "_item", "_unpack", "_flat", "_iter")
-    suffixes += ("_base", "_stride", "_size", "_list", "_from", "_to", "_slice")  # shaped struct arrays
+    suffixes = ("", "_len", "_count", "_i", "_item", "_unpack", "_flat")
+    suffixes += ("_at", "_shape", "_scalars", "_slice")  # shaped struct arrays
     numbered = set(re.findall(r"\b([a-z][a-z0-9_]*?)_\d+\b", code))
     assert numbered
     for local in numbered:
