@@ -27,7 +27,6 @@ import msgspec
 from kafkawire.protocol import errors
 
 from .listeners import Listener
-from .oauthbearer import OAuthBearerServer
 from .sasl import AuthenticationFailed, PlainServer, SaslServer
 from .scram import MECHANISMS, CredentialStore, ScramServer
 
@@ -98,6 +97,9 @@ class ConnectionAuthenticator:
         if mechanism == "PLAIN":
             self._server = PlainServer(self.listener.plain_users)
         elif mechanism == "OAUTHBEARER":
+            # imported on first use: a broker without an OAUTHBEARER listener never needs it at start
+            from .oauthbearer import OAuthBearerServer
+
             self._server = OAuthBearerServer(**self.listener.oauth_options)
         else:
             self._server = ScramServer(mechanism, self.credentials)
