@@ -217,7 +217,7 @@ def _shaped_array(cache: dict, key: tuple, layout: tuple, flexible: bool):
         return None
     _fixed_array_spent += fields
     unpack = struct.Struct(">" + scalars * n)
-    arrays = []
+    arrays: list[object] = []  # per inner array: a maker (None: slices taken as they are) and its slices
     for a, c in spans:
         if c:
             arrays += [None, tuple(slice(j * at + a, j * at + a + c) for j in range(n))]
