@@ -119,6 +119,28 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
+class InternalTopicPartitions:
+    """An internal topic keyed as Kafka keys it (``__consumer_offsets`` by group id, ``__transaction_state`` by
+    transactional id): its partition count is the topic's own once it exists, the configured one until then."""
+
+    topic: str
+    storage: sb.Storage
+    configured_partitions: int
+    _count: int | None
+
+    @property
+    def partitions(self) -> int:
+        if self._count is None:
+            meta = self.storage.topics().get(self.topic)
+            if meta is None:
+                return self.configured_partitions
+            self._count = meta.partitions
+        return self._count
+
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.partitions)
+
+
 # -- records -------------------------------------------------------------------------------------------
 def offset_key(group: str, topic: str, partition: int) -> bytes:
     return _TYPE.pack(OFFSET_COMMIT) + _OffsetKey(group=group, topic=topic, partition=int(partition)).encode(0)
@@ -457,8 +479,10 @@ def _decode_legacy(key: bytes, value: bytes | None):
     return None
 
 
-class GroupLog:
+class GroupLog(InternalTopicPartitions):
     """Appends and replays coordinator records in ``__consumer_offsets``."""
+
+    topic = TOPIC
 
     def __init__(self, storage: sb.Storage, *, partitions: int = 1, fsync: bool = False, leader_epochs=None):
         self.storage = storage
@@ -482,19 +506,6 @@ class GroupLog:
             pass
         except sb.InvalidConfigError:  # an engine without compaction settings
             self.storage.create_topic(TOPIC, self.configured_partitions, {})
-
-    @property
-    def partitions(self) -> int:
-        """The topic's partition count (the configured one until it exists)."""
-        if self._count is None:
-            meta = self.storage.topics().get(TOPIC)
-            if meta is None:
-                return self.configured_partitions
-            self._count = meta.partitions
-        return self._count
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
 
     def _partition(self, index: int):
         plog = self._logs.get(index)

@@ -32,7 +32,7 @@ import struct
 from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
 
-from ..groups.persistence import partition_for
+from ..groups.persistence import InternalTopicPartitions, partition_for
 from ..storage import base as sb
 from .metadata import TxnMetadata
 from .states import TxnState
@@ -112,8 +112,10 @@ def decode_value(transactional_id: str, data: bytes) -> TxnMetadata:
     return txn
 
 
-class TxnLog:
+class TxnLog(InternalTopicPartitions):
     """Appends and replays transaction metadata records, each id in its partition of ``__transaction_state``."""
+
+    topic = TOPIC
 
     def __init__(
         self,
@@ -137,19 +139,6 @@ class TxnLog:
         self._count: int | None = None
 
     # -- the topic ---------------------------------------------------------------------------------------
-    @property
-    def partitions(self) -> int:
-        """The topic's partition count (the configured one until it exists)."""
-        if self._count is None:
-            meta = self.storage.topics().get(TOPIC)
-            if meta is None:
-                return self.configured_partitions
-            self._count = meta.partitions
-        return self._count
-
-    def partition_for(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.partitions)
-
     def _create(self) -> None:
         if TOPIC in self.storage.topics():
             return
