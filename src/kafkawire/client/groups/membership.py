@@ -680,15 +680,17 @@ class ClassicMembership(Membership):
         if not self.need_rejoin:
             await self._sleep(self.heartbeat_interval_ms / 1000)
 
-    async def _heartbeat(self) -> None:
-        resp = await self.request(
+    def _send_heartbeat(self):
+        return self.request(
             HeartbeatRequest,
             group_id=self.group_id,
             generation_id=self.generation,
             member_id=self.member_id,
             group_instance_id=self.instance_id,
         )
-        code = resp.error_code
+
+    async def _heartbeat(self) -> None:
+        code = (await self._send_heartbeat()).error_code
         if not code:
             return
         if code == kerrors.REBALANCE_IN_PROGRESS:
@@ -704,13 +706,7 @@ class ClassicMembership(Membership):
         if not self._valid():
             return
         try:
-            resp = await self.request(
-                HeartbeatRequest,
-                group_id=self.group_id,
-                generation_id=self.generation,
-                member_id=self.member_id,
-                group_instance_id=self.instance_id,
-            )
+            resp = await self._send_heartbeat()
         except (KafkaError, OSError, TimeoutError) as exc:
             log.info("group %s: heartbeat while a callback waits: %s", self.group_id, exc)
             return
