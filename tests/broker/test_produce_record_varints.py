@@ -6,10 +6,8 @@ per-record walk; many: the bulk tables) and compressed, each compared with the r
 
 from __future__ import annotations
 
-from .helpers import create_topic, produce_request
-from .reference import produce_when_led, reference_client, unique, wait_for_topic
-from .test_produce_as_kafka import records
-from .test_produce_unreadable_records import LZ4, ask, batch, zz
+from .reference import reference_client
+from .test_produce_unreadable_records import LZ4, answered_as_kafka, batch, zz
 
 
 def padded(n: int, width: int) -> bytes:
@@ -59,18 +57,7 @@ def cases() -> list[tuple[str, bytes]]:
 def test_header_varints_read_as_kafka(client, reference_kafka):
     ref = reference_client(reference_kafka)
     try:
-        ours, theirs = "header-varints", unique("header-varints")
-        create_topic(client, ours, partitions=2)
-        create_topic(ref, theirs, partitions=2)
-        wait_for_topic(ref, theirs)
-        for p in (0, 1):
-            produce_when_led(ref, produce_request(theirs, p, records(1)), 11)
-            client.call(produce_request(ours, p, records(1)), 11)
-        codes = {}
-        for label, data in cases():
-            mine, kafka = ask(client, ours, data), ask(ref, theirs, data)
-            assert mine == kafka, label
-            codes[label] = kafka[0][1]
+        codes = dict(answered_as_kafka(client, ref, "header-varints", cases())[2])
         # what the reference answered, for the reader (the comparison above is the test)
         assert sorted(set(codes.values())) == [0, 87], codes
         assert sum(code == 0 for code in codes.values()) == 8, codes  # the 5-byte forms

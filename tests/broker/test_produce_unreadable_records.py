@@ -101,21 +101,29 @@ def kept(client, topic: str) -> list:
     return values_of(res.responses[0].partitions[0].records)
 
 
+def answered_as_kafka(client, ref, name: str, labelled) -> tuple[str, str, list[tuple[str, int]]]:
+    """Two-partition topics on kafkawire and on the reference, one record in each partition, then every
+    (label, batch) of ``labelled`` produced to both: the answers must be equal. Returns the two topic names and
+    (label, Kafka's error code) in order."""
+    ours, theirs = name, unique(name)
+    create_topic(client, ours, partitions=2)
+    create_topic(ref, theirs, partitions=2)
+    wait_for_topic(ref, theirs)
+    for p in (0, 1):
+        produce_when_led(ref, produce_request(theirs, p, records(1)), 11)
+        client.call(produce_request(ours, p, records(1)), 11)
+    answers = []
+    for label, data in labelled:
+        mine, kafka = ask(client, ours, data), ask(ref, theirs, data)
+        assert mine == kafka, label
+        answers.append((label, kafka[0][1]))
+    return ours, theirs, answers
+
+
 def test_unreadable_records_refused_as_kafka(client, reference_kafka):
     ref = reference_client(reference_kafka)
     try:
-        ours, theirs = "unreadable", unique("unreadable")
-        create_topic(client, ours, partitions=2)
-        create_topic(ref, theirs, partitions=2)
-        wait_for_topic(ref, theirs)
-        for p in (0, 1):
-            produce_when_led(ref, produce_request(theirs, p, records(1)), 11)
-            client.call(produce_request(ours, p, records(1)), 11)
-        answers = []
-        for label, data in cases():
-            mine, kafka = ask(client, ours, data), ask(ref, theirs, data)
-            assert mine == kafka, label
-            answers.append((label, kafka[0][1]))
+        ours, theirs, answers = answered_as_kafka(client, ref, "unreadable", cases())
         codes = dict(answers)
         # what the reference answered, for the reader (the comparison above is the test)
         assert codes["garbage, uncompressed"] == errors.UNKNOWN_SERVER_ERROR
