@@ -24,6 +24,12 @@ Load generators:
   perf         Kafka's kafka-producer-perf-test / kafka-consumer-perf-test classes
                (benchmarks/kafka_perf.py), in their own JVM, with the same payloads.
                Consume figures exclude the consumer group join.
+  kcat         librdkafka again, driven by kcat (C): produce from a file of key:value
+               lines, consume to a counter, so no Python or JVM runs per record.
+               On a 2-core machine the generator shares the cores with the broker:
+               the lighter the generator, the more the figures measure the broker.
+               Timed from spawn to exit (connection and metadata included, the same
+               for every broker). Throughput only (no per-record latency).
 
 Cases (each selectable): record size (1024 and 100 B), partitions (1 and 12),
 codec (none, lz4), acks (all; acks=1 on request), and the latency case: 1 KiB
@@ -45,6 +51,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import socket
 import statistics
 import string
@@ -65,7 +72,7 @@ from peers.peer_harness import BrokerProcess, tansu_binary  # noqa: E402
 MB = 1e6
 PHASE_LIMIT = 90.0  # seconds: a phase that takes longer is cut short and reported as such
 LATENCY_SIZE = 1024
-GENERATORS = ("librdkafka", "perf")
+GENERATORS = ("librdkafka", "perf", "kcat")
 # Producer settings shared by both generators (the rest are each client's defaults).
 LINGER_MS = 5
 BATCH_BYTES = 1_000_000
@@ -383,6 +390,79 @@ def rdkafka_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> di
 # --------------------------------------------------------------------------- perf-tool phases
 
 
+# --------------------------------------------------------------------------- kcat (librdkafka from C)
+
+kcat_files: dict[tuple[int, int], Path] = {}
+
+
+def kcat_payload_file(directory: Path, size: int, records: int) -> Path:
+    """``records`` lines ``k<i % 1024>:<value>``: the keys and values rdkafka_produce sends, for kcat -K:."""
+    path = kcat_files.get((size, records))
+    if path is None:
+        values = payloads(size)
+        assert all(b":" not in v and b"\n" not in v for v in values)
+        path = directory / f"kcat-{size}-{records}.txt"
+        with open(path, "wb") as out:
+            for start in range(0, records, 4096):
+                out.write(
+                    b"".join(b"k%d:%s\n" % (i & 1023, values[i & 63]) for i in range(start, min(records, start + 4096)))
+                )
+        kcat_files[(size, records)] = path
+    return path
+
+
+def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Path) -> dict:
+    """kcat -P from ``file``, the producer settings of rdkafka_produce; kcat exits once every delivery report is in
+    (and says so on stderr for any that failed)."""
+    import subprocess
+
+    cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", ":", "-l", str(file)]
+    if case.codec != "none":
+        cmd += ["-z", case.codec]
+    for key, value in {
+        "acks": case.acks,
+        "linger.ms": LINGER_MS,
+        "batch.size": BATCH_BYTES,
+        "queue.buffering.max.messages": 200_000,
+        "queue.buffering.max.kbytes": 512 * 1024,
+        "enable.idempotence": "false",
+        "message.timeout.ms": int(PHASE_LIMIT * 1000),
+    }.items():
+        cmd += ["-X", f"{key}={value}"]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
+    except subprocess.TimeoutExpired:
+        return {"records": 0, "seconds": PHASE_LIMIT, "records_per_s": 0.0, "complete": False, "error": "timed out"}
+    elapsed = time.perf_counter() - start
+    failed = done.returncode != 0 or b"fail" in done.stderr.lower()
+    ok = 0 if failed else records
+    out = {"records": ok, "seconds": elapsed, "records_per_s": ok / elapsed, "complete": not failed}
+    if failed:
+        out["error"] = done.stderr.decode(errors="replace")
+    return out
+
+
+def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
+    """kcat -C from offset 0 of every partition (assigned, no group) until ``records`` are read, one byte written
+    per record (the count), as rdkafka_consume reads."""
+    import subprocess
+
+    cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-c", str(records), "-f", "x"]
+    cmd += ["-X", "fetch.wait.max.ms=100", "-X", "queued.min.messages=200000"]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
+    except subprocess.TimeoutExpired:
+        return {"records": 0, "seconds": PHASE_LIMIT, "records_per_s": 0.0, "complete": False, "error": "timed out"}
+    elapsed = time.perf_counter() - start
+    got = done.stdout.count(b"x")
+    out = {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "complete": got == records}
+    if got != records:
+        out["error"] = done.stderr.decode(errors="replace")
+    return out
+
+
 def perf_producer_props(case: Case) -> dict:
     return {
         "acks": case.acks,
@@ -506,6 +586,10 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                     if gen == "librdkafka":
                         p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, args.records, case)
                         c = timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"])
+                    elif gen == "kcat":
+                        file = kcat_payload_file(args.scratch, case.size, args.records)
+                        p = timed_by_cpu(cpu, kcat_produce, bootstrap, t, args.records, case, file)
+                        c = timed_by_cpu(cpu, kcat_consume, bootstrap, t, case.partitions, p["records"])
                     else:
                         p = perf.produce(
                             bootstrap,
@@ -530,7 +614,7 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                 results[f"{gen}/consume/{case.label}"] = dict(c, size=case.size)
                 log(f"[{target.name}] {gen} produce {case.label}: {fmt_phase(p, case.size)}")
                 log(f"[{target.name}] {gen} consume {case.label}: {fmt_phase(c, case.size)}")
-            for rate in args.rates:
+            for rate in args.rates if gen != "kcat" else ():  # kcat reports no per-record latency
                 t = topic(f"{gen}-latency-{rate}")
                 create_topic(bootstrap, t, 1, tc)
                 if gen == "librdkafka":
@@ -696,7 +780,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
         f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
         f"offset 0 to the last record; perf: kafka-tools {perf_version(args)} ProducerPerformance "
-        f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded). Latency case: "
+        f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded); kcat: librdkafka "
+        f"driven from C, spawn to exit, same producer settings. Latency case: "
         f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
         f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
         f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
@@ -735,7 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(TARGETS),
         help="comma-separated subset of " + ",".join(TARGETS),
     )
-    parser.add_argument("--generators", type=str_list, help="librdkafka,perf (default both)")
+    parser.add_argument("--generators", type=str_list, help="librdkafka,perf,kcat (default all three)")
     parser.add_argument("--sizes", type=int_list, help="record sizes in bytes (default 1024,100)")
     parser.add_argument("--partitions", type=int_list, help="partition counts (default 1,12)")
     parser.add_argument("--codecs", type=str_list, help="compression codecs (default none,lz4)")
@@ -796,6 +881,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             for size in set(args.sizes) | {1024, LATENCY_SIZE}:
                 perf_files[size] = perf.payload_file(f"payloads-{size}.txt", payloads(size))
+
+    if "kcat" in args.generators and shutil.which("kcat") is None:
+        log("kcat not found (apt-get install kcat): running without it")
+        args.generators.remove("kcat")
+    scratch = tempfile.TemporaryDirectory(prefix="bench-broker-")
+    args.scratch = Path(scratch.name)
 
     cases = [Case(s, p, c, a) for s in args.sizes for p in args.partitions for c in args.codecs for a in args.acks]
     started = time.perf_counter()
