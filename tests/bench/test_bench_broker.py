@@ -99,3 +99,20 @@ def test_smallest_run_with_kafka_perf_tools(tmp_path):
     for key in ("perf/produce/1024B p1 none acks=all", "perf/consume/1024B p1 none acks=all", "perf/latency/2000/s"):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] > 0
+
+
+def test_smallest_run_with_kcat(tmp_path):
+    import os
+    import shutil
+
+    pytest.importorskip("confluent_kafka")  # topics are created through librdkafka's admin client
+    if shutil.which("kcat") is None:
+        message = "kcat not installed (Debian package 'kcat'; tools/run-tests installs it as root)"
+        if os.environ.get("CI"):
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    results = run_bench(tmp_path, "--generators", "kcat")
+    for key in ("kcat/produce/1024B p1 none acks=all", "kcat/consume/1024B p1 none acks=all"):
+        assert results[key]["complete"], (key, results[key])
+        assert results[key]["records"] == 2000  # every record delivered, then every one read back
+    assert not any(key.startswith("kcat/latency") for key in results)  # kcat reports no per-record latency
