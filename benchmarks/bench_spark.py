@@ -12,6 +12,10 @@ Figures (records/s, best of --repeat runs after one warm-up run of each):
 * spark read (jvm kafka)   the same with spark.read.format("kafka") (spark-sql-kafka-0-10 from Maven Central)
 * spark write (kafkawire)  the records' key and value from a local Parquet copy -> df.write.format("kafkawire")
 * spark write (jvm kafka)  the same -> df.write.format("kafka")
+* spark write (arrow ceiling) the same -> a Python data source writer that drops every Arrow batch:
+                           what Spark's Python data source API costs a sink with no Kafka (Parquet
+                           scan, Arrow from the JVM to the Python worker), the most any Python sink
+                           can write on this master
 * confluent-kafka consumer one librdkafka consumer process reading every partition (reference)
 * spark read (parquet)     the same records from the Parquet copy, same aggregation (reference)
 * spark read (arrow ceiling) a Python data source that yields one pre-built Arrow batch of the read
@@ -271,6 +275,40 @@ def register_ceiling(spark) -> None:
     spark.dataSource.register(Ceiling)
 
 
+def register_sink_ceiling(spark) -> None:
+    """``format("arrow-sink-ceiling")``: a writer that takes every Arrow batch Spark hands it and drops it
+    (rows counted, nothing sent). What Spark's Python data source API costs a sink with no Kafka: the
+    Parquet scan, the JVM's Arrow batches and the Python worker receiving them."""
+    from dataclasses import dataclass
+
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    @dataclass
+    class Counted(WriterCommitMessage):
+        rows: int
+
+    class Writer(DataSourceArrowWriter):
+        def write(self, iterator):
+            return Counted(sum(b.num_rows for b in iterator))
+
+        def commit(self, messages):
+            total = sum(m.rows for m in messages if m is not None)
+            if total != int(self.n):
+                raise AssertionError(f"the sink ceiling got {total} rows, not {self.n}")
+
+    class SinkCeiling(DataSource):
+        @classmethod
+        def name(cls):
+            return "arrow-sink-ceiling"
+
+        def writer(self, schema, overwrite):
+            w = Writer()
+            w.n = self.options["n"]
+            return w
+
+    spark.dataSource.register(SinkCeiling)
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--cluster" in argv:  # three Kafka brokers and a Spark standalone cluster: bench_spark_cluster.py
@@ -318,6 +356,7 @@ def main(argv=None) -> int:
         jvm = args.jvm_connector if args.jvm_connector != "none" else None
         spark = spark_session(args.master, "bench-spark", jvm, {"spark.driver.memory": "4g"})
         register_ceiling(spark)
+        register_sink_ceiling(spark)
         if jvm:
             print(f"Spark {spark.version}, JVM connector spark-sql-kafka-0-10_2.13:{jvm}", flush=True)
 
@@ -373,6 +412,10 @@ def main(argv=None) -> int:
             state = {"i": 0}
 
             def write(fmt):
+                if fmt == "arrow-ceiling":  # rows counted by the sink's commit, nothing sent
+                    t0 = time.perf_counter()
+                    spark.read.parquet(pq).write.mode("append").format("arrow-sink-ceiling").option("n", n).save()
+                    return time.perf_counter() - t0
                 state["i"] += 1
                 out = f"{topic}-out{state['i']}"
                 create_topic(bootstrap, out, args.partitions)
@@ -390,9 +433,11 @@ def main(argv=None) -> int:
                 assert got == n, (got, n)
                 return dt
 
+            formats.append("arrow-ceiling")
             for fmt in formats:
                 write(fmt)  # warm-up
             side_by_side("write", write)
+            formats.remove("arrow-ceiling")
 
         report(
             "confluent-kafka consumer",
@@ -409,12 +454,15 @@ def main(argv=None) -> int:
         for name, secs, cpu in results:
             print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f} {cpu:7.1f}")
         figures = {name: (secs, cpu) for name, secs, cpu in results}
-        ours, ceiling = figures.get("spark read (kafkawire)"), figures.get("spark read (arrow ceiling)")
-        if ours and ceiling:
-            print(
-                f"read: kafkawire / arrow ceiling (Spark's Python data source API, no Kafka) = "
-                f"{ceiling[0] / ours[0]:.2f} records/s, {ceiling[1] / ours[1]:.2f} per CPU second"
-            )
+        for what in ("read", "write"):
+            ours, ceiling = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (arrow ceiling)")
+            if ours and ceiling:
+                print(
+                    f"{what}: kafkawire / arrow ceiling (Spark's Python data source API, no Kafka) = "
+                    f"{ceiling[0] / ours[0]:.2f} records/s, {ceiling[1] / ours[1]:.2f} per CPU second; "
+                    f"CPU per record {ours[1] / n * 1e6:.2f} us, of which Kafka's part (kafkawire + broker) "
+                    f"{(ours[1] - ceiling[1]) / n * 1e6:.2f} us"
+                )
         for what in ("read", "write"):
             ours, theirs = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (jvm kafka)")
             if ours and theirs:
