@@ -137,6 +137,9 @@ def _zstd_compressor(level: int):
 # -------------------------------------------------------------- decompress
 
 
+_BY_ID = {int(c): c for c in Compression}
+
+
 def decompress(codec: Compression | int, data, *, magic: int = 2, limit: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """Decompress ``data``; never returns more than ``limit`` bytes.
 
@@ -145,8 +148,8 @@ def decompress(codec: Compression | int, data, *, magic: int = 2, limit: int = D
     library raised is chained).
     """
     try:
-        codec = Compression(codec)
-    except ValueError:
+        codec = _BY_ID[codec]  # (Compression(codec) costs an enum lookup per batch)
+    except (KeyError, TypeError):
         raise UnsupportedCodecError(codec) from None
     if codec == Compression.NONE:
         out = bytes(data)
@@ -238,23 +241,35 @@ def _lz4_decompress(data, limit: int, magic: int) -> bytes:
     frame = _codec_module(Compression.LZ4)
     if magic == 0:
         data = _fix_lz4_v0_header_checksum(data)
-    d = frame.LZ4FrameDecompressor()
-    # The decompressor allocates max_length up front, so grow the window
-    # instead of asking for the whole limit at once.
-    step = min(limit + 1, max(4 * len(data), 1 << 16))
-    out = d.decompress(data, max_length=step)
-    parts = []
-    total = 0
-    while True:
-        parts.append(out)
-        total += len(out)
-        if total > limit:
-            raise _too_big(limit)
-        if d.eof:
-            break
-        if d.needs_input:
-            raise CorruptRecordError("truncated lz4 frame")
-        out = d.decompress(b"", max_length=min(limit + 1 - total, max(total, 1 << 16)))
+    # One decompression context per thread, reused batch after batch (the broker decompresses every
+    # compressed batch it is sent), and the input passed as it is: LZ4FrameDecompressor makes a context per
+    # frame and copies a memoryview input to bytes first. A frame that does not end cleanly leaves the context
+    # mid-frame: it is reset before the next one.
+    ctx = getattr(_tls, "lz4_d", None)
+    if ctx is None:
+        ctx = _tls.lz4_d = frame.create_decompression_context()
+    chunk = frame.decompress_chunk
+    ended = False
+    try:
+        # The decompressor allocates max_length up front, so grow the window
+        # instead of asking for the whole limit at once.
+        out, used, ended = chunk(ctx, data, max_length=min(limit + 1, max(4 * len(data), 1 << 16)))
+        parts = [out]
+        total = len(out)
+        while True:
+            if total > limit:
+                raise _too_big(limit)
+            if ended:
+                break
+            if used >= len(data):
+                raise CorruptRecordError("truncated lz4 frame")
+            data = memoryview(data)[used:]  # output was capped before the input ended: go on from there
+            out, used, ended = chunk(ctx, data, max_length=min(limit + 1 - total, max(total, 1 << 16)))
+            parts.append(out)
+            total += len(out)
+    finally:
+        if not ended:
+            frame.reset_decompression_context(ctx)
     # Bytes after the end mark are ignored, as Kafka's Lz4BlockInputStream does.
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
