@@ -671,24 +671,23 @@ class GroupLog(InternalTopicPartitions):
 
     def _append_to(self, index: int, records, producer_id: int = -1, producer_epoch: int = -1) -> None:
         plog = self._partition(index)
-        epochs, epoch = self.leader_epochs, -1
-        if epochs is not None:
-            epoch = epochs.current(TOPIC, index)
-            epochs.cache(TOPIC, index, plog)  # the epoch history names the epoch before a batch of it is kept
-        if producer_id >= 0:
-            batch = build_batch(
-                records,
-                producer_id=producer_id,
-                producer_epoch=producer_epoch,
-                transactional=True,
-                partition_leader_epoch=epoch,
-            )
-        else:
-            batch = build_batch(records, partition_leader_epoch=epoch)
+
+        def batch(epoch: int) -> bytes:
+            if producer_id >= 0:
+                return build_batch(
+                    records,
+                    producer_id=producer_id,
+                    producer_epoch=producer_epoch,
+                    transactional=True,
+                    partition_leader_epoch=epoch,
+                )
+            return build_batch(records, partition_leader_epoch=epoch)
+
         try:
-            plog.append(batch, durable=self.fsync)
-            if epochs is not None:
-                epochs.save(TOPIC, index, plog)
+            if self.leader_epochs is not None:
+                self.leader_epochs.append(TOPIC, index, plog, batch, durable=self.fsync)
+            else:  # no broker's epochs (a coordinator on its own): the batch names no leader epoch
+                plog.append(batch(-1), durable=self.fsync)
         except OSError as exc:
             raise GroupLogError(f"appending to {TOPIC}-{index} failed: {exc}") from exc
         except sb.StorageError as exc:

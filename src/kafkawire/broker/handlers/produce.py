@@ -132,10 +132,11 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
             # append time under LogAppendTime) in log_append_time_ms whatever the topic's timestamp type
             return (0, None, dup.base_offset, dup.timestamp, plog.log_start_offset), False
     # the partition's epoch history names its current epoch before a batch of it is appended (a partition
-    # created since start gets (0, 0) here, written off the event loop for file engines)
-    broker.leader_epochs.cache(meta.name, partition, plog)
-    result = plog.append(buf, log_append_time=lat, durable=durable)
-    broker.leader_epochs.save(meta.name, partition, plog)
+    # created since start gets (0, 0) here, written off the event loop for file engines); validation stamped
+    # the batch with that epoch already
+    result = broker.leader_epochs.append(
+        meta.name, partition, plog, lambda _epoch: buf, log_append_time=lat, durable=durable
+    )
     if header is not None:
         producers.record(
             meta.name,

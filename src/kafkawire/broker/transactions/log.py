@@ -260,14 +260,15 @@ class TxnLog(InternalTopicPartitions):
         if partition is None:
             partition = self.partition_for(decode_key(records[0][0]))
         plog = self._partition(partition)
-        epochs, epoch = self.leader_epochs, -1
-        if epochs is not None:
-            epoch = epochs.current(TOPIC, partition)
-            epochs.cache(TOPIC, partition, plog)  # the epoch history names the epoch before a batch of it is kept
+
+        def batch(epoch: int) -> bytes:
+            return build_batch(records, partition_leader_epoch=epoch)
+
         try:
-            plog.append(build_batch(records, partition_leader_epoch=epoch), durable=self.fsync)
-            if epochs is not None:
-                epochs.save(TOPIC, partition, plog)
+            if self.leader_epochs is not None:
+                self.leader_epochs.append(TOPIC, partition, plog, batch, durable=self.fsync)
+            else:  # no broker's epochs (a coordinator on its own): the batch names no leader epoch
+                plog.append(batch(-1), durable=self.fsync)
         except OSError as exc:
             raise TxnLogError(f"appending to {TOPIC}-{partition} failed: {exc}") from exc
         except sb.StorageError as exc:

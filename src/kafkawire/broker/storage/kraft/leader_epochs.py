@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 from .. import metadata as files
 
@@ -159,8 +160,24 @@ class LeaderEpochs:
     def cache(self, topic: str, partition: int, plog) -> EpochCache:
         """The partition's epoch history, with its current epoch assigned at the log end if it is not there yet
         (the partition became leader in it: at start, or created since)."""
-        key = (topic, partition)
+        return self._cache(topic, partition, plog, self.current(topic, partition))
+
+    def append(self, topic: str, partition: int, plog, batch: Callable[[int], bytes], **options):
+        """Append a batch as the partition's leader, and return what ``plog.append`` returns. ``batch(epoch)``
+        gives the batch's bytes with ``epoch``, the partition's current leader epoch, as its
+        partitionLeaderEpoch (as Kafka's leader stamps every batch it appends); ``options`` go to
+        ``plog.append``. A new epoch is assigned before the append, so that it starts at the log end: the
+        first batch of it. The checkpoint is written after the append, durably (a crash between the two is
+        mended from the batches at the next start, ``_recover_from_batches``), so this runs where the caller's
+        appends run: the storage thread for file engines."""
         epoch = self.current(topic, partition)
+        self._cache(topic, partition, plog, epoch)
+        result = plog.append(batch(epoch), **options)
+        self.save(topic, partition, plog)
+        return result
+
+    def _cache(self, topic: str, partition: int, plog, epoch: int) -> EpochCache:
+        key = (topic, partition)
         with self._lock:
             cache = self._caches.get(key)
             if cache is None or cache.plog is not plog:
