@@ -238,6 +238,18 @@ def test_murmur2_column_equals_per_key_murmur2():
     assert (murmur2_column(col.slice(11, 500)) == want[11:511]).all()  # an Arrow slice (non-zero offset)
 
 
+def test_murmur2_column_of_keys_of_one_length_equals_per_key_murmur2():
+    """Keys all of one length and none null are hashed as one block of the data buffer: every length
+    from 0 to 13 (whole words and 1-3 tail bytes), on a slice whose data does not start the buffer."""
+    rnd = random.Random(6)
+    for length in range(14):
+        keys = [rnd.randbytes(length) for _ in range(700)]
+        col = pa.array([b"x" * 5] * 3 + keys, pa.binary()).slice(3)
+        want = np.array([murmur2(k) & 0xFFFFFFFF for k in keys], np.uint32)
+        assert (murmur2_column(col) == want).all(), length
+        assert (murmur2_column(col.slice(100, 37)) == want[100:137]).all(), length
+
+
 def _peer_keys() -> list[bytes]:
     rnd = random.Random(21)
     keys = [b"user-%d" % i for i in range(80)] + [bytes([i]) * i for i in range(1, 20)] + [b"\xff\x00\x80", b""]
