@@ -16,7 +16,7 @@ pinned Kafka release (``tools/kafka_pins.py``) beside kafkawire.
 Command line::
 
     python tools/kafka_reference.py resolve            # all pinned sets; prints their directories
-    python tools/kafka_reference.py serve [--port N]   # a reference broker until Ctrl-C
+    python tools/kafka_reference.py serve [--port N]   # a reference broker until Ctrl-C or SIGTERM
 
 Failing to resolve raises :class:`KafkaUnavailable` with Maven's reason; the
 test fixtures turn that into a failure in CI (``CI`` set) and a skip with the
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -41,7 +42,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kafkawire.testing._process import terminate  # noqa: E402  (the one stop for every broker process)
+from kafkawire.testing._process import stop_signals, terminate  # noqa: E402  (the one stop for every broker process)
 
 import kafka_pins  # noqa: E402  (tools/ is not a package)
 
@@ -323,6 +324,9 @@ class ReferenceKafka:
                 self._terminate(signal.SIGKILL)
                 if "Address already in use" not in self.log_tail():
                     raise
+            except BaseException:  # interrupted while waiting (serve's SIGINT/SIGTERM): no JVM left behind
+                self._terminate(signal.SIGKILL)
+                raise
         raise last  # type: ignore[misc]
 
     def _spawn(self, config: Path) -> None:
@@ -407,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("resolve", help="fetch every pinned artifact set into the cache")
-    serve = sub.add_parser("serve", help="run a reference Kafka broker until interrupted")
+    serve = sub.add_parser("serve", help="run a reference Kafka broker until SIGINT (Ctrl-C) or SIGTERM")
     serve.add_argument("--port", type=int)
     serve.add_argument("--data-dir")
     args = parser.parse_args(argv)
@@ -416,16 +420,16 @@ def main(argv: list[str] | None = None) -> int:
             jars = resolve(name)
             print(f"{name}: {len(jars)} jars in {jars[0].parent}")
         return 0
-    kafka = ReferenceKafka(args.data_dir, port=args.port)
-    kafka.start()
-    print(f"Apache Kafka {kafka_pins.KAFKA} on {kafka.bootstrap} (log: {kafka.log_path}); Ctrl-C stops it", flush=True)
-    try:
-        while kafka.proc is not None and kafka.proc.poll() is None:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        kafka.close()
+    # SIGINT or SIGTERM (also when started in the background, where SIGINT comes in ignored) stops the JVM: it
+    # runs in a session of its own, so neither signal reaches it from the tool's terminal or process group
+    with contextlib.suppress(KeyboardInterrupt), stop_signals(), ReferenceKafka(args.data_dir, port=args.port) as kafka:
+        print(
+            f"Apache Kafka {kafka_pins.KAFKA} on {kafka.bootstrap} (log: {kafka.log_path}); Ctrl-C or SIGTERM stops it",
+            flush=True,
+        )
+        code = kafka.proc.wait()  # returns only if the JVM ends on its own; a signal raises KeyboardInterrupt
+        print(f"Kafka exited with code {code}:\n{kafka.log_tail()}", file=sys.stderr, flush=True)
+        return 1
     return 0
 
 

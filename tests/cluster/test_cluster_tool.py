@@ -1,4 +1,5 @@
-"""``tools/kafka_cluster.py serve`` stops every JVM it started on SIGINT or SIGTERM, also as a background job.
+"""``tools/kafka_cluster.py serve`` and ``tools/kafka_reference.py serve`` stop every JVM they started on SIGINT
+or SIGTERM, also as a background job.
 
 A non-interactive shell starts a background job (``cmd &``) with SIGINT ignored, so Python never raises
 KeyboardInterrupt; SIGTERM's default ends the interpreter without unwinding. Either way the nodes, each in a
@@ -9,6 +10,7 @@ session of its own, outlived the tool. Here the tool runs as ``sh -c 'tool & wai
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +23,11 @@ from conftest import reference_unavailable
 
 pytestmark = pytest.mark.kafka_cluster
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "kafka_cluster.py"
+TOOLS = Path(__file__).resolve().parents[2] / "tools"
+SERVE = {
+    "kafka_cluster": f"{TOOLS / 'kafka_cluster.py'} serve --size 1",
+    "kafka_reference": f"{TOOLS / 'kafka_reference.py'} serve",
+}
 
 
 def _children(pid: int) -> list[int]:
@@ -51,7 +57,8 @@ def _is_kafka(pid: int) -> bool:
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_serve_in_the_background_stops_every_node_on_a_signal(tmp_path, sig):
+@pytest.mark.parametrize("tool", sorted(SERVE))
+def test_serve_in_the_background_stops_every_node_on_a_signal(tmp_path, tool, sig):
     from kafka_reference import KafkaUnavailable, _tool, resolve
 
     try:
@@ -59,18 +66,18 @@ def test_serve_in_the_background_stops_every_node_on_a_signal(tmp_path, sig):
         resolve()
     except KafkaUnavailable as exc:
         reference_unavailable(str(exc))
-    script = f"{sys.executable} {TOOL} serve --size 1 --data-dir {tmp_path / 'cluster'} & echo $!; wait $!"
+    script = f"{sys.executable} {SERVE[tool]} --data-dir {tmp_path / 'data'} & echo $!; wait $!"
     shell = subprocess.Popen(
         ["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
     jvms: list[int] = []
     try:
-        tool = int(shell.stdout.readline())
-        bootstrap = shell.stdout.readline().strip()  # printed once the node is ready
-        assert bootstrap.startswith("127.0.0.1:"), bootstrap + shell.stdout.read(4000)
-        jvms = [p for p in _children(tool) if _is_kafka(p)]
+        tool_pid = int(shell.stdout.readline())
+        ready = shell.stdout.readline()  # the bootstrap, printed once the node is ready
+        assert re.search(r"\b127\.0\.0\.1:\d+", ready), ready + shell.stdout.read(4000)
+        jvms = [p for p in _children(tool_pid) if _is_kafka(p)]
         assert len(jvms) == 1, jvms
-        os.kill(tool, sig)
+        os.kill(tool_pid, sig)
         # bounded: Kafka's controlled shutdown of one node takes seconds; the tool's grace is 30 s
         assert shell.wait(90) == 0
         assert [p for p in jvms if _is_kafka(p)] == []
