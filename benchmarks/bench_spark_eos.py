@@ -23,7 +23,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_spark import load, start_broker  # noqa: E402
+from bench_spark import load, spark_session, start_broker  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,21 +48,9 @@ def main(argv=None) -> int:
         load(bootstrap, src, args.records, args.partitions)
 
         os.environ["PYSPARK_PYTHON"] = sys.executable
-        from pyspark.sql import SparkSession
-
         from kafkawire.client import Admin, NewTopic
-        from kafkawire.spark import register
 
-        spark = (
-            SparkSession.builder.master(args.master)
-            .appName("bench-spark-eos")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", "2g")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
+        spark = spark_session(args.master, "bench-spark-eos", None, {"spark.driver.memory": "2g"})
 
         def run(exactly_once: bool) -> float:
             dst = f"bench-eos-out-{uuid.uuid4().hex[:6]}"
