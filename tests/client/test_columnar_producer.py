@@ -154,6 +154,19 @@ def test_columnar_batches_equal_per_record_batches(codec, keys):
     assert len(decoded) == 3000
 
 
+def test_columnar_call_too_large_for_one_buffer_is_encoded_batch_by_batch(monkeypatch):
+    """A call whose records would not fit one binary column (int32 offsets) is encoded batch by batch; the
+    limit is lowered here so that 3000 records pass it: batches byte for byte as the per-record path's."""
+    from kafkawire.protocol.records import columnar
+
+    monkeypatch.setattr(columnar, "MAX_POOL", 10_000)
+    records = _records(3000, seed=4, keys="all", headers=True)
+    kw = dict(partitions=3, codec="none", batch_size=16 * 1024)
+    per_record = asyncio.run(_run(False, records, **kw))
+    columnar_sent = asyncio.run(_run(True, records, **kw))
+    assert _by_partition(columnar_sent) == _by_partition(per_record)
+
+
 @pytest.mark.parametrize("layout", ["one length", "blocks of lengths"])
 def test_columnar_batches_equal_per_record_batches_in_runs_of_equal_widths(layout):
     """Rows whose varints have the same widths are laid out as a fixed-width block (the common case: one

@@ -252,6 +252,22 @@ class _ColumnarJob(NamedTuple):
     group: DeliveryGroup
 
 
+class _Plan:
+    """Rows of one columnar call put in batches but not yet encoded: per row (in the order the batches take
+    them) its offset delta, its batch's base timestamp and its body length; per batch section
+    (builder, index of the placeholder in its parts, first row, end row)."""
+
+    __slots__ = ("deltas", "base_ts", "body", "sections")
+
+    def __init__(self, n: int):
+        import numpy as np
+
+        self.deltas = np.empty(n, np.int64)
+        self.base_ts = np.empty(n, np.int64)
+        self.body = np.empty(n, np.int64)
+        self.sections: list = []
+
+
 def _is_arrow(obj) -> bool:
     return type(obj).__module__.startswith("pyarrow")
 
@@ -723,18 +739,32 @@ class AsyncProducer:
             chosen[keyed] = partitions_for_keys(records.keys, info.num_partitions)[keyed]
         unkeyed = np.nonzero(chosen == -1)[0]
         if len(unkeyed):
-            chosen[unkeyed] = self._sticky_partitions(topic, info, records.take(unkeyed))
+            chosen[unkeyed] = self._sticky_partitions(topic, info, records.take(unkeyed, columns=False))
         kept = np.nonzero(chosen >= 0)[0]
-        order = kept[np.argsort(chosen[kept], kind="stable")]
+        # numpy's stable sort of 16-bit integers is a radix sort (one pass, no comparisons)
+        narrow = np.int16 if info.num_partitions <= np.iinfo(np.int16).max else np.int64
+        order = kept[np.argsort(chosen[kept].astype(narrow), kind="stable")]
+        if not len(order):
+            return
         by_partition = chosen[order]
-        cuts = np.nonzero(np.diff(by_partition))[0] + 1
+        cuts = [0, *(np.nonzero(np.diff(by_partition))[0] + 1).tolist(), len(order)]
         # the sticky choice above told the partitioner of the batches it closes; told twice, it would
         # move on from a partition it has just picked again
         notify = not len(unkeyed)
-        for rows in np.split(order, cuts):
-            if len(rows):
-                one = records if len(rows) == n else records.take(rows)
-                self._append_rows((topic, int(chosen[rows[0]])), one, group, notify)
+        # first every partition's rows go into batches (sizes only), then all of them are encoded at once
+        # and each batch gets its slice of the one buffer
+        sorted_rows = records.take(order, columns=False)
+        plan = _Plan(len(order))
+        for a, b in zip(cuts, cuts[1:]):
+            self._append_rows((topic, int(by_partition[a])), sorted_rows, a, b, group, plan, notify)
+        encoded = records.encode_rows(order, plan.deltas, plan.base_ts, plan.body)
+        for builder, i, a, b in plan.sections:
+            if encoded is not None:
+                data, ends = encoded
+                builder._parts[i] = data[ends[a] : ends[b]]
+            else:  # a call too large for one buffer: batch by batch
+                one = records.take(order[a:b])
+                builder._parts[i] = one.encode(0, b - a, int(plan.deltas[a]), int(plan.base_ts[a]), plan.body[a:b])
 
     def _open_state(self, tp) -> tuple[int, bool, int, int | None]:
         """(size, not empty, next offset delta, base timestamp) of the batch the next record of ``tp`` joins."""
@@ -797,12 +827,18 @@ class AsyncProducer:
             states[p] = state
         return out
 
-    def _append_rows(self, tp: tuple[str, int], records, group: DeliveryGroup, notify: bool = True) -> None:
-        """Append every record of ``records`` (one partition's, in order) to the batches of ``tp``."""
+    def _append_rows(
+        self, tp: tuple[str, int], records, start: int, n: int, group: DeliveryGroup, plan: _Plan, notify: bool
+    ) -> None:
+        """Append records ``start:n`` of ``records`` (one partition's, in order; sizes and timestamps only) to
+        the batches of ``tp``. Each batch takes a placeholder section, which ``_append_columns`` fills in
+        once every row is in a batch; ``plan`` gets where it is and each row's offset delta, base timestamp
+        and body length."""
+        import numpy as np
+
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = deque()
-        start, n = 0, len(records)
         while start < n:
             batch = queue[-1] if queue and not queue[-1].closed else None
             if batch is None:
@@ -816,15 +852,20 @@ class AsyncProducer:
             )
             if count:
                 size = int(enc.sum())
-                section = records.encode(start, start + count, b._last_delta + 1, bts, body)
-                b.append_section(section, count, size, bts, int(records.timestamps[start : start + count].max()))
+                stop = start + count
+                first = b._last_delta + 1
+                plan.deltas[start:stop] = np.arange(first, first + count)
+                plan.base_ts[start:stop] = bts
+                plan.body[start:stop] = body
+                b.append_section(None, count, size, bts, int(records.timestamps[start:stop].max()))
+                plan.sections.append((b, len(b._parts) - 1, start, stop))
                 batch.size += size
                 self._buffered += size
                 if batch.bulk and batch.bulk[-1][0] is group:
                     batch.bulk[-1] = (group, batch.bulk[-1][1] + count)
                 else:
                     batch.bulk.append((group, count))
-                start += count
+                start = stop
             if before or after:
                 self._close_batch(batch, notify)
 

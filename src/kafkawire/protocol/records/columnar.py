@@ -24,6 +24,8 @@ from .builder import _encode_headers
 # bytes the producer adds to a record's key, value and header sizes when it checks whether the
 # record still fits its open batch (``AsyncProducer._append``: ``len(value) + len(key) + headers + 32``)
 ROOM_CHECK_OVERHEAD = 32
+# ``encode_rows`` lays the records of a call out in one binary column (int32 offsets): below this size
+MAX_POOL = (1 << 31) - 1
 
 
 def zigzag(x: np.ndarray) -> np.ndarray:
@@ -53,8 +55,9 @@ def _varint_matrix(u: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return out, np.arange(widest) < w[:, None]
 
 
-# Above this many runs of rows with the same varint widths, the rows are laid out by a mask over the
-# widest layout instead (variable-length values crossing the 1/2-byte length border again and again)
+# Above this many runs of rows with the same varint widths (or one per 512 rows), the rows are laid out
+# by a mask over the widest layout instead (variable-length values crossing the 1/2-byte length border
+# again and again): a run costs a few numpy calls per varint byte, the mask a few per row
 _MAX_WIDTH_RUNS = 8
 
 
@@ -70,7 +73,7 @@ def _binary_from_fields(fields: list[tuple[np.ndarray, np.ndarray]]) -> pa.Array
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(widths.sum(axis=0), out=offsets[1:])
     cuts = np.flatnonzero((widths[:, 1:] != widths[:, :-1]).any(axis=0)) + 1 if n else ()
-    if len(cuts) >= _MAX_WIDTH_RUNS:
+    if len(cuts) >= max(_MAX_WIDTH_RUNS, n // 512):
         mats, masks = zip(*(_varint_matrix(u, w) for u, w in fields))
         data = np.hstack(mats)[np.hstack(masks)]  # row-major: each row's bytes in field order
     else:
@@ -160,15 +163,19 @@ class ColumnarRecords:
         return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(bytes(data))]), hlen
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.klen)
 
-    def take(self, rows: np.ndarray) -> ColumnarRecords:
-        """The records at ``rows`` (in that order)."""
+    def take(self, rows: np.ndarray, columns: bool = True) -> ColumnarRecords:
+        """The records at ``rows`` (in that order). ``columns=False``: their sizes and timestamps only (enough
+        for ``sizes``; keys, values and headers None), as the producer needs to decide on batches."""
         out = ColumnarRecords.__new__(ColumnarRecords)
-        idx = pa.array(rows, pa.int64())
-        out.keys = self.keys.take(idx)
-        out.values = self.values.take(idx)
-        out.headers = self.headers.take(idx)
+        if columns:
+            idx = pa.array(rows, pa.int64())
+            out.keys = self.keys.take(idx)
+            out.values = self.values.take(idx)
+            out.headers = self.headers.take(idx)
+        else:
+            out.keys = out.values = out.headers = None
         out.timestamps = self.timestamps[rows]
         out.klen = self.klen[rows]
         out.vlen = self.vlen[rows]
@@ -228,6 +235,46 @@ class ColumnarRecords:
         offsets = np.frombuffer(joined.buffers()[1], np.int32, 5 * n + 1, joined.offset * 4)
         data = joined.buffers()[2]
         return memoryview(data)[offsets[0] : offsets[5 * n]]
+
+    def encode_rows(
+        self, rows: np.ndarray, deltas: np.ndarray, base_ts: np.ndarray, body: np.ndarray
+    ) -> tuple[memoryview, np.ndarray] | None:
+        """The records at ``rows`` (in that order) encoded one after the other in one buffer: row i with offset
+        delta ``deltas[i]``, against base timestamp ``base_ts[i]``, of body length ``body[i]`` (``sizes``).
+
+        Returns (buffer, ends): records ``a:b`` are ``buffer[ends[a]:ends[b]]``, a records section when they
+        are consecutive records of one batch. The producer encodes the rows of all partitions of a call here
+        in one go: the varints of all rows at once, and one ``take`` out of one pool of the call's prefixes,
+        keys, value lengths, values and headers (no copy of the keys and values per partition). None when
+        the pool would not fit int32 offsets (the caller encodes batch by batch with ``encode``)."""
+        n, m = len(rows), len(self)
+        if int(self.klen.clip(0).sum() + self.vlen.clip(0).sum() + self.hlen.sum()) + 40 * m >= MAX_POOL:
+            return None
+        tsd = zigzag(self.timestamps[rows] - base_ts)
+        od = zigzag(deltas)
+        zb, zk, zv = zigzag(body), zigzag(self.klen[rows]), zigzag(self.vlen[rows])
+        prefix = _binary_from_fields(
+            [
+                (zb, varint_widths(zb)),
+                (np.zeros(n, np.uint64), np.ones(n, np.int64)),  # attributes
+                (tsd, varint_widths(tsd)),
+                (od, varint_widths(od)),
+                (zk, varint_widths(zk)),
+            ]
+        )
+        middle = _binary_from_fields([(zv, varint_widths(zv))])
+        pool = pa.concat_arrays([prefix, middle, self.keys, self.values, self.headers])
+        at = np.arange(n, dtype=np.int64)
+        rows = np.asarray(rows, np.int64)
+        idx = np.empty((n, 5), np.int64)
+        idx[:, 0] = at  # prefix i
+        idx[:, 1] = 2 * n + rows  # key of the row
+        idx[:, 2] = n + at  # value length i
+        idx[:, 3] = 2 * n + m + rows  # value of the row
+        idx[:, 4] = 2 * n + 2 * m + rows  # headers of the row
+        joined = pool.take(pa.array(idx.reshape(-1)))
+        ends = np.frombuffer(joined.buffers()[1], np.int32, 5 * n + 1, joined.offset * 4)[::5]
+        return memoryview(joined.buffers()[2]), ends
 
 
 def _interleave(n: int, k: int) -> np.ndarray:
