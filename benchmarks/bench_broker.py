@@ -19,7 +19,8 @@ target/tansu.
 Load generators:
   librdkafka   confluent-kafka in this process: produce throughput (first send to
                last delivery report; per-record latency from librdkafka), consume
-               throughput (assign from offset 0 to the last record), and fixed-rate
+               throughput (assign from offset 0 to the last record; the median of
+               --reads reads of the topic, each by a fresh consumer), and fixed-rate
                produce latency.
   perf         Kafka's kafka-producer-perf-test / kafka-consumer-perf-test classes
                (benchmarks/kafka_perf.py), in their own JVM, with the same payloads.
@@ -40,7 +41,7 @@ load average and fsync time are printed at the start and the end.
 
 Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
            [--sizes 1024,100] [--partitions 1,12] [--codecs none,lz4] [--acks all] [--rates 2000,20000]
-           [--records N] [--repeat N] [--seconds S] [--json FILE]
+           [--records N] [--repeat N] [--reads N] [--seconds S] [--json FILE]
        python benchmarks/bench_broker.py --from-json FILE      # reprint the tables of an earlier run
 """
 
@@ -283,6 +284,7 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
         state["last"] = time.perf_counter()
 
     start = time.perf_counter()
+    cpu0 = time.process_time()
     deadline = start + PHASE_LIMIT
     sent = 0
     for i in range(records):
@@ -304,6 +306,7 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
         "errors": state["err"],
         "sent": sent,
         "seconds": elapsed,
+        "generator_cpu_s": time.process_time() - cpu0,
         "records_per_s": state["ok"] / elapsed,
         "complete": state["ok"] == records,
         **latency_stats([x for x in latencies if x is not None]),
@@ -311,6 +314,9 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
 
 
 def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
+    """One read of the topic from offset 0 with a fresh consumer: time from assign to the last record, the time to
+    the first record (connect, metadata and the first fetch) and this process's CPU over the read (librdkafka's
+    threads and Python's: at 100 B records the read is bounded by it, whatever the broker)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -325,7 +331,9 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
+    first = None
     start = time.perf_counter()
+    cpu0 = time.process_time()
     deadline = start + PHASE_LIMIT
     try:
         while got < records and time.perf_counter() < deadline:
@@ -333,10 +341,20 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
                 if m.error():
                     raise RuntimeError(f"consume error: {m.error()}")
                 got += 1
+            if got and first is None:
+                first = time.perf_counter() - start
         elapsed = time.perf_counter() - start
+        generator_cpu = time.process_time() - cpu0
     finally:
         consumer.close()
-    return {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "complete": got == records}
+    return {
+        "records": got,
+        "seconds": elapsed,
+        "records_per_s": got / elapsed,
+        "complete": got == records,
+        "first_record_ms": None if first is None else first * 1000,
+        "generator_cpu_s": generator_cpu,
+    }
 
 
 def rdkafka_latency(bootstrap: str, topic: str, rate: int, seconds: float) -> dict:
@@ -539,6 +557,11 @@ def fmt_phase(r: dict, size: int) -> str:
     text = f"{r['records_per_s']:,.0f} rec/s {r['records_per_s'] * size / MB:.1f} MB/s"
     if r.get("broker_cpu_s") is not None and r.get("records"):
         text += f", broker CPU {r['broker_cpu_s'] * 1000 / (r['records'] * size / MB):.2f} ms/MB"
+    if r.get("generator_cpu_s") is not None and r.get("seconds"):
+        # near 100%: the phase is bounded by the load generator, not by the broker
+        text += f", generator CPU {r['generator_cpu_s'] / r['seconds']:.0%} of the phase"
+    if r.get("first_record_ms") is not None:
+        text += f", first record after {r['first_record_ms']:.1f} ms"
     if r.get("p99_ms") is not None:
         text += f", avg {r['avg_ms']:.1f} ms p99 {r['p99_ms']:.1f} ms"
     if not r.get("complete", True):
@@ -585,7 +608,12 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                     create_topic(bootstrap, t, case.partitions, tc)
                     if gen == "librdkafka":
                         p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, args.records, case)
-                        c = timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"])
+                        c = median_run(
+                            [
+                                timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"])
+                                for _ in range(args.reads)
+                            ]
+                        )
                     elif gen == "kcat":
                         file = kcat_payload_file(args.scratch, case.size, args.records)
                         p = timed_by_cpu(cpu, kcat_produce, bootstrap, t, args.records, case, file)
@@ -779,7 +807,7 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
         f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
         f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
-        f"offset 0 to the last record; perf: kafka-tools {perf_version(args)} ProducerPerformance "
+        f"offset 0 to the last record, median of {getattr(args, 'reads', 1)} read(s) of the topic; perf: kafka-tools {perf_version(args)} ProducerPerformance "
         f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded); kcat: librdkafka "
         f"driven from C, spawn to exit, same producer settings. Latency case: "
         f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
@@ -828,6 +856,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", type=int_list, help="latency case rates in records/s (default 2000,20000)")
     parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 5000)")
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs per case, median reported (default 1)")
+    parser.add_argument(
+        "--reads",
+        type=int,
+        default=5,
+        help="librdkafka consume: reads of each produced topic, each by a fresh consumer from offset 0, median "
+        "reported (default 5; a 100 B read of 100,000 records lasts ~0.1 s, within reach of one descheduling)",
+    )
     parser.add_argument("--seconds", type=float, help="latency phase length per rate (default 5, quick 1)")
     parser.add_argument(
         "--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)"

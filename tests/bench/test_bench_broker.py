@@ -76,7 +76,7 @@ def test_parse_consumer_summary_skips_a_warning_between_header_and_data():
 
 def test_smallest_run_with_librdkafka(tmp_path):
     pytest.importorskip("confluent_kafka")
-    results = run_bench(tmp_path, "--generators", "librdkafka")
+    results = run_bench(tmp_path, "--generators", "librdkafka", "--reads", "3")
     for key in (
         "librdkafka/produce/1024B p1 none acks=all",
         "librdkafka/consume/1024B p1 none acks=all",
@@ -84,6 +84,15 @@ def test_smallest_run_with_librdkafka(tmp_path):
     ):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] > 0
+    # the consume row is the median of three reads of the same topic, each read whole, each with the load
+    # generator's CPU and its time to the first record
+    consume = results["librdkafka/consume/1024B p1 none acks=all"]
+    reads = consume["runs"]
+    assert [r["records"] for r in reads] == [2000] * 3
+    assert sorted(r["records_per_s"] for r in reads)[1] == consume["records_per_s"]
+    for r in reads:
+        assert 0 < r["generator_cpu_s"] and 0 < r["first_record_ms"] <= r["seconds"] * 1000
+    assert results["librdkafka/produce/1024B p1 none acks=all"]["generator_cpu_s"] > 0
 
 
 def test_smallest_run_with_kafka_perf_tools(tmp_path):
