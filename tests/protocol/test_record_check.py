@@ -225,3 +225,21 @@ def test_quick_checks_accept_no_flawed_record_kafkas_reading_refuses(flaw):
         assert not refused  # Kafka reads a negative length as null: the quick checks may refuse it all the same
     else:
         assert refused == 40
+
+
+@pytest.mark.parametrize("count", (6, 8, 12, 20))
+def test_small_sections_of_few_runs_are_checked_run_by_run_as_soundly(count):
+    """From 6 to 20 records a section that looks like a few runs is checked run by run before the walk
+    (``_RUNS_FROM``): producers' sections pass, and nothing it passes is refused by Kafka's reading."""
+    rng = random.Random(count)
+    passed = {name: 0 for name in CHECKS}
+    refused = taken = 0
+    for _ in range(25):
+        data, _, uniform = section(rng, count, False)
+        assert _well_formed(data, count)
+        taken += uniform and _well_formed_runs(data, count)
+        for _ in range(25):
+            bad = corrupted(rng, data)
+            for n in (count - 1, count, count + 1):
+                refused += not agree(bad, n, passed)
+    assert taken and refused > 200 and passed["any"], (taken, refused, passed)

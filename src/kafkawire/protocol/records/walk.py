@@ -72,11 +72,16 @@ def varint(data, pos):
             raise CorruptRecordError("varint longer than 10 bytes", position=pos)
 
 
-def record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]:
+class _ManyRuns(Exception):
+    """``record_runs`` found more runs than its caller takes."""
+
+
+def record_runs(data, pos: int, end: int, count: int, max_runs: int = -1) -> tuple[list, list, list]:
     """Walk ``count`` records from ``pos``: (run starts, record sizes, records per run).
 
     A run is a stretch of records of one size; a record unlike its neighbours is a run of one.
-    Raises :class:`CorruptRecordError` when the records do not fit below ``end``."""
+    Raises :class:`CorruptRecordError` when the records do not fit below ``end``; with ``max_runs`` (>= 0),
+    ``_ManyRuns`` as soon as there are more runs than that."""
     starts: list[int] = []
     sizes: list[int] = []
     lengths: list[int] = []
@@ -108,6 +113,8 @@ def record_runs(data, pos: int, end: int, count: int) -> tuple[list, list, list]
                 seconds = data[pos + 1 : stop : size][:m]
                 m = min(m, len(seconds) - len(seconds.lstrip(bytes((data[pos + 1],)))))
             m = max(1, min(m, left))
+        if len(starts) == max_runs:
+            raise _ManyRuns
         s_app(pos)
         z_app(size)
         n_app(m)
@@ -178,10 +185,15 @@ def unreadable(data: bytes, count: int, mode: int) -> tuple[int, str] | None:
     return _as_kafka_reads(data, count, mode)
 
 
-# Up to this many records a section is checked by a Python step per record (``_well_formed_walk``): numpy's
-# bulk check costs about 20 calls per batch whatever its size, more than walking a few records, and
-# librdkafka sends many batches of a few records. Measured with benchmarks/bench_record_check.py.
+# Up to this many records a section is checked by a Python step per record (``_well_formed_walk``) unless it
+# is a few runs: numpy's bulk check costs about 20 calls per batch whatever its size, more than walking a few
+# records, and librdkafka sends many batches of a few records. Measured with benchmarks/bench_record_check.py.
 _WALK_MAX = 20
+# From this many records a section of at most one run per _RECORDS_PER_RUN records is checked run by run
+# (``_well_formed_runs``) even below _WALK_MAX: a run's strided slices cost about what walking five records
+# costs (100 B records: 20 in one or two runs 27 -> 9 us a batch, 5 records about even).
+_RUNS_FROM = 6
+_RECORDS_PER_RUN = 4
 
 
 def _well_formed(data: bytes, count: int) -> bool:
@@ -189,6 +201,12 @@ def _well_formed(data: bytes, count: int) -> bool:
     mode (lengths and widths within what its readers take); False sends the section to the record-by-record
     walk with Kafka's rules (``_as_kafka_reads``), which may still accept it."""
     if count <= _WALK_MAX:
+        if count >= _RUNS_FROM and _may_be_runs(data):
+            # a section of more runs (records of many sizes, or not filling it) stops being walked by runs
+            # at the first run past the limit, and is walked record by record
+            runs = _runs(data, count, count // _RECORDS_PER_RUN)
+            if runs is not None and _well_formed_runs(data, count, runs):
+                return True
         return _well_formed_walk(data, count)
     runs = _runs(data, count)
     if runs is None:
@@ -200,14 +218,34 @@ def _well_formed(data: bytes, count: int) -> bool:
     return _well_formed_tables(data, count, runs) or _well_formed_bulk(data, count)
 
 
-def _runs(data: bytes, count: int) -> tuple[list, list, list] | None:
-    """``record_runs`` over the whole section, or None when its records do not fill it."""
+def _may_be_runs(data: bytes) -> bool:
+    """Whether the first record has no headers and the second starts with the same length bytes: a guess,
+    made before ``_runs``, at whether a small section may be a few runs ``_well_formed_runs`` takes (records
+    of varied sizes or with headers go straight to the walk)."""
+    try:
+        b0 = data[0]
+        if b0 < 0x80:
+            size = 1 + ((b0 >> 1) ^ -(b0 & 1))
+            return data[size - 1] == 0 and data[size] == b0
+        b1 = data[1]
+        if b1 >= 0x80:
+            return False
+        u = (b0 & 0x7F) | (b1 << 7)
+        size = 2 + ((u >> 1) ^ -(u & 1))
+        return size > 2 and data[size - 1] == 0 and data[size] == b0 and data[size + 1] == b1
+    except IndexError:
+        return False
+
+
+def _runs(data: bytes, count: int, max_runs: int = -1) -> tuple[list, list, list] | None:
+    """``record_runs`` over the whole section, or None when its records do not fill it (or are more than
+    ``max_runs`` runs, when given)."""
     end = len(data)
     if count <= 0 or count > end // MIN_RECORD_SIZE:
         return None
     try:
-        return record_runs(data, 0, end, count)
-    except (CorruptRecordError, IndexError):
+        return record_runs(data, 0, end, count, max_runs)
+    except (CorruptRecordError, IndexError, _ManyRuns):
         return None
 
 
@@ -224,6 +262,10 @@ def _well_formed_walk(data: bytes, count: int) -> bool:
             if b < 0x80:
                 ln = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes: inline, as record_runs reads them
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                ln = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
                 ln, q = varint(data, pos)
                 if q - pos > 5:  # Kafka reads an int varint of at most 5 bytes
@@ -251,6 +293,10 @@ def _well_formed_walk(data: bytes, count: int) -> bool:
                 if b < 0x80:
                     n = (b >> 1) ^ -(b & 1)
                     pos += 1
+                elif data[pos + 1] < 0x80:  # 64 to 8191 bytes
+                    u = (b & 0x7F) | (data[pos + 1] << 7)
+                    n = (u >> 1) ^ -(u & 1)
+                    pos += 2
                 else:
                     at = pos
                     n, pos = varint(data, pos)
