@@ -5,7 +5,11 @@ with ``writelines``, or, with ``fetch_sendfile`` on a plaintext connection, file
 Long polling: when fewer than MinBytes are available the request waits (up to
 MaxWaitMs) for a produce to one of its partitions. The first batch is
 returned even when it is larger than MaxBytes/PartitionMaxBytes, so a
-consumer always makes progress. Fetch v0-3 get magic 0/1 message sets
+consumer always makes progress. A partition's records end at the last whole
+batch within its limits, where Kafka (slicing the segment by bytes) adds the part
+of the next batch that fits: every client drops that part and fetches the batch
+again, so it is bytes sent twice, and the whole batches are the same as Kafka's
+(tests/broker/test_fetch_limits_as_kafka.py). Fetch v0-3 get magic 0/1 message sets
 (down-converted); fetch sessions are in ``kafkawire.broker.fetch_sessions``.
 """
 
