@@ -93,7 +93,10 @@ def find_topic(broker, name: str | None = None, topic_id: uuid.UUID | None = Non
     """TopicMeta or None."""
     storage = broker.storage
     if name:
-        return storage.topics().get(name)
+        try:
+            return storage.topic(name)
+        except sb.UnknownTopicError:
+            return None
     if topic_id is not None and topic_id != ZERO_UUID:
         try:
             return storage.topic_by_id(topic_id)

@@ -126,6 +126,15 @@ class TopicRegistry:
         with self._lock:
             return dict(self._topics)
 
+    def topic(self, name: str) -> TopicMeta:
+        # one lookup, without the copy of every topic ``topics()`` makes (Produce looks its topics up per
+        # request): a single dict operation needs no lock, as the engines change ``_topics`` one whole
+        # operation at a time or replace it
+        meta = self._topics.get(name)
+        if meta is None:
+            raise UnknownTopicError(name)
+        return meta
+
     def partition(self, topic: str, partition: int) -> PartitionLog:
         logs = self._logs.get(topic)
         if logs is None or not 0 <= partition < len(logs):
