@@ -580,7 +580,11 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
             return f"bench-{stem}-{next(seq)}"
 
         # Warm-up, discarded: lets a JVM broker compile its hot paths before anything is timed (and does the
-        # same for every target).
+        # same for every target). Every generator produces and consumes here, so that no timed phase is a
+        # broker's first sight of a client's requests: each client speaks its own API versions (librdkafka
+        # 2.16 Fetch v16, the Java consumer Fetch v18 in a fetch session, kcat's librdkafka 2.0 older ones), and
+        # kafkawire compiles a message's codec on its first use of a version (~10-20 ms of CPU for Fetch v18
+        # and as much again for the Java consumer's ListOffsets and OffsetFetch, measured).
         if args.warmup:
             for codec in args.codecs:
                 t = topic("warmup")
@@ -597,6 +601,10 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
                         props=perf_producer_props(case),
                         timeout=PHASE_LIMIT + 30,
                     )
+                    perf.consume(bootstrap, t, w["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
+                if "kcat" in args.generators:
+                    kcat_produce(bootstrap, t, args.warmup, case, kcat_payload_file(args.scratch, 1024, args.warmup))
+                    kcat_consume(bootstrap, t, case.partitions, w["records"])
                 delete_topic(bootstrap, t)
             log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
 
