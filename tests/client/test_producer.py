@@ -6,6 +6,7 @@ import pytest
 
 from kafkawire.client import KafkaError, Producer
 from kafkawire.client.partitioner import partition_for_key
+from kafkawire.client.transactions import TransactionStateError
 
 from .helpers import confluent_consume_all, confluent_produce, make_records
 
@@ -138,6 +139,31 @@ def test_delivery_callbacks_and_string_values(bootstrap, make_topic, topic):
     assert [(r["key"], r["value"], r["headers"]) for r in got] == [
         (f"k{i}".encode(), f"v{i}".encode(), [("h", b"x")]) for i in range(10)
     ]
+
+
+def test_produce_many_nowait_keeps_call_order_and_raises_on_result(bootstrap, make_topic, topic):
+    """Calls that do not wait for the client's thread, each waited for before the next (as the Spark sink
+    does), keep their order within a partition; a call the producer refuses raises from ``result()``."""
+    pa = pytest.importorskip("pyarrow")
+    make_topic(topic, 1)
+    with Producer(bootstrap) as p:
+        groups, queued = [], None
+        for call in range(20):
+            values = [b"%d-%d" % (call, i) for i in range(500)]
+            if queued is not None:
+                groups.append(queued.result(60))
+            queued = p.produce_many_nowait(topic, values)
+        groups.append(queued.result(60))
+        p.flush(60)
+        assert [(g.delivered, g.failed) for g in groups] == [(500, 0)] * 20
+    with Producer(bootstrap, transactional_id=f"{topic}-txn") as t:
+        t.init_transactions(60)
+        # outside a transaction: the Arrow path refuses the call (a list is refused record by record)
+        refused = t.produce_many_nowait(topic, pa.array([b"x"]))
+        with pytest.raises(TransactionStateError, match="cannot send"):
+            refused.result(60)
+    got = confluent_consume_all(bootstrap, topic, [0], 20 * 500)
+    assert [r["value"] for r in got[0]] == [b"%d-%d" % (c, i) for c in range(20) for i in range(500)]
 
 
 def test_large_volume_spans_many_batches(bootstrap, make_topic, topic):

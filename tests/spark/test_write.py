@@ -129,3 +129,34 @@ def test_sink_needs_value_and_topic(spark, broker):
         df.write.mode("append").format("kafkawire").option("kafka.bootstrap.servers", broker.bootstrap).save()
     with pytest.raises(Exception, match="kafka.bootstrap.servers"):
         df.write.mode("append").format("kafkawire").option("topic", f"t-{uuid.uuid4().hex[:6]}").save()
+
+
+def test_writer_surfaces_failed_rows_and_keeps_batch_order(broker):
+    """The sink's writer hands a batch to the client without waiting for it (the next one is read
+    meanwhile): the batches still land in their order, and rows the broker cannot take (a partition the
+    topic does not have) fail the write with the count and the broker's error."""
+    import pyarrow as pa
+
+    from kafkawire.spark import kafka_access
+
+    topic = broker.new_topic("order", partitions=2)
+    batches = [
+        pa.RecordBatch.from_pydict(
+            {"value": [b"%d-%d" % (j, i) for i in range(300)], "partition": [i % 2 for i in range(300)]},
+            schema=pa.schema([("value", pa.binary()), ("partition", pa.int32())]),
+        )
+        for j in range(12)
+    ]
+    assert kafka_access.write_batches({"bootstrap.servers": broker.bootstrap}, topic, batches) == 3600
+    got = consume_all(broker.bootstrap, topic, 3600)
+    for p in (0, 1):
+        values = [m.value() for m in got if m.partition() == p]
+        assert values == [b"%d-%d" % (j, i) for j in range(12) for i in range(p, 300, 2)]
+    bad = [
+        pa.RecordBatch.from_pydict(
+            {"value": [b"a", b"b", b"c"], "partition": [0, 5, 1]},
+            schema=pa.schema([("value", pa.binary()), ("partition", pa.int32())]),
+        )
+    ]
+    with pytest.raises(kafka_access.KafkaAccessError, match="1 of 3 records could not be delivered.*no partition 5"):
+        kafka_access.write_batches({"bootstrap.servers": broker.bootstrap}, topic, bad)

@@ -207,6 +207,26 @@ class Producer(_SyncBase):
             raise RuntimeError("producer is closed")
         return self._run(self._many(topic, values, keys, partitions, headers, timestamps))
 
+    def produce_many_nowait(
+        self, topic, values, keys=None, *, partitions=None, headers=None, timestamps=None
+    ) -> concurrent.futures.Future:
+        """``produce_many`` without waiting for the client's thread to queue the records: returns at once a
+        ``concurrent.futures.Future`` of the ``DeliveryGroup`` (its ``result()`` raises what
+        ``produce_many`` would have raised). The caller can prepare its next records while the client's
+        thread partitions and encodes these (the Spark sink reads its next Arrow batch meanwhile).
+
+        The arrays must not change until the future is done. Calls are queued in the order made, but a
+        call waiting for ``buffer_memory`` lets a later one pass: wait for the future of one call before
+        making the next when the order matters (as for ``produce_many``)."""
+        if self._core is None:
+            raise RuntimeError("producer is closed")
+        loop_thread = self._loop_thread
+        if threading.current_thread() is loop_thread.thread:
+            raise RuntimeError("a sync kafkawire call was made on the client's own event loop thread")
+        return asyncio.run_coroutine_threadsafe(
+            self._many(topic, values, keys, partitions, headers, timestamps), loop_thread.loop
+        )
+
     async def _many(self, topic, values, keys, partitions, headers, timestamps):
         self._drain()  # records produced before keep their order
         core = self._core

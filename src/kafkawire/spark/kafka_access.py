@@ -413,6 +413,11 @@ class ArrowProducer:
     Each Arrow batch goes to the client's producer in one ``produce_many`` call (no per-record future);
     keys are partitioned with the Java client's murmur2 partitioner; ``flush`` waits until every record
     is acknowledged and raises if any failed.
+
+    ``write`` does not wait for the client's thread to take its batch (``produce_many_nowait``): Spark's
+    worker reads the next Arrow batch from the JVM while the client partitions and encodes this one. At
+    most one call is in the client's hands: the next ``write`` (or ``flush``) waits for it first, which
+    keeps the batches in order, and raises its error if it had one.
     """
 
     def __init__(self, conf: dict, topic: str | None, *, transactional_id: str | None = None):
@@ -424,6 +429,7 @@ class ArrowProducer:
             kwargs["transactional_id"] = transactional_id
         self._topic = topic
         self._pending: list = []
+        self._queued = None  # the future of the last produce_many_nowait, until its DeliveryGroup is known
         self.sent = 0
         try:
             self._producer = Producer(bootstrap, **kwargs)
@@ -462,8 +468,16 @@ class ArrowProducer:
                 [(h["key"], h["value"]) for h in row] if row else None
                 for row in batch.column(names["headers"]).to_pylist()
             ]
-        self._pending.append(self._producer.produce_many(topics, values, keys, partitions=parts, headers=headers))
+        self._taken()
+        self._queued = self._producer.produce_many_nowait(topics, values, keys, partitions=parts, headers=headers)
         self.sent += n
+
+    def _taken(self) -> None:
+        """Wait until the client has queued the batch before (raising what queueing it raised); check the
+        deliveries known so far."""
+        queued, self._queued = self._queued, None
+        if queued is not None:
+            self._pending.append(queued.result())
         self._check(final=False)
 
     def _check(self, final: bool) -> None:
@@ -479,6 +493,7 @@ class ArrowProducer:
         self._pending = still
 
     def flush(self, timeout: float | None = 300.0) -> None:
+        self._taken()
         try:
             self._producer.flush(timeout)
             for group in self._pending:
