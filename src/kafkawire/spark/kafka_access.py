@@ -15,6 +15,7 @@ client does not have are logged and ignored, as the Java client does with unknow
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import re
 from collections.abc import Iterable, Iterator
@@ -429,7 +430,8 @@ class ArrowProducer:
             kwargs["transactional_id"] = transactional_id
         self._topic = topic
         self._pending: list = []
-        self._queued = None  # the future of the last produce_many_nowait, until its DeliveryGroup is known
+        # the future of the last produce_many_nowait, until its DeliveryGroup is known
+        self._queued: concurrent.futures.Future | None = None
         self.sent = 0
         try:
             self._producer = Producer(bootstrap, **kwargs)
