@@ -278,16 +278,18 @@ class BatchBuilder:
         """The finished batch (compressed, CRC set).  The builder can keep growing afterwards."""
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
-        body = b"".join(self._parts)
+        parts = self._parts
         if self.compression is not Compression.NONE:
-            body = compress(self.compression, body, magic=2)
+            parts = [compress(self.compression, b"".join(parts), magic=2)]
+        elif len(parts) > _JOIN_FIRST:  # the per-record path's many small pieces: one CRC call over them joined
+            parts = [b"".join(parts)]
         if self.timestamp_type is LOG_APPEND_TIME:
             max_ts = self.log_append_time if self.log_append_time is not None else _now_ms()
         else:
             max_ts = self._max_ts
         fields = [
             self.base_offset,
-            HEADER_SIZE - 12 + len(body),
+            HEADER_SIZE - 12 + sum(map(len, parts)),
             self.partition_leader_epoch,
             2,
             0,
@@ -301,11 +303,17 @@ class BatchBuilder:
             self._count,
         ]
         header = HEADER.pack(*fields)
-        fields[4] = crc32c(body, crc32c(header[ATTRIBUTES_OFFSET:]))
-        return HEADER.pack(*fields) + body
+        crc = crc32c(header[ATTRIBUTES_OFFSET:])
+        for part in parts:
+            crc = crc32c(part, crc)
+        fields[4] = crc
+        # the records (the columnar path's few sections) are copied once, into the batch
+        return b"".join([HEADER.pack(*fields), *parts])
 
 
 _PARTS_PER_RECORD = 9  # what _encode_into appends for one record
+# up to this many parts, build() runs the CRC over each and copies them straight into the batch
+_JOIN_FIRST = 64
 
 
 def _encode_into(
