@@ -85,3 +85,15 @@ def test_threads_decompressing_at_once_each_get_their_own_frames():
         t.join(60)
     assert not any(t.is_alive() for t in threads)
     assert failures == []
+
+
+def test_a_frame_larger_than_the_first_window_decodes_whole_and_the_limit_still_holds():
+    # 20 MB of a short pattern: about 80 KB compressed, more than the first window (8 MiB) holds
+    data = b"kafkawire" * (20_000_000 // 9)
+    frame = _frame(data)
+    assert len(frame) << 8 > codecs._LZ4_WINDOW_MAX
+    assert codecs.decompress(3, frame) == data
+    with pytest.raises(DecompressionLimitError):
+        codecs.decompress(3, frame, limit=len(data) - 1)
+    assert codecs.decompress(3, frame, limit=len(data)) == data
+    assert codecs.decompress(3, GOOD_FRAME) == GOOD
