@@ -583,8 +583,9 @@ def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
         # same for every target). Every generator produces and consumes here, so that no timed phase is a
         # broker's first sight of a client's requests: each client speaks its own API versions (librdkafka
         # 2.16 Fetch v16, the Java consumer Fetch v18 in a fetch session, kcat's librdkafka 2.0 older ones), and
-        # kafkawire compiles a message's codec on its first use of a version (~10-20 ms of CPU for Fetch v18
-        # and as much again for the Java consumer's ListOffsets and OffsetFetch, measured).
+        # kafkawire compiles a message's codec on its first use of a version (measured on a broker that had
+        # compiled librdkafka's: ~25 ms of CPU for FetchRequest and FetchResponse v18, ~21 ms more for the Java
+        # consumer's ListOffsets v10 and OffsetFetch v9).
         if args.warmup:
             for codec in args.codecs:
                 t = topic("warmup")
