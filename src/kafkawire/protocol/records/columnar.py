@@ -37,11 +37,11 @@ def zigzag(x: np.ndarray) -> np.ndarray:
 def varint_widths(u: np.ndarray) -> np.ndarray:
     """Bytes of the varint of each (zigzagged) value."""
     w = np.ones(len(u), np.int64)
-    for k in range(1, 10):
-        more = u >= np.uint64(1 << (7 * k))
-        if not more.any():
-            break
-        w += more
+    top = int(u.max()) if len(u) else 0
+    k = 1
+    while k < 10 and top >= 1 << (7 * k):  # one comparison per byte the largest value needs
+        w += u >= np.uint64(1 << (7 * k))
+        k += 1
     return w
 
 
@@ -126,7 +126,7 @@ class ColumnarRecords:
     headers cost anything; ``timestamps``: int64 milliseconds, one per row.
     """
 
-    __slots__ = ("keys", "values", "timestamps", "klen", "vlen", "headers", "hlen", "room")
+    __slots__ = ("keys", "values", "timestamps", "klen", "vlen", "kw", "vw", "headers", "hlen", "room", "fixed")
 
     def __init__(self, keys: pa.Array | None, values: pa.Array, timestamps: np.ndarray, headers=None):
         n = len(values)
@@ -137,9 +137,15 @@ class ColumnarRecords:
         self.timestamps = np.asarray(timestamps, np.int64)
         self.klen = _lengths(self.keys)
         self.vlen = _lengths(self.values)
+        # the widths of the key and value length varints, which the batch a record joins does not change
+        self.kw = varint_widths(zigzag(self.klen))
+        self.vw = varint_widths(zigzag(self.vlen))
         # what the producer's room check counts per record (see ROOM_CHECK_OVERHEAD)
         self.room = np.maximum(self.klen, 0) + np.maximum(self.vlen, 0) + ROOM_CHECK_OVERHEAD
         self.headers, self.hlen = self._encode_headers(headers, n)
+        # the bytes of a record's body that do not depend on its batch: all but the timestamp and offset
+        # delta varints (attributes, key and value with their lengths, headers)
+        self.fixed = 1 + self.kw + np.maximum(self.klen, 0) + self.vw + np.maximum(self.vlen, 0) + self.hlen
 
     def _encode_headers(self, headers, n: int) -> tuple[pa.Array, np.ndarray]:
         hlen = np.ones(n, np.int64)
@@ -179,8 +185,11 @@ class ColumnarRecords:
         out.timestamps = self.timestamps[rows]
         out.klen = self.klen[rows]
         out.vlen = self.vlen[rows]
+        out.kw = self.kw[rows]
+        out.vw = self.vw[rows]
         out.hlen = self.hlen[rows]
         out.room = self.room[rows]
+        out.fixed = self.fixed[rows]
         return out
 
     def sizes(self, start: int, stop: int, first_delta: int, base_ts: int) -> tuple[np.ndarray, np.ndarray]:
@@ -189,17 +198,7 @@ class ColumnarRecords:
         n = stop - start
         tsd = zigzag(self.timestamps[start:stop] - base_ts)
         od = zigzag(np.arange(first_delta, first_delta + n, dtype=np.int64))
-        kl, vl = self.klen[start:stop], self.vlen[start:stop]
-        body = (
-            1  # attributes
-            + varint_widths(tsd)
-            + varint_widths(od)
-            + varint_widths(zigzag(kl))
-            + np.maximum(kl, 0)
-            + varint_widths(zigzag(vl))
-            + np.maximum(vl, 0)
-            + self.hlen[start:stop]
-        )
+        body = self.fixed[start:stop] + varint_widths(tsd) + varint_widths(od)
         return body + varint_widths(zigzag(body)), body
 
     def encode(self, start: int, stop: int, first_delta: int, base_ts: int, body: np.ndarray | None = None):
@@ -220,10 +219,10 @@ class ColumnarRecords:
                 (zero, one),  # attributes
                 (tsd, varint_widths(tsd)),
                 (od, varint_widths(od)),
-                (zk, varint_widths(zk)),
+                (zk, self.kw[start:stop]),
             ]
         )
-        middle = _binary_from_fields([(zv, varint_widths(zv))])
+        middle = _binary_from_fields([(zv, self.vw[start:stop])])
         # prefix | key | value length | value | headers of each record: the five columns one after the
         # other, and one ``take`` (C, a memcpy per element) of [prefix 0, key 0, middle 0, value 0,
         # headers 0, prefix 1, ...]; a null key or value is an element of no bytes. Measured against
@@ -259,10 +258,10 @@ class ColumnarRecords:
                 (np.zeros(n, np.uint64), np.ones(n, np.int64)),  # attributes
                 (tsd, varint_widths(tsd)),
                 (od, varint_widths(od)),
-                (zk, varint_widths(zk)),
+                (zk, self.kw[rows]),
             ]
         )
-        middle = _binary_from_fields([(zv, varint_widths(zv))])
+        middle = _binary_from_fields([(zv, self.vw[rows])])
         pool = pa.concat_arrays([prefix, middle, self.keys, self.values, self.headers])
         at = np.arange(n, dtype=np.int64)
         rows = np.asarray(rows, np.int64)
