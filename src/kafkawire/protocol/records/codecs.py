@@ -254,12 +254,17 @@ def _lz4_decompress(data, limit: int, magic: int) -> bytes:
     chunk = frame.decompress_chunk
     ended = False
     try:
-        # The decompressor allocates max_length up front: room for what the frame most likely holds (lz4
-        # expands at most ~255 times; past 8 MiB the window grows), not the whole limit. Pages of it left
-        # untouched cost nothing; a window too small costs a chunk per doubling and a join of them (a 14 KB
-        # frame of 1 MB, with 4x the frame: 1.5 ms of page faults and copies, 64 us in one window).
-        first = min(limit + 1, _LZ4_WINDOW_MAX, max(len(data) << 8, 1 << 16))
+        # The decompressor allocates max_length up front, so the window is sized for the usual batch (4
+        # times the frame, at least 64 KiB: a heap allocation), not the whole limit.
+        first = min(limit + 1, max(len(data) << 2, 1 << 16))
         out, used, ended = chunk(ctx, data, max_length=first)
+        if not ended and used < len(data) and len(out) <= limit:
+            # A frame that expands more is read again from its start into one window for what it most likely
+            # holds (lz4 expands at most ~255 times; past 8 MiB the window grows): read on in a chunk per
+            # doubling joined after, a 14 KB frame of 1 MB took 1.3 ms of copies and page faults, 64 us so.
+            frame.reset_decompression_context(ctx)
+            whole = min(limit + 1, max(min(len(data) << 8, _LZ4_WINDOW_MAX), first << 2))
+            out, used, ended = chunk(ctx, data, max_length=whole)
         parts = [out]
         total = len(out)
         while True:
