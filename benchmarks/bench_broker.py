@@ -429,11 +429,21 @@ def kcat_payload_file(directory: Path, size: int, records: int) -> Path:
     return path
 
 
+def _run_kcat(cmd: list[str]):
+    """(the finished process, seconds from spawn to exit), or (None, the limit) if it ran past the phase limit."""
+    import subprocess
+
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
+    except subprocess.TimeoutExpired:
+        return None, PHASE_LIMIT + 30
+    return done, time.perf_counter() - start
+
+
 def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Path) -> dict:
     """kcat -P from ``file``, the producer settings of rdkafka_produce; kcat exits once every delivery report is in
     (and says so on stderr for any that failed)."""
-    import subprocess
-
     cmd = ["kcat", "-P", "-b", bootstrap, "-t", topic, "-K", ":", "-l", str(file)]
     if case.codec != "none":
         cmd += ["-z", case.codec]
@@ -447,12 +457,9 @@ def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Pat
         "message.timeout.ms": int(PHASE_LIMIT * 1000),
     }.items():
         cmd += ["-X", f"{key}={value}"]
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
-    except subprocess.TimeoutExpired:
-        return {"records": 0, "seconds": PHASE_LIMIT, "records_per_s": 0.0, "complete": False, "error": "timed out"}
-    elapsed = time.perf_counter() - start
+    done, elapsed = _run_kcat(cmd)
+    if done is None:
+        return {"records": 0, "seconds": elapsed, "records_per_s": 0.0, "complete": False, "error": "timed out"}
     failed = done.returncode != 0 or b"fail" in done.stderr.lower()
     ok = 0 if failed else records
     out = {"records": ok, "seconds": elapsed, "records_per_s": ok / elapsed, "complete": not failed}
@@ -464,16 +471,11 @@ def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Pat
 def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> dict:
     """kcat -C from offset 0 of every partition (assigned, no group) until ``records`` are read, one byte written
     per record (the count), as rdkafka_consume reads."""
-    import subprocess
-
     cmd = ["kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e", "-q", "-c", str(records), "-f", "x"]
     cmd += ["-X", "fetch.wait.max.ms=100", "-X", "queued.min.messages=200000"]
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
-    except subprocess.TimeoutExpired:
-        return {"records": 0, "seconds": PHASE_LIMIT, "records_per_s": 0.0, "complete": False, "error": "timed out"}
-    elapsed = time.perf_counter() - start
+    done, elapsed = _run_kcat(cmd)
+    if done is None:
+        return {"records": 0, "seconds": elapsed, "records_per_s": 0.0, "complete": False, "error": "timed out"}
     got = done.stdout.count(b"x")
     out = {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "complete": got == records}
     if got != records:
