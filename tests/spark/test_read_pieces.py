@@ -64,3 +64,22 @@ def test_default_fetch_size_is_bounded_but_overridable():
         {"bootstrap.servers": "x:1", "max.partition.fetch.bytes": "4096"}, "consumer"
     )
     assert kwargs["max_partition_fetch_bytes"] == 4096
+
+
+def test_a_deleted_topic_is_named_as_gone_by_list_offsets(broker):
+    """A topic deleted under a query: when the driver's ListOffsets is the call that finds it gone (a broker's
+    metadata may still list it), the query fails as the metadata's absence fails it (UnknownTopicError, "do
+    not exist"), as Spark's connector fails with UnknownTopicOrPartitionException whichever call sees it."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = broker.new_topic("gone", partitions=1)
+    access = kafka_access.Admin({"bootstrap.servers": broker.bootstrap})
+    try:
+        assert access.latest([(topic, 0)]) == {(topic, 0): 0}
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for future in admin.delete_topics([topic]).values():
+            future.result(30)
+        with pytest.raises(kafka_access.UnknownTopicError, match="do not exist"):
+            access.latest([(topic, 0)])
+    finally:
+        access.close()

@@ -140,6 +140,19 @@ def _errtext(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+# A topic deleted while a query reads it is seen by whichever driver call comes first: the metadata
+# (partitions_of), or, when a broker's metadata still lists it, the leader's answer to ListOffsets. Spark's
+# connector fails the query with UnknownTopicOrPartitionException either way; so does this one, saying so.
+_GONE = ("UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID")
+
+
+def _gone(what: str, exc: BaseException) -> KafkaAccessError:
+    """An UnknownTopicError for a broker's answer that the topic does not exist, else a KafkaAccessError."""
+    if getattr(exc, "name", None) in _GONE:
+        return UnknownTopicError(f"{what}: the topic(s) do not exist (any longer) on the broker(s): {_errtext(exc)}")
+    return KafkaAccessError(f"{what}: {_errtext(exc)}")
+
+
 # -- driver side -------------------------------------------------------------------------------
 
 
@@ -216,7 +229,7 @@ class Admin:
         try:
             found = self._admin.list_offsets(specs, isolation_level=self._isolation)
         except Exception as exc:
-            raise KafkaAccessError(f"could not list offsets of {sorted(specs)}: {_errtext(exc)}") from None
+            raise _gone(f"could not list offsets of {sorted(specs)}", exc) from None
         return {tp: found[tp].offset for tp in specs}
 
     def earliest(self, tps) -> dict[tuple[str, int], int]:
