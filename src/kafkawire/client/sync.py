@@ -71,11 +71,15 @@ class LoopThread:
                     inst = cls._instance = LoopThread()
         return inst
 
-    def run(self, coro, timeout: float | None = None):
-        """Run ``coro`` on the loop and wait for its result (raising its exception)."""
+    def submit(self, coro) -> concurrent.futures.Future:
+        """Schedule ``coro`` on the loop; its future, not waited for."""
         if threading.current_thread() is self.thread:
             raise RuntimeError("a sync kafkawire call was made on the client's own event loop thread")
-        fut = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, timeout: float | None = None):
+        """Run ``coro`` on the loop and wait for its result (raising its exception)."""
+        fut = self.submit(coro)
         try:
             return fut.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -220,12 +224,7 @@ class Producer(_SyncBase):
         making the next when the order matters (as for ``produce_many``)."""
         if self._core is None:
             raise RuntimeError("producer is closed")
-        loop_thread = self._loop_thread
-        if threading.current_thread() is loop_thread.thread:
-            raise RuntimeError("a sync kafkawire call was made on the client's own event loop thread")
-        return asyncio.run_coroutine_threadsafe(
-            self._many(topic, values, keys, partitions, headers, timestamps), loop_thread.loop
-        )
+        return self._loop_thread.submit(self._many(topic, values, keys, partitions, headers, timestamps))
 
     async def _many(self, topic, values, keys, partitions, headers, timestamps):
         self._drain()  # records produced before keep their order
