@@ -91,10 +91,6 @@ class GroupCoordinator:
             return {}
         return self.storage.topics()
 
-    def _partition_exists(self, topic: str, partition: int) -> bool:
-        meta = self.topics().get(topic)
-        return meta is not None and 0 <= partition < meta.partitions
-
     # -- durability -----------------------------------------------------------------------
     def start(self) -> None:
         """Replay ``__consumer_offsets`` and start expiring offsets (the broker calls it once, on its loop)."""
