@@ -1,7 +1,8 @@
 """A three-node Apache Kafka 4.4 cluster (``tools/kafka_cluster.py``) shared by the ``kafka_cluster`` tests.
 
-One cluster per test session: starting three JVMs costs ~10 s of the two-core machine's time, and
-every test makes its own topics. A test that stops or kills a node restarts it before it returns
+One cluster for this package's tests: starting three JVMs costs ~10 s of the two-core machine's time, and
+every test makes its own topics. Scoped to the package, not the session, so the three JVMs stop once the last
+cluster test has run instead of idling beside the rest of the suite. A test that stops or kills a node restarts it before it returns
 (``node_down``), so the next test starts with all three brokers up and leaders back in place.
 """
 
@@ -18,7 +19,7 @@ from conftest import reference_unavailable
 pytestmark = pytest.mark.kafka_cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kafka_cluster(tmp_path_factory):
     from kafka_cluster import KafkaUnavailable, ReferenceKafkaCluster
 

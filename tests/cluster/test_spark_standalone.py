@@ -124,6 +124,27 @@ def test_pipeline_on_a_standalone_cluster(kafka_cluster, spark_standalone, topic
 # executors reach the brokers themselves: the kernel's byte counters of every TCP connection to a broker
 
 
+def _writable_cgroup2() -> tuple[Path, Path] | None:
+    """(the cgroup v2 mount, the cgroup this process is in) if new cgroups can be made there and ``ss``
+    reports sockets' cgroups (iproute2 5.x and later)."""
+    try:
+        mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
+        mine = next(
+            line.split("::", 1)[1]
+            for line in Path("/proc/self/cgroup").read_text().splitlines()
+            if line.startswith("0::")
+        )
+    except (OSError, StopIteration):
+        return None
+    for fields in mounts:
+        if len(fields) > 2 and fields[2] == "cgroup2":
+            here = Path(fields[1]) / mine.lstrip("/")
+            usage = subprocess.run(["ss", "--help"], capture_output=True, text=True)
+            if os.access(here, os.W_OK) and "--cgroup" in usage.stdout + usage.stderr:
+                return Path(fields[1]), here
+    return None
+
+
 class BrokerTraffic:
     """Bytes the processes under ``roots`` received from and sent to the brokers, from the kernel's TCP
     counters (``ss -i``).
@@ -133,6 +154,12 @@ class BrokerTraffic:
     far and socket inode) every 10 ms and, when a new inode appears, finds which process holds it among the
     descendants of ``roots`` (a role name to root pids; the caller may add roots while it runs). A connection
     no sample saw open counts as "unknown"; one held by no process under a root as "other".
+
+    Where the cgroup v2 hierarchy is writable (root in this sandbox and CI), each root gets a cgroup of its own
+    (``enclose``) that its later children inherit, and the kernel reports the cgroup that created each socket in
+    the same listing (``ss --cgroup``): a connection is attributed the first time a sample sees it, with no scan
+    of /proc racing its close. That scan (seconds under a load average of 20) missed every short-lived planning
+    connection of the driver in one CI run; it remains the way for a machine without a writable cgroup2.
     """
 
     def __init__(self, ports: list[int], roots: dict[str, set[int]]):
@@ -147,10 +174,60 @@ class BrokerTraffic:
         self.stopping = threading.Event()
         self.events: subprocess.Popen | None = None
         self.threads: list[threading.Thread] = []
+        self.cgroup_mount, self.cgroup_root = _writable_cgroup2() or (None, None)
+        self.cgroups: dict[str, tuple[str, int]] = {}  # ss's cgroup path: (role, root pid)
+
+    def enclose(self, role: str, pid: int) -> None:
+        """Moves the running process ``pid`` into a cgroup of its own, as a root of ``role``; the children it
+        starts from now on are in it too. Without a writable cgroup2 only the process scan attributes."""
+        self.roots[role].add(pid)
+        if self.cgroup_root is None:
+            return
+        group = self.cgroup_root / f"kafkawire-traffic-{os.getpid()}-{pid}"
+        group.mkdir()
+        self.cgroups["/" + group.relative_to(self.cgroup_mount).as_posix()] = (role, pid)
+        (group / "cgroup.procs").write_text(str(pid))
+
+    def enclosed(self, role: str, command: list[str]) -> list[str]:
+        """``command`` started inside a new cgroup of ``role`` before it runs (so before any socket or child),
+        through a shell that moves itself and execs it: the pid stays the command's."""
+        if self.cgroup_root is None:
+            return command
+        group = self.cgroup_root / f"kafkawire-traffic-{os.getpid()}-{role}-{len(self.cgroups)}"
+        group.mkdir()
+        self.cgroups["/" + group.relative_to(self.cgroup_mount).as_posix()] = (role, 0)
+        return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(group), *command]
+
+    def started(self, role: str, pid: int) -> None:
+        """The pid of a command from ``enclosed``: its root pid."""
+        self.roots[role].add(pid)
+        for path, (r, root) in list(self.cgroups.items()):
+            if r == role and root == 0:
+                self.cgroups[path] = (role, pid)
+
+    def _release_cgroups(self) -> None:
+        """Every process still in one of our cgroups goes back to the top one, and the cgroups are removed."""
+        if self.cgroup_root is None:
+            return
+        for path in self.cgroups:
+            group = self.cgroup_mount / path.lstrip("/")
+            for _ in range(50):
+                try:
+                    for pid in (group / "cgroup.procs").read_text().split():
+                        try:
+                            (self.cgroup_root / "cgroup.procs").write_text(pid)
+                        except OSError:
+                            pass  # exited meanwhile
+                    group.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)  # a process forked while the list was read: again
 
     @staticmethod
     def _parse(text: str):
-        """(local, peer, inode, bytes_received, bytes_sent) per connection of ``ss -tieH`` output."""
+        """(local, peer, inode, bytes_received, bytes_sent, cgroup) per connection of ``ss -tieH`` output."""
         main = None
         for line in text.splitlines():
             if not line.strip():
@@ -164,6 +241,7 @@ class BrokerTraffic:
             inode = re.search(r"\bino:(\d+)", main)
             received = re.search(r"bytes_received:(\d+)", line)
             sent = re.search(r"bytes_sent:(\d+)", line)
+            cgroup = re.search(r"\bcgroup:(\S+)", main)
             if len(fields) >= 5:
                 yield (
                     fields[3],
@@ -171,6 +249,7 @@ class BrokerTraffic:
                     int(inode.group(1)) if inode else 0,
                     int(received.group(1)) if received else 0,
                     int(sent.group(1)) if sent else 0,
+                    cgroup.group(1) if cgroup else None,
                 )
             main = None
 
@@ -210,14 +289,17 @@ class BrokerTraffic:
 
     def _record(self, text: str, owners: dict | None = None) -> None:
         with self.lock:
-            for local, peer, inode, received, sent in self._parse(text):
+            for local, peer, inode, received, sent, cgroup in self._parse(text):
                 if peer.rsplit(":", 1)[-1] not in self.port_names:  # the events list every socket (and "*:*")
                     continue
                 c = self.conns.setdefault(
                     (local, peer),
                     {"pid": None, "role": "unknown", "root": None, "received": 0, "sent": 0, "unowned": 0},
                 )
-                if owners is not None and c["pid"] is None:
+                if self.cgroups and cgroup is not None and c["role"] == "unknown":
+                    # the kernel names the creator's cgroup; every process under a root is in one of ours
+                    c["role"], c["root"] = self.cgroups.get(cgroup, ("other", None))
+                elif owners is not None and c["pid"] is None and not self.cgroups:
                     if inode in owners:
                         c["pid"], c["role"], c["root"] = owners[inode]
                     else:
@@ -230,12 +312,17 @@ class BrokerTraffic:
                 c["sent"] = max(c["sent"], sent)
 
     def _open(self) -> str:
-        return subprocess.run(["ss", "-tieH", self.filter], capture_output=True, text=True).stdout
+        cgroup = ["--cgroup"] if self.cgroups else []
+        return subprocess.run(["ss", "-tieH", *cgroup, self.filter], capture_output=True, text=True).stdout
 
     def _sample(self) -> None:
         while not self.stopping.is_set():
             listed = self._open()
-            inodes = {inode for _l, _p, inode, _r, _s in self._parse(listed) if inode}
+            if self.cgroups:  # attributed from the listing itself
+                self._record(listed)
+                self.stopping.wait(0.01)
+                continue
+            inodes = {inode for _l, _p, inode, _r, _s, _c in self._parse(listed) if inode}
             if inodes - self.owner_cache.keys():
                 # a new connection: find its process (a scan of /proc, so only then); one listed before the
                 # scan and still open after it is held by a scanned fd
@@ -254,6 +341,9 @@ class BrokerTraffic:
             self._record("".join(buf))
 
     def __enter__(self) -> BrokerTraffic:
+        for role, pids in list(self.roots.items()):
+            for pid in list(pids):
+                self.enclose(role, pid)
         # no filter: ss reports no destroyed socket at all when given one (iproute2 6.x)
         self.events = subprocess.Popen(["ss", "-tieHE"], stdout=subprocess.PIPE, text=True)
         self.threads = [threading.Thread(target=self._sample, daemon=True), threading.Thread(target=self._follow)]
@@ -268,7 +358,8 @@ class BrokerTraffic:
         self.events.wait(10)
         for t in self.threads:
             t.join(10)
-        self._record(self._open(), self._owners())
+        self._record(self._open(), None if self.cgroups else self._owners())
+        self._release_cgroups()
 
     def totals(self) -> dict[str, dict]:
         """{role: {"received", "sent", "pids", "roots", "peers"}}, with "other" (a process under no root: the
@@ -354,9 +445,14 @@ def test_executors_exchange_the_records_with_the_brokers_not_the_driver(
     roles = {"executor": workers, "driver": set()}
     with BrokerTraffic(ports, roles) as traffic:
         driver = subprocess.Popen(
-            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path
+            traffic.enclosed("driver", command),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
         )
-        roles["driver"].add(driver.pid)
+        traffic.started("driver", driver.pid)
         out, err = driver.communicate(timeout=420)
     assert driver.returncode == 0, out[-3000:] + err[-5000:]
     assert f'TRAFFIC {{"count": {n}, "bytes": {data}}}' in out, out
