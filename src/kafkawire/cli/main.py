@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -26,7 +27,12 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kafkawire", description="Kafka's wire protocol, broker and tools")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
+    # a command given: the others' parsers would only serve the top-level help, not asked for unless -h comes
+    # first (their help lines cost a parser and a help formatter each at every start)
+    only_wanted = wanted in COMMANDS and not {"-h", "--help"} & set(argv[: argv.index(wanted)])
     for name, (module, help_text) in COMMANDS.items():
+        if only_wanted and name != wanted:
+            continue
         p = sub.add_parser(name, help=help_text, description=help_text)
         if name == wanted:  # only the chosen command's module is imported
             mod = importlib.import_module(f"kafkawire.cli.{module}")
@@ -37,7 +43,16 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
+    # No cycle collections while the command's module is imported: what an import makes (modules, classes,
+    # functions) lives as long as the process, so the ~30 collections the serve command's imports would run
+    # (asyncio's among them) find nothing to free. `kafkawire serve` keeps them off until it is listening.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        parser = build_parser(argv)
+    finally:
+        if collecting:
+            gc.enable()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
         parser.print_help()
