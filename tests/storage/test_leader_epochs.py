@@ -344,3 +344,18 @@ def test_the_partition_change_records_are_kafkas(tmp_path):
             ]
     leaderless, elected = (-1, [], [1], [1], None, -1), (1, [1], [], [], None, -1)
     assert changes == [leaderless, elected, leaderless, elected]
+
+
+def test_an_acknowledged_append_has_its_epoch_checkpointed_before_the_answer(tmp_path):
+    """The first batch of an epoch is answered only once the epoch's entry is in the checkpoint file: read
+    while the broker runs, and again after a SIGKILL (no clean stop rewrites it)."""
+    wire = kafkawire_on(tmp_path)
+    try:
+        create_topics(wire.bootstrap, {"s": (1, {})})
+        path = tmp_path / "logs" / "s-0" / "leader-epoch-checkpoint"
+        assert not path.exists() or path.read_text().split() in (["0", "0"], []), path.read_text()
+        assert produce(wire.bootstrap, "s", 1, tag="one")
+        assert checkpoint(tmp_path, "s", 0) == ["0", "1", "0", "0"]
+    finally:
+        wire.kill()
+    assert checkpoint(tmp_path, "s", 0) == ["0", "1", "0", "0"]
