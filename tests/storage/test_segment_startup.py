@@ -44,3 +44,26 @@ def test_an_index_that_differs_is_still_rewritten(tmp_path):
     os.unlink(data_dir / ".kafka_cleanshutdown")
     SegmentStorage(data_dir, {"log.index.interval.bytes": "50"}).close()
     assert index.read_bytes() == good
+
+
+def test_a_start_rewrites_the_log_start_offsets_only_when_they_changed(tmp_path):
+    data_dir = tmp_path / "data"
+    checkpoint = data_dir / "log-start-offset-checkpoint"
+    SegmentStorage(data_dir, {}).close()
+    assert checkpoint.read_bytes() == b""  # created empty on a new directory, as Kafka's log manager creates it
+    storage = SegmentStorage(data_dir, {})
+    storage.create_topic("t", 2)
+    storage.partition("t", 1).append(build_batch([b"a", b"b", b"c"]))
+    storage.partition("t", 1).delete_records_before(2)
+    storage.close()
+    assert checkpoint.read_text() == "0\n1\nt 1 2\n"
+    inode = os.stat(checkpoint).st_ino
+    storage = SegmentStorage(data_dir, {})
+    try:
+        assert os.stat(checkpoint).st_ino == inode  # the same entries: not written again (two fsyncs a start)
+        assert storage.partition("t", 1).log_start_offset == 2
+    finally:
+        storage.close()
+    checkpoint.write_text("0\n2\nt 1 2\ngone 0 5\n")  # a topic no longer there: its entry is dropped at start
+    SegmentStorage(data_dir, {}).close()
+    assert checkpoint.read_text() == "0\n1\nt 1 2\n"

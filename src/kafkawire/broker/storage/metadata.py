@@ -296,6 +296,15 @@ def load_log_start_offsets(data_dir: str) -> dict[tuple[str, int], int]:
         raise StorageError(f"{path} is unreadable: {exc}") from exc
 
 
+def touch_log_start_offsets(data_dir: str) -> None:
+    """The checkpoint created empty where there is none, as Kafka's log manager creates it at start: nothing in it
+    to keep, so not fsynced (lost in a crash, it is created again; absent or empty, it holds no entries)."""
+    path = os.path.join(data_dir, LOG_START_CHECKPOINT)
+    if not os.path.exists(path):
+        with open(path, "ab"):
+            pass
+
+
 def save_log_start_offsets(data_dir: str, offsets: dict[tuple[str, int], int]) -> None:
     save_offsets_checkpoint(os.path.join(data_dir, LOG_START_CHECKPOINT), offsets)
 

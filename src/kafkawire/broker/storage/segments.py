@@ -766,7 +766,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     for p in range(meta.partitions)
                 ]
             try:
-                self._save_log_starts()  # drops entries of topics that no longer exist
+                self._save_log_starts(unless=starts)  # drops entries of topics that no longer exist
             except OSError as exc:
                 log.warning("cannot rewrite the log start offsets: %s", exc)
             self._check_free_space()
@@ -888,7 +888,9 @@ class SegmentStorage(topics.TopicRegistry, Storage):
 
         return settings
 
-    def _save_log_starts(self) -> None:
+    def _save_log_starts(self, unless: dict[tuple[str, int], int] | None = None) -> None:
+        """Write the log start offsets checkpoint; not when its entries equal ``unless`` (what the file holds),
+        which saves a start two fsyncs that would rewrite the same entries."""
         with self._checkpoint_lock:
             offsets = dict(getattr(self, "_foreign_log_starts", {}))  # partitions left in place, not kafkawire's
             offsets.update(
@@ -899,6 +901,10 @@ class SegmentStorage(topics.TopicRegistry, Storage):
                     if log_.log_start_offset > 0
                 }
             )
+            if offsets == unless:
+                if not offsets:  # as Kafka's log manager, which creates the file empty: empty reads as no entries
+                    metadata.touch_log_start_offsets(self.data_dir)
+                return
             metadata.save_log_start_offsets(self.data_dir, offsets)
 
     # ------------------------------------------------------------- topics
