@@ -58,6 +58,7 @@ from kafkawire.protocol.connection import (
     Violation,
 )
 
+from . import malloc
 from .tls import tls_protocol_factory
 
 log = logging.getLogger("kafkawire.net")
@@ -210,14 +211,20 @@ class Connection(asyncio.Protocol):
                     self._frame_reserved = 0
                 else:
                     reserved = len(payload) + 4
+                    if reserved > malloc.LARGE and malloc.tuned is None:
+                        malloc.keep_large_buffers()
                     if not server._reserve(reserved):
                         self._held = event
                         self._wait_for_memory()
                         break
                 self._handle(payload, reserved)
             elif kind is NeedData:
-                if event.frame_size is not None and not self._frame_reserved:
-                    self._reserve(event.frame_size + 4)
+                size = event.frame_size
+                if size is not None:
+                    if not self._frame_reserved:
+                        self._reserve(size + 4)
+                    if size >= malloc.LARGE and malloc.tuned is None:
+                        malloc.keep_large_buffers()  # before the frame's buffers are allocated (net/malloc.py)
                 break
             elif kind is SaslTokenReceived:
                 self._handle(event.token, 0, self.server.security.token_received)
