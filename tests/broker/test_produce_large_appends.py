@@ -1,0 +1,89 @@
+"""Large Produce requests on the segments engine: their appends run in the storage threads (the event loop keeps
+serving while the records are written), and answers stay in request order and come after the append."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.handlers.produce import OFFLOAD_APPEND_BYTES
+from kafkawire.broker.server import start_in_thread
+from kafkawire.broker.storage import segment
+
+from .conftest import RawClient, msg
+from .helpers import batch, create_topic, produce_request
+from .test_admin import list_offsets
+
+RECORD = b"v" * 100
+LARGE = 2000  # records of 100 B: a batch of ~230 KB, above OFFLOAD_APPEND_BYTES
+SMALL = 10
+
+
+def _large_batch() -> bytes:
+    records = batch([RECORD] * LARGE)
+    assert len(records) >= OFFLOAD_APPEND_BYTES
+    return records
+
+
+@pytest.fixture
+def segments_broker(tmp_path):
+    # acks.all.fsync off: no append needs an fsync, so only the size of a request sends it to a storage thread
+    b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"), acks_all_fsync=False))
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def test_event_loop_answers_while_a_large_append_is_written(segments_broker, monkeypatch):
+    admin = RawClient(segments_broker.address)
+    create_topic(admin, "big")
+    writing, release = threading.Event(), threading.Event()
+    write = segment.LogSegment.write
+
+    def held_write(self, buffers, total):
+        if total >= OFFLOAD_APPEND_BYTES:  # the large batch's write waits until the test lets it finish
+            writing.set()
+            release.wait(30)
+        return write(self, buffers, total)
+
+    monkeypatch.setattr(segment.LogSegment, "write", held_write)
+    producer = RawClient(segments_broker.address, timeout=30)
+    other = RawClient(segments_broker.address, timeout=10)
+    try:
+        cid = producer.send(produce_request("big", 0, _large_batch(), acks=1), 9)
+        assert writing.wait(10), "the large batch never reached the segment"
+        # the append is in progress: another connection is answered meanwhile (an inline append would hold the
+        # event loop until the write finished, and this call would time out)
+        versions = other.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
+        assert versions.error_code == 0
+        release.set()
+        answer = producer.recv(0, 9, cid).responses[0].partition_responses[0]
+        assert (answer.error_code, answer.base_offset) == (0, 0)
+    finally:
+        release.set()
+        for c in (admin, producer, other):
+            c.close()
+
+
+def test_pipelined_large_and_small_produces_answer_in_order_after_their_appends(segments_broker):
+    c = RawClient(segments_broker.address, timeout=30)
+    try:
+        create_topic(c, "mixed")
+        sizes = [LARGE, SMALL, LARGE, SMALL, SMALL]
+        cids = [
+            c.send(produce_request("mixed", 0, _large_batch() if n == LARGE else batch([RECORD] * n), acks=1), 9)
+            for n in sizes
+        ]
+        offsets = []
+        for cid in cids:  # RawClient.recv checks each answer's correlation id: the order requests were sent in
+            pr = c.recv(0, 9, cid).responses[0].partition_responses[0]
+            assert pr.error_code == 0
+            offsets.append(pr.base_offset)
+        assert offsets == [sum(sizes[:i]) for i in range(len(sizes))]
+        end = list_offsets(c, "mixed", -1)
+        assert end.offset == sum(sizes)  # every acknowledged batch is in the log
+    finally:
+        c.close()
