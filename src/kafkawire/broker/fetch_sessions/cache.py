@@ -13,7 +13,6 @@ Request (session_id, epoch):
 
 from __future__ import annotations
 
-import random
 import time
 from collections import OrderedDict
 
@@ -65,6 +64,8 @@ class FetchSessionCache:
         return len(self.sessions)
 
     def _new_id(self) -> int:
+        import random  # here, at the first session: not among the modules every broker start imports (~1 ms)
+
         while True:
             sid = random.randint(1, 2**31 - 1)
             if sid not in self.sessions:

@@ -68,7 +68,6 @@ import uuid
 import weakref
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from . import _batch, cleaner, metadata, recovery, snapshot, topics, txn
 from .base import (
@@ -725,6 +724,14 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                 segment.close()
 
 
+def plain_path(path: str | os.PathLike) -> str:
+    """``str(pathlib.Path(path))`` on POSIX: "." parts and repeated or trailing slashes dropped, ".." kept (not
+    resolved). Without importing pathlib, which brings urllib.parse and ipaddress: ~2.5 ms of every start."""
+    text = os.fsdecode(os.fspath(path))
+    root = "//" if text.startswith("//") and not text.startswith("///") else "/" if text.startswith("/") else ""
+    return root + "/".join(part for part in text.split("/") if part and part != ".") or "."
+
+
 class SegmentStorage(topics.TopicRegistry, Storage):
     def __init__(
         self,
@@ -735,7 +742,7 @@ class SegmentStorage(topics.TopicRegistry, Storage):
         open_segments: int | None = None,
     ):
         self.config = StorageConfig.coerce(config)
-        self.data_dir = str(Path(data_dir))
+        self.data_dir = plain_path(data_dir)
         self._clock = clock
         os.makedirs(self.data_dir, exist_ok=True)
         self._dir_state = LogDirState.of(self.data_dir)
