@@ -12,7 +12,7 @@ from kafkawire.broker.storage.segments import plain_path
 # module -> why a start should not need it
 NOT_ON_START = {
     "pathlib": "with urllib.parse and ipaddress, ~2.5 ms: the segment engine needs only a normalized path string",
-    "tempfile": "only a TLS listener's PKCS12 store needs a temporary directory",
+    "tempfile": "only a TLS listener's key store needs a temporary directory",
     "secrets": "only SCRAM (a salt, a server nonce) needs it",
     "random": "only the first fetch session's id needs it (and tempfile and secrets imported it)",
 }

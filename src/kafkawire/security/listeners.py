@@ -418,7 +418,7 @@ def _pkcs12(data: bytes, password: str | None, key: str):
 
 
 def _load_chain(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes, password: str | None, key: str) -> None:
-    import tempfile  # here: only PKCS12 stores need it, and it is ~1.5 ms of every start with random and shutil
+    import tempfile  # here: only TLS key stores need it, and it is ~1.5 ms of every start with random and shutil
 
     # load_cert_chain reads files only: a private temporary directory, removed at once
     with tempfile.TemporaryDirectory(prefix="kafkawire-tls-") as tmp:
