@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import uuid
 
 from kafkawire.broker.storage import metadata
@@ -194,3 +195,55 @@ def test_kafkawire_logs_replays_metadata_transactions_as_the_broker_does(tmp_pat
     topics, _, problems = metadata_topics(str(d))
     assert not problems and list(topics) == ["kept"] and len(topics["kept"]["partitions"]) == 2
     assert sorted(MetadataLog(str(tmp_path), 1, uuid.uuid4()).load().topics()) == ["kept"]
+
+
+def test_the_metadata_logs_files_are_durable_before_what_relies_on_them_with_one_directory_fsync_each(
+    tmp_path, monkeypatch
+):
+    """A new metadata log: its snapshot and partition.metadata renamed durably before the log file exists (a
+    directory with a log is loaded as a metadata log); each leadership: quorum-state and leader-epoch-checkpoint
+    renamed durably before the LeaderChange opening the epoch. One fsync of the directory covers both renames of
+    each pair (two a start on a new directory, one a restart, instead of four and two)."""
+    from kafkawire.broker.storage.kraft import log as kraft_log
+
+    data_dir = tmp_path / "data"
+    directory = data_dir / METADATA_DIR
+    pending: set[str] = set()  # renamed in the metadata directory, not yet made durable by an fsync of it
+    syncs: list[str] = []
+    real_replace, real_fsync_dir = os.replace, metadata.fsync_dir
+
+    def replace(src, dst, *args, **kwargs):
+        real_replace(src, dst, *args, **kwargs)
+        if os.path.dirname(os.fspath(dst)) == str(directory):
+            pending.add(os.path.basename(dst))
+
+    def fsync_dir(path):
+        real_fsync_dir(path)
+        if os.fspath(path) == str(directory):
+            pending.clear()
+            syncs.append("sync")
+
+    def log_file_open(path, mode="r", *args, **kwargs):
+        if os.fspath(path).endswith(".log") and "w" in mode:
+            assert not pending, f"the log file is created before {sorted(pending)} are durable"
+        return open(path, mode, *args, **kwargs)
+
+    real_write = MetadataLog._write
+
+    def write(self, batch):
+        assert not pending, f"a batch is written before {sorted(pending)} are durable"
+        return real_write(self, batch)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(metadata, "fsync_dir", fsync_dir)
+    monkeypatch.setattr(kraft_log, "open", log_file_open, raising=False)
+    monkeypatch.setattr(MetadataLog, "_write", write)
+    for start, directory_syncs in (("new", 2), ("restart", 1)):
+        syncs.clear()
+        storage = SegmentStorage(data_dir, {})
+        mlog = metadata.metadata_log_of(str(data_dir))
+        mlog.become_leader()
+        assert len(syncs) == directory_syncs, start
+        storage.close()
+        metadata._logs.clear()  # the next start opens the directory afresh, as a new process would
+    assert {"quorum-state", "leader-epoch-checkpoint", "partition.metadata"} <= set(os.listdir(directory))

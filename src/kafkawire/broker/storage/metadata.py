@@ -46,7 +46,10 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def write_atomically(path: str, data: bytes) -> None:
+def write_atomically(path: str, data: bytes, *, sync_dir: bool = True) -> None:
+    """``data`` fsynced under a temporary name, then renamed to ``path``; the rename made durable by an fsync of
+    the directory unless ``sync_dir`` is False: for a caller that writes more files in the same directory and
+    fsyncs it once after the last one, before anything relies on them."""
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -57,7 +60,8 @@ def write_atomically(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync_dir:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def _read_text(path: str) -> str | None:

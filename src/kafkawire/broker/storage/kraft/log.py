@@ -430,12 +430,18 @@ class MetadataLog:
             "currentVoters": [{"voterId": self.node_id}],
             "data_version": 0,
         }
+        # the two renames made durable by one fsync of the directory: either may be found without the other
+        # after a crash before it (a newer epoch in the checkpoint alone is dropped by the next start's _lead,
+        # which keeps only epochs below its own), never without both before the LeaderChange below
         files.write_atomically(
-            os.path.join(self.directory, QUORUM_STATE), json.dumps(quorum, separators=(",", ":")).encode()
+            os.path.join(self.directory, QUORUM_STATE),
+            json.dumps(quorum, separators=(",", ":")).encode(),
+            sync_dir=False,
         )
         checkpoint = os.path.join(self.directory, LEADER_EPOCH_CHECKPOINT)
         entries = [(e, o) for e, o in read_checkpoint(checkpoint) if e < self.epoch and o < self.end_offset]
-        files.write_atomically(checkpoint, checkpoint_bytes(entries + [(self.epoch, self.end_offset)]))
+        files.write_atomically(checkpoint, checkpoint_bytes(entries + [(self.epoch, self.end_offset)]), sync_dir=False)
+        files.fsync_dir(self.directory)
         voter = message_class("LeaderChangeMessage").Voter(voter_id=self.node_id)
         leader_change = records.new(
             "LeaderChangeMessage", version=0, leader_id=self.node_id, voters=[voter], granting_voters=[voter]
@@ -486,11 +492,15 @@ class MetadataLog:
                 ),
             )
         )
-        files.write_atomically(os.path.join(self.directory, f"{0:020d}-{0:010d}.checkpoint"), snapshot)
+        # both renames durable (one fsync of the directory) before the log file exists: a directory with a log
+        # is loaded as a metadata log, so it must never be found without its bootstrap snapshot
+        files.write_atomically(os.path.join(self.directory, f"{0:020d}-{0:010d}.checkpoint"), snapshot, sync_dir=False)
         files.write_atomically(
             os.path.join(self.directory, files.PARTITION_METADATA),
             f"version: 0\ntopic_id: {uuid_text(METADATA_TOPIC_ID)}\n".encode(),
+            sync_dir=False,
         )
+        files.fsync_dir(self.directory)
         self._active = os.path.join(self.directory, f"{0:020d}.log")
         with open(self._active, "wb"):
             pass
