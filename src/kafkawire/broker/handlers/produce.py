@@ -25,7 +25,7 @@ from ..transactions import produce as txn_produce
 from ._common import find_topic, log, now_ms, partition_log, storage_error_code
 
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
-# a request bringing this many bytes of records or more is appended in the storage threads (see produce())
+# a partition's records of this many bytes or more are appended in the storage threads (see produce())
 OFFLOAD_APPEND_BYTES = 128 * 1024
 TopicResponse = ProduceResponse.TopicProduceResponse
 PartitionResponse = ProduceResponse.PartitionProduceResponse
@@ -238,15 +238,17 @@ def produce(broker, ctx, body):
     if not work:
         return _respond(ctx, acks, responses)
     pending = []
-    # A large request's appends go to the storage threads even when nothing need be fsynced: the write to the
-    # page cache (about half the broker's CPU for 100 B records) then runs while the event loop reads and checks
-    # the connection's next request, and the partitions of one request are written side by side; a small one
-    # is appended at once, where the hop to a thread and back would cost more than its write.
-    inline = not durable and (not broker.storage_in_thread or sum(len(item[4]) for item in work) < OFFLOAD_APPEND_BYTES)
     for item in work:
         pr, meta, partition, plog, buf, header, lat = item
-        if not broker.storage_in_thread or (inline and broker.partition_idle(meta.name, partition)):
-            # in-memory engine, or a small append, nothing queued for the partition and no fsync to wait for
+        # A large append goes to the partition's turn of the storage threads even when nothing need be fsynced:
+        # its write to the page cache (about half the broker's CPU for 100 B records) then runs while the event
+        # loop reads and checks the connection's next request. A small one is appended at once, where the hop
+        # to a thread and back would cost more than its write (a request spread over many partitions brings
+        # many small ones).
+        if not broker.storage_in_thread or (
+            not durable and len(buf) < OFFLOAD_APPEND_BYTES and broker.partition_idle(meta.name, partition)
+        ):
+            # in-memory engine, or a small append with nothing queued for the partition and no fsync to wait for
             try:
                 outcome, _ = _append(broker, meta, partition, plog, buf, header, durable, lat)
             except Exception as exc:
