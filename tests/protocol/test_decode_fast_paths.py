@@ -521,3 +521,79 @@ def test_truncation_inside_a_shaped_array_names_the_element():
             assert info.value.path == "Topics[0].Partitions"
         else:
             assert info.value.path.startswith(f"Topics[0].Partitions[{(cut - start) // size}]."), (cut, info.value.path)
+
+
+def _agree(cls, version, data, positions):
+    """Corrupt each byte at ``positions`` (and cut the input there): the fast decoder accepts exactly
+    what the checked one accepts, gives the same message, and otherwise a DecodeError naming a field."""
+    codec = cls.codec(version)
+    cases = [data[:at] for at in positions]
+    for at in positions:
+        for value in (0, 1, 2, 0x7F, 0x80, 0xFF):
+            bad = bytearray(data)
+            bad[at] = value
+            cases.append(bytes(bad))
+    for case in cases:
+        for wrap in (bytes, memoryview):
+            buf = wrap(case)
+            try:
+                checked = codec.decode_checked(buf, 0, ["", "", 0], "")
+            except Exception:
+                checked = None
+            try:
+                fast = cls.decode_from(buf, 0, version)
+            except DecodeError as exc:
+                assert checked is None, exc
+                assert "decodes when checked" not in str(exc)
+                assert exc.path and exc.offset is not None
+            else:
+                assert checked is not None and fast == checked
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 12])  # int32 lengths to v8, compact (read with the index) from v9
+def test_records_and_names_whose_end_is_checked_by_the_next_read(version):
+    # the fast decoder leaves the end of a string, bytes or records value to the read at that end
+    # (the next field's length or fixed run, the tag section), and reads a compact records length's
+    # first byte with the index before it: both must refuse what the checked decoder refuses
+    sizes = [0, 5, 126, 127, 300, 16384]
+    msg = Produce(
+        transactional_id="tx" if version >= 3 else None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            Produce.TopicProduceData(
+                name=f"topic-{t}",
+                partition_data=[
+                    Produce.PartitionProduceData(index=i, records=bytes([i + 1]) * size if size else None)
+                    for i, size in enumerate(sizes)
+                ],
+            )
+            for t in range(2)
+        ],
+    )
+    data = msg.encode(version)
+    _check(Produce, msg, version)
+    # every byte but the insides of the longer record sets
+    payload = {
+        j
+        for size in (300, 16384)
+        for k in _all(data, bytes([sizes.index(size) + 1]) * size)
+        for j in range(k + 2, k + size - 2)
+    }
+    _agree(Produce, version, data, [at for at in range(len(data)) if at not in payload])
+
+
+def _all(data: bytes, part: bytes):
+    at = data.find(part)
+    while at >= 0:
+        yield at
+        at = data.find(part, at + len(part))
+
+
+@pytest.mark.parametrize("version", [9, 12])
+def test_topic_names_followed_by_fixed_fields_on_corrupted_input(version):
+    # a metadata topic's name is followed by its id and flags (a fixed run): the run's read checks the name's end
+    topics = [_topic(_partitions(2, version=version), version) for _ in range(2)]
+    msg = Metadata(topics=[t.topics[0] for t in topics])
+    data = msg.encode(version)
+    _agree(Metadata, version, data, list(range(len(data))))

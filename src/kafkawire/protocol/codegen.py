@@ -18,7 +18,8 @@ The fast decoder counts bytecodes, since in CPython each costs about as much
 as the work it does: it reads the length or tag byte that follows a fixed run
 in the run's own struct call, decodes varints of up to three bytes in line,
 leaves bound checks to the struct calls where they fail anyway (any exception
-sends the input to the checked decoder), decodes arrays of fixed-width structs
+sends the input to the checked decoder) and the end of a string, bytes or records value to
+the read of the byte at that end, decodes arrays of fixed-width structs
 in one struct call (and arrays of structs holding fixed-width value arrays, such
 as a partition's replica lists, in one call per shape of their elements), builds
 the elements of those arrays in one ``map`` over the class (the message classes
@@ -92,6 +93,15 @@ def _uuid(raw) -> uuid.UUID:
             _UUIDS[_ZERO_16] = _ZERO_UUID
         _UUIDS[bytes(raw)] = u
     return u
+
+
+# The terms of a compact length of two or three varint bytes by the value of its second and third
+# byte (with the offsets of the continuation bits folded in): a list index costs less than a shift
+# and a subtraction, and hands out ints made once (a record batch's length is seldom a small int).
+# value - 1 = (b0 - 1) + _V7[b1] (+ _V14[b2]); _V7_MINUS_ONE for a first byte read as it is.
+_V7 = [(b << 7) - 128 for b in range(256)]
+_V7_MINUS_ONE = [(b << 7) - 129 for b in range(256)]
+_V14 = [(c << 14) - 16384 for c in range(256)]
 
 
 # Arrays of fixed-width numbers are (un)packed in one struct call; formats for the
@@ -304,6 +314,9 @@ class _Compiler:
             "_repeat": itertools.repeat,
             "_list": list,
             "_SMALL": _SMALL_ARRAY,
+            "_V7": _V7,
+            "_V7m": _V7_MINUS_ONE,
+            "_V14": _V14,
         }
         self.counter = 0
         self.inline_depth = 0
@@ -432,9 +445,12 @@ class _Compiler:
         s.dedent()
         s("")
 
-    def emit_decode_body(self, struct_spec: StructSpec, present: list[FieldSpec], checked: bool, out: str) -> None:
-        """Code that decodes one struct at ``pos`` into the variable ``out``. Its locals carry a
-        unique suffix so that the body can be inlined into an enclosing struct's decoder."""
+    def emit_decode_body(
+        self, struct_spec: StructSpec, present: list[FieldSpec], checked: bool, out: str, sink: str | None = None
+    ) -> None:
+        """Code that decodes one struct at ``pos`` into the variable ``out`` (or, given ``sink``,
+        passes it to that call instead: one store and load fewer per element of an array). Its
+        locals carry a unique suffix so that the body can be inlined into an enclosing struct's decoder."""
         s = self.src
         v = self.version
         name = struct_spec.name
@@ -471,7 +487,17 @@ class _Compiler:
             s(self.describe(f))
             if checked:
                 s(f"c[0] = p; c[1] = {f.name!r}; c[2] = pos")
-            self.emit_decode_value(f, var, compact=f.compact(v, self.flexible), checked=checked, pre=prefetch)
+            # what follows starts with a read at the new pos (the tag section's first byte after the
+            # last untagged field; a length, a presence byte or a fixed run otherwise), which fails
+            # (IndexError, struct.error) on an end past the input: that is then the check of the end
+            nxt = untagged[i + 1] if i + 1 < len(untagged) else None
+            bounded = not checked and (
+                (nxt is None and self.flexible)
+                or (nxt is not None and (nxt.is_array or nxt.struct is None or nxt.is_nullable(v)))
+            )
+            self.emit_decode_value(
+                f, var, compact=f.compact(v, self.flexible), checked=checked, pre=prefetch, bounded=bounded
+            )
             prefetch = None
             i += 1
         unk = "None"
@@ -537,7 +563,10 @@ class _Compiler:
                 self.emit_default(f, var)
         # one positional call: the class stores the values in field order, in C
         args = [values.get(f.attr) or self.default_expr(f) for f in self.class_fields[name]]
-        s(f"{out} = C_{name}({', '.join(args + [unk])})")
+        if sink is not None:
+            s(f"{sink}(C_{name}({', '.join(args + [unk])}))")
+        else:
+            s(f"{out} = C_{name}({', '.join(args + [unk])})")
 
     def emit_default(self, f: FieldSpec, var: str) -> None:
         """Set ``var`` to a fresh default of field ``f``. A struct default is built in line, as its
@@ -566,8 +595,9 @@ class _Compiler:
         if not f.is_array and f.type not in ("string", "bytes", "records"):
             return None
         if f.compact(self.version, self.flexible):
-            # record batches mostly need two or three length bytes: not worth a first one
-            return None if f.type == "records" and not f.is_array else "B"
+            # the first byte: a record batch's length needs two or three, and the rest are read on
+            # from it (below), so reading it with the run still saves a separate index and add
+            return "B"
         return "h" if f.type == "string" and not f.is_array else "i"
 
     def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool, extra: str | None = None):
@@ -614,12 +644,19 @@ class _Compiler:
             if not compact:
                 s(f"pos += {size + width}")
                 return
-            s(f"{var} -= 1")
-            s(f"if {var} < 127: pos += {size + 1}")
+            # the first byte is the raw varint byte: the value minus one when under 128, else the
+            # next bytes are read on from it as in the general case below (the same sums)
+            s(f"if {var} < 128: {var} -= 1; pos += {size + 1}")
             s("else:")
             s.indent()
-            s(f"pos += {size}")
-            self.emit_length(var, compact, width, checked)
+            s(f"b_ = buf[pos + {size + 1}]")
+            s(f"if b_ < 128: {var} += _V7m[b_]; pos += {size + 2}")
+            s("else:")
+            s.indent()
+            s(f"c_ = buf[pos + {size + 2}]")
+            s(f"if c_ < 128: {var} += _V7m[b_] + _V14[c_]; pos += {size + 3}")
+            s(f"else: {var}, pos = _uv(buf, pos + {size}); {var} -= 1")
+            s.dedent()
             s.dedent()
             return
         if checked and not compact:
@@ -636,11 +673,11 @@ class _Compiler:
             s("else:")
             s.indent()
             s("b_ = buf[pos + 1]")
-            s(f"if b_ < 128: {var} += (b_ << 7) - 128; pos += 2")
+            s(f"if b_ < 128: {var} += _V7[b_]; pos += 2")
             s("else:")
             s.indent()
             s("c_ = buf[pos + 2]")
-            s(f"if c_ < 128: {var} += (b_ << 7) + (c_ << 14) - 16512; pos += 3")
+            s(f"if c_ < 128: {var} += _V7[b_] + _V14[c_]; pos += 3")
             s(f"else: {var}, pos = _uv(buf, pos); {var} -= 1")
             s.dedent()
             s.dedent()
@@ -651,9 +688,12 @@ class _Compiler:
             s(f"{var} = {'_I16' if width == 2 else '_I32'}(buf, pos)[0]")
             s(f"pos += {width}")
 
-    def emit_decode_value(self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False, pre=None) -> None:
+    def emit_decode_value(
+        self, f: FieldSpec, var: str, compact: bool, checked: bool, element=False, pre=None, bounded=False
+    ) -> None:
         """Decode one value of field ``f`` (an array, or an element of it when ``element``) into ``var``;
-        ``pre`` is its length, read ahead by emit_fixed_run."""
+        ``pre`` is its length, read ahead by emit_fixed_run. With ``bounded``, the code that follows
+        reads the byte at the new pos, so a string, bytes or records value need not check its own end."""
         s = self.src
         v = self.version
         nullable = f.is_nullable(v) and not element
@@ -709,9 +749,11 @@ class _Compiler:
                     s(f"c[0] = p; c[1] = '%s[%d]' % ({f.name!r}, {idx}); c[2] = pos")
                 if f.struct is None:
                     self.emit_decode_value(f, item, compact, checked, element=True)
-                else:
-                    self.emit_struct_call(f, item, checked, f"p + '.%s[%d]' % ({f.name!r}, {idx})")
-                s(f"{var}.append({item})")
+                    s(f"{var}.append({item})")
+                elif not self.emit_struct_call(
+                    f, item, checked, f"p + '.%s[%d]' % ({f.name!r}, {idx})", f"{var}.append"
+                ):
+                    s(f"{var}.append({item})")
                 s.dedent()
                 if bulk:
                     s.dedent()
@@ -758,6 +800,18 @@ class _Compiler:
         s.dedent()
         s("else:")
         s.indent()
+        if bounded:
+            # the end is computed inside the slice (a slice past the input is short, and the read
+            # of the byte at the new pos fails)
+            end = f"(pos := pos + {n})"
+            if t == "string":
+                s(f"{var} = buf[pos:{end}].decode() if B else buf[pos:{end}].tobytes().decode()")
+            elif t == "records":
+                s(f"{var} = M[pos:{end}]")
+            else:
+                s(f"{var} = _bytes(buf[pos:{end}])")
+            s.dedent()
+            return
         s(f"e = pos + {n}")
         s(
             f"if e > L: raise _DecodeError('{t} of length %d runs past the end of the buffer (%d bytes left)' % ({n}, L - pos), offset=pos)"
@@ -950,7 +1004,9 @@ class _Compiler:
             args.pop()
         return args
 
-    def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str) -> None:
+    def emit_struct_call(self, f: FieldSpec, var: str, checked: bool, path_expr: str, sink: str | None = None) -> bool:
+        """Decode a struct into ``var``; or, when it is decoded in line and ``sink`` is given (an
+        array's append), pass it straight to ``sink`` and return True."""
         st = f.struct
         assert st is not None  # called for struct fields only
         if checked:
@@ -959,10 +1015,12 @@ class _Compiler:
             # Nested structs are decoded in line: a call per element of a struct array costs
             # more than the element's own work.
             self.inline_depth += 1
-            self.emit_decode_body(st, [g for g in st.fields if g.present(self.version)], False, var)
+            self.emit_decode_body(st, [g for g in st.fields if g.present(self.version)], False, var, sink)
             self.inline_depth -= 1
+            return sink is not None
         else:
             self.src(f"{var}, pos = d_{st.name}(buf, pos)")
+        return False
 
     # -- encoding ------------------------------------------------------------
     def emit_encoder(self, struct_spec: StructSpec, present: list[FieldSpec]) -> None:

@@ -140,7 +140,7 @@ class Message(Struct):
         """Decode a whole buffer. With ``strict``, bytes left after the message are an error."""
         view = buf if type(buf) is bytes else _as_view(buf)
         codec = cls._codecs.get(version) or cls.codec(version)
-        paused = len(view) >= _GC_PAUSE_BYTES and codec.pause_gc and _gc_isenabled()
+        paused = codec.pause_gc and len(view) >= _GC_PAUSE_BYTES and _gc_isenabled()
         if paused:
             _gc_disable()
         try:
@@ -162,7 +162,7 @@ class Message(Struct):
         """Decode at ``pos``; returns (message, position after it)."""
         view = buf if type(buf) is bytes else _as_view(buf)
         codec = cls._codecs.get(version) or cls.codec(version)
-        paused = len(view) - pos >= _GC_PAUSE_BYTES and codec.pause_gc and _gc_isenabled()
+        paused = codec.pause_gc and len(view) - pos >= _GC_PAUSE_BYTES and _gc_isenabled()
         if paused:
             _gc_disable()
         try:
