@@ -33,6 +33,7 @@ whose end offsets are checked.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -107,6 +108,13 @@ def tree_cpu_seconds(pid: int) -> float:
             total += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
         todo.extend(parents.get(p, []))
     return total / tick
+
+
+def own_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` alone (all its threads, no children)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, replication: int = 1) -> None:
@@ -360,31 +368,44 @@ def main(argv=None) -> int:
         if jvm:
             print(f"Spark {spark.version}, JVM connector spark-sql-kafka-0-10_2.13:{jvm}", flush=True)
 
-        def kafka_df(fmt="kafkawire"):
+        def kafka_df(fmt="kafkawire", rows=n):
             if fmt == "arrow-ceiling":
-                return spark.read.format(fmt).option("n", n).option("partitions", args.partitions).load()
-            return spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
+                return spark.read.format(fmt).option("n", rows).option("partitions", args.partitions).load()
+            reader = spark.read
+            if rows != n:  # the first records of each partition
+                ending = {topic: {str(p): rows // args.partitions for p in range(args.partitions)}}
+                reader = reader.option("endingOffsets", json.dumps(ending))
+            return reader.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic).load()
 
-        def agg(df):
+        def agg(df, rows=n):
             row = df.agg(F.count("*").alias("n"), F.sum(F.length("value")).alias("bytes")).first()
-            assert row.n == n and row.bytes == n * VALUE_SIZE, (row, n)
+            assert row.n == rows and row.bytes == rows * VALUE_SIZE, (row, rows)
 
         # CPU seconds of the Spark JVM and the broker, each with its descendants (Python workers), for a
         # second view that the other loads of a shared machine disturb less than wall time
         trees = [spark.sparkContext._gateway.proc.pid] + ([proc.pid] if proc is not None else [])
 
+        def split():
+            """CPU seconds so far: the Spark JVM itself, its Python workers (and daemon), the broker."""
+            jvm_self = own_cpu_seconds(trees[0])
+            broker = tree_cpu_seconds(trees[1]) if len(trees) > 1 else 0.0
+            return jvm_self, tree_cpu_seconds(trees[0]) - jvm_self, broker
+
         def measure(fn):
-            c0 = sum(tree_cpu_seconds(pid) for pid in trees)
+            s0 = split()
             t0 = time.perf_counter()
             took = fn()
             wall = time.perf_counter() - t0 if took is None else took
-            return wall, sum(tree_cpu_seconds(pid) for pid in trees) - c0
+            parts = tuple(b - a for a, b in zip(s0, split()))
+            return wall, sum(parts), parts
 
         def timed(fn, runs):
             return min(measure(fn) for _ in range(runs))
 
         def report(name, wall_cpu):
-            results.append((name, *wall_cpu))
+            results.append((name, wall_cpu[0], wall_cpu[1]))
+            if len(wall_cpu) > 2:
+                split_of[name] = wall_cpu[2]
             cpu = f"  {wall_cpu[1]:.1f} CPU s (Spark + broker)" if wall_cpu[1] else ""
             print(f"{name:28s} {n / wall_cpu[0]:>12,.0f} records/s{cpu}", flush=True)
 
@@ -398,12 +419,22 @@ def main(argv=None) -> int:
                 report(f"spark {what} ({label[fmt]})", min(runs[fmt]))
 
         results: list = []
+        split_of: dict = {}
         formats = ["kafkawire"] + (["kafka"] if jvm else [])
         label = {"kafkawire": "kafkawire", "kafka": "jvm kafka", "arrow-ceiling": "arrow ceiling"}
         formats.append("arrow-ceiling")
         for fmt in formats:
             agg(kafka_df(fmt))  # warm-up: JVM, Python workers, the connector's classes
         side_by_side("read", lambda fmt: agg(kafka_df(fmt)))
+        # What a read costs whatever its size (planning with a Python worker, the tasks' start, the connection
+        # and offset look-ups): a read of one record per partition, best of --repeat. The rate net of it is
+        # what each source's per-record path can carry on this master, the figure a longer read approaches.
+        tiny = args.partitions
+        fixed: dict = {}
+        for fmt in formats:
+            fixed[fmt] = min(
+                measure(lambda fmt=fmt: agg(kafka_df(fmt, tiny), tiny)) for _ in range(max(2, args.repeat))
+            )
         formats.remove("arrow-ceiling")
 
         pq = os.path.join(tmp, "parquet")
@@ -453,7 +484,24 @@ def main(argv=None) -> int:
         )
         for name, secs, cpu in results:
             print(f"{name:28s} {secs:9.2f} {n / secs:>12,.0f} {cpu:7.1f}")
+        wall_of = {name: secs for name, secs, _ in results}
+        print(
+            f"\n{'CPU us per record (best run)':34s} {'Spark JVM':>10s} {'Python':>7s} {'broker':>7s}  (busy share of the cores)"
+        )
+        for name, (jvm_s, py_s, broker_s) in split_of.items():
+            busy = (jvm_s + py_s + broker_s) / wall_of[name]
+            print(
+                f"{name:34s} {jvm_s / n * 1e6:10.2f} {py_s / n * 1e6:7.2f} {broker_s / n * 1e6:7.2f}"
+                f"  ({busy / os.cpu_count():.0%})"
+            )
         figures = {name: (secs, cpu) for name, secs, cpu in results}
+        print(f"\n{'fixed cost of a read':34s} {'seconds':>8s} {'CPU s':>6s}   rate net of it (records/s)")
+        for fmt, (secs, cpu, _) in fixed.items():
+            whole = figures[f"spark read ({label[fmt]})"][0]
+            net = f"{n / (whole - secs):>12,.0f}" if whole > secs else "(the fixed cost is most of the read)"
+            print(
+                f"spark read ({label[fmt]}, {tiny} records) {'':>{max(0, 14 - len(label[fmt]))}s}{secs:8.2f} {cpu:6.2f}   {net}"
+            )
         for what in ("read", "write"):
             ours, ceiling = figures.get(f"spark {what} (kafkawire)"), figures.get(f"spark {what} (arrow ceiling)")
             if ours and ceiling:
