@@ -75,3 +75,34 @@ def test_the_segment_engine_normalizes_its_directory_as_pathlib_does():
         assert plain_path(case) == str(pathlib.Path(case)), case
     assert plain_path(pathlib.Path("q/./r/")) == "q/r"
     assert plain_path(b"/b/./y") == "/b/y"
+
+
+_PREPARED = r"""
+import asyncio, json, sys
+from kafkawire.broker.config import BrokerConfig
+from kafkawire.broker.server import Broker
+from kafkawire.protocol import apis, message_class
+
+async def main():
+    broker = Broker(BrokerConfig(port=0, storage="segments", data_dir=sys.argv[1]))
+    await broker.start()
+    try:
+        print(json.dumps({
+            "handler": "kafkawire.broker.handlers.versions" in sys.modules,
+            "registry": apis._registry.cache_info().currsize == 1,
+            "header": 0 in message_class("ResponseHeader")._codecs,
+        }))
+    finally:
+        await broker.stop()
+
+asyncio.run(main())
+"""
+
+
+def test_a_disk_broker_prepares_what_a_first_connection_needs_while_its_metadata_log_is_written(tmp_path):
+    # made in the loop's thread while the storage thread waits for the metadata log's fsyncs, rather than by the
+    # first client's ApiVersions after them
+    out = subprocess.run(
+        [sys.executable, "-c", _PREPARED, str(tmp_path)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == {"handler": True, "registry": True, "header": True}

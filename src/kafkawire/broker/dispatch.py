@@ -113,6 +113,16 @@ def handler_table() -> dict[int, HandlerSpec]:
     }
 
 
+def preload(key: int) -> None:
+    """Import the handler module of API ``key`` now: its first request then finds it imported (and still checks
+    it against ``handlers/_table.py`` and puts its entries in the calling broker's table)."""
+    from .handlers._table import TABLE
+
+    for k, _name, _lo, _hi, module, _function, _is_async in TABLE:
+        if k == key:
+            importlib.import_module(f"{__package__}.handlers.{module}")
+
+
 def _deferred(key: int, module: str) -> Callable:
     def first_request(broker, ctx, body):
         from .handlers._table import TABLE
