@@ -87,3 +87,44 @@ def test_pipelined_large_and_small_produces_answer_in_order_after_their_appends(
         assert end.offset == sum(sizes)  # every acknowledged batch is in the log
     finally:
         c.close()
+
+
+def test_a_small_first_append_of_an_epoch_writes_its_checkpoint_off_the_event_loop(segments_broker, monkeypatch):
+    """A partition's first batch in an epoch writes the leader-epoch checkpoint (fsynced, with its directory):
+    even a small append with no fsync due goes to the storage threads for it, and the event loop keeps serving."""
+    from kafkawire.broker.storage.kraft import leader_epochs
+
+    admin = RawClient(segments_broker.address)
+    create_topic(admin, "first")
+    writing, release = threading.Event(), threading.Event()
+    write_atomically = leader_epochs.files.write_atomically
+
+    def held(path, data, *args, **kwargs):
+        if "first-0" in str(path):
+            writing.set()
+            release.wait(30)
+        return write_atomically(path, data, *args, **kwargs)
+
+    monkeypatch.setattr(leader_epochs.files, "write_atomically", held)
+    producer = RawClient(segments_broker.address, timeout=30)
+    other = RawClient(segments_broker.address, timeout=10)
+    try:
+        cid = producer.send(produce_request("first", 0, batch([RECORD] * SMALL), acks=1), 9)
+        assert writing.wait(10), "the first append wrote no checkpoint"
+        versions = other.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
+        assert versions.error_code == 0
+        release.set()
+        answer = producer.recv(0, 9, cid).responses[0].partition_responses[0]
+        assert (answer.error_code, answer.base_offset) == (0, 0)
+        # the next small append has nothing to write: inline again, answered after it
+        assert produce_small(producer, "first") == SMALL
+    finally:
+        release.set()
+        for c in (admin, producer, other):
+            c.close()
+
+
+def produce_small(client, topic: str) -> int:
+    pr = client.call(produce_request(topic, 0, batch([RECORD] * SMALL), acks=1), 9).responses[0].partition_responses[0]
+    assert pr.error_code == 0
+    return pr.base_offset

@@ -246,9 +246,13 @@ def produce(broker, ctx, body):
         # to a thread and back would cost more than its write (a request spread over many partitions brings
         # many small ones).
         if not broker.storage_in_thread or (
-            not durable and len(buf) < OFFLOAD_APPEND_BYTES and broker.partition_idle(meta.name, partition)
+            not durable
+            and len(buf) < OFFLOAD_APPEND_BYTES
+            and broker.partition_idle(meta.name, partition)
+            and broker.leader_epochs.settled(meta.name, partition, plog)
         ):
-            # in-memory engine, or a small append with nothing queued for the partition and no fsync to wait for
+            # in-memory engine, or a small append with nothing queued for the partition, no fsync to wait for and
+            # no epoch checkpoint to write (a partition's first append in an epoch writes one, fsynced)
             try:
                 outcome, _ = _append(broker, meta, partition, plog, buf, header, durable, lat)
             except Exception as exc:

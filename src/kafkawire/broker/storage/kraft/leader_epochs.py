@@ -176,6 +176,18 @@ class LeaderEpochs:
         self.save(topic, partition, plog)
         return result
 
+    def settled(self, topic: str, partition: int, plog) -> bool:
+        """Whether an append now would write no checkpoint: the partition's history is loaded for ``plog``,
+        names the current epoch, and is on disk (or kept in memory only). An append for which this is False
+        must run where a file may be written and fsynced: not on the event loop."""
+        cache = self._caches.get((topic, partition))
+        return (
+            cache is not None
+            and cache.plog is plog
+            and not (cache.dirty and cache.path is not None)
+            and cache.latest_epoch() >= self.current(topic, partition)
+        )
+
     def _cache(self, topic: str, partition: int, plog, epoch: int) -> EpochCache:
         key = (topic, partition)
         with self._lock:
