@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """Broker benchmark: kafkawire against Apache Kafka and Tansu, driven by librdkafka and by Kafka's perf tools.
 
-Targets, one after another on loopback (never two at once: brokers, JVMs and
-load generators share the machine's cores), each with its durability stated:
+Targets on loopback, each with its durability stated. By default all chosen
+targets are started (and warmed up) first, then every case runs in rounds: in
+a round the phases run on one target after another (never two at once: brokers,
+JVMs and load generators share the machine's cores), round r starting with
+target r mod n, so both sides of a ratio are measured seconds apart under the
+same machine load; the others stay up, idle. ``--sequential`` runs one target
+at a time instead (started, every case, stopped).
 
   kafkawire-memory   RAM only (--storage memory)
   kafkawire-disk     fsync per acked write: segments engine; acks=all is fsynced before the reply
@@ -35,13 +40,16 @@ Load generators:
 Cases (each selectable): record size (1024 and 100 B), partitions (1 and 12),
 codec (none, lz4), acks (all; acks=1 on request), and the latency case: 1 KiB
 records, codec none, linger.ms=0, acks=all, at fixed rates (2,000 and 20,000/s).
-Each phase is bounded in records and in time. ``--quick`` runs one small case
+Each phase is bounded in records and in time. ``--records`` counts 1 KiB
+records; a smaller record size gets proportionally more (records x 1024 / size),
+so every throughput phase moves the same bytes (``--equal-records`` keeps one
+count for all sizes). ``--quick`` runs one small case
 per generator (two to three minutes for all targets). The machine's core count,
 load average and fsync time are printed at the start and the end.
 
 Usage: python benchmarks/bench_broker.py [--quick] [--brokers LIST] [--generators librdkafka,perf]
            [--sizes 1024,100] [--partitions 1,12] [--codecs none,lz4] [--acks all] [--rates 2000,20000]
-           [--records N] [--repeat N] [--reads N] [--seconds S] [--json FILE]
+           [--records N] [--repeat N] [--reads N] [--seconds S] [--sequential] [--equal-records] [--json FILE]
        python benchmarks/bench_broker.py --from-json FILE      # reprint the tables of an earlier run
 """
 
@@ -337,7 +345,8 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
     deadline = start + PHASE_LIMIT
     try:
         while got < records and time.perf_counter() < deadline:
-            for m in consumer.consume(10_000, 0.5):
+            # no more than are left: consume() waits its whole timeout for a batch that cannot fill
+            for m in consumer.consume(min(10_000, records - got), 0.5):
                 if m.error():
                     raise RuntimeError(f"consume error: {m.error()}")
                 got += 1
@@ -505,19 +514,20 @@ PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 @contextlib.contextmanager
 def running(target: Target):
     """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit: (bootstrap, a
-    function giving the broker process's CPU seconds so far, or None where it cannot be read)."""
+    function giving the broker process's CPU seconds so far, or None where it cannot be read, and one giving
+    its resident memory in MB, or None)."""
     if target.kind == "kafka":
         from kafka_reference import ReferenceKafka
 
         kafka = ReferenceKafka()
         try:
             kafka.start()
-            yield kafka.bootstrap, lambda: cpu_seconds(kafka.proc)
+            yield kafka.bootstrap, lambda: cpu_seconds(kafka.proc), lambda: rss_mb(kafka.proc)
         finally:
             kafka.close()
     else:
         with BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args) as broker:
-            yield broker.bootstrap, lambda: cpu_seconds(broker.proc)
+            yield broker.bootstrap, lambda: cpu_seconds(broker.proc), lambda: rss_mb(broker.proc)
 
 
 def cpu_seconds(proc) -> float | None:
@@ -535,6 +545,17 @@ def cpu_seconds(proc) -> float | None:
         except (OSError, ValueError, IndexError):
             pass  # a thread that ended meanwhile
     return total / 1e9
+
+
+def rss_mb(proc) -> float | None:
+    """Resident memory of the broker process in MB (VmRSS from /proc; Linux), None where it cannot be read."""
+    try:
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024 / MB
+    except (AttributeError, OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def timed_by_cpu(cpu, phase, *args) -> dict:
@@ -571,115 +592,244 @@ def fmt_phase(r: dict, size: int) -> str:
     return text
 
 
-def bench_target(target: Target, args, cases: list[Case], perf, log) -> dict:
+def records_for(args, size: int) -> int:
+    """Records of ``size`` bytes per throughput phase: with equal bytes (the default), as many as make the bytes
+    of ``--records`` 1 KiB records, so that a 100 B phase is not a tenth as long and mostly client start-up."""
+    if getattr(args, "equal_bytes", False):
+        return max(1, args.records * 1024 // size)
+    return args.records
+
+
+@dataclass
+class Live:
+    """A started, warmed-up target: where it listens, its CPU and memory readers, and its results so far."""
+
+    target: Target
+    bootstrap: str
+    cpu: object
+    rss: object
+    results: dict
+    seq: object = field(default_factory=lambda: iter(range(1_000_000)))
+
+    def topic(self, stem: str) -> str:
+        return f"bench-{stem}-{next(self.seq)}"
+
+
+def start_target(stack: contextlib.ExitStack, target: Target, args, perf, log) -> Live:
+    """Start ``target`` (stopped when ``stack`` closes) and warm it up."""
     results: dict = {"load_at_start": os.getloadavg()}
-    with running(target) as (bootstrap, cpu):
-        log(f"[{target.name}] on {bootstrap}; {machine_state()}")
-        tc = target.topic_config
-        seq = iter(range(1_000_000))
+    bootstrap, cpu, rss = stack.enter_context(running(target))
+    live = Live(target, bootstrap, cpu, rss, results)
+    log(f"[{target.name}] on {bootstrap}; {machine_state()}")
+    tc = target.topic_config
+    # Warm-up, discarded: lets a JVM broker compile its hot paths before anything is timed (and does the
+    # same for every target). Every generator produces and consumes here, so that no timed phase is a
+    # broker's first sight of a client's requests: each client speaks its own API versions (librdkafka
+    # 2.16 Fetch v16, the Java consumer Fetch v18 in a fetch session, kcat's librdkafka 2.0 older ones), and
+    # kafkawire compiles a message's codec on its first use of a version (measured on a broker that had
+    # compiled librdkafka's: ~25 ms of CPU for FetchRequest and FetchResponse v18, ~21 ms more for the Java
+    # consumer's ListOffsets v10 and OffsetFetch v9).
+    if args.warmup:
+        for codec in args.codecs:
+            t = live.topic("warmup")
+            create_topic(bootstrap, t, max(args.partitions), tc)
+            case = Case(1024, max(args.partitions), codec, "all")
+            w = rdkafka_produce(bootstrap, t, args.warmup, case)
+            rdkafka_consume(bootstrap, t, case.partitions, w["records"])
+            if perf is not None:
+                perf.produce(
+                    bootstrap,
+                    t,
+                    args.warmup,
+                    perf_files[1024],
+                    props=perf_producer_props(case),
+                    timeout=PHASE_LIMIT + 30,
+                )
+                perf.consume(bootstrap, t, w["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
+            if "kcat" in args.generators:
+                kcat_produce(bootstrap, t, args.warmup, case, kcat_payload_file(args.scratch, 1024, args.warmup))
+                kcat_consume(bootstrap, t, case.partitions, w["records"])
+            delete_topic(bootstrap, t)
+        log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
+    results["rss_mb_after_warmup"] = rss()
+    return live
 
-        def topic(stem):
-            return f"bench-{stem}-{next(seq)}"
 
-        # Warm-up, discarded: lets a JVM broker compile its hot paths before anything is timed (and does the
-        # same for every target). Every generator produces and consumes here, so that no timed phase is a
-        # broker's first sight of a client's requests: each client speaks its own API versions (librdkafka
-        # 2.16 Fetch v16, the Java consumer Fetch v18 in a fetch session, kcat's librdkafka 2.0 older ones), and
-        # kafkawire compiles a message's codec on its first use of a version (measured on a broker that had
-        # compiled librdkafka's: ~25 ms of CPU for FetchRequest and FetchResponse v18, ~21 ms more for the Java
-        # consumer's ListOffsets v10 and OffsetFetch v9).
-        if args.warmup:
-            for codec in args.codecs:
-                t = topic("warmup")
-                create_topic(bootstrap, t, max(args.partitions), tc)
-                case = Case(1024, max(args.partitions), codec, "all")
-                w = rdkafka_produce(bootstrap, t, args.warmup, case)
-                rdkafka_consume(bootstrap, t, case.partitions, w["records"])
-                if perf is not None:
-                    perf.produce(
-                        bootstrap,
-                        t,
-                        args.warmup,
-                        perf_files[1024],
-                        props=perf_producer_props(case),
-                        timeout=PHASE_LIMIT + 30,
-                    )
-                    perf.consume(bootstrap, t, w["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
-                if "kcat" in args.generators:
-                    kcat_produce(bootstrap, t, args.warmup, case, kcat_payload_file(args.scratch, 1024, args.warmup))
-                    kcat_consume(bootstrap, t, case.partitions, w["records"])
-                delete_topic(bootstrap, t)
-            log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
+def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict, dict]:
+    """One produce phase then one consume phase of ``case`` on a fresh topic, deleted after (memory engines
+    would otherwise hold every run)."""
+    bootstrap, cpu = live.bootstrap, live.cpu
+    records = records_for(args, case.size)
+    t = live.topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
+    create_topic(bootstrap, t, case.partitions, live.target.topic_config)
+    if gen == "librdkafka":
+        p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, records, case)
+        c = median_run(
+            [timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"]) for _ in range(args.reads)]
+        )
+    elif gen == "kcat":
+        file = kcat_payload_file(args.scratch, case.size, records)
+        p = timed_by_cpu(cpu, kcat_produce, bootstrap, t, records, case, file)
+        c = timed_by_cpu(cpu, kcat_consume, bootstrap, t, case.partitions, p["records"])
+    else:
+        p = perf.produce(
+            bootstrap, t, records, perf_files[case.size], props=perf_producer_props(case), timeout=PHASE_LIMIT + 30
+        )
+        c = (
+            perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
+            if p["records"]
+            else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
+        )
+    delete_topic(bootstrap, t)
+    return p, c
+
+
+def store_throughput(live: Live, gen: str, case: Case, rounds: list[int], produced, consumed, log) -> None:
+    """The median round of each phase, with every round's rate by round number (``rounds``: ratios pair a
+    target's round with its peer's of the same number, run next to it in time when interleaved)."""
+    for phase, runs in (("produce", produced), ("consume", consumed)):
+        r = dict(median_run(runs), size=case.size)
+        r["rounds"] = {str(n): x["records_per_s"] for n, x in zip(rounds, runs)}
+        live.results[f"{gen}/{phase}/{case.label}"] = r
+        log(f"[{live.target.name}] {gen} {phase} {case.label}: {fmt_phase(r, case.size)}")
+
+
+def latency_run(live: Live, gen: str, rate: int, args, perf, log) -> None:
+    bootstrap = live.bootstrap
+    t = live.topic(f"{gen}-latency-{rate}")
+    create_topic(bootstrap, t, 1, live.target.topic_config)
+    if gen == "librdkafka":
+        lat = rdkafka_latency(bootstrap, t, rate, args.seconds)
+    else:
+        lat = perf.produce(
+            bootstrap,
+            t,
+            int(rate * args.seconds),
+            perf_files[LATENCY_SIZE],
+            throughput=rate,
+            props={"acks": "all", "linger.ms": 0, "enable.idempotence": "false"},
+            timeout=args.seconds * 3 + 60,
+        )
+    delete_topic(bootstrap, t)
+    # a target that cannot keep the rate measures its own queue, not its latency
+    lat = dict(lat, size=LATENCY_SIZE, rate=rate)
+    lat["saturated"] = saturated(lat)
+    live.results[f"{gen}/latency/{rate}/s"] = lat
+    log(
+        f"[{live.target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
+        f"p50 {fmt_ms(lat.get('p50_ms'))} ms, p99 {fmt_ms(lat.get('p99_ms'))} ms"
+        f"{' SATURATED' if lat['saturated'] else ''}{'' if lat.get('complete') else ' INCOMPLETE'}"
+    )
+
+
+def round_number(args, cases: list[Case], gen: str, case_index: int, repeat: int) -> int:
+    """The same number for the same (generator, case, repeat) on every target and in both modes."""
+    return (args.generators.index(gen) * len(cases) + case_index) * args.repeat + repeat
+
+
+def start_or_skip(stack, name: str, args, perf, log) -> Live | None:
+    try:
+        return start_target(stack, TARGETS[name], args, perf, log)
+    except Exception as exc:  # one target failing to start does not void the others' figures
+        if TARGETS[name].kind == "kafka" and type(exc).__name__ == "KafkaUnavailable":
+            log(f"[{name}] unavailable: {exc}")
+            return None
+        raise
+
+
+def bench_sequential(chosen: list[str], args, cases: list[Case], perf, log, schedule: list) -> dict:
+    """One target at a time: started, warmed up, every case run, stopped; then the next."""
+    all_results = {}
+    for name in chosen:
+        with contextlib.ExitStack() as stack:
+            live = start_or_skip(stack, name, args, perf, log)
+            if live is None:
+                continue
+            for gen in args.generators:
+                for ci, case in enumerate(cases):
+                    rounds = [round_number(args, cases, gen, ci, r) for r in range(args.repeat)]
+                    produced, consumed = [], []
+                    for n in rounds:
+                        schedule.append({"round": n, "target": name, "generator": gen, "case": case.label})
+                        p, c = throughput_round(live, gen, case, args, perf)
+                        produced.append(p)
+                        consumed.append(c)
+                    store_throughput(live, gen, case, rounds, produced, consumed, log)
+                for rate in args.rates if gen != "kcat" else ():  # kcat reports no per-record latency
+                    schedule.append({"round": None, "target": name, "generator": gen, "case": f"latency {rate}/s"})
+                    latency_run(live, gen, rate, args, perf, log)
+            live.results["rss_mb_at_end"] = live.rss()
+            live.results["load_at_end"] = os.getloadavg()
+            all_results[name] = live.results
+    return all_results
+
+
+def bench_interleaved(chosen: list[str], args, cases: list[Case], perf, log, schedule: list) -> dict:
+    """Every target started (and warmed up) first; then per case, per round, the round's phases on every target
+    in turn, round r starting with target r mod n: a ratio's two sides of one round run seconds apart, under
+    nearly the same load, and the order does not favour one side. The targets not running a phase stay up
+    idle; the CPU they use meanwhile is counted (``idle``)."""
+    with contextlib.ExitStack() as stack:
+        lives = [live for name in chosen if (live := start_or_skip(stack, name, args, perf, log)) is not None]
+        if not lives:
+            return {}
+        for live in lives:
+            live.results["idle"] = {"cpu_s": 0.0, "seconds": 0.0}
+        log(
+            "all targets up: "
+            + ", ".join(f"{x.target.name} RSS {fmt_mb(x.results['rss_mb_after_warmup'])}" for x in lives)
+        )
+
+        def in_turn(order: list[Live], step, *step_args) -> list:
+            """``step(live, *step_args)`` for each target of ``order``, the others' CPU counted as idle meanwhile."""
+            out = []
+            for live in order:
+                others = [x for x in lives if x is not live]
+                before = [x.cpu() for x in others]
+                t0 = time.perf_counter()
+                out.append(step(live, *step_args))
+                elapsed = time.perf_counter() - t0
+                for x, b in zip(others, before):
+                    a = x.cpu()
+                    if a is not None and b is not None:
+                        x.results["idle"]["cpu_s"] += a - b
+                        x.results["idle"]["seconds"] += elapsed
+            return out
+
+        def rotated(n: int) -> list[Live]:
+            k = n % len(lives)
+            return lives[k:] + lives[:k]
+
+        def throughput_step(live: Live, n: int, gen: str, case: Case) -> tuple[dict, dict]:
+            schedule.append({"round": n, "target": live.target.name, "generator": gen, "case": case.label})
+            return throughput_round(live, gen, case, args, perf)
+
+        def latency_step(live: Live, gen: str, rate: int) -> None:
+            schedule.append({"round": None, "target": live.target.name, "generator": gen, "case": f"latency {rate}/s"})
+            latency_run(live, gen, rate, args, perf, log)
 
         for gen in args.generators:
-            for case in cases:
-                produced, consumed = [], []
-                for _ in range(args.repeat):  # a fresh topic each time; the median run is reported
-                    t = topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
-                    create_topic(bootstrap, t, case.partitions, tc)
-                    if gen == "librdkafka":
-                        p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, args.records, case)
-                        c = median_run(
-                            [
-                                timed_by_cpu(cpu, rdkafka_consume, bootstrap, t, case.partitions, p["records"])
-                                for _ in range(args.reads)
-                            ]
-                        )
-                    elif gen == "kcat":
-                        file = kcat_payload_file(args.scratch, case.size, args.records)
-                        p = timed_by_cpu(cpu, kcat_produce, bootstrap, t, args.records, case, file)
-                        c = timed_by_cpu(cpu, kcat_consume, bootstrap, t, case.partitions, p["records"])
-                    else:
-                        p = perf.produce(
-                            bootstrap,
-                            t,
-                            args.records,
-                            perf_files[case.size],
-                            props=perf_producer_props(case),
-                            timeout=PHASE_LIMIT + 30,
-                        )
-                        c = (
-                            perf.consume(
-                                bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40
-                            )
-                            if p["records"]
-                            else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
-                        )
-                    produced.append(p)
-                    consumed.append(c)
-                    delete_topic(bootstrap, t)  # memory engines would otherwise hold every run
-                p, c = median_run(produced), median_run(consumed)
-                results[f"{gen}/produce/{case.label}"] = dict(p, size=case.size)
-                results[f"{gen}/consume/{case.label}"] = dict(c, size=case.size)
-                log(f"[{target.name}] {gen} produce {case.label}: {fmt_phase(p, case.size)}")
-                log(f"[{target.name}] {gen} consume {case.label}: {fmt_phase(c, case.size)}")
-            for rate in args.rates if gen != "kcat" else ():  # kcat reports no per-record latency
-                t = topic(f"{gen}-latency-{rate}")
-                create_topic(bootstrap, t, 1, tc)
-                if gen == "librdkafka":
-                    lat = rdkafka_latency(bootstrap, t, rate, args.seconds)
-                else:
-                    lat = perf.produce(
-                        bootstrap,
-                        t,
-                        int(rate * args.seconds),
-                        perf_files[LATENCY_SIZE],
-                        throughput=rate,
-                        props={"acks": "all", "linger.ms": 0, "enable.idempotence": "false"},
-                        timeout=args.seconds * 3 + 60,
-                    )
-                delete_topic(bootstrap, t)
-                # a target that cannot keep the rate measures its own queue, not its latency
-                lat = dict(lat, size=LATENCY_SIZE, rate=rate)
-                lat["saturated"] = saturated(lat)
-                results[f"{gen}/latency/{rate}/s"] = lat
-                log(
-                    f"[{target.name}] {gen} latency at {rate:,}/s: achieved {lat['records_per_s']:,.0f}/s, "
-                    f"p50 {fmt_ms(lat.get('p50_ms'))} ms, p99 {fmt_ms(lat.get('p99_ms'))} ms"
-                    f"{' SATURATED' if lat['saturated'] else ''}{'' if lat.get('complete') else ' INCOMPLETE'}"
-                )
-    results["load_at_end"] = os.getloadavg()
-    return results
+            for ci, case in enumerate(cases):
+                rounds = [round_number(args, cases, gen, ci, r) for r in range(args.repeat)]
+                runs: dict[str, list] = {x.target.name: [] for x in lives}
+                for n in rounds:
+                    order = rotated(n)
+                    log(f"round {n} {gen} {case.label}: " + ", ".join(x.target.name for x in order))
+                    for live, pair in zip(order, in_turn(order, throughput_step, n, gen, case)):
+                        runs[live.target.name].append(pair)
+                for live in lives:
+                    pairs = runs[live.target.name]
+                    store_throughput(live, gen, case, rounds, [p for p, _ in pairs], [c for _, c in pairs], log)
+            for ri, rate in enumerate(args.rates if gen != "kcat" else ()):  # kcat reports no per-record latency
+                in_turn(rotated(args.generators.index(gen) + ri), latency_step, gen, rate)
+        for live in lives:
+            live.results["rss_mb_at_end"] = live.rss()
+            live.results["load_at_end"] = os.getloadavg()
+        return {x.target.name: x.results for x in lives}
+
+
+def fmt_mb(v) -> str:
+    return "?" if v is None else f"{v:,.0f} MB"
 
 
 perf_files: dict[int, Path] = {}
@@ -706,7 +856,14 @@ def saturated(r: dict | None) -> bool:
 
 
 def ratio_of(key: str, mine: dict | None, peer: dict | None) -> str:
-    return ratio(headline(key, mine), headline(key, peer), saturated(mine) or saturated(peer))
+    """The ratio of the two sides' medians and, where both ran the same rounds (--repeat 2 or more), the lowest
+    and highest ratio of one round's two sides: a spread that straddles 1 says the row is within noise."""
+    text = ratio(headline(key, mine), headline(key, peer), saturated(mine) or saturated(peer))
+    a, b = (mine or {}).get("rounds") or {}, (peer or {}).get("rounds") or {}
+    per_round = [a[n] / b[n] for n in a if n in b and b[n]]
+    if len(per_round) > 1 and text != "-":
+        text += f" ({ratio(min(per_round), 1)}-{ratio(max(per_round), 1)})"
+    return text
 
 
 def print_rows(header: list[str], rows: list[list[str]], left: int = 1) -> None:
@@ -803,7 +960,7 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         print(
             "\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
             "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
-            "queueing):"
+            "queueing; in brackets the lowest and highest ratio of a single round's two sides):"
         )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
         rows = []
@@ -814,8 +971,23 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             )
         print_rows(header, rows, left=3)
 
+    sizes = sorted({all_results[n][k]["size"] for n in names for k in keys if "/latency/" not in k}, reverse=True)
+    per_size = ", ".join(f"{records_for(args, size):,} of {size} B" for size in sizes)
+    if getattr(args, "equal_bytes", False):
+        per_size += f" (equal bytes: each phase moves {args.records * 1024 / MB:,.1f} MB of values)"
+    else:
+        per_size += " (the same count for every size)"
+    if getattr(args, "interleaved", False):
+        order = (
+            "all targets up at once (each warmed up at its start); per case, per round, the phases ran on one "
+            "target after another, round r starting with target r mod n, so both sides of a ratio's round ran "
+            "seconds apart; the medians are over rounds. The other targets stayed up, idle, meanwhile: "
+            + "; ".join(idle_text(n, all_results[n]) for n in names)
+        )
+    else:
+        order = "one target at a time (started, warmed up, every case, stopped)"
     print(
-        f"\n{args.records:,} records per throughput phase (median of {args.repeat} run(s)); producers: "
+        f"\nRecords per throughput phase: {per_size}; median of {args.repeat} round(s). Order: {order}. Producers: "
         f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
         f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
         f"offset 0 to the last record, median of {getattr(args, 'reads', 1)} read(s) of the topic; perf: kafka-tools {perf_version(args)} ProducerPerformance "
@@ -824,8 +996,20 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
         f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
         f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
-        f"one disk, one target at a time."
+        f"one disk. Broker RSS after warm-up / at the end: "
+        + "; ".join(
+            f"{n} {fmt_mb(all_results[n].get('rss_mb_after_warmup'))} / {fmt_mb(all_results[n].get('rss_mb_at_end'))}"
+            for n in names
+        )
+        + "."
     )
+
+
+def idle_text(name: str, results: dict) -> str:
+    idle = results.get("idle") or {}
+    if not idle.get("seconds"):
+        return f"{name} -"
+    return f"{name} {idle['cpu_s'] / idle['seconds']:.1%} of a core over {idle['seconds']:,.0f} s idle"
 
 
 def perf_version(args) -> str:
@@ -878,6 +1062,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)"
     )
+    parser.add_argument(
+        "--sequential",
+        action="store_true",
+        help="one target at a time, every case on it, then the next (the old order; minutes apart, the machine's "
+        "load drifts between a ratio's two sides). Default: all targets up at once, phases interleaved per round",
+    )
+    parser.add_argument(
+        "--equal-records",
+        action="store_true",
+        help="the same --records for every record size (default: equal bytes, a 100 B phase gets records x 1024 / "
+        "100 records, so that it moves the bytes of a 1 KiB phase)",
+    )
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
     parser.add_argument("--from-json", type=Path, metavar="FILE", help="print the tables of an earlier --json run")
     args = parser.parse_args(argv)
@@ -895,6 +1091,8 @@ def main(argv: list[str] | None = None) -> int:
     args.records = args.records or (5_000 if q else 100_000)
     args.seconds = args.seconds or (1.0 if q else 5.0)
     args.warmup = (1_000 if q else 20_000) if args.warmup is None else args.warmup
+    args.equal_bytes = not args.equal_records
+    args.interleaved = not args.sequential
     for g in args.generators:
         if g not in GENERATORS:
             parser.error(f"unknown generator {g!r}")
@@ -940,15 +1138,9 @@ def main(argv: list[str] | None = None) -> int:
     total_bytes = args.records * 1024
     # The ceiling is measured before and after the brokers (best of both): a shared machine drifts.
     seconds = min(socket_ceiling(total_bytes) for _ in range(3))
-    all_results = {}
-    for name in chosen:
-        try:
-            all_results[name] = bench_target(TARGETS[name], args, cases, perf, log)
-        except Exception as exc:  # one target failing to start does not void the others' figures
-            if TARGETS[name].kind == "kafka" and type(exc).__name__ == "KafkaUnavailable":
-                log(f"[{name}] unavailable: {exc}")
-                continue
-            raise
+    schedule: list[dict] = []  # every phase pair in the order run (the JSON keeps it)
+    bench = bench_interleaved if args.interleaved else bench_sequential
+    all_results = bench(chosen, args, cases, perf, log, schedule)
     seconds = min([seconds] + [socket_ceiling(total_bytes) for _ in range(3)])
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
     if all_results:
@@ -962,6 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "ceiling": ceiling,
                     "results": all_results,
+                    "schedule": schedule,
                     "cpu_count": os.cpu_count(),
                     "targets": {
                         n: {"durability": TARGETS[n].durability, "setting": TARGETS[n].setting} for n in all_results

@@ -22,10 +22,11 @@ import kafka_perf  # noqa: E402
 SMALLEST = ["--quick", "--brokers", "kafkawire-memory", "--records", "2000", "--warmup", "0", "--seconds", "0.5"]
 
 
-def run_bench(tmp_path: Path, *extra: str) -> dict:
+def run_bench_json(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    """The --json output of a run and its printed tables."""
     out = tmp_path / "bench.json"
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), *SMALLEST, *extra, "--json", str(out)],
+        [sys.executable, str(SCRIPT), *args, "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -34,7 +35,11 @@ def run_bench(tmp_path: Path, *extra: str) -> dict:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "machine at start: " in proc.stdout and "machine at end: " in proc.stdout
     assert "RAM only" in proc.stdout  # every row states its durability
-    return json.loads(out.read_text())["results"]["kafkawire-memory"]
+    return json.loads(out.read_text()), proc.stdout
+
+
+def run_bench(tmp_path: Path, *extra: str) -> dict:
+    return run_bench_json(tmp_path, *SMALLEST, *extra)[0]["results"]["kafkawire-memory"]
 
 
 def test_parse_producer_summary():
@@ -120,8 +125,71 @@ def test_smallest_run_with_kcat(tmp_path):
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    results = run_bench(tmp_path, "--generators", "kcat")
+    results = run_bench(tmp_path, "--generators", "kcat", "--sequential")  # the one-target-at-a-time order
     for key in ("kcat/produce/1024B p1 none acks=all", "kcat/consume/1024B p1 none acks=all"):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] == 2000  # every record delivered, then every one read back
     assert not any(key.startswith("kcat/latency") for key in results)  # kcat reports no per-record latency
+
+
+def test_interleaved_rounds_rotate_targets_and_phases_move_equal_bytes(tmp_path):
+    """Both targets up at once, each round's phases on one then the other, round r starting with target r mod 2;
+    a 100 B phase gets ten times and a bit the records of a 1 KiB one (the same bytes)."""
+    pytest.importorskip("confluent_kafka")
+    names = ["kafkawire-memory", "kafkawire-nofsync"]
+    saved, stdout = run_bench_json(
+        tmp_path,
+        "--quick",
+        "--brokers",
+        ",".join(names),
+        "--generators",
+        "librdkafka",
+        "--sizes",
+        "1024,100",
+        "--records",
+        "1000",
+        "--repeat",
+        "2",
+        "--reads",
+        "1",
+        "--warmup",
+        "0",
+        "--seconds",
+        "0.3",
+    )
+    throughput = [(s["round"], s["target"], s["case"]) for s in saved["schedule"] if s["round"] is not None]
+    assert throughput == [
+        (0, names[0], "1024B p1 none acks=all"),
+        (0, names[1], "1024B p1 none acks=all"),
+        (1, names[1], "1024B p1 none acks=all"),
+        (1, names[0], "1024B p1 none acks=all"),
+        (2, names[0], "100B p1 none acks=all"),
+        (2, names[1], "100B p1 none acks=all"),
+        (3, names[1], "100B p1 none acks=all"),
+        (3, names[0], "100B p1 none acks=all"),
+    ]
+    for name in names:
+        results = saved["results"][name]
+        for size, records in ((1024, 1000), (100, 10240)):
+            produce = results[f"librdkafka/produce/{size}B p1 none acks=all"]
+            consume = results[f"librdkafka/consume/{size}B p1 none acks=all"]
+            assert [r["records"] for r in produce["runs"]] == [records] * 2, (name, size)
+            assert [r["records"] for r in consume["runs"]] == [records] * 2, (name, size)
+            assert sorted(produce["rounds"]) == (["0", "1"] if size == 1024 else ["2", "3"])
+        # the other target stayed up while one ran: its CPU over that time is counted
+        assert results["idle"]["seconds"] > 0 and results["idle"]["cpu_s"] >= 0
+        assert results["rss_mb_after_warmup"] > 0 and results["rss_mb_at_end"] > 0
+    assert "10,240 of 100 B (equal bytes" in stdout
+    assert "round r starting with target r mod n" in stdout
+
+
+def test_ratio_shows_the_spread_of_per_round_ratios():
+    import bench_broker
+
+    key = "kcat/produce/100B p1 none acks=1"
+    mine = {"records_per_s": 300.0, "rounds": {"0": 300.0, "1": 360.0, "2": 200.0}}
+    peer = {"records_per_s": 200.0, "rounds": {"0": 200.0, "1": 150.0, "2": 250.0}}
+    # ratio of the medians, then the lowest and highest ratio of one round's two sides
+    assert bench_broker.ratio_of(key, mine, peer) == "1.50 (0.80-2.40)"
+    # a single round (or rounds that do not pair) has no spread to show
+    assert bench_broker.ratio_of(key, {"records_per_s": 3.0, "rounds": {"0": 3.0}}, {"records_per_s": 2.0}) == "1.50"
