@@ -206,3 +206,139 @@ def test_many_same_layout_batches_and_modes():
         off += shape["n"]
     rb, expected = _decode(b"".join(parts))
     _check(rb, expected)
+
+
+# -- evenly spaced spans of one length (records of one size): a strided copy instead of the filter -------
+
+
+def _fixed(n, *, key=lambda i: None, value=lambda i: bytes([i % 251]) * 100, ts0=1_700_000_000_000):
+    return [(key(i), value(i), None, ts0 + i) for i in range(n)]
+
+
+def _both_paths(buf, monkeypatch, min_offset=0):
+    """The batch decoded with the strided path and with the filter path only; how many batches went strided."""
+    from kafkawire.client import arrow
+
+    even_runs = arrow._even_runs
+    taken = []
+
+    def counting(pos):
+        runs = even_runs(pos)
+        taken.append(runs is not None)
+        return runs
+
+    with monkeypatch.context() as m:
+        m.setattr(arrow, "_even_runs", counting)
+        fast, expected = _decode(buf, min_offset, headers=False)
+        m.setattr(arrow, "_even_runs", lambda pos: None)
+        slow, _ = _decode(buf, min_offset, headers=False)
+    _check(fast, expected)
+    fast.validate(full=True)
+    for name in ("key", "value"):
+        a, b = fast.column(name), slow.column(name)
+        assert a.type == b.type == pa.binary()
+        assert a.equals(b) and a.null_count == b.null_count
+        assert a.is_valid().equals(b.is_valid())
+        assert _offsets(a) == _offsets(b)  # int32, the same, nulls included
+    assert fast.equals(slow)
+    return sum(taken)
+
+
+def _offsets(col):
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if arr.null_count == len(arr):
+        return None
+    offs = pa.Array.from_buffers(pa.int32(), len(arr) + 1, [None, arr.buffers()[1]], offset=arr.offset)
+    return [x - offs[0].as_py() for x in offs.to_pylist()]
+
+
+def _batches(*parts, codec="none"):
+    out, off = [], 0
+    for recs in parts:
+        out.append(build_batch(recs, base_offset=off, compression=codec))
+        off += len(recs)
+    return b"".join(out)
+
+
+def test_strided_equal_sizes_keys_and_values(monkeypatch):
+    buf = _batches(_fixed(3000, key=lambda i: b"%010d" % i))
+    assert _both_paths(buf, monkeypatch) == 2  # keys and values both strided
+
+
+def test_strided_several_batches_and_codecs(monkeypatch):
+    for codec in ("none", "lz4"):
+        buf = _batches(*[_fixed(700, key=lambda i, j=j: b"k%02d-%04d" % (j, i)) for j in range(5)], codec=codec)
+        assert _both_paths(buf, monkeypatch) == 10
+        for min_offset in (1, 699, 700, 2801):
+            _both_paths(buf, monkeypatch, min_offset)
+
+
+def test_one_odd_record_and_a_varied_batch_in_one_column(monkeypatch):
+    odd = _fixed(500)
+    odd[250] = (None, b"longer" * 30, None, odd[250][3])  # the runs before and after it are strided
+    varied = _fixed(500, value=lambda i: b"w" * (i % 13))  # every record another size: the filter path
+    buf = _batches(_fixed(500), odd, varied, _fixed(500, value=lambda i: b"%07d" % i))
+    # values: three batches copied run by run, the varied one filtered, all into one buffer
+    assert _both_paths(buf, monkeypatch) == 3
+    short = _fixed(500)
+    short[0] = (None, b"", None, short[0][3])  # the first record differs: a run of one
+    short[499] = (None, b"", None, short[499][3])  # the last too
+    assert _both_paths(_batches(short, _fixed(10)), monkeypatch) == 2
+
+
+def test_null_keys_mixed_and_null_values(monkeypatch):
+    mixed = _fixed(400, key=lambda i: None if i % 7 == 0 else b"key-%04d" % i)
+    all_null = _fixed(400)
+    all_keyed = _fixed(400, key=lambda i: b"key-%04d" % i)
+    null_values = _fixed(400, value=lambda i: None if i == 123 else b"v" * 100)
+    buf = _batches(all_keyed, mixed, all_null, all_keyed, null_values)
+    # keys: the first and fourth batch strided, the all-null third (spans of length 0) too; the mixed one
+    # and the null_values batch's null keys (0-length) do as well; values: all but null_values
+    assert _both_paths(buf, monkeypatch) >= 5
+    _both_paths(_batches(null_values), monkeypatch)
+    _both_paths(_batches(mixed), monkeypatch)
+
+
+def test_empty_values_and_keys(monkeypatch):
+    buf = _batches(
+        _fixed(300, key=lambda i: b"", value=lambda i: b""),
+        _fixed(300, value=lambda i: b""),
+        _fixed(300, key=lambda i: b"", value=lambda i: b"x" * 3),
+    )
+    assert _both_paths(buf, monkeypatch) == 6
+
+
+def test_compacted_batches_with_offset_gaps_strided(monkeypatch):
+    for step in (2, 3, 200):  # offset deltas of 1, 2 and 3 bytes: record sizes change within the batch
+        recs = [Record(5000 + step * i, 1_700_000_000_000 + i, b"k%05d" % i, b"%090d" % i, ()) for i in range(400)]
+        buf = build_batch(recs, base_offset=5000)
+        _both_paths(buf, monkeypatch)
+        for min_offset in (5001, 5000 + step * 100 + 1):
+            _both_paths(buf, monkeypatch, min_offset)
+    recs = [Record(7000 + 2 * i, 1_700_000_000_000, None, b"%090d" % i, ()) for i in range(30)]
+    assert _both_paths(build_batch(recs, base_offset=7000), monkeypatch) == 1
+
+
+def test_single_record_batches(monkeypatch):
+    buf = _batches(*[_fixed(1, key=lambda i, j=j: b"k" * j, value=lambda i, j=j: b"v" * (j * 37)) for j in range(6)])
+    assert _both_paths(buf, monkeypatch) == 12
+    assert _both_paths(_batches(_fixed(1)), monkeypatch) == 1
+
+
+def test_strided_random_mixes_agree_with_the_filter_path(monkeypatch):
+    rnd = random.Random(46)
+    for _ in range(20):
+        parts = []
+        for _ in range(rnd.randint(1, 5)):
+            n = rnd.choice([1, 2, 3, 50, 400])
+            klen, vlen = rnd.choice([None, 0, 4, 70]), rnd.choice([0, 1, 100, 130, 5000])
+            recs = _fixed(
+                n,
+                key=lambda i, k=klen: None if k is None else bytes([65 + i % 26]) * k,
+                value=lambda i, v=vlen: bytes([i % 256]) * v,
+            )
+            for _ in range(rnd.choice([0, 0, 1, 3])):  # odd records: another size, a null
+                i = rnd.randrange(n)
+                recs[i] = (rnd.choice([None, b"odd"]), rnd.choice([None, b"", b"z" * 101]), None, recs[i][3])
+            parts.append(recs)
+        _both_paths(_batches(*parts), monkeypatch, rnd.choice([0, 0, 1, 60]))
