@@ -595,9 +595,13 @@ class _Compiler:
         if not f.is_array and f.type not in ("string", "bytes", "records"):
             return None
         if f.compact(self.version, self.flexible):
-            # the first byte: a record batch's length needs two or three, and the rest are read on
-            # from it (below), so reading it with the run still saves a separate index and add
-            return "B"
+            # the first byte, the rest read on from it; for records also the second, as a record
+            # batch's length mostly needs two or three (a string's or array's mostly one, where
+            # the second would cost more than it saves). A valid input always has a byte after a
+            # compact length's first: compact lengths exist only in flexible versions, where the
+            # struct's tag section follows the value, so this read fails only on input that the
+            # checked decoder refuses too
+            return "BB" if f.type == "records" else "B"
         return "h" if f.type == "string" and not f.is_array else "i"
 
     def emit_fixed_run(self, run: list[FieldSpec], values: dict, checked: bool, extra: str | None = None):
@@ -621,6 +625,8 @@ class _Compiler:
         targets = list(names)
         if extra is not None:
             targets.append(self.tmp("ahead_"))  # the length or tag byte after the run
+            if extra == "BB":
+                targets.append("b_")  # and the byte after a compact length's first (see length_char)
             unpack = self.const(struct.Struct(fmt + extra).unpack_from, "_U")
         else:
             unpack = self.const(st.unpack_from, "_U")
@@ -630,7 +636,7 @@ class _Compiler:
         for f, var in zip(run, names):
             if f.type == "uuid":
                 s(f"{var} = {self.uuid_expr(var, checked)}")
-        return None if extra is None else (targets[-1], st.size)
+        return None if extra is None else (targets[len(names)], st.size, extra == "BB")
 
     @staticmethod
     def uuid_expr(raw: str, checked: bool) -> str:
@@ -649,7 +655,8 @@ class _Compiler:
             s(f"if {var} < 128: {var} -= 1; pos += {size + 1}")
             s("else:")
             s.indent()
-            s(f"b_ = buf[pos + {size + 1}]")
+            if not pre[2]:  # else b_, the byte after it, was read with it
+                s(f"b_ = buf[pos + {size + 1}]")
             s(f"if b_ < 128: {var} += _V7m[b_]; pos += {size + 2}")
             s("else:")
             s.indent()
