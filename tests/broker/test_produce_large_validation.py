@@ -1,8 +1,7 @@
-"""Large Produce records on the segments engine are checked in the storage threads, in the partition's turn
-before their append (lz4 decompression, CRC and the records walk run beside the event loop). Everything a
-producer sees stays as when the checks ran on the event loop: the same refusals (code, message, record errors,
-log start offset, log line), answers in request order after the append, idempotent sequences checked in order,
-and request-level refusals before anything is appended."""
+"""Large lz4 Produce records on the segments engine (>= OFFLOAD_APPEND_BYTES: appended in the storage threads)
+answer as the event loop's own path does: the same refusals (code, message, record errors, log start offset,
+log line) as the in-memory engine's, answers in request order after the append, idempotent sequences checked
+in order, and a request-level refusal before anything is appended."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import logging
 import random
 import re
 import struct
-import threading
 
 import pytest
 
@@ -18,7 +16,6 @@ from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.handlers.produce import OFFLOAD_APPEND_BYTES
 from kafkawire.broker.server import start_in_thread
 from kafkawire.protocol import errors
-from kafkawire.protocol.records import validation
 from kafkawire.protocol.records.batch import RECORDS_OFFSET
 from kafkawire.protocol.records.builder import build_batch
 from kafkawire.protocol.records.crc import crc32c
@@ -115,41 +112,9 @@ def _now_masked(value):
     return re.sub(r"\d{12,}", "<ms>", repr(value))
 
 
-def test_event_loop_answers_while_a_large_lz4_batch_is_checked(segments_broker, monkeypatch):
-    admin = RawClient(segments_broker.address)
-    create_topic(admin, "big")
-    checking, release = threading.Event(), threading.Event()
-    decompress = validation.decompress
-
-    def held(codec, data, *args, **kwargs):
-        if len(data) >= OFFLOAD_APPEND_BYTES:  # the large batch's decompression waits for the test
-            checking.set()
-            release.wait(30)
-        return decompress(codec, data, *args, **kwargs)
-
-    monkeypatch.setattr(validation, "decompress", held)
-    producer = RawClient(segments_broker.address, timeout=30)
-    other = RawClient(segments_broker.address, timeout=10)
-    try:
-        cid = producer.send(produce_request("big", 0, _large(), acks=1), 9)
-        assert checking.wait(10), "the large batch was never decompressed"
-        # its records are being checked: another connection is answered meanwhile (checked on the event loop,
-        # they would hold it until the decompression returned, and this call would time out)
-        versions = other.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
-        assert versions.error_code == 0
-        release.set()
-        answer = producer.recv(0, 9, cid).responses[0].partition_responses[0]
-        assert (answer.error_code, answer.base_offset) == (0, 0)
-        assert list_offsets(admin, "big", -1).offset == COUNT
-    finally:
-        release.set()
-        for c in (admin, producer, other):
-            c.close()
-
-
 @pytest.mark.parametrize("name,configs,make,code", REFUSALS, ids=[r[0] for r in REFUSALS])
 def test_large_refusals_answer_and_log_as_checks_on_the_event_loop_do(tmp_path, caplog, name, configs, make, code):
-    """The memory engine checks every batch on the event loop; the segments engine checks these large ones in
+    """The memory engine appends every batch on the event loop; the segments engine appends these large ones in
     a storage thread: the producer's answer and the broker's log line are the same."""
     records = make()
     seen = {}
