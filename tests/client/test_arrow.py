@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -342,3 +343,26 @@ def test_strided_random_mixes_agree_with_the_filter_path(monkeypatch):
                 recs[i] = (rnd.choice([None, b"odd"]), rnd.choice([None, b"", b"z" * 101]), None, recs[i][3])
             parts.append(recs)
         _both_paths(_batches(*parts), monkeypatch, rnd.choice([0, 0, 1, 60]))
+
+
+def test_spans_copied_per_section_agree_with_one_filter_over_the_joined_sections():
+    # varied records of many batches: each batch's spans filtered out of its own section (or, for the
+    # one-record batch, copied as a run), against one filter over all sections joined
+    from kafkawire.client import arrow
+
+    recs = _records(900, seed=46)
+    buf = _batches(recs[:300], recs[300:301], recs[301:900], codec="zstd")
+    cols = ArrowColumns("t", 0)
+    for batch in iter_batches(buf):
+        cols.add_batch(batch)
+    (piece,) = cols._pieces
+    joined = pa.py_buffer(b"".join(piece.sections))
+    for pos, valid in ((piece.value_pos, piece.value_valid), (piece.key_pos, piece.key_valid)):
+        runs = arrow._plan(pos)
+        assert [r if r is None else r.tolist() for r in runs] == [None, [0, 1], None]
+        whole = arrow._with_validity(arrow._filter_spans(joined, np.concatenate(pos)), pos, valid)
+        for plan in (runs, [None] * len(pos)):
+            per_section = arrow._assemble(piece, pos, valid, plan)
+            per_section.validate(full=True)
+            assert per_section.equals(whole) and per_section.null_count == whole.null_count
+            assert _offsets(per_section) == _offsets(whole)

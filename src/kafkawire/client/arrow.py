@@ -14,11 +14,15 @@ Each v2 batch is decoded in three steps, none of which makes a Python object per
    value inside the record, the header count ending it), so a corrupt section raises
    :class:`CorruptRecordError` before anything is kept. Headers are decoded one by one, only for
    the records that have some.
-3. **Arrow columns.** The records sections of all batches go into one buffer; keys and values are
-   gathered out of it by Arrow itself: that buffer with the offsets ``[0, value0 start, value0 end,
-   value1 start, ...]`` is a valid binary array whose odd elements are the values, and one
-   ``filter`` (C, memcpy) makes them contiguous; the same for keys, with a validity bitmap for null
-   ones. Offsets and timestamps come from numpy arrays without a copy.
+3. **Arrow columns.** Keys and values are copied out of each batch's records section into one data
+   buffer per column (the sections are never joined: that copy of every byte of every record cost
+   more than the gather). Where a batch's spans come in a few long runs of one length starting one
+   stride apart (records of one size: generated data), a run is a strided view of the section
+   copied row by row, one fixed-size memcpy each, and its offsets are an arithmetic series. Other
+   batches go through Arrow: the section with the offsets ``[0, value0 start, value0 end, value1
+   start, ...]`` is a valid binary array whose odd elements are the values, and one ``filter`` (C,
+   memcpy) makes them contiguous. Null keys and values are a validity bitmap over spans of length 0.
+   Offsets and timestamps come from numpy arrays without a copy.
 
 Offset deltas are read from the records (not assumed to be 0, 1, 2, ...), checked to increase and to
 end at the batch's last offset delta or before, so compacted batches need no special case.
@@ -63,17 +67,17 @@ SCHEMA = pa.schema(_BASE_FIELDS)
 SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADER_TYPE)])
 
 _TIMESTAMP_TYPE_MASK = 0x08
-# the records sections gathered in one piece stay below this (binary arrays have int32 offsets)
+# the records sections of one piece stay below this: its keys or values are one buffer with int32 offsets
 MAX_BUFFER = (1 << 31) - 1
 
 
 class _Piece:
-    """Decoded records whose keys and values sit in one buffer (below MAX_BUFFER bytes)."""
+    """Decoded records whose keys and values fit in one column buffer (below MAX_BUFFER bytes)."""
 
     __slots__ = ("sections", "size", "key_pos", "value_pos", "key_valid", "value_valid", "keyed")
 
     def __init__(self):
-        self.sections: list[bytes] = []  # the records sections, joined once by to_batch
+        self.sections: list[bytes] = []  # the records section of each batch
         self.size = 0
         self.key_pos: list[np.ndarray] = []  # per batch: (n, 2) key start/end in ``data``
         self.value_pos: list[np.ndarray] = []
@@ -229,10 +233,11 @@ class ArrowColumns:
         for piece in self._pieces:
             if not piece.value_pos:
                 continue
-            buf = pa.py_buffer(piece.sections[0] if len(piece.sections) == 1 else b"".join(piece.sections))
-            values.append(_gather(buf, piece.value_pos, piece.value_valid))
+            # spans copied out of each batch's section into one buffer per column: the sections are
+            # never joined (that copy of every byte cost more than the gather itself)
+            values.append(_assemble(piece, piece.value_pos, piece.value_valid, _plan(piece.value_pos)))
             if piece.keyed:
-                keys.append(_gather(buf, piece.key_pos, piece.key_valid))
+                keys.append(_assemble(piece, piece.key_pos, piece.key_valid, _plan(piece.key_pos)))
             else:
                 keys.append(pa.nulls(sum(len(p) for p in piece.key_pos), pa.binary()))
         cols = [
@@ -271,22 +276,10 @@ def _one(arrays: list) -> pa.Array:
     return arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
 
 
-def _gather(buf: pa.Buffer, positions: list, valid: list, *, strided: bool = True) -> pa.Array:
-    """Binary column of the spans ``positions`` (start, end) of ``buf``, null where ``valid`` is False.
-
-    ``positions`` holds one (n, 2) array per batch. Where a batch's spans come in a few long runs of
-    one length L starting one stride S apart (records of one size: generated data; a batch has two or
-    three, as offset deltas grow a byte at 64 and 8192), each run is copied as rows of a strided
-    view of ``buf``, one fixed-size memcpy per row. Other batches go through ``_filter_spans``.
-    ``strided=False`` takes the filter path for every batch (the benchmark compares the two)."""
-    n = sum(len(p) for p in positions)
-    shapes = [_even_runs(p) for p in positions] if strided else [None] * len(positions)
-    if all(s is None for s in shapes):
-        arr = _filter_spans(buf, _concat(positions, np.int64))
-    else:
-        arr = _assemble(buf, positions, shapes, n)
+def _with_validity(arr: pa.Array, positions: list, valid: list) -> pa.Array:
     if all(v is None for v in valid):
         return arr
+    n = len(arr)
     bits = np.concatenate([np.ones(len(p), bool) if v is None else v for p, v in zip(positions, valid)])
     nulls = n - int(np.count_nonzero(bits))
     if nulls == n:
@@ -336,14 +329,27 @@ def _even_runs(pos: np.ndarray) -> np.ndarray | None:
     return np.concatenate(([0], cut + 1, [k]))
 
 
-def _assemble(buf: pa.Buffer, positions: list, shapes: list, n: int) -> pa.Array:
-    """The spans of every batch copied into one data buffer: run by run where ``shapes`` has the
-    runs' starts, the filter path's bytes elsewhere."""
+def _plan(positions: list) -> list:
+    """``_even_runs`` of every batch."""
+    return [_even_runs(p) for p in positions]
+
+
+def _assemble(piece: _Piece, positions: list, valid: list, runs: list) -> pa.Array:
+    """Binary column of the spans ``positions`` (one (n, 2) array of start, end in the piece per batch),
+    null where ``valid`` is False, copied out of each batch's section into one data buffer.
+
+    Where a batch's spans come in a few long runs of one length L starting one stride S apart
+    (records of one size: generated data; a batch has two or three, as offset deltas grow a byte
+    at 64 and 8192), each run is copied as rows of a strided view of the section, one fixed-size
+    memcpy per row. Other batches (``runs`` None for them) have their spans filtered out of their
+    section by Arrow, then copied in."""
+    n = sum(len(p) for p in positions)
     parts = []
     size = 0
-    for pos, runs in zip(positions, shapes):
-        if runs is None:
-            arr = _filter_spans(buf, pos)
+    base = 0
+    for section, pos, batch_runs in zip(piece.sections, positions, runs):
+        if batch_runs is None:
+            arr = _filter_spans(pa.py_buffer(section), pos - base)
             offs = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, 4 * arr.offset)
             parts.append((arr, offs))
             size += int(offs[-1] - offs[0])
@@ -351,22 +357,24 @@ def _assemble(buf: pa.Buffer, positions: list, shapes: list, n: int) -> pa.Array
             lengths = pos[:, 1] - pos[:, 0]
             parts.append(lengths)
             size += int(lengths.sum())
-    u = np.frombuffer(buf, np.uint8)
+        base += len(section)
     data = np.empty(size, np.uint8)
     offsets = np.empty(n + 1, np.int32)
     offsets[0] = 0
-    row = at = 0
-    for pos, runs, part in zip(positions, shapes, parts):
+    row = at = base = 0
+    for section, pos, batch_runs, part in zip(piece.sections, positions, runs, parts):
         k = len(pos)
-        if runs is not None:
+        if batch_runs is not None:
             offsets[row + 1 : row + k + 1] = np.cumsum(part) + at
-            for i, j in zip(runs[:-1].tolist(), runs[1:].tolist()):
+            u = np.frombuffer(section, np.uint8)
+            for i, j in zip(batch_runs[:-1].tolist(), batch_runs[1:].tolist()):
                 length = int(part[i])
                 if length:
                     stride = int(pos[i + 1, 0] - pos[i, 0]) if j - i > 1 else length
                     # rows of one fixed-size void element: numpy copies each with one memcpy
                     row_type = np.dtype((np.void, length))
-                    rows = np.ndarray((j - i,), row_type, buffer=u, offset=int(pos[i, 0]), strides=(stride,))
+                    start = int(pos[i, 0]) - base
+                    rows = np.ndarray((j - i,), row_type, buffer=u, offset=start, strides=(stride,))
                     data[at : at + (j - i) * length].view(row_type)[...] = rows
                     at += (j - i) * length
         else:
@@ -374,10 +382,12 @@ def _assemble(buf: pa.Buffer, positions: list, shapes: list, n: int) -> pa.Array
             first, last = int(offs[0]), int(offs[-1])
             offsets[row + 1 : row + k + 1] = offs[1:] + (at - first)
             if last > first:
-                data[at : last - first + at] = np.frombuffer(arr.buffers()[2], np.uint8, last - first, first)
+                data[at : at + last - first] = np.frombuffer(arr.buffers()[2], np.uint8, last - first, first)
             at += last - first
         row += k
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        base += len(section)
+    arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return _with_validity(arr, positions, valid)
 
 
 def _mask(count: int, pattern: bytes) -> pa.Array:
