@@ -3,7 +3,8 @@
 Kafka's own generator writes Java source per message; kafkawire does the same
 at run time: for each version it emits straight-line Python with runs of
 fixed-width fields merged into one ``struct`` call, then ``exec``s it. The
-generated code is the only serializer; there is no hand-written one.
+generated code is the only serializer; there is no hand-written one. The byte code
+of each generated source is kept on disk for the next process (``codecache``).
 
 Nested structs are compiled in line into their parent's functions (up to a
 few levels), since a call per element of a struct array costs more than the
@@ -39,6 +40,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import codecache
 from .primitives import UVARINT_TABLE, DecodeError, EncodeError, read_uvarint, uvarint_bytes
 from .schema import FIXED_TYPES, FieldSpec, MessageSpec, StructSpec
 
@@ -398,7 +400,7 @@ class _Compiler:
         for name, cls in self.classes.items():
             self.ns[f"C_{name}"] = cls
         filename = f"<kafkawire codec {self.spec.name} v{self.version}>"
-        code = compile(source, filename, "exec")
+        code = codecache.compiled(source, filename)  # compile(), or the byte code a run before kept
         # tracebacks through the generated functions show their lines (an mtime of None keeps
         # linecache.checkcache from dropping the entry: there is no file to compare it with)
         linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
