@@ -531,20 +531,32 @@ def running(target: Target):
 
 
 def cpu_seconds(proc) -> float | None:
-    """CPU seconds of a running process's live threads, from /proc (Linux; threads that ended are not
-    counted). On a machine whose cores are shared this stays meaningful where throughput does not: it counts
-    the broker's own work, not the time it waited for a core."""
+    """CPU seconds of a running process, from /proc (Linux). On a machine whose cores are shared this stays
+    meaningful where throughput does not: it counts the broker's own work, not the time it waited for a core.
+    Live threads are read from their schedstat (nanoseconds on a CPU, finer than the clock ticks of stat);
+    threads that have ended count through the process's stat, which keeps their ticks (a broker whose runtime
+    ends worker threads, as Tansu's does, read from live threads alone went backwards)."""
     try:
         tasks = list(Path(f"/proc/{proc.pid}/task").iterdir())
-    except (AttributeError, OSError):
+        whole = _stat_ticks(Path(f"/proc/{proc.pid}/stat"))
+    except (AttributeError, OSError, ValueError, IndexError):
         return None
-    total = 0
-    for task in tasks:  # schedstat: nanoseconds on a CPU, per thread (finer than the clock ticks of stat)
+    live_ns = live_ticks = 0
+    for task in tasks:
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            ns = int((task / "schedstat").read_text().split()[0])
+            ticks = _stat_ticks(task / "stat")
         except (OSError, ValueError, IndexError):
-            pass  # a thread that ended meanwhile
-    return total / 1e9
+            continue  # a thread that ended meanwhile: its time is in the process's stat
+        live_ns += ns
+        live_ticks += ticks
+    return live_ns / 1e9 + max(0, whole - live_ticks) / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_ticks(path: Path) -> int:
+    """utime + stime of a /proc stat file, in clock ticks."""
+    fields = path.read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def rss_mb(proc) -> float | None:

@@ -193,3 +193,33 @@ def test_ratio_shows_the_spread_of_per_round_ratios():
     assert bench_broker.ratio_of(key, mine, peer) == "1.50 (0.80-2.40)"
     # a single round (or rounds that do not pair) has no spread to show
     assert bench_broker.ratio_of(key, {"records_per_s": 3.0, "rounds": {"0": 3.0}}, {"records_per_s": 2.0}) == "1.50"
+
+
+BURN_AND_END = """
+import threading, time
+def burn():
+    t = time.process_time()
+    while time.process_time() - t < 0.2:
+        pass
+for _ in range(3):
+    th = threading.Thread(target=burn)
+    th.start()
+    th.join()
+print("done", flush=True)
+time.sleep(30)
+"""
+
+
+def test_a_broker_cpu_reading_keeps_the_time_of_threads_that_ended():
+    """A runtime that ends worker threads (Tansu's) must not make the broker's CPU reading go backwards: the
+    idle and per-phase CPU figures are differences of two readings."""
+    import bench_broker as bb
+
+    proc = subprocess.Popen([sys.executable, "-c", BURN_AND_END], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "done"
+        # three threads of 0.2 s each have ended; the main thread is asleep
+        assert bb.cpu_seconds(proc) >= 0.55
+    finally:
+        proc.kill()
+        proc.wait()
