@@ -72,15 +72,19 @@ def _prepare(
     transactional_id: str | None = None,
     rules: validation.TopicRules | None = None,
     found: list | None = None,
+    leader_epoch: int | None = None,
+    maybe_transactional: bool = True,
 ) -> Accepted | Refusal | None:
     """The partition's records checked and ready to append, why they are refused, or None (nothing to
     append). The broker's own checks (transactions, internal topics) stand where Kafka makes them: after the
     request-level format checks, before the log validates the batches. ``rules``: the topic's (looked up once
-    per topic of a request); ``found``: the frames the request-level walk found in ``records``."""
+    per topic of a request); ``found``: the frames the request-level walk found in ``records``;
+    ``leader_epoch``: the partition's current epoch, if looked up already; ``maybe_transactional`` False: the
+    request-level walk found no transactional batch in the whole request."""
     found = validation.check_format(records, version, found)
     if found is None or isinstance(found, Refusal):
         return found
-    if validation.has_transactional_batch(records, found):
+    if maybe_transactional and validation.has_transactional_batch(records, found):
         # Kafka asks the transaction coordinator whether the partition is in the producer's transaction
         # before appending (the decision: transactions/produce.py). Without a coordinator the batch is refused
         # as Kafka refuses it while its coordinator is unavailable: retriable, nothing appended.
@@ -105,13 +109,15 @@ def _prepare(
         version,
         rules if rules is not None else _rules(broker, meta),
         now_ms(),
-        broker.leader_epochs.current(meta.name, partition),
+        broker.leader_epochs.current(meta.name, partition) if leader_epoch is None else leader_epoch,
     )
 
 
-def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None):
+def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None, epoch=None):
     """Idempotence check + append; runs in order per partition (in a storage thread for file engines).
-    Returns ((error, message, base_offset, log_append_time, log_start_offset), whether it fsynced)."""
+    Returns ((error, message, base_offset, log_append_time, log_start_offset), whether it fsynced).
+    ``epoch``: the partition's current leader epoch as validation stamped it, when nothing can have changed
+    it since (an inline append); None: looked up here."""
     producers = broker.producers
     if header is not None:
         pid, epoch, first_seq, count = (
@@ -137,7 +143,7 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
     # created since start gets (0, 0) here, written off the event loop for file engines); validation stamped
     # the batch with that epoch already
     result = broker.leader_epochs.append(
-        meta.name, partition, plog, lambda _epoch: buf, log_append_time=lat, durable=durable
+        meta.name, partition, plog, lambda _epoch: buf, epoch, log_append_time=lat, durable=durable
     )
     if header is not None:
         producers.record(
@@ -174,11 +180,15 @@ def produce(broker, ctx, body):
     durable = acks == -1 and broker.config.acks_all_fsync
     by_id = version >= 13
     responses = []
-    work = []  # (partition response, meta, partition, log, buf, header, lat)
+    work = []  # (partition response, meta, partition, log, buf, header, lat, leader epoch)
     # one walk of every partition's frames: the request-level checks, and then each partition's format check
     walked, whole = validation.request_frames(
         (p.records for t in body.topic_data for p in t.partition_data), body.transactional_id
     )
+    # without a transactional id a transactional batch anywhere refuses the whole request (``whole``), so no
+    # partition's batches need the look for one
+    maybe_transactional = body.transactional_id is not None
+    leader_epochs = broker.leader_epochs
     walk = iter(walked)
     for t in body.topic_data:
         meta = find_topic(broker, None if by_id else t.name, t.topic_id if by_id else None)
@@ -216,7 +226,20 @@ def produce(broker, ctx, body):
             # calls (~20% of the checks' CPU) release the GIL, the records walk holds it, and moving the checks
             # into the append's job cost more broker CPU than it took off the event loop (tree against tree, kcat
             # p1 lz4: loop -0.4..-1.1 ms/MB, total +0.4..+0.7 ms/MB, no gain in wall time).
-            prepared = _prepare(broker, version, meta, p.records, p.index, body.transactional_id, rules, found)
+            # looked up once: validation stamps the batch with it, and an inline append assigns it
+            epoch = leader_epochs.current(meta.name, p.index)
+            prepared = _prepare(
+                broker,
+                version,
+                meta,
+                p.records,
+                p.index,
+                body.transactional_id,
+                rules,
+                found,
+                epoch,
+                maybe_transactional,
+            )
             if prepared is None:
                 continue
             if isinstance(prepared, Refusal):
@@ -238,12 +261,12 @@ def produce(broker, ctx, body):
                 continue
             buf, header = prepared
             lat = now_ms() if rules.timestamp_type == "LogAppendTime" else None
-            work.append((pr, meta, p.index, plog, buf, header, lat))
+            work.append((pr, meta, p.index, plog, buf, header, lat, epoch))
     if not work:
         return _respond(ctx, acks, responses)
     pending = []
     for item in work:
-        pr, meta, partition, plog, buf, header, lat = item
+        pr, meta, partition, plog, buf, header, lat, epoch = item
         # A large append goes to the partition's turn of the storage threads even when nothing need be fsynced:
         # its write to the page cache (about half the broker's CPU for 100 B records) then runs while the event
         # loop reads and checks the connection's next request. A small one is appended at once, where the hop
@@ -253,12 +276,13 @@ def produce(broker, ctx, body):
             not durable
             and len(buf) < OFFLOAD_APPEND_BYTES
             and broker.partition_idle(meta.name, partition)
-            and broker.leader_epochs.settled(meta.name, partition, plog)
+            and leader_epochs.settled(meta.name, partition, plog, epoch)
         ):
             # in-memory engine, or a small append with nothing queued for the partition, no fsync to wait for and
-            # no epoch checkpoint to write (a partition's first append in an epoch writes one, fsynced)
+            # no epoch checkpoint to write (a partition's first append in an epoch writes one, fsynced); appended
+            # now, in the epoch validation stamped
             try:
-                outcome, _ = _append(broker, meta, partition, plog, buf, header, durable, lat)
+                outcome, _ = _append(broker, meta, partition, plog, buf, header, durable, lat, epoch)
             except Exception as exc:
                 outcome = _append_failed(meta, partition, exc)
             _fill(pr, outcome)

@@ -162,30 +162,39 @@ class LeaderEpochs:
         (the partition became leader in it: at start, or created since)."""
         return self._cache(topic, partition, plog, self.current(topic, partition))
 
-    def append(self, topic: str, partition: int, plog, batch: Callable[[int], bytes], **options):
+    def append(
+        self, topic: str, partition: int, plog, batch: Callable[[int], bytes], epoch: int | None = None, **options
+    ):
         """Append a batch as the partition's leader, and return what ``plog.append`` returns. ``batch(epoch)``
         gives the batch's bytes with ``epoch``, the partition's current leader epoch, as its
         partitionLeaderEpoch (as Kafka's leader stamps every batch it appends); ``options`` go to
         ``plog.append``. A new epoch is assigned before the append, so that it starts at the log end: the
         first batch of it. The checkpoint is written after the append, durably (a crash between the two is
         mended from the batches at the next start, ``_recover_from_batches``), so this runs where the caller's
-        appends run: the storage thread for file engines."""
-        epoch = self.current(topic, partition)
+        appends run: the storage thread for file engines. ``epoch``: the current epoch as the caller just
+        looked it up (Produce looks it up once per partition: validation stamps the batch with it)."""
+        if epoch is None:
+            epoch = self.current(topic, partition)
+        cache = self._caches.get((topic, partition))
+        if cache is not None and cache.plog is plog and not cache.dirty and cache.latest_epoch() >= epoch:
+            # settled (the usual append): nothing to assign before it, no checkpoint to write after it
+            return plog.append(batch(epoch), **options)
         self._cache(topic, partition, plog, epoch)
         result = plog.append(batch(epoch), **options)
         self.save(topic, partition, plog)
         return result
 
-    def settled(self, topic: str, partition: int, plog) -> bool:
+    def settled(self, topic: str, partition: int, plog, epoch: int | None = None) -> bool:
         """Whether an append now would write no checkpoint: the partition's history is loaded for ``plog``,
         names the current epoch, and is on disk (or kept in memory only). An append for which this is False
-        must run where a file may be written and fsynced: not on the event loop."""
+        must run where a file may be written and fsynced: not on the event loop. ``epoch``: the current epoch
+        if the caller has just looked it up."""
         cache = self._caches.get((topic, partition))
         return (
             cache is not None
             and cache.plog is plog
             and not (cache.dirty and cache.path is not None)
-            and cache.latest_epoch() >= self.current(topic, partition)
+            and cache.latest_epoch() >= (self.current(topic, partition) if epoch is None else epoch)
         )
 
     def _cache(self, topic: str, partition: int, plog, epoch: int) -> EpochCache:
