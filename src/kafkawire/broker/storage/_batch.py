@@ -197,6 +197,18 @@ def stored(
         next_offset = last + 1
 
 
+def stored_one(view, info: BatchInfo, first_offset: int, position: int) -> tuple[tuple, BatchInfo]:
+    """``stored`` for the usual append, one batch and no LogAppendTime, without the generator: (its buffers,
+    its BatchInfo)."""
+    start = info.position
+    base = info.base_offset
+    chunks = (first_offset.to_bytes(8, "big", signed=True), view[start + 8 : start + info.size])
+    last = first_offset + info.last_offset - base
+    return chunks, tuple.__new__(
+        BatchInfo, (position, info.size, first_offset, last, info.max_timestamp, info.record_count)
+    )
+
+
 def record_timestamps(batch) -> list[tuple[int, int]]:
     """(offset, timestamp) of every record in a whole batch (bytes starting at its base offset).
 

@@ -216,6 +216,7 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         view = memoryview(batches).cast("B")
         infos = _batch.split(view)
         settings = self._settings()
+        only = None
         if len(infos) == 1:  # a Produce request's one batch (v3+ allows no more): no walks over a list
             only = infos[0]
             total, records, messages = only.size, only.last_offset - only.base_offset + 1, only.record_count
@@ -234,10 +235,14 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
                 if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
                     self._roll()
                 segment = self._segments[-1]
-                buffers, written = [], []
-                for chunks, info in _batch.stored(view, infos, first, log_append_time, segment.size):
-                    buffers += chunks
-                    written.append(info)
+                if only is not None and log_append_time is None:
+                    buffers, info = _batch.stored_one(view, only, first, segment.size)
+                    written = (info,)
+                else:
+                    buffers, written = [], []
+                    for chunks, info in _batch.stored(view, infos, first, log_append_time, segment.size):
+                        buffers += chunks
+                        written.append(info)
                 next_offset = info.last_offset + 1
                 segment.write(buffers, total)
             except (OSError, LogDirError) as exc:
