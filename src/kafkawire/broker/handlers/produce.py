@@ -165,7 +165,8 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
 
 def _fill(pr, outcome) -> None:
     code, message, base, lat, start = outcome[:5]
-    pr.record_errors = outcome[5] if len(outcome) > 5 else []
+    if len(outcome) > 5:  # else the response's record_errors stay as made: []
+        pr.record_errors = outcome[5]
     pr.error_code = code
     pr.error_message = message
     pr.base_offset = base

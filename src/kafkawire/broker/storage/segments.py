@@ -229,7 +229,8 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
         with self._write_lock:
             if self._closed:
                 raise StorageError(f"{self.topic}-{self.partition} is closed")
-            self._dir.check(total)
+            if self._dir.failure is not None:  # (check() returns at once while the directory is online)
+                self._dir.check(total)
             first = self._end
             try:
                 if self._should_roll(settings, total, incoming_max_ts, first + records - 1):
@@ -250,12 +251,13 @@ class SegmentPartitionLog(topics.LogOffsets, PartitionLog):
             events = None
             if txn.any_transactional(view, infos):
                 events = list(txn.events(view, [(i.position, i.size, w.base_offset) for i, w in zip(infos, written)]))
-            aborted = []
+            aborted = None
             with self._state_lock:
                 segment.commit(written, settings.index_interval_bytes)
                 self._size += total
                 self._end = next_offset
                 if events:
+                    aborted = []
                     for event in events:
                         done = self._txn.apply(event)
                         if done is not None:
