@@ -11,9 +11,10 @@ from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.handlers.produce import OFFLOAD_APPEND_BYTES
 from kafkawire.broker.server import start_in_thread
 from kafkawire.broker.storage import segment
+from kafkawire.protocol.records import iter_batches
 
 from .conftest import RawClient, msg
-from .helpers import batch, create_topic, produce_request
+from .helpers import batch, create_topic, fetch_request, produce_request
 from .test_admin import list_offsets
 
 RECORD = b"v" * 100
@@ -128,3 +129,28 @@ def produce_small(client, topic: str) -> int:
     pr = client.call(produce_request(topic, 0, batch([RECORD] * SMALL), acks=1), 9).responses[0].partition_responses[0]
     assert pr.error_code == 0
     return pr.base_offset
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_an_idempotent_producers_epoch_is_not_taken_for_the_leader_epoch(tmp_path, acks):
+    """A batch of an idempotent producer whose producer epoch (7) is above the partition's leader epoch (0),
+    appended inline (acks=1, no fsync due) and through the storage threads (acks=-1, fsynced): the partition's
+    leader epoch history keeps its one entry, epoch 0 from offset 0, as Kafka's does, and the batch is
+    stamped with leader epoch 0. (A producer epoch taken for the leader epoch gave the history a future epoch,
+    and Kafka Streams' read_committed consumers, answered with diverging epochs, read records twice.)"""
+    b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data")))
+    c = RawClient(b.address, timeout=30)
+    try:
+        create_topic(c, "idem")
+        records = batch([RECORD] * SMALL, producer_id=4321, producer_epoch=7, base_sequence=0)
+        pr = c.call(produce_request("idem", 0, records, acks=acks), 9).responses[0].partition_responses[0]
+        assert (pr.error_code, pr.base_offset) == (0, 0)
+        end = list_offsets(c, "idem", -1)
+        assert (end.offset, end.leader_epoch) == (SMALL, 0)
+        checkpoint = tmp_path / "data" / "idem-0" / "leader-epoch-checkpoint"
+        assert checkpoint.read_text().split() == ["0", "1", "0", "0"]
+        fetched = c.call(fetch_request([("idem", 0, 0)]), 12).responses[0].partitions[0]
+        assert [e.partition_leader_epoch for e in iter_batches(bytes(fetched.records))] == [0]
+    finally:
+        c.close()
+        b.stop()

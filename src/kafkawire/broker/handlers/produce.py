@@ -113,11 +113,11 @@ def _prepare(
     )
 
 
-def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None, epoch=None):
+def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat: int | None, leader_epoch=None):
     """Idempotence check + append; runs in order per partition (in a storage thread for file engines).
     Returns ((error, message, base_offset, log_append_time, log_start_offset), whether it fsynced).
-    ``epoch``: the partition's current leader epoch as validation stamped it, when nothing can have changed
-    it since (an inline append); None: looked up here."""
+    ``leader_epoch``: the partition's current leader epoch as validation stamped it, when nothing can have
+    changed it since (an inline append); None: looked up here. (Not ``epoch``: that is the producer's.)"""
     producers = broker.producers
     if header is not None:
         pid, epoch, first_seq, count = (
@@ -143,7 +143,7 @@ def _append(broker, meta, partition: int, plog, buf, header, durable: bool, lat:
     # created since start gets (0, 0) here, written off the event loop for file engines); validation stamped
     # the batch with that epoch already
     result = broker.leader_epochs.append(
-        meta.name, partition, plog, lambda _epoch: buf, epoch, log_append_time=lat, durable=durable
+        meta.name, partition, plog, lambda _epoch: buf, leader_epoch, log_append_time=lat, durable=durable
     )
     if header is not None:
         producers.record(
