@@ -9,6 +9,7 @@ which can answer what a real cluster answers only in a race.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import pytest
@@ -31,6 +32,19 @@ from .fakebroker import FakeBroker
 
 def _name(err):
     return None if err is None else err.name if isinstance(err, KafkaError) else err
+
+
+def described(admin, topic: str, keys: list[str], settled: dict, timeout: float = 15.0) -> dict:
+    """The topic's ``keys`` as described once they read ``settled`` (or at the deadline, as they read then).
+    Kafka answers an AlterConfigs once its controller has committed the change, and a broker applies it
+    from the metadata log a moment later: a DescribeConfigs right after can still read the old values (seen
+    at CI's load). kafkawire applies it before answering, so it reads ``settled`` at the first try."""
+    deadline = time.monotonic() + timeout
+    while True:
+        configs = dict(sorted(admin.describe_configs(topic, keys=keys).items()))
+        if configs == settled or time.monotonic() > deadline:
+            return configs
+        time.sleep(0.1)
 
 
 def scenario(bootstrap: str, topic: str) -> dict:
@@ -85,13 +99,18 @@ def scenario(bootstrap: str, topic: str) -> dict:
         out["append"] = _name(
             admin.incremental_alter_configs({resource: [AlterConfigOp("cleanup.policy", "compact", APPEND)]})[resource]
         )
-        configs = admin.describe_configs(topic, keys=["retention.ms", "cleanup.policy"])
-        out["after set"] = dict(sorted(configs.items()))
+        out["after set"] = described(
+            admin,
+            topic,
+            ["retention.ms", "cleanup.policy"],
+            {"cleanup.policy": "delete,compact", "retention.ms": "123456"},
+        )
         out["delete config"] = _name(admin.incremental_alter_configs({resource: {"retention.ms": None}})[resource])
-        out["after delete"] = admin.describe_configs(topic, keys=["retention.ms"])
+        out["after delete"] = described(admin, topic, ["retention.ms"], {"retention.ms": "604800000"})
         out["alter (replace)"] = _name(admin.alter_configs({resource: {"segment.ms": "3600000"}})[resource])
-        configs = admin.describe_configs(topic, keys=["segment.ms", "cleanup.policy"])
-        out["after replace"] = dict(sorted(configs.items()))
+        out["after replace"] = described(
+            admin, topic, ["segment.ms", "cleanup.policy"], {"cleanup.policy": "delete", "segment.ms": "3600000"}
+        )
         bad_value = admin.incremental_alter_configs({resource: {"retention.ms": "soon"}}, raise_errors=False)
         out["bad value"] = _name(bad_value[resource])
 
