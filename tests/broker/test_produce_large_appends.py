@@ -38,26 +38,31 @@ def segments_broker(tmp_path):
         b.stop()
 
 
-def test_event_loop_answers_while_a_large_append_is_written(segments_broker, monkeypatch):
-    admin = RawClient(segments_broker.address)
-    create_topic(admin, "big")
-    writing, release = threading.Event(), threading.Event()
-    write = segment.LogSegment.write
+def held(original, when):
+    """``original`` wrapped so that a call for which ``when(*args)`` holds waits (up to 30 s) for the test:
+    (the wrapper, the event set when such a call is reached, the event that lets it go on)."""
+    reached, release = threading.Event(), threading.Event()
 
-    def held_write(self, buffers, total):
-        if total >= OFFLOAD_APPEND_BYTES:  # the large batch's write waits until the test lets it finish
-            writing.set()
+    def wrapper(*args, **kwargs):
+        if when(*args):
+            reached.set()
             release.wait(30)
-        return write(self, buffers, total)
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(segment.LogSegment, "write", held_write)
-    producer = RawClient(segments_broker.address, timeout=30)
-    other = RawClient(segments_broker.address, timeout=10)
+    return wrapper, reached, release
+
+
+def serves_while_held(broker, topic: str, records: bytes, reached, release, what: str) -> None:
+    """``records`` produced (acks=1) to a new ``topic``: once its append has reached the held call, another
+    connection is answered meanwhile (an append on the event loop would hold the loop until released, and that
+    call would time out); let go, the produce is answered at offset 0."""
+    admin = RawClient(broker.address)
+    producer = RawClient(broker.address, timeout=30)
+    other = RawClient(broker.address, timeout=10)
     try:
-        cid = producer.send(produce_request("big", 0, _large_batch(), acks=1), 9)
-        assert writing.wait(10), "the large batch never reached the segment"
-        # the append is in progress: another connection is answered meanwhile (an inline append would hold the
-        # event loop until the write finished, and this call would time out)
+        create_topic(admin, topic)
+        cid = producer.send(produce_request(topic, 0, records, acks=1), 9)
+        assert reached.wait(10), what
         versions = other.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
         assert versions.error_code == 0
         release.set()
@@ -67,6 +72,17 @@ def test_event_loop_answers_while_a_large_append_is_written(segments_broker, mon
         release.set()
         for c in (admin, producer, other):
             c.close()
+
+
+def test_event_loop_answers_while_a_large_append_is_written(segments_broker, monkeypatch):
+    # the large batch's write waits until the test lets it finish
+    write, reached, release = held(
+        segment.LogSegment.write, lambda _self, _buffers, total: total >= OFFLOAD_APPEND_BYTES
+    )
+    monkeypatch.setattr(segment.LogSegment, "write", write)
+    serves_while_held(
+        segments_broker, "big", _large_batch(), reached, release, "the large batch never reached the segment"
+    )
 
 
 def test_pipelined_large_and_small_produces_answer_in_order_after_their_appends(segments_broker):
@@ -95,34 +111,17 @@ def test_a_small_first_append_of_an_epoch_writes_its_checkpoint_off_the_event_lo
     even a small append with no fsync due goes to the storage threads for it, and the event loop keeps serving."""
     from kafkawire.broker.storage.kraft import leader_epochs
 
-    admin = RawClient(segments_broker.address)
-    create_topic(admin, "first")
-    writing, release = threading.Event(), threading.Event()
-    write_atomically = leader_epochs.files.write_atomically
-
-    def held(path, data, *args, **kwargs):
-        if "first-0" in str(path):
-            writing.set()
-            release.wait(30)
-        return write_atomically(path, data, *args, **kwargs)
-
-    monkeypatch.setattr(leader_epochs.files, "write_atomically", held)
-    producer = RawClient(segments_broker.address, timeout=30)
-    other = RawClient(segments_broker.address, timeout=10)
+    write, reached, release = held(leader_epochs.files.write_atomically, lambda path, *_: "first-0" in str(path))
+    monkeypatch.setattr(leader_epochs.files, "write_atomically", write)
+    serves_while_held(
+        segments_broker, "first", batch([RECORD] * SMALL), reached, release, "the first append wrote no checkpoint"
+    )
+    # the next small append has nothing to write: inline again, answered after it
+    c = RawClient(segments_broker.address, timeout=30)
     try:
-        cid = producer.send(produce_request("first", 0, batch([RECORD] * SMALL), acks=1), 9)
-        assert writing.wait(10), "the first append wrote no checkpoint"
-        versions = other.call(msg("ApiVersionsRequest", client_software_name="t", client_software_version="1"), 3)
-        assert versions.error_code == 0
-        release.set()
-        answer = producer.recv(0, 9, cid).responses[0].partition_responses[0]
-        assert (answer.error_code, answer.base_offset) == (0, 0)
-        # the next small append has nothing to write: inline again, answered after it
-        assert produce_small(producer, "first") == SMALL
+        assert produce_small(c, "first") == SMALL
     finally:
-        release.set()
-        for c in (admin, producer, other):
-            c.close()
+        c.close()
 
 
 def produce_small(client, topic: str) -> int:
