@@ -5,7 +5,8 @@ The broker reads every record of every produced batch before appending it (``val
 decompress when compressed, then ``walk.unreadable``). Its cost is a fixed part per batch and a part per
 record; librdkafka sends many small batches, so the fixed part matters. This times the check on batches of
 1, 10, 100 and 1000 records of 100 B and 1 KiB values, uncompressed and lz4 (keys ``k<n>``, timestamps one ms
-apart every 50 records, no headers, as a producer builds them), and splits each codec/size into a fixed cost
+apart every 50 records, no headers, as a producer builds them; and batches of 1,000 and 9,000 records whose
+keys vary in length as a keyed partition's do), and splits each codec/size into a fixed cost
 per batch and a cost per record (a line through the 1- and 1000-record figures).
 
 Figures are thread CPU time (min over repeats), microseconds per batch. With ``--kafkawire-src PATH`` (a git
@@ -31,11 +32,20 @@ CODECS = ("none", "lz4")
 TS = 1_700_000_000_000
 
 
+# keys as one partition of a keyed topic sees them: ``k<n>`` for n drawn from 0-1023 (the key's length changes
+# every few records, so a batch is hundreds of runs of equal-sized records: what kcat's -K produce of
+# bench_broker sends to each of 12 partitions, batches of 400-9,000 records)
+HASHED_COUNTS = (1000, 9000)
+
+
 def shapes():
     for codec in CODECS:
         for size in SIZES:
             for count in COUNTS:
-                yield codec, size, count
+                yield codec, size, count, "seq"
+    for codec in CODECS:
+        for count in HASHED_COUNTS:
+            yield codec, 100, count, "hashed"
 
 
 def measure(repeats: int, budget: float) -> dict:
@@ -45,10 +55,14 @@ def measure(repeats: int, budget: float) -> dict:
     from kafkawire.protocol.records.validation import _check_records
 
     out = {}
-    for codec, size, count in shapes():
+    import random
+
+    for codec, size, count, keys in shapes():
         value = bytes((i * 7 + 33) % 90 + 32 for i in range(size // 2)) + b"order status=shipped " * (size // 42 + 1)
         value = value[:size]
-        recs = [(b"k%d" % i, value, (), TS + i // 50) for i in range(count)]
+        rng = random.Random(count)
+        key_numbers = range(count) if keys == "seq" else [rng.randrange(1024) for _ in range(count)]
+        recs = [(b"k%d" % n, value, (), TS + i // 50) for i, n in enumerate(key_numbers)]
         batch = build_batch(recs, compression=codec, base_offset=0)
         view = memoryview(batch)
         codec_id = batch[22] & 7  # attributes: bytes 21-22, big-endian
@@ -61,8 +75,12 @@ def measure(repeats: int, budget: float) -> dict:
             for _ in range(per):
                 _check_records(view, 0, len(batch), codec_id, count, None)
             best = min(best, (time.thread_time() - t0) / per)
-        out[f"{codec} {size} {count}"] = best * 1e6
+        out[_key(codec, size, count, keys)] = best * 1e6
     return out
+
+
+def _key(codec: str, size: int, count: int, keys: str) -> str:
+    return f"{codec} {size} {count}" + ("" if keys == "seq" else f" {keys}")
 
 
 def split(fig: dict, codec: str, size: int) -> tuple[float, float]:
@@ -97,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
     new = run(str(Path(__file__).resolve().parent.parent / "src"))
     old = run(args.kafkawire_src) if args.kafkawire_src else None
-    head = f"{'codec':5} {'value':>6} {'records':>7} {'new us':>9} {'us/record':>9}"
+    head = f"{'codec':5} {'value':>6} {'records':>7} {'keys':>6} {'new us':>9} {'us/record':>9}"
     if old:
         head += f" {'old us':>9} {'old/new':>8}"
     print(head)
-    for codec, size, count in shapes():
-        key = f"{codec} {size} {count}"
-        row = f"{codec:5} {size:6} {count:7} {new[key]:9.1f} {new[key] / count:9.2f}"
+    for codec, size, count, keys in shapes():
+        key = _key(codec, size, count, keys)
+        if old and key not in old:  # an older tree without the shape
+            continue
+        row = f"{codec:5} {size:6} {count:7} {keys:>6} {new[key]:9.1f} {new[key] / count:9.2f}"
         if old:
             row += f" {old[key]:9.1f} {old[key] / new[key]:8.2f}"
         print(row)
