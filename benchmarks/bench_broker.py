@@ -438,15 +438,25 @@ def kcat_payload_file(directory: Path, size: int, records: int) -> Path:
     return path
 
 
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _run_kcat(cmd: list[str]):
-    """(the finished process, seconds from spawn to exit), or (None, the limit) if it ran past the phase limit."""
+    """(the finished process, seconds from spawn to exit), or (None, the limit) if it ran past the phase limit.
+    The process's CPU seconds are on it as ``cpu_s`` (the children reaped meanwhile: kcat alone)."""
     import subprocess
 
     start = time.perf_counter()
+    cpu0 = _children_cpu()
     try:
         done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
     except subprocess.TimeoutExpired:
         return None, PHASE_LIMIT + 30
+    done.cpu_s = _children_cpu() - cpu0
     return done, time.perf_counter() - start
 
 
@@ -471,7 +481,13 @@ def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Pat
         return {"records": 0, "seconds": elapsed, "records_per_s": 0.0, "complete": False, "error": "timed out"}
     failed = done.returncode != 0 or b"fail" in done.stderr.lower()
     ok = 0 if failed else records
-    out = {"records": ok, "seconds": elapsed, "records_per_s": ok / elapsed, "complete": not failed}
+    out = {
+        "records": ok,
+        "seconds": elapsed,
+        "generator_cpu_s": done.cpu_s,
+        "records_per_s": ok / elapsed,
+        "complete": not failed,
+    }
     if failed:
         out["error"] = done.stderr.decode(errors="replace")
     return out
@@ -486,7 +502,13 @@ def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> d
     if done is None:
         return {"records": 0, "seconds": elapsed, "records_per_s": 0.0, "complete": False, "error": "timed out"}
     got = done.stdout.count(b"x")
-    out = {"records": got, "seconds": elapsed, "records_per_s": got / elapsed, "complete": got == records}
+    out = {
+        "records": got,
+        "seconds": elapsed,
+        "generator_cpu_s": done.cpu_s,
+        "records_per_s": got / elapsed,
+        "complete": got == records,
+    }
     if got != records:
         out["error"] = done.stderr.decode(errors="replace")
     return out
@@ -594,7 +616,7 @@ def fmt_phase(r: dict, size: int) -> str:
         text += f", broker CPU {r['broker_cpu_s'] * 1000 / (r['records'] * size / MB):.2f} ms/MB"
     if r.get("generator_cpu_s") is not None and r.get("seconds"):
         # near 100%: the phase is bounded by the load generator, not by the broker
-        text += f", generator CPU {r['generator_cpu_s'] / r['seconds']:.0%} of the phase"
+        text += f", generator CPU {r['generator_cpu_s'] / r['seconds']:.2f} cores"
     if r.get("first_record_ms") is not None:
         text += f", first record after {r['first_record_ms']:.1f} ms"
     if r.get("p99_ms") is not None:
@@ -909,6 +931,21 @@ def headline(key: str, r: dict | None):
     return r.get("p99_ms") if "/latency/" in key else r.get("records_per_s")
 
 
+def fmt_broker_cpu(r: dict) -> str:
+    """The broker's CPU milliseconds per MB of record values in the phase."""
+    if r.get("broker_cpu_s") is None or not r.get("records"):
+        return "-"
+    return f"{r['broker_cpu_s'] * 1000 / (r['records'] * r['size'] / MB):.2f}"
+
+
+def fmt_generator_cores(r: dict) -> str:
+    """The load generator's CPU over the phase's wall time, in cores: near the machine's core count less the
+    broker's share, the phase measured the generator, not the broker."""
+    if r.get("generator_cpu_s") is None or not r.get("seconds"):
+        return "-"
+    return f"{r['generator_cpu_s'] / r['seconds']:.2f}"
+
+
 def print_tables(all_results: dict, ceiling: dict, args) -> None:
     names = [n for n in TARGETS if n in all_results]
     keys = metric_keys(all_results)
@@ -926,6 +963,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         "durability",
         "rec/s",
         "MB/s",
+        "brk ms/MB",
+        "gen cores",
         "avg ms",
         "p50 ms",
         "p99 ms",
@@ -954,6 +993,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                     t.durability,
                     f"{r['records_per_s']:,.0f}",
                     f"{r['records_per_s'] * r['size'] / MB:,.1f}",
+                    fmt_broker_cpu(r),
+                    fmt_generator_cores(r),
                     fmt_ms(r.get("avg_ms")),
                     fmt_ms(r.get("p50_ms")),
                     fmt_ms(r.get("p99_ms")),
