@@ -219,6 +219,46 @@ print(time.perf_counter() - t0, n, size)
 CEILING_ROWS = 16384  # about the rows of one 2 MiB fetch of 100-byte records, what kafkawire's reader yields
 
 
+def ceiling_batch(rows: int):
+    """One Arrow batch of ``rows`` records in format("kafkawire")'s read schema: 8-byte keys and VALUE_SIZE-byte
+    values of random bytes, offsets and timestamps counting from 0, the other columns zero or empty. Built in
+    the Python worker that reads (numpy and pyarrow are imported there)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from kafkawire.spark.schema import arrow_read_schema
+
+    ints = np.arange(rows, dtype=np.int64)
+
+    def binary(width):
+        offsets = pa.py_buffer((np.arange(rows + 1, dtype=np.int32) * width).tobytes())
+        return pa.Array.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(os.urandom(rows * width))])
+
+    topic = pa.Array.from_buffers(
+        pa.string(), rows, [None, pa.py_buffer(np.zeros(rows + 1, np.int32)), pa.py_buffer(b"")]
+    )
+    return pa.RecordBatch.from_arrays(
+        [
+            binary(8),
+            binary(VALUE_SIZE),
+            topic,
+            pa.array(np.zeros(rows, np.int32)),
+            pa.array(ints),
+            pa.array(ints).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(rows, np.int32)),
+        ],
+        schema=arrow_read_schema(False),
+    )
+
+
+def repeated(batch, total: int):
+    """``batch`` again and again, the last one cut, until ``total`` rows have been yielded."""
+    left = total
+    while left > 0:
+        yield batch if left >= batch.num_rows else batch.slice(0, left)
+        left -= batch.num_rows
+
+
 def register_ceiling(spark) -> None:
     """``format("arrow-ceiling")``: options n, partitions; the read schema of format("kafkawire")."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -235,37 +275,7 @@ def register_ceiling(spark) -> None:
             return [Part(self.n * (i + 1) // self.parts - self.n * i // self.parts) for i in range(self.parts)]
 
         def read(self, part):
-            import numpy as np
-            import pyarrow as pa
-
-            from kafkawire.spark.schema import arrow_read_schema
-
-            r = CEILING_ROWS
-            ints = np.arange(r, dtype=np.int64)
-
-            def binary(width):
-                offsets = pa.py_buffer((np.arange(r + 1, dtype=np.int32) * width).tobytes())
-                return pa.Array.from_buffers(pa.binary(), r, [None, offsets, pa.py_buffer(os.urandom(r * width))])
-
-            topic = pa.Array.from_buffers(
-                pa.string(), r, [None, pa.py_buffer(np.zeros(r + 1, np.int32)), pa.py_buffer(b"")]
-            )
-            batch = pa.RecordBatch.from_arrays(
-                [
-                    binary(8),
-                    binary(VALUE_SIZE),
-                    topic,
-                    pa.array(np.zeros(r, np.int32)),
-                    pa.array(ints),
-                    pa.array(ints).cast(pa.timestamp("us", tz="UTC")),
-                    pa.array(np.zeros(r, np.int32)),
-                ],
-                schema=arrow_read_schema(False),
-            )
-            left = part.rows
-            while left > 0:
-                yield batch if left >= r else batch.slice(0, left)
-                left -= r
+            yield from repeated(ceiling_batch(CEILING_ROWS), part.rows)
 
     class Ceiling(DataSource):
         @classmethod

@@ -27,31 +27,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_spark import VALUE_SIZE, spark_session  # noqa: E402
+import bench_spark  # noqa: E402
+from bench_spark import VALUE_SIZE, ceiling_batch, own_cpu_seconds, repeated, spark_session, tree_cpu_seconds  # noqa: E402
 
 
 def cpu_split(jvm: int) -> tuple[float, float]:
     """(CPU seconds of the JVM process itself, of everything under it: the Python daemon and workers)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            stats[int(entry)] = fields
-            parents.setdefault(int(fields[1]), []).append(int(entry))
-    own = sum(int(x) for x in stats[jvm][11:13])
-    below = sum(int(x) for x in stats[jvm][13:15])
-    todo = list(parents.get(jvm, []))
-    while todo:
-        p = todo.pop()
-        below += sum(int(x) for x in stats[p][11:15])
-        todo.extend(parents.get(p, []))
-    return own / tick, below / tick
+    own = own_cpu_seconds(jvm)
+    return own, tree_cpu_seconds(jvm) - own
 
 
 def register(spark) -> None:
@@ -71,50 +54,17 @@ def register(spark) -> None:
             return [Part(self.n * (i + 1) // self.parts - self.n * i // self.parts) for i in range(self.parts)]
 
         def read(self, part):
-            import numpy as np
-            import pyarrow as pa
-
-            from kafkawire.spark.schema import arrow_read_schema
-
-            r = self.r
-            ints = np.arange(r, dtype=np.int64)
-
-            def binary(width):
-                offsets = pa.py_buffer((np.arange(r + 1, dtype=np.int32) * width).tobytes())
-                return pa.Array.from_buffers(pa.binary(), r, [None, offsets, pa.py_buffer(os.urandom(r * width))])
-
+            batch = ceiling_batch(self.r)
             if self.columns == "kv":
-                batch = pa.RecordBatch.from_arrays(
-                    [binary(8), binary(VALUE_SIZE)],
-                    schema=pa.schema([pa.field("key", pa.binary()), pa.field("value", pa.binary())]),
-                )
-            else:
-                topic = pa.Array.from_buffers(
-                    pa.string(), r, [None, pa.py_buffer(np.zeros(r + 1, np.int32)), pa.py_buffer(b"")]
-                )
-                batch = pa.RecordBatch.from_arrays(
-                    [
-                        binary(8),
-                        binary(VALUE_SIZE),
-                        topic,
-                        pa.array(np.zeros(r, np.int32)),
-                        pa.array(ints),
-                        pa.array(ints).cast(pa.timestamp("us", tz="UTC")),
-                        pa.array(np.zeros(r, np.int32)),
-                    ],
-                    schema=arrow_read_schema(False),
-                )
-            left = part.rows
+                batch = batch.select(["key", "value"])
             if self.mode == "tuples":
-                rows = batch.to_pylist()
-                rows = [tuple(row.values()) for row in rows]
+                rows = [tuple(row.values()) for row in batch.to_pylist()]
+                left = part.rows
                 while left > 0:
-                    yield from rows[: min(left, r)]
-                    left -= r
+                    yield from rows[: min(left, self.r)]
+                    left -= self.r
                 return
-            while left > 0:
-                yield batch if left >= r else batch.slice(0, left)
-                left -= r
+            yield from repeated(batch, part.rows)
 
     class Study(DataSource):
         @classmethod
@@ -147,8 +97,12 @@ def main(argv=None) -> int:
     n = args.records
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import cloudpickle
     from pyspark.sql import functions as F
 
+    # the source's reader calls bench_spark's batch builder in Spark's Python workers, which do not have this
+    # directory on their path: the functions travel with the pickled reader instead of by module name
+    cloudpickle.register_pickle_by_value(bench_spark)
     spark = spark_session(args.master, "bench-spark-ceiling", None, {"spark.driver.memory": "4g"})
     register(spark)
     jvm = spark.sparkContext._gateway.proc.pid
