@@ -1005,6 +1005,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
     print()
     print_rows(header, rows, left=5)
 
+    has_latency = any("/latency/" in k for k in keys)
+
     # Ratios per case, like with like.
     pairs = [(n, TARGETS[n].kafka_peer) for n in names if TARGETS[n].kafka_peer in names] + [
         (n, "tansu") for n in names if TARGETS[n].kind == "kafkawire" and "tansu" in names
@@ -1012,8 +1014,13 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
     if pairs:
         print(
             "\nRatios kafkawire/peer per case (throughput: records/s, above 1 = kafkawire faster; "
-            "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
-            "queueing; in brackets the lowest and highest ratio of a single round's two sides):"
+            + (
+                "latency: p99, below 1 = kafkawire faster; * = a side achieved under 95% of the rate, so its p99 is "
+                "queueing; "
+                if has_latency
+                else ""
+            )
+            + "in brackets the lowest and highest ratio of a single round's two sides):"
         )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
         rows = []
@@ -1039,15 +1046,33 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         )
     else:
         order = "one target at a time (started, warmed up, every case, stopped)"
+    # the generators and cases of this run's figures, not of the defaults: a --generators kcat run has no
+    # librdkafka or perf row to explain
+    ran = {k.split("/", 1)[0] for k in keys}
+    how = []
+    if "librdkafka" in ran:
+        how.append(
+            "librdkafka produce: first send to last delivery report, latency from produce() to delivery report; "
+            f"librdkafka consume: assign from offset 0 to the last record, median of {getattr(args, 'reads', 1)} "
+            "read(s) of the topic"
+        )
+    if "perf" in ran:
+        how.append(
+            f"perf: kafka-tools {perf_version(args)} ProducerPerformance (percentiles in whole ms) and "
+            "ConsumerPerformance (fetch phase, group join excluded)"
+        )
+    if "kcat" in ran:
+        how.append("kcat: librdkafka driven from C, spawn to exit, same producer settings")
+    latency = ""
+    if has_latency:
+        latency = (
+            f" Latency case: {LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; "
+            "rec/s there is the achieved rate."
+        )
     print(
         f"\nRecords per throughput phase: {per_size}; median of {args.repeat} round(s). Order: {order}. Producers: "
-        f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off; librdkafka produce: first send to "
-        f"last delivery report, latency from produce() to delivery report; librdkafka consume: assign from "
-        f"offset 0 to the last record, median of {getattr(args, 'reads', 1)} read(s) of the topic; perf: kafka-tools {perf_version(args)} ProducerPerformance "
-        f"(percentiles in whole ms) and ConsumerPerformance (fetch phase, group join excluded); kcat: librdkafka "
-        f"driven from C, spawn to exit, same producer settings. Latency case: "
-        f"{LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; rec/s there is the "
-        f"achieved rate. MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
+        f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off{''.join('; ' + h for h in how)}.{latency} "
+        f"MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
         f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
         f"one disk. Broker RSS after warm-up / at the end: "
         + "; ".join(

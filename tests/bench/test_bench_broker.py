@@ -223,3 +223,33 @@ def test_a_broker_cpu_reading_keeps_the_time_of_threads_that_ended():
     finally:
         proc.kill()
         proc.wait()
+
+
+def footer_of(capsys, keys: list[str]) -> str:
+    """The paragraph print_tables writes after the tables, for one target's figures under ``keys``."""
+    import argparse
+
+    import bench_broker
+
+    phase = {"records_per_s": 1000.0, "size": 100, "records": 1000, "seconds": 1.0, "complete": True}
+    results = {"kafkawire-memory": {"load_at_start": [0.0, 0.0, 0.0], **{k: dict(phase) for k in keys}}}
+    args = argparse.Namespace(records=1000, repeat=1, reads=3, seconds=1.0, equal_bytes=True, interleaved=False)
+    bench_broker.print_tables(results, {"mb_per_s": 1000.0}, args)
+    return capsys.readouterr().out.strip().splitlines()[-1]
+
+
+def test_footer_describes_only_the_generators_and_cases_that_ran(capsys):
+    explained = {
+        "librdkafka": "librdkafka produce: first send",
+        "perf": "ProducerPerformance",
+        "kcat": "kcat: librdkafka driven from C",
+    }
+    for gen in explained:
+        footer = footer_of(capsys, [f"{gen}/produce/100B p1 none acks=all", f"{gen}/consume/100B p1 none acks=all"])
+        assert footer.startswith("Records per throughput phase:"), footer
+        for other, text in explained.items():
+            assert (text in footer) == (other == gen), (gen, other, footer)
+        assert "Latency case" not in footer  # no latency phase ran
+    footer = footer_of(capsys, ["kcat/produce/100B p1 none acks=all", "librdkafka/latency/2000/s"])
+    assert "Latency case: 1024 B" in footer and "kcat: librdkafka" in footer and "librdkafka produce:" in footer
+    assert "ProducerPerformance" not in footer
