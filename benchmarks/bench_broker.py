@@ -706,11 +706,19 @@ def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict
         p = timed_by_cpu(cpu, kcat_produce, bootstrap, t, records, case, file)
         c = timed_by_cpu(cpu, kcat_consume, bootstrap, t, case.partitions, p["records"])
     else:
-        p = perf.produce(
-            bootstrap, t, records, perf_files[case.size], props=perf_producer_props(case), timeout=PHASE_LIMIT + 30
+        # the broker's CPU over the whole tool run (its JVM's start and, consuming, the group join included: the
+        # broker is idle or nearly so meanwhile); the tool's own CPU is not shown, its JVM's start would dominate
+        p = timed_by_cpu(
+            cpu,
+            lambda: perf.produce(
+                bootstrap, t, records, perf_files[case.size], props=perf_producer_props(case), timeout=PHASE_LIMIT + 30
+            ),
         )
         c = (
-            perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
+            timed_by_cpu(
+                cpu,
+                lambda: perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40),
+            )
             if p["records"]
             else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
         )
