@@ -128,6 +128,83 @@ def test_a_request_payload_is_a_writable_copy_of_its_frame():
     assert bytes(second.payload) == API_VERSIONS_REQUEST_V3[4:]
 
 
+def big_produce_request(corr: int, size: int) -> bytes:
+    """A produce request of about ``size`` bytes (its records opaque here: framing does not read them)."""
+    records = bytes((corr * 31 + i * 7) & 0xFF for i in range(251)) * (size // 251)
+    body = message_class("ProduceRequest")(
+        acks=1,
+        timeout_ms=1000,
+        transactional_id=None,
+        topic_data=[
+            message_class("ProduceRequest").TopicProduceData(
+                name="t",
+                partition_data=[message_class("ProduceRequest").PartitionProduceData(index=0, records=records)],
+            )
+        ],
+    )
+    return encode_request(request_header(ApiKey.PRODUCE, 9, corr, "producer-1"), body)
+
+
+LARGE_STREAM = [
+    big_produce_request(1, 200_000),
+    API_VERSIONS_REQUEST_V3,
+    big_produce_request(2, 70_000),
+    big_produce_request(3, 300_000),
+    big_produce_request(4, 65_000),  # just under the hand-over size: copied
+    API_VERSIONS_REQUEST_V3,
+]
+
+
+@pytest.mark.parametrize("role", ["server", "observer"])
+@pytest.mark.parametrize("chunk", [997, 4096, 65_536, 150_001, 10**7])
+def test_large_request_frames_come_out_whole_in_order_at_their_offsets(role, chunk):
+    # frames of 64 KiB and more may be handed over as the receive buffer itself (_Inbound.take): whatever the
+    # chunks, each payload is its frame's bytes, writable and its own, and the stream offsets stay right
+    stream = b"".join(LARGE_STREAM)
+    conn = server() if role == "server" else observer()
+    got = []
+    for i in range(0, len(stream), chunk):
+        if role == "server":
+            conn.receive_data(stream[i : i + chunk])
+        else:
+            conn.receive_data(stream[i : i + chunk], from_client=True)
+        for event in drain(conn):
+            assert isinstance(event.payload, bytearray)
+            got.append((event.offset, bytes(event.payload)))
+            event.payload[:] = b"\0" * len(event.payload)  # a broker patching it touches only its own frame
+    offsets = [sum(len(f) for f in LARGE_STREAM[:k]) for k in range(len(LARGE_STREAM))]
+    assert got == [(offset, f[4:]) for offset, f in zip(offsets, LARGE_STREAM)]
+    assert conn.buffered == 0
+
+
+def test_a_large_frame_that_is_most_of_the_buffer_is_handed_over_not_copied():
+    conn = server()
+    big = big_produce_request(1, 200_000)
+    conn.receive_data(big + API_VERSIONS_REQUEST_V3[:9])
+    held = conn._from_client.buf
+    event = conn.next_event()
+    assert event.payload is held  # the buffer itself, its size prefix and the next frame's start cut off
+    assert bytes(event.payload) == big[4:]
+    assert conn.next_event() == NeedData(len(API_VERSIONS_REQUEST_V3) - 4)
+    conn.receive_data(API_VERSIONS_REQUEST_V3[9:])
+    (last,) = drain(conn)
+    assert (last.offset, bytes(last.payload)) == (len(big), API_VERSIONS_REQUEST_V3[4:])
+
+
+def test_a_large_frame_is_copied_while_a_view_of_the_buffer_is_alive():
+    conn = server()
+    big = big_produce_request(1, 200_000)
+    conn.receive_data(big)
+    held = conn._from_client.buf
+    with memoryview(held):  # a buffer with a view cannot be resized: the frame is copied instead
+        event = conn.next_event()
+    assert event.payload is not held
+    assert bytes(event.payload) == big[4:]
+    conn.receive_data(API_VERSIONS_REQUEST_V3)
+    (last,) = drain(conn)
+    assert (last.offset, bytes(last.payload)) == (len(big), API_VERSIONS_REQUEST_V3[4:])
+
+
 def test_a_frame_above_max_frame_is_refused_from_its_size_prefix_alone():
     conn = server(max_frame=1000)
     conn.receive_data(frame(b"x" * 1000) + struct.pack(">i", 1001))  # a frame at the limit, then only a size

@@ -82,6 +82,7 @@ from __future__ import annotations
 import enum
 import itertools
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -292,6 +293,11 @@ def _response_version(api_key: int, api_version: int, api_versions: tuple[int, i
 # --------------------------------------------------------------------------- one direction's bytes
 
 
+# request frames of this many bytes or more may be handed over as their buffer (``_Inbound.take``)
+_HANDOVER_MIN = 64 * 1024
+_BYTEARRAY_BASE = sys.getsizeof(bytearray())  # an empty bytearray's size: the rest of getsizeof is its allocation
+
+
 class _Inbound:
     """Bytes received one way and not yet returned as frames."""
 
@@ -337,6 +343,34 @@ class _Inbound:
     @property
     def buffered(self) -> int:
         return len(self.buf) - self.pos
+
+    def take(self, pos: int, end: int) -> bytearray:
+        """``buf[pos:end]``, a request frame's payload, as a bytearray of its own; the bytes up to ``end`` are
+        consumed. A large frame that is most of the buffer is the buffer itself, handed over with the bytes
+        around it cut off, instead of a copy (for a 1 MB produce request the copy was ~4% of the broker's CPU):
+        CPython drops a bytearray's head by moving its start and its tail by shortening it, copying neither while
+        what is left fills at least half the allocation; the bytes after the frame (the next one's start) go to
+        a new buffer."""
+        buf = self.buf
+        size = end - pos
+        if (
+            size >= _HANDOVER_MIN
+            and len(buf) - end < size  # copying the bytes after it costs less than copying it
+            and size * 2 >= sys.getsizeof(buf) - _BYTEARRAY_BASE  # the allocation: no copy when shrunk to size
+        ):
+            rest = buf[end:]
+            try:
+                del buf[end:]
+                del buf[:pos]
+            except BufferError:  # a view of the buffer is alive: it cannot be resized (the first del raised)
+                pass
+            else:
+                self.buf = rest
+                self.base += end
+                self.pos = 0
+                return buf
+        self.pos = end
+        return buf[pos:end]
 
 
 # --------------------------------------------------------------------------- the connection
@@ -430,13 +464,13 @@ class ProtocolConnection:
                     size, key, version, corr = _FRAME_PREFIX.unpack_from(buf, pos)
                     end = pos + 4 + size
                     if 8 <= size <= self.max_frame and end <= len(buf):
-                        inbound.pos = end
+                        offset = inbound.base + pos
                         return _new_request(
                             key,
                             version,
                             corr,
-                            buf[pos + 4 : end],
-                            inbound.base + pos,
+                            inbound.take(pos + 4, end),
+                            offset,
                             version if key != _API_VERSIONS else _response_version(key, version, self.api_versions),
                         )
             elif self._client:
@@ -509,9 +543,9 @@ class ProtocolConnection:
                 return self._end(inbound)
             inbound.compact()
             return NeedData(size)
-        inbound.pos = end
         if inbound.from_client:
-            return buf[pos + 4 : end]
+            return inbound.take(pos + 4, end)
+        inbound.pos = end
         with memoryview(buf) as view:  # one copy, straight into bytes
             return bytes(view[pos + 4 : end])
 
