@@ -525,7 +525,10 @@ def _well_formed_bulk(data: bytes, count: int, runs: tuple | None = None) -> boo
     if count <= 0 or count > end // MIN_RECORD_SIZE:
         return False
     try:
-        start, stop = expand(*(runs if runs is not None else record_runs(data, 0, end, count)), count)
+        if runs is None:
+            runs = record_runs(data, 0, end, count)
+        starts, sizes, lengths = runs
+        start, stop = expand(starts, sizes, lengths, count)
         u = np.frombuffer(data, np.uint8)
         length, lw = varints(u, start)
         at = start + lw + 1  # after the length and the attributes byte
