@@ -12,18 +12,9 @@ import random
 
 import pytest
 
+from kafkawire.protocol.primitives import varint_bytes as varint
 from kafkawire.protocol.records.errors import CorruptRecordError
 from kafkawire.protocol.records.walk import _ManyRuns, record_runs
-
-
-def varint(n: int) -> bytes:
-    u = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while u >= 0x80:
-        out.append(u & 0x7F | 0x80)
-        u >>= 7
-    out.append(u)
-    return bytes(out)
 
 
 def record(length: int) -> bytes:
