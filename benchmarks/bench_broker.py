@@ -70,6 +70,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -617,7 +618,22 @@ def cpu_seconds(proc) -> float | None:
             continue  # a thread that ended meanwhile: its time is in the process's stat
         live_ns += ns
         live_ticks += ticks
-    return live_ns / 1e9 + max(0, whole - live_ticks) / os.sysconf("SC_CLK_TCK")
+    seconds = live_ns / 1e9 + max(0, whole - live_ticks) / os.sysconf("SC_CLK_TCK")
+    # A thread that ends moves from its schedstat nanoseconds to the whole process's clock ticks, which round
+    # down, and the live threads' ticks are read a moment after the whole's: a reading can come out up to a
+    # few ticks below the one before. A process's CPU time never goes back, so neither does the reading (an
+    # idle target's CPU over a phase came out slightly negative).
+    try:
+        last = _CPU_READ.get(proc, 0.0)
+        if seconds < last:
+            seconds = last
+        _CPU_READ[proc] = seconds
+    except TypeError:  # not weakly referenceable: the raw reading
+        pass
+    return seconds
+
+
+_CPU_READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # process -> its last CPU reading
 
 
 def _stat_ticks(path: Path) -> int:

@@ -225,6 +225,28 @@ def test_a_broker_cpu_reading_keeps_the_time_of_threads_that_ended():
         proc.wait()
 
 
+def test_a_cpu_reading_never_goes_below_the_one_before(monkeypatch):
+    """A thread that ends moves from schedstat nanoseconds to clock ticks that round down, so two readings can
+    come out a few ticks backwards; a process's CPU time cannot, and an idle target's CPU over a phase (a
+    difference of two readings) must not come out negative."""
+    import bench_broker as bb
+
+    proc = subprocess.Popen([sys.executable, "-c", BURN_AND_END], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "done"
+        first = bb.cpu_seconds(proc)
+        assert first >= 0.55
+        real = bb._stat_ticks
+        # the whole process's ticks read low (the ended threads' time lost): the raw reading drops by ~0.6 s
+        monkeypatch.setattr(bb, "_stat_ticks", lambda path: real(path) - (0 if "task" in str(path) else 100))
+        assert bb.cpu_seconds(proc) == first
+        monkeypatch.setattr(bb, "_stat_ticks", real)
+        assert bb.cpu_seconds(proc) >= first
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def footer_of(capsys, keys: list[str]) -> str:
     """The paragraph print_tables writes after the tables, for one target's figures under ``keys``."""
     import argparse
