@@ -135,8 +135,7 @@ def record_runs(data, pos: int, end: int, count: int, max_runs: int = -1) -> tup
                     break
                 at += size * want
                 window <<= 2
-            if m < 1:
-                m = 1
+            # m >= 1: the first window starts at this record, whose own length bytes match
         if len(starts) == max_runs:
             raise _ManyRuns
         s_app(pos)
