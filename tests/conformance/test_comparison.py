@@ -245,3 +245,48 @@ def test_listed_config_resources_compare_as_a_set_but_a_missing_one_is_found():
     assert differences(_tree(_config_resources(listed), 1), _tree(_config_resources(listed[::-1]), 1)) == []
     found = differences(_tree(_config_resources(listed), 1), _tree(_config_resources(listed[:2]), 1))
     assert found, "a resource only one broker lists must be a difference"
+
+
+def test_cases_of_one_lane_never_run_at_once(monkeypatch):
+    """Kafka batches the transaction checks of concurrent requests into one call whose error mapping is the
+    first request's, so the corpus's transaction-checking cases share a lane; the runner must keep the lane
+    to one case at a time while the other job goes on with cases outside it."""
+    import threading
+    import time
+
+    from conformance_suite import runner
+    from conformance_suite.corpus import CASES, Case
+    from conformance_suite.corpus.transactions import TXN_VERIFICATION
+    from conformance_suite.session import Broker
+
+    lane_case_names = {c.name for c in CASES if c.lane == TXN_VERIFICATION}
+    assert {"Produce/transactional-not-added", "TxnOffsetCommit/not-added"} <= lane_case_names
+
+    # Lane cases back to back first (two workers take two of them at the start), then alternating.
+    lane = [Case("Produce", f"lane/{i}", None, lane="x") for i in range(6)]
+    free = [Case("Produce", f"free/{i}", None) for i in range(4)]
+    cases = lane[:2] + [c for pair in zip(lane[2:], free) for c in pair]
+    lock = threading.Lock()
+    active: dict[str, int] = {}
+    most = {"lane": 0, "all": 0}
+
+    def fake_run_case(case, broker, common, prefix):
+        with lock:
+            active[case.name] = active.get(case.name, 0) + 1
+            most["lane"] = max(most["lane"], sum(1 for n in active if n.startswith("lane/")))
+            most["all"] = max(most["all"], len(active))
+        time.sleep(0.05)
+        with lock:
+            active[case.name] -= 1
+            if not active[case.name]:
+                del active[case.name]
+        return [], None
+
+    monkeypatch.setattr(runner, "CASES", cases)
+    monkeypatch.setattr(runner, "warm_up", lambda b: None)
+    monkeypatch.setattr(runner, "_run_case", fake_run_case)
+    kw, ka = Broker("kafkawire", "127.0.0.1", 1), Broker("kafka", "127.0.0.1", 2)
+    report = runner.run(kw, ka, jobs=2, explanations=[])
+    assert report.unexplained == []
+    assert most["lane"] == 1
+    assert most["all"] == 2  # the two jobs still overlap a lane case with a free one

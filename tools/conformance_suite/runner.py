@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -345,10 +346,16 @@ def run(
     for b in (kw, ka):
         warm_up(b)
 
+    # A lane's cases run one at a time (the jobs still overlap them with cases of other lanes or none).
+    lanes = {c.lane: threading.Lock() for c in cases if c.lane is not None}
+
     def both(case: Case):
         prefix = f"cf{token}-{case.slug}"
-        t0 = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with (
+            lanes[case.lane] if case.lane is not None else contextlib.nullcontext(),
+            concurrent.futures.ThreadPoolExecutor(2) as pool,
+        ):
+            t0 = time.monotonic()
             fa = pool.submit(_run_case, case, kw, common, prefix)
             fb = pool.submit(_run_case, case, ka, common, prefix)
             result = case, fa.result(), fb.result()

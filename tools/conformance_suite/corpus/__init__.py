@@ -28,6 +28,8 @@ class Case:
     setup: Callable | None = None
     min_version: int = 0
     max_version: int = 1 << 15
+    # Cases that share a lane never run at the same time (see ``runner.run``).
+    lane: str | None = None
 
     @property
     def slug(self) -> str:
@@ -43,23 +45,37 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(api: str, name: str, *, setup: Callable | None = None, min_version: int = 0, max_version: int = 1 << 15):
+def case(
+    api: str,
+    name: str,
+    *,
+    setup: Callable | None = None,
+    min_version: int = 0,
+    max_version: int = 1 << 15,
+    lane: str | None = None,
+):
     def register(fn):
         full = f"{api}/{name}"
         if any(c.name == full for c in CASES):
             raise ValueError(f"case {full} registered twice")
-        CASES.append(Case(api, full, fn, setup, min_version, max_version))
+        CASES.append(Case(api, full, fn, setup, min_version, max_version, lane))
         return fn
 
     return register
 
 
 def for_each(
-    api: str, variants: dict, *, setup: Callable | None = None, min_version: int = 0, max_version: int = 1 << 15
+    api: str,
+    variants: dict,
+    *,
+    setup: Callable | None = None,
+    min_version: int = 0,
+    max_version: int = 1 << 15,
+    lane: str | None = None,
 ):
     """One case per variant: ``variants`` maps a case name to ``fn(s, v)``."""
     for name, fn in variants.items():
-        case(api, name, setup=setup, min_version=min_version, max_version=max_version)(fn)
+        case(api, name, setup=setup, min_version=min_version, max_version=max_version, lane=lane)(fn)
 
 
 RANDOM_ID = uuid.UUID("5c1b5e6e-3a3a-4a4a-9d9d-0123456789ab")  # an id no broker has
