@@ -102,7 +102,7 @@ def section(rng: random.Random, count: int, odd: bool, flaw: str | None = None) 
             bare = False
         ts = rng.choice((0, 1, 63, 64, 8191, 8192, 10**6, 2**40)) if odd and rng.random() < 0.3 else i // 7
         pads = [rng.choice((0, 0, 0, 1, 3)) if odd else 0 for _ in range(5)]
-        if any(pads) or ts >= 8192 or i >= 8192:
+        if any(pads) or ts >= 8192:  # (offset deltas of 8192 and up: three bytes the tables take)
             plain = False
         if f == "field over 5 bytes":
             pads[rng.randrange(1, 5)] = -6
@@ -243,3 +243,50 @@ def test_small_sections_of_few_runs_are_checked_run_by_run_as_soundly(count):
             for n in (count - 1, count, count + 1):
                 refused += not agree(bad, n, passed)
     assert taken and refused > 200 and passed["any"], (taken, refused, passed)
+
+
+def _offset_delta_at(data: bytes, index: int) -> int:
+    """Where record ``index``'s offset delta starts (records as ``section`` writes them)."""
+
+    def skip(pos: int) -> tuple[int, int]:
+        u = shift = 0
+        while True:
+            b = data[pos]
+            u |= (b & 0x7F) << shift
+            pos += 1
+            shift += 7
+            if b < 0x80:
+                return (u >> 1) ^ -(u & 1), pos
+
+    pos = 0
+    for _ in range(index):
+        size, body = skip(pos)
+        pos = body + size
+    _, body = skip(pos)
+    return skip(body + 1)[1]  # past the attributes byte and the timestamp delta
+
+
+def test_batches_past_8192_records_are_checked_by_the_tables_as_soundly():
+    """librdkafka fills batches of 100 B records to about 9,000: the offset deltas from 8192 on take three
+    bytes, which the tables read (and check the third byte of) rather than sending the section to the general
+    numpy check. A delta's third byte made to continue, and bytes put in or taken out after record 8192, are
+    refused as Kafka refuses them."""
+    rng = random.Random(8192)
+    passed = {name: 0 for name in CHECKS}
+    refused = tries = 0
+    for count in (8192, 9000):
+        data, plain, _ = section(rng, count, False)
+        assert plain and _well_formed_tables(data, count) and _well_formed(data, count)
+        assert agree(data, count, passed)
+        for index in rng.sample(range(8192, count), min(3, count - 8192)):
+            third = _offset_delta_at(data, index) + 2
+            assert data[third - 2] >= 0x80 and data[third - 1] >= 0x80 and data[third] < 0x80
+            bad = data[:third] + bytes((data[third] | 0x80,)) + data[third + 1 :]
+            assert not agree(bad, count, passed)
+        tail = _offset_delta_at(data, 8192 if count > 8192 else count - 1)
+        for _ in range(12):
+            pos = rng.randrange(tail, len(data))
+            bad = data[:pos] + data[pos + 1 :] if rng.random() < 0.5 else data[:pos] + b"\0" + data[pos:]
+            tries += 1
+            refused += not agree(bad, count, passed)
+    assert refused > tries // 2 and passed["tables"] == 2, (refused, tries, passed)

@@ -447,8 +447,15 @@ _FAR = 1 << 40
 _tables: Any = None
 
 
+# A batch of more records than this has offset deltas of three bytes (zigzag 8192 and up): librdkafka's
+# batches of 100 B records reach 9,000. The tables read those deltas as three bytes when the section has
+# that many records (``_pair_tables``' third table) and then check each one's last byte.
+_TWO_BYTE_DELTAS = 8192
+
+
 def _pair_tables():
-    """(width of the varint, width plus the length's bytes, or _FAR) for every first-two-bytes pair."""
+    """(width of the varint, width plus the length's bytes, or _FAR; the width read as 3 where both bytes
+    continue) for every first-two-bytes pair."""
     global _tables
     if _tables is None:
         _numpy()
@@ -461,7 +468,7 @@ def _pair_tables():
         width = np.where(one, 1, np.where(two, 2, _FAR))
         span = np.where(value >= -1, width + np.maximum(value, 0), _FAR)
         span[~(one | two)] = _FAR
-        _tables = (width, span)
+        _tables = (width, span, np.where(one, 1, np.where(two, 2, 3)))
     return _tables
 
 
@@ -473,7 +480,7 @@ def _well_formed_tables(data: bytes, count: int, runs: tuple | None = None) -> b
         if runs is None:
             return False
     end = len(data)
-    width, span = _pair_tables()
+    width, span, width3 = _pair_tables()
     starts, sizes, lengths = runs
     # the records lie end to end from 0 to ``end``: ``bounds`` holds each one's start and, one further, its
     # stop (fewer numpy calls than ``expand``)
@@ -486,6 +493,7 @@ def _well_formed_tables(data: bytes, count: int, runs: tuple | None = None) -> b
     start, stop = bounds[:-1], bounds[1:]
     # (indexed, not ``take``n: take copies a strided view whole first)
     pairs = np.ndarray((end - 1,), "<u2", data, 0, (1,))
+    u = np.frombuffer(data, np.uint8)
     # record_runs already proved each record's length (equal length bytes within a run) and that the records
     # fill the section; its width here finds the fields after it
     try:
@@ -493,12 +501,16 @@ def _well_formed_tables(data: bytes, count: int, runs: tuple | None = None) -> b
         at += start
         at += 1  # attributes
         at += width[pairs[at]]  # timestamp delta
-        at += width[pairs[at]]  # offset delta
+        if count > _TWO_BYTE_DELTAS:
+            at += width3[pairs[at]]  # offset delta, of up to three bytes: the last must end the varint
+            if u[at - 1].max() >= 0x80:
+                return False
+        else:
+            at += width[pairs[at]]  # offset delta
         at += span[pairs[at]]  # key length and key
         at += span[pairs[at]]  # value length and value: ``at`` is the header count's byte
     except IndexError:  # a field past the section's last pair: not a well-formed record
         return False
-    u = np.frombuffer(data, np.uint8)
     headers = u.take(at, mode="clip")
     # each record ends right after a header count of 0: (at + 1 - stop) | headers is 0 for every record
     miss = at + 1
