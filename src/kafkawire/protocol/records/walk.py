@@ -442,7 +442,8 @@ def _well_formed_runs(data: bytes, count: int, runs: tuple | None = None) -> boo
 # of the section at every byte offset (``_pairs``), looked up in tables over all 65536 byte pairs that give
 # what a field of one or two bytes adds to a record's read position. A varint of three or more bytes (a
 # record or value of 8 KiB, a timestamp delta of 8 s), or a key or value length below -1, adds _FAR instead:
-# the record then cannot end where its length says, and the section goes to ``_well_formed_bulk``.
+# the record then cannot end where its length says, and the section goes to ``_well_formed_bulk``. Offset
+# deltas are the exception: a section of more than _TWO_BYTE_DELTAS records reads them up to three bytes.
 _FAR = 1 << 40
 _tables: Any = None
 
