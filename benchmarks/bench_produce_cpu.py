@@ -1,13 +1,27 @@
 #!/usr/bin/env python3
-"""Broker CPU per MB for a fixed produce workload: kafkawire against Tansu (and Apache Kafka on request).
+"""The broker's own cost and speed for fixed request streams: kafkawire against Tansu and Apache Kafka.
 
-Throughput on a shared machine is noise, and with librdkafka as the producer even a broker's CPU per MB
-moves with the batch sizes the client happens to build. Here every broker gets the same bytes: ProduceRequest
-v10 frames built once (acks=1, one batch of one partition per request, as librdkafka sends them, partitions
-in turn), sent over one connection with a window of requests in flight. The broker's CPU seconds (its
-threads' schedstat) are counted over the produce phase and over a librdkafka consume of what was produced,
-and printed per MB of record values, with each kafkawire figure's ratio to Tansu's (and Kafka's). Brokers
-run one after another, rounds interleaved; the median round is reported.
+With librdkafka or Kafka's perf tool as the client, the client uses one to one and a half of this machine's
+two cores, so throughput mostly measures who gets the cores, and even a broker's CPU per MB moves with the
+batch sizes the client happens to build. Here the client costs next to nothing and every broker gets the
+same bytes:
+
+- **produce**: ProduceRequest v10 frames built once before the phase (acks=1, one batch of one partition per
+  request, as librdkafka sends them, partitions in turn), sent over one connection with WINDOW requests in
+  flight. A partition answered with an error (Kafka's NOT_LEADER_OR_FOLLOWER while a new topic's leadership
+  settles) is counted, printed by name, and its request sent again, so every broker stores every record.
+- **consume**: Fetch v12 of every partition from offset 0 to the end, over one connection, one fetch in
+  flight, as a consumer reads (max_wait 100 ms, 1 MiB a partition, 50 MiB a response). The client decodes
+  the response but reads only each batch's header, for the next offset.
+
+Per phase and broker it prints the broker's CPU seconds per MB of record values (its threads' schedstat),
+the MB/s, and the client's own cores (this process's CPU over the wall time: what the client took from the
+broker). Each figure is the median over the rounds, with kafkawire's ratio to each peer.
+
+Every broker runs for the whole benchmark (one start each) and first gets one untimed pass of every case, so
+that Kafka's JIT has compiled the paths the cases take before any is timed, as in a long-running broker.
+Durability: kafkawire on disk without fsync (kafkawire.acks.all.fsync=false); Kafka on disk with its default
+flush policy (never forced); Tansu in memory. No case fsyncs: acks=1 everywhere.
 
 Cases: 100 B values (``--sizes 100,1024`` adds 1 KiB ones, as many MB per case: records scaled down), 1
 partition (500 records a request) and 12 partitions (100 records a request), codecs none and lz4.
@@ -21,11 +35,13 @@ Usage: python benchmarks/bench_produce_cpu.py [--brokers kafkawire,tansu,kafka] 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import socket
 import statistics
 import struct
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -36,14 +52,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_broker as bb  # noqa: E402
 
 from kafkawire.protocol import rpc  # noqa: E402
-from kafkawire.protocol.messages import ProduceRequest  # noqa: E402
+from kafkawire.protocol.errors import error_for  # noqa: E402
+from kafkawire.protocol.messages import FetchRequest, ProduceRequest  # noqa: E402
 from kafkawire.protocol.records.builder import build_batch  # noqa: E402
 
 from peers.peer_harness import BrokerProcess  # noqa: E402
 
 SIZE = 100
 CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100)]
-WINDOW = 8  # requests in flight, as a producer's max.in.flight
+WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
+RESENDS = 50  # times one request is sent again after an error before the benchmark gives up
+PLACEHOLDER = "cpu-rr-cc"  # the topic name the frames are built with; each case swaps in its own
+FETCH_VERSION = 12  # the last Fetch version that names topics (13 and later use topic ids)
+DURABILITY = {
+    "kafkawire": "disk, no fsync",
+    "kafkawire-other": "disk, no fsync",
+    "kafka": "disk, default flush (no fsync)",
+    "tansu": "memory",
+}
 
 
 def requests(topic: str, partitions: int, codec: str, per_request: int, records: int, size: int = SIZE) -> list[bytes]:
@@ -72,35 +98,115 @@ def requests(topic: str, partitions: int, codec: str, per_request: int, records:
 
 
 def _read(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if not k:
             raise ConnectionError("broker closed the connection")
-        buf += chunk
+        got += k
     return bytes(buf)
 
 
-def send(bootstrap: str, frames: list[bytes]) -> int:
-    """Send every frame, WINDOW in flight; the number of partitions answered with an error."""
+def _frame(sock: socket.socket) -> bytes:
+    return _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+
+
+def _connect(bootstrap: str) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
-    errors = 0
-    with socket.create_connection((host, int(port)), timeout=60) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sent = answered = 0
-        while answered < len(frames):
-            while sent < len(frames) and sent - answered < WINDOW:
-                sock.sendall(frames[sent])
-                sent += 1
-            size = struct.unpack(">i", _read(sock, 4))[0]
-            response = rpc.decode_response(_read(sock, size), 0, 10, framed=False)
-            errors += sum(p.error_code != 0 for t in response.body.responses for p in t.partition_responses)
-            answered += 1
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def send(bootstrap: str, frames: list[bytes]) -> collections.Counter:
+    """Send every frame, WINDOW in flight, until each is accepted; the errors answered, by name."""
+    errors: collections.Counter = collections.Counter()
+    tries = [0] * len(frames)
+    with _connect(bootstrap) as sock:
+        queue = collections.deque(range(len(frames)))
+        in_flight: collections.deque = collections.deque()
+        while queue or in_flight:
+            while queue and len(in_flight) < WINDOW:
+                i = queue.popleft()
+                sock.sendall(frames[i])
+                in_flight.append(i)
+            i = in_flight.popleft()  # answers come in request order on one connection
+            response = rpc.decode_response(_frame(sock), 0, 10, framed=False)
+            codes = [p.error_code for t in response.body.responses for p in t.partition_responses if p.error_code]
+            if codes:
+                errors.update(error_for(c).name for c in codes)
+                tries[i] += 1
+                if tries[i] > RESENDS:
+                    raise RuntimeError(f"request {i} refused {RESENDS} times: {dict(errors)}")
+                time.sleep(0.02)
+                queue.append(i)
     return errors
 
 
+def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> int:
+    """Fetch every partition from offset 0 until each reaches ``ends[p]``, one fetch in flight; the records
+    read (from the batch headers: base offset and last offset delta)."""
+    nxt = [0] * len(ends)
+    correlation = 0
+    with _connect(bootstrap) as sock:
+        while True:
+            wanted = [p for p in range(len(ends)) if nxt[p] < ends[p]]
+            if not wanted:
+                return sum(nxt)
+            correlation += 1
+            body = FetchRequest(
+                replica_id=-1,
+                max_wait_ms=100,
+                min_bytes=1,
+                max_bytes=50 * 1024 * 1024,
+                isolation_level=0,
+                session_id=0,
+                session_epoch=-1,
+                topics=[
+                    FetchRequest.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            FetchRequest.FetchPartition(
+                                partition=p,
+                                current_leader_epoch=-1,
+                                fetch_offset=nxt[p],
+                                log_start_offset=-1,
+                                partition_max_bytes=1024 * 1024,
+                            )
+                            for p in wanted
+                        ],
+                    )
+                ],
+                forgotten_topics_data=[],
+                rack_id="",
+            )
+            sock.sendall(
+                rpc.encode_request(rpc.request_header(1, FETCH_VERSION, correlation, "bench-produce-cpu"), body)
+            )
+            response = rpc.decode_response(_frame(sock), 1, FETCH_VERSION, framed=False)
+            for t in response.body.responses:
+                for part in t.partitions:
+                    if part.error_code:
+                        raise RuntimeError(
+                            f"fetch of {topic}-{part.partition_index}: {error_for(part.error_code).name}"
+                        )
+                    data = memoryview(part.records or b"")
+                    pos = 0
+                    while pos + 61 <= len(data):  # a whole batch header: base offset, length, ..., record count
+                        length = struct.unpack_from(">i", data, pos + 8)[0]
+                        if pos + 12 + length > len(data):
+                            break  # a batch cut at the response's size limit: fetched again from its start
+                        base, delta = (
+                            struct.unpack_from(">q", data, pos)[0],
+                            struct.unpack_from(">i", data, pos + 23)[0],
+                        )
+                        nxt[part.partition_index] = base + delta + 1
+                        pos += 12 + length
+
+
 class Running:
-    """One broker: bootstrap, a CPU-seconds reader, close()."""
+    """One broker, started once: bootstrap, a CPU-seconds reader, close()."""
 
     def __init__(self, name: str, other_src: str | None):
         self.name = name
@@ -109,8 +215,9 @@ class Running:
 
             self._proc = ReferenceKafka()
             self._proc.start()
-            self.bootstrap, self.close = self._proc.bootstrap, self._proc.close
-            self.cpu = lambda: bb.cpu_seconds(self._proc.proc)
+            self.cpu = bb.CpuMeter(self._proc.proc)
+            self.bootstrap = self._proc.bootstrap
+            self.close = lambda: (self.cpu.__exit__(None, None, None), self._proc.close())
             return
         if name == "tansu":
             broker = BrokerProcess("tansu", storage="memory")
@@ -129,15 +236,36 @@ class Running:
                 else:
                     os.environ["PYTHONPATH"] = saved
         self.bootstrap = broker.bootstrap
-        self.cpu = lambda: bb.cpu_seconds(broker.proc)
-        self.close = lambda: broker.__exit__(None, None, None)
+        self.cpu = bb.CpuMeter(broker.proc)
+        self.close = lambda: (self.cpu.__exit__(None, None, None), broker.__exit__(None, None, None))
+
+
+def run_case(broker: Running, topic: str, partitions: int, frames: list[bytes], per: int, mb: float) -> dict:
+    """Produce ``frames`` into a new topic, then fetch it all back; each phase's broker CPU ms per MB, MB/s
+    and client cores."""
+    bb.create_topic(broker.bootstrap, topic, partitions, {})
+    out: dict = {}
+    c0, p0, t0 = broker.cpu(), time.process_time(), time.perf_counter()
+    out["errors"] = send(broker.bootstrap, frames)
+    c1, p1, t1 = broker.cpu(), time.process_time(), time.perf_counter()
+    ends = [0] * partitions
+    for i in range(len(frames)):
+        ends[i % partitions] += per
+    read = fetch_all(broker.bootstrap, topic, ends)
+    c2, p2, t2 = broker.cpu(), time.process_time(), time.perf_counter()
+    if read != sum(ends):
+        raise RuntimeError(f"{broker.name} {topic}: read {read} of {sum(ends)} records")
+    out["produce"] = ((c1 - c0) * 1000 / mb, mb / (t1 - t0), (p1 - p0) / (t1 - t0))
+    out["consume"] = ((c2 - c1) * 1000 / mb, mb / (t2 - t1), (p2 - p1) / (t2 - t1))
+    bb.delete_topic(broker.bootstrap, topic)  # Tansu keeps a memory-stored topic's records until it is deleted
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", default="kafkawire,tansu", help="kafkawire,tansu,kafka (default kafkawire,tansu)")
-    parser.add_argument("--records", type=int, default=200_000, help="records per case (default 200000)")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds, brokers interleaved (default 3)")
+    parser.add_argument("--records", type=int, default=200_000, help="records of 100 B per case (default 200000)")
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds, brokers interleaved (default 3)")
     parser.add_argument("--kafkawire-src", help="another kafkawire source tree, run as kafkawire-other")
     parser.add_argument("--sizes", default=str(SIZE), help=f"value sizes in bytes (default {SIZE})")
     args = parser.parse_args(argv)
@@ -145,51 +273,65 @@ def main(argv: list[str] | None = None) -> int:
     if args.kafkawire_src:
         names.insert(1, "kafkawire-other")
     sizes = [int(x) for x in args.sizes.split(",") if x]
+    cases = []
+    for size, (partitions, codec, per) in ((z, c) for z in sizes for c in CASES):
+        records = max(per, args.records * SIZE // size // per * per)
+        label = f"{size}B p{partitions} {codec}"
+        frames = requests(PLACEHOLDER, partitions, codec, per, records, size)
+        cases.append((label, partitions, per, frames, records * size / bb.MB))
     print(f"{bb.machine_state()}; {args.records * SIZE / bb.MB:.1f} MB of values per case", flush=True)
+    for name in names:
+        print(f"  {name:16} {DURABILITY[name]}")
+    brokers: dict[str, Running] = {}
     figures: dict = {}
-    for r in range(args.rounds):
+    try:
         for name in names:
-            broker = Running(name, args.kafkawire_src)
-            try:
-                warm = f"warm-{r}"
-                bb.create_topic(broker.bootstrap, warm, 12, {})
-                send(broker.bootstrap, requests(warm, 12, "lz4", 100, 20_000))
-                for size, (partitions, codec, per) in ((z, c) for z in sizes for c in CASES):
-                    topic = f"cpu-{r}-p{partitions}-{codec}-{size}"
-                    bb.create_topic(broker.bootstrap, topic, partitions, {})
-                    records = max(per, args.records * SIZE // size // per * per)
-                    frames = requests(topic, partitions, codec, per, records, size)
-                    c0 = broker.cpu()
-                    errors = send(broker.bootstrap, frames)
-                    c1 = broker.cpu()
-                    consumed = bb.rdkafka_consume(broker.bootstrap, topic, partitions, len(frames) * per)
-                    c2 = broker.cpu()
-                    mb = len(frames) * per * size / bb.MB
-                    label = f"{size}B p{partitions} {codec}"
-                    produce_ms, consume_ms = (c1 - c0) * 1000 / mb, (c2 - c1) * 1000 / mb
-                    figures.setdefault(label, {}).setdefault(name, []).append((produce_ms, consume_ms))
+            brokers[name] = Running(name, args.kafkawire_src)
+            print(f"  {name:16} CPU read from {brokers[name].cpu.how}", flush=True)
+        for r in range(-1, args.rounds):  # round -1: the untimed pass of every case
+            for name in names:
+                for i, (label, partitions, per, frames, mb) in enumerate(cases):
+                    topic = f"cpu-{r + 1:02d}-{i:02d}"  # as long as PLACEHOLDER
+                    # the topic's name is the first thing in each request that can match: before the records
+                    named = [f.replace(PLACEHOLDER.encode(), topic.encode(), 1) for f in frames]
+                    got = run_case(brokers[name], topic, partitions, named, per, mb)
+                    if r >= 0:
+                        figures.setdefault(label, {}).setdefault(name, []).append(got)
+                    (pc, pt, pk), (cc, ct, ck) = got["produce"], got["consume"]
+                    errors = ", ".join(f"{n} x{k}" for n, k in got["errors"].items())
                     print(
-                        f"round {r} {name:16} {label:14} produce {produce_ms:6.2f} ms/MB"
-                        f"{f' ({errors} ERRORS)' if errors else ''}, consume {consume_ms:6.2f} ms/MB"
-                        f"{'' if consumed['complete'] else ' INCOMPLETE'}; load {os.getloadavg()[0]:.1f}",
+                        f"{'warm' if r < 0 else f'round {r}':8} {name:16} {label:14}"
+                        f" produce {pc:6.2f} ms/MB {pt:7.1f} MB/s client {pk:.2f} cores"
+                        f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s client {ck:.2f} cores"
+                        f"{f' | resent after: {errors}' if errors else ''}; load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
-            finally:
-                broker.close()
-    print(f"\nbroker CPU ms per MB of values, median of {args.rounds} round(s); peer/kafkawire: how many times")
-    print("more CPU the peer spends per MB (above 1: kafkawire spends less)")
-    peers = [n for n in names if n in ("tansu", "kafka", "kafkawire-other")]
-    print(
-        f"{'case':14} {'phase':8} " + " ".join(f"{n:>16}" for n in names) + "".join(f" {p + '/kw':>18}" for p in peers)
-    )
-    for label, by_name in figures.items():
-        for i, phase in enumerate(("produce", "consume")):
-            med = {n: statistics.median(x[i] for x in by_name[n]) for n in names}
-            row = f"{label:14} {phase:8} " + " ".join(f"{med[n]:16.2f}" for n in names)
-            row += "".join(f" {med[p] / med['kafkawire']:18.2f}" for p in peers)
-            print(row)
+    finally:
+        for broker in brokers.values():
+            broker.close()
+    report(figures, names, args.rounds)
     print(f"\n{bb.machine_state()}")
     return 0
+
+
+def report(figures: dict, names: list[str], rounds: int) -> None:
+    peers = [n for n in names if n != "kafkawire"]
+    print(f"\nmedian of {rounds} round(s). ms/MB: the broker's CPU per MB of values; MB/s: values per second;")
+    print("peer/kw (CPU): how many times more CPU the peer spends (above 1: kafkawire spends less);")
+    print("kw/peer (MB/s): kafkawire's speed over the peer's (above 1: kafkawire is faster)")
+    head = f"{'case':14} {'phase':8}" + "".join(f" {n + ' ms/MB':>22} {'MB/s':>7}" for n in names)
+    head += "".join(f" {p + '/kw CPU':>20} {'kw/' + p + ' MB/s':>20}" for p in peers)
+    print(head)
+    for label, by_name in figures.items():
+        for phase in ("produce", "consume"):
+            med = {n: tuple(statistics.median(x[phase][k] for x in by_name[n]) for k in range(3)) for n in names}
+            row = f"{label:14} {phase:8}" + "".join(f" {med[n][0]:22.2f} {med[n][1]:7.1f}" for n in names)
+            kw = med["kafkawire"]
+            row += "".join(f" {med[p][0] / kw[0]:20.2f} {kw[1] / med[p][1]:20.2f}" for p in peers)
+            print(row)
+    cores = [x[p][2] for by_name in figures.values() for n in names for x in by_name[n] for p in ("produce", "consume")]
+    if cores:
+        print(f"client cores over every phase: {min(cores):.2f}-{max(cores):.2f}")
 
 
 if __name__ == "__main__":
