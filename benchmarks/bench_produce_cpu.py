@@ -10,8 +10,8 @@ same bytes:
   request, as librdkafka sends them, partitions in turn), sent over one connection with WINDOW requests in
   flight. A partition answered with an error (Kafka's NOT_LEADER_OR_FOLLOWER while a new topic's leadership
   settles) is counted, printed by name, and its request sent again, so every broker stores every record.
-- **consume**: Fetch v12 of every partition from offset 0 to the end, over one connection, one fetch in
-  flight, as a consumer reads (max_wait 100 ms, 1 MiB a partition, 50 MiB a response). The client decodes
+- **consume**: Fetch v12 of every partition from offset 0 to the end, READS times, each over a new
+  connection with one fetch in flight, as a consumer reads (max_wait 100 ms, 1 MiB a partition, 50 MiB a response). The client decodes
   the response but reads only each batch's header, for the next offset.
 
 Per phase and broker it prints the broker's CPU seconds per MB of record values (its threads' schedstat),
@@ -61,6 +61,9 @@ from peers.peer_harness import BrokerProcess  # noqa: E402
 SIZE = 100
 CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100)]
 WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
+# times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, a
+# phase too short to time on its own
+READS = 4
 RESENDS = 50  # times one request is sent again after an error before the benchmark gives up
 PLACEHOLDER = "cpu-rr-cc"  # the topic name the frames are built with; each case swaps in its own
 FETCH_VERSION = 12  # the last Fetch version that names topics (13 and later use topic ids)
@@ -97,7 +100,8 @@ def requests(topic: str, partitions: int, codec: str, per_request: int, records:
     return out
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
+def _read(sock: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from the socket, received into one buffer (the decoder reads it in place: no copy)."""
     buf = bytearray(n)
     view, got = memoryview(buf), 0
     while got < n:
@@ -105,10 +109,10 @@ def _read(sock: socket.socket, n: int) -> bytes:
         if not k:
             raise ConnectionError("broker closed the connection")
         got += k
-    return bytes(buf)
+    return buf
 
 
-def _frame(sock: socket.socket) -> bytes:
+def _frame(sock: socket.socket) -> bytearray:
     return _read(sock, struct.unpack(">i", _read(sock, 4))[0])
 
 
@@ -144,16 +148,16 @@ def send(bootstrap: str, frames: list[bytes]) -> collections.Counter:
     return errors
 
 
-def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> int:
-    """Fetch every partition from offset 0 until each reaches ``ends[p]``, one fetch in flight; the records
-    read (from the batch headers: base offset and last offset delta)."""
+def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> tuple[int, int]:
+    """Fetch every partition from offset 0 until each reaches ``ends[p]``, one fetch in flight: the records
+    read (from the batch headers: base offset and last offset delta) and the fetches it took."""
     nxt = [0] * len(ends)
     correlation = 0
     with _connect(bootstrap) as sock:
         while True:
             wanted = [p for p in range(len(ends)) if nxt[p] < ends[p]]
             if not wanted:
-                return sum(nxt)
+                return sum(nxt), correlation
             correlation += 1
             body = FetchRequest(
                 replica_id=-1,
@@ -251,12 +255,16 @@ def run_case(broker: Running, topic: str, partitions: int, frames: list[bytes], 
     ends = [0] * partitions
     for i in range(len(frames)):
         ends[i % partitions] += per
-    read = fetch_all(broker.bootstrap, topic, ends)
+    fetches = 0
+    for _ in range(READS):
+        read, n = fetch_all(broker.bootstrap, topic, ends)
+        fetches += n
+        if read != sum(ends):
+            raise RuntimeError(f"{broker.name} {topic}: read {read} of {sum(ends)} records")
     c2, p2, t2 = broker.cpu(), time.process_time(), time.perf_counter()
-    if read != sum(ends):
-        raise RuntimeError(f"{broker.name} {topic}: read {read} of {sum(ends)} records")
     out["produce"] = ((c1 - c0) * 1000 / mb, mb / (t1 - t0), (p1 - p0) / (t1 - t0))
-    out["consume"] = ((c2 - c1) * 1000 / mb, mb / (t2 - t1), (p2 - p1) / (t2 - t1))
+    out["consume"] = ((c2 - c1) * 1000 / (mb * READS), mb * READS / (t2 - t1), (p2 - p1) / (t2 - t1))
+    out["fetches"] = fetches
     bb.delete_topic(broker.bootstrap, topic)  # Tansu keeps a memory-stored topic's records until it is deleted
     return out
 
@@ -264,7 +272,9 @@ def run_case(broker: Running, topic: str, partitions: int, frames: list[bytes], 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--brokers", default="kafkawire,tansu", help="kafkawire,tansu,kafka (default kafkawire,tansu)")
-    parser.add_argument("--records", type=int, default=200_000, help="records of 100 B per case (default 200000)")
+    parser.add_argument(
+        "--records", type=int, default=500_000, help="records of 100 B per case (default 500000: 50 MB)"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds, brokers interleaved (default 3)")
     parser.add_argument("--kafkawire-src", help="another kafkawire source tree, run as kafkawire-other")
     parser.add_argument("--sizes", default=str(SIZE), help=f"value sizes in bytes (default {SIZE})")
@@ -302,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(
                         f"{'warm' if r < 0 else f'round {r}':8} {name:16} {label:14}"
                         f" produce {pc:6.2f} ms/MB {pt:7.1f} MB/s client {pk:.2f} cores"
-                        f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s client {ck:.2f} cores"
+                        f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s client {ck:.2f} cores, {got['fetches']} fetches"
                         f"{f' | resent after: {errors}' if errors else ''}; load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
