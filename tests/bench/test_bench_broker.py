@@ -6,7 +6,10 @@ still works end to end and that its parsers read the tools' output.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -243,6 +246,45 @@ def test_a_cpu_reading_never_goes_below_the_one_before(monkeypatch):
         monkeypatch.setattr(bb, "_stat_ticks", real)
         assert bb.cpu_seconds(proc) >= first
     finally:
+        proc.kill()
+        proc.wait()
+
+
+# a wrapper process whose child, started before the meter, burns in threads that end once told to (stdin)
+WRAPPED_BURN = "import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1]]); child.wait()"
+BURN_ON_LINE = "import sys; print('ready', flush=True); sys.stdin.readline()\n" + BURN_AND_END
+
+
+def test_cpu_meter_counts_ended_threads_of_a_child_in_nanoseconds():
+    """CpuMeter, where a cgroup can be made (CI runs as root): the broker's child process (a broker started
+    through a wrapper) is counted, threads that ended while metered are counted in full, and the group is
+    removed when the meter closes. Elsewhere it falls back to cpu_seconds, which must still see the threads."""
+    import bench_broker as bb
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRAPPED_BURN, BURN_ON_LINE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        with bb.CpuMeter(proc) as meter:
+            can_group = os.access(bb._CPUACCT, os.W_OK)
+            assert (meter.group is not None) == can_group, meter.how
+            before = meter()
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "done"
+            used = meter() - before
+            group = meter.group
+        if can_group:
+            # three threads of 0.2 s, all ended, all in a child the meter found: nanoseconds, not ticks
+            assert 0.55 <= used < 1.5, used
+            assert group is not None and not group.exists()
+        else:  # /proc of the wrapper alone: its child's time is not there (the reason for the cgroup)
+            assert used >= 0
+    finally:
+        for pid in bb._descendants(proc.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
 
