@@ -28,6 +28,9 @@ pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.kafka_cluster, pytest.mark.timeout(600)]
 
 ROOT = Path(__file__).resolve().parents[2]
+# every JVM here (master, workers, drivers, executors) lives a minute at most on two busy cores: C2's compile work
+# does not pay back in that time
+QUICK_JVM = "-XX:TieredStopAtLevel=1"
 
 
 def kafkawire_zip(path: Path) -> Path:
@@ -43,7 +46,13 @@ def kafkawire_zip(path: Path) -> Path:
 def spark_standalone(tmp_path_factory):
     from spark_cluster import SparkStandalone, SparkUnavailable
 
-    cluster = SparkStandalone(tmp_path_factory.mktemp("spark-standalone"), workers=2, cores=1, memory="1g")
+    cluster = SparkStandalone(
+        tmp_path_factory.mktemp("spark-standalone"),
+        workers=2,
+        cores=1,
+        memory="1g",
+        env={"SPARK_DAEMON_JAVA_OPTS": QUICK_JVM},
+    )
     try:
         cluster.start()
     except SparkUnavailable as exc:
@@ -52,11 +61,16 @@ def spark_standalone(tmp_path_factory):
     cluster.stop()
 
 
-def submit_env(tmp_path: Path) -> tuple[Path, dict]:
-    """(the kafkawire zip, spark-submit's environment) with executors whose Python lacks kafkawire."""
+@pytest.fixture(scope="module")
+def executor_venv(tmp_path_factory) -> str:
+    """The executors' Python (a venv without kafkawire), made once for the module's submits."""
     from spark_cluster import executor_python
 
-    python = executor_python(tmp_path / "executor-venv")
+    return executor_python(tmp_path_factory.mktemp("spark-executor") / "executor-venv")
+
+
+def submit_env(tmp_path: Path, python: str) -> tuple[Path, dict]:
+    """(the kafkawire zip, spark-submit's environment) with executors whose Python lacks kafkawire."""
     probe = subprocess.run([python, "-c", "import kafkawire"], capture_output=True, text=True, timeout=60)
     assert probe.returncode != 0, "the executors' Python must not have kafkawire of its own"
     shipped = kafkawire_zip(tmp_path / "kafkawire.zip")
@@ -86,6 +100,10 @@ def submit_command(spark_standalone, shipped: Path | None, *extra: str) -> list[
         "spark.driver.host=127.0.0.1",
         "--conf",
         "spark.ui.enabled=false",
+        "--conf",
+        f"spark.driver.extraJavaOptions={QUICK_JVM}",
+        "--conf",
+        f"spark.executor.extraJavaOptions={QUICK_JVM}",
         # a Python worker's socket to the JVM times out after 15 s by default, too short on two busy cores
         "--conf",
         "spark.python.authenticate.socketTimeout=120s",
@@ -93,8 +111,8 @@ def submit_command(spark_standalone, shipped: Path | None, *extra: str) -> list[
     ]
 
 
-def test_pipeline_on_a_standalone_cluster(kafka_cluster, spark_standalone, topic_name, tmp_path):
-    shipped, env = submit_env(tmp_path)
+def test_pipeline_on_a_standalone_cluster(kafka_cluster, spark_standalone, executor_venv, topic_name, tmp_path):
+    shipped, env = submit_env(tmp_path, executor_venv)
     command = [
         *submit_command(spark_standalone, shipped),
         str(ROOT / "examples" / "pipeline.py"),
@@ -406,7 +424,7 @@ spark.stop()
 
 
 def test_executors_exchange_the_records_with_the_brokers_not_the_driver(
-    kafka_cluster, spark_standalone, topic_name, tmp_path
+    kafka_cluster, spark_standalone, executor_venv, topic_name, tmp_path
 ):
     """The record bytes of a batch read and a batch write flow between the executors' processes and the
     three brokers; the driver's connections carry only metadata and offset look-ups. Counted by the kernel
@@ -428,7 +446,7 @@ def test_executors_exchange_the_records_with_the_brokers_not_the_driver(
     assert p.flush(120) == 0
     data = n * size
 
-    shipped, env = submit_env(tmp_path)
+    shipped, env = submit_env(tmp_path, executor_venv)
     job = tmp_path / "traffic_job.py"
     job.write_text(TRAFFIC_JOB)
     command = [
