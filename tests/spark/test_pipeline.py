@@ -65,7 +65,12 @@ def test_pipeline_outputs(spark, broker, pipeline, tmp_path):
 def test_pipeline_command(tmp_path):
     """``python examples/pipeline.py --bootstrap ... --events N`` runs by itself and prints its summary."""
     out = tmp_path / "cli-out"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    env = dict(
+        os.environ,
+        PYSPARK_PYTHON=sys.executable,
+        # the example's own JVM lives half a minute on two busy cores: C2's compile work does not pay back
+        PYSPARK_SUBMIT_ARGS="--conf spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1 pyspark-shell",
+    )
     # a broker of its own: the example names its topics pageviews / pageviews-per-minute
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--events", "500", "--out", str(out)],
