@@ -61,9 +61,9 @@ from peers.peer_harness import BrokerProcess  # noqa: E402
 SIZE = 100
 CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100)]
 WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
-# times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, a
-# phase too short to time on its own
-READS = 4
+# times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, and
+# a read of 50 MB takes 20-60 ms, too short to time alone
+READS = 10
 RESENDS = 50  # times one request is sent again after an error before the benchmark gives up
 PLACEHOLDER = "cpu-rr-cc"  # the topic name the frames are built with; each case swaps in its own
 FETCH_VERSION = 12  # the last Fetch version that names topics (13 and later use topic ids)
