@@ -311,8 +311,9 @@ def main(argv: list[str] | None = None) -> int:
                     errors = ", ".join(f"{n} x{k}" for n, k in got["errors"].items())
                     print(
                         f"{'warm' if r < 0 else f'round {r}':8} {name:16} {label:14}"
-                        f" produce {pc:6.2f} ms/MB {pt:7.1f} MB/s client {pk:.2f} cores"
-                        f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s client {ck:.2f} cores, {got['fetches']} fetches"
+                        f" produce {pc:6.2f} ms/MB {pt:7.1f} MB/s broker {pc * pt / 1000:.2f} client {pk:.2f} cores"
+                        f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s broker {cc * ct / 1000:.2f} client {ck:.2f} cores,"
+                        f" {got['fetches']} fetches"
                         f"{f' | resent after: {errors}' if errors else ''}; load {os.getloadavg()[0]:.1f}",
                         flush=True,
                     )
