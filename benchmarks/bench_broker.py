@@ -623,20 +623,20 @@ class CpuMeter:
     def __init__(self, proc):
         self.proc = proc
         self.group: Path | None = None
+        self.how = "/proc schedstat and stat (ticks for ended threads)"
         group = _CPUACCT / f"kafkawire-bench-{os.getpid()}-{proc.pid}"
         try:
             group.mkdir()
         except OSError:
-            self.how = "/proc schedstat and stat (ticks for ended threads)"
             return
         try:
             for pid in [proc.pid, *_descendants(proc.pid)]:
                 (group / "cgroup.procs").write_text(str(pid))
-            self.group = group
-            self.how = "cgroup cpuacct (every thread, nanoseconds)"
         except OSError:
             self._release(group)
-            self.how = "/proc schedstat and stat (ticks for ended threads)"
+            return
+        self.group = group
+        self.how = "cgroup cpuacct (every thread, nanoseconds)"
 
     def __call__(self) -> float | None:
         if self.group is None:

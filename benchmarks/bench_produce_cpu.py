@@ -14,8 +14,8 @@ same bytes:
   connection with one fetch in flight, as a consumer reads (max_wait 100 ms, 1 MiB a partition, 50 MiB a response). The client decodes
   the response but reads only each batch's header, for the next offset.
 
-Per phase and broker it prints the broker's CPU seconds per MB of record values (its threads' schedstat),
-the MB/s, and the client's own cores (this process's CPU over the wall time: what the client took from the
+Per phase and broker it prints the broker's CPU seconds per MB of record values (``bench_broker.CpuMeter``),
+the MB/s, the broker's cores and the client's own cores (this process's CPU over the wall time: what the client took from the
 broker). Each figure is the median over the rounds, with kafkawire's ratio to each peer.
 
 Every broker runs for the whole benchmark (one start each) and first gets one untimed pass of every case, so
@@ -55,6 +55,7 @@ from kafkawire.protocol import rpc  # noqa: E402
 from kafkawire.protocol.errors import error_for  # noqa: E402
 from kafkawire.protocol.messages import FetchRequest, ProduceRequest  # noqa: E402
 from kafkawire.protocol.records.builder import build_batch  # noqa: E402
+from kafkawire.protocol.records.reader import iter_batches  # noqa: E402
 
 from peers.peer_harness import BrokerProcess  # noqa: E402
 
@@ -150,7 +151,7 @@ def send(bootstrap: str, frames: list[bytes]) -> collections.Counter:
 
 def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> tuple[int, int]:
     """Fetch every partition from offset 0 until each reaches ``ends[p]``, one fetch in flight: the records
-    read (from the batch headers: base offset and last offset delta) and the fetches it took."""
+    read (from the batch headers: each batch's next offset) and the fetches it took."""
     nxt = [0] * len(ends)
     correlation = 0
     with _connect(bootstrap) as sock:
@@ -195,18 +196,9 @@ def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> tuple[int, int]:
                         raise RuntimeError(
                             f"fetch of {topic}-{part.partition_index}: {error_for(part.error_code).name}"
                         )
-                    data = memoryview(part.records or b"")
-                    pos = 0
-                    while pos + 61 <= len(data):  # a whole batch header: base offset, length, ..., record count
-                        length = struct.unpack_from(">i", data, pos + 8)[0]
-                        if pos + 12 + length > len(data):
-                            break  # a batch cut at the response's size limit: fetched again from its start
-                        base, delta = (
-                            struct.unpack_from(">q", data, pos)[0],
-                            struct.unpack_from(">i", data, pos + 23)[0],
-                        )
-                        nxt[part.partition_index] = base + delta + 1
-                        pos += 12 + length
+                    # whole batches only (a batch cut at the response's size limit is fetched again)
+                    for batch in iter_batches(part.records or b""):
+                        nxt[part.partition_index] = batch.next_offset
 
 
 class Running:
