@@ -107,3 +107,13 @@ def connect(broker):
     yield make
     for c in opened:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def certs_dir(tmp_path_factory):
+    """A CA and a broker certificate (``kafkawire.security.certs``), for TLS listeners of the net layer."""
+    from kafkawire.security.certs import create
+
+    directory = tmp_path_factory.mktemp("certs")
+    create(str(directory), password="kafkawire")
+    return directory

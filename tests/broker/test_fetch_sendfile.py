@@ -6,24 +6,22 @@ TLS connections read the ranges into memory instead (tested at the net layer wit
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
-import ssl
 import struct
-import threading
 import time
 
 import pytest
 
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.storage import FileRegion
-from kafkawire.net.server import SENDFILE_MIN, FramedServer
+from kafkawire.net.server import SENDFILE_MIN
 from kafkawire.protocol import message_class
 from kafkawire.protocol.records import build_batch, iter_batches
 
 from .conftest import RawClient
 from .helpers import create_topic, fetch_request
+from .net_server import ThreadedServer, read_frames, tls_contexts
 
 NOW = int(time.time() * 1000)
 
@@ -170,59 +168,22 @@ def test_sendfile_keeps_pipelined_answers_in_order(broker, loaded, connect, send
 # -- the net layer: file ranges over plaintext (sendfile) and TLS (read into memory) --------------------------
 
 
-class _Server:
-    """A FramedServer in a thread whose handler answers every request with the same frame: a header, then
-    the ranges of ``path`` given, with byte strings between them."""
+def _ranges_answer(path, ranges):
+    """A handler answering every request with the same frame: a header, then the ranges of ``path`` given,
+    with byte strings between them."""
 
-    def __init__(self, path, ranges, ssl_context=None, loop="asyncio"):
-        self.path, self.ranges, self.ssl_context = path, ranges, ssl_context
-        # the broker's own loop is uvloop's (kafkawire serve); the in-process test broker runs asyncio's
-        self.loop = __import__("uvloop").new_event_loop() if loop == "uvloop" else asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def answer(self, payload, conn):
+    def answer(payload, conn):
         from kafkawire.broker.storage.segment import SegmentFile
 
-        file = SegmentFile(self.path)
+        file = SegmentFile(path)
         parts = [b"head"]
-        for i, (position, length) in enumerate(self.ranges):
+        for i, (position, length) in enumerate(ranges):
             parts.append(FileRegion(file, position, length))
             parts.append(b"-%d-" % i)
         size = sum(len(p) for p in parts)
         return [struct.pack(">i", size), *parts]
 
-    def _run(self):
-        asyncio.set_event_loop(self.loop)
-        self.server = FramedServer(self.answer, "127.0.0.1", 0, max_frame=1 << 20, ssl_context=self.ssl_context)
-        self.loop.run_until_complete(self.server.start())
-        self.ready.set()
-        self.loop.run_forever()
-
-    def __enter__(self):
-        self.thread.start()
-        assert self.ready.wait(10)
-        return self
-
-    def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
-
-
-def _read_answers(sock, count):
-    out = []
-    buf = b""
-    for _ in range(count):
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">i", buf[:4])[0]:
-            chunk = sock.recv(1 << 20)
-            assert chunk, "connection closed"
-            buf += chunk
-        size = struct.unpack(">i", buf[:4])[0]
-        out.append(buf[4 : 4 + size])
-        buf = buf[4 + size :]
-    return out
+    return answer
 
 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
@@ -237,32 +198,18 @@ def test_file_ranges_reach_the_peer_exactly(tmp_path, certs_dir, sendfile_calls,
     path.write_bytes(data)
     ranges = [(100, 3 << 20), (5, SENDFILE_MIN), (7, SENDFILE_MIN - 1), (0, 10)]
     expected = b"head" + b"".join(data[p : p + n] + b"-%d-" % i for i, (p, n) in enumerate(ranges))
-    context = None
-    if tls:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(str(certs_dir / "broker-cert.pem"), str(certs_dir / "broker-key.pem"))
-    with _Server(str(path), ranges, context, loop) as server:
-        sock = socket.create_connection(("127.0.0.1", server.server.port), timeout=30)
-        if tls:
-            client_context = ssl.create_default_context(cafile=str(certs_dir / "ca.pem"))
-            client_context.check_hostname = False
+    context, client_context = tls_contexts(certs_dir) if tls else (None, None)
+    with ThreadedServer(_ranges_answer(str(path), ranges), context, loop) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+        if client_context is not None:
             sock = client_context.wrap_socket(sock)
         with sock:
             before = len(sendfile_calls)
             for cid in range(5):
                 sock.sendall(struct.pack(">ihhih", 10, 18, 0, cid, -1))
-            answers = _read_answers(sock, 5)
+            answers = read_frames(sock, 5)
     assert all(a == expected for a in answers)
     assert (len(sendfile_calls) > before) is (not tls)
-
-
-@pytest.fixture(scope="module")
-def certs_dir(tmp_path_factory):
-    from kafkawire.security.certs import create
-
-    directory = tmp_path_factory.mktemp("certs")
-    create(str(directory), password="kafkawire")
-    return directory
 
 
 def test_fetch_does_not_sendfile_unless_configured(tmp_path, sendfile_calls):

@@ -205,6 +205,109 @@ def test_a_large_frame_is_copied_while_a_view_of_the_buffer_is_alive():
     assert (last.offset, bytes(last.payload)) == (len(big), API_VERSIONS_REQUEST_V3[4:])
 
 
+# --------------------------------------------------------------------------- reading into given buffers
+
+
+def read_into(conn: ProtocolConnection, data: bytes, piece: int) -> list:
+    """What a BufferedProtocol shell does with ``data`` arriving ``piece`` bytes per read: into the direct
+    buffer when the connection gives one, else into scratch and ``receive_data``; the events after each read.
+    Returns (events, how many requests were read into their own buffers)."""
+    events, direct, i, was_direct = [], 0, 0, False
+    while i < len(data):
+        view = conn.direct_buffer()
+        if view is None:
+            n = min(piece, len(data) - i)
+            conn.receive_data(bytearray(data[i : i + n]))
+        else:
+            n = min(piece, len(data) - i, len(view))
+            view[:n] = data[i : i + n]
+            view.release()
+            direct += not was_direct
+            conn.direct_received(n)
+        was_direct = view is not None
+        i += n
+        events += drain(conn)
+    return events, direct
+
+
+@pytest.mark.parametrize("piece", [1000, 65_536, 262_144, 10**7])
+def test_large_requests_read_into_their_own_buffers_come_out_whole_in_order_at_their_offsets(piece):
+    stream = b"".join(LARGE_STREAM)
+    conn = server()
+    events, direct = read_into(conn, stream, piece)
+    offsets = [sum(len(f) for f in LARGE_STREAM[:k]) for k in range(len(LARGE_STREAM))]
+    assert [(e.offset, bytes(e.payload)) for e in events] == [(o, f[4:]) for o, f in zip(offsets, LARGE_STREAM)]
+    assert all(type(e) is RequestReceived and isinstance(e.payload, bytearray) for e in events)
+    assert [e.correlation_id for e in events] == [1, 7, 2, 3, 4, 7]
+    # the three requests of 64 KiB and more (not the one just under) are read, after the read that brings their
+    # size prefix, into their own buffers; one read of everything leaves nothing to read into them
+    assert direct == {1000: 3, 65_536: 3, 262_144: 2, 10**7: 0}[piece]
+    assert conn.buffered == 0 and conn.direct_buffer() is None
+
+
+def test_a_direct_buffer_is_the_unfilled_rest_of_the_request_and_only_for_large_ones():
+    conn = server()
+    big = big_produce_request(1, 100_000)
+    conn.receive_data(big[:3])
+    assert conn.direct_buffer() is None  # the size prefix is not in yet
+    conn.receive_data(big[3:1000])
+    assert conn.next_event() == NeedData(len(big) - 4)
+    view = conn.direct_buffer()
+    assert len(view) == len(big) - 1000  # exactly what is missing: a read never runs into the next request
+    assert conn.buffered == 1000
+    view[:] = big[1000:]
+    assert conn.direct_received(len(view)) is True
+    view.release()
+    assert conn.direct_buffer() is None  # the whole request goes out before another is started
+    conn.receive_data(API_VERSIONS_REQUEST_V3)
+    first, second = drain(conn)
+    assert bytes(first.payload) == big[4:] and first.offset == 0
+    first.payload.extend(b"resizable")  # the payload is the handler's own buffer
+    assert (second.offset, bytes(second.payload)) == (len(big), API_VERSIONS_REQUEST_V3[4:])
+    small = server()
+    small.receive_data(API_VERSIONS_REQUEST_V3[:10])
+    assert small.direct_buffer() is None  # below DIRECT_MIN: the copying way
+
+
+def test_bytes_given_the_copying_way_during_a_direct_read_fill_it_first():
+    conn = server()
+    big = big_produce_request(1, 100_000)
+    conn.receive_data(big[:5000])
+    conn.direct_buffer().release()  # started
+    conn.receive_data(big[5000:] + API_VERSIONS_REQUEST_V3)
+    first, second = drain(conn)
+    assert bytes(first.payload) == big[4:]
+    assert (second.offset, bytes(second.payload)) == (len(big), API_VERSIONS_REQUEST_V3[4:])
+
+
+def test_no_direct_reads_before_authentication_or_for_sasl_tokens():
+    big = big_produce_request(1, 100_000)
+    guarded = server()
+    guarded.require_authentication()
+    guarded.receive_data(big[:1000])
+    assert guarded.direct_buffer() is None
+    tokens = server()
+    tokens.start_sasl_tokens()
+    tokens.receive_data(big[:1000])
+    assert tokens.direct_buffer() is None
+    assert client().direct_buffer() is None and observer().direct_buffer() is None
+
+
+def test_the_stream_ending_inside_a_direct_read_is_truncated():
+    conn = server()
+    big = big_produce_request(1, 100_000)
+    conn.receive_data(big[:1000])
+    view = conn.direct_buffer()
+    view[:500] = big[1000:1500]
+    view.release()
+    conn.direct_received(500)
+    assert conn.next_event() == NeedData(len(big) - 4)
+    conn.receive_eof()
+    violation = conn.next_event()
+    assert violation.kind is Violation.TRUNCATED and violation.fatal and violation.offset == 0
+    assert violation.message == f"stream ends inside a frame: 1500 of {len(big)} bytes"
+
+
 def test_a_frame_above_max_frame_is_refused_from_its_size_prefix_alone():
     conn = server(max_frame=1000)
     conn.receive_data(frame(b"x" * 1000) + struct.pack(">i", 1001))  # a frame at the limit, then only a size

@@ -72,6 +72,7 @@ COALESCE_BELOW = (
 # file ranges shorter than this are read into memory and written with the rest (a sendfile call costs more
 # than copying a few pages)
 SENDFILE_MIN = 32 * 1024
+READ_BUFFER_BYTES = 256 * 1024  # the most one read takes when it does not go straight into a request
 _IOV_MAX = 1024  # buffers per writev call (Linux's IOV_MAX)
 _BYTES_TYPES = (bytes, bytearray, memoryview)
 _ids = itertools.count(1)
@@ -102,7 +103,7 @@ class _Slot:
         self.reserved = reserved  # request bytes counted in the server's budget until answered
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, server: FramedServer):
         self.server = server
         self.id = next(_ids)
@@ -128,6 +129,7 @@ class Connection(asyncio.Protocol):
         self._close_delay = 0.0
         # the socket's descriptor when file ranges may go out with os.sendfile (plaintext), else None
         self.sendfile_fd: int | None = None
+        self._direct = False  # the last get_buffer() gave the direct buffer of a large request
 
     # -- asyncio.Protocol ---------------------------------------------------
     def connection_made(self, transport):
@@ -184,7 +186,37 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
         self._update_reading()
 
-    def data_received(self, data):
+    # Read as a BufferedProtocol: into the server's scratch buffer, copied once into the stream's buffer, or,
+    # for the rest of a large request whose size prefix is in and whose memory is reserved, straight into the
+    # buffer the handler gets (ProtocolConnection.direct_buffer).
+    def get_buffer(self, sizehint):
+        if self._frame_reserved and not self.closed:
+            view = self.protocol.direct_buffer()
+            if view is not None:
+                self._direct = True
+                return view
+        self._direct = False
+        return self.server._scratch_view
+
+    def buffer_updated(self, nbytes):
+        if self.closed or self._closing_after is not None:
+            return
+        self.server.bytes_received += nbytes
+        self.last_active = time.monotonic()
+        if self._direct:
+            if self.protocol.direct_received(nbytes):
+                # whole: handled once this read is over, when the loop no longer holds the buffer it read into
+                # (a handler may then do anything with the payload, resizing included)
+                asyncio.get_running_loop().call_soon(self._process_later)
+            return
+        self.protocol.receive_data(self.server._scratch_view[:nbytes])
+        self._process()
+
+    def _process_later(self) -> None:
+        if not self.closed and self._closing_after is None and not self._waiting_memory:
+            self._process()
+
+    def data_received(self, data):  # a transport that does not read into given buffers
         if self.closed or self._closing_after is not None:
             return
         self.protocol.receive_data(data)
@@ -587,6 +619,9 @@ class FramedServer:
         self.connections_closed: dict[str, int] = {}  # close kind -> connections
         self.bytes_received = 0
         self.bytes_sent = 0
+        # what every connection of this listener reads into (Connection.get_buffer) and copies out of at once:
+        # its loop reads one connection at a time, so one buffer serves them all (not one per connection)
+        self._scratch_view = memoryview(bytearray(READ_BUFFER_BYTES))
 
     def _reserve(self, n: int) -> bool:
         if self.max_queued_bytes < 0 or self.queued_bytes < self.max_queued_bytes:
