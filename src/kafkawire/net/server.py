@@ -216,14 +216,6 @@ class Connection(asyncio.BufferedProtocol):
         if not self.closed and self._closing_after is None and not self._waiting_memory:
             self._process()
 
-    def data_received(self, data):  # a transport that does not read into given buffers
-        if self.closed or self._closing_after is not None:
-            return
-        self.protocol.receive_data(data)
-        self.server.bytes_received += len(data)
-        self.last_active = time.monotonic()
-        self._process()
-
     def _process(self) -> None:
         """Handle every whole request buffered (each payload a writable copy: handlers may patch records in
         place), reserving each frame's size from the memory budget as soon as its size prefix is in."""

@@ -544,18 +544,8 @@ class ProtocolConnection:
         if self._plain:  # the common case, a whole well-formed frame buffered, without the general path's calls
             if self._server:
                 inbound = self._from_client
-                done = inbound.direct_done
-                if done is not None:  # read into its own buffer (direct_buffer): it comes before what buf holds
-                    inbound.direct_done = None
-                    key, version, corr = _PREFIX.unpack_from(done, 0)
-                    return _new_request(
-                        key,
-                        version,
-                        corr,
-                        done,
-                        inbound.base - len(done) - 4,
-                        version if key != _API_VERSIONS else _response_version(key, version, self.api_versions),
-                    )
+                if inbound.direct_done is not None:  # read into its own buffer: it comes before what buf holds
+                    return self._next_event()
                 buf = inbound.buf
                 pos = inbound.pos
                 if len(buf) - pos >= 12:
