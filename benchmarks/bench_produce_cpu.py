@@ -23,11 +23,21 @@ that Kafka's JIT has compiled the paths the cases take before any is timed, as i
 Durability: kafkawire on disk without fsync (kafkawire.acks.all.fsync=false); Kafka on disk with its default
 flush policy (never forced); Tansu in memory. No case fsyncs: acks=1 everywhere.
 
+Memory: before every produce phase the client touches ``--warm-mb`` (512) MB of fresh memory, frees it,
+and prints what one new page cost ("fresh page"). On a VM whose host takes back the guest's free memory
+(virtio-balloon free page reporting, with DAMON paging out cold page cache, as on the machine these figures
+come from), the first write to a page the host took back cost ~12 us instead of ~2 (measured by touching
+6 GB page by page). A broker's writes into the page cache then cost 3-4x the CPU per MB, in whichever
+broker's phase the warm pages run out: kafkawire's 1 KiB produce went from 0.6 to 2.7 ms/MB and Kafka's
+from 1.1 to 4.0 once Kafka's deleted topics (removed after its 60 s file.delete.delay.ms) held the warm
+memory. Touching fresh pages right before the phase hands it warm pages, whichever broker it is (it makes
+such rounds rarer, not gone); ``--warm-mb 0`` turns it off.
+
 Cases: 100 B values (``--sizes 100,1024`` adds 1 KiB ones, as many MB per case: records scaled down), 1
 partition (500 records a request) and 12 partitions (100 records a request), codecs none and lz4.
 
 Usage: python benchmarks/bench_produce_cpu.py [--brokers kafkawire,tansu,kafka] [--records N] [--rounds N]
-           [--sizes 100,1024]
+           [--sizes 100,1024] [--warm-mb 512]
            [--kafkawire-src PATH]   # also run the kafkawire of another source tree (e.g. a git worktree of
                                     # an older commit), as "kafkawire-other"
 """
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import mmap
 import os
 import socket
 import statistics
@@ -65,6 +76,7 @@ WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
 # times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, and
 # a read of 50 MB takes 20-60 ms, too short to time alone
 READS = 10
+WARM_MB = 512  # fresh memory touched before each case (see the docstring's "Memory")
 RESENDS = 50  # times one request is sent again after an error before the benchmark gives up
 PLACEHOLDER = "cpu-rr-cc"  # the topic name the frames are built with; each case swaps in its own
 FETCH_VERSION = 12  # the last Fetch version that names topics (13 and later use topic ids)
@@ -115,6 +127,33 @@ def _read(sock: socket.socket, n: int) -> bytearray:
 
 def _frame(sock: socket.socket) -> bytearray:
     return _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+
+
+class _Receiver:
+    """Fetch responses received into one buffer, kept from fetch to fetch (replaced only by a larger one).
+
+    A new 12 MB bytearray per fetch costs the client a page fault per 4 KiB each time glibc hands the memory
+    back and takes it again, ~2 us a page, ~12 us on a VM whose host took the page back: that made the
+    client's CPU per MB of a 12-partition fetch 3x higher in some rounds than in others, and the consume MB/s
+    with it, whichever broker was measured."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(0)
+
+    def frame(self, sock: socket.socket) -> memoryview:
+        n = struct.unpack(">i", _read(sock, 4))[0]
+        if len(self.buf) < n:
+            self.buf = bytearray(n)  # a new object: the last response's views of the old one stay valid
+        view, got = memoryview(self.buf)[:n], 0
+        while got < n:
+            k = sock.recv_into(view[got:])
+            if not k:
+                raise ConnectionError("broker closed the connection")
+            got += k
+        return view
+
+
+_receiver = _Receiver()
 
 
 def _connect(bootstrap: str) -> socket.socket:
@@ -189,7 +228,7 @@ def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> tuple[int, int]:
             sock.sendall(
                 rpc.encode_request(rpc.request_header(1, FETCH_VERSION, correlation, "bench-produce-cpu"), body)
             )
-            response = rpc.decode_response(_frame(sock), 1, FETCH_VERSION, framed=False)
+            response = rpc.decode_response(_receiver.frame(sock), 1, FETCH_VERSION, framed=False)
             for t in response.body.responses:
                 for part in t.partitions:
                     if part.error_code:
@@ -236,11 +275,28 @@ class Running:
         self.close = lambda: (self.cpu.__exit__(None, None, None), broker.__exit__(None, None, None))
 
 
-def run_case(broker: Running, topic: str, partitions: int, frames: list[bytes], per: int, mb: float) -> dict:
+def warm_memory(mb: int) -> float:
+    """Touch ``mb`` MB of new anonymous memory one page at a time and give it back: the pages the next phase
+    writes are then ones the VM's host has backed. Returns the CPU microseconds one page took (~2 warm,
+    ~12 where the host had taken the memory back)."""
+    size = mb << 20
+    pages = size // mmap.PAGESIZE
+    region = mmap.mmap(-1, size)
+    try:
+        started = time.process_time()
+        region[:: mmap.PAGESIZE] = b"\1" * pages  # one byte written per page: each a page fault
+        return (time.process_time() - started) * 1e6 / pages
+    finally:
+        region.close()
+
+
+def run_case(
+    broker: Running, topic: str, partitions: int, frames: list[bytes], per: int, mb: float, warm_mb: int = 0
+) -> dict:
     """Produce ``frames`` into a new topic, then fetch it all back; each phase's broker CPU ms per MB, MB/s
-    and client cores."""
+    and client cores, and what a fresh page cost just before (``warm_memory``, when ``warm_mb``)."""
     bb.create_topic(broker.bootstrap, topic, partitions, {})
-    out: dict = {}
+    out: dict = {"fresh_page_us": warm_memory(warm_mb) if warm_mb > 0 else None}
     c0, p0, t0 = broker.cpu(), time.process_time(), time.perf_counter()
     out["errors"] = send(broker.bootstrap, frames)
     c1, p1, t1 = broker.cpu(), time.process_time(), time.perf_counter()
@@ -270,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds, brokers interleaved (default 3)")
     parser.add_argument("--kafkawire-src", help="another kafkawire source tree, run as kafkawire-other")
     parser.add_argument("--sizes", default=str(SIZE), help=f"value sizes in bytes (default {SIZE})")
+    parser.add_argument(
+        "--warm-mb",
+        type=int,
+        default=WARM_MB,
+        help=f"fresh memory touched before each case (default {WARM_MB}; 0: none)",
+    )
     args = parser.parse_args(argv)
     names = [b for b in args.brokers.split(",") if b]
     if args.kafkawire_src:
@@ -296,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
                     topic = f"cpu-{r + 1:02d}-{i:02d}"  # as long as PLACEHOLDER
                     # the topic's name is the first thing in each request that can match: before the records
                     named = [f.replace(PLACEHOLDER.encode(), topic.encode(), 1) for f in frames]
-                    got = run_case(brokers[name], topic, partitions, named, per, mb)
+                    got = run_case(brokers[name], topic, partitions, named, per, mb, args.warm_mb)
+                    fresh = got["fresh_page_us"]
                     if r >= 0:
                         figures.setdefault(label, {}).setdefault(name, []).append(got)
                     (pc, pt, pk), (cc, ct, ck) = got["produce"], got["consume"]
@@ -306,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                         f" produce {pc:6.2f} ms/MB {pt:7.1f} MB/s broker {pc * pt / 1000:.2f} client {pk:.2f} cores"
                         f" | consume {cc:6.2f} ms/MB {ct:7.1f} MB/s broker {cc * ct / 1000:.2f} client {ck:.2f} cores,"
                         f" {got['fetches']} fetches"
-                        f"{f' | resent after: {errors}' if errors else ''}; load {os.getloadavg()[0]:.1f}",
+                        f"{f' | resent after: {errors}' if errors else ''}; load {os.getloadavg()[0]:.1f}"
+                        f"{f'; fresh page {fresh:.1f} us' if fresh is not None else ''}",
                         flush=True,
                     )
     finally:
