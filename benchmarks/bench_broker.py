@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import mmap
 import os
 import random
 import shutil
@@ -225,6 +226,26 @@ def socket_ceiling(total_bytes: int, chunk: int = 256 * 1024) -> float:
 
 
 # --------------------------------------------------------------------------- librdkafka phases
+
+
+def warm_memory(mb: int) -> float:
+    """Touch ``mb`` MB of new anonymous memory one page at a time and give it back: the pages the next phase
+    writes are then ones the VM's host has backed. Returns the CPU microseconds one page took (~2 warm,
+    ~12 where the host had taken the memory back).
+
+    On a VM whose host takes the guest's free memory back (virtio-balloon free page reporting, DAMON paging
+    out cold page cache), the first write to such a page cost ~12 us instead of ~2 on the machine these
+    benchmarks ran on, and a broker writing into the page cache then spent 3-4x its CPU per MB, in whichever
+    broker's phase the warm pages ran out. Touching fresh pages right before a phase hands it warm ones."""
+    size = mb << 20
+    pages = size // mmap.PAGESIZE
+    region = mmap.mmap(-1, size)
+    try:
+        started = time.process_time()
+        region[:: mmap.PAGESIZE] = b"\1" * pages  # one byte written per page: each a page fault
+        return (time.process_time() - started) * 1e6 / pages
+    finally:
+        region.close()
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, config: dict) -> None:
@@ -842,6 +863,8 @@ def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict
     records = records_for(args, case.size)
     t = live.topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
     create_topic(bootstrap, t, case.partitions, live.target.topic_config)
+    if args.warm_mb > 0:
+        warm_memory(args.warm_mb)
     if gen == "librdkafka":
         p = timed_by_cpu(cpu, rdkafka_produce, bootstrap, t, records, case)
         c = median_run(
@@ -1286,6 +1309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", type=int_list, help="latency case rates in records/s (default 2000,20000)")
     parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 5000)")
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs per case, median reported (default 1)")
+    parser.add_argument(
+        "--warm-mb", type=int, default=512, help="fresh memory touched before each produce phase (warm_memory; 0: none)"
+    )
     parser.add_argument(
         "--reads",
         type=int,

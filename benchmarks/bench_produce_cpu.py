@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import mmap
 import os
 import socket
 import statistics
@@ -275,28 +274,13 @@ class Running:
         self.close = lambda: (self.cpu.__exit__(None, None, None), broker.__exit__(None, None, None))
 
 
-def warm_memory(mb: int) -> float:
-    """Touch ``mb`` MB of new anonymous memory one page at a time and give it back: the pages the next phase
-    writes are then ones the VM's host has backed. Returns the CPU microseconds one page took (~2 warm,
-    ~12 where the host had taken the memory back)."""
-    size = mb << 20
-    pages = size // mmap.PAGESIZE
-    region = mmap.mmap(-1, size)
-    try:
-        started = time.process_time()
-        region[:: mmap.PAGESIZE] = b"\1" * pages  # one byte written per page: each a page fault
-        return (time.process_time() - started) * 1e6 / pages
-    finally:
-        region.close()
-
-
 def run_case(
     broker: Running, topic: str, partitions: int, frames: list[bytes], per: int, mb: float, warm_mb: int = 0
 ) -> dict:
     """Produce ``frames`` into a new topic, then fetch it all back; each phase's broker CPU ms per MB, MB/s
-    and client cores, and what a fresh page cost just before (``warm_memory``, when ``warm_mb``)."""
+    and client cores, and what a fresh page cost just before (``bench_broker.warm_memory``, when ``warm_mb``)."""
     bb.create_topic(broker.bootstrap, topic, partitions, {})
-    out: dict = {"fresh_page_us": warm_memory(warm_mb) if warm_mb > 0 else None}
+    out: dict = {"fresh_page_us": bb.warm_memory(warm_mb) if warm_mb > 0 else None}
     c0, p0, t0 = broker.cpu(), time.process_time(), time.perf_counter()
     out["errors"] = send(broker.bootstrap, frames)
     c1, p1, t1 = broker.cpu(), time.process_time(), time.perf_counter()

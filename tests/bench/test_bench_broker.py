@@ -317,3 +317,32 @@ def test_footer_describes_only_the_generators_and_cases_that_ran(capsys):
     footer = footer_of(capsys, ["kcat/produce/100B p1 none acks=all", "librdkafka/latency/2000/s"])
     assert "Latency case: 1024 B" in footer and "kcat: librdkafka" in footer and "librdkafka produce:" in footer
     assert "ProducerPerformance" not in footer
+
+
+def _rss_pages() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the process's resident pages from /proc")
+def test_warm_memory_touches_fresh_pages_and_gives_them_back(monkeypatch):
+    """warm_memory faults in every page of the memory it maps (the resident set holds all of it just before
+    the mapping is closed) and unmaps it before returning (the resident set is back where it was)."""
+    import mmap
+
+    import bench_broker
+
+    at_close = []
+
+    class Watched(mmap.mmap):
+        def close(self):
+            at_close.append(_rss_pages())
+            super().close()
+
+    monkeypatch.setattr(bench_broker.mmap, "mmap", Watched)
+    before = _rss_pages()
+    per_page = bench_broker.warm_memory(16)
+    after = _rss_pages()
+    pages = (16 << 20) // mmap.PAGESIZE
+    assert per_page > 0
+    assert len(at_close) == 1 and at_close[0] - before >= pages * 0.9, (before, at_close)
+    assert after - before < pages // 4, (before, after)  # none of it kept

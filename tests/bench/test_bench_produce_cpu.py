@@ -23,6 +23,7 @@ def test_smallest_run_reports_every_case_for_both_phases():
     out = proc.stdout
     assert "kafkawire        disk, no fsync" in out  # the durability of each broker is stated
     assert "CPU read from " in out
+    assert out.count("; fresh page ") == 8  # fresh memory touched before each case's produce phase, warm pass too
     for case in ("100B p1 none", "100B p1 lz4", "100B p12 none", "100B p12 lz4"):
         # the untimed pass and the timed round both ran the case, and the table has both phases
         assert sum(line.startswith(("warm", "round 0")) and case in line for line in out.splitlines()) == 2, case
