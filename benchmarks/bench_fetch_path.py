@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fetch's two ways of sending stored records, side by side in one run: views of the mapped segments written
-with ``writev`` (the default) against segment ranges sent with ``os.sendfile`` (``BrokerConfig.fetch_sendfile``).
+with ``writev`` against segment ranges sent with ``os.sendfile`` (``BrokerConfig.fetch_sendfile``, the default).
 
 A broker runs in this process (asyncio's loop, in its thread; segments engine) with one partition of
 ``--records`` 1 KiB records; a raw-socket client fetches it from the start over and over, one Fetch v12 at a

@@ -29,7 +29,7 @@ NOW = int(time.time() * 1000)
 @pytest.fixture
 def broker_config(tmp_path):
     cfg = BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"))
-    cfg.fetch_sendfile = True  # off by default (see BrokerConfig.fetch_sendfile)
+    assert cfg.fetch_sendfile  # the default (kafkawire.fetch.sendfile)
     return cfg
 
 
@@ -212,19 +212,27 @@ def test_file_ranges_reach_the_peer_exactly(tmp_path, certs_dir, sendfile_calls,
     assert (len(sendfile_calls) > before) is (not tls)
 
 
-def test_fetch_does_not_sendfile_unless_configured(tmp_path, sendfile_calls):
-    """BrokerConfig.fetch_sendfile is off by default (on loopback writev from the mapped segment costs less:
-    benchmarks/bench_fetch_path.py), so a default broker answers from its mapped segments."""
+@pytest.mark.parametrize("setting", [None, "true", "false"])
+def test_fetch_sendfiles_by_default_and_not_when_turned_off(tmp_path, sendfile_calls, setting):
+    """A default broker sends a plaintext fetch's records with sendfile, as Kafka does; kafkawire.fetch.sendfile
+    =false answers the same bytes from its mapped segments (writev), without a sendfile call."""
     from kafkawire.broker.server import start_in_thread
 
-    broker = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data")))
+    props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0"}
+    if setting is not None:
+        props["kafkawire.fetch.sendfile"] = setting
+    cfg = BrokerConfig.from_properties(props)
+    assert cfg.fetch_sendfile is (setting != "false")
+    broker = start_in_thread(cfg)
     try:
         client = RawClient(broker.address)
         create_topic(client, "d")
-        broker.broker.storage.partition("d", 0).append(plain(values(2, 60_000, seed=1)))
+        batch = plain(values(2, 60_000, seed=1))
+        broker.broker.storage.partition("d", 0).append(batch)
         p = client.call(fetch_request([("d", 0, 0)]), 12).responses[0].partitions[0]
-        assert len(list(iter_batches(bytes(p.records)))) == 1
+        got = list(iter_batches(bytes(p.records)))
+        assert len(got) == 1 and [r.value for r in got[0].records()] == values(2, 60_000, seed=1)
         client.close()
     finally:
         broker.stop()
-    assert sendfile_calls == []
+    assert bool(sendfile_calls) is (setting != "false"), sendfile_calls

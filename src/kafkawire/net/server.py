@@ -477,10 +477,16 @@ class Connection(asyncio.BufferedProtocol):
         """Write ``out`` straight to the socket while the kernel takes it: bytes with ``writev``, long file
         ranges with ``os.sendfile`` (page cache to socket, no copy through Python); returns what is left,
         for the transport to buffer. Only called when the transport's buffer is empty, so nothing it holds
-        can be overtaken; once the socket is full the rest goes through the transport as usual."""
+        can be overtaken; once the socket is full the rest goes through the transport as usual.
+
+        The bytes are counted as sent (``bytes_sent``) before they are written, and what was not written taken
+        off again: a client can read a response as soon as the kernel takes it, and a metrics scrape from
+        another thread after that read must count it (the transport path counts before writing too)."""
         fd = self.sendfile_fd
         pending: list = []  # bytes not yet written, in order
         sent = 0
+        expected = sum(map(len, out))
+        self.server.bytes_sent += expected
         try:
             for k, b in enumerate(out):
                 if type(b) in _BYTES_TYPES or not _is_file_range(b):
@@ -493,7 +499,7 @@ class Connection(asyncio.BufferedProtocol):
                     n, left = _writev_all(fd, pending)
                     sent += n
                     if left:
-                        self.server.bytes_sent += sent
+                        self.server.bytes_sent -= expected - sent
                         return left + out[k:]
                     pending = []
                 position, length = b.position, len(b)
@@ -508,17 +514,17 @@ class Connection(asyncio.BufferedProtocol):
                     done += n
                 sent += done
                 if done < length:  # the socket is full: the rest of the range as bytes, after it the rest
-                    self.server.bytes_sent += sent
+                    self.server.bytes_sent -= expected - sent
                     return [_in_memory(b)[done:], *out[k + 1 :]]
             if pending:
                 n, left = _writev_all(fd, pending)
                 sent += n
-                self.server.bytes_sent += sent
+                self.server.bytes_sent -= expected - sent
                 return left
-            self.server.bytes_sent += sent
+            self.server.bytes_sent -= expected - sent
             return []
         except OSError as exc:
-            self.server.bytes_sent += sent
+            self.server.bytes_sent -= expected - sent
             kind = "peer" if exc.errno in (errno.EPIPE, errno.ECONNRESET) else "io_error"
             self.abort(f"sending a response failed: {exc}", kind=kind)
             return []

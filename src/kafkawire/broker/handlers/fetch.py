@@ -1,6 +1,6 @@
-"""Fetch: stored batches go into the response as they are (no re-encoding): views of the mapped segments written
-with ``writelines``, or, with ``fetch_sendfile`` on a plaintext connection, file ranges the net layer sends with
-``os.sendfile``.
+"""Fetch: stored batches go into the response as they are (no re-encoding): on a plaintext connection, file ranges
+the net layer sends with ``os.sendfile`` (``fetch_sendfile``, on by default); on TLS, or with it off, views of the
+mapped segments written with ``writelines``.
 
 Long polling: when fewer than MinBytes are available the request waits (up to
 MaxWaitMs) for a produce to one of its partitions. The first batch is
@@ -359,10 +359,9 @@ def _readable(broker, ctx):
 
 def _sends_files(broker, ctx, version: int) -> bool:
     """Whether the records go out as segment file ranges for os.sendfile: when the broker is configured so
-    (``fetch_sendfile``, off by default: on loopback a sendfile costs more than writev from the mapped
-    segment, measured by benchmarks/bench_fetch_path.py), on connections whose transport can sendfile
-    (plaintext), for v4+ (v0-3 get message sets converted in memory). Otherwise the records go out as views
-    of the mapped segments, written with writev: no copy through Python either way."""
+    (``fetch_sendfile``, ``kafkawire.fetch.sendfile``, on by default), on connections whose transport can
+    sendfile (plaintext), for v4+ (v0-3 get message sets converted in memory). Otherwise the records go out as
+    views of the mapped segments, written with writev: no copy through Python either way."""
     return (
         version >= 4
         and getattr(broker.config, "fetch_sendfile", False) is True

@@ -253,11 +253,15 @@ class LogSegment:
             return buf[position : position + length]
         return memoryview(buf)[position : position + length]
 
-    def region(self, position: int, length: int) -> FileRegion:
-        # with the mapping the views use, for the part a socket does not take at once (see FileRegion.view);
-        # without it when open files are scarce, as view() copies then
+    def region(self, position: int, length: int) -> FileRegion | memoryview | bytes:
+        """The bytes at ``position`` as a file range for sendfile, with the mapping the views use for the
+        part a socket does not take at once (see FileRegion.view). When open files are scarce, what ``view``
+        gives instead (a copy): a range holds its file's descriptor until the answer is sent, so a fetch of
+        more partitions than the process may hold files open would run out of descriptors."""
+        if open_handles.crowded:
+            return self.view(position, length)
         file = self.file
-        return FileRegion(file, position, length, None if open_handles.crowded else self.buffer())
+        return FileRegion(file, position, length, self.buffer())
 
     # -------------------------------------------------------------- writes
 

@@ -30,7 +30,8 @@ torn tail; ``recovery`` checks it on every start.
 
 Reads return ``memoryview``s of read-only mmaps of the segment files (zero
 copies; one chunk per segment touched). ``read_regions`` returns
-``FileRegion``s instead, for ``os.sendfile``.
+``FileRegion``s instead, for ``os.sendfile`` (copies, as ``read`` gives then, when
+open files are scarce: a range holds its file's descriptor until it is sent).
 
 Disk failures: an OSError while writing (no space, I/O error...) fails the
 append with ``LogDirError`` (Kafka's KAFKA_STORAGE_ERROR) and marks the log
