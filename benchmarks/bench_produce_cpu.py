@@ -112,15 +112,20 @@ def requests(topic: str, partitions: int, codec: str, per_request: int, records:
     return out
 
 
-def _read(sock: socket.socket, n: int) -> bytearray:
-    """``n`` bytes from the socket, received into one buffer (the decoder reads it in place: no copy)."""
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
+def _recv_into(sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket."""
+    got, n = 0, len(view)
     while got < n:
         k = sock.recv_into(view[got:])
         if not k:
             raise ConnectionError("broker closed the connection")
         got += k
+
+
+def _read(sock: socket.socket, n: int) -> bytearray:
+    """``n`` bytes from the socket, received into one buffer (the decoder reads it in place: no copy)."""
+    buf = bytearray(n)
+    _recv_into(sock, memoryview(buf))
     return buf
 
 
@@ -143,12 +148,8 @@ class _Receiver:
         n = struct.unpack(">i", _read(sock, 4))[0]
         if len(self.buf) < n:
             self.buf = bytearray(n)  # a new object: the last response's views of the old one stay valid
-        view, got = memoryview(self.buf)[:n], 0
-        while got < n:
-            k = sock.recv_into(view[got:])
-            if not k:
-                raise ConnectionError("broker closed the connection")
-            got += k
+        view = memoryview(self.buf)[:n]
+        _recv_into(sock, view)
         return view
 
 
