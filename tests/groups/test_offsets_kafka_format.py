@@ -207,14 +207,24 @@ def _commit(c, group, topic, offsets: dict[int, int], metadata: str):
 
 
 def _fetch(c, group, topic, partitions):
-    r = c.call(
-        "OffsetFetch",
-        7,
-        group_id=group,
-        topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)],
-        require_stable=True,
-    )
-    assert r.error_code == 0
+    """The group's committed offsets, once stable: Kafka writes a transaction's markers after answering EndTxn,
+    and until its offsets are settled answers require_stable with UNSTABLE_OFFSET_COMMIT, which a client
+    retries (as here, for up to 30 s)."""
+    deadline = time.monotonic() + 30
+    while True:
+        r = c.call(
+            "OffsetFetch",
+            7,
+            group_id=group,
+            topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=partitions)],
+            require_stable=True,
+        )
+        assert r.error_code == 0
+        codes = {p.error_code for p in r.topics[0].partitions}
+        if errors.UNSTABLE_OFFSET_COMMIT not in codes or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert codes == {0}, codes
     return {
         p.partition_index: (p.committed_offset, p.committed_leader_epoch, p.metadata) for p in r.topics[0].partitions
     }
