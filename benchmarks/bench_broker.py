@@ -228,6 +228,9 @@ def socket_ceiling(total_bytes: int, chunk: int = 256 * 1024) -> float:
 # --------------------------------------------------------------------------- librdkafka phases
 
 
+WARM_MB = 512  # fresh memory touched before each produce phase (warm_memory)
+
+
 def warm_memory(mb: int) -> float:
     """Touch ``mb`` MB of new anonymous memory one page at a time and give it back: the pages the next phase
     writes are then ones the VM's host has backed. Returns the CPU microseconds one page took (~2 warm,
@@ -1310,7 +1313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="records per throughput phase (default 100000, quick 5000)")
     parser.add_argument("--repeat", type=int, default=1, help="throughput runs per case, median reported (default 1)")
     parser.add_argument(
-        "--warm-mb", type=int, default=512, help="fresh memory touched before each produce phase (warm_memory; 0: none)"
+        "--warm-mb",
+        type=int,
+        default=WARM_MB,
+        help=f"fresh memory touched before each produce phase (warm_memory; default {WARM_MB}; 0: none)",
     )
     parser.add_argument(
         "--reads",

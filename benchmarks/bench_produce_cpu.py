@@ -75,7 +75,6 @@ WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
 # times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, and
 # a read of 50 MB takes 20-60 ms, too short to time alone
 READS = 10
-WARM_MB = 512  # fresh memory touched before each case (see the docstring's "Memory")
 RESENDS = 50  # times one request is sent again after an error before the benchmark gives up
 PLACEHOLDER = "cpu-rr-cc"  # the topic name the frames are built with; each case swaps in its own
 FETCH_VERSION = 12  # the last Fetch version that names topics (13 and later use topic ids)
@@ -314,8 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--warm-mb",
         type=int,
-        default=WARM_MB,
-        help=f"fresh memory touched before each case (default {WARM_MB}; 0: none)",
+        default=bb.WARM_MB,
+        help=f"fresh memory touched before each produce phase (default {bb.WARM_MB}; 0: none)",
     )
     args = parser.parse_args(argv)
     names = [b for b in args.brokers.split(",") if b]

@@ -499,7 +499,6 @@ class Connection(asyncio.BufferedProtocol):
                     n, left = _writev_all(fd, pending)
                     sent += n
                     if left:
-                        self.server.bytes_sent -= expected - sent
                         return left + out[k:]
                     pending = []
                 position, length = b.position, len(b)
@@ -514,20 +513,18 @@ class Connection(asyncio.BufferedProtocol):
                     done += n
                 sent += done
                 if done < length:  # the socket is full: the rest of the range as bytes, after it the rest
-                    self.server.bytes_sent -= expected - sent
                     return [_in_memory(b)[done:], *out[k + 1 :]]
             if pending:
                 n, left = _writev_all(fd, pending)
                 sent += n
-                self.server.bytes_sent -= expected - sent
                 return left
-            self.server.bytes_sent -= expected - sent
             return []
         except OSError as exc:
-            self.server.bytes_sent -= expected - sent
             kind = "peer" if exc.errno in (errno.EPIPE, errno.ECONNRESET) else "io_error"
             self.abort(f"sending a response failed: {exc}", kind=kind)
             return []
+        finally:  # what was not written here: the transport path counts what it is then handed
+            self.server.bytes_sent -= expected - sent
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
