@@ -100,7 +100,26 @@ def test_smallest_run_with_librdkafka(tmp_path):
     assert sorted(r["records_per_s"] for r in reads)[1] == consume["records_per_s"]
     for r in reads:
         assert 0 < r["generator_cpu_s"] and 0 < r["first_record_ms"] <= r["seconds"] * 1000
-    assert results["librdkafka/produce/1024B p1 none acks=all"]["generator_cpu_s"] > 0
+    produce = results["librdkafka/produce/1024B p1 none acks=all"]
+    # 2,000 records: one whole chunk of produce_batch and part of the next, all counted from the end offset
+    assert produce["sent"] == produce["records"] == 2000 and produce["errors"] == 0
+    assert 0 < produce["generator_main_cpu_s"] <= produce["generator_cpu_s"]
+    assert produce["p99_ms"] is not None  # the sampled delivery reports came back
+
+
+def test_librdkafka_produce_retries_what_a_full_local_queue_refused(monkeypatch):
+    """produce_batch takes part of a chunk when librdkafka's queue is full; the rest is sent again, once."""
+    pytest.importorskip("confluent_kafka")
+    import bench_broker
+
+    from kafkawire.testing import broker
+
+    monkeypatch.setattr(bench_broker, "PRODUCE_QUEUE", 1500)
+    with broker() as b:
+        bench_broker.create_topic(b.bootstrap, "full-queue", 3, {})
+        case = bench_broker.Case(100, 3, "none", "1")
+        r = bench_broker.rdkafka_produce(b.bootstrap, "full-queue", 5000, case)
+    assert r["complete"] and r["sent"] == r["records"] == 5000 and r["errors"] == 0, r
 
 
 def test_smallest_run_with_kafka_perf_tools(tmp_path):
@@ -304,7 +323,7 @@ def footer_of(capsys, keys: list[str]) -> str:
 
 def test_footer_describes_only_the_generators_and_cases_that_ran(capsys):
     explained = {
-        "librdkafka": "librdkafka produce: first send",
+        "librdkafka": "librdkafka produce: produce_batch",
         "perf": "ProducerPerformance",
         "kcat": "kcat: librdkafka driven from C",
     }
