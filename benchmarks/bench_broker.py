@@ -308,7 +308,7 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
     librdkafka took less those it reported failed and those still queued when the flush gave up; the process's
     CPU and its main thread's (near 1.0: the phase is bounded by this thread, whatever the broker). No latency:
     the fixed-rate latency case measures that (a report per record is what this phase avoids)."""
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     values = payloads(case.size)
     failed = [0]
@@ -343,16 +343,17 @@ def rdkafka_produce(bootstrap: str, topic: str, records: int, case: Case) -> dic
             if producer.produce_batch(topic, pending) == len(pending):
                 pending = []
                 break
-            # the local queue is full: produce_batch marks each record it did not take with "_error"
-            pending = [m for m in pending if m.pop("_error", None) is not None]
+            # produce_batch marks each record it did not take with "_error": sent again when the local queue
+            # was full, counted as failed otherwise
+            refused = [(m, m.pop("_error")) for m in pending if "_error" in m]
+            pending = [m for m, e in refused if e.code() == KafkaError._QUEUE_FULL]
+            failed[0] += len(refused) - len(pending)
             producer.poll(0.005)
         sent += len(todo) - len(pending)
         producer.poll(0)
     left = producer.flush(max(1.0, deadline - time.perf_counter()))
     elapsed = time.perf_counter() - start
     cpu, main = time.process_time() - cpu0, time.thread_time() - main0
-    for message in chunk:
-        message.pop("_error", None)
     delivered = sent - failed[0] - left
     return {
         "records": delivered,

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,24 @@ def test_librdkafka_produce_counts_what_the_broker_refused(monkeypatch):
         case = bench_broker.Case(1024, 1, "none", "1")
         r = bench_broker.rdkafka_produce(b.bootstrap, "too-large", 2000, case)
     assert not r["complete"] and r["records"] == 0 and r["errors"] == r["sent"] == 2000, r
+
+
+def test_librdkafka_produce_counts_what_librdkafka_refused_and_does_not_retry_it(monkeypatch):
+    """Records over librdkafka's own message.max.bytes never leave the process: produce_batch refuses them at
+    once, and they count as failed instead of being sent again until the phase's time runs out."""
+    pytest.importorskip("confluent_kafka")
+    import bench_broker
+
+    from kafkawire.testing import broker
+
+    monkeypatch.setattr(bench_broker, "payloads", lambda size, count=64: [b"x" * 1_000_100] * count)
+    with broker() as b:
+        bench_broker.create_topic(b.bootstrap, "too-large-here", 1, {})
+        case = bench_broker.Case(1_000_100, 1, "none", "1")
+        started = time.monotonic()
+        r = bench_broker.rdkafka_produce(b.bootstrap, "too-large-here", 50, case)
+    assert not r["complete"] and r["records"] == 0 and r["errors"] == r["sent"] == 50, r
+    assert time.monotonic() - started < 30  # not retried until PHASE_LIMIT
 
 
 def test_smallest_run_with_kafka_perf_tools(tmp_path):
