@@ -51,18 +51,19 @@ appender.stderr.layout.pattern = %p %m (%c)%n
 """
 
 _SUMMARY = re.compile(
-    r"(?P<records>\d+) records sent, (?P<rate>[\d.]+) records/sec \([\d.]+ MB/sec\), "
+    r"(?P<records>\d+) (?P<steady>steady state )?records sent, (?P<rate>[\d.]+) records/sec \([\d.]+ MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
     r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th"
 )
 
 
-def parse_producer(stdout: str) -> dict | None:
-    """The final summary line of ProducerPerformance (the interval lines carry no percentiles)."""
+def parse_producer(stdout: str, steady: bool = False) -> dict | None:
+    """The final summary line of ProducerPerformance (the interval lines carry no percentiles); with ``steady``,
+    the one of the records after its ``--warmup-records``, printed after the whole run's."""
     found = None
     for line in stdout.splitlines():
         m = _SUMMARY.search(line)
-        if m:
+        if m and bool(m.group("steady")) == steady:
             found = m
     if found is None:
         return None
@@ -76,6 +77,7 @@ def parse_producer(stdout: str) -> dict | None:
         "p95_ms": float(g["p95"]),
         "p99_ms": float(g["p99"]),
         "p999_ms": float(g["p999"]),
+        "steady_state": steady,
     }
 
 
@@ -154,26 +156,31 @@ class PerfTools:
         payload_file: Path,
         *,
         throughput: int = -1,
+        warmup_records: int = 0,
         props: dict[str, object] | None = None,
         timeout: float = 120.0,
     ) -> dict:
-        """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s."""
+        """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s; with
+        ``warmup_records``, that many more sent first and the figures of the ``records`` after them (the tool's
+        steady state: its JVM's own start-up, class loading and compilation, left out)."""
         args = [
             "--bootstrap-server",
             bootstrap,
             "--topic",
             topic,
             "--num-records",
-            str(records),
+            str(records + warmup_records),
             "--throughput",
             str(throughput),
             "--payload-file",
             str(payload_file),
         ]
+        if warmup_records:
+            args += ["--warmup-records", str(warmup_records)]
         if props:
             args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
         code, out, err = self._java(PRODUCER, args, timeout)
-        summary = parse_producer(out)
+        summary = parse_producer(out, steady=warmup_records > 0)
         # the summary counts acknowledged records only (a failed send prints its stack trace instead)
         result = dict(summary or {"records": 0, "records_per_s": 0.0})
         result["complete"] = code == 0 and result["records"] == records

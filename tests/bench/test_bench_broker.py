@@ -61,8 +61,29 @@ def test_parse_producer_summary():
         "p95_ms": 2616.0,
         "p99_ms": 2902.0,
         "p999_ms": 3056.0,
+        "steady_state": False,
     }
     assert kafka_perf.parse_producer(out.splitlines()[0]) is None  # an interval line is no summary
+    assert kafka_perf.parse_producer(out, steady=True) is None  # no warm-up, no steady-state line
+
+
+def test_parse_producer_steady_state_summary():
+    """ProducerPerformance with --warmup-records prints the whole run's summary, then the steady state's (the
+    tool's output at 2,000/s, 2,000 warm-up records, against kafkawire)."""
+    out = (
+        "Warmup first 2000 records. Steady state results will print after the complete test summary.\n"
+        "In steady state.\n"
+        "9997 records sent, 1998.6 records/sec (1.95 MB/sec), 0.9 ms avg latency, 12.0 ms max latency.\n"
+        "12000 records sent, 1996.007984 records/sec (1.95 MB/sec), 2.15 ms avg latency, 218.00 ms max latency, "
+        "1 ms 50th, 6 ms 95th, 33 ms 99th, 41 ms 99.9th.\n"
+        "10000 steady state records sent, 1994.415636 records/sec (1.95 MB/sec), 0.93 ms avg latency, "
+        "12.00 ms max latency, 1 ms 50th, 3 ms 95th, 7 ms 99th, 10 ms 99.9th.\n"
+    )
+    steady = kafka_perf.parse_producer(out, steady=True)
+    assert steady is not None and steady["records"] == 10000 and steady["p99_ms"] == 7.0 and steady["max_ms"] == 12.0
+    assert steady["steady_state"]
+    whole = kafka_perf.parse_producer(out)
+    assert whole is not None and whole["records"] == 12000 and whole["p99_ms"] == 33.0
 
 
 def test_parse_consumer_summary_skips_a_warning_between_header_and_data():
@@ -168,6 +189,9 @@ def test_smallest_run_with_kafka_perf_tools(tmp_path):
     for key in ("perf/produce/1024B p1 none acks=all", "perf/consume/1024B p1 none acks=all", "perf/latency/2000/s"):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] > 0
+    # 0.5 s at 2,000/s measured after 1 s of warm-up records: the figures are the steady state's 1,000
+    latency = results["perf/latency/2000/s"]
+    assert latency["records"] == 1000 and latency["steady_state"], latency
 
 
 def test_smallest_run_with_kcat(tmp_path):
