@@ -30,7 +30,8 @@ Load generators:
                produce latency.
   perf         Kafka's kafka-producer-perf-test / kafka-consumer-perf-test classes
                (benchmarks/kafka_perf.py), in their own JVM, with the same payloads.
-               Consume figures exclude the consumer group join.
+               Consume figures exclude the consumer group join; latency is the
+               tool's steady state after 1 s of warm-up records.
   kcat         librdkafka again, driven by kcat (C): produce from a file of key:value
                lines, consume to a counter, so no Python or JVM runs per record.
                On a 2-core machine the generator shares the cores with the broker:
