@@ -87,6 +87,11 @@ from peers.peer_harness import BrokerProcess, tansu_binary  # noqa: E402
 MB = 1e6
 PHASE_LIMIT = 90.0  # seconds: a phase that takes longer is cut short and reported as such
 LATENCY_SIZE = 1024
+# The perf tool's latency case first sends this many seconds of records at the rate (``--warmup-records``) and
+# reports the records after them: each phase starts a new JVM, whose first second's records wait on its own
+# class loading and compilation. At 2,000/s for 5 s on kafkawire (2026-11-30) the whole run's p99 was 33 ms
+# (max 218), the steady state's after 2,000 warm-up records 7 ms (max 12), on the same run.
+PERF_LATENCY_WARMUP_S = 1.0
 GENERATORS = ("librdkafka", "perf", "kcat")
 # Producer settings shared by both generators (the rest are each client's defaults).
 LINGER_MS = 5
@@ -300,11 +305,6 @@ def latency_stats(latencies: list[float]) -> dict:
 # record, 1.73-1.85 M with reports of failures only). Counting from the partitions' end offsets instead is not
 # exact for every broker: Tansu answers the latest offset as its last batch's base offset plus one (5,000
 # records acknowledged in one batch: 1).
-# The perf tool's latency case first sends this many seconds of records at the rate (``--warmup-records``) and
-# reports the records after them: each phase starts a new JVM, whose first second's records wait on its own
-# class loading and compilation. At 2,000/s for 5 s on kafkawire (2026-11-30) the whole run's p99 was 33 ms
-# (max 218), the steady state's after 2,000 warm-up records 7 ms (max 12), on the same run.
-PERF_LATENCY_WARMUP_S = 1.0
 PRODUCE_CHUNK = 1024  # a multiple of the 64 values and 1,024 keys: every chunk sends the same records in turn
 PRODUCE_QUEUE = 200_000  # librdkafka's local queue, in records (queue.buffering.max.messages)
 
