@@ -278,10 +278,17 @@ def warm_up(b: Broker, timeout: float = 60.0) -> None:
 
     Kafka creates ``__consumer_offsets`` on the first FindCoordinator and loads its partitions
     after; until then it answers COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS or
-    NOT_COORDINATOR. The corpus compares a running coordinator, so the runner waits for one."""
+    NOT_COORDINATOR. The corpus compares a running coordinator, so the runner waits for one.
+
+    Then until the transaction coordinator answers: Kafka creates ``__transaction_state`` at the first
+    FindCoordinator for a transactional id. Creating it here, before any case, gives both brokers the
+    same internal topics for the cases that list a whole broker (ListConfigResources of every type);
+    left to the transactional cases, whether it exists at such a listing depended on how the two jobs
+    interleaved the cases on each broker."""
     deadline = time.monotonic() + timeout
     pending = group_names_covering()
     with Connection(b.host, b.port) as c:
+        _transaction_coordinator_ready(c, b.label, deadline)
         while pending:
             name = pending[0]
             fc = c.request(message_class("FindCoordinatorRequest")(key=name, key_type=0), 3)
@@ -295,6 +302,17 @@ def warm_up(b: Broker, timeout: float = 60.0) -> None:
                 raise RuntimeError(f"{b.label}: no group coordinator for {name} after {timeout:.0f} s")
             else:
                 time.sleep(0.1)
+
+
+def _transaction_coordinator_ready(c: Connection, label: str, deadline: float) -> None:
+    key = "conformance-warm-up-transactional-id"
+    while True:
+        fc = c.request(message_class("FindCoordinatorRequest")(key=key, key_type=1), 3)
+        if fc.error_code == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{label}: no transaction coordinator after the warm-up's deadline")
+        time.sleep(0.1)
 
 
 def broker(label: str, address: str) -> Broker:

@@ -88,8 +88,9 @@ for_each(
     {
         "group": lambda s, v: _find(s, v, s.name("g")),
         "new-group": lambda s, v: _find(s, v, s.name(f"new{v}")),
-        # Not asked: a transaction key. Kafka answers COORDINATOR_NOT_AVAILABLE until it has created
-        # __transaction_state and the coordinator afterwards, so the answer depends on the broker's history.
+        # Kafka answers COORDINATOR_NOT_AVAILABLE for a transaction key until it has created
+        # __transaction_state; the runner's warm-up has both brokers create it before any case.
+        "transaction-key": lambda s, v: _find(s, v, s.name("tx"), key_type=1) if v >= 1 else None,
         "share-key": lambda s, v: _find(s, v, s.name("g") + ":topicid:0", key_type=2) if v >= 1 else None,
         "invalid-key-type": lambda s, v: _find(s, v, s.name("g"), key_type=7) if v >= 1 else None,
         "empty-key": lambda s, v: _find(s, v, ""),
