@@ -1277,6 +1277,12 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             "kcat: librdkafka driven from C, same producer settings, produce timed spawn to exit, consume from the "
             "first record to the last"
         )
+    lengths = phase_lengths(all_results, names, keys)
+    if lengths:
+        per_size += (
+            f"; a throughput phase (the median round) lasted {min(lengths):.2f} to {max(lengths):.2f} s, median "
+            f"{statistics.median(lengths):.2f} s (one pause of either side moves a phase of a fraction of a second)"
+        )
     latency = ""
     if has_latency:
         latency = (
@@ -1295,6 +1301,17 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         )
         + "."
     )
+
+
+def phase_lengths(all_results: dict, names: list[str], keys: list[str]) -> list[float]:
+    """Seconds each throughput row's reported phase lasted: records over records/s, complete rows only."""
+    out = []
+    for n in names:
+        for k in keys:
+            r = all_results[n].get(k)
+            if r and "/latency/" not in k and r.get("complete", True) and r.get("records_per_s"):
+                out.append(r["records"] / r["records_per_s"])
+    return out
 
 
 def idle_text(name: str, results: dict) -> str:

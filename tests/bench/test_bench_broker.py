@@ -388,6 +388,31 @@ def test_footer_describes_only_the_generators_and_cases_that_ran(capsys):
     assert "ProducerPerformance" not in footer
 
 
+def test_footer_gives_how_long_the_reported_phases_lasted(capsys):
+    """Rows of 1,000 records at 1,000/s and 4,000/s: phases of 1 and 0.25 s; the latency row is no phase."""
+    import argparse
+
+    import bench_broker
+
+    one = {"records_per_s": 1000.0, "size": 100, "records": 1000, "complete": True}
+    quick = dict(one, records_per_s=4000.0)
+    cut = dict(one, records_per_s=10.0, records=1, complete=False)  # a phase cut short is not a length
+    latency = {"records_per_s": 2000.0, "size": 1024, "records": 10, "p99_ms": 1.0}
+    results = {
+        "kafkawire-memory": {
+            "load_at_start": [0.0, 0.0, 0.0],
+            "librdkafka/produce/100B p1 none acks=all": one,
+            "librdkafka/consume/100B p1 none acks=all": quick,
+            "librdkafka/produce/100B p12 none acks=all": cut,
+            "librdkafka/latency/2000/s": latency,
+        }
+    }
+    args = argparse.Namespace(records=1000, repeat=1, reads=3, seconds=1.0, equal_bytes=True, interleaved=False)
+    bench_broker.print_tables(results, {"mb_per_s": 1000.0}, args)
+    footer = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "lasted 0.25 to 1.00 s, median 0.62 s" in footer, footer
+
+
 def _rss_pages() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1])
 
