@@ -413,6 +413,35 @@ def test_footer_gives_how_long_the_reported_phases_lasted(capsys):
     assert "lasted 0.25 to 1.00 s, median 0.62 s" in footer, footer
 
 
+def _bytes_written() -> int:
+    return int(
+        next(line for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("wchar:")).split()[1]
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="reads the process's written bytes from /proc")
+def test_warm_page_cache_writes_the_megabytes_asked_and_leaves_no_file(tmp_path):
+    import bench_broker
+
+    before = _bytes_written()
+    per_page = bench_broker.warm_page_cache(8, str(tmp_path))
+    assert _bytes_written() - before >= 8 << 20
+    assert per_page > 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_page_cache_warmed_before_a_phase_covers_what_it_writes():
+    import argparse
+
+    import bench_broker
+
+    args = argparse.Namespace(warm_mb=512)
+    assert bench_broker.warm_mb_for(args, 100_000, 1024) == 512  # a small phase: the floor
+    assert bench_broker.warm_mb_for(args, 1_000_000, 1024) >= 1_000_000 * 1024 >> 20
+    assert bench_broker.warm_mb_for(args, 10_240_000, 100) >= 10_240_000 * 100 >> 20
+    assert bench_broker.warm_mb_for(argparse.Namespace(warm_mb=0), 1_000_000, 1024) == 0
+
+
 def _rss_pages() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1])
 
