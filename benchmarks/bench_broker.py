@@ -272,7 +272,8 @@ def warm_page_cache(mb: int, directory: str | None = None) -> float:
     warm_memory's anonymous pages were not enough for phases of 1 GB: in the rounds where a broker got cold
     page-cache pages, 78% of its CPU was the kernel's copy into them (``copy_folio_from_iter_atomic``, perf) and
     it spent 2.2-3.0 ms/MB instead of 0.7 (2026-11-30: kafkawire after a Kafka phase, 512 MB of warm_memory
-    before each; a 1.5 GB file written and deleted before each phase left every round at 0.64-0.76 ms/MB)."""
+    before each). With this warm-up, 6 rounds against Kafka of 1,000,000 x 1 KiB left kafkawire at 0.72-0.84
+    ms/MB in every round (0.67-3.00 before)."""
     block = b"\1" * WARM_CHUNK
     fd, path = tempfile.mkstemp(prefix="kafkawire-bench-warm-", dir=directory)
     try:
