@@ -6,7 +6,10 @@ hundred records each, so the broker's cost per partition (the record check, the 
 most of its CPU per MB there; bench_produce_cpu sends one partition per request. Here a Broker with the disk
 engine (no fsync) answers prebuilt ProduceRequest v10 frames through ``Broker.handle``, as the net layer
 calls it, and the process CPU per request is printed for each shape: partitions x records per batch, 100 B
-values (``--size``), codecs none and lz4.
+values (``--size``), codecs none and lz4. Keys are ``k<n>``, n counting up through 0-1023, except in the keyed
+shape (``k`` after it): there each partition's keys are drawn at random from 0-1023, as a producer's keyed
+partitioner spreads them (the key's length changes every few records), in batches of the size kcat and
+librdkafka send to each of 12 partitions at full speed (bench_broker: 1,200-8,800 records, median 2,400).
 
 With ``--kafkawire-src PATH`` (another tree's ``src``, e.g. ``git archive <commit> src``) every shape is
 also run importing that tree, rounds interleaved, and each row prints old/new (above 1: the current tree
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -29,11 +33,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SHAPES = [(12, 5), (12, 20), (12, 100), (1, 500)]  # (partitions per request, records per batch)
+# (partitions per request, records per batch, keys drawn at random per partition)
+SHAPES = [(12, 5, False), (12, 20, False), (12, 100, False), (1, 500, False), (12, 2000, True)]
+# records built per run at most (requests x this): a shape of larger requests times fewer of them
+RECORDS_PER_REQUEST = 1200
 CODECS = ("none", "lz4")
 
 
-def measure(codec: str, partitions: int, per: int, requests: int, size: int) -> float:
+def measure(codec: str, partitions: int, per: int, requests: int, size: int, keyed: bool = False) -> float:
     """Microseconds of process CPU per request, for the kafkawire on sys.path."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import bench_broker as bb
@@ -46,10 +53,13 @@ def measure(codec: str, partitions: int, per: int, requests: int, size: int) -> 
 
     values = bb.payloads(size)
     frames, k = [], 0
+    requests = min(requests, max(50, requests * RECORDS_PER_REQUEST // (partitions * per)))
+    rng = random.Random(1)
     for i in range(requests + 50):
         data = []
         for p in range(partitions):
-            records = [(b"k%d" % (j & 1023), values[j & 63]) for j in range(k, k + per)]
+            keys = [rng.randrange(1024) if keyed else j & 1023 for j in range(k, k + per)]
+            records = [(b"k%d" % n, values[j & 63]) for n, j in zip(keys, range(k, k + per))]
             data.append(ProduceRequest.PartitionProduceData(index=p, records=build_batch(records, compression=codec)))
             k += per
         body = ProduceRequest(
@@ -81,17 +91,21 @@ def measure(codec: str, partitions: int, per: int, requests: int, size: int) -> 
     return asyncio.run(run())
 
 
-def run_in(src: str | None, args, codec: str, partitions: int, per: int) -> float:
+def run_in(src: str | None, args, codec: str, partitions: int, per: int, keyed: bool) -> float:
     env = dict(os.environ)
     env["PYTHONPATH"] = src or str(REPO / "src")
     out = subprocess.run(
-        [sys.executable, __file__, "--one", json.dumps([codec, partitions, per, args.requests, args.size])],
+        [sys.executable, __file__, "--one", json.dumps([codec, partitions, per, args.requests, args.size, keyed])],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def shape_label(partitions: int, per: int, keyed: bool) -> str:
+    return f"p{partitions}x{per}" + ("k" if keyed else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,19 +127,22 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict = {}
     for r in range(args.rounds):
         for codec in CODECS:
-            for partitions, per in SHAPES:
+            for partitions, per, keyed in SHAPES:
                 for name, src in trees.items():
-                    us = run_in(src, args, codec, partitions, per)
-                    figures.setdefault((codec, partitions, per), {}).setdefault(name, []).append(us)
-                    print(f"round {r} {name} {codec} p{partitions}x{per}: {us:.1f} us/request", flush=True)
+                    us = run_in(src, args, codec, partitions, per, keyed)
+                    figures.setdefault((codec, partitions, per, keyed), {}).setdefault(name, []).append(us)
+                    print(
+                        f"round {r} {name} {codec} {shape_label(partitions, per, keyed)}: {us:.1f} us/request",
+                        flush=True,
+                    )
     print(f"\nprocess CPU us per request, least of {args.rounds}; {args.size} B values")
     print(
         f"{'codec':5} {'shape':9} {'new':>9} {'new/part':>9}"
         + (f" {'old':>9} {'old/new':>8}" if len(trees) > 1 else "")
     )
-    for (codec, partitions, per), by in figures.items():
+    for (codec, partitions, per, keyed), by in figures.items():
         new = min(by["new"])
-        row = f"{codec:5} {f'p{partitions}x{per}':9} {new:9.1f} {new / partitions:9.1f}"
+        row = f"{codec:5} {shape_label(partitions, per, keyed):9} {new:9.1f} {new / partitions:9.1f}"
         if "old" in by:
             old = min(by["old"])
             row += f" {old:9.1f} {old / new:8.2f}"

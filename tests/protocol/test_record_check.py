@@ -1,8 +1,9 @@
 """The broker's quick checks of a produced records section never accept what Kafka's reading refuses.
 
 ``walk._well_formed`` lets a section through without the record-by-record walk that follows Kafka's reading
-rules (``walk._as_kafka_reads``); it has four ways of doing so (a Python step per record for a few records,
-run by run with strided byte slices, the byte-pair tables, the general numpy varints). Each is compared with the walk, in every mode, on random
+rules (``walk._as_kafka_reads``); it has five ways of doing so (a Python step per record for a few records,
+run by run with strided byte slices, regular expressions of the known record layouts, the byte-pair tables, the
+general numpy varints). Each is compared with the walk, in every mode, on random
 sections as producers write them and on the same sections corrupted (bytes changed, inserted, removed, cut,
 the record count off by one). A quick check may refuse a section Kafka reads (the walk then decides), but
 it must take the sections producers write, or the broker pays the walk for them.
@@ -14,6 +15,7 @@ import random
 
 import pytest
 
+from kafkawire.protocol.records import walk
 from kafkawire.protocol.records.walk import (
     BUFFER,
     SKIP,
@@ -21,6 +23,7 @@ from kafkawire.protocol.records.walk import (
     _as_kafka_reads,
     _well_formed,
     _well_formed_bulk,
+    _well_formed_layouts,
     _well_formed_runs,
     _well_formed_tables,
     _well_formed_walk,
@@ -32,6 +35,7 @@ pytest.importorskip("numpy")
 CHECKS = {
     "walk": _well_formed_walk,
     "runs": _well_formed_runs,
+    "layouts": _well_formed_layouts,
     "tables": _well_formed_tables,
     "bulk": _well_formed_bulk,
     "any": _well_formed,
@@ -290,3 +294,84 @@ def test_batches_past_8192_records_are_checked_by_the_tables_as_soundly():
             tries += 1
             refused += not agree(bad, count, passed)
     assert refused > tries // 2 and passed["tables"] == 2, (refused, tries, passed)
+
+
+def keyed_section(rng: random.Random, count: int, value: bytes = b"v" * 100) -> bytes:
+    """``count`` records as a keyed producer writes them to one of many partitions: keys ``k<n>`` of 2 to 5
+    bytes in no order (a run of one size lasts a few records), one value, timestamps a millisecond apart every
+    50 records."""
+    parts = []
+    for i in range(count):
+        key = b"k%d" % rng.randrange(1024)
+        body = b"\0" + varint(i // 50) + varint(i) + varint(len(key)) + key + varint(len(value)) + value + b"\0"
+        parts.append(varint(len(body)) + body)
+    return b"".join(parts)
+
+
+@pytest.fixture(autouse=True)
+def fresh_layouts(monkeypatch):
+    """The layout matcher as the broker starts it: no layouts known, a full learning budget."""
+    monkeypatch.setattr(walk, "_layouts", None)
+    monkeypatch.setattr(walk, "_learn_tokens", [walk._LEARN_BURST, 0.0])
+
+
+def test_keyed_sections_of_many_runs_are_matched_by_their_layouts():
+    """A keyed partition's batch is hundreds of runs: the run-by-run check gives up on it and the layouts take
+    it, learning each layout once; the next batches of the same producer are matched with nothing learned."""
+    rng = random.Random(7)
+    first = keyed_section(rng, 2400)
+    assert not walk._well_formed_runs(first, 2400) or len(walk._runs(first, 2400)[0]) > 40
+    assert _well_formed_layouts(first, 2400) and kafka_reads(first, 2400)
+    assert 4 <= len(walk._layouts.alternatives) <= walk._LAYOUTS_MAX
+    for _ in range(5):  # the rare layouts (a key of 2 or 5 bytes with a 1-byte offset delta) come later
+        data = keyed_section(rng, 2400)
+        assert _well_formed_layouts(data, 2400) and _well_formed(data, 2400)
+    learned = walk._layouts
+    assert len(learned.alternatives) == 8  # keys of 2-5 bytes, offset deltas of 1-2 bytes
+    for _ in range(5):
+        data = keyed_section(rng, 2400)
+        assert _well_formed_layouts(data, 2400) and _well_formed(data, 2400)
+    assert walk._layouts is learned  # nothing learned again
+    # a count off by one, a section with a record more or less: the layouts refuse, and Kafka's reading decides
+    data = keyed_section(rng, 300)
+    for n in (299, 301):
+        assert not _well_formed_layouts(data, n) and not kafka_reads(data, n)
+
+
+def test_keyed_sections_corrupted_are_never_taken_by_the_layouts():
+    """Bytes changed, put in, taken out or cut anywhere in a keyed section whose layouts are all known: what
+    the layouts take, Kafka reads (and the broker's answer is the walk's)."""
+    rng = random.Random(11)
+    passed = {name: 0 for name in CHECKS}
+    refused = 0
+    base = keyed_section(rng, 200)
+    assert _well_formed_layouts(base, 200)
+    for _ in range(300):
+        bad = corrupted(rng, base)
+        refused += not agree(bad, 200, passed)
+    assert refused > 100 and passed["layouts"], (refused, passed)
+
+
+def test_learning_layouts_is_bounded(monkeypatch):
+    """A peer whose every batch brings new layouts (values of every length) makes the broker compile a bounded
+    number of times: at most _LEARN_PER_SECTION rounds per section, and none once the budget is spent; such
+    sections are still answered right (by the tables)."""
+    compiled = []
+    real = walk._Layouts
+
+    def counting(alternatives):
+        compiled.append(len(alternatives))
+        return real(alternatives)
+
+    monkeypatch.setattr(walk, "_Layouts", counting)
+    rng = random.Random(3)
+    for i in range(40):
+        parts = []
+        for j in range(50):  # each record a value of its own length: a layout of its own
+            value = rng.randbytes(200 + 50 * i + j)
+            body = b"\0\0" + varint(j) + b"\1" + varint(len(value)) + value + b"\0"
+            parts.append(varint(len(body)) + body)
+        data = b"".join(parts)
+        assert kafka_reads(data, 50) and _well_formed(data, 50)
+    assert len(compiled) <= walk._LEARN_BURST + 1  # the burst, and what a test's seconds refill
+    assert max(compiled) <= walk._LAYOUTS_MAX

@@ -6,8 +6,9 @@ record when neighbouring records have one size, and reads each varint field of e
 numpy. ``unreadable`` first asks a quick check whether every record is laid out as producers write it: a
 Python step per record for a few records (numpy's fixed cost per call would dominate); for a section of a
 few runs of equal-sized records, each run's first record read and the others shown to share its layout with
-strided byte slices; else each field of every record looked up two bytes at a time in tables, else
-``varints``. Only a section that fails the quick check is walked again one record at a time with Kafka's
+strided byte slices; for a section of many runs of a few layouts (a keyed producer's batch), regular
+expressions of the layouts matched in C; else each field of every record looked up two bytes at a time in
+tables, else ``varints``. Only a section that fails the quick check is walked again one record at a time with Kafka's
 reading rules, which decide the answer:
 
 * an uncompressed section is read as Kafka reads a ByteBuffer: a record's length varint longer than 5 bytes
@@ -23,6 +24,8 @@ numpy is optional here: without it every section takes the record-by-record walk
 
 from __future__ import annotations
 
+import re
+import time
 from typing import Any
 
 from .. import errors
@@ -231,11 +234,18 @@ def _well_formed(data: bytes, count: int) -> bool:
             if runs is not None and _well_formed_runs(data, count, runs):
                 return True
         return _well_formed_walk(data, count)
-    runs = _runs(data, count)
-    if runs is None:
-        return False
-    if len(runs[0]) <= _FEW_RUNS + count // 64 and _well_formed_runs(data, count, runs):
+    # a section of more runs stops being walked by runs at the first run past the limit, and is matched
+    # against the known layouts instead (``_well_formed_layouts``), then, failing that, walked whole for the tables
+    runs = _runs(data, count, _FEW_RUNS + count // 64)
+    if runs is not None:
+        if _well_formed_runs(data, count, runs):
+            return True
+    elif _well_formed_layouts(data, count):
         return True
+    if runs is None:
+        runs = _runs(data, count)
+        if runs is None:
+            return False
     if _numpy() is None:
         return _well_formed_walk(data, count)
     return _well_formed_tables(data, count, runs) or _well_formed_bulk(data, count, runs)
@@ -436,6 +446,140 @@ def _well_formed_runs(data: bytes, count: int, runs: tuple | None = None) -> boo
             if column.count(column[:1]) != m:
                 return False
     return True
+
+
+# A section of many runs (records whose size changes every few records: a keyed producer's batch for one of
+# many partitions, whose keys differ in length from record to record) costs ``record_runs`` a Python step per
+# run, a third to a half of a step per record. Such a section is mostly a few layouts: records alike but for
+# their key, value and delta bytes. Each layout is written as a regular expression of one record: its length
+# bytes, its key's and value's length bytes as they are, the timestamp and offset deltas' bytes by their
+# continuation bits, the key and value as so many bytes of any value, and the header count 0. The section is
+# matched against the alternation of the known layouts in chunks of records by ``re`` (C), which checks what
+# ``_well_formed_walk`` checks of each record; the chunks count the records. Where no known layout matches,
+# the layouts of the next records are learned (walked in Python) and the match goes on from there. Every record
+# a layout matches ends where its length bytes say: layouts of different length bytes differ in their first
+# bytes, and a varint's bytes are prefix-free, so no two alternatives match different spans and no match
+# needs backtracking (the possessive ``{n}+``).
+_LAYOUT_CHUNKS = (64, 8, 1)  # records per match of each pattern
+_LAYOUTS_MAX = 32  # alternatives in a matcher; past it the matcher starts again from the new layouts
+_LEARN_AHEAD = 64  # records walked for their layouts where the match stops
+_LEARN_PER_SECTION = 3  # learning rounds within one section before it goes to the tables
+# Each learning round compiles the three patterns anew (0.3-3 ms, more with more alternatives). A token bucket
+# bounds that: a peer whose every batch brings new layouts (values of every length) makes the broker compile at
+# most this many rounds a second after the first _LEARN_BURST; such sections then take the tables, as before.
+_LEARN_PER_SECOND = 4.0
+_LEARN_BURST = 32.0
+_CONT_BYTE = rb"[\x80-\xff]"
+_LAST_BYTE = rb"[\x00-\x7f]"
+
+
+class _Layouts:
+    """The known record layouts, compiled: immutable, replaced whole when layouts are learned (a thread that
+    learns concurrently with another loses what one of the two learned, nothing else)."""
+
+    __slots__ = ("alternatives", "_matches")
+
+    def __init__(self, alternatives: tuple[bytes, ...]):
+        self.alternatives = alternatives
+        body = b"(?:" + b"|".join(alternatives) + b")"
+        self._matches = tuple(re.compile(b"(?s)(?:%s){%d}+" % (body, n)).match for n in _LAYOUT_CHUNKS)
+
+    def advance(self, data, pos: int, left: int) -> tuple[int, int]:
+        """Match up to ``left`` records from ``pos``: (position, records left) where matching stopped."""
+        for n, match in zip(_LAYOUT_CHUNKS, self._matches):
+            while left >= n:
+                m = match(data, pos)
+                if m is None:
+                    break
+                pos = m.end()
+                left -= n
+        return pos, left
+
+
+_layouts: _Layouts | None = None
+_learn_tokens = [_LEARN_BURST, 0.0]  # tokens, when last counted (time.monotonic)
+
+
+def _learning_tokens() -> float:
+    """The learning rounds the budget allows now (refilled since it was last counted)."""
+    now = time.monotonic()
+    tokens = min(_LEARN_BURST, _learn_tokens[0] + (now - _learn_tokens[1]) * _LEARN_PER_SECOND)
+    _learn_tokens[0], _learn_tokens[1] = tokens, now
+    return tokens
+
+
+def _record_layout(data: bytes, pos: int, end: int) -> tuple[bytes, int] | None:
+    """The regular expression of the layout of the record at ``pos``, and where the record ends, if it is well
+    formed as ``_well_formed_walk`` reads it, has no headers, and a length of one or two bytes (under 8 KiB)."""
+    try:
+        ln, q = varint(data, pos)
+        if q - pos > 2 or ln < MIN_RECORD_SIZE - 1 or ln > end - q:
+            return None
+        stop = q + ln
+        out = [re.escape(data[pos:q]), b"."]  # the length's bytes; the attributes, which Kafka does not check
+        p = q + 1
+        for most in (10, 5):  # the timestamp delta (a varlong), the offset delta (an int)
+            at = p
+            while data[p] >= 0x80:
+                p += 1
+                if p - at >= most:
+                    return None
+            p += 1
+            out.append(_CONT_BYTE * (p - at - 1) + _LAST_BYTE)
+        for _field in (0, 1):  # key, then value: a length (-1 null) and its bytes within the record
+            at = p
+            n, p = varint(data, p)
+            if p - at > 5 or n < -1 or n >= stop - p:
+                return None
+            out.append(re.escape(data[at:p]))
+            if n > 0:
+                out.append(b".{%d}" % n)
+                p += n
+        if data[p] != 0 or p + 1 != stop:  # headers: not taken here
+            return None
+        out.append(rb"\x00")
+    except (CorruptRecordError, IndexError):
+        return None
+    return b"".join(out), stop
+
+
+def _new_layouts(data: bytes, pos: int, end: int, left: int, known: tuple) -> list[bytes]:
+    """The layouts not in ``known`` of up to _LEARN_AHEAD records from ``pos``, as far as they are well formed."""
+    new: list[bytes] = []
+    for _ in range(min(left, _LEARN_AHEAD)):
+        found = _record_layout(data, pos, end)
+        if found is None:
+            break
+        layout, pos = found
+        if layout not in known and layout not in new:
+            new.append(layout)
+    return new
+
+
+def _well_formed_layouts(data: bytes, count: int) -> bool:
+    """``_well_formed`` by the known record layouts (see above), learning those the section brings."""
+    global _layouts
+    end = len(data)
+    layouts = _layouts
+    pos, left = 0, count
+    for rounds in range(_LEARN_PER_SECTION + 1):
+        if layouts is not None:
+            pos, left = layouts.advance(data, pos, left)
+            if not left:
+                return pos == end
+        if rounds == _LEARN_PER_SECTION:
+            break
+        if _learning_tokens() < 1.0:  # (before the walk for the layouts: that costs a step per record too)
+            break
+        known = layouts.alternatives if layouts is not None else ()
+        new = _new_layouts(data, pos, end, left, known)
+        if not new:
+            break
+        _learn_tokens[0] -= 1.0
+        if len(known) + len(new) > _LAYOUTS_MAX:
+            known = ()
+        layouts = _layouts = _Layouts(known + tuple(new[:_LAYOUTS_MAX]))
+    return False
 
 
 # The bulk check reads each varint field of every record as two bytes at once: a little-endian uint16 view
