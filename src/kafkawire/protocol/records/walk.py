@@ -543,17 +543,16 @@ def _record_layout(data: bytes, pos: int, end: int) -> tuple[bytes, int] | None:
     return b"".join(out), stop
 
 
-def _new_layouts(data: bytes, pos: int, end: int, left: int, known: tuple) -> list[bytes]:
-    """The layouts not in ``known`` of up to _LEARN_AHEAD records from ``pos``, as far as they are well formed."""
-    new: list[bytes] = []
+def _sampled_layouts(data: bytes, pos: int, end: int, left: int) -> dict[bytes, int]:
+    """How many of up to _LEARN_AHEAD records from ``pos`` have each layout, as far as they are well formed."""
+    seen: dict[bytes, int] = {}
     for _ in range(min(left, _LEARN_AHEAD)):
         found = _record_layout(data, pos, end)
         if found is None:
             break
         layout, pos = found
-        if layout not in known and layout not in new:
-            new.append(layout)
-    return new
+        seen[layout] = seen.get(layout, 0) + 1
+    return seen
 
 
 def _well_formed_layouts(data: bytes, count: int) -> bool:
@@ -572,13 +571,17 @@ def _well_formed_layouts(data: bytes, count: int) -> bool:
         if _learning_tokens() < 1.0:  # (before the walk for the layouts: that costs a step per record too)
             break
         known = layouts.alternatives if layouts is not None else ()
-        new = _new_layouts(data, pos, end, left, known)
+        sample = _sampled_layouts(data, pos, end, left)
+        new = tuple(layout for layout in sample if layout not in known)
         if not new:
             break
         _learn_tokens[0] -= 1.0
         if len(known) + len(new) > _LAYOUTS_MAX:
             known = ()
-        layouts = _layouts = _Layouts(known + tuple(new[:_LAYOUTS_MAX]))
+        # ``re`` tries the alternatives in turn: the layouts most frequent in the sample (where the section's
+        # records changed layout, the records that follow) first, the others as they were
+        alternatives = sorted(known + new[:_LAYOUTS_MAX], key=lambda layout: -sample.get(layout, 0))
+        layouts = _layouts = _Layouts(tuple(alternatives))
     return False
 
 
