@@ -310,8 +310,9 @@ def keyed_section(rng: random.Random, count: int, value: bytes = b"v" * 100) -> 
 
 @pytest.fixture(autouse=True)
 def fresh_layouts(monkeypatch):
-    """The layout matcher as the broker starts it: no layouts known, a full learning budget."""
+    """The layout matcher as the broker starts it: no layouts known, none tried first, a full learning budget."""
     monkeypatch.setattr(walk, "_layouts", None)
+    monkeypatch.setattr(walk, "_layouts_first", False)
     monkeypatch.setattr(walk, "_learn_tokens", [walk._LEARN_BURST, 0.0])
 
 

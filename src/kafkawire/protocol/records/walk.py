@@ -235,12 +235,19 @@ def _well_formed(data: bytes, count: int) -> bool:
                 return True
         return _well_formed_walk(data, count)
     # a section of more runs stops being walked by runs at the first run past the limit, and is matched
-    # against the known layouts instead (``_well_formed_layouts``), then, failing that, walked whole for the tables
+    # against the known layouts instead (``_well_formed_layouts``), then, failing that, walked whole for the
+    # tables. Once a section has been many runs, the next ones are matched against the layouts first: a
+    # producer's sections are alike, and the walk up to the limit was a tenth of a keyed section's check.
+    global _layouts_first
+    tried = _layouts_first
+    if tried and _well_formed_layouts(data, count):
+        return True
     runs = _runs(data, count, _FEW_RUNS + count // 64)
+    _layouts_first = runs is None
     if runs is not None:
         if _well_formed_runs(data, count, runs):
             return True
-    elif _well_formed_layouts(data, count):
+    elif not tried and _well_formed_layouts(data, count):
         return True
     if runs is None:
         runs = _runs(data, count)
@@ -497,6 +504,7 @@ class _Layouts:
 
 
 _layouts: _Layouts | None = None
+_layouts_first = False  # the last section of more than _WALK_MAX records was many runs (``_well_formed``)
 _learn_tokens = [_LEARN_BURST, 0.0]  # tokens, when last counted (time.monotonic)
 
 
