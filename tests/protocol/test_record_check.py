@@ -308,12 +308,23 @@ def keyed_section(rng: random.Random, count: int, value: bytes = b"v" * 100) -> 
     return b"".join(parts)
 
 
+class Clock:
+    """A clock that moves only when told (the learning budget's refill)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture(autouse=True)
-def fresh_layouts(monkeypatch):
-    """The layout matcher as the broker starts it: no layouts known, none tried first, a full learning budget."""
-    monkeypatch.setattr(walk, "_layouts", None)
-    monkeypatch.setattr(walk, "_layouts_first", False)
-    monkeypatch.setattr(walk, "_learn_tokens", [walk._LEARN_BURST, 0.0])
+def clock(monkeypatch) -> Clock:
+    """The layout matcher as the broker starts it (no layouts known, none tried first, a full learning budget),
+    on a clock of the test's."""
+    clock = Clock()
+    monkeypatch.setattr(walk, "_matcher", walk._LayoutMatcher(clock))
+    return clock
 
 
 def test_keyed_sections_of_many_runs_are_matched_by_their_layouts():
@@ -321,18 +332,19 @@ def test_keyed_sections_of_many_runs_are_matched_by_their_layouts():
     it, learning each layout once; the next batches of the same producer are matched with nothing learned."""
     rng = random.Random(7)
     first = keyed_section(rng, 2400)
-    assert not walk._well_formed_runs(first, 2400) or len(walk._runs(first, 2400)[0]) > 40
+    starts, _sizes, _lengths = walk._runs(first, 2400)
+    assert len(starts) > walk._FEW_RUNS + 2400 // 64  # more runs than the run-by-run check takes
     assert _well_formed_layouts(first, 2400) and kafka_reads(first, 2400)
-    assert 4 <= len(walk._layouts.alternatives) <= walk._LAYOUTS_MAX
+    assert 4 <= len(walk._matcher.layouts.alternatives) <= walk._LAYOUTS_MAX
     for _ in range(5):  # the rare layouts (a key of 2 or 5 bytes with a 1-byte offset delta) come later
         data = keyed_section(rng, 2400)
         assert _well_formed_layouts(data, 2400) and _well_formed(data, 2400)
-    learned = walk._layouts
+    learned = walk._matcher.layouts
     assert len(learned.alternatives) == 8  # keys of 2-5 bytes, offset deltas of 1-2 bytes
     for _ in range(5):
         data = keyed_section(rng, 2400)
         assert _well_formed_layouts(data, 2400) and _well_formed(data, 2400)
-    assert walk._layouts is learned  # nothing learned again
+    assert walk._matcher.layouts is learned  # nothing learned again
     # a count off by one, a section with a record more or less: the layouts refuse, and Kafka's reading decides
     data = keyed_section(rng, 300)
     for n in (299, 301):
@@ -353,10 +365,10 @@ def test_keyed_sections_corrupted_are_never_taken_by_the_layouts():
     assert refused > 100 and passed["layouts"], (refused, passed)
 
 
-def test_learning_layouts_is_bounded(monkeypatch):
+def test_learning_layouts_is_bounded(monkeypatch, clock):
     """A peer whose every batch brings new layouts (values of every length) makes the broker compile a bounded
-    number of times: at most _LEARN_PER_SECTION rounds per section, and none once the budget is spent; such
-    sections are still answered right (by the tables)."""
+    number of times: at most _LEARN_PER_SECTION rounds per section, _LEARN_BURST in all, then _LEARN_PER_SECOND
+    a second; such sections are still answered right (by the tables)."""
     compiled = []
     real = walk._Layouts
 
@@ -366,13 +378,22 @@ def test_learning_layouts_is_bounded(monkeypatch):
 
     monkeypatch.setattr(walk, "_Layouts", counting)
     rng = random.Random(3)
-    for i in range(40):
-        parts = []
-        for j in range(50):  # each record a value of its own length: a layout of its own
-            value = rng.randbytes(200 + 50 * i + j)
-            body = b"\0\0" + varint(j) + b"\1" + varint(len(value)) + value + b"\0"
-            parts.append(varint(len(body)) + body)
-        data = b"".join(parts)
-        assert kafka_reads(data, 50) and _well_formed(data, 50)
-    assert len(compiled) <= walk._LEARN_BURST + 1  # the burst, and what a test's seconds refill
+
+    def sections(n: int) -> None:
+        for i in range(n):
+            parts = []
+            for j in range(50):  # each record a value of its own length: a layout of its own
+                value = rng.randbytes(200 + 50 * i + j)
+                body = b"\0\0" + varint(j) + b"\1" + varint(len(value)) + value + b"\0"
+                parts.append(varint(len(body)) + body)
+            data = b"".join(parts)
+            before = len(compiled)
+            assert kafka_reads(data, 50) and _well_formed(data, 50)
+            assert len(compiled) - before <= walk._LEARN_PER_SECTION
+
+    sections(40)
+    assert len(compiled) == walk._LEARN_BURST  # the burst is spent, nothing more while the clock stands
+    clock.now += 1.0
+    sections(10)
+    assert len(compiled) == walk._LEARN_BURST + walk._LEARN_PER_SECOND  # a second's refill, no more
     assert max(compiled) <= walk._LAYOUTS_MAX

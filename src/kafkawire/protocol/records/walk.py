@@ -238,16 +238,16 @@ def _well_formed(data: bytes, count: int) -> bool:
     # against the known layouts instead (``_well_formed_layouts``), then, failing that, walked whole for the
     # tables. Once a section has been many runs, the next ones are matched against the layouts first: a
     # producer's sections are alike, and the walk up to the limit was a tenth of a keyed section's check.
-    global _layouts_first
-    tried = _layouts_first
-    if tried and _well_formed_layouts(data, count):
+    matcher = _matcher
+    tried = matcher.first
+    if tried and matcher.well_formed(data, count):
         return True
     runs = _runs(data, count, _FEW_RUNS + count // 64)
-    _layouts_first = runs is None
+    matcher.first = runs is None
     if runs is not None:
         if _well_formed_runs(data, count, runs):
             return True
-    elif not tried and _well_formed_layouts(data, count):
+    elif not tried and matcher.well_formed(data, count):
         return True
     if runs is None:
         runs = _runs(data, count)
@@ -387,12 +387,14 @@ _FEW_RUNS = 6
 _LOW = bytes(range(0x80))
 
 
-def _first_layout(data: bytes, pos: int, end: int) -> tuple[list, list] | None:
-    """The record at ``pos`` read field by field as ``_well_formed_walk`` reads it, if it has no headers:
-    (offsets in it of the delta bytes with whether each continues, offsets of the length and count bytes)."""
+def _first_layout(data: bytes, pos: int, end: int, length_bytes: int = 5) -> tuple | None:
+    """The record at ``pos`` read field by field as ``_well_formed_walk`` reads it, if it has no headers and its
+    length takes at most ``length_bytes`` bytes: (offsets in it of the delta bytes with whether each continues,
+    offsets of the length and count bytes, (width, value) of the key's and the value's length, where its length's
+    bytes end, where it ends). The run check uses the offsets, the layout match (``_record_layout``) all of it."""
     try:
         ln, q = varint(data, pos)
-        if q - pos > 5 or ln < MIN_RECORD_SIZE - 1 or ln > end - q:
+        if q - pos > length_bytes or ln < MIN_RECORD_SIZE - 1 or ln > end - q:
             return None
         stop = q + ln
         cont: list[tuple[int, bool]] = []
@@ -412,12 +414,14 @@ def _first_layout(data: bytes, pos: int, end: int) -> tuple[list, list] | None:
         cont.append((p - pos, False))
         p += 1
         same: list[int] = []
+        lengths = []
         for _field in (0, 1):  # key, then value: a length (-1 null) and its bytes within the record
             at = p
             n, p = varint(data, p)
             if p - at > 5 or n < -1 or n >= stop - p:
                 return None
             same.extend(range(at - pos, p - pos))
+            lengths.append((p - at, n))
             if n > 0:
                 p += n
         if data[p] != 0 or p + 1 != stop:  # headers: not taken here
@@ -425,7 +429,7 @@ def _first_layout(data: bytes, pos: int, end: int) -> tuple[list, list] | None:
         same.append(p - pos)
     except (CorruptRecordError, IndexError):
         return None
-    return cont, same
+    return cont, same, lengths, q, stop
 
 
 def _well_formed_runs(data: bytes, count: int, runs: tuple | None = None) -> bool:
@@ -441,7 +445,7 @@ def _well_formed_runs(data: bytes, count: int, runs: tuple | None = None) -> boo
             return False
         if m == 1:
             continue
-        cont, same = layout
+        cont, same = layout[:2]
         last = pos + size * m
         for off, more in cont:
             column = data[pos + off : last : size]  # this byte of every record of the run
@@ -503,51 +507,23 @@ class _Layouts:
         return pos, left
 
 
-_layouts: _Layouts | None = None
-_layouts_first = False  # the last section of more than _WALK_MAX records was many runs (``_well_formed``)
-_learn_tokens = [_LEARN_BURST, 0.0]  # tokens, when last counted (time.monotonic)
-
-
-def _learning_tokens() -> float:
-    """The learning rounds the budget allows now (refilled since it was last counted)."""
-    now = time.monotonic()
-    tokens = min(_LEARN_BURST, _learn_tokens[0] + (now - _learn_tokens[1]) * _LEARN_PER_SECOND)
-    _learn_tokens[0], _learn_tokens[1] = tokens, now
-    return tokens
-
-
 def _record_layout(data: bytes, pos: int, end: int) -> tuple[bytes, int] | None:
-    """The regular expression of the layout of the record at ``pos``, and where the record ends, if it is well
-    formed as ``_well_formed_walk`` reads it, has no headers, and a length of one or two bytes (under 8 KiB)."""
-    try:
-        ln, q = varint(data, pos)
-        if q - pos > 2 or ln < MIN_RECORD_SIZE - 1 or ln > end - q:
-            return None
-        stop = q + ln
-        out = [re.escape(data[pos:q]), b"."]  # the length's bytes; the attributes, which Kafka does not check
-        p = q + 1
-        for most in (10, 5):  # the timestamp delta (a varlong), the offset delta (an int)
-            at = p
-            while data[p] >= 0x80:
-                p += 1
-                if p - at >= most:
-                    return None
-            p += 1
-            out.append(_CONT_BYTE * (p - at - 1) + _LAST_BYTE)
-        for _field in (0, 1):  # key, then value: a length (-1 null) and its bytes within the record
-            at = p
-            n, p = varint(data, p)
-            if p - at > 5 or n < -1 or n >= stop - p:
-                return None
-            out.append(re.escape(data[at:p]))
-            if n > 0:
-                out.append(b".{%d}" % n)
-                p += n
-        if data[p] != 0 or p + 1 != stop:  # headers: not taken here
-            return None
-        out.append(rb"\x00")
-    except (CorruptRecordError, IndexError):
+    """The regular expression of the layout of the record at ``pos`` (``_first_layout``, a length of one or two
+    bytes: under 8 KiB), and where the record ends."""
+    layout = _first_layout(data, pos, end, 2)
+    if layout is None:
         return None
+    cont, _same, lengths, q, stop = layout
+    out = [re.escape(data[pos:q]), b"."]  # the length's bytes; the attributes, which Kafka does not check
+    out.extend(_CONT_BYTE if more else _LAST_BYTE for _off, more in cont)  # the deltas
+    p = pos + cont[-1][0] + 1
+    for width, n in lengths:
+        out.append(re.escape(data[p : p + width]))
+        p += width
+        if n > 0:
+            out.append(b".{%d}" % n)
+            p += n
+    out.append(rb"\x00")
     return b"".join(out), stop
 
 
@@ -563,34 +539,63 @@ def _sampled_layouts(data: bytes, pos: int, end: int, left: int) -> dict[bytes, 
     return seen
 
 
+class _LayoutMatcher:
+    """The layouts learned so far (``_Layouts``), whether the next large section is matched against them first,
+    and the learning budget (a token bucket read on ``clock``). The process keeps one (``_matcher``), as ``re``
+    keeps its compiled patterns: a cache, shared by the threads that check sections (a race between two loses
+    what one learned, or a token, nothing else)."""
+
+    __slots__ = ("layouts", "first", "_tokens", "_counted", "_clock")
+
+    def __init__(self, clock=time.monotonic):
+        self.layouts: _Layouts | None = None
+        self.first = False  # the last section of more than _WALK_MAX records was many runs (``_well_formed``)
+        self._clock = clock
+        self._tokens = _LEARN_BURST
+        self._counted = clock()
+
+    def _learning_tokens(self) -> float:
+        """The learning rounds the budget allows now (refilled since it was last counted)."""
+        now = self._clock()
+        self._tokens = min(_LEARN_BURST, self._tokens + (now - self._counted) * _LEARN_PER_SECOND)
+        self._counted = now
+        return self._tokens
+
+    def well_formed(self, data: bytes, count: int) -> bool:
+        """``_well_formed`` by the known record layouts (see above), learning those the section brings."""
+        end = len(data)
+        layouts = self.layouts
+        pos, left = 0, count
+        for rounds in range(_LEARN_PER_SECTION + 1):
+            if layouts is not None:
+                pos, left = layouts.advance(data, pos, left)
+                if not left:
+                    return pos == end
+            if rounds == _LEARN_PER_SECTION:
+                break
+            if self._learning_tokens() < 1.0:  # (before the walk for the layouts: that costs a step per record)
+                break
+            known = layouts.alternatives if layouts is not None else ()
+            sample = _sampled_layouts(data, pos, end, left)
+            new = tuple(layout for layout in sample if layout not in known)
+            if not new:
+                break
+            self._tokens -= 1.0
+            if len(known) + len(new) > _LAYOUTS_MAX:
+                known = ()
+            # ``re`` tries the alternatives in turn: the layouts most frequent in the sample (where the section's
+            # records changed layout, the records that follow) first, the others as they were
+            alternatives = sorted(known + new[:_LAYOUTS_MAX], key=lambda layout: -sample.get(layout, 0))
+            layouts = self.layouts = _Layouts(tuple(alternatives))
+        return False
+
+
+_matcher = _LayoutMatcher()
+
+
 def _well_formed_layouts(data: bytes, count: int) -> bool:
-    """``_well_formed`` by the known record layouts (see above), learning those the section brings."""
-    global _layouts
-    end = len(data)
-    layouts = _layouts
-    pos, left = 0, count
-    for rounds in range(_LEARN_PER_SECTION + 1):
-        if layouts is not None:
-            pos, left = layouts.advance(data, pos, left)
-            if not left:
-                return pos == end
-        if rounds == _LEARN_PER_SECTION:
-            break
-        if _learning_tokens() < 1.0:  # (before the walk for the layouts: that costs a step per record too)
-            break
-        known = layouts.alternatives if layouts is not None else ()
-        sample = _sampled_layouts(data, pos, end, left)
-        new = tuple(layout for layout in sample if layout not in known)
-        if not new:
-            break
-        _learn_tokens[0] -= 1.0
-        if len(known) + len(new) > _LAYOUTS_MAX:
-            known = ()
-        # ``re`` tries the alternatives in turn: the layouts most frequent in the sample (where the section's
-        # records changed layout, the records that follow) first, the others as they were
-        alternatives = sorted(known + new[:_LAYOUTS_MAX], key=lambda layout: -sample.get(layout, 0))
-        layouts = _layouts = _Layouts(tuple(alternatives))
-    return False
+    """``_well_formed`` by the process's layout matcher alone."""
+    return _matcher.well_formed(data, count)
 
 
 # The bulk check reads each varint field of every record as two bytes at once: a little-endian uint16 view
