@@ -14,7 +14,7 @@ from kafkawire.broker.storage import segment
 from kafkawire.protocol.records import iter_batches
 
 from .conftest import RawClient, msg
-from .helpers import batch, create_topic, fetch_request, produce_request
+from .helpers import batch, create_topic, fetch_request, produce_request, produce_request_of
 from .test_admin import list_offsets
 
 RECORD = b"v" * 100
@@ -102,6 +102,34 @@ def test_pipelined_large_and_small_produces_answer_in_order_after_their_appends(
         assert offsets == [sum(sizes[:i]) for i in range(len(sizes))]
         end = list_offsets(c, "mixed", -1)
         assert end.offset == sum(sizes)  # every acknowledged batch is in the log
+    finally:
+        c.close()
+
+
+def test_pipelined_requests_of_many_large_partitions_answer_in_order(segments_broker):
+    """A request's large partitions go to the storage threads together (one hand-over), a partition still busy
+    with an earlier request's append waits its turn: pipelined requests over four partitions, large and small
+    batches mixed, are answered in order with each partition's offsets consecutive, and everything is in the log."""
+    c = RawClient(segments_broker.address, timeout=30)
+    try:
+        create_topic(c, "many", partitions=4)
+        plans = [[LARGE, LARGE, SMALL, LARGE], [LARGE, SMALL, LARGE, LARGE], [SMALL, LARGE, LARGE, SMALL]] * 2
+        cids = [
+            c.send(
+                produce_request_of({"many": [_large_batch() if n == LARGE else batch([RECORD] * n) for n in plan]}, 1),
+                9,
+            )
+            for plan in plans
+        ]
+        written = [0, 0, 0, 0]
+        for plan, cid in zip(plans, cids):
+            answer = c.recv(0, 9, cid).responses[0].partition_responses
+            assert [(pr.index, pr.error_code, pr.base_offset) for pr in answer] == [
+                (i, 0, written[i]) for i in range(4)
+            ]
+            written = [w + n for w, n in zip(written, plan)]
+        for i in range(4):
+            assert list_offsets(c, "many", -1, partition=i).offset == written[i]
     finally:
         c.close()
 

@@ -91,6 +91,11 @@ def _run_group(group) -> list:
     return out
 
 
+def _run_groups(groups) -> list:
+    """In a storage thread: ``_run_group`` for each partition's group in turn (one hand-over for them all)."""
+    return [_run_group(group) for group in groups]
+
+
 class Broker:
     def __init__(self, config: BrokerConfig, storage: Storage | None = None):
         from kafkawire.security.listeners import parse_listeners
@@ -357,6 +362,49 @@ class Broker:
             queue.running = True
             asyncio.ensure_future(self._drain(key, queue))
         return fut
+
+    def submit_appends(self, items: list) -> list[asyncio.Future]:
+        """``submit_append`` for each (topic, partition, plog, fn, durable) of one request, in one job for the
+        partitions with nothing queued (each partition's work still runs in its arrival order: a partition
+        busy, or named twice, is queued as ``submit_append`` queues it)."""
+        if len(items) == 1:
+            return [self.submit_append(*items[0])]
+        loop = asyncio.get_running_loop()
+        futures, together = [], []
+        for topic, partition, plog, fn, durable in items:
+            key = (topic, partition)
+            if key in self._queues:
+                futures.append(self.submit_append(topic, partition, plog, fn, durable))
+                continue
+            queue = self._queues[key] = PartitionQueue()
+            queue.running = True
+            fut = loop.create_future()
+            futures.append(fut)
+            together.append((key, queue, (plog, fn, durable, fut)))
+        if together:
+            asyncio.ensure_future(self._drain_together(together))
+        return futures
+
+    async def _drain_together(self, together: list) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            results = await loop.run_in_executor(self._executor, _run_groups, [[entry] for _k, _q, entry in together])
+            for (_key, _queue, (_plog, _fn, _durable, fut)), ((ok, value),) in zip(together, results):
+                if not fut.done():
+                    fut.set_result(value) if ok else fut.set_exception(value)
+        except BaseException as exc:
+            for _key, _queue, (*_, fut) in together:
+                if not fut.done():
+                    fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("broker shutting down"))
+            raise
+        finally:
+            for key, queue, _entry in together:
+                if queue.pending:  # work queued meanwhile: the partition's own turn goes on
+                    asyncio.ensure_future(self._drain(key, queue))
+                else:
+                    queue.running = False
+                    if self._queues.get(key) is queue:
+                        del self._queues[key]
 
     async def _drain(self, key, queue: PartitionQueue) -> None:
         loop = asyncio.get_running_loop()

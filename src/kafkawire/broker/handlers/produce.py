@@ -291,10 +291,13 @@ def produce(broker, ctx, body):
                 broker.waiters.notify(meta.name, partition)
             continue
         job = functools.partial(_queued_append, broker, meta, partition, plog, buf, header, lat)
-        fut = broker.submit_append(meta.name, partition, plog, job, durable)
-        pending.append((item, fut))
+        pending.append((item, (meta.name, partition, plog, job, durable)))
     if not pending:
         return _respond(ctx, acks, responses)
+    # one hand-over to the storage threads for the request's partitions that have nothing queued (each hand-over
+    # costs about 45 us of CPU: futures, wake-ups, passing the GIL)
+    futures = broker.submit_appends([submission for _item, submission in pending])
+    pending = [(item, fut) for (item, _submission), fut in zip(pending, futures)]
     return _produce_async(broker, ctx, acks, responses, pending)
 
 
