@@ -387,24 +387,31 @@ class Broker:
 
     async def _drain_together(self, together: list) -> None:
         loop = asyncio.get_running_loop()
+        stopped = False
         try:
             results = await loop.run_in_executor(self._executor, _run_groups, [[entry] for _k, _q, entry in together])
             for (_key, _queue, (_plog, _fn, _durable, fut)), ((ok, value),) in zip(together, results):
                 if not fut.done():
                     fut.set_result(value) if ok else fut.set_exception(value)
         except BaseException as exc:
+            stopped = not isinstance(exc, Exception)  # cancelled: the broker is stopping
+            failure = exc if not stopped else RuntimeError("broker shutting down")
             for _key, _queue, (*_, fut) in together:
                 if not fut.done():
-                    fut.set_exception(exc if isinstance(exc, Exception) else RuntimeError("broker shutting down"))
+                    fut.set_exception(failure)
             raise
         finally:
             for key, queue, _entry in together:
-                if queue.pending:  # work queued meanwhile: the partition's own turn goes on
+                if queue.pending and not stopped:  # work queued meanwhile: the partition's own turn goes on
                     asyncio.ensure_future(self._drain(key, queue))
-                else:
-                    queue.running = False
-                    if self._queues.get(key) is queue:
-                        del self._queues[key]
+                    continue
+                for *_, fut in queue.pending:  # stopping with work queued: fail it rather than leave it waiting
+                    if not fut.done():
+                        fut.set_exception(RuntimeError("broker shutting down"))
+                queue.pending.clear()
+                queue.running = False
+                if self._queues.get(key) is queue:
+                    del self._queues[key]
 
     async def _drain(self, key, queue: PartitionQueue) -> None:
         loop = asyncio.get_running_loop()
