@@ -3,13 +3,14 @@ serving while the records are written), and answers stay in request order and co
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
 
 from kafkawire.broker.config import BrokerConfig
 from kafkawire.broker.handlers.produce import OFFLOAD_APPEND_BYTES
-from kafkawire.broker.server import start_in_thread
+from kafkawire.broker.server import Broker, start_in_thread
 from kafkawire.broker.storage import segment
 from kafkawire.protocol.records import iter_batches
 
@@ -181,3 +182,47 @@ def test_an_idempotent_producers_epoch_is_not_taken_for_the_leader_epoch(tmp_pat
     finally:
         c.close()
         b.stop()
+
+
+def test_a_stopping_broker_fails_the_joint_jobs_appends_and_what_queued_behind_them(tmp_path):
+    """The loop ends (the broker stopping) while one request's partitions are appended as one job in a storage
+    thread, with another append queued behind one of them, and another partition's append runs on its own:
+    every waiting produce gets an error (none waits for ever), the queued append never runs, and no partition is
+    left marked busy."""
+    broker = Broker(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"), acks_all_fsync=False))
+    reached, release = threading.Semaphore(0), threading.Event()
+    ran = []
+
+    def held(name):
+        def job(_durable):
+            reached.release()
+            release.wait(30)
+            ran.append(name)
+            return name, False
+
+        return job
+
+    futures = {}
+
+    async def scenario():
+        items = [("t", p, None, held(f"joint-{p}"), False) for p in (0, 1)]
+        futures["joint"] = broker.submit_appends(items)
+        futures["alone"] = broker.submit_append("t", 2, None, held("alone"), False)
+        for _ in range(2):  # both jobs in their threads
+            assert await asyncio.get_running_loop().run_in_executor(None, reached.acquire, True, 10)
+        futures["queued"] = broker.submit_append("t", 1, None, held("queued"), False)
+        assert not any(broker.partition_idle("t", p) for p in (0, 1, 2))
+        # returning ends asyncio.run, which cancels the tasks left: the joint job's among them
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        broker._executor.shutdown(wait=True)
+        broker._controller.shutdown(wait=True)
+        broker.storage.close()
+    for fut in [*futures["joint"], futures["alone"], futures["queued"]]:
+        assert fut.done() and isinstance(fut.exception(), RuntimeError), fut
+        assert "shutting down" in str(fut.exception())
+    assert sorted(ran) == ["alone", "joint-0", "joint-1"]  # the threads finished their jobs; the queued one never ran
+    assert all(broker.partition_idle("t", p) for p in (0, 1, 2))

@@ -415,6 +415,7 @@ class Broker:
 
     async def _drain(self, key, queue: PartitionQueue) -> None:
         loop = asyncio.get_running_loop()
+        group: list = []
         try:
             while queue.pending:
                 group = list(queue.pending)
@@ -423,6 +424,12 @@ class Broker:
                 for (_plog, _fn, _durable, fut), (ok, value) in zip(group, results):
                     if not fut.done():
                         fut.set_result(value) if ok else fut.set_exception(value)
+        except BaseException as exc:  # the group in the thread gets no answer: its produces get an error
+            failure = exc if isinstance(exc, Exception) else RuntimeError("broker shutting down")
+            for *_, fut in group:
+                if not fut.done():
+                    fut.set_exception(failure)
+            raise
         finally:
             queue.running = False
             if self._queues.get(key) is queue:
