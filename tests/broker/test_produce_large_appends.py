@@ -226,3 +226,34 @@ def test_a_stopping_broker_fails_the_joint_jobs_appends_and_what_queued_behind_t
         assert "shutting down" in str(fut.exception())
     assert sorted(ran) == ["alone", "joint-0", "joint-1"]  # the threads finished their jobs; the queued one never ran
     assert all(broker.partition_idle("t", p) for p in (0, 1, 2))
+
+
+def test_the_fsyncs_of_one_requests_partitions_overlap(tmp_path, monkeypatch):
+    """acks=all with fsync on: one request's large partitions are fsynced at the same time in the storage
+    threads, not one after the other (each fsync here waits until the other partition's has started too)."""
+    started, overlapped, both = [], [], threading.Event()
+    lock = threading.Lock()
+    original = segment.LogSegment.fsync_log
+
+    def fsync_log(self):
+        if "dur-" in self.log_path:
+            with lock:
+                started.append(self.log_path)
+                if len(started) >= 2:
+                    both.set()
+            overlapped.append(both.wait(5))  # False: no other fsync started within 5 s of this one
+        return original(self)
+
+    monkeypatch.setattr(segment.LogSegment, "fsync_log", fsync_log)
+    broker = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data")))
+    client = RawClient(broker.address, timeout=30)
+    try:
+        create_topic(client, "dur", partitions=2)
+        answer = client.call(produce_request_of({"dur": [_large_batch(), _large_batch()]}, -1), 9)
+        partitions = answer.responses[0].partition_responses
+        assert [(p.error_code, p.base_offset) for p in partitions] == [(0, 0), (0, 0)]
+        assert len(started) == 2 and all(overlapped), (started, overlapped)  # each under way while the other began
+    finally:
+        both.set()
+        client.close()
+        broker.stop()

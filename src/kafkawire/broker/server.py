@@ -366,14 +366,16 @@ class Broker:
     def submit_appends(self, items: list) -> list[asyncio.Future]:
         """``submit_append`` for each (topic, partition, plog, fn, durable) of one request, in one job for the
         partitions with nothing queued (each partition's work still runs in its arrival order: a partition
-        busy, or named twice, is queued as ``submit_append`` queues it)."""
+        busy, or named twice, is queued as ``submit_append`` queues it). An append that must be fsynced runs as
+        a job of its own: the request's fsyncs then overlap in the storage threads instead of following each
+        other in one (the hand-over saved is small beside an fsync)."""
         if len(items) == 1:
             return [self.submit_append(*items[0])]
         loop = asyncio.get_running_loop()
         futures, together = [], []
         for topic, partition, plog, fn, durable in items:
             key = (topic, partition)
-            if key in self._queues:
+            if durable or key in self._queues:
                 futures.append(self.submit_append(topic, partition, plog, fn, durable))
                 continue
             queue = self._queues[key] = PartitionQueue()
