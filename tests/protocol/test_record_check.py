@@ -318,6 +318,18 @@ class Clock:
         return self.now
 
 
+def in_order_keyed_section(start: int, count: int, value: bytes = b"v" * 100) -> bytes:
+    """``count`` records as a keyed producer writes them when its keys come in order (``k<n>`` cycling through
+    1024 keys, every twelfth to this partition): runs of a key length last tens of records, with runs of one or
+    two where the length changes."""
+    parts = []
+    for i in range(count):
+        key = b"k%d" % ((start + 12 * i) % 1024)
+        body = b"\0" + varint(i // 50) + varint(i) + varint(len(key)) + key + varint(len(value)) + value + b"\0"
+        parts.append(varint(len(body)) + body)
+    return b"".join(parts)
+
+
 @pytest.fixture(autouse=True)
 def clock(monkeypatch) -> Clock:
     """The layout matcher as the broker starts it (no layouts known, none tried first, a full learning budget),
@@ -372,9 +384,9 @@ def test_learning_layouts_is_bounded(monkeypatch, clock):
     compiled = []
     real = walk._Layouts
 
-    def counting(alternatives):
+    def counting(alternatives, sizes):
         compiled.append(len(alternatives))
-        return real(alternatives)
+        return real(alternatives, sizes)
 
     monkeypatch.setattr(walk, "_Layouts", counting)
     rng = random.Random(3)
@@ -397,3 +409,25 @@ def test_learning_layouts_is_bounded(monkeypatch, clock):
     sections(10)
     assert len(compiled) == walk._LEARN_BURST + walk._LEARN_PER_SECOND  # a second's refill, no more
     assert max(compiled) <= walk._LAYOUTS_MAX
+
+
+def test_in_order_keyed_sections_are_matched_run_by_run_and_corruption_is_refused():
+    """Sections of long runs of a layout (keys in order) are taken by the layouts' run match; the same sections
+    with bytes changed, put in, taken out or cut are taken only where Kafka reads them."""
+    rng = random.Random(13)
+    base = in_order_keyed_section(5, 600)
+    starts, _sizes, _lengths = walk._runs(base, 600)
+    assert len(starts) > walk._FEW_RUNS + 600 // 64  # more runs than the run-by-run check takes
+    assert _well_formed_layouts(base, 600) and kafka_reads(base, 600)
+    layouts = walk._matcher.layouts
+    assert layouts.advance(base, 0, 600) == (len(base), 0)
+    assert layouts.advance(base, 0, 599)[1] == 0  # a count one short ends inside a run: the bytes left refuse it
+    assert not _well_formed_layouts(base, 599) and not _well_formed_layouts(base, 601)
+    for start in range(0, 1024, 97):
+        data = in_order_keyed_section(start, 900)
+        assert _well_formed(data, 900) and kafka_reads(data, 900)
+    passed = {name: 0 for name in CHECKS}
+    refused = 0
+    for _ in range(300):
+        refused += not agree(corrupted(rng, base), 600, passed)
+    assert refused > 100 and passed["layouts"], (refused, passed)
