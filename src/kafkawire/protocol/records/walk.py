@@ -477,9 +477,10 @@ _SHORT_RUNS = 4
 _LAYOUTS_MAX = 32  # alternatives in a matcher; past it the matcher starts again from the new layouts
 _LEARN_AHEAD = 64  # records walked for their layouts where the match stops
 _LEARN_PER_SECTION = 3  # learning rounds within one section before it goes to the tables
-# Each learning round compiles the three patterns anew (0.5 ms for 4 alternatives to 2 ms for 32). A token bucket
-# bounds that: a peer whose every batch brings new layouts (values of every length) makes the broker compile at
-# most this many rounds a second after the first _LEARN_BURST; such sections then take the tables, as before.
+# Each learning round compiles the four patterns anew (the run pattern adds about a third to the three chunks':
+# 1 ms for 4 alternatives to 10 ms for 32, timed on a loaded machine). A token bucket bounds that: a peer whose
+# every batch brings new layouts (values of every length) makes the broker compile at most this many rounds a
+# second after the first _LEARN_BURST; such sections then take the tables, as before.
 _LEARN_PER_SECOND = 4.0
 _LEARN_BURST = 32.0
 _CONT_BYTE = rb"[\x80-\xff]"
@@ -493,8 +494,9 @@ class _Layouts:
     Besides the chunks, a pattern of runs: each alternative one layout's records repeated (possessive), in a
     group of its own, so that the group that matched names the layout and the run's span over that layout's
     record size counts its records. Keyed batches whose keys come in order are runs of tens of records (a key's
-    length changes every few dozen keys): one match per run there costs about two thirds of the chunks' per-record
-    alternation. Where runs are short (keys in no order) the next _LAYOUT_CHUNKS[0] records go by the chunks."""
+    length changes every few dozen keys): one match per run there costs about three quarters of the chunks'
+    per-record alternation. Where runs are short (keys in no order: _SHORT_RUNS runs in a row of under _LONG_RUN
+    records) the rest of the section goes by the chunks."""
 
     __slots__ = ("alternatives", "_matches", "_run", "_sizes")
 
