@@ -91,6 +91,19 @@ def _run_group(group) -> list:
     return out
 
 
+def _answer(entries, results) -> None:
+    """Each queued append's future gets its result (or its error) from the storage thread's run."""
+    for (*_, fut), (ok, value) in zip(entries, results):
+        if not fut.done():
+            fut.set_result(value) if ok else fut.set_exception(value)
+
+
+def _fail(entries, failure: BaseException) -> None:
+    for *_, fut in entries:
+        if not fut.done():
+            fut.set_exception(failure)
+
+
 def _run_groups(groups) -> list:
     """In a storage thread: ``_run_group`` for each partition's group in turn (one hand-over for them all)."""
     return [_run_group(group) for group in groups]
@@ -389,31 +402,21 @@ class Broker:
 
     async def _drain_together(self, together: list) -> None:
         loop = asyncio.get_running_loop()
+        entries = [entry for _key, _queue, entry in together]
         stopped = False
         try:
-            results = await loop.run_in_executor(self._executor, _run_groups, [[entry] for _k, _q, entry in together])
-            for (_key, _queue, (_plog, _fn, _durable, fut)), ((ok, value),) in zip(together, results):
-                if not fut.done():
-                    fut.set_result(value) if ok else fut.set_exception(value)
+            results = await loop.run_in_executor(self._executor, _run_groups, [[entry] for entry in entries])
+            _answer(entries, [result for (result,) in results])
         except BaseException as exc:
             stopped = not isinstance(exc, Exception)  # cancelled: the broker is stopping
-            failure = exc if not stopped else RuntimeError("broker shutting down")
-            for _key, _queue, (*_, fut) in together:
-                if not fut.done():
-                    fut.set_exception(failure)
+            _fail(entries, RuntimeError("broker shutting down") if stopped else exc)
             raise
         finally:
             for key, queue, _entry in together:
                 if queue.pending and not stopped:  # work queued meanwhile: the partition's own turn goes on
                     asyncio.ensure_future(self._drain(key, queue))
-                    continue
-                for *_, fut in queue.pending:  # stopping with work queued: fail it rather than leave it waiting
-                    if not fut.done():
-                        fut.set_exception(RuntimeError("broker shutting down"))
-                queue.pending.clear()
-                queue.running = False
-                if self._queues.get(key) is queue:
-                    del self._queues[key]
+                else:
+                    self._end_turn(key, queue)
 
     async def _drain(self, key, queue: PartitionQueue) -> None:
         loop = asyncio.get_running_loop()
@@ -422,24 +425,21 @@ class Broker:
             while queue.pending:
                 group = list(queue.pending)
                 queue.pending.clear()
-                results = await loop.run_in_executor(self._executor, _run_group, group)
-                for (_plog, _fn, _durable, fut), (ok, value) in zip(group, results):
-                    if not fut.done():
-                        fut.set_result(value) if ok else fut.set_exception(value)
+                _answer(group, await loop.run_in_executor(self._executor, _run_group, group))
         except BaseException as exc:  # the group in the thread gets no answer: its produces get an error
-            failure = exc if isinstance(exc, Exception) else RuntimeError("broker shutting down")
-            for *_, fut in group:
-                if not fut.done():
-                    fut.set_exception(failure)
+            _fail(group, exc if isinstance(exc, Exception) else RuntimeError("broker shutting down"))
             raise
         finally:
-            queue.running = False
-            if self._queues.get(key) is queue:
-                if queue.pending:  # cancelled with work left: fail it rather than leave it waiting
-                    for *_, fut in queue.pending:
-                        if not fut.done():
-                            fut.set_exception(RuntimeError("broker shutting down"))
-                del self._queues[key]
+            self._end_turn(key, queue)
+
+    def _end_turn(self, key, queue: PartitionQueue) -> None:
+        """The partition has no storage work running. Work still queued means the broker is stopping (a
+        turn ends with its queue empty otherwise): it is failed rather than left waiting."""
+        queue.running = False
+        _fail(queue.pending, RuntimeError("broker shutting down"))
+        queue.pending.clear()
+        if self._queues.get(key) is queue:
+            del self._queues[key]
 
     # -- broker-wide state ---------------------------------------------------------
     def _timers(self) -> LoopScheduler:
