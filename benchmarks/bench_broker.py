@@ -433,7 +433,7 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
             # second at a time, while one that answers with less never trips it. 100 B reads of 1 M records
             # took 2.5-3.6 s on kafkawire and Kafka, 0.6-1.7 s on Tansu, with the client's CPU mostly idle; at
             # 10 ms all three take 0.6-0.8 s. A throughput-minded consumer sets it low; kcat's librdkafka 2.0
-            # has no such pause.
+            # has no such setting (see kcat_consume).
             "fetch.queue.backoff.ms": 10,
         }
     )
@@ -441,7 +441,7 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
     got = 0
     first = None
     start = time.perf_counter()
-    cpu0 = time.process_time()
+    cpu0, main0 = time.process_time(), time.thread_time()
     deadline = start + PHASE_LIMIT
     try:
         while got < records and time.perf_counter() < deadline:
@@ -453,7 +453,7 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
             if got and first is None:
                 first = time.perf_counter() - start
         elapsed = time.perf_counter() - start
-        generator_cpu = time.process_time() - cpu0
+        generator_cpu, main = time.process_time() - cpu0, time.thread_time() - main0
     finally:
         consumer.close()
     return {
@@ -463,6 +463,7 @@ def rdkafka_consume(bootstrap: str, topic: str, partitions: int, records: int) -
         "complete": got == records,
         "first_record_ms": None if first is None else first * 1000,
         "generator_cpu_s": generator_cpu,
+        "generator_main_cpu_s": main,
     }
 
 
@@ -1151,10 +1152,27 @@ def saturated(r: dict | None) -> bool:
     return bool(r and r.get("rate") and r["records_per_s"] < 0.95 * r["rate"])
 
 
+# A phase whose generator thread (librdkafka's Python thread, the one generator that reports its own) was busy
+# this much of the phase's wall time was paced by the client: a faster broker cannot make it faster.
+CLIENT_BOUND = 0.9
+
+
+def client_bound(r: dict | None) -> bool:
+    return bool(
+        r
+        and r.get("generator_main_cpu_s") is not None
+        and r.get("seconds")
+        and r["generator_main_cpu_s"] >= CLIENT_BOUND * r["seconds"]
+    )
+
+
 def ratio_of(key: str, mine: dict | None, peer: dict | None) -> str:
     """The ratio of the two sides' medians and, where both ran the same rounds (--repeat 2 or more), the lowest
-    and highest ratio of one round's two sides: a spread that straddles 1 says the row is within noise."""
+    and highest ratio of one round's two sides: a spread that straddles 1 says the row is within noise. A
+    ``c`` after the ratio: both sides' phases were paced by the client (``client_bound``)."""
     text = ratio(headline(key, mine), headline(key, peer), saturated(mine) or saturated(peer))
+    if text != "-" and client_bound(mine) and client_bound(peer):
+        text += "c"
     a, b = (mine or {}).get("rounds") or {}, (peer or {}).get("rounds") or {}
     per_round = [a[n] / b[n] for n in a if n in b and b[n]]
     if len(per_round) > 1 and text != "-":
@@ -1282,7 +1300,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                 if has_latency
                 else ""
             )
-            + "in brackets the lowest and highest ratio of a single round's two sides):"
+            + f"c = on both sides the generator's Python thread was busy {CLIENT_BOUND:.0%} or more of the phase, "
+            "the client set the pace; " + "in brackets the lowest and highest ratio of a single round's two sides):"
         )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
         rows = []

@@ -267,6 +267,17 @@ def test_ratio_shows_the_spread_of_per_round_ratios():
     assert bench_broker.ratio_of(key, {"records_per_s": 3.0, "rounds": {"0": 3.0}}, {"records_per_s": 2.0}) == "1.50"
 
 
+def test_a_ratio_of_two_phases_paced_by_the_client_is_marked():
+    import bench_broker
+
+    key = "librdkafka/produce/100B p1 none acks=1"
+    busy = {"records_per_s": 300.0, "seconds": 2.0, "generator_main_cpu_s": 1.9}  # the Python thread 95% busy
+    idle = {"records_per_s": 200.0, "seconds": 2.0, "generator_main_cpu_s": 1.0}
+    assert bench_broker.ratio_of(key, busy, dict(busy, records_per_s=200.0)) == "1.50c"
+    assert bench_broker.ratio_of(key, busy, idle) == "1.50"  # one side had room: the broker may have set its pace
+    assert bench_broker.ratio_of(key, {"records_per_s": 3.0}, {"records_per_s": 2.0}) == "1.50"  # no thread figure
+
+
 BURN_AND_END = """
 import threading, time
 def burn():
