@@ -546,18 +546,44 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _main_thread_cpu(pid: int) -> float | None:
+    """CPU seconds of process ``pid``'s main thread so far (Linux's /proc), None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+# how often a kcat phase reads kcat's main thread's CPU: the last reading before it exits misses at most this
+MAIN_THREAD_SAMPLE_S = 0.05
+
+
 def _run_kcat(cmd: list[str]):
     """(the finished process, seconds from spawn to exit), or (None, the limit) if it ran past the phase limit.
-    The process's CPU seconds are on it as ``cpu_s`` (the children reaped meanwhile: kcat alone)."""
+    The process's CPU seconds are on it as ``cpu_s`` (the children reaped meanwhile: kcat alone), its main
+    thread's (the one reading the input and handing records to librdkafka) as ``main_cpu_s``."""
     import subprocess
 
+    limit = PHASE_LIMIT + 30
     start = time.perf_counter()
     cpu0 = _children_cpu()
-    try:
-        done = subprocess.run(cmd, capture_output=True, timeout=PHASE_LIMIT + 30)
-    except subprocess.TimeoutExpired:
-        return None, PHASE_LIMIT + 30
-    done.cpu_s = _children_cpu() - cpu0
+    main = None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    while True:
+        try:
+            out, err = proc.communicate(timeout=MAIN_THREAD_SAMPLE_S)  # retried without losing output
+            break
+        except subprocess.TimeoutExpired:
+            if time.perf_counter() - start > limit:
+                proc.kill()
+                proc.communicate()
+                return None, limit
+            main = _main_thread_cpu(proc.pid) or main
+    done = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    done.cpu_s = _children_cpu() - cpu0  # type: ignore[attr-defined]
+    done.main_cpu_s = main  # type: ignore[attr-defined]
     return done, time.perf_counter() - start
 
 
@@ -586,6 +612,7 @@ def kcat_produce(bootstrap: str, topic: str, records: int, case: Case, file: Pat
         "records": ok,
         "seconds": elapsed,
         "generator_cpu_s": done.cpu_s,
+        "generator_main_cpu_s": done.main_cpu_s,
         "records_per_s": ok / elapsed,
         "complete": not failed,
     }
@@ -627,6 +654,9 @@ def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> d
     start = time.perf_counter()
     got = first_n = 0
     first = last = None
+    # kcat's main thread (taking records from librdkafka and writing them out): its CPU read at the first record
+    # and then every MAIN_THREAD_SAMPLE_S while records come, the last reading kept for the last record's time
+    main_first = main_last = sampled = None
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err)
         fd = proc.stdout.fileno()
@@ -642,8 +672,11 @@ def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> d
                 n = chunk.count(b"x")
                 if n and first is None:
                     first, first_n = now, n
+                    main_first, sampled = _main_thread_cpu(proc.pid), now
                 if n:
                     last = now
+                    if now - sampled >= MAIN_THREAD_SAMPLE_S:
+                        main_last, sampled = _main_thread_cpu(proc.pid) or main_last, now
                 got += n
         finally:
             if proc.poll() is None and time.perf_counter() - start >= limit:
@@ -663,6 +696,8 @@ def kcat_consume(bootstrap: str, topic: str, partitions: int, records: int) -> d
         "seconds": seconds,
         "spawn_to_exit_s": spawn_to_exit,
         "generator_cpu_s": cpu,
+        # over the timed span, from the readings nearest its ends (up to MAIN_THREAD_SAMPLE_S short of the last)
+        "generator_main_cpu_s": None if main_first is None or main_last is None else main_last - main_first,
         "records_per_s": rate,
         "complete": got == records,
     }
@@ -867,7 +902,7 @@ def fmt_phase(r: dict, size: int) -> str:
         # near 100%: the phase is bounded by the load generator, not by the broker
         text += f", generator CPU {r['generator_cpu_s'] / r['seconds']:.2f} cores"
         if r.get("generator_main_cpu_s") is not None:
-            text += f" (its Python thread {r['generator_main_cpu_s'] / r['seconds']:.2f})"
+            text += f" (its main thread {r['generator_main_cpu_s'] / r['seconds']:.2f})"
     if r.get("first_record_ms") is not None:
         text += f", first record after {r['first_record_ms']:.1f} ms"
     if r.get("p99_ms") is not None:
@@ -1152,8 +1187,9 @@ def saturated(r: dict | None) -> bool:
     return bool(r and r.get("rate") and r["records_per_s"] < 0.95 * r["rate"])
 
 
-# A phase whose generator thread (librdkafka's Python thread, the one generator that reports its own) was busy
-# this much of the phase's wall time was paced by the client: a faster broker cannot make it faster.
+# A phase whose generator's main thread (librdkafka's Python thread; kcat's, handing records to librdkafka or
+# writing them out; the perf tool reports none) was busy this much of the phase's wall time was paced by the
+# client: a faster broker cannot make it faster.
 CLIENT_BOUND = 0.9
 
 
@@ -1300,7 +1336,7 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                 if has_latency
                 else ""
             )
-            + f"c = on both sides the generator's Python thread was busy {CLIENT_BOUND:.0%} or more of the phase, "
+            + f"c = on both sides the generator's main thread was busy {CLIENT_BOUND:.0%} or more of the phase, "
             "the client set the pace; " + "in brackets the lowest and highest ratio of a single round's two sides):"
         )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]

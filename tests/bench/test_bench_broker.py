@@ -121,6 +121,7 @@ def test_smallest_run_with_librdkafka(tmp_path):
     assert sorted(r["records_per_s"] for r in reads)[1] == consume["records_per_s"]
     for r in reads:
         assert 0 < r["generator_cpu_s"] and 0 < r["first_record_ms"] <= r["seconds"] * 1000
+        assert 0 < r["generator_main_cpu_s"] <= r["generator_cpu_s"]
     produce = results["librdkafka/produce/1024B p1 none acks=all"]
     # 2,000 records: one whole chunk of produce_batch and part of the next
     assert produce["sent"] == produce["records"] == 2000 and produce["errors"] == 0
@@ -202,6 +203,31 @@ def test_smallest_run_with_kcat(tmp_path):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] == 2000  # every record delivered, then every one read back
     assert not any(key.startswith("kcat/latency") for key in results)  # kcat reports no per-record latency
+
+
+MAIN_AND_HELPER = """
+import threading, time
+def burn(seconds):
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
+        pass
+helper = threading.Thread(target=burn, args=(0.6,))
+helper.start()
+burn(0.3)
+helper.join()
+"""
+
+
+def test_a_kcat_phase_reads_its_main_threads_cpu_apart_from_the_others():
+    """The reading that marks a phase paced by its client: the main thread's CPU, not the whole process's."""
+    import sys
+
+    import bench_broker
+
+    done, _seconds = bench_broker._run_kcat([sys.executable, "-c", MAIN_AND_HELPER])
+    assert done.returncode == 0
+    assert 0.3 - bench_broker.MAIN_THREAD_SAMPLE_S - 0.02 <= done.main_cpu_s < 0.6  # the helper's 0.6 s not in it
+    assert done.cpu_s >= 0.85  # both threads' in the process's
 
 
 def test_interleaved_rounds_rotate_targets_and_phases_move_equal_bytes(tmp_path):
