@@ -296,16 +296,20 @@ def test_batches_past_8192_records_are_checked_by_the_tables_as_soundly():
     assert refused > tries // 2 and passed["tables"] == 2, (refused, tries, passed)
 
 
-def keyed_section(rng: random.Random, count: int, value: bytes = b"v" * 100) -> bytes:
-    """``count`` records as a keyed producer writes them to one of many partitions: keys ``k<n>`` of 2 to 5
-    bytes in no order (a run of one size lasts a few records), one value, timestamps a millisecond apart every
-    50 records."""
+def keyed_records(key_numbers, value: bytes) -> bytes:
+    """Records with keys ``k<n>`` for each n, one value, timestamps a millisecond apart every 50 records."""
     parts = []
-    for i in range(count):
-        key = b"k%d" % rng.randrange(1024)
+    for i, n in enumerate(key_numbers):
+        key = b"k%d" % n
         body = b"\0" + varint(i // 50) + varint(i) + varint(len(key)) + key + varint(len(value)) + value + b"\0"
         parts.append(varint(len(body)) + body)
     return b"".join(parts)
+
+
+def keyed_section(rng: random.Random, count: int, value: bytes = b"v" * 100) -> bytes:
+    """``count`` records as a keyed producer writes them to one of many partitions: keys ``k<n>`` of 2 to 5
+    bytes in no order (a run of one size lasts a few records)."""
+    return keyed_records([rng.randrange(1024) for _ in range(count)], value)
 
 
 class Clock:
@@ -322,12 +326,7 @@ def in_order_keyed_section(start: int, count: int, value: bytes = b"v" * 100) ->
     """``count`` records as a keyed producer writes them when its keys come in order (``k<n>`` cycling through
     1024 keys, every twelfth to this partition): runs of a key length last tens of records, with runs of one or
     two where the length changes."""
-    parts = []
-    for i in range(count):
-        key = b"k%d" % ((start + 12 * i) % 1024)
-        body = b"\0" + varint(i // 50) + varint(i) + varint(len(key)) + key + varint(len(value)) + value + b"\0"
-        parts.append(varint(len(body)) + body)
-    return b"".join(parts)
+    return keyed_records([(start + 12 * i) % 1024 for i in range(count)], value)
 
 
 @pytest.fixture(autouse=True)
