@@ -52,8 +52,10 @@ def test_idempotence_and_long_poll_on_disk(client, connect):
         time.sleep(0.2)
         producer.call(produce_request("disk", 0, batch([b"b"])), 9)
 
-    threading.Thread(target=later).start()
+    writer = threading.Thread(target=later)
+    writer.start()
     res = client.call(fetch_request([("disk", 0, 1)], max_wait_ms=5000), 12)
+    writer.join(10)  # its connection stays open until the produce's own answer is read
     assert records_with_offsets(res.responses[0].partitions[0].records) == [(1, b"b")]
 
 

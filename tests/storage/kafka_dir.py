@@ -48,6 +48,21 @@ def create_topics(bootstrap: str, topics: dict[str, tuple[int, dict[str, str]]])
     )
     for future in futures.values():
         future.result(30)
+    # Kafka answers CreateTopics once the controller has the topic; its broker takes the leadership a moment
+    # later and answers NOT_LEADER_OR_FOLLOWER to a Produce until then. Wait as a client would.
+    deadline = time.monotonic() + 30
+    while True:
+        listed = admin.list_topics(timeout=10).topics
+        waiting = [
+            (name, p)
+            for name, (partitions, _) in topics.items()
+            for p in range(partitions)
+            if name not in listed or p not in listed[name].partitions or listed[name].partitions[p].leader < 0
+        ]
+        if not waiting:
+            return
+        assert time.monotonic() < deadline, f"no leader for {waiting} on {bootstrap}"
+        time.sleep(0.1)
 
 
 def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
