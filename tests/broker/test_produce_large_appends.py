@@ -257,3 +257,74 @@ def test_the_fsyncs_of_one_requests_partitions_overlap(tmp_path, monkeypatch):
         both.set()
         client.close()
         broker.stop()
+
+
+def test_a_stopping_broker_lets_an_append_under_way_finish_before_it_closes_storage(tmp_path):
+    """The broker is told to stop while an append runs in a storage thread: the append finishes and its produce
+    gets its answer before storage is flushed and closed (an append racing storage.close() in another thread
+    could lose acknowledged records; a task left pending when the loop closes is torn down half-way)."""
+    b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"), acks_all_fsync=False))
+    reached, release = threading.Event(), threading.Event()
+    events = []
+    close = b.broker.storage.close
+
+    def closing():
+        events.append("storage closed")
+        close()
+
+    b.broker.storage.close = closing
+
+    def job(_durable):
+        reached.set()
+        release.wait(30)
+        events.append("append done")
+        return "appended", False
+
+    futures = []
+    b.call(lambda: futures.append(b.broker.submit_append("t", 0, None, job, False)))
+    assert reached.wait(10)
+    stopper = threading.Thread(target=b.stop)
+    stopper.start()
+    try:
+        stopper.join(0.5)
+        assert stopper.is_alive()  # waiting for the append, not past it
+        assert events == []
+    finally:
+        release.set()
+        stopper.join(30)
+    assert not stopper.is_alive()
+    assert events == ["append done", "storage closed"]
+    (fut,) = futures
+    assert fut.done() and fut.result() == "appended"
+
+
+def test_a_stopping_broker_waits_for_a_hung_append_only_so_long(tmp_path, monkeypatch, caplog):
+    """A storage thread that never comes back (a disk that stopped answering) does not keep the broker from
+    stopping: it waits STOP_STORAGE_WAIT_S, says what it left, fails the produce waiting on it, and stops."""
+    from kafkawire.broker import server
+
+    monkeypatch.setattr(server, "STOP_STORAGE_WAIT_S", 0.5)
+    b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"), acks_all_fsync=False))
+    reached, release = threading.Event(), threading.Event()
+
+    def job(_durable):
+        reached.set()
+        release.wait(30)
+        return "appended", False
+
+    futures = []
+    b.call(lambda: futures.append(b.broker.submit_append("t", 0, None, job, False)))
+    assert reached.wait(10)
+    stopper = threading.Thread(target=b.stop)
+    try:
+        with caplog.at_level("WARNING", logger="kafkawire.broker.server"):
+            stopper.start()
+            stopper.join(20)
+            assert not stopper.is_alive()
+            assert b._stopped.is_set()
+        assert "still under way" in caplog.text
+        (fut,) = futures  # its produce was answered with an error, not left waiting
+        assert fut.done() and "shutting down" in str(fut.exception())
+    finally:
+        release.set()
+        stopper.join(30)

@@ -48,6 +48,8 @@ log = logging.getLogger("kafkawire.broker")
 # connection until it has answered its request (so a Metadata pipelined after CreateTopics sees the topic)
 TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _BARRIER = "kafkawire.broker.topic-change"
+# how long a stopping broker waits for the appends under way in its storage threads
+STOP_STORAGE_WAIT_S = 30.0
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -100,7 +102,9 @@ def _answer(entries, results) -> None:
 
 def _fail(entries, failure: BaseException) -> None:
     for *_, fut in entries:
-        if not fut.done():
+        # a loop already closed: the broker stopped without this work (a storage thread that never came back);
+        # no one waits on the future any more, and setting it would raise
+        if not fut.done() and not fut.get_loop().is_closed():
             fut.set_exception(failure)
 
 
@@ -142,6 +146,7 @@ class Broker:
             else None
         )
         self._queues: dict[tuple[str, int], PartitionQueue] = {}
+        self._drains: set[asyncio.Task] = set()  # storage work under way: stop() waits for it before closing
         # topic changes (CreateTopics, DeleteTopics, CreatePartitions) run one at a time in their own thread,
         # as Kafka's controller does them, so that file I/O and fsyncs never hold up the event loop
         self._controller = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafkawire-controller")
@@ -373,7 +378,7 @@ class Broker:
         queue.pending.append((plog, fn, durable, fut))
         if not queue.running:
             queue.running = True
-            asyncio.ensure_future(self._drain(key, queue))
+            self._start_drain(self._drain(key, queue))
         return fut
 
     def submit_appends(self, items: list) -> list[asyncio.Future]:
@@ -397,7 +402,7 @@ class Broker:
             futures.append(fut)
             together.append((key, queue, (plog, fn, durable, fut)))
         if together:
-            asyncio.ensure_future(self._drain_together(together))
+            self._start_drain(self._drain_together(together))
         return futures
 
     async def _drain_together(self, together: list) -> None:
@@ -414,9 +419,30 @@ class Broker:
         finally:
             for key, queue, _entry in together:
                 if queue.pending and not stopped:  # work queued meanwhile: the partition's own turn goes on
-                    asyncio.ensure_future(self._drain(key, queue))
+                    self._start_drain(self._drain(key, queue))
                 else:
                     self._end_turn(key, queue)
+
+    def _start_drain(self, work) -> None:
+        task = asyncio.ensure_future(work)
+        self._drains.add(task)
+        task.add_done_callback(self._drains.discard)
+
+    async def _finish_storage_work(self) -> bool:
+        """Stopping: the appends under way in the storage threads finish and get their answers before storage
+        is flushed and closed (listeners are closed by now: no new work comes). Bounded: a disk that never
+        answers does not keep the broker from stopping; the log says what was left. True when nothing was."""
+        deadline = time.monotonic() + STOP_STORAGE_WAIT_S
+        while self._drains:  # a turn that ends with work queued hands over to a new one
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.warning("stopping with storage work of %d partition(s) still under way", len(self._queues))
+                for task in self._drains:  # their produces get "broker shutting down"; the threads are left
+                    task.cancel()
+                await asyncio.wait(set(self._drains))
+                return False
+            await asyncio.wait(set(self._drains), timeout=left)
+        return True
 
     async def _drain(self, key, queue: PartitionQueue) -> None:
         loop = asyncio.get_running_loop()
@@ -657,6 +683,7 @@ class Broker:
             metrics, self.metrics = self.metrics, None
             await asyncio.get_running_loop().run_in_executor(None, metrics.close)
         self.waiters.wake_all()
+        storage_idle = await self._finish_storage_work()
         if self._scheduler is not None:  # no session expiry or transaction timeout runs against closed storage
             self._scheduler.close()
         self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes
@@ -676,8 +703,8 @@ class Broker:
             self.storage.close()
         except Exception:
             log.exception("closing storage failed")
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        if self._executor is not None:  # a storage thread that never came back is not waited for again
+            self._executor.shutdown(wait=storage_idle, cancel_futures=True)
         log.info("kafkawire broker %d stopped", self.node_id)
 
 
