@@ -7,7 +7,11 @@ a round the phases run on one target after another (never two at once: brokers,
 JVMs and load generators share the machine's cores), round r starting with
 target r mod n, so both sides of a ratio are measured seconds apart under the
 same machine load; the others stay up, idle. ``--sequential`` runs one target
-at a time instead (started, every case, stopped).
+at a time instead (started, every case, stopped). ``--pin 0:1`` gives the
+brokers CPU 0 and the load generators CPU 1: on a machine of two cores a
+generator otherwise takes one to one and a half of them, and a ratio measures
+who got the cores as much as the brokers (each broker is started on its CPUs,
+so a JVM sizes its thread pools for them, as in a container of that size).
 
   kafkawire-memory   RAM only (--storage memory)
   kafkawire-disk     fsync per acked write: segments engine; acks=all is fsynced before the reply
@@ -725,6 +729,40 @@ PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 # --------------------------------------------------------------------------- orchestration
 
 
+# --pin: the CPUs the brokers run on and the CPUs of this process and the generators it starts (kcat, the perf
+# tool's JVM); None: every process may run anywhere
+PINNED: tuple[frozenset[int], frozenset[int]] | None = None
+
+
+def parse_pin(text: str) -> tuple[frozenset[int], frozenset[int]]:
+    """``"0:1"`` or ``"0,1:2,3"``: broker CPUs, then generator CPUs; both non-empty, apart, and CPUs this
+    process may use."""
+    try:
+        broker, generators = (frozenset(int(c) for c in side.split(",")) for side in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--pin wants BROKER_CPUS:GENERATOR_CPUS such as 0:1, not {text!r}") from None
+    usable = os.sched_getaffinity(0)
+    if broker & generators or not broker <= usable or not generators <= usable:
+        raise argparse.ArgumentTypeError(f"--pin {text}: two apart sets of the CPUs {sorted(usable)}")
+    return broker, generators
+
+
+@contextlib.contextmanager
+def on_broker_cpus():
+    """While a broker is spawned: this thread on the broker CPUs, so that the broker process and every thread
+    and process it starts inherit them from birth (a JVM sizes its thread pools by the CPUs it may use when it
+    starts, as it would in a container of that size); the generator CPUs again after."""
+    if PINNED is None:
+        yield
+        return
+    broker, generators = PINNED
+    os.sched_setaffinity(0, broker)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, generators)
+
+
 @contextlib.contextmanager
 def running(target: Target):
     """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit: (bootstrap, a
@@ -735,15 +773,21 @@ def running(target: Target):
 
         kafka = ReferenceKafka()
         try:
-            kafka.start()
+            with on_broker_cpus():
+                kafka.start()
             with CpuMeter(kafka.proc) as cpu:
                 yield kafka.bootstrap, cpu, lambda: rss_mb(kafka.proc)
         finally:
             kafka.close()
     else:
-        with BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args) as broker:
+        broker = BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args)
+        try:
+            with on_broker_cpus():
+                broker.start()
             with CpuMeter(broker.proc) as cpu:
                 yield broker.bootstrap, cpu, lambda: rss_mb(broker.proc)
+        finally:
+            broker.close()
 
 
 _CPUACCT = Path("/sys/fs/cgroup/cpuacct")  # cgroup v1's CPU accounting hierarchy, where it is mounted
@@ -1267,6 +1311,9 @@ def fmt_generator_cores(r: dict) -> str:
 def print_tables(all_results: dict, ceiling: dict, args) -> None:
     names = [n for n in TARGETS if n in all_results]
     keys = metric_keys(all_results)
+    pin = getattr(args, "pin", None)
+    if pin:
+        print(f"\nCPUs: brokers on {sorted(pin[0])}, generators on {sorted(pin[1])} (--pin)")
     print("\nTargets (durability as configured):")
     for n in names:
         t = TARGETS[n]
@@ -1400,12 +1447,19 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             f" Latency case: {LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; "
             "rec/s there is the achieved rate."
         )
+    pin = getattr(args, "pin", None)
+    cores = (
+        f"Brokers on CPUs {sorted(pin[0])} (each started there: a JVM sizes its pools by them), load generators on "
+        f"CPUs {sorted(pin[1])}, one disk (--pin). "
+        if pin
+        else f"Brokers, JVMs and load generators share {os.cpu_count()} cores and one disk. "
+    )
     print(
         f"\nRecords per throughput phase: {per_size}; median of {args.repeat} round(s). Order: {order}. Producers: "
         f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES:,}, idempotence off{''.join('; ' + h for h in how)}.{latency} "
         f"MB/s counts record values (10^6 bytes). Loopback TCP ceiling for the same bytes: "
-        f"{ceiling['mb_per_s']:,.0f} MB/s. Brokers, JVMs and load generators share {os.cpu_count()} cores and "
-        f"one disk. Broker RSS after warm-up / at the end: "
+        f"{ceiling['mb_per_s']:,.0f} MB/s (on every CPU). {cores}"
+        f"Broker RSS after warm-up / at the end: "
         + "; ".join(
             f"{n} {fmt_mb(all_results[n].get('rss_mb_after_warmup'))} / {fmt_mb(all_results[n].get('rss_mb_at_end'))}"
             for n in names
@@ -1447,6 +1501,14 @@ def int_list(text: str) -> list[int]:
 
 def str_list(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def _jsonable(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):  # --pin's two CPU sets
+        return [sorted(v) if isinstance(v, frozenset) else v for v in value]
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1500,6 +1562,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the same --records for every record size (default: equal bytes, a 100 B phase gets records x 1024 / "
         "100 records, so that it moves the bytes of a 1 KiB phase)",
+    )
+    parser.add_argument(
+        "--pin",
+        type=parse_pin,
+        metavar="BROKER_CPUS:GENERATOR_CPUS",
+        help="run the brokers on some CPUs and the generators on others, e.g. 0:1 (default: all share every CPU, "
+        "and a ratio also measures who got the cores). Each broker starts on its CPUs, as in a container that size",
     )
     parser.add_argument("--json", type=Path, help="also write all figures as JSON here")
     parser.add_argument("--from-json", type=Path, metavar="FILE", help="print the tables of an earlier --json run")
@@ -1564,10 +1633,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine at start: {machine_state()}; {fsync_probe()}", flush=True)
     total_bytes = args.records * 1024
     # The ceiling is measured before and after the brokers (best of both): a shared machine drifts.
-    seconds = min(socket_ceiling(total_bytes) for _ in range(3))
+    seconds = min(socket_ceiling(total_bytes) for _ in range(3))  # on every CPU: the machine's limit
     schedule: list[dict] = []  # every phase pair in the order run (the JSON keeps it)
     bench = bench_interleaved if args.interleaved else bench_sequential
-    all_results = bench(chosen, args, cases, perf, log, schedule)
+    every_cpu = os.sched_getaffinity(0)
+    global PINNED
+    if args.pin:
+        PINNED = args.pin
+        os.sched_setaffinity(0, args.pin[1])  # this process and what it starts: the generators
+        log(f"brokers on CPUs {sorted(args.pin[0])}, generators on CPUs {sorted(args.pin[1])}")
+    try:
+        all_results = bench(chosen, args, cases, perf, log, schedule)
+    finally:
+        PINNED = None
+        os.sched_setaffinity(0, every_cpu)
     seconds = min([seconds] + [socket_ceiling(total_bytes) for _ in range(3)])
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}
     if all_results:
@@ -1586,7 +1665,7 @@ def main(argv: list[str] | None = None) -> int:
                     "targets": {
                         n: {"durability": TARGETS[n].durability, "setting": TARGETS[n].setting} for n in all_results
                     },
-                    "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                    "args": {k: _jsonable(v) for k, v in vars(args).items()},
                 },
                 indent=2,
             )

@@ -506,3 +506,49 @@ def test_warm_memory_touches_fresh_pages_and_gives_them_back(monkeypatch):
     assert per_page > 0
     assert len(at_close) == 1 and at_close[0] - before >= pages * 0.9, (before, at_close)
     assert after - before < pages // 4, (before, after)  # none of it kept
+
+
+def _cpus_of_every_thread(pid: int) -> set[str]:
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith("Cpus_allowed_list:"):
+                    out.add(line.split(":", 1)[1].strip())
+    return out
+
+
+def test_pin_starts_a_broker_on_its_cpus_and_keeps_the_generators_on_theirs(monkeypatch):
+    """With --pin, a broker and every thread it starts run on the broker CPUs from birth, and this process (the
+    librdkafka generator, and what it spawns: kcat, the perf tool) is back on the generator CPUs after."""
+    import bench_broker
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("--pin needs two CPUs")
+    broker_cpu, generator_cpu = cpus[0], cpus[1]
+    every = os.sched_getaffinity(0)
+    monkeypatch.setattr(bench_broker, "PINNED", bench_broker.parse_pin(f"{broker_cpu}:{generator_cpu}"))
+    os.sched_setaffinity(0, {generator_cpu})
+    try:
+        with bench_broker.running(bench_broker.TARGETS["kafkawire-memory"]) as (bootstrap, cpu, _rss):
+            assert os.sched_getaffinity(0) == {generator_cpu}
+            bench_broker.create_topic(bootstrap, "pinned", 1, {})  # storage and network threads at work
+            threads = _cpus_of_every_thread(cpu.proc.pid)  # the CpuMeter's broker process
+            assert threads == {str(broker_cpu)}
+            child = subprocess.run(["grep", "Cpus_allowed_list", "/proc/self/status"], capture_output=True, text=True)
+            assert child.stdout.split(":", 1)[1].strip() == str(generator_cpu)  # what the bench spawns
+    finally:
+        os.sched_setaffinity(0, every)
+
+
+def test_pin_wants_two_apart_sets_of_usable_cpus():
+    import argparse
+
+    import bench_broker
+
+    cpus = sorted(os.sched_getaffinity(0))
+    assert bench_broker.parse_pin(f"{cpus[0]}:{cpus[-1]}") == (frozenset({cpus[0]}), frozenset({cpus[-1]}))
+    for bad in ("0", "0:0", "a:1", f"0:{max(cpus) + 1}", "0,1:1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            bench_broker.parse_pin(bad)
