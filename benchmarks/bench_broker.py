@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import mmap
 import os
@@ -1239,21 +1240,27 @@ def saturated(r: dict | None) -> bool:
 CLIENT_BOUND = 0.9
 
 
-def client_bound(r: dict | None) -> bool:
+def client_bound(r: dict | None, generator_cpus: int | None = None) -> bool:
+    """The generator's main thread busy CLIENT_BOUND of the phase or more; with the generators on CPUs of their
+    own (``generator_cpus`` of them, --pin), also the generator as a whole using CLIENT_BOUND of those CPUs."""
+    if not r or not r.get("seconds"):
+        return False
+    if r.get("generator_main_cpu_s") is not None and r["generator_main_cpu_s"] >= CLIENT_BOUND * r["seconds"]:
+        return True
     return bool(
-        r
-        and r.get("generator_main_cpu_s") is not None
-        and r.get("seconds")
-        and r["generator_main_cpu_s"] >= CLIENT_BOUND * r["seconds"]
+        generator_cpus
+        and r.get("generator_cpu_s") is not None
+        and r["generator_cpu_s"] >= CLIENT_BOUND * generator_cpus * r["seconds"]
     )
 
 
-def ratio_of(key: str, mine: dict | None, peer: dict | None) -> str:
+def ratio_of(key: str, mine: dict | None, peer: dict | None, generator_cpus: int | None = None) -> str:
     """The ratio of the two sides' medians and, where both ran the same rounds (--repeat 2 or more), the lowest
     and highest ratio of one round's two sides: a spread that straddles 1 says the row is within noise. A
     ``c`` after the ratio: both sides' phases were paced by the client (``client_bound``)."""
+    bound = functools.partial(client_bound, generator_cpus=generator_cpus)
     text = ratio(headline(key, mine), headline(key, peer), saturated(mine) or saturated(peer))
-    if text != "-" and client_bound(mine) and client_bound(peer):
+    if text != "-" and bound(mine) and bound(peer):
         text += "c"
     a, b = (mine or {}).get("rounds") or {}, (peer or {}).get("rounds") or {}
     per_round = [a[n] / b[n] for n in a if n in b and b[n]]
@@ -1312,6 +1319,7 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
     names = [n for n in TARGETS if n in all_results]
     keys = metric_keys(all_results)
     pin = getattr(args, "pin", None)
+    pinned_cpus = len(pin[1]) if pin else None
     if pin:
         print(f"\nCPUs: brokers on {sorted(pin[0])}, generators on {sorted(pin[1])} (--pin)")
     print("\nTargets (durability as configured):")
@@ -1363,8 +1371,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                     fmt_ms(r.get("avg_ms")),
                     fmt_ms(r.get("p50_ms")),
                     fmt_ms(r.get("p99_ms")),
-                    ratio_of(key, r, kafka_r) if kafka_r else "",
-                    ratio_of(key, r, tansu_r) if tansu_r else "",
+                    ratio_of(key, r, kafka_r, pinned_cpus) if kafka_r else "",
+                    ratio_of(key, r, tansu_r, pinned_cpus) if tansu_r else "",
                 ]
             )
     print()
@@ -1385,8 +1393,9 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                 if has_latency
                 else ""
             )
-            + f"c = on both sides the generator's main thread was busy {CLIENT_BOUND:.0%} or more of the phase, "
-            "paced by the client's thread, not the broker's CPU; "
+            + f"c = on both sides the generator's main thread was busy {CLIENT_BOUND:.0%} or more of the phase"
+            + (f" or the generator used {CLIENT_BOUND:.0%} or more of its CPUs" if pinned_cpus else "")
+            + ", paced by the client, not the broker's CPU; "
             + "in brackets the lowest and highest ratio of a single round's two sides):"
         )
         header = ["generator", "phase", "case"] + [f"{a.replace('kafkawire-', 'kw-')}/{b}" for a, b in pairs]
@@ -1394,7 +1403,8 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
         for key in keys:
             gen, phase, case = key.split("/", 2)
             rows.append(
-                [gen, phase, case] + [ratio_of(key, all_results[a].get(key), all_results[b].get(key)) for a, b in pairs]
+                [gen, phase, case]
+                + [ratio_of(key, all_results[a].get(key), all_results[b].get(key), pinned_cpus) for a, b in pairs]
             )
         print_rows(header, rows, left=3)
 

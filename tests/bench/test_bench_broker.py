@@ -304,6 +304,20 @@ def test_a_ratio_of_two_phases_paced_by_the_client_is_marked():
     assert bench_broker.ratio_of(key, {"records_per_s": 3.0}, {"records_per_s": 2.0}) == "1.50"  # no thread figure
 
 
+def test_with_pinned_generators_a_ratio_of_two_phases_filling_their_cpus_is_marked():
+    """--pin: a generator using 90% or more of the CPUs it was given set the pace, whatever its main thread did
+    (kcat's main thread hands records over, librdkafka's own threads send them)."""
+    import bench_broker
+
+    key = "kcat/produce/1024B p1 none acks=1"
+    full = {"records_per_s": 300.0, "seconds": 2.0, "generator_main_cpu_s": 1.4, "generator_cpu_s": 1.95}
+    room = dict(full, records_per_s=200.0, generator_cpu_s=1.5)
+    assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0), 1) == "1.50c"
+    assert bench_broker.ratio_of(key, full, room, 1) == "1.50"  # one side's generator had room
+    assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0)) == "1.50"  # not pinned: 2 CPUs to use
+    assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0), 2) == "1.50"  # pinned to two CPUs
+
+
 BURN_AND_END = """
 import threading, time
 def burn():
