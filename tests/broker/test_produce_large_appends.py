@@ -259,10 +259,13 @@ def test_the_fsyncs_of_one_requests_partitions_overlap(tmp_path, monkeypatch):
         broker.stop()
 
 
-def test_a_stopping_broker_lets_an_append_under_way_finish_before_it_closes_storage(tmp_path):
+def test_a_stopping_broker_lets_an_append_under_way_finish_before_it_closes_storage(tmp_path, monkeypatch):
     """The broker is told to stop while an append runs in a storage thread: the append finishes and its produce
     gets its answer before storage is flushed and closed (an append racing storage.close() in another thread
     could lose acknowledged records; a task left pending when the loop closes is torn down half-way)."""
+    from kafkawire.broker import server
+
+    monkeypatch.setattr(server, "STOP_STORAGE_WAIT_S", 30.0)  # the wait, not its bound, is what is tested here
     b = start_in_thread(BrokerConfig(port=0, storage="segments", data_dir=str(tmp_path / "data"), acks_all_fsync=False))
     reached, release = threading.Event(), threading.Event()
     events = []
