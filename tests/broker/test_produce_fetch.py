@@ -226,10 +226,12 @@ def test_long_poll_is_woken_by_produce(broker, client, connect):
         time.sleep(0.3)
         producer.call(produce_request("lp", 0, batch([b"wake"])), 9)
 
-    threading.Thread(target=later).start()
+    writer = threading.Thread(target=later)
+    writer.start()
     start = time.monotonic()
     res = client.call(fetch_request([("lp", 0, 0)], max_wait_ms=10_000, min_bytes=1), 12)
     elapsed = time.monotonic() - start
+    writer.join(10)  # its connection stays open until the produce's own answer is read
     assert values_of(res.responses[0].partitions[0].records) == [b"wake"]
     assert 0.25 <= elapsed < 3
 
@@ -252,8 +254,10 @@ def test_long_poll_min_bytes_accumulates(client, connect):
             time.sleep(0.1)
             producer.call(produce_request("lp3", 0, batch([b"x" * 100])), 9)
 
-    threading.Thread(target=later).start()
+    writer = threading.Thread(target=later)
+    writer.start()
     res = client.call(fetch_request([("lp3", 0, 0)], max_wait_ms=5000, min_bytes=350), 12)
+    writer.join(10)  # its connection stays open until the last produce's answer is read
     assert len(values_of(res.responses[0].partitions[0].records)) == 3
 
 
