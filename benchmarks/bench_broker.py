@@ -730,11 +730,6 @@ PERF_CONSUMER_PROPS = {"session.timeout.ms": 6000}
 # --------------------------------------------------------------------------- orchestration
 
 
-# --pin: the CPUs the brokers run on and the CPUs of this process and the generators it starts (kcat, the perf
-# tool's JVM); None: every process may run anywhere
-PINNED: tuple[frozenset[int], frozenset[int]] | None = None
-
-
 def parse_pin(text: str) -> tuple[frozenset[int], frozenset[int]]:
     """``"0:1"`` or ``"0,1:2,3"``: broker CPUs, then generator CPUs; both non-empty, apart, and CPUs this
     process may use."""
@@ -749,14 +744,15 @@ def parse_pin(text: str) -> tuple[frozenset[int], frozenset[int]]:
 
 
 @contextlib.contextmanager
-def on_broker_cpus():
-    """While a broker is spawned: this thread on the broker CPUs, so that the broker process and every thread
-    and process it starts inherit them from birth (a JVM sizes its thread pools by the CPUs it may use when it
-    starts, as it would in a container of that size); the generator CPUs again after."""
-    if PINNED is None:
+def on_broker_cpus(pin: tuple[frozenset[int], frozenset[int]] | None):
+    """While a broker is spawned (--pin's broker and generator CPUs, or None: no pinning): this thread on the
+    broker CPUs, so that the broker process and every thread and process it starts inherit them from birth (a
+    JVM sizes its thread pools by the CPUs it may use when it starts, as it would in a container of that size);
+    the generator CPUs again after."""
+    if pin is None:
         yield
         return
-    broker, generators = PINNED
+    broker, generators = pin
     os.sched_setaffinity(0, broker)
     try:
         yield
@@ -765,7 +761,7 @@ def on_broker_cpus():
 
 
 @contextlib.contextmanager
-def running(target: Target):
+def running(target: Target, pin: tuple[frozenset[int], frozenset[int]] | None = None):
     """The target's broker, started on 127.0.0.1 and stopped (and its data removed) on exit: (bootstrap, a
     function giving the broker process's CPU seconds so far, or None where it cannot be read, and one giving
     its resident memory in MB, or None)."""
@@ -774,7 +770,7 @@ def running(target: Target):
 
         kafka = ReferenceKafka()
         try:
-            with on_broker_cpus():
+            with on_broker_cpus(pin):
                 kafka.start()
             with CpuMeter(kafka.proc) as cpu:
                 yield kafka.bootstrap, cpu, lambda: rss_mb(kafka.proc)
@@ -783,7 +779,7 @@ def running(target: Target):
     else:
         broker = BrokerProcess(target.kind, storage=target.storage, extra_args=target.broker_args)
         try:
-            with on_broker_cpus():
+            with on_broker_cpus(pin):
                 broker.start()
             with CpuMeter(broker.proc) as cpu:
                 yield broker.bootstrap, cpu, lambda: rss_mb(broker.proc)
@@ -983,7 +979,7 @@ class Live:
 def start_target(stack: contextlib.ExitStack, target: Target, args, perf, log) -> Live:
     """Start ``target`` (stopped when ``stack`` closes) and warm it up."""
     results: dict = {"load_at_start": os.getloadavg()}
-    bootstrap, cpu, rss = stack.enter_context(running(target))
+    bootstrap, cpu, rss = stack.enter_context(running(target, args.pin))
     live = Live(target, bootstrap, cpu, rss, results)
     log(f"[{target.name}] on {bootstrap}; {machine_state()}")
     tc = target.topic_config
@@ -1457,7 +1453,6 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             f" Latency case: {LATENCY_SIZE} B, codec none, linger.ms=0, acks=all, {args.seconds:g} s per rate; "
             "rec/s there is the achieved rate."
         )
-    pin = getattr(args, "pin", None)
     cores = (
         f"Brokers on CPUs {sorted(pin[0])} (each started there: a JVM sizes its pools by them), load generators on "
         f"CPUs {sorted(pin[1])}, one disk (--pin). "
@@ -1647,15 +1642,12 @@ def main(argv: list[str] | None = None) -> int:
     schedule: list[dict] = []  # every phase pair in the order run (the JSON keeps it)
     bench = bench_interleaved if args.interleaved else bench_sequential
     every_cpu = os.sched_getaffinity(0)
-    global PINNED
     if args.pin:
-        PINNED = args.pin
         os.sched_setaffinity(0, args.pin[1])  # this process and what it starts: the generators
         log(f"brokers on CPUs {sorted(args.pin[0])}, generators on CPUs {sorted(args.pin[1])}")
     try:
         all_results = bench(chosen, args, cases, perf, log, schedule)
     finally:
-        PINNED = None
         os.sched_setaffinity(0, every_cpu)
     seconds = min([seconds] + [socket_ceiling(total_bytes) for _ in range(3)])
     ceiling = {"bytes": total_bytes, "seconds": seconds, "mb_per_s": total_bytes / seconds / MB}

@@ -532,7 +532,7 @@ def _cpus_of_every_thread(pid: int) -> set[str]:
     return out
 
 
-def test_pin_starts_a_broker_on_its_cpus_and_keeps_the_generators_on_theirs(monkeypatch):
+def test_pin_starts_a_broker_on_its_cpus_and_keeps_the_generators_on_theirs():
     """With --pin, a broker and every thread it starts run on the broker CPUs from birth, and this process (the
     librdkafka generator, and what it spawns: kcat, the perf tool) is back on the generator CPUs after."""
     import bench_broker
@@ -542,10 +542,10 @@ def test_pin_starts_a_broker_on_its_cpus_and_keeps_the_generators_on_theirs(monk
         pytest.skip("--pin needs two CPUs")
     broker_cpu, generator_cpu = cpus[0], cpus[1]
     every = os.sched_getaffinity(0)
-    monkeypatch.setattr(bench_broker, "PINNED", bench_broker.parse_pin(f"{broker_cpu}:{generator_cpu}"))
+    pin = bench_broker.parse_pin(f"{broker_cpu}:{generator_cpu}")
     os.sched_setaffinity(0, {generator_cpu})
     try:
-        with bench_broker.running(bench_broker.TARGETS["kafkawire-memory"]) as (bootstrap, cpu, _rss):
+        with bench_broker.running(bench_broker.TARGETS["kafkawire-memory"], pin) as (bootstrap, cpu, _rss):
             assert os.sched_getaffinity(0) == {generator_cpu}
             bench_broker.create_topic(bootstrap, "pinned", 1, {})  # storage and network threads at work
             threads = _cpus_of_every_thread(cpu.proc.pid)  # the CpuMeter's broker process
