@@ -35,7 +35,7 @@ Load generators:
   perf         Kafka's kafka-producer-perf-test / kafka-consumer-perf-test classes
                (benchmarks/kafka_perf.py), in their own JVM, with the same payloads.
                Consume figures exclude the consumer group join; latency is the
-               tool's steady state after 1 s of warm-up records.
+               tool's steady state after --perf-warmup seconds of warm-up records.
   kcat         librdkafka again, driven by kcat (C): produce from a file of key:value
                lines, consume to a counter, so no Python or JVM runs per record.
                On a 2-core machine the generator shares the cores with the broker:
@@ -95,10 +95,15 @@ MB = 1e6
 PHASE_LIMIT = 90.0  # seconds: a phase that takes longer is cut short and reported as such
 LATENCY_SIZE = 1024
 # The perf tool's latency case first sends this many seconds of records at the rate (``--warmup-records``) and
-# reports the records after them: each phase starts a new JVM, whose first second's records wait on its own
-# class loading and compilation. At 2,000/s for 5 s on kafkawire (2026-11-30) the whole run's p99 was 33 ms
-# (max 218), the steady state's after 2,000 warm-up records 7 ms (max 12), on the same run.
-PERF_LATENCY_WARMUP_S = 1.0
+# reports the records after them: each phase starts a new JVM, whose first records wait on its own class
+# loading and compilation. At 2,000/s for 5 s on kafkawire (2026-11-30) the whole run's p99 was 33 ms (max 218),
+# the steady state's after 2,000 warm-up records 7 ms (max 12), on the same run. One second was not enough once
+# the tool had one core (``--pin``): ``bench_latency_tail.py --generator perf --pin 0:1 --rate 20000`` showed the
+# JVM's JIT compiler threads taking 40-76% of that core for its first 8 s, the tool sending behind its rate and
+# its records waiting up to 1.3 s, while kafkawire's broker used 0.3 of its core and answered the loop probe
+# within 7 ms; after 10 s of warm-up records the steady state's p99 was 5 ms (2026-12-01).
+PERF_LATENCY_WARMUP_S = 10.0
+PERF_LATENCY_WARMUP_QUICK_S = 1.0
 GENERATORS = ("librdkafka", "perf", "kcat")
 # Producer settings shared by both generators (the rest are each client's defaults).
 LINGER_MS = 5
@@ -1079,9 +1084,9 @@ def latency_run(live: Live, gen: str, rate: int, args, perf, log) -> None:
             int(rate * args.seconds),
             perf_files[LATENCY_SIZE],
             throughput=rate,
-            warmup_records=int(rate * PERF_LATENCY_WARMUP_S),
+            warmup_records=int(rate * args.perf_warmup),
             props={"acks": "all", "linger.ms": 0, "enable.idempotence": "false"},
-            timeout=(args.seconds + PERF_LATENCY_WARMUP_S) * 3 + 60,
+            timeout=(args.seconds + args.perf_warmup) * 3 + 60,
         )
     delete_topic(bootstrap, t)
     # a target that cannot keep the rate measures its own queue, not its latency
@@ -1431,9 +1436,10 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             "read(s) of the topic, fetch.queue.backoff.ms=10 (librdkafka's default 1 s pause idles the read)"
         )
     if "perf" in ran:
+        perf_warmup = getattr(args, "perf_warmup", 1.0)  # a run saved before --perf-warmup had 1 s
         how.append(
             f"perf: kafka-tools {perf_version(args)} ProducerPerformance (percentiles in whole ms; its latency case "
-            f"after {PERF_LATENCY_WARMUP_S:g} s of warm-up records, the tool's steady state) and "
+            f"after {perf_warmup:g} s of warm-up records, the tool's steady state) and "
             "ConsumerPerformance (fetch phase, group join excluded)"
         )
     if "kcat" in ran:
@@ -1557,6 +1563,12 @@ def main(argv: list[str] | None = None) -> int:
         "--warmup", type=int, help="warm-up records per codec before timing (default 20000, quick 1000)"
     )
     parser.add_argument(
+        "--perf-warmup",
+        type=float,
+        help="perf latency case: seconds of records at the rate sent before the measured ones, while the tool's "
+        f"new JVM compiles its code (default {PERF_LATENCY_WARMUP_S:g}, quick {PERF_LATENCY_WARMUP_QUICK_S:g})",
+    )
+    parser.add_argument(
         "--sequential",
         action="store_true",
         help="one target at a time, every case on it, then the next (the old order; minutes apart, the machine's "
@@ -1592,6 +1604,8 @@ def main(argv: list[str] | None = None) -> int:
     args.records = args.records or (5_000 if q else 100_000)
     args.seconds = args.seconds or (1.0 if q else 5.0)
     args.warmup = (1_000 if q else 20_000) if args.warmup is None else args.warmup
+    if args.perf_warmup is None:
+        args.perf_warmup = PERF_LATENCY_WARMUP_QUICK_S if q else PERF_LATENCY_WARMUP_S
     args.equal_bytes = not args.equal_records
     args.interleaved = not args.sequential
     for g in args.generators:

@@ -18,7 +18,16 @@ a watchdog samples the loop thread's stack whenever its 1 ms heartbeat is over 1
 every collection on that thread, and every segment write (pwritev) is timed; it runs the load twice, without
 and with ``gc.freeze()`` after start-up (what ``kafkawire serve`` does), and prints both.
 
+``--generator perf`` drives the same broker with Kafka's ProducerPerformance (1 KiB, linger.ms=0) instead,
+one JVM, which reports every 100 ms the window's average and largest latency. Every 100 ms the CPU of each
+thread of that JVM and of the broker is read from /proc; the report gives, second by second, the cores each
+side used, how much of the client's went to its JIT compiler and GC threads, the loop probe's slowest round
+trip and the tool's slowest record. A slow second with the loop probe fast and the client's core full of its
+own compilation is the client's, not the broker's. ``--pin 0:1`` runs the broker on CPU 0 and the client and
+the probes on CPU 1, as ``bench_broker.py --pin`` does.
+
 Usage: python benchmarks/bench_latency_tail.py [--rate 2000] [--seconds 10] [--acks 1] [--py-spy FILE]
+       python benchmarks/bench_latency_tail.py --generator perf [--pin 0:1] [--rate 20000] [--warmup 10]
        python benchmarks/bench_latency_tail.py --in-process [--rate 2000] [--seconds 10]
 """
 
@@ -27,6 +36,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -41,6 +51,8 @@ sys.path.insert(0, str(REPO / "tests"))
 from kafkawire.protocol import encode_request, message_class, request_header  # noqa: E402
 
 from peers.peer_harness import BrokerProcess  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 SLOW_MS = 5.0  # a record slower than this is in the tail the target cares about (p99 <= 5 ms)
 
@@ -120,6 +132,162 @@ def overlaps(samples: list[tuple[float, float]], times: list[float], t0: float, 
             return True
         i += 1
     return False
+
+
+# ProducerPerformance's progress line for one reporting interval (its final summaries carry percentiles too)
+_PERF_WINDOW = re.compile(
+    r"^(\d+) records sent, [\d.]+ records/sec .*, ([\d.]+) ms avg latency, ([\d.]+) ms max latency\.$"
+)
+
+
+def perf_window(line: str) -> tuple[int, float, float] | None:
+    """(records, average ms, largest ms) of a ProducerPerformance progress line; None for any other line."""
+    m = _PERF_WINDOW.match(line.strip())
+    return (int(m.group(1)), float(m.group(2)), float(m.group(3))) if m else None
+
+
+def thread_kind(name: str) -> str:
+    """What a JVM thread (or a broker thread) does, by the name Linux keeps for it (15 characters)."""
+    if "Compiler" in name:
+        return "jit"
+    if name.startswith(("GC ", "G1 ")):
+        return "gc"
+    return "other"
+
+
+def thread_ticks(pid: int) -> dict[tuple[str, str], int]:
+    """Clock ticks (user + system) each thread of ``pid`` has used: {(thread id, name): ticks}."""
+    out: dict[tuple[str, str], int] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended between the listing and the read
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        out[(tid, name)] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def cpu_by_second(samples: list[tuple[float, dict, dict]], t0: float) -> dict[int, dict[str, float]]:
+    """Cores used per whole second since ``t0``, from (time, client threads' ticks, broker threads' ticks)
+    samples: {second: {"client": .., "jit": .., "gc": .., "broker": ..}}."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds: dict[int, dict[str, float]] = {}
+    for (_, client0, broker0), (t, client1, broker1) in zip(samples, samples[1:]):
+        row = seconds.setdefault(int(t - t0), {"client": 0.0, "jit": 0.0, "gc": 0.0, "broker": 0.0})
+        for key, used in client1.items():
+            delta = (used - client0.get(key, 0)) / tick
+            row["client"] += delta
+            kind = thread_kind(key[1])
+            if kind != "other":
+                row[kind] += delta
+        row["broker"] += sum(used - broker0.get(key, 0) for key, used in broker1.items()) / tick
+    return seconds
+
+
+def perf_run(args) -> int:
+    """The latency case driven by Kafka's ProducerPerformance, with both probes and both sides' CPU."""
+    import bench_broker
+    from kafka_perf import PRODUCER, PerfTools, parse_producer, producer_args
+
+    pin = args.pin
+    perf = PerfTools()
+    payload_file = perf.payload_file("payloads-1024.txt", bench_broker.payloads(1024))
+    if args.broker == "kafka":
+        from kafka_reference import ReferenceKafka
+
+        broker = ReferenceKafka()  # Kafka's default flush policy: never forced, as kafkawire below
+    else:
+        extra = () if args.acks != "all" else ("--override", "kafkawire.acks.all.fsync=false")
+        broker = BrokerProcess("kafkawire", storage="disk", extra_args=extra)
+    with bench_broker.on_broker_cpus(pin):
+        broker.start()
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    try:
+        bench_broker.create_topic(broker.bootstrap, "tail", 1, {})
+        warmup = int(args.rate * args.warmup)
+        command = perf.command(
+            PRODUCER,
+            producer_args(
+                broker.bootstrap, "tail", int(args.rate * args.seconds), payload_file, args.rate, warmup,
+                {"acks": args.acks, "linger.ms": 0, "enable.idempotence": "false"},
+            ) + ["--reporting-interval", "100"],
+        )  # fmt: skip
+        stop = threading.Event()
+        loop_samples: list = []
+        host_samples: list = []
+        probes = [
+            threading.Thread(target=loop_probe, args=(("127.0.0.1", port), stop, loop_samples), daemon=True),
+            threading.Thread(target=host_probe, args=(stop, host_samples), daemon=True),
+        ]
+        for t in probes:
+            t.start()
+        t0 = time.perf_counter()
+        client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cpu_samples: list = []
+
+        def sample_cpu() -> None:
+            while client.poll() is None and not stop.is_set():
+                cpu_samples.append((time.perf_counter(), thread_ticks(client.pid), thread_ticks(broker.proc.pid)))
+                time.sleep(0.1)
+
+        sampler = threading.Thread(target=sample_cpu, daemon=True)
+        sampler.start()
+        lines: list[tuple[float, str]] = []
+        try:
+            deadline = t0 + (args.seconds + args.warmup) * 3 + 60
+            for line in client.stdout:
+                lines.append((time.perf_counter(), line.rstrip()))
+                if time.perf_counter() > deadline:
+                    break
+        finally:
+            client.kill() if client.poll() is None else None
+            client.wait(10)
+            stop.set()
+            for t in (*probes, sampler):
+                t.join(10)
+    finally:
+        broker.close()
+    text = "\n".join(line for _, line in lines)
+    steady = parse_producer(text, steady=warmup > 0)
+    if steady is None:
+        print("the perf tool printed no summary:", text[-800:])
+        return 1
+    print(
+        f"{args.broker}, no fsync; perf tool, {args.rate:,}/s of 1 KiB, acks={args.acks}, linger.ms=0, {args.warmup:g} s of warm-up records; "
+        f"{'pinned: broker on CPUs %s, client and probes on %s' % tuple(sorted(c) for c in pin) if pin else 'unpinned'}"
+    )
+    print(
+        f"  steady state: {steady['records']:,} records, p50 {steady['p50_ms']:g} ms, p99 {steady['p99_ms']:g} ms, "
+        f"max {steady['max_ms']:g} ms"
+    )
+    per_second = cpu_by_second(cpu_samples, t0)
+    print("  second | client cores (JIT, GC) | broker cores | loop probe max ms | slowest record ms")
+    for second, row in sorted(per_second.items()):
+        loop_max = max((ms for ts, ms in loop_samples if int(ts - t0) == second), default=float("nan"))
+        windows = [w for ts, line in lines if int(ts - t0) == second and (w := perf_window(line))]
+        slowest = max((w[2] for w in windows), default=float("nan"))
+        print(
+            f"  {second:6} | {row['client']:5.2f} ({row['jit']:4.2f}, {row['gc']:4.2f})      | "
+            f"{row['broker']:12.2f} | {loop_max:17.1f} | {slowest:17.0f}"
+        )
+    slow = [(ts, w) for ts, line in lines if (w := perf_window(line)) and w[2] > SLOW_MS]
+    loop_times = [t for t, _ in loop_samples]
+    by_loop = sum(overlaps(loop_samples, loop_times, ts - 0.1, ts, SLOW_MS) for ts, _ in slow)
+    busy = sum(
+        per_second.get(int(ts - t0), {}).get("client", 0) >= 0.9 * (len(pin[1]) if pin else os.cpu_count())
+        for ts, _ in slow
+    )
+    print(
+        f"  100 ms windows with a record over {SLOW_MS} ms: {len(slow)}; with a loop probe over {SLOW_MS} ms in "
+        f"them: {by_loop}; in a second where the client used 90% or more of its CPUs: {busy}"
+    )
+    return 0
 
 
 def in_process(args) -> None:
@@ -217,6 +385,12 @@ def in_process(args) -> None:
         run(freeze)
 
 
+def _parse_pin(text: str):
+    import bench_broker
+
+    return bench_broker.parse_pin(text)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=2000)
@@ -224,7 +398,18 @@ def main() -> int:
     parser.add_argument("--acks", default="1")
     parser.add_argument("--py-spy", type=Path, help="record the broker with py-spy into this speedscope file")
     parser.add_argument("--in-process", action="store_true", help="look inside the stalls (see the docstring)")
+    parser.add_argument("--generator", choices=("librdkafka", "perf"), default="librdkafka")
+    parser.add_argument(
+        "--pin", type=_parse_pin, metavar="BROKER_CPUS:GENERATOR_CPUS", help="perf only: as bench_broker.py --pin"
+    )
+    parser.add_argument("--broker", choices=("kafkawire", "kafka"), default="kafkawire", help="perf only")
+    parser.add_argument("--warmup", type=float, default=None, help="perf only: seconds of warm-up records")
     args = parser.parse_args()
+    if args.generator == "perf":
+        import bench_broker
+
+        args.warmup = bench_broker.PERF_LATENCY_WARMUP_S if args.warmup is None else args.warmup
+        return perf_run(args)
     if args.in_process:
         print(f"2 cores shared with others; load average {os.getloadavg()}", flush=True)
         in_process(args)

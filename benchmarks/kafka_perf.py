@@ -105,6 +105,26 @@ def parse_consumer(stdout: str) -> dict | None:
     return None
 
 
+def producer_args(
+    bootstrap: str,
+    topic: str,
+    records: int,
+    payload_file: Path,
+    throughput: int = -1,
+    warmup_records: int = 0,
+    props: dict[str, object] | None = None,
+) -> list[str]:
+    """ProducerPerformance's arguments: ``records`` records after ``warmup_records`` more, at most
+    ``throughput``/s, drawn from ``payload_file``, with the producer settings ``props``."""
+    args = ["--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(records + warmup_records)]
+    args += ["--throughput", str(throughput), "--payload-file", str(payload_file)]
+    if warmup_records:
+        args += ["--warmup-records", str(warmup_records)]
+    if props:
+        args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
+    return args
+
+
 class PerfTools:
     """Runs the two tools from the pinned kafka-tools jars (resolved on construction)."""
 
@@ -126,8 +146,9 @@ class PerfTools:
         path.write_bytes(b"\n".join(payloads))
         return path
 
-    def _java(self, main: str, args: list[str], timeout: float) -> tuple[int | None, str, str]:
-        cmd = [
+    def command(self, main: str, args: list[str]) -> list[str]:
+        """The java command line that runs ``main`` of the tools' jars with ``args``."""
+        return [
             kafka_reference._tool("java"),
             f"-Xmx{self.heap}",
             "-XX:+UseG1GC",
@@ -140,6 +161,9 @@ class PerfTools:
             main,
             *args,
         ]
+
+    def _java(self, main: str, args: list[str], timeout: float) -> tuple[int | None, str, str]:
+        cmd = self.command(main, args)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
@@ -163,22 +187,7 @@ class PerfTools:
         """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s; with
         ``warmup_records``, that many more sent first and the figures of the ``records`` after them (the tool's
         steady state: its JVM's own start-up, class loading and compilation, left out)."""
-        args = [
-            "--bootstrap-server",
-            bootstrap,
-            "--topic",
-            topic,
-            "--num-records",
-            str(records + warmup_records),
-            "--throughput",
-            str(throughput),
-            "--payload-file",
-            str(payload_file),
-        ]
-        if warmup_records:
-            args += ["--warmup-records", str(warmup_records)]
-        if props:
-            args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
+        args = producer_args(bootstrap, topic, records, payload_file, throughput, warmup_records, props)
         code, out, err = self._java(PRODUCER, args, timeout)
         summary = parse_producer(out, steady=warmup_records > 0)
         # the summary counts acknowledged records only (a failed send prints its stack trace instead)
