@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import os
 import re
 import socket
@@ -385,6 +386,15 @@ def in_process(args) -> None:
         run(freeze)
 
 
+def started(broker, pin):
+    """``broker`` started on --pin's broker CPUs (this process back on the generator CPUs after), or unpinned."""
+    import bench_broker
+
+    with bench_broker.on_broker_cpus(pin):
+        broker.start()
+    return broker
+
+
 def _parse_pin(text: str):
     import bench_broker
 
@@ -399,9 +409,7 @@ def main() -> int:
     parser.add_argument("--py-spy", type=Path, help="record the broker with py-spy into this speedscope file")
     parser.add_argument("--in-process", action="store_true", help="look inside the stalls (see the docstring)")
     parser.add_argument("--generator", choices=("librdkafka", "perf"), default="librdkafka")
-    parser.add_argument(
-        "--pin", type=_parse_pin, metavar="BROKER_CPUS:GENERATOR_CPUS", help="perf only: as bench_broker.py --pin"
-    )
+    parser.add_argument("--pin", type=_parse_pin, metavar="BROKER_CPUS:GENERATOR_CPUS", help="as bench_broker.py --pin")
     parser.add_argument("--broker", choices=("kafkawire", "kafka"), default="kafkawire", help="perf only")
     parser.add_argument("--warmup", type=float, default=None, help="perf only: seconds of warm-up records")
     args = parser.parse_args()
@@ -418,7 +426,7 @@ def main() -> int:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     print(f"2 cores shared with others; load average {os.getloadavg()}", flush=True)
-    with BrokerProcess("kafkawire", storage="disk") as broker:
+    with contextlib.closing(started(BrokerProcess("kafkawire", storage="disk"), args.pin)) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic("tail", 1, 1)])["tail"].result(30)
         produce(broker.bootstrap, "tail", 500, 1.0, args.acks)  # warm-up: connections, first segment

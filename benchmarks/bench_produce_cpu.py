@@ -34,7 +34,9 @@ memory. Touching fresh pages right before the phase hands it warm pages, whichev
 such rounds rarer, not gone); ``--warm-mb 0`` turns it off.
 
 Cases: 100 B values (``--sizes 100,1024`` adds 1 KiB ones, as many MB per case: records scaled down), 1
-partition (500 records a request) and 12 partitions (100 records a request), codecs none and lz4.
+partition (500 records a request) and 12 partitions (100 records a request), codecs none and lz4; and ``x1``:
+1 partition, one record a request, 20,000 requests (what a producer with linger.ms=0 sends), where the broker's
+cost per request is what counts. A table of broker CPU per produce request follows the MB table.
 
 Usage: python benchmarks/bench_produce_cpu.py [--brokers kafkawire,tansu,kafka] [--records N] [--rounds N]
            [--sizes 100,1024] [--warm-mb 512]
@@ -70,7 +72,12 @@ from kafkawire.protocol.records.reader import iter_batches  # noqa: E402
 from peers.peer_harness import BrokerProcess  # noqa: E402
 
 SIZE = 100
-CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100)]
+CASES = [(1, "none", 500), (1, "lz4", 500), (12, "none", 100), (12, "lz4", 100), (1, "none", 1)]
+# The one-record case (a producer with linger.ms=0 at a rate the broker keeps up with sends each record alone) is
+# about the broker's cost per request, not per MB: this many requests, whatever --records says. On one core
+# (2026-12-01, 1 KiB values, acks=1, 20 in flight, after 20,000 untimed) kafkawire spent 62 us a request, Tansu 70
+# and Kafka 146; that cost is what sets a broker's latency at 20,000 records/s with linger.ms=0.
+SINGLE_RECORD_REQUESTS = 20_000
 WINDOW = 8  # produce requests in flight, as a producer's max.in.flight
 # times the consume phase reads each case's topic: 12 partitions of 50 MB are about 4 fetches of 12 MiB, and
 # a read of 50 MB takes 20-60 ms, too short to time alone
@@ -297,6 +304,7 @@ def run_case(
     out["produce"] = ((c1 - c0) * 1000 / mb, mb / (t1 - t0), (p1 - p0) / (t1 - t0))
     out["consume"] = ((c2 - c1) * 1000 / (mb * READS), mb * READS / (t2 - t1), (p2 - p1) / (t2 - t1))
     out["fetches"] = fetches
+    out["mb"] = mb
     bb.delete_topic(broker.bootstrap, topic)  # Tansu keeps a memory-stored topic's records until it is deleted
     return out
 
@@ -322,11 +330,15 @@ def main(argv: list[str] | None = None) -> int:
         names.insert(1, "kafkawire-other")
     sizes = [int(x) for x in args.sizes.split(",") if x]
     cases = []
+    requests_per_case: dict[str, int] = {}
     for size, (partitions, codec, per) in ((z, c) for z in sizes for c in CASES):
         records = max(per, args.records * SIZE // size // per * per)
-        label = f"{size}B p{partitions} {codec}"
+        if per == 1:
+            records = SINGLE_RECORD_REQUESTS
+        label = f"{size}B p{partitions} {codec}" + (" x1" if per == 1 else "")
         frames = requests(PLACEHOLDER, partitions, codec, per, records, size)
         cases.append((label, partitions, per, frames, records * size / bb.MB))
+        requests_per_case[label] = len(frames)
     print(f"{bb.machine_state()}; {args.records * SIZE / bb.MB:.1f} MB of values per case", flush=True)
     for name in names:
         print(f"  {name:16} {DURABILITY[name]}")
@@ -360,12 +372,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for broker in brokers.values():
             broker.close()
-    report(figures, names, args.rounds)
+    report(figures, names, args.rounds, requests_per_case)
     print(f"\n{bb.machine_state()}")
     return 0
 
 
-def report(figures: dict, names: list[str], rounds: int) -> None:
+def report(figures: dict, names: list[str], rounds: int, requests_per_case: dict[str, int] | None = None) -> None:
     peers = [n for n in names if n != "kafkawire"]
     print(f"\nmedian of {rounds} round(s). ms/MB: the broker's CPU per MB of values; MB/s: values per second;")
     print("peer/kw (CPU): how many times more CPU the peer spends (above 1: kafkawire spends less);")
@@ -380,6 +392,24 @@ def report(figures: dict, names: list[str], rounds: int) -> None:
             kw = med["kafkawire"]
             row += "".join(f" {med[p][0] / kw[0]:20.2f} {kw[1] / med[p][1]:20.2f}" for p in peers)
             print(row)
+    if requests_per_case:
+        print("\nbroker CPU per produce request (us), median; peer/kw: above 1, kafkawire spends less")
+        print(
+            f"{'case':14} {'requests':>9}"
+            + "".join(f" {n:>16}" for n in names)
+            + "".join(f" {p + '/kw':>16}" for p in peers)
+        )
+        for label, by_name in figures.items():
+            n_requests = requests_per_case[label]
+            us = {}
+            for n in names:
+                ms_per_mb = statistics.median(x["produce"][0] for x in by_name[n])
+                us[n] = ms_per_mb * by_name[n][0]["mb"] * 1000 / n_requests
+            print(
+                f"{label:14} {n_requests:9,}"
+                + "".join(f" {us[n]:16.1f}" for n in names)
+                + "".join(f" {us[p] / us['kafkawire']:16.2f}" for p in peers)
+            )
     cores = [x[p][2] for by_name in figures.values() for n in names for x in by_name[n] for p in ("produce", "consume")]
     if cores:
         print(f"client cores over every phase: {min(cores):.2f}-{max(cores):.2f}")
