@@ -558,12 +558,9 @@ def _children_cpu() -> float:
 
 def _main_thread_cpu(pid: int) -> float | None:
     """CPU seconds of process ``pid``'s main thread so far (Linux's /proc), None where it cannot be read."""
-    try:
-        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    from kafka_perf import process_cpu_s
+
+    return process_cpu_s(pid, pid)
 
 
 # how often a kcat phase reads kcat's main thread's CPU: the last reading before it exits misses at most this
@@ -944,10 +941,10 @@ def fmt_phase(r: dict, size: int) -> str:
     text = f"{r['records_per_s']:,.0f} rec/s {r['records_per_s'] * size / MB:.1f} MB/s"
     if r.get("broker_cpu_s") is not None and r.get("records"):
         text += f", broker CPU {r['broker_cpu_s'] * 1000 / (r['records'] * size / MB):.2f} ms/MB"
-    if r.get("generator_cpu_s") is not None and r.get("seconds"):
+    if generator_cores(r) is not None:
         # near 100%: the phase is bounded by the load generator, not by the broker
-        text += f", generator CPU {r['generator_cpu_s'] / r['seconds']:.2f} cores"
-        if r.get("generator_main_cpu_s") is not None:
+        text += f", generator CPU {generator_cores(r):.2f} cores"
+        if r.get("generator_main_cpu_s") is not None and r.get("seconds"):
             text += f" (its main thread {r['generator_main_cpu_s'] / r['seconds']:.2f})"
     if r.get("first_record_ms") is not None:
         text += f", first record after {r['first_record_ms']:.1f} ms"
@@ -1042,11 +1039,18 @@ def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict
         c = timed_by_cpu(cpu, kcat_consume, bootstrap, t, case.partitions, p["records"])
     else:
         # the broker's CPU over the whole tool run (its JVM's start and, consuming, the group join included: the
-        # broker is idle or nearly so meanwhile); the tool's own CPU is not shown, its JVM's start would dominate
+        # broker is idle or nearly so meanwhile); the producing tool's own CPU from its first progress line to its
+        # summary, its JVM's start left out (the consuming tool's is not measured)
         p = timed_by_cpu(
             cpu,
             lambda: perf.produce(
-                bootstrap, t, records, perf_files[case.size], props=perf_producer_props(case), timeout=PHASE_LIMIT + 30
+                bootstrap,
+                t,
+                records,
+                perf_files[case.size],
+                props=perf_producer_props(case),
+                timeout=PHASE_LIMIT + 30,
+                measure_cpu=True,
             ),
         )
         c = (
@@ -1234,25 +1238,32 @@ def saturated(r: dict | None) -> bool:
 
 
 # A phase whose generator's main thread (librdkafka's Python thread; kcat's, handing records to librdkafka or
-# writing them out; the perf tool reports none) was busy this much of the phase's wall time was paced by that
+# writing them out; the perf tool's JVM has no one such thread) was busy this much of the phase's wall time was paced by that
 # thread, not by the broker's CPU. The thread's cost per record may still differ between brokers (librdkafka
 # 100 B p12 produce: 6.9-7.4 s of the Python thread per phase against kafkawire, 4.9-7.5 s against Kafka, in
 # one run), so a marked ratio far from 1 is the client's work, not noise.
 CLIENT_BOUND = 0.9
 
 
+def generator_cores(r: dict) -> float | None:
+    """The load generator's CPU over the span it was measured in (the perf tool's: from its first progress line
+    to its summary; the others': the phase), in cores; None where it was not measured."""
+    span = r.get("generator_span_s") or r.get("seconds")
+    if r.get("generator_cpu_s") is None or not span:
+        return None
+    return r["generator_cpu_s"] / span
+
+
 def client_bound(r: dict | None, generator_cpus: int | None = None) -> bool:
     """The generator's main thread busy CLIENT_BOUND of the phase or more; with the generators on CPUs of their
     own (``generator_cpus`` of them, --pin), also the generator as a whole using CLIENT_BOUND of those CPUs."""
-    if not r or not r.get("seconds"):
+    if not r:
         return False
-    if r.get("generator_main_cpu_s") is not None and r["generator_main_cpu_s"] >= CLIENT_BOUND * r["seconds"]:
+    seconds = r.get("seconds")
+    if seconds and r.get("generator_main_cpu_s") is not None and r["generator_main_cpu_s"] >= CLIENT_BOUND * seconds:
         return True
-    return bool(
-        generator_cpus
-        and r.get("generator_cpu_s") is not None
-        and r["generator_cpu_s"] >= CLIENT_BOUND * generator_cpus * r["seconds"]
-    )
+    cores = generator_cores(r)
+    return bool(generator_cpus and cores is not None and cores >= CLIENT_BOUND * generator_cpus)
 
 
 def ratio_of(key: str, mine: dict | None, peer: dict | None, generator_cpus: int | None = None) -> str:
@@ -1311,9 +1322,8 @@ def fmt_broker_cpu(r: dict) -> str:
 def fmt_generator_cores(r: dict) -> str:
     """The load generator's CPU over the phase's wall time, in cores: near the machine's core count less the
     broker's share, the phase measured the generator, not the broker."""
-    if r.get("generator_cpu_s") is None or not r.get("seconds"):
-        return "-"
-    return f"{r['generator_cpu_s'] / r['seconds']:.2f}"
+    cores = generator_cores(r)
+    return "-" if cores is None else f"{cores:.2f}"
 
 
 def print_tables(all_results: dict, ceiling: dict, args) -> None:
@@ -1395,7 +1405,12 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
                 else ""
             )
             + f"c = on both sides the generator's main thread was busy {CLIENT_BOUND:.0%} or more of the phase"
-            + (f" or the generator used {CLIENT_BOUND:.0%} or more of its CPUs" if pinned_cpus else "")
+            + (
+                f" or the generator used {CLIENT_BOUND:.0%} or more of its CPUs (the perf tool: producing, from its "
+                "first progress line to its summary; consuming, not measured)"
+                if pinned_cpus
+                else ""
+            )
             + ", paced by the client, not the broker's CPU; "
             + "in brackets the lowest and highest ratio of a single round's two sides):"
         )

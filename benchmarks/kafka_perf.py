@@ -22,11 +22,14 @@ of its output in ``error``.
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,6 +108,21 @@ def parse_consumer(stdout: str) -> dict | None:
     return None
 
 
+# ProducerPerformance's progress interval when its CPU is measured: the span measured starts at the first line
+PROGRESS_MS = 200
+
+
+def process_cpu_s(pid: int, thread: int | None = None) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used so far, every thread's, or with ``thread`` that thread's
+    alone (Linux's /proc); None once it is gone or where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def producer_args(
     bootstrap: str,
     topic: str,
@@ -172,6 +190,50 @@ class PerfTools:
             return None, out, err + f"\n(killed after {timeout:.0f} s)"
         return proc.returncode, proc.stdout, proc.stderr
 
+    def _java_sampled(
+        self, main: str, args: list[str], timeout: float
+    ) -> tuple[int | None, str, str, tuple[float, float] | None]:
+        """As ``_java``, and the JVM's CPU seconds and the wall seconds from its first progress line to its first
+        summary (None without two such lines): the process's CPU while it sends, its start-up left out."""
+        cmd = self.command(main, args)
+        with tempfile.TemporaryFile(mode="w+") as err_file:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, text=True)
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                proc.kill()
+
+            watchdog = threading.Timer(timeout, expire)
+            watchdog.start()
+            lines: list[str] = []
+            first = last = None
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    if "records sent" not in line:
+                        continue
+                    reading = (time.perf_counter(), process_cpu_s(proc.pid))
+                    if first is None:
+                        first = reading
+                    elif last is None and _SUMMARY.search(line):
+                        last = reading
+                code = proc.wait()
+            finally:
+                watchdog.cancel()
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            err_file.seek(0)
+            err = err_file.read()
+        if expired.is_set():
+            code = None
+            err += f"\n(killed after {timeout:.0f} s)"
+        span = None
+        if first is not None and last is not None and first[1] is not None and last[1] is not None:
+            span = (last[1] - first[1], last[0] - first[0])
+        return code, "".join(lines), err, span
+
     def produce(
         self,
         bootstrap: str,
@@ -183,18 +245,30 @@ class PerfTools:
         warmup_records: int = 0,
         props: dict[str, object] | None = None,
         timeout: float = 120.0,
+        measure_cpu: bool = False,
     ) -> dict:
         """ProducerPerformance: ``records`` records drawn from ``payload_file``, at most ``throughput``/s; with
         ``warmup_records``, that many more sent first and the figures of the ``records`` after them (the tool's
-        steady state: its JVM's own start-up, class loading and compilation, left out)."""
+        steady state: its JVM's own start-up, class loading and compilation, left out). With ``measure_cpu``,
+        the tool reports progress every PROGRESS_MS and the result also holds ``generator_cpu_s`` and
+        ``generator_span_s``: its JVM's CPU seconds from its first progress line to its summary, and the wall
+        seconds between them."""
         args = producer_args(bootstrap, topic, records, payload_file, throughput, warmup_records, props)
-        code, out, err = self._java(PRODUCER, args, timeout)
+        span = None
+        if measure_cpu:
+            code, out, err, span = self._java_sampled(
+                PRODUCER, args + ["--reporting-interval", str(PROGRESS_MS)], timeout
+            )
+        else:
+            code, out, err = self._java(PRODUCER, args, timeout)
         summary = parse_producer(out, steady=warmup_records > 0)
         # the summary counts acknowledged records only (a failed send prints its stack trace instead)
         result = dict(summary or {"records": 0, "records_per_s": 0.0})
         result["complete"] = code == 0 and result["records"] == records
         if not result["complete"]:
             result["error"] = (err or out)[-1500:]
+        if span is not None and span[1] > 0:
+            result["generator_cpu_s"], result["generator_span_s"] = span
         return result
 
     def consume(

@@ -318,6 +318,59 @@ def test_with_pinned_generators_a_ratio_of_two_phases_filling_their_cpus_is_mark
     assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0), 2) == "1.50"  # pinned to two CPUs
 
 
+def test_with_pinned_generators_a_perf_tool_phase_filling_its_cpu_is_marked():
+    """The perf tool's produce phases carry its JVM's CPU over the span from its first progress line to its
+    summary (no main thread figure): that span, not the tool's whole life, is what the mark compares."""
+    import bench_broker
+
+    key = "perf/produce/1024B p1 none acks=1"
+    full = {"records_per_s": 300.0, "generator_cpu_s": 1.9, "generator_span_s": 2.0}
+    room = dict(full, records_per_s=200.0, generator_cpu_s=1.2)
+    assert bench_broker.generator_cores(full) == pytest.approx(0.95)
+    assert bench_broker.fmt_generator_cores(room) == "0.60"
+    assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0), 1) == "1.50c"
+    assert bench_broker.ratio_of(key, full, room, 1) == "1.50"
+    assert bench_broker.ratio_of(key, full, dict(full, records_per_s=200.0)) == "1.50"  # not pinned
+    # a consume phase of the tool has no CPU figure: never marked
+    assert bench_broker.ratio_of(key, {"records_per_s": 3.0}, {"records_per_s": 2.0}, 1) == "1.50"
+
+
+def _perf_tools():
+    from conftest import reference_unavailable
+    from kafka_reference import KafkaUnavailable
+
+    try:
+        return kafka_perf.PerfTools()
+    except KafkaUnavailable as exc:
+        reference_unavailable(str(exc))
+
+
+def test_perf_tool_produce_measures_its_jvms_cpu_while_it_sends(tmp_path):
+    pytest.importorskip("confluent_kafka")  # the topic is created through librdkafka's admin client
+    import bench_broker
+
+    from kafkawire.testing import broker
+
+    perf = _perf_tools()
+    payloads = perf.payload_file("p.txt", bench_broker.payloads(100))
+    with broker() as b:
+        bench_broker.create_topic(b.bootstrap, "perf-cpu", 1, {})
+        # 2 s at 5,000/s: progress lines every 200 ms, then the summary
+        r = perf.produce(b.bootstrap, "perf-cpu", 10_000, payloads, throughput=5_000, measure_cpu=True, timeout=120)
+    assert r["complete"], r
+    assert 1.0 < r["generator_span_s"] < 2.5, r  # from the first progress line to the summary
+    assert r["generator_cpu_s"] > 0, r
+
+
+def test_perf_tool_produce_past_its_time_limit_is_killed_and_says_so():
+    perf = _perf_tools()
+    payloads = perf.payload_file("p.txt", [b"x" * 10])
+    # nothing listens on port 9 of 127.0.0.1: the producer waits for metadata (max.block.ms, 60 s) until killed
+    r = perf.produce("127.0.0.1:9", "nowhere", 10, payloads, measure_cpu=True, timeout=3)
+    assert not r["complete"] and "killed after 3 s" in r["error"], r
+    assert "generator_cpu_s" not in r
+
+
 BURN_AND_END = """
 import threading, time
 def burn():

@@ -26,7 +26,10 @@ def test_smallest_run_reports_every_case_for_both_phases():
     assert out.count("; fresh page ") == 10  # fresh memory touched before each case's produce phase, warm pass too
     for case in ("100B p1 none", "100B p1 lz4", "100B p12 none", "100B p12 lz4", "100B p1 none x1"):
         # the untimed pass and the timed round both ran the case, and the table has both phases
-        assert sum(line.startswith(("warm", "round 0")) and f" {case:14} produce" in line for line in out.splitlines()) == 2, case
+        assert (
+            sum(line.startswith(("warm", "round 0")) and f" {case:14} produce" in line for line in out.splitlines())
+            == 2
+        ), case
         for phase in ("produce", "consume"):
             assert any(line.startswith(f"{case:14} {phase:8}") for line in out.splitlines()), (case, phase)
     # the cost per request: the one-record case sends its 20,000 requests whatever --records says
