@@ -169,15 +169,15 @@ def _connect(bootstrap: str) -> socket.socket:
     return sock
 
 
-def send(bootstrap: str, frames: list[bytes]) -> collections.Counter:
-    """Send every frame, WINDOW in flight, until each is accepted; the errors answered, by name."""
+def send(bootstrap: str, frames: list[bytes], window: int = WINDOW) -> collections.Counter:
+    """Send every frame, ``window`` in flight, until each is accepted; the errors answered, by name."""
     errors: collections.Counter = collections.Counter()
     tries = [0] * len(frames)
     with _connect(bootstrap) as sock:
         queue = collections.deque(range(len(frames)))
         in_flight: collections.deque = collections.deque()
         while queue or in_flight:
-            while queue and len(in_flight) < WINDOW:
+            while queue and len(in_flight) < window:
                 i = queue.popleft()
                 sock.sendall(frames[i])
                 in_flight.append(i)
@@ -249,8 +249,12 @@ def fetch_all(bootstrap: str, topic: str, ends: list[int]) -> tuple[int, int]:
 class Running:
     """One broker, started once: bootstrap, a CPU-seconds reader, close()."""
 
-    def __init__(self, name: str, other_src: str | None):
+    def __init__(self, name: str, other_src: str | None, pin=None):
         self.name = name
+        with bb.on_broker_cpus(pin):  # the broker and every thread it starts on --pin's broker CPUs
+            self._start(name, other_src)
+
+    def _start(self, name: str, other_src: str | None) -> None:
         if name == "kafka":
             from kafka_reference import ReferenceKafka
 
@@ -282,14 +286,21 @@ class Running:
 
 
 def run_case(
-    broker: Running, topic: str, partitions: int, frames: list[bytes], per: int, mb: float, warm_mb: int = 0
+    broker: Running,
+    topic: str,
+    partitions: int,
+    frames: list[bytes],
+    per: int,
+    mb: float,
+    warm_mb: int = 0,
+    window: int = WINDOW,
 ) -> dict:
     """Produce ``frames`` into a new topic, then fetch it all back; each phase's broker CPU ms per MB, MB/s
     and client cores, and what a fresh page cost just before (``bench_broker.warm_memory``, when ``warm_mb``)."""
     bb.create_topic(broker.bootstrap, topic, partitions, {})
     out: dict = {"fresh_page_us": bb.warm_memory(warm_mb) if warm_mb > 0 else None}
     c0, p0, t0 = broker.cpu(), time.process_time(), time.perf_counter()
-    out["errors"] = send(broker.bootstrap, frames)
+    out["errors"] = send(broker.bootstrap, frames, window)
     c1, p1, t1 = broker.cpu(), time.process_time(), time.perf_counter()
     ends = [0] * partitions
     for i in range(len(frames)):
@@ -324,7 +335,16 @@ def main(argv: list[str] | None = None) -> int:
         default=bb.WARM_MB,
         help=f"fresh memory touched before each produce phase (default {bb.WARM_MB}; 0: none)",
     )
+    parser.add_argument("--window", type=int, default=WINDOW, help=f"produce requests in flight (default {WINDOW})")
+    parser.add_argument(
+        "--pin",
+        type=bb.parse_pin,
+        metavar="BROKER_CPUS:CLIENT_CPUS",
+        help="each broker on some CPUs, this client on others, e.g. 0:1 (as bench_broker.py --pin)",
+    )
     args = parser.parse_args(argv)
+    if args.pin:
+        os.sched_setaffinity(0, args.pin[1])
     names = [b for b in args.brokers.split(",") if b]
     if args.kafkawire_src:
         names.insert(1, "kafkawire-other")
@@ -339,14 +359,19 @@ def main(argv: list[str] | None = None) -> int:
         frames = requests(PLACEHOLDER, partitions, codec, per, records, size)
         cases.append((label, partitions, per, frames, records * size / bb.MB))
         requests_per_case[label] = len(frames)
-    print(f"{bb.machine_state()}; {args.records * SIZE / bb.MB:.1f} MB of values per case", flush=True)
+    print(
+        f"{bb.machine_state()}; {args.records * SIZE / bb.MB:.1f} MB of values per case; {args.window} produce "
+        "requests in flight"
+        + (f"; brokers on CPUs {sorted(args.pin[0])}, this client on {sorted(args.pin[1])}" if args.pin else ""),
+        flush=True,
+    )
     for name in names:
         print(f"  {name:16} {DURABILITY[name]}")
     brokers: dict[str, Running] = {}
     figures: dict = {}
     try:
         for name in names:
-            brokers[name] = Running(name, args.kafkawire_src)
+            brokers[name] = Running(name, args.kafkawire_src, args.pin)
             print(f"  {name:16} CPU read from {brokers[name].cpu.how}", flush=True)
         for r in range(-1, args.rounds):  # round -1: the untimed pass of every case
             for name in names:
@@ -354,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                     topic = f"cpu-{r + 1:02d}-{i:02d}"  # as long as PLACEHOLDER
                     # the topic's name is the first thing in each request that can match: before the records
                     named = [f.replace(PLACEHOLDER.encode(), topic.encode(), 1) for f in frames]
-                    got = run_case(brokers[name], topic, partitions, named, per, mb, args.warm_mb)
+                    got = run_case(brokers[name], topic, partitions, named, per, mb, args.warm_mb, args.window)
                     fresh = got["fresh_page_us"]
                     if r >= 0:
                         figures.setdefault(label, {}).setdefault(name, []).append(got)

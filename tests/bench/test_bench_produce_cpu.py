@@ -3,6 +3,7 @@ full, and reported. No figure is asserted; the benchmark measures, this only pro
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,10 @@ SCRIPT = ROOT / "benchmarks" / "bench_produce_cpu.py"
 
 
 def test_smallest_run_reports_every_case_for_both_phases():
+    pin = ["--pin", "0:1"] if {0, 1} <= os.sched_getaffinity(0) else []
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--brokers", "kafkawire", "--records", "2000", "--rounds", "1"],
+        [sys.executable, str(SCRIPT), "--brokers", "kafkawire", "--records", "2000", "--rounds", "1", "--window", "4"]
+        + pin,
         capture_output=True,
         text=True,
         timeout=300,
@@ -23,6 +26,9 @@ def test_smallest_run_reports_every_case_for_both_phases():
     out = proc.stdout
     assert "kafkawire        disk, no fsync" in out  # the durability of each broker is stated
     assert "CPU read from " in out
+    assert "; 4 produce requests in flight" in out
+    if pin:
+        assert "; brokers on CPUs [0], this client on [1]" in out
     assert out.count("; fresh page ") == 10  # fresh memory touched before each case's produce phase, warm pass too
     for case in ("100B p1 none", "100B p1 lz4", "100B p12 none", "100B p12 lz4", "100B p1 none x1"):
         # the untimed pass and the timed round both ran the case, and the table has both phases
