@@ -80,6 +80,7 @@ def test_serve_starts_answers_and_exits_on_signal(tmp_path, sig):
         assert proc.returncode == 0
         err = proc.err_text
         assert "listening on 127.0.0.1" in err and "connection 1 from" in err and "shutting down" in err
+        assert "kafkawire broker 1 stopped" in err  # the whole stop ran: storage flushed and closed before it
     finally:
         reap(proc)
 

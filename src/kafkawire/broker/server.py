@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 import os
 import threading
 import time
@@ -48,9 +49,10 @@ log = logging.getLogger("kafkawire.broker")
 # connection until it has answered its request (so a Metadata pipelined after CreateTopics sees the topic)
 TOPIC_CHANGES = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
 _BARRIER = "kafkawire.broker.topic-change"
-# how long a stopping broker waits for the appends under way in its storage threads: they take milliseconds, and
-# `kafkawire serve` gives the whole stop 1.5 s (it exits within 2 s of SIGTERM)
+# how long a stopping broker waits for the appends under way in its storage threads: they take milliseconds
 STOP_STORAGE_WAIT_S = 1.0
+# how long a stopping broker waits for its listeners' connections to close
+STOP_LISTENERS_WAIT_S = 1.0
 
 
 def open_storage(config: BrokerConfig) -> Storage:
@@ -429,11 +431,12 @@ class Broker:
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
 
-    async def _finish_storage_work(self) -> bool:
+    async def _finish_storage_work(self, deadline: float | None = None) -> bool:
         """Stopping: the appends under way in the storage threads finish and get their answers before storage
-        is flushed and closed (listeners are closed by now: no new work comes). Bounded: a disk that never
-        answers does not keep the broker from stopping; the log says what was left. True when nothing was."""
-        deadline = time.monotonic() + STOP_STORAGE_WAIT_S
+        is flushed and closed (listeners are closed by now: no new work comes). Bounded by STOP_STORAGE_WAIT_S and
+        by ``deadline`` (monotonic), whichever comes first: a disk that never answers does not keep the broker
+        from stopping; the log says what was left. True when nothing was."""
+        deadline = min(time.monotonic() + STOP_STORAGE_WAIT_S, deadline if deadline is not None else math.inf)
         while self._drains:  # a turn that ends with work queued hands over to a new one
             left = deadline - time.monotonic()
             if left <= 0:
@@ -671,7 +674,18 @@ class Broker:
             if isinstance(outcome, Exception):
                 log.warning("producer expiration check failed: %s", outcome)
 
-    async def stop(self) -> None:
+    async def stop(self, budget: float | None = None) -> None:
+        """Stop serving, let the appends under way finish, then flush and close storage.
+
+        ``budget``: seconds for everything stop waits on (listeners closing, the metrics server, the storage
+        threads' appends), shared in that order; flushing and closing storage come after and always run, so a
+        caller that must be gone within a time passes it here rather than cutting stop() off from outside,
+        which would leave storage unflushed and the next start recovering its logs."""
+        deadline = None if budget is None else time.monotonic() + budget
+
+        def left(cap: float) -> float:
+            return cap if deadline is None else max(0.0, min(cap, deadline - time.monotonic()))
+
         self._stopping = True
         if self.txn_coordinator is not None:
             self.txn_coordinator.stop()
@@ -679,12 +693,16 @@ class Broker:
             task.cancel()
         self._background.clear()
         for server in self.servers:
-            await server.close()
+            await server.close(left(STOP_LISTENERS_WAIT_S))
         if self.metrics is not None:  # its HTTP server stops within its poll interval: off the event loop
             metrics, self.metrics = self.metrics, None
-            await asyncio.get_running_loop().run_in_executor(None, metrics.close)
+            closing = asyncio.get_running_loop().run_in_executor(None, metrics.close)
+            try:
+                await asyncio.wait_for(asyncio.shield(closing), left(math.inf) if deadline is not None else None)
+            except TimeoutError:
+                log.warning("stopping without waiting for the metrics server to stop")
         self.waiters.wake_all()
-        storage_idle = await self._finish_storage_work()
+        storage_idle = await self._finish_storage_work(deadline)
         if self._scheduler is not None:  # no session expiry or transaction timeout runs against closed storage
             self._scheduler.close()
         self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes

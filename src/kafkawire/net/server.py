@@ -676,7 +676,8 @@ class FramedServer:
     def connections(self) -> set[Connection]:
         return set(self._connections)
 
-    async def close(self) -> None:
+    async def close(self, wait: float = 1.0) -> None:
+        """Stop listening and abort every connection; wait at most ``wait`` seconds for the listener to close."""
         if self._server is None:
             return
         if self._reaper is not None:
@@ -691,7 +692,7 @@ class FramedServer:
                     task.cancel()
                 conn.transport.abort()
         try:
-            await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            await asyncio.wait_for(self._server.wait_closed(), wait)
         except (TimeoutError, Exception):
             pass
         self._server = None
