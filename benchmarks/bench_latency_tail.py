@@ -206,8 +206,7 @@ def perf_run(args) -> int:
     else:
         extra = () if args.acks != "all" else ("--override", "kafkawire.acks.all.fsync=false")
         broker = BrokerProcess("kafkawire", storage="disk", extra_args=extra)
-    with bench_broker.on_broker_cpus(pin):
-        broker.start()
+    started(broker, pin)
     port = int(broker.bootstrap.rsplit(":", 1)[1])
     try:
         bench_broker.create_topic(broker.bootstrap, "tail", 1, {})
@@ -240,14 +239,15 @@ def perf_run(args) -> int:
         sampler = threading.Thread(target=sample_cpu, daemon=True)
         sampler.start()
         lines: list[tuple[float, str]] = []
+        watchdog = threading.Timer((args.seconds + args.warmup) * 3 + 60, client.kill)  # a tool that hangs
+        watchdog.start()
         try:
-            deadline = t0 + (args.seconds + args.warmup) * 3 + 60
             for line in client.stdout:
                 lines.append((time.perf_counter(), line.rstrip()))
-                if time.perf_counter() > deadline:
-                    break
         finally:
-            client.kill() if client.poll() is None else None
+            watchdog.cancel()
+            if client.poll() is None:
+                client.kill()
             client.wait(10)
             stop.set()
             for t in (*probes, sampler):
@@ -259,9 +259,10 @@ def perf_run(args) -> int:
     if steady is None:
         print("the perf tool printed no summary:", text[-800:])
         return 1
+    where = f"pinned: broker on CPUs {sorted(pin[0])}, client and probes on {sorted(pin[1])}" if pin else "unpinned"
     print(
-        f"{args.broker}, no fsync; perf tool, {args.rate:,}/s of 1 KiB, acks={args.acks}, linger.ms=0, {args.warmup:g} s of warm-up records; "
-        f"{'pinned: broker on CPUs %s, client and probes on %s' % tuple(sorted(c) for c in pin) if pin else 'unpinned'}"
+        f"{args.broker}, no fsync; perf tool, {args.rate:,}/s of 1 KiB, acks={args.acks}, linger.ms=0, "
+        f"{args.warmup:g} s of warm-up records; {where}"
     )
     print(
         f"  steady state: {steady['records']:,} records, p50 {steady['p50_ms']:g} ms, p99 {steady['p99_ms']:g} ms, "
