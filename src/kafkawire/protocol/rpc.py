@@ -63,7 +63,7 @@ def encode_request_parts(header: RequestHeader, body: Message) -> list:
     parts: list = [b""]
     header.encode_into(parts.append, header_version)
     body.encode_into(parts.append, version)
-    parts[0] = frame_size_prefix(sum(len(p) for p in parts))
+    parts[0] = frame_size_prefix(sum(map(len, parts)))
     return parts
 
 
@@ -117,7 +117,7 @@ def encode_response_parts(correlation_id: int, body: Message, api_version: int) 
     parts: list = [b""]
     header.encode_into(parts.append, header_version)
     body.encode_into(parts.append, api_version)
-    parts[0] = frame_size_prefix(sum(len(p) for p in parts))
+    parts[0] = frame_size_prefix(sum(map(len, parts)))
     return parts
 
 
