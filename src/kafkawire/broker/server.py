@@ -436,12 +436,12 @@ class Broker:
         self._drains.add(task)
         task.add_done_callback(self._drains.discard)
 
-    async def _finish_storage_work(self, deadline: float | None = None) -> bool:
+    async def _finish_storage_work(self, wait: float) -> bool:
         """Stopping: the appends under way in the storage threads finish and get their answers before storage
-        is flushed and closed (listeners are closed by now: no new work comes). Bounded by STOP_STORAGE_WAIT_S and
-        by ``deadline`` (monotonic), whichever comes first: a disk that never answers does not keep the broker
-        from stopping; the log says what was left. True when nothing was."""
-        deadline = min(time.monotonic() + STOP_STORAGE_WAIT_S, deadline if deadline is not None else math.inf)
+        is flushed and closed (listeners are closed by now: no new work comes). Bounded by ``wait`` seconds: a
+        disk that never answers does not keep the broker from stopping; the log says what was left. True when
+        nothing was."""
+        deadline = time.monotonic() + wait
         while self._drains:  # a turn that ends with work queued hands over to a new one
             left = deadline - time.monotonic()
             if left <= 0:
@@ -703,11 +703,11 @@ class Broker:
             metrics, self.metrics = self.metrics, None
             closing = asyncio.get_running_loop().run_in_executor(None, metrics.close)
             try:
-                await asyncio.wait_for(asyncio.shield(closing), left(math.inf) if deadline is not None else None)
+                await asyncio.wait_for(asyncio.shield(closing), None if deadline is None else left(math.inf))
             except TimeoutError:
                 log.warning("stopping without waiting for the metrics server to stop")
         self.waiters.wake_all()
-        storage_idle = await self._finish_storage_work(deadline)
+        storage_idle = await self._finish_storage_work(left(STOP_STORAGE_WAIT_S))
         if self._scheduler is not None:  # no session expiry or transaction timeout runs against closed storage
             self._scheduler.close()
         self._controller.shutdown(wait=True)  # a topic change under way finishes before storage closes
