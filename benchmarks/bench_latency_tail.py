@@ -194,7 +194,7 @@ def cpu_by_second(samples: list[tuple[float, dict, dict]], t0: float) -> dict[in
 def perf_run(args) -> int:
     """The latency case driven by Kafka's ProducerPerformance, with both probes and both sides' CPU."""
     import bench_broker
-    from kafka_perf import PRODUCER, PerfTools, parse_producer, producer_args
+    from kafka_perf import PRODUCER, PerfTools, parse_producer, producer_args, run_watched
 
     pin = args.pin
     perf = PerfTools()
@@ -228,29 +228,30 @@ def perf_run(args) -> int:
         for t in probes:
             t.start()
         t0 = time.perf_counter()
-        client = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         cpu_samples: list = []
+        lines: list[tuple[float, str]] = []
 
-        def sample_cpu() -> None:
+        def sample_cpu(client: subprocess.Popen) -> None:
             while client.poll() is None and not stop.is_set():
                 cpu_samples.append((time.perf_counter(), thread_ticks(client.pid), thread_ticks(broker.proc.pid)))
                 time.sleep(0.1)
 
-        sampler = threading.Thread(target=sample_cpu, daemon=True)
-        sampler.start()
-        lines: list[tuple[float, str]] = []
-        watchdog = threading.Timer((args.seconds + args.warmup) * 3 + 60, client.kill)  # a tool that hangs
-        watchdog.start()
+        def start_sampler(client: subprocess.Popen) -> None:
+            sampler = threading.Thread(target=sample_cpu, args=(client,), daemon=True)
+            sampler.start()
+            probes.append(sampler)
+
         try:
-            for line in client.stdout:
-                lines.append((time.perf_counter(), line.rstrip()))
+            # bounded: a tool that hangs is killed
+            run_watched(
+                command,
+                (args.seconds + args.warmup) * 3 + 60,
+                lambda line: lines.append((time.perf_counter(), line.rstrip())),
+                start_sampler,
+            )
         finally:
-            watchdog.cancel()
-            if client.poll() is None:
-                client.kill()
-            client.wait(10)
             stop.set()
-            for t in (*probes, sampler):
+            for t in probes:
                 t.join(10)
     finally:
         broker.close()

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -143,6 +144,45 @@ def producer_args(
     return args
 
 
+def run_watched(
+    cmd: list[str],
+    timeout: float,
+    on_line: Callable[[str], None],
+    on_start: Callable[[subprocess.Popen], None] | None = None,
+) -> tuple[int | None, str]:
+    """Run ``cmd`` and hand each line of its stdout to ``on_line`` as it arrives (``on_start`` gets the process
+    first, for samplers of its own); killed after ``timeout`` seconds by a watchdog, since a hung JVM prints
+    nothing that would wake the reading loop. (exit code, None when killed; its stderr)."""
+    with tempfile.TemporaryFile(mode="w+") as err_file:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, text=True)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            proc.kill()
+
+        watchdog = threading.Timer(timeout, expire)
+        watchdog.start()
+        try:
+            if on_start is not None:
+                on_start(proc)
+            assert proc.stdout is not None  # (stdout=PIPE)
+            for line in proc.stdout:
+                on_line(line)
+            code: int | None = proc.wait()
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err_file.seek(0)
+        err = err_file.read()
+    if expired.is_set():
+        code = None
+        err += f"\n(killed after {timeout:.0f} s)"
+    return code, err
+
+
 class PerfTools:
     """Runs the two tools from the pinned kafka-tools jars (resolved on construction)."""
 
@@ -195,43 +235,26 @@ class PerfTools:
     ) -> tuple[int | None, str, str, tuple[float, float] | None]:
         """As ``_java``, and the JVM's CPU seconds and the wall seconds from its first progress line to its first
         summary (None without two such lines): the process's CPU while it sends, its start-up left out."""
-        cmd = self.command(main, args)
-        with tempfile.TemporaryFile(mode="w+") as err_file:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err_file, stdin=subprocess.DEVNULL, text=True)
-            expired = threading.Event()
+        lines: list[str] = []
+        readings: list[tuple[float, float | None]] = []  # at the first progress line, and at the first summary
+        proc: subprocess.Popen | None = None
 
-            def expire() -> None:
-                expired.set()
-                proc.kill()
+        def started(p: subprocess.Popen) -> None:
+            nonlocal proc
+            proc = p
 
-            watchdog = threading.Timer(timeout, expire)
-            watchdog.start()
-            lines: list[str] = []
-            first = last = None
-            try:
-                for line in proc.stdout:
-                    lines.append(line)
-                    if "records sent" not in line:
-                        continue
-                    reading = (time.perf_counter(), process_cpu_s(proc.pid))
-                    if first is None:
-                        first = reading
-                    elif last is None and _SUMMARY.search(line):
-                        last = reading
-                code = proc.wait()
-            finally:
-                watchdog.cancel()
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-            err_file.seek(0)
-            err = err_file.read()
-        if expired.is_set():
-            code = None
-            err += f"\n(killed after {timeout:.0f} s)"
+        def on_line(line: str) -> None:
+            lines.append(line)
+            if proc is None or "records sent" not in line or len(readings) == 2:
+                return
+            if not readings or _SUMMARY.search(line):
+                readings.append((time.perf_counter(), process_cpu_s(proc.pid)))
+
+        code, err = run_watched(self.command(main, args), timeout, on_line, started)
         span = None
-        if first is not None and last is not None and first[1] is not None and last[1] is not None:
-            span = (last[1] - first[1], last[0] - first[0])
+        if len(readings) == 2 and readings[0][1] is not None and readings[1][1] is not None:
+            (t0, c0), (t1, c1) = readings
+            span = (c1 - c0, t1 - t0)
         return code, "".join(lines), err, span
 
     def produce(
