@@ -21,10 +21,10 @@ KAFKA = "4.4.0"
 KAFKA_LEGACY = "3.9.1"
 
 # Kafka's command line tools (kafka-producer-perf-test and friends, class
-# org.apache.kafka.tools.*) for the benchmarks. Maven Central as mirrored here
-# serves kafka-tools up to 4.3.1 (4.4.0 is refused); the tools are clients and
-# talk to a 4.4 broker through the same protocol.
-KAFKA_TOOLS = "4.3.1"
+# org.apache.kafka.tools.*) for the benchmarks, of the reference's release
+# (Maven Central as mirrored here refused 4.4.0 until 2026-11; 4.3.1 was used
+# before it was served).
+KAFKA_TOOLS = "4.4.0"
 
 # Kafka's own generator test schemas (SimpleExampleMessage and friends: tagged
 # fields, nullable structs, arrays, records), shipped in kafka-clients' "test"
@@ -33,10 +33,9 @@ KAFKA_TOOLS = "4.3.1"
 KAFKA_TEST_SCHEMAS = "4.3.1"
 
 # Kafka Streams for the exactly-once test (tests/transactions/test_streams_eos.py):
-# a word count with processing.guarantee=exactly_once_v2, killed and restarted.
-# Maven Central as mirrored here serves kafka-streams up to 4.3.1 (4.4.0 is
-# refused, as for kafka-tools); Streams is a client of the 4.4 broker.
-KAFKA_STREAMS = "4.3.1"
+# a word count with processing.guarantee=exactly_once_v2, killed and restarted;
+# of the reference's release too (4.3.1 before 4.4.0 was served here).
+KAFKA_STREAMS = "4.4.0"
 
 # Log4j's SLF4J 1.x binding, so that the reference broker's own log reaches
 # its log file (Kafka's jars depend on slf4j-api 1.7 and log4j-core 2).

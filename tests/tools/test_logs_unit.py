@@ -111,6 +111,38 @@ def test_metadata_and_offsets_records_are_decoded_by_their_schemas():
     assert "decode_error" in batch["records"][0] and batch["records"][1]["decoded"]["type"] == "TopicRecord"
 
 
+def test_a_transaction_log_value_names_its_state_as_kafkas_dump_log_segments_prints_it():
+    key = struct.pack(">h", 0) + message_class("TransactionLogKey")(transactional_id="tx").encode(0)
+
+    def value(status: int) -> bytes:
+        body = message_class("TransactionLogValue")(
+            producer_id=7,
+            producer_epoch=1,
+            transaction_timeout_ms=60000,
+            transaction_status=status,
+            transaction_partitions=[],
+            transaction_last_update_timestamp_ms=TS,
+            transaction_start_timestamp_ms=-1,
+        )
+        return struct.pack(">h", 1) + body.encode(1)
+
+    names = [
+        logdump.decode_offsets_record(key, value(s), "transaction")["value"]["transaction_status"] for s in range(8)
+    ]
+    assert names == [
+        "Empty",
+        "Ongoing",
+        "PrepareCommit",
+        "PrepareAbort",
+        "CompleteCommit",
+        "CompleteAbort",
+        "Dead",
+        "PrepareEpochFence",
+    ]
+    # a byte no state has is shown as it is, not refused
+    assert logdump.decode_offsets_record(key, value(42), "transaction")["value"]["transaction_status"] == 42
+
+
 def test_a_cut_at_every_byte_is_reported_where_the_torn_batch_starts():
     data, positions = _segment()
     for cut in range(len(data)):

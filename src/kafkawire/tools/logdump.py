@@ -238,7 +238,21 @@ def decode_offsets_record(key: bytes | None, value: bytes | None, family: str = 
     if value_name == "GroupMetadataValue" and out["value"].get("protocol_type") == "consumer":
         for member in out["value"].get("members", []):
             _decode_consumer_protocol(member)
+    elif value_name == "TransactionLogValue":
+        _name_transaction_status(out["value"])
     return out
+
+
+def _name_transaction_status(value: dict) -> None:
+    """The state's name in place of its byte (``Empty`` for 0, ...), as Kafka's DumpLogSegments prints it since
+    4.4; a byte no state has stays a number."""
+    from kafkawire.broker.transactions.states import TxnState
+
+    status = value.get("transaction_status")
+    try:
+        value["transaction_status"] = str(TxnState.from_status(status))
+    except KeyError:
+        pass
 
 
 def _decode_consumer_protocol(member: dict) -> None:
