@@ -1040,7 +1040,7 @@ def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict
     else:
         # the broker's CPU over the whole tool run (its JVM's start and, consuming, the group join included: the
         # broker is idle or nearly so meanwhile); the producing tool's own CPU from its first progress line to its
-        # summary, its JVM's start left out (the consuming tool's is not measured)
+        # summary, its JVM's start left out; the consuming tool's over its fetch phase (kafka_perf.CpuSamples)
         p = timed_by_cpu(
             cpu,
             lambda: perf.produce(
@@ -1056,7 +1056,9 @@ def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict
         c = (
             timed_by_cpu(
                 cpu,
-                lambda: perf.consume(bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40),
+                lambda: perf.consume(
+                    bootstrap, t, p["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40, measure_cpu=True
+                ),
             )
             if p["records"]
             else {"records": 0, "records_per_s": 0.0, "complete": False, "error": "nothing produced"}
@@ -1246,8 +1248,9 @@ CLIENT_BOUND = 0.9
 
 
 def generator_cores(r: dict) -> float | None:
-    """The load generator's CPU over the span it was measured in (the perf tool's: from its first progress line
-    to its summary; the others': the phase), in cores; None where it was not measured."""
+    """The load generator's CPU over the span it was measured in (the perf tool's: producing, from its first
+    progress line to its summary, consuming, its fetch phase; the others': the phase), in cores; None where it was
+    not measured."""
     span = r.get("generator_span_s") or r.get("seconds")
     if r.get("generator_cpu_s") is None or not span:
         return None
@@ -1407,7 +1410,7 @@ def print_tables(all_results: dict, ceiling: dict, args) -> None:
             + f"c = on both sides the generator's main thread was busy {CLIENT_BOUND:.0%} or more of the phase"
             + (
                 f" or the generator used {CLIENT_BOUND:.0%} or more of its CPUs (the perf tool: producing, from its "
-                "first progress line to its summary; consuming, not measured)"
+                "first progress line to its summary; consuming, over its fetch phase after the group join)"
                 if pinned_cpus
                 else ""
             )

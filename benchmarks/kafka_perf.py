@@ -9,7 +9,8 @@ fields as the librdkafka phases of ``bench_broker.py``:
 - producer: records, records_per_s, avg_ms, max_ms, p50_ms, p95_ms, p99_ms, p999_ms
   (the tool prints percentiles in whole milliseconds and the average with two decimals);
 - consumer: records, records_per_s (fetch phase, i.e. after the group join),
-  records_per_s_total (including the join), join_ms.
+  records_per_s_total (including the join), join_ms, fetch_ms, end_s (the fetch
+  phase's end, seconds since the epoch: the tool's JVM runs in UTC).
 
 MB/s is left to the caller (records/s times the record size, in 10^6 bytes):
 the tools count in MiB.
@@ -22,6 +23,7 @@ of its output in ``error``.
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
 import re
 import shutil
@@ -103,10 +105,62 @@ def parse_consumer(stdout: str) -> dict | None:
                     "records_per_s_total": float(row["nMsg.sec"]),
                     "join_ms": float(row["rebalance.time.ms"]),
                     "fetch_ms": float(row["fetch.time.ms"]),
+                    "end_s": _tool_time(row["end.time"]),
                 }
             except (KeyError, ValueError):
                 return None
     return None
+
+
+def _tool_time(text: str) -> float:
+    """The tools' default date format (yyyy-MM-dd HH:mm:ss:SSS), in UTC (``PerfTools.command`` runs the JVM so),
+    as seconds since the epoch."""
+    stamp = datetime.datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
+    return stamp.timestamp() + int(text[20:23]) / 1000
+
+
+# The consuming tool prints nothing between its header and its summary, so its JVM's CPU is read this often in a
+# thread of the benchmark's and the fetch phase's share (the summary's end.time less its fetch.time.ms, to its
+# end.time) taken off the readings either side of each end; /proc counts in 10 ms ticks, so a phase shorter than
+# CPU_WINDOW_MIN_S gets no figure.
+CPU_SAMPLE_S = 0.02
+CPU_WINDOW_MIN_S = 0.2
+
+
+class CpuSamples:
+    """A process's CPU seconds (``process_cpu_s``) read every ``interval`` seconds by wall-clock time, from start
+    until ``stop`` or the process is gone."""
+
+    def __init__(self, pid: int, interval: float = CPU_SAMPLE_S):
+        self.readings: list[tuple[float, float]] = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(pid, interval), daemon=True)
+        self._thread.start()
+
+    def _run(self, pid: int, interval: float) -> None:
+        while True:
+            cpu = process_cpu_s(pid)
+            if cpu is None:
+                return
+            self.readings.append((time.time(), cpu))
+            if self._stopped.wait(interval):
+                return
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def at(self, when: float) -> float | None:
+        """The CPU seconds used by ``when``, between the readings either side of it; None outside them."""
+        readings = self.readings
+        for (t0, c0), (t1, c1) in zip(readings, readings[1:]):
+            if t0 <= when <= t1:
+                return c0 if t1 == t0 else c0 + (c1 - c0) * (when - t0) / (t1 - t0)
+        return None
+
+    def between(self, start: float, end: float) -> float | None:
+        first, last = self.at(start), self.at(end)
+        return None if first is None or last is None else last - first
 
 
 # ProducerPerformance's progress interval when its CPU is measured: the span measured starts at the first line
@@ -213,6 +267,7 @@ class PerfTools:
             "-Djava.awt.headless=true",
             "-Duser.language=en",
             "-Duser.country=US",
+            "-Duser.timezone=UTC",  # the consuming tool's summary times, read as UTC (_tool_time)
             f"-Dlog4j2.configurationFile={self._log_config}",
             "-cp",
             self.classpath,
@@ -303,8 +358,12 @@ class PerfTools:
         timeout_ms: int = 30_000,
         props: dict[str, object] | None = None,
         timeout: float = 120.0,
+        measure_cpu: bool = False,
     ) -> dict:
-        """ConsumerPerformance: subscribe with a fresh group, read ``records`` records from the earliest offset."""
+        """ConsumerPerformance: subscribe with a fresh group, read ``records`` records from the earliest offset.
+        With ``measure_cpu`` the result also holds ``generator_cpu_s`` and ``generator_span_s``: its JVM's CPU
+        seconds over the fetch phase (after the group join) and that phase's wall seconds, where the phase lasted
+        CPU_WINDOW_MIN_S or more."""
         args = [
             "--bootstrap-server",
             bootstrap,
@@ -317,10 +376,30 @@ class PerfTools:
         ]
         if props:
             args += ["--command-property", *(f"{k}={v}" for k, v in props.items())]
-        code, out, err = self._java(CONSUMER, args, timeout)
+        samples: CpuSamples | None = None
+        if measure_cpu:
+            lines: list[str] = []
+
+            def started(proc: subprocess.Popen) -> None:
+                nonlocal samples
+                samples = CpuSamples(proc.pid)
+
+            try:
+                code, err = run_watched(self.command(CONSUMER, args), timeout, lines.append, started)
+            finally:
+                if samples is not None:
+                    samples.stop()
+            out = "".join(lines)
+        else:
+            code, out, err = self._java(CONSUMER, args, timeout)
         summary = parse_consumer(out)
         result = dict(summary or {"records": 0, "records_per_s": 0.0})
         result["complete"] = code == 0 and result["records"] == records
         if not result["complete"]:
             result["error"] = (err or out)[-1500:]
+        if samples is not None and summary is not None and summary["fetch_ms"] >= CPU_WINDOW_MIN_S * 1000:
+            span = summary["fetch_ms"] / 1000
+            cpu = samples.between(summary["end_s"] - span, summary["end_s"])
+            if cpu is not None:
+                result["generator_cpu_s"], result["generator_span_s"] = cpu, span
         return result

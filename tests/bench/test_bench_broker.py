@@ -99,8 +99,39 @@ def test_parse_consumer_summary_skips_a_warning_between_header_and_data():
         "records_per_s_total": 107353.7305,
         "join_ms": 716.0,
         "fetch_ms": 1147.0,
+        "end_s": 1795446306.83,  # 2026-11-23 15:05:06.830 UTC
     }
     assert kafka_perf.parse_consumer("start.time, end.time\n") is None
+
+
+BURN_IN_A_WINDOW = """
+import time
+time.sleep(0.3)
+start = time.time()
+t = time.process_time()
+while time.process_time() - t < 0.5:
+    pass
+end = time.time()
+print(start, end, flush=True)
+time.sleep(0.3)
+"""
+
+
+def test_cpu_samples_give_a_window_its_own_cpu():
+    """What marks a consuming perf phase paced by its client: the CPU its JVM used in the fetch phase alone,
+    read off samples taken while it ran (the tool prints nothing meanwhile), not its start-up's or its idle
+    tail's."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", BURN_IN_A_WINDOW], stdout=subprocess.PIPE, text=True)
+    samples = kafka_perf.CpuSamples(proc.pid)
+    out, _ = proc.communicate(timeout=60)
+    samples.stop()
+    start, end = map(float, out.split())
+    assert 0.4 <= samples.between(start, end) <= 0.65  # 0.5 s burnt; ticks of 10 ms, samples 20 ms apart
+    assert samples.between(end + 0.05, end + 0.25) <= 0.05  # asleep after it
+    assert samples.at(samples.readings[-1][0] + 10) is None  # past the last reading: no figure
 
 
 def test_smallest_run_with_librdkafka(tmp_path):
@@ -183,6 +214,11 @@ def test_smallest_run_with_kafka_perf_tools(tmp_path):
     for key in ("perf/produce/1024B p1 none acks=all", "perf/consume/1024B p1 none acks=all", "perf/latency/2000/s"):
         assert results[key]["complete"], (key, results[key])
         assert results[key]["records"] > 0
+    consume = results["perf/consume/1024B p1 none acks=all"]
+    if consume["fetch_ms"] >= kafka_perf.CPU_WINDOW_MIN_S * 1000:  # long enough to be read off the samples
+        assert consume["generator_span_s"] == consume["fetch_ms"] / 1000 and consume["generator_cpu_s"] > 0, consume
+    else:
+        assert "generator_cpu_s" not in consume, consume
     # 0.5 s at 2,000/s measured after 1 s of warm-up records: the figures are the steady state's 1,000
     latency = results["perf/latency/2000/s"]
     assert latency["records"] == 1000 and latency["steady_state"], latency
