@@ -5,8 +5,9 @@ librdkafka producing to 12 partitions sends requests of every partition with a b
 hundred records each, so the broker's cost per partition (the record check, the append, the response) is
 most of its CPU per MB there; bench_produce_cpu sends one partition per request. Here a Broker with the disk
 engine (no fsync) answers prebuilt ProduceRequest v10 frames through ``Broker.handle``, as the net layer
-calls it, and the process CPU per request is printed for each shape: partitions x records per batch, 100 B
-values (``--size``), codecs none and lz4. Keys are ``k<n>``, n counting up through 0-1023, except in the keyed
+calls it, and the process CPU per request is printed for each shape: partitions x records per batch (1 x 1
+among them, one record a request: what a producer with linger.ms=0 sends), 100 B values (``--size``), codecs
+none and lz4. Keys are ``k<n>``, n counting up through 0-1023, except in the keyed
 shape (``k`` after it): there each partition's keys are drawn at random from 0-1023, as a producer's keyed
 partitioner spreads them (the key's length changes every few records), in batches of the size kcat and
 librdkafka send to each of 12 partitions at full speed (bench_broker: 1,200-8,800 records, median 2,400).
@@ -34,7 +35,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # (partitions per request, records per batch, keys drawn at random per partition)
-SHAPES = [(12, 5, False), (12, 20, False), (12, 100, False), (1, 500, False), (12, 2000, True)]
+SHAPES = [(1, 1, False), (12, 5, False), (12, 20, False), (12, 100, False), (1, 500, False), (12, 2000, True)]
 # records built per run at most (requests x this): a shape of larger requests times fewer of them
 RECORDS_PER_REQUEST = 1200
 CODECS = ("none", "lz4")
