@@ -105,18 +105,21 @@ def parse_consumer(stdout: str) -> dict | None:
                     "records_per_s_total": float(row["nMsg.sec"]),
                     "join_ms": float(row["rebalance.time.ms"]),
                     "fetch_ms": float(row["fetch.time.ms"]),
-                    "end_s": _tool_time(row["end.time"]),
+                    "end_s": _tool_time(row.get("end.time", "")),
                 }
             except (KeyError, ValueError):
                 return None
     return None
 
 
-def _tool_time(text: str) -> float:
+def _tool_time(text: str) -> float | None:
     """The tools' default date format (yyyy-MM-dd HH:mm:ss:SSS), in UTC (``PerfTools.command`` runs the JVM so),
-    as seconds since the epoch."""
-    stamp = datetime.datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
-    return stamp.timestamp() + int(text[20:23]) / 1000
+    as seconds since the epoch; None for any other text (only the CPU window needs it: the counts stand without)."""
+    try:
+        stamp = datetime.datetime.strptime(text[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=datetime.UTC)
+        return stamp.timestamp() + int(text[20:23]) / 1000
+    except ValueError:
+        return None
 
 
 # The consuming tool prints nothing between its header and its summary, so its JVM's CPU is read this often in a
@@ -397,7 +400,12 @@ class PerfTools:
         result["complete"] = code == 0 and result["records"] == records
         if not result["complete"]:
             result["error"] = (err or out)[-1500:]
-        if samples is not None and summary is not None and summary["fetch_ms"] >= CPU_WINDOW_MIN_S * 1000:
+        if (
+            samples is not None
+            and summary is not None
+            and summary["end_s"] is not None
+            and summary["fetch_ms"] >= CPU_WINDOW_MIN_S * 1000
+        ):
             span = summary["fetch_ms"] / 1000
             cpu = samples.between(summary["end_s"] - span, summary["end_s"])
             if cpu is not None:

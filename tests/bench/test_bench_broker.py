@@ -102,6 +102,9 @@ def test_parse_consumer_summary_skips_a_warning_between_header_and_data():
         "end_s": 1795446306.83,  # 2026-11-23 15:05:06.830 UTC
     }
     assert kafka_perf.parse_consumer("start.time, end.time\n") is None
+    # an end time in another format costs only the CPU window, never the counts
+    odd = kafka_perf.parse_consumer(out.replace("2026-11-23 15:05:06:830", "23/11/2026 15:05"))
+    assert odd is not None and odd["records"] == 200000 and odd["end_s"] is None
 
 
 BURN_IN_A_WINDOW = """
