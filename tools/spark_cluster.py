@@ -161,8 +161,10 @@ class SparkStandalone:
                     alive = [w for w in self.state().get("workers", []) if w.get("state") == "ALIVE"]
                     if len(alive) >= self.workers:
                         return self
-                except OSError:
-                    pass  # the master's web UI is not up yet
+                except (OSError, ValueError):
+                    # the master's web UI is not up yet: its port accepts before each page's handler is started,
+                    # so /json/ answers 404, or the root page's HTML when the "/" handler starts first
+                    pass
                 if time.monotonic() > deadline:
                     raise SparkUnavailable(f"{self.workers} workers not ALIVE after {timeout:.0f}s:\n{self.log_tail()}")
                 time.sleep(0.5)
