@@ -973,6 +973,10 @@ class Live:
     rss: object
     results: dict
     seq: object = field(default_factory=lambda: iter(range(1_000_000)))
+    # generator -> why it cannot use this target: its warm-up produce stored nothing (a client and a broker that do
+    # not speak to each other, e.g. kcat's librdkafka refusing a peer's ApiVersions answer); its phases are then
+    # recorded as INCOMPLETE at once instead of each waiting out its time limit (the perf tool's is 90 s)
+    unusable: dict = field(default_factory=dict)
 
     def topic(self, stem: str) -> str:
         return f"bench-{stem}-{next(self.seq)}"
@@ -997,10 +1001,12 @@ def start_target(stack: contextlib.ExitStack, target: Target, args, perf, log) -
             t = live.topic("warmup")
             create_topic(bootstrap, t, max(args.partitions), tc)
             case = Case(1024, max(args.partitions), codec, "all")
-            w = rdkafka_produce(bootstrap, t, args.warmup, case)
-            rdkafka_consume(bootstrap, t, case.partitions, w["records"])
-            if perf is not None:
-                perf.produce(
+            if "librdkafka" not in live.unusable:
+                w = rdkafka_produce(bootstrap, t, args.warmup, case)
+                if _usable(live, "librdkafka", w):
+                    rdkafka_consume(bootstrap, t, case.partitions, w["records"])
+            if perf is not None and "perf" not in live.unusable:
+                pw = perf.produce(
                     bootstrap,
                     t,
                     args.warmup,
@@ -1008,19 +1014,45 @@ def start_target(stack: contextlib.ExitStack, target: Target, args, perf, log) -
                     props=perf_producer_props(case),
                     timeout=PHASE_LIMIT + 30,
                 )
-                perf.consume(bootstrap, t, w["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
-            if "kcat" in args.generators:
-                kcat_produce(bootstrap, t, args.warmup, case, kcat_payload_file(args.scratch, 1024, args.warmup))
-                kcat_consume(bootstrap, t, case.partitions, w["records"])
+                if _usable(live, "perf", pw):
+                    perf.consume(bootstrap, t, pw["records"], props=PERF_CONSUMER_PROPS, timeout=PHASE_LIMIT + 40)
+            if "kcat" in args.generators and "kcat" not in live.unusable:
+                kw = kcat_produce(bootstrap, t, args.warmup, case, kcat_payload_file(args.scratch, 1024, args.warmup))
+                if _usable(live, "kcat", kw):
+                    kcat_consume(bootstrap, t, case.partitions, kw["records"])
             delete_topic(bootstrap, t)
+        for gen, why in live.unusable.items():
+            log(f"[{target.name}] {gen} stored nothing in the warm-up, its phases here are skipped: {why}")
         log(f"[{target.name}] warm-up done ({args.warmup:,} records per codec)")
     results["rss_mb_after_warmup"] = rss()
     return live
 
 
+def _usable(live: Live, gen: str, produced: dict) -> bool:
+    """Whether a warm-up produce of ``gen`` stored anything on the target; if not, ``gen`` is marked unusable there
+    with the phase's error."""
+    if produced.get("records"):
+        return True
+    lines = [line.strip() for line in (produced.get("error") or "").splitlines() if line.strip()]
+    live.unusable[gen] = lines[-1][:300] if lines else "no record stored"
+    return False
+
+
+def _skipped(live: Live, gen: str) -> dict:
+    """The result of a phase not run: ``gen`` cannot use the target (``Live.unusable``)."""
+    return {
+        "records": 0,
+        "records_per_s": 0.0,
+        "complete": False,
+        "error": f"not run: {gen} stored nothing here in the warm-up ({live.unusable[gen]})",
+    }
+
+
 def throughput_round(live: Live, gen: str, case: Case, args, perf) -> tuple[dict, dict]:
     """One produce phase then one consume phase of ``case`` on a fresh topic, deleted after (memory engines
     would otherwise hold every run)."""
+    if gen in live.unusable:
+        return _skipped(live, gen), _skipped(live, gen)
     bootstrap, cpu = live.bootstrap, live.cpu
     records = records_for(args, case.size)
     t = live.topic(f"{gen}-{case.size}-p{case.partitions}-{case.codec}")
@@ -1078,6 +1110,11 @@ def store_throughput(live: Live, gen: str, case: Case, rounds: list[int], produc
 
 
 def latency_run(live: Live, gen: str, rate: int, args, perf, log) -> None:
+    if gen in live.unusable:
+        live.results[f"{gen}/latency/{rate}/s"] = lat = dict(_skipped(live, gen), size=LATENCY_SIZE, rate=rate)
+        lat["saturated"] = saturated(lat)
+        log(f"[{live.target.name}] {gen} latency at {rate:,}/s: {lat['error']}")
+        return
     bootstrap = live.bootstrap
     t = live.topic(f"{gen}-latency-{rate}")
     create_topic(bootstrap, t, 1, live.target.topic_config)

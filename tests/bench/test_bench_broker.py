@@ -669,3 +669,68 @@ def test_pin_wants_two_apart_sets_of_usable_cpus():
     for bad in ("0", "0:0", "a:1", f"0:{max(cpus) + 1}", "0,1:1"):
         with pytest.raises(argparse.ArgumentTypeError):
             bench_broker.parse_pin(bad)
+
+
+def test_a_generator_that_stores_nothing_in_the_warm_up_is_not_run_on_that_target(monkeypatch):
+    """A client that cannot talk to a target (its warm-up produce stored nothing) gets its phases there recorded as
+    INCOMPLETE with the reason at once, instead of each waiting out its time limit; the other clients run."""
+    import argparse
+
+    import bench_broker as bb
+
+    @contextlib.contextmanager
+    def running(target, pin=None):
+        yield "127.0.0.1:1", (lambda: 0.0), (lambda: 1.0)
+
+    calls = []
+
+    def produced(n, error=None):
+        return {"records": n, "records_per_s": float(n), "complete": bool(n), "error": error}
+
+    class Perf:
+        def produce(self, *args, **kwargs):
+            calls.append("perf produce")
+            return produced(0, "Reading payloads\nTimeoutException: Expiring 967 record(s)\n")
+
+        def consume(self, *args, **kwargs):  # pragma: no cover - must not be reached
+            calls.append("perf consume")
+
+    monkeypatch.setattr(bb, "running", running)
+    monkeypatch.setattr(bb, "create_topic", lambda *a, **k: None)
+    monkeypatch.setattr(bb, "delete_topic", lambda *a, **k: None)
+    monkeypatch.setattr(bb, "warm_page_cache", lambda *a: None)
+    monkeypatch.setattr(bb, "rdkafka_produce", lambda *a: calls.append("librdkafka produce") or produced(100))
+    monkeypatch.setattr(bb, "rdkafka_consume", lambda *a: calls.append("librdkafka consume") or produced(100))
+    monkeypatch.setattr(bb, "kcat_payload_file", lambda *a: None)
+    monkeypatch.setattr(bb, "kcat_produce", lambda *a: calls.append("kcat produce") or produced(0, "Read underflow"))
+    monkeypatch.setitem(bb.perf_files, 1024, Path("payloads"))
+    args = argparse.Namespace(
+        warmup=100,
+        codecs=["none", "lz4"],
+        partitions=[1],
+        generators=["librdkafka", "perf", "kcat"],
+        scratch=None,
+        pin=None,
+    )
+    logged = []
+    with contextlib.ExitStack() as stack:
+        live = bb.start_target(stack, bb.TARGETS["kafkawire-memory"], args, Perf(), logged.append)
+    # each unusable client tried once (the first codec's warm-up), never consumed with; librdkafka ran both codecs
+    assert calls == ["librdkafka produce", "librdkafka consume", "perf produce", "kcat produce"] + [
+        "librdkafka produce",
+        "librdkafka consume",
+    ]
+    assert set(live.unusable) == {"perf", "kcat"}
+    assert live.unusable == {"perf": "TimeoutException: Expiring 967 record(s)", "kcat": "Read underflow"}
+    assert any("perf stored nothing in the warm-up" in line and "Expiring" in line for line in logged)
+
+    calls.clear()
+    case = bb.Case(1024, 1, "none", "1")
+    for gen in ("perf", "kcat"):
+        p, c = bb.throughput_round(live, gen, case, args, Perf())
+        assert p["complete"] is False and c["complete"] is False and p["records"] == 0
+        assert p["error"].startswith(f"not run: {gen} stored nothing here in the warm-up")
+    bb.latency_run(live, "perf", 2000, args, Perf(), logged.append)
+    latency = live.results["perf/latency/2000/s"]
+    assert latency["complete"] is False and latency["saturated"] is True
+    assert calls == []  # no phase touched a client
