@@ -716,11 +716,14 @@ def test_a_generator_that_stores_nothing_in_the_warm_up_is_not_run_on_that_targe
     with contextlib.ExitStack() as stack:
         live = bb.start_target(stack, bb.TARGETS["kafkawire-memory"], args, Perf(), logged.append)
     # each unusable client tried once (the first codec's warm-up), never consumed with; librdkafka ran both codecs
-    assert calls == ["librdkafka produce", "librdkafka consume", "perf produce", "kcat produce"] + [
+    assert calls == [
+        "librdkafka produce",
+        "librdkafka consume",
+        "perf produce",
+        "kcat produce",
         "librdkafka produce",
         "librdkafka consume",
     ]
-    assert set(live.unusable) == {"perf", "kcat"}
     assert live.unusable == {"perf": "TimeoutException: Expiring 967 record(s)", "kcat": "Read underflow"}
     assert any("perf stored nothing in the warm-up" in line and "Expiring" in line for line in logged)
 
